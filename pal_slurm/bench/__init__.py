@@ -1,0 +1,1 @@
+"""Benchmark backends (nvml, kernel, replay) and the prolog/epilog sample recorders."""

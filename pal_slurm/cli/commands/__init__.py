@@ -1,0 +1,1 @@
+"""palctl command modules; each exports COMMAND."""

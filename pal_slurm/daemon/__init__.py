@@ -1,0 +1,1 @@
+"""pald: the placement daemon (socket server, protocol, state sync, deferred release)."""

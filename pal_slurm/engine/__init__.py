@@ -1,0 +1,1 @@
+"""One scheduling cycle (order -> place -> actuate), shared by pald and the simulator."""

@@ -1,0 +1,133 @@
+"""The cluster as policies see it: GPUs in nodes, nodes optionally under racks (leaf switches).
+
+GPU ids are dense integers 0..G-1 in (node order, slot) order. Every policy breaks ties by GPU
+id or node index, so the id order *is* the tie-break order; builders must respect it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable, Mapping
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU slot."""
+
+    gpu_id: int  # dense cluster-wide index; also the tie-break order
+    node: str  # node name (Slurm NodeName)
+    node_index: int  # position of the node in the cluster's node order
+    slot: int  # local index on the node (gres.conf order, CUDA index outside cgroups)
+    uuid: str | None = None  # NVML UUID when known (real clusters); None in simulation
+
+
+@dataclass(frozen=True)
+class Node:
+    """One machine."""
+
+    name: str
+    index: int  # position in the cluster's node order
+    gpu_ids: tuple[int, ...]  # its GPUs, ascending
+    rack: str = "rack0"  # leaf switch / rack name (topology tier above the node)
+    weight: int = 1  # Slurm node Weight (first fit prefers the lowest)
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """An immutable snapshot: topology plus which GPUs are free right now."""
+
+    gpus: tuple[Gpu, ...]
+    nodes: tuple[Node, ...]
+    free: frozenset[int] = field(default_factory=frozenset)
+
+    # ---- builders -------------------------------------------------------------------
+    @classmethod
+    def uniform(
+        cls,
+        num_nodes: int,
+        gpus_per_node: int,
+        nodes_per_rack: int | None = None,
+        prefix: str = "node",
+    ) -> "ClusterView":
+        """A homogeneous cluster with every GPU free (the simulator's default builder)."""
+        if num_nodes <= 0 or gpus_per_node <= 0:
+            raise ValueError("a cluster needs at least one node and one GPU per node")
+        width = max(2, len(str(num_nodes - 1)))
+        names = [f"{prefix}{i:0{width}d}" for i in range(num_nodes)]
+        return cls.from_layout(
+            [(n, gpus_per_node) for n in names],
+            racks=None
+            if not nodes_per_rack
+            else {n: f"rack{i // nodes_per_rack}" for i, n in enumerate(names)},
+        )
+
+    @classmethod
+    def from_layout(
+        cls,
+        layout: Iterable[tuple[str, int]],
+        racks: Mapping[str, str] | None = None,
+        weights: Mapping[str, int] | None = None,
+        uuids: Mapping[tuple[str, int], str] | None = None,
+    ) -> "ClusterView":
+        """Build from [(node name, gpu count), ...] in the order given; all GPUs free."""
+        gpus: list[Gpu] = []
+        nodes: list[Node] = []
+        for index, (name, count) in enumerate(layout):
+            ids = []
+            for slot in range(count):
+                gid = len(gpus)
+                gpus.append(
+                    Gpu(gid, name, index, slot, (uuids or {}).get((name, slot)))
+                )
+                ids.append(gid)
+            nodes.append(
+                Node(
+                    name,
+                    index,
+                    tuple(ids),
+                    rack=(racks or {}).get(name, "rack0"),
+                    weight=(weights or {}).get(name, 1),
+                )
+            )
+        return cls(tuple(gpus), tuple(nodes), frozenset(g.gpu_id for g in gpus))
+
+    def with_free(self, free: Iterable[int]) -> "ClusterView":
+        """The same cluster with another free set."""
+        return ClusterView(self.gpus, self.nodes, frozenset(free))
+
+    # ---- derived views ---------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return len(self.gpus)
+
+    @cached_property
+    def gpus_per_node(self) -> int:
+        """GPUs on the first node (the artifact assumes homogeneous nodes)."""
+        return len(self.nodes[0].gpu_ids) if self.nodes else 0
+
+    @cached_property
+    def node_of(self) -> tuple[int, ...]:
+        """gpu_id -> node index."""
+        return tuple(g.node_index for g in self.gpus)
+
+    @cached_property
+    def rack_of_node(self) -> tuple[str, ...]:
+        return tuple(n.rack for n in self.nodes)
+
+    def free_by_node(self) -> dict[int, list[int]]:
+        """{node index: [free GPU ids ascending]} for nodes with at least one free GPU, in node order."""
+        out: dict[int, list[int]] = {}
+        for gid in sorted(self.free):
+            out.setdefault(self.node_of[gid], []).append(gid)
+        return out
+
+    def nodes_spanned(self, gpu_ids: Iterable[int]) -> int:
+        return len({self.node_of[g] for g in gpu_ids})
+
+    def racks_spanned(self, gpu_ids: Iterable[int]) -> int:
+        return len({self.rack_of_node[self.node_of[g]] for g in gpu_ids})
+
+    def gpu_by_location(self) -> dict[tuple[str, int], int]:
+        """(node name, slot) -> gpu_id."""
+        return {(g.node, g.slot): g.gpu_id for g in self.gpus}

@@ -1,0 +1,1 @@
+"""Pure policies: queue orders and placements, registered by name."""

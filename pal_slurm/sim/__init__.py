@@ -1,0 +1,1 @@
+"""Trace-driven simulator: `compat` (the PAL artifact's round model) and `event` (ours)."""

@@ -1,0 +1,1 @@
+"""The only code that runs Slurm commands: readers, hostlist, actuator, gres.conf."""

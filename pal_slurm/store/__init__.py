@@ -1,0 +1,1 @@
+"""The store: SQLAlchemy models behind a small repository interface; Alembic migrations."""

@@ -113,21 +113,22 @@ class SlurmActuator:
         self,
         job_id: int,
         nodes: Sequence[str] | str,
-        gres_spec: str,
+        gres_spec: str | None,
         release: bool = True,
     ) -> None:
         """Pin a pending job to exactly `nodes` with `gres_spec` per node, then release it.
 
         `nodes` is a list of names or a hostlist; `gres_spec` is per node, with or without the
-        ``gres:`` prefixes (``gpu:s2:1,gpu:s3:1``). A pending job that is not held is held
-        first, so the scheduler cannot start it half-updated. Raises SlurmError if the job is
+        ``gres:`` prefixes (``gpu:s2:1,gpu:s3:1``), or None to keep the job's GPU request
+        (nodes only). A pending job that is not held is held first, so the scheduler cannot
+        start it half-updated. Raises SlurmError if the job is
         not pending or a command fails; the job is then left as it was (held if it was held),
         with its previous nodes and GPU request put back where Slurm allows it.
         """
         names = expand(nodes) if isinstance(nodes, str) else list(nodes)
         if not names:
             raise SlurmError(f"job {job_id}: no nodes to place it on")
-        spec = normalize_gres_spec(gres_spec)
+        spec = None if gres_spec is None else normalize_gres_spec(gres_spec)
         before = self.show(job_id)
         if before.state != "PENDING":
             raise SlurmError(f"job {job_id} is {before.state}, not PENDING: cannot place it")
@@ -138,7 +139,8 @@ class SlurmActuator:
         try:
             self._update(job_id, f"NodeList={compress(names)}", f"NumNodes={count}-{count}")
             try:
-                self._set_gres(job_id, before.tres_per_node, spec)
+                if spec is not None:
+                    self._set_gres(job_id, before.tres_per_node, spec)
             except SlurmError:
                 self._restore(job_id, before)
                 raise
@@ -154,6 +156,13 @@ class SlurmActuator:
     ) -> None:
         """`place_held_job` with the per-slot typed GRES of `slots` (same slots on each node)."""
         self.place_held_job(job_id, nodes, gres_update_spec(slots), release=release)
+
+    def place_nodes(self, job_id: int, nodes: Sequence[str] | str, release: bool = True) -> None:
+        """Pin a pending job to exactly `nodes` (node count fixed too), keeping its GPU request.
+
+        For jobs that ask for GPUs per job (`--gpus=N`): Slurm then picks the slots on them.
+        """
+        self.place_held_job(job_id, nodes, None, release=release)
 
     def _restore(self, job_id: int, before: JobSnapshot) -> None:
         """Best effort: put back the nodes and GPU request the job had before."""
@@ -172,3 +181,4 @@ class SlurmActuator:
             action(*args)
         except SlurmError:
             pass  # the original error is the one worth reporting
+

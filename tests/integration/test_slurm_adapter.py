@@ -96,6 +96,13 @@ def test_actuator_places_multi_node_job(lab: LabCluster) -> None:
     }
 
 
+def test_actuator_places_gpus_per_job_request_on_nodes_only(lab: LabCluster) -> None:
+    job = lab.sbatch("--hold", "--gpus=2", wrap=SHOW_GPUS)
+    lab.actuator.place_nodes(job, ["gpu03"])
+    assert lab.wait_job(job) == "COMPLETED"
+    assert _lines(lab.job_output(job)) == {"CUDA_VISIBLE_DEVICES=0,1 SLURMD_NODENAME=gpu03"}
+
+
 def test_actuator_holds_a_pending_job_before_rewriting_it(lab: LabCluster) -> None:
     # gpu01 fully busy: the second job pends (Resources) and must not start half-updated
     blocker = lab.sbatch("-w", "gpu01", "--gres=gpu:4", wrap="sleep 60")

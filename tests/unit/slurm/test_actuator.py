@@ -145,3 +145,12 @@ def test_empty_node_list_is_refused() -> None:
     with pytest.raises(SlurmError, match="no nodes"):
         SlurmActuator(runner).place_on_slots(42, [], [0])
     assert runner.calls == []
+
+
+def test_place_nodes_keeps_the_gpu_request() -> None:
+    runner = FakeRunner()
+    SlurmActuator(runner).place_nodes(42, "gpu[03-04]")
+    assert runner.updates() == [
+        ["update", "jobid=42", "NodeList=gpu[03-04]", "NumNodes=2-2"],
+        ["release", "42"],
+    ]

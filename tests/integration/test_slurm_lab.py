@@ -3,11 +3,12 @@ module), environment for the hook, and a prolog, on a second lab of its own."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from pal_slurm.slurm.lab import LabCluster
+from pal_slurm.slurm.lab import LAB_SCRIPT, LabCluster
 
 pytestmark = pytest.mark.slurm
 
@@ -57,6 +58,18 @@ def test_custom_hook_env_and_prolog(hooked_lab: tuple[LabCluster, Path]) -> None
     assert lab.wait_job(job) == "COMPLETED"
     assert lab.job_output(job).strip() == "CVD=1"
     assert f"{job} gpu02" in marks.read_text().splitlines()
+
+
+def test_script_status_and_env(hooked_lab: tuple[LabCluster, Path]) -> None:
+    lab, _ = hooked_lab
+    status = subprocess.run(["bash", str(LAB_SCRIPT), "status"], env=lab.script_env,
+                            capture_output=True, text=True, timeout=30)
+    assert status.returncode == 0
+    assert any(l.startswith("slurmctld pid=") and l.endswith(" up") for l in status.stdout.splitlines())
+    assert "gpu02 idle" in status.stdout or "gpu02 mixed" in status.stdout
+    env = subprocess.run(["bash", str(LAB_SCRIPT), "env"], env=lab.script_env,
+                         capture_output=True, text=True, timeout=30)
+    assert env.stdout.strip() == f"export SLURM_CONF={lab.slurm_conf}"
 
 
 def test_stop_leaves_no_process(tmp_path_factory: pytest.TempPathFactory, lab_factory) -> None:

@@ -223,11 +223,31 @@ def start_lab(
     gres: "typed" (per-slot types, exact GPU binding) or "plain" (Gres=gpu:N).
     Raises LabError (with the log tail) if the cluster does not come up.
     """
+    for what, path in (("hook", hook), ("prolog", prolog), ("epilog", epilog),
+                       ("task_prolog", task_prolog)):
+        if path is not None and not Path(path).is_file():
+            raise LabError(f"{what} {path}: no such file")
+    if gres not in ("typed", "plain"):
+        raise LabError(f"gres must be 'typed' or 'plain', not {gres!r}")
     missing = missing_binaries()
     if missing:
         raise LabError("Slurm lab needs: " + ", ".join(missing))
     lab = Path(lab_dir).resolve()
     lab.mkdir(parents=True, exist_ok=True)
+    error: LabError | None = None
+    for _attempt in range(2):  # a second try on fresh ports: another lab may have taken ours
+        cluster = _launch(lab, nodes, gpus, cpus, hook, env, prolog, epilog, task_prolog,
+                          gres, uts, timeout)
+        if isinstance(cluster, LabCluster):
+            return cluster
+        error = cluster
+    assert error is not None
+    raise error
+
+
+def _launch(lab: Path, nodes, gpus, cpus, hook, env, prolog, epilog, task_prolog, gres, uts,
+            timeout) -> "LabCluster | LabError":
+    """One start attempt on fresh ports: the running lab, or the error (lab stopped)."""
     ports = free_port_block(nodes + 1)
     script_env = dict(os.environ)
     script_env.update(env or {})
@@ -269,12 +289,12 @@ def start_lab(
         )
     except subprocess.TimeoutExpired:
         cluster.stop()
-        raise LabError(f"lab start did not finish in {timeout:g} s") from None
+        return LabError(f"lab start did not finish in {timeout:g} s")
     cluster.start_seconds = time.monotonic() - t0
     if proc.returncode != 0:
         tail = "\n".join(cluster.log().splitlines()[-15:])
         cluster.stop()
-        raise LabError(
+        return LabError(
             f"lab start failed (rc={proc.returncode}):\n{proc.stderr.strip()}\n"
             f"--- slurmctld.log tail ---\n{tail}"
         )

@@ -47,7 +47,8 @@ def test_place_with_slots_sets_nodes_counts_gres_and_tag():
 def test_the_request_is_what_pald_decodes():
     hook = Hook()
     hook.reply(PLACE)
-    _, job = hook.submit({**JOB, "min_nodes": 1, "max_nodes": 2, "tres_per_job": "gres:gpu:4"})
+    _, job = hook.submit({**JOB, "min_nodes": 1, "max_nodes": 2, "tres_per_job": "gres:gpu:4",
+                          "tres_per_task": "gres:gpu:1"})
     req = decode_request(json.dumps(hook.sent))
     assert isinstance(req, PlaceRequest)
     assert req.job.uid == 1001 and req.job.user == "ann" and req.job.name == "train"
@@ -56,6 +57,7 @@ def test_the_request_is_what_pald_decodes():
     assert req.pal.perf_class == "resnet" and req.pal.gpus == 2
     assert req.request_id and admin_tag(job).endswith(";req=" + req.request_id)
     assert req.job.comment == JOB["comment"] and req.job.tres_per_node == "gres:gpu:2"
+    assert req.job.tres_per_task == "gres:gpu:1" and req.job.tres_per_socket is None
 
 
 def test_unset_node_counts_are_not_sent_and_uid_falls_back_to_submit_uid():

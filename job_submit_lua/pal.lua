@@ -478,7 +478,7 @@ local function valid_gres(gres)
 end
 
 -- Check a decoded reply. Returns a table {decision=, reason=, nodes={sorted names},
--- node_count=, gres=, rank=, warning=} or nil, reason, detail.
+-- gres= (nil: pin nodes only), rank=, warning=} or nil, reason, detail.
 function M.check_reply(obj)
   if type(obj) ~= "table" or getmetatable(obj) == array_mt then
     return nil, "bad-reply", "not an object"
@@ -516,8 +516,13 @@ function M.check_reply(obj)
     end
     if #names == 0 then return nil, "bad-reply", "place without nodes" end
     table.sort(names)
-    if not valid_gres(obj.gres) then return nil, "bad-reply", "bad gres" end
-    out.nodes, out.gres = names, obj.gres
+    -- No gres: pin the nodes only, the job keeps its own GPU request (e.g. --gpus=N spread
+    -- unevenly over nodes cannot be bound slot by slot).
+    if obj.gres ~= nil and obj.gres ~= json.null then
+      if not valid_gres(obj.gres) then return nil, "bad-reply", "bad gres" end
+      out.gres = obj.gres
+    end
+    out.nodes = names
   elseif obj.decision ~= "defer" and obj.decision ~= "pass" then
     return nil, "bad-reply", "unknown decision " .. tostring(obj.decision)
   end
@@ -571,11 +576,13 @@ function M.changes_for(job_desc, reply, request_id)
     changes[#changes + 1] = { "req_nodes", table.concat(reply.nodes, ",") }
     changes[#changes + 1] = { "min_nodes", n }
     changes[#changes + 1] = { "max_nodes", n }
-    changes[#changes + 1] = { "tres_per_node", reply.gres }
-    -- --gpus=N (tres_per_job) would ask for GPUs on top of the slots: drop its GPU items.
-    local tres_job = string_or_nil(job_desc.tres_per_job)
-    if tres_job and M.gpu_count(tres_job) then
-      changes[#changes + 1] = { "tres_per_job", M.strip_gpu_items(tres_job) }
+    if reply.gres then
+      changes[#changes + 1] = { "tres_per_node", reply.gres }
+      -- --gpus=N (tres_per_job) would ask for GPUs on top of the slots: drop its GPU items.
+      local tres_job = string_or_nil(job_desc.tres_per_job)
+      if tres_job and M.gpu_count(tres_job) then
+        changes[#changes + 1] = { "tres_per_job", M.strip_gpu_items(tres_job) }
+      end
     end
     changes[#changes + 1] = { "admin_comment", tag_text(job_desc.admin_comment,
       "pal:placed=" .. table.concat(reply.nodes, ",") .. suffix) }

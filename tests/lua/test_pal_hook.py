@@ -90,6 +90,18 @@ def test_place_drops_gpu_items_of_tres_per_job_and_keeps_the_rest():
     assert job["tres_per_job"] == ""  # "" clears a string field in Slurm
 
 
+def test_place_without_gres_pins_nodes_only_and_keeps_the_gpu_request():
+    hook = Hook()
+    hook.reply({"v": 1, "ok": True, "decision": "place", "reason": "pal",
+                "nodes": {"gpu02": [0, 1, 2], "gpu01": [3]}, "rank": 2})
+    _, job = hook.submit({**JOB, "tres_per_node": None, "tres_per_job": "gres:gpu:4"})
+    assert job["req_nodes"] == "gpu01,gpu02"
+    assert job["min_nodes"] == 2 and job["max_nodes"] == 2
+    assert job["tres_per_job"] == "gres:gpu:4" and "tres_per_node" not in job
+    assert [w[0] for w in hook.writes] == ["req_nodes", "min_nodes", "max_nodes", "admin_comment"]
+    assert job["admin_comment"].startswith("pal:placed=gpu01,gpu02;rank=v2;req=h")
+
+
 def test_defer_holds_the_job_and_nothing_else():
     hook = Hook()
     hook.reply({"v": 1, "ok": True, "decision": "defer", "reason": "busy", "rank": 3})
@@ -171,6 +183,9 @@ def test_socket_failures_pass_the_job(stub, reason):
         ({"v": 1, "decision": "pass"}, "bad-reply"),
         ({"v": 1, "ok": True, "decision": "later"}, "bad-reply"),
         ({"v": 1, "ok": True, "decision": "place", "gres": "gres:gpu:1"}, "bad-reply"),
+        ({"v": 1, "ok": True, "decision": "place"}, "bad-reply"),
+        ({**PLACE, "gres": ""}, "bad-reply"),
+        ({**PLACE, "gres": 5}, "bad-reply"),
         ({**PLACE, "nodes": {}}, "bad-reply"),
         ({**PLACE, "nodes": [["gpu03", [1]]]}, "bad-reply"),
         ({**PLACE, "nodes": {"gpu[01-02]": [0]}}, "bad-reply"),
@@ -303,3 +318,34 @@ def test_request_ids_differ_between_jobs():
 )
 def test_gpu_count_from_tres(tres, count):
     assert Hook().pal.gpu_count(tres) == count
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_scalars = st.none() | st.booleans() | st.integers(-10, 2**40) | st.floats(
+    allow_nan=False, allow_infinity=False) | st.text(max_size=12) | st.sampled_from(
+    ["place", "defer", "pass", "gpu03", "gres:gpu:s1:1"])
+_json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+    st.sampled_from(["v", "ok", "decision", "nodes", "gres", "rank", "reason", "warning",
+                     "error", "code", "gpu03"]) | st.text(max_size=4), inner, max_size=5),
+    max_leaves=12)
+_replies = st.fixed_dictionaries({"v": st.just(1) | _scalars, "ok": st.just(True) | _scalars},
+                                 optional={"decision": _scalars, "nodes": _json, "gres": _json,
+                                           "rank": _json, "reason": _json, "warning": _json})
+
+
+@settings(max_examples=150, deadline=None)
+@given(_replies | _json)
+def test_any_reply_leaves_the_job_placed_deferred_or_passed_never_broken(reply):
+    hook = Hook()
+    hook.reply(reply)
+    rc, job = hook.submit(JOB)
+    assert rc == 0
+    tag = job["admin_comment"]
+    assert tag.startswith(("pal:placed=", "pal:defer", "pal:pass="))
+    if tag.startswith("pal:pass="):
+        assert "req_nodes" not in job and job["priority"] == NO_VAL
+        assert job["tres_per_node"] == "gres:gpu:2"
+    if tag.startswith("pal:placed="):
+        assert job["req_nodes"] and job["min_nodes"] == job["max_nodes"] == len(
+            job["req_nodes"].split(","))

@@ -130,3 +130,55 @@ def test_real_lua51_non_pal_job_makes_no_connection(tmp_path):
         result = run_hook(tmp_path, "just a comment", sock)
     assert pald.received == []
     assert "admin_comment" not in result["job"] and "req_nodes" not in result["job"]
+
+
+def run_against_pald_server(tmp_path, comment, handler, allowed_uids):
+    """Run the hook under lua5.1 against pald's real asyncio SocketServer in a thread."""
+    import asyncio
+    import threading
+
+    from pal_slurm.daemon.server import SocketServer
+
+    sock = tmp_path / "pald.sock"
+    loop = asyncio.new_event_loop()
+    server = SocketServer(handler, str(sock), allowed_uids=allowed_uids)
+    loop.run_until_complete(server.start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        assert (sock.stat().st_mode & 0o777) == 0o600
+        return run_hook(tmp_path, comment, sock)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        loop.run_until_complete(server.close())
+        loop.close()
+
+
+def test_real_lua51_against_palds_own_socket_server(tmp_path):
+    """The hook against pald's real asyncio server (SO_PEERCRED check, 0600 socket)."""
+    from pal_slurm.daemon.protocol import PlaceReply
+    from pal_slurm.model.decision import DecisionKind
+
+    seen = []
+
+    def handler(req):
+        seen.append(req)
+        return PlaceReply(DecisionKind.PLACE, "pal", {"gpu02": (1,)}, "gres:gpu:s1:1", rank=3,
+                          perf_class="A", warning="unknown class 'mystery': using A")
+
+    result = run_against_pald_server(tmp_path, "pal:class=mystery", handler, {os.geteuid()})
+    job = result["job"]
+    assert job["req_nodes"] == "gpu02" and job["tres_per_node"] == "gres:gpu:s1:1"
+    assert job["admin_comment"].startswith("pal:placed=gpu02;rank=v3;req=h")
+    assert result["user"] == ["pal: unknown class 'mystery': using A"]
+    assert len(seen) == 1 and seen[0].pal.perf_class == "mystery"
+
+
+def test_real_lua51_peer_refused_by_pald_passes(tmp_path):
+    seen = []
+    result = run_against_pald_server(tmp_path, "pal:class=resnet", seen.append,
+                                     {os.geteuid() + 12345})
+    assert seen == []
+    assert result["job"]["admin_comment"].startswith("pal:pass=pald-error:forbidden")
+    assert "req_nodes" not in result["job"]

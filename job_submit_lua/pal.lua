@@ -450,12 +450,13 @@ function M.ask(line, cfg)
   ok, err = sock:connect(cfg.socket)
   if not ok then return fail(err) end
   sock:settimeout(remaining(), "t")
-  ok, err = sock:send(line)
-  if not ok then return fail(err) end
+  local sent, send_err = sock:send(line)
+  if not sent and send_err ~= "closed" then return fail(send_err) end
+  -- On "closed", pald may have answered before reading (e.g. a refused peer): read it.
   sock:settimeout(remaining(), "t")
   local reply
   reply, err = sock:receive("*l")
-  if not reply then return fail(err) end
+  if not reply then return fail(sent and err or send_err) end
   sock:close()
   if #reply >= M.MAX_LINE_BYTES then return nil, "bad-reply", "reply line too long" end
   return reply

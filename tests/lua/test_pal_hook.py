@@ -212,6 +212,24 @@ def test_bad_or_error_replies_pass_the_job(reply, reason):
     assert_passed_untouched(hook, job, reason)
 
 
+def test_reply_sent_before_pald_read_the_request_is_still_read():
+    # pald refusing a peer answers at once and closes; our send then sees "closed".
+    hook = Hook()
+    hook.stub(send_error="closed")
+    hook.reply({"v": 1, "ok": False, "error": {"code": "forbidden", "message": "uid 5"}})
+    _, job = hook.submit(JOB)
+    assert_passed_untouched(hook, job, "pald-error:forbidden")
+
+
+def test_send_failure_other_than_closed_does_not_wait_for_a_reply():
+    hook = Hook()
+    hook.stub(send_error="broken pipe")
+    hook.reply(PLACE)
+    _, job = hook.submit(JOB)
+    assert_passed_untouched(hook, job, "socket-error")
+    assert not any(c[0] == "receive" for c in hook.calls)
+
+
 def test_a_lua_error_inside_the_hook_passes_the_job():
     hook = Hook()
     hook.reply(PLACE)

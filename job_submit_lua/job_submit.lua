@@ -3,8 +3,8 @@
 -- Install: this file next to slurm.conf (Slurm looks for it there), pal.lua next to it or in
 -- PAL_LUA_DIR / the Lua path, and JobSubmitPlugins=lua in slurm.conf. slurmctld reloads this
 -- file when its mtime changes; after updating pal.lua alone, `touch job_submit.lua`.
--- slurmctld's environment: PAL_SOCKET (default /run/pal/pald.sock), PAL_TIMEOUT_MS (default
--- 100, never above 150).
+-- slurmctld's environment: PAL_SOCKET or PAL_DAEMON_SOCKET (default /run/pal/pald.sock),
+-- PAL_TIMEOUT_MS or PAL_DAEMON_HOOK_TIMEOUT_MS (default 150, never above 150).
 --
 -- Fail open: if pal.lua cannot be loaded or raises, the job is accepted as submitted.
 

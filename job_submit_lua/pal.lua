@@ -18,7 +18,7 @@ local M = {}
 M.PROTOCOL_VERSION = 1
 M.MAX_LINE_BYTES = 64 * 1024 -- one wire line, newline included (pal_slurm/daemon/protocol.py)
 M.DEFAULT_SOCKET = "/run/pal/pald.sock"
-M.DEFAULT_TIMEOUT_MS = 100
+M.DEFAULT_TIMEOUT_MS = 150 -- pal.toml [daemon] hook_timeout_ms default
 M.MAX_TIMEOUT_MS = 150 -- a hook slower than MessageTimeout makes ghost jobs; stay far below
 M.GRAMMAR = "pal:class=<name>[,gpus=<n>][,mode=now|defer][,net=<sensitivity>]"
 
@@ -396,17 +396,23 @@ end
 
 ----------------------------------------------------------------------------------- config
 
--- Socket path and timeout from slurmctld's environment (PAL_SOCKET, PAL_TIMEOUT_MS), with
--- `overrides` (a table set in job_submit.lua) taking precedence. The timeout is clamped to
--- 1..MAX_TIMEOUT_MS whatever is asked.
+-- Socket path and timeout from slurmctld's environment, under the names pal.toml's
+-- environment overrides use (PAL_DAEMON_SOCKET or its short form PAL_SOCKET,
+-- PAL_DAEMON_HOOK_TIMEOUT_MS or PAL_TIMEOUT_MS), with `overrides` (a table set in
+-- job_submit.lua) taking precedence. The timeout is clamped to 1..MAX_TIMEOUT_MS whatever is
+-- asked. (The hook does not read pal.toml itself: no TOML parser inside slurmctld.)
 function M.config(getenv, overrides)
   getenv = getenv or os.getenv
   overrides = overrides or {}
-  local timeout = tonumber(overrides.timeout_ms) or tonumber(getenv("PAL_TIMEOUT_MS"))
-    or M.DEFAULT_TIMEOUT_MS
+  local timeout = tonumber(overrides.timeout_ms) or tonumber(getenv("PAL_DAEMON_HOOK_TIMEOUT_MS"))
+    or tonumber(getenv("PAL_TIMEOUT_MS")) or M.DEFAULT_TIMEOUT_MS
   if timeout ~= timeout then timeout = M.DEFAULT_TIMEOUT_MS end
   timeout = math.max(1, math.min(M.MAX_TIMEOUT_MS, timeout))
-  local path = overrides.socket or getenv("PAL_SOCKET")
+  local path = overrides.socket
+  for _, name in ipairs({ "PAL_DAEMON_SOCKET", "PAL_SOCKET" }) do
+    if type(path) == "string" and path ~= "" then break end
+    path = getenv(name)
+  end
   if type(path) ~= "string" or path == "" then path = M.DEFAULT_SOCKET end
   return { socket = path, timeout_ms = timeout }
 end

@@ -286,8 +286,10 @@ def test_one_deadline_covers_connect_send_and_receive():
 
 @pytest.mark.parametrize(
     "env, expected_s",
-    [({}, 0.1), ({"PAL_TIMEOUT_MS": "5000"}, 0.15), ({"PAL_TIMEOUT_MS": "0"}, 0.001),
-     ({"PAL_TIMEOUT_MS": "fast"}, 0.1), ({"PAL_TIMEOUT_MS": "nan"}, 0.1)],
+    [({}, 0.15), ({"PAL_TIMEOUT_MS": "5000"}, 0.15), ({"PAL_TIMEOUT_MS": "0"}, 0.001),
+     ({"PAL_TIMEOUT_MS": "40"}, 0.04), ({"PAL_DAEMON_HOOK_TIMEOUT_MS": "60"}, 0.06),
+     ({"PAL_DAEMON_HOOK_TIMEOUT_MS": "60", "PAL_TIMEOUT_MS": "40"}, 0.06),
+     ({"PAL_TIMEOUT_MS": "fast"}, 0.15), ({"PAL_TIMEOUT_MS": "nan"}, 0.15)],
 )
 def test_timeout_is_configurable_but_never_above_150_ms(env, expected_s):
     hook = Hook(env)
@@ -301,6 +303,19 @@ def test_default_socket_path():
     hook.reply(PLACE)
     hook.submit(JOB)
     assert ("connect", "/run/pal/pald.sock") in hook.calls
+
+
+@pytest.mark.parametrize(
+    "env, path",
+    [({"PAL_SOCKET": "/a.sock"}, "/a.sock"), ({"PAL_DAEMON_SOCKET": "/b.sock"}, "/b.sock"),
+     ({"PAL_DAEMON_SOCKET": "/b.sock", "PAL_SOCKET": "/a.sock"}, "/b.sock"),
+     ({"PAL_SOCKET": ""}, "/run/pal/pald.sock")],
+)
+def test_socket_path_from_the_environment(env, path):
+    hook = Hook(env)
+    hook.reply(PLACE)
+    hook.submit(JOB)
+    assert ("connect", path) in hook.calls
 
 
 def test_overrides_global_wins_over_environment():

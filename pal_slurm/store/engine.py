@@ -41,7 +41,15 @@ def safe_url(url: str | URL) -> str:
         return "<unparseable URL>"
 
 
+# Execution option marking a connection that will write: on SQLite its transaction starts with
+# BEGIN IMMEDIATE, taking the write lock up front (a deferred transaction that reads and then
+# writes fails at once with "database is locked" in WAL mode if another writer got in between).
+WRITE_OPTION = "pal_write"
+
+
 def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    # We emit BEGIN ourselves (see _sqlite_on_begin); pysqlite's implicit BEGIN is off.
+    dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     try:
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
@@ -50,6 +58,13 @@ def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
         cur.execute("PRAGMA synchronous = NORMAL")
     finally:
         cur.close()
+
+
+def _sqlite_on_begin(conn: Any) -> None:
+    if conn.get_execution_options().get(WRITE_OPTION):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        conn.exec_driver_sql("BEGIN")
 
 
 def sqlite_path(url: URL) -> str | None:
@@ -85,6 +100,7 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
             )
         engine = create_engine(parsed, **kwargs)
         event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     if backend == "postgresql":
         connect_args = dict(kwargs.pop("connect_args", {}))

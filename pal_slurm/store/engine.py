@@ -27,10 +27,15 @@ PG_FULL_CODES = frozenset({"53100"})
 
 
 def parse_url(url: str | URL) -> URL:
+    """Parse a store URL. A bare `postgresql://` means psycopg2 (our [postgres] extra), whatever
+    SQLAlchemy's own default driver is (2.1 switched it to psycopg 3)."""
     try:
-        return make_url(url)
+        parsed = make_url(url)
     except exc.ArgumentError as err:
         raise StoreUnavailable(f"bad store URL {str(url)!r}: {err}") from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg2")
+    return parsed
 
 
 def safe_url(url: str | URL) -> str:

@@ -86,3 +86,14 @@ def test_sqlite_uses_wal(tmp_path):
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     finally:
         repo.close()
+
+
+@pytest.mark.postgres
+def test_plain_postgresql_url_means_psycopg2(postgres_url):
+    plain = postgres_url.replace("postgresql+psycopg2://", "postgresql://")
+    repo = open_store(plain)
+    try:
+        assert repo.engine.dialect.driver == "psycopg2"
+        assert repo.app_classes() == dict(DEFAULT_APP_CLASSES)
+    finally:
+        repo.close()

@@ -10,6 +10,8 @@ dead server costs seconds, not minutes.
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from typing import Any, NoReturn
 
 from sqlalchemy import Engine, create_engine, event, exc
@@ -59,10 +61,27 @@ def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
     try:
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys = ON")
-        cur.execute("PRAGMA journal_mode = WAL")
+        _ensure_wal(cur)
         cur.execute("PRAGMA synchronous = NORMAL")
     finally:
         cur.close()
+
+
+def _ensure_wal(cur: Any) -> None:
+    """Switch the file to WAL (persistent, so normally only its first connection does it).
+    The switch needs an exclusive lock and SQLite's busy handler does not wait for it, so a
+    program starting beside another one retries here for up to the busy timeout."""
+    if str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _sqlite_on_begin(conn: Any) -> None:

@@ -97,3 +97,24 @@ def test_plain_postgresql_url_means_psycopg2(postgres_url):
         assert repo.app_classes() == dict(DEFAULT_APP_CLASSES)
     finally:
         repo.close()
+
+
+def test_programs_starting_at_once_migrate_exactly_once(empty_url):
+    import threading
+
+    results: list[object] = []
+
+    def start() -> None:
+        try:
+            repo = open_store(empty_url)
+            results.append(len(repo.app_classes()))
+            repo.close()
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            results.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [len(DEFAULT_APP_CLASSES)] * 4  # seeded once, no duplicate-key failure

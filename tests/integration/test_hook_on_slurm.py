@@ -171,3 +171,27 @@ def test_defer_holds_the_job_until_released(hook_lab):
     lab.actuator.place_held_job(job, ["gpu02"], "gpu:s3:1")
     assert lab.wait_job(job) == "COMPLETED"
     assert lab.job_output(job).split() == ["NODE=gpu02", "CVD=3"]
+
+
+def test_gpus_per_job_request_is_replaced_by_the_slots(hook_lab):
+    """--gpus=2 (tres_per_job): the hook drops it for the per-slot tres_per_node."""
+    lab, sock = hook_lab
+    with TinyPald(sock, answer=answering(PLACE_GPU03)) as pald:
+        job, _, _ = submit(lab, "--gpus=2", "--comment=pal:class=resnet")
+    assert decode_request(pald.received[0]).job.gpus_per_job == 2
+    assert lab.wait_job(job) == "COMPLETED"
+    assert lab.job_output(job).split() == ["NODE=gpu03", "CVD=2,3"]
+
+
+def test_place_without_gres_pins_nodes_and_keeps_the_gpu_request(hook_lab):
+    """pald answers nodes only for a --gpus=N job it cannot bind slot by slot."""
+    lab, sock = hook_lab
+    reply = PlaceReply(DecisionKind.PLACE, "pal", {"gpu01": (0, 1), "gpu04": (0,)}, rank=7)
+    with TinyPald(sock, answer=answering(reply)):
+        job, _, _ = submit(lab, "--gpus=3", "--comment=pal:class=bert",
+                           wrap="srun -l sh -c 'echo $SLURMD_NODENAME'")
+    assert lab.wait_job(job) == "COMPLETED"
+    info = job_info(lab, job)
+    assert info.node_count == 2 and info.admin_comment.startswith("pal:placed=gpu01,gpu04;")
+    nodes = {line.split(":", 1)[1].strip() for line in lab.job_output(job).splitlines()}
+    assert nodes == {"gpu01", "gpu04"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Iterable, Mapping, Sequence
 
 from pal_slurm.bench.base import KIND_BENCH, Sample
@@ -93,11 +93,14 @@ class Move:
 
 
 def robust_outliers(values: Sequence[float], k: float = MAD_K, upper_only: bool = False) -> list[bool]:
-    """MAD rule: |x - median| > k * 1.4826 * MAD. With MAD = 0 nothing is an outlier."""
+    """MAD rule: |x - median| > k * 1.4826 * MAD (MAD = 0: 1.2533 * mean abs deviation)."""
     if len(values) < 3:
         return [False] * len(values)
     med = statistics.median(values)
-    mad = statistics.median(abs(v - med) for v in values) * MAD_SCALE
+    dev = [abs(v - med) for v in values]
+    mad = statistics.median(dev) * MAD_SCALE
+    if mad <= 0:  # over half the values equal: fall back to the mean absolute deviation
+        mad = 1.253314 * statistics.fmean(dev)
     if mad <= 0:
         return [False] * len(values)
     return [((v - med) if upper_only else abs(v - med)) > k * mad for v in values]

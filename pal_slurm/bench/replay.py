@@ -4,7 +4,7 @@ Each cluster GPU (node, slot) is mapped, per class, to one GPU of a per-run vari
 (the Longhorn `*-agg.csv` files, one per class A..D). The mapping is a pure function of
 (seed, class, node, slot), so the prolog on one node and `palctl` on another agree without
 sharing state, and tests can plant profiles and check that ranking recovers them. Each sample is
-one of that dataset GPU's own runs (normalised by the file's median), so run-to-run noise is
+one of that dataset GPU's own runs (walked without replacement) (normalised by the file's median), so run-to-run noise is
 real noise, not a made-up distribution. Values are time-like: >1 slower than the median GPU.
 """
 
@@ -73,6 +73,19 @@ class ReplayBackend:
         n = len(vals)
         return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
 
+    def _draw_index(self, g: GpuTarget, perf_class: str, n: int, draw_key: object) -> int:
+        """Which of the GPU's n runs this draw replays.
+
+        Successive calls walk a seeded permutation of the runs (sampling without replacement),
+        so k calls with k a multiple of n replay every run equally often and the window median
+        equals the planted profile; a nonce (job id) picks a seeded run independently.
+        """
+        if self._nonce is not None:
+            return random.Random(_digest(self.seed, perf_class, g.node, g.slot, "draw", draw_key)).randrange(n)
+        order = list(range(n))
+        random.Random(_digest(self.seed, perf_class, g.node, g.slot, "perm")).shuffle(order)
+        return order[int(draw_key) % n]
+
     def sample(self, gpus: Sequence[GpuTarget], perf_class: str, duration_s: float = 0.0) -> list[Sample]:
         """One replayed run per GPU; draws differ per call (or per nonce) but repeat per seed."""
         draw_key = self._nonce if self._nonce is not None else self._calls
@@ -82,8 +95,7 @@ class ReplayBackend:
         for g in gpus:
             gid = self.dataset_gpu(g.node, g.slot, perf_class)
             runs = self._dataset(perf_class)[1][gid]
-            rng = random.Random(_digest(self.seed, perf_class, g.node, g.slot, "draw", draw_key))
-            value = runs[rng.randrange(len(runs))]
+            value = runs[self._draw_index(g, perf_class, len(runs), draw_key)]
             out.append(
                 Sample(
                     node=g.node,

@@ -1,0 +1,56 @@
+"""Policies by name: the one table that maps a name in config or on the command line to code."""
+
+from __future__ import annotations
+
+from pal_slurm.policy import placements, queue
+
+PLACEMENTS = {
+    p.name: p
+    for p in (
+        placements.PAL,
+        placements.PM_FIRST,
+        placements.PACKED_STICKY,
+        placements.PACKED_NONSTICKY,
+        placements.RANDOM_STICKY,
+        placements.RANDOM_NONSTICKY,
+        placements.FIRST_FIT,
+    )
+}
+
+# The PAL artifact's names, accepted as aliases.
+ALIASES = {
+    "PAL": "pal",
+    "PMFirst": "pmfirst",
+    "pm-first": "pmfirst",
+    "Default-Packed-S": "packed-sticky",
+    "Default-Packed-NS": "packed-nonsticky",
+    "Default-Random-S": "random-sticky",
+    "Default-Random-NS": "random-nonsticky",
+    "first-fit": "firstfit",
+    "slurm": "firstfit",
+}
+
+QUEUE_ORDERS = {"fifo": queue.fifo, "las": queue.las, "srtf": queue.srtf}
+
+
+class UnknownPolicy(KeyError):
+    def __str__(self) -> str:  # KeyError quotes its message; we want a sentence
+        return self.args[0]
+
+
+def register_placement(policy) -> None:
+    """Add a placement (extensions such as the network-aware policies register here)."""
+    PLACEMENTS[policy.name] = policy
+
+
+def placement(name: str):
+    key = ALIASES.get(name, name)
+    if key not in PLACEMENTS:
+        raise UnknownPolicy(f"unknown placement {name!r}; known: {', '.join(sorted(PLACEMENTS))}")
+    return PLACEMENTS[key]
+
+
+def queue_order(name: str):
+    if name not in QUEUE_ORDERS:
+        raise UnknownPolicy(f"unknown queue order {name!r}; known: {', '.join(QUEUE_ORDERS)}")
+    return QUEUE_ORDERS[name]

@@ -1,0 +1,90 @@
+"""The two round skeletons every placement shares; a placement is an allocator plus one of them.
+
+- non-sticky: free every running job, then place jobs in order (optionally the PAL/PM-First
+  head window sorted by class first); stop at the first job that does not fit (no backfill, as
+  the artifact). Jobs that land on exactly the GPUs they held are simply kept.
+- sticky: running jobs keep their GPUs; each waiting job in order gets an allocation from the
+  free GPUs, and when `preempt` is set and none fits, running jobs are stopped from the *tail*
+  of the order one at a time until it does (the artifact's Packed-S / Random-S). A job stopped
+  that way can be placed again later in the same round, as in the artifact.
+
+An allocator is `alloc(job, free, ctx) -> tuple[int, ...] | None` where `free` is a sorted list
+of free GPU ids; it must return exactly `job.num_gpus` distinct ids from `free` or None.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from pal_slurm.model import JobRequest, RoundPlan
+from pal_slurm.model.classes import class_rank
+
+Allocator = Callable[[JobRequest, list, object], "tuple[int, ...] | None"]
+
+
+def head_window(order: Sequence[JobRequest], capacity: int) -> list[JobRequest]:
+    """Longest prefix of the order whose summed GPU demand fits the cluster."""
+    out, total = [], 0
+    for job in order:
+        total += job.num_gpus
+        if total > capacity:
+            break
+        out.append(job)
+    return out
+
+
+def class_first(order: Sequence[JobRequest], capacity: int) -> list[JobRequest]:
+    """PAL / PM-First reorder: the head window stably sorted by class (A first), then the rest."""
+    window = head_window(order, capacity)
+    return sorted(window, key=lambda j: class_rank(j.perf_class)) + list(order[len(window):])
+
+
+def _remove(free: list, gpus) -> None:
+    taken = set(gpus)
+    free[:] = [g for g in free if g not in taken]
+
+
+def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder: bool = False) -> RoundPlan:
+    held = {j.job_id: tuple(sorted(j.running_on)) for j in order if j.running_on}
+    free = sorted(set(ctx.cluster.free).union(*[set(g) for g in held.values()]))
+    seq = class_first(order, ctx.cluster.size) if reorder else list(order)
+    launch: dict = {}
+    for job in seq:
+        gpus = alloc(job, free, ctx)
+        if gpus is None:
+            break
+        launch[job.job_id] = tuple(gpus)
+        _remove(free, gpus)
+    suspend = set()
+    for jid, gpus in held.items():
+        if jid in launch and tuple(sorted(launch[jid])) == gpus:
+            del launch[jid]  # unchanged: keep running
+        else:
+            suspend.add(jid)
+    return RoundPlan(frozenset(suspend), launch)
+
+
+def sticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, preempt: bool = True) -> RoundPlan:
+    order = list(order)
+    running = {j.job_id: tuple(j.running_on) for j in order if j.running_on}
+    free = sorted(ctx.cluster.free)
+    launch: dict = {}
+    suspend: list = []
+    for idx, job in enumerate(order):
+        if job.job_id in running:
+            continue
+        gpus = alloc(job, free, ctx)
+        if gpus is None and preempt:
+            for victim in reversed(order[idx + 1:]):
+                if victim.job_id not in running:
+                    continue
+                suspend.append(victim.job_id)
+                free = sorted(free + list(running.pop(victim.job_id)))
+                gpus = alloc(job, free, ctx)
+                if gpus is not None:
+                    break
+        if gpus is None:
+            break
+        launch[job.job_id] = tuple(gpus)
+        _remove(free, gpus)
+    return RoundPlan(frozenset(suspend), launch)

@@ -1,0 +1,225 @@
+"""`compat` mode: the PAL artifact's round-based simulator, reproduced exactly.
+
+The model (see the project's notes on the artifact):
+- rounds of R seconds (360); at each round boundary t: (1) every running job advances by
+  R / (pm * loc * iter_time) iterations and attains R seconds of service; jobs reaching their
+  iteration count finish *at t* (JCT is quantised to rounds); (2) stop once every tracked job
+  finished; (3) jobs with arrival <= t join the queue; (4) queue order, then placement;
+  (5) suspended jobs free their GPUs; launched jobs get loc = penalty if they span > 1 node
+  else 1, and pm = max over their GPUs of the class's per-GPU PerfVar (raw, not binned).
+- per-GPU PerfVar drawn per run from the Longhorn data (`artifact_profiles`, seed 42); PAL
+  and PM-First see the K-means bins of it (`artifact` binning); random placements use the
+  same RNG stream after the draws.
+- after the trace, extra jobs keep arriving (Poisson, 2 per hour, `random.seed(1)`), reusing
+  trace rows cyclically; only the trace's own jobs (0..len-1) are measured.
+No checkpoint or restart cost: the artifact has none.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from pal_slurm.model import ClusterView, JobRequest
+from pal_slurm.model.classes import AppClassMap
+from pal_slurm.policy import PlacementContext, placement as placement_by_name, queue_order
+from pal_slurm.ranking import Ranking
+from pal_slurm.ranking.profiles import artifact_profiles
+from pal_slurm.sim.metrics import JobOutcome, RunResult
+from pal_slurm.sim.trace import Trace, TraceJob
+
+# The artifact's Sia-Philly class mapping: anything unknown is class A.
+ARTIFACT_CLASSES = AppClassMap(
+    {"resnet50": "A", "vgg19": "C", "pointnet": "D", "gpt2": "B", "dcgan": "B", "bert": "B"}, default="A"
+)
+
+
+@dataclass(frozen=True)
+class CompatConfig:
+    num_nodes: int = 16
+    gpus_per_node: int = 4
+    round_s: float = 360.0
+    locality_penalty: float = 1.7
+    jobs_per_hour: float = 2.0  # extra arrivals after the trace
+    variability_seed: int = 42
+    arrival_seed: int = 1
+    queue: str = "fifo"
+    binning: str = "artifact"
+    max_rounds: int = 200_000  # a guard: a policy that never finishes is an error, not a hang
+
+
+@dataclass
+class _Job:
+    key: int
+    src: TraceJob
+    perf_class: str
+    submit: float
+    done: float = 0.0
+    attained: float = 0.0
+    gpus: tuple[int, ...] = ()
+    pm: float = 1.0
+    loc: float = 1.0
+    first_start: float | None = None
+    preemptions: int = 0
+    comm_s: float = 0.0
+    iter_time: float = 1.0
+    _request: JobRequest | None = None  # cached; dropped whenever the job's state changes
+
+    def __post_init__(self) -> None:
+        self.iter_time = self.src.iter_time
+
+    def touch(self) -> None:
+        self._request = None
+
+    def request(self) -> JobRequest:
+        if self._request is None:
+            self._request = self._build_request()
+        return self._request
+
+    def _build_request(self) -> JobRequest:
+        return JobRequest(
+            job_id=self.key,
+            num_gpus=self.src.num_gpus,
+            perf_class=self.perf_class,
+            app=self.src.model,
+            submit_time=self.submit,
+            running_on=self.gpus,
+            attained_service=self.attained,
+            remaining_time=max(0.0, (self.src.iterations - self.done) * self.iter_time),
+        )
+
+
+def arrivals(trace: Trace, jobs_per_hour: float, seed: int) -> Iterator[tuple[int, float, TraceJob]]:
+    """(key, arrival time, trace row): the trace, then Poisson extras reusing rows cyclically."""
+    rng = random.Random(seed)
+    jobs = trace.jobs
+    prev = 0.0
+    for key, job in enumerate(jobs):
+        prev = job.submit_time
+        yield key, prev, job
+    key = len(jobs)
+    while True:
+        gap = math.ceil(-math.log(1.0 - rng.random()) / jobs_per_hour * 3600)
+        prev = prev + gap
+        yield key, prev, jobs[key % len(jobs)]
+        key += 1
+
+
+class CompatSimulator:
+    def __init__(self, config: CompatConfig = CompatConfig()):
+        self.config = config
+        self.cluster = ClusterView.uniform(config.num_nodes, config.gpus_per_node)
+
+    def run(self, trace: Trace, policy: str, progress: Callable[[float], None] | None = None) -> RunResult:
+        cfg = self.config
+        G = self.cluster.size
+        placement = placement_by_name(policy)
+        order_fn = queue_order(cfg.queue)
+        perfvar, rng = artifact_profiles(G, cfg.variability_seed)
+        ranking = Ranking.from_scores(perfvar, cfg.binning)
+        node_of = self.cluster.node_of
+        deterministic = placement.name != "random-nonsticky"
+        n_tracked = len(trace.jobs)
+        sorted_pv = {c: sorted(v) for c, v in perfvar.items()}
+
+        source = arrivals(trace, cfg.jobs_per_hour, cfg.arrival_seed)
+        pending_arrival = next(source)
+        active: dict[int, _Job] = {}
+        free = set(range(G))
+        outcomes: dict[int, JobOutcome] = {}
+        busy_gpu_s = 0.0
+        util: list[tuple[float, int]] = []
+        t = 0.0
+        R = cfg.round_s
+        rounds = 0
+        idle_plan = False
+        while True:
+            rounds += 1
+            if rounds > cfg.max_rounds:
+                raise RuntimeError(f"{trace.name}/{policy}: no end after {cfg.max_rounds} rounds")
+            # (1) progress of the round that just ended
+            changed = False
+            for job in list(active.values()):
+                if not job.gpus:
+                    continue
+                job.done += R / (job.pm * job.loc * job.iter_time)
+                job.attained += R
+                job.touch()
+                job.comm_s += R * (1.0 - 1.0 / job.loc)
+                if job.done >= job.src.iterations:
+                    changed = True
+                    free.update(job.gpus)
+                    del active[job.key]
+                    if job.key < n_tracked:
+                        n = job.src.num_gpus
+                        best_pm = sorted_pv[job.perf_class][n - 1]
+                        best_loc = 1.0 if n <= self.cluster.gpus_per_node else cfg.locality_penalty
+                        outcomes[job.key] = JobOutcome(
+                            job_id=job.key,
+                            num_gpus=n,
+                            model=job.src.model,
+                            submit=job.submit,
+                            first_start=job.first_start,
+                            finish=t,
+                            ideal_runtime=job.src.ideal_runtime,
+                            lower_bound_s=job.src.ideal_runtime * best_pm * best_loc,
+                            comm_overhead_s=job.comm_s,
+                            preemptions=job.preemptions,
+                        )
+            if len(outcomes) == n_tracked:
+                break
+            # (2) arrivals
+            while pending_arrival[1] <= t:
+                key, at, src = pending_arrival
+                active[key] = _Job(key, src, ARTIFACT_CLASSES.class_of(src.model), at)
+                changed = True
+                pending_arrival = next(source)
+            # (3) schedule, unless nothing can have changed since an idle deterministic round
+            if changed or not idle_plan or not deterministic:
+                order = order_fn([j.request() for j in active.values()])
+                ctx = PlacementContext(
+                    cluster=self.cluster.with_free(free),
+                    ranking=ranking,
+                    rng=rng,
+                    locality_penalty=cfg.locality_penalty,
+                    now=t,
+                )
+                plan = placement.plan(order, ctx)
+                for jid in plan.suspend:
+                    job = active[jid]
+                    free.update(job.gpus)
+                    job.gpus = ()
+                    job.touch()
+                    if jid not in plan.launch:
+                        job.preemptions += 1
+                for jid, gpus in plan.launch.items():
+                    job = active[jid]
+                    job.gpus = tuple(gpus)
+                    job.touch()
+                    free.difference_update(gpus)
+                    job.loc = cfg.locality_penalty if self.cluster.nodes_spanned(gpus) > 1 else 1.0
+                    pv = perfvar[job.perf_class]
+                    job.pm = max(pv[g] for g in gpus)
+                    if job.first_start is None:
+                        job.first_start = t
+                idle_plan = not plan.suspend and not plan.launch
+            busy = G - len(free)
+            busy_gpu_s += busy * R
+            if not util or util[-1][1] != busy:
+                util.append((t, busy))
+            if progress is not None:
+                progress(len(outcomes) / n_tracked)
+            t += R
+        return RunResult(
+            trace=trace.name,
+            policy=placement.name,
+            seed=cfg.variability_seed,
+            mode="compat",
+            num_gpus=G,
+            jobs=[outcomes[k] for k in sorted(outcomes)],
+            busy_gpu_s=busy_gpu_s,
+            util_series=util,
+            extra={"last_finish_s": t, "rounds": rounds},
+        )

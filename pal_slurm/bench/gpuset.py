@@ -18,8 +18,8 @@ _IDX = re.compile(r"IDX:([0-9,\-]+)")
 
 
 def expand_hostlist(expr: str) -> list[str]:
-    """Expand a Slurm hostlist ('n[1-3,7],gpu05') into names, in order."""
-    names, i, depth, start = [], 0, 0, 0
+    """Expand a Slurm hostlist ('n[1-3,7],gpu05') into names, in order; ValueError if malformed."""
+    names, depth, start = [], 0, 0
     parts = []
     for i, ch in enumerate(expr):
         if ch == "[":
@@ -31,14 +31,20 @@ def expand_hostlist(expr: str) -> list[str]:
             start = i + 1
     parts.append(expr[start:])
     for part in filter(None, (p.strip() for p in parts)):
-        m = re.fullmatch(r"([^\[]*)\[([^\]]+)\](.*)", part)
+        m = re.fullmatch(r"([^\[\]]*)\[([0-9,\-]+)\](.*)", part)
         if not m:
+            if "[" in part or "]" in part:
+                raise ValueError(f"malformed hostlist {expr!r}")
             names.append(part)
             continue
         prefix, ranges, suffix = m.groups()
         for piece in ranges.split(","):
+            if not piece:
+                raise ValueError(f"malformed hostlist {expr!r}")
             if "-" in piece:
                 lo, hi = piece.split("-", 1)
+                if not lo.isdigit() or not hi.isdigit() or int(hi) < int(lo):
+                    raise ValueError(f"malformed range {piece!r} in hostlist {expr!r}")
                 width = len(lo)
                 for k in range(int(lo), int(hi) + 1):
                     names.extend(expand_hostlist(f"{prefix}{k:0{width}d}{suffix}"))

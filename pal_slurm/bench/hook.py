@@ -102,8 +102,9 @@ def measure(ctx: HookContext, gpus: Sequence[int], perf_class: str) -> list[Samp
     targets = [GpuTarget(ctx.node, slot) for slot in gpus]
     backend = (ctx.backend or _default_backend)(ctx.settings, ctx.job_id)
     samples = backend.sample(targets, perf_class, ctx.settings.duration_s)
-    probe = ctx.busy or BusyProbe(max_load_per_cpu=ctx.settings.max_load_per_cpu)
-    samples = flag_busy(samples, probe.host_reason())
+    if backend.name != "replay":  # replayed runs are not disturbed by this host's load
+        probe = ctx.busy or BusyProbe(max_load_per_cpu=ctx.settings.max_load_per_cpu)
+        samples = flag_busy(samples, probe.host_reason())
     return [replace(s, job_id=ctx.job_id or None) for s in samples]
 
 

@@ -172,6 +172,10 @@ class KernelBackend:
             return Availability.no(Unavailable.NO_DEVICE, f"{acc.library} sees no GPU")
         return Availability.yes(f"{acc.library}, {count} GPU(s)")
 
+    def device_count(self) -> int:
+        """GPUs the array library sees (CUDA indices, after CUDA_VISIBLE_DEVICES)."""
+        return self._accelerator().device_count()
+
     def _timed(self, index: int, make: Callable[[int], Callable[[], None]], budget_s: float) -> tuple[float, int]:
         """Warm up once, calibrate the iteration count to `budget_s`, return (seconds, iters)."""
         acc = self._accelerator()

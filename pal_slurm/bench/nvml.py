@@ -122,6 +122,15 @@ class NvmlBackend:
             return Availability.no(Unavailable.NO_DEVICE, "NVML sees no GPU")
         return Availability.yes(f"{count} GPU(s), driver {driver}")
 
+    def device_count(self) -> int:
+        """GPUs NVML sees (global indices 0..n-1); NoGpuAvailable when NVML cannot start."""
+        nv = self._module()
+        self._init(nv)
+        try:
+            return int(nv.nvmlDeviceGetCount())
+        finally:
+            _shutdown(nv)
+
     # ---- sampling ---------------------------------------------------------------------
     def sample(self, gpus: Sequence[GpuTarget], perf_class: str, duration_s: float = 1.0) -> list[Sample]:
         nv = self._module()

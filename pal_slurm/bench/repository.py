@@ -102,3 +102,11 @@ def open_repository(store_url: str, state_dir: str) -> ProfilingRepository:
         # TODO(store): adapt pal_slurm.store's repository here once it is in main.
         raise StoreUnavailable(f"store {store_url!r}: the database store is not available in this build")
     return FileRepository(state_dir)
+
+
+def open_profiling(config_path: str | None):
+    """(settings, repository) for palctl; SettingsError or StoreUnavailable when impossible."""
+    from pal_slurm.bench.settings import load_settings
+
+    settings = load_settings(config_path)
+    return settings, open_repository(settings.store_url, settings.state_dir)

@@ -56,3 +56,9 @@ def test_start_time_and_class():
     assert class_from_comment("team x pal:class=B,gpus=2 more", "A") == "B"
     assert class_from_comment("no marker", "A") == "A"
     assert class_from_comment(None, "C") == "C"
+
+
+@pytest.mark.parametrize("bad", ["gpu[01-", "gpu[3-1]", "gpu[a-b]", "gpu]"])
+def test_malformed_hostlists(bad):
+    with pytest.raises(ValueError):
+        expand_hostlist(bad)

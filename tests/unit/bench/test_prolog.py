@@ -139,3 +139,23 @@ def test_sbin_script_with_store_down_exits_0_and_spools(tmp_path, script):
                          env={**env, "PAL_PROFILING_SPOOL_DIR": str(tmp_path / "gone")},
                          capture_output=True, text=True, timeout=30)
     assert res.returncode == 0 and "samples lost" in res.stderr
+
+
+def test_busy_host_flags_measured_samples_but_not_replayed_ones(tmp_path):
+    class Measured:
+        name = "nvml"
+
+        def sample(self, gpus, cls, d):
+            return ReplayBackend(seed=1).sample(gpus, cls)
+
+    sink = MemorySink()
+    c = ctx(tmp_path, sink, backend=lambda st, job: Measured())
+    c.busy = BusyProbe(psutil_module=fake_psutil(8.0, cpus=2))
+    prolog.main(ctx=c)
+    assert [x.busy for x in sink.samples] == [True, True]
+    assert sink.samples[0].busy_reason == "cpu load 8.00 on 2 cpus"
+    replayed = MemorySink()
+    c = ctx(tmp_path, replayed)
+    c.busy = BusyProbe(psutil_module=fake_psutil(8.0, cpus=2))
+    prolog.main(ctx=c)
+    assert [x.busy for x in replayed.samples] == [False, False]

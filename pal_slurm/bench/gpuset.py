@@ -4,7 +4,7 @@ Slurm 22.05 bug: with several typed GRES records (gpu:s0..sN, how pal-slurm bind
 the prolog/epilog's SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES show only the LAST record's index.
 `scontrol show job -d` lists every index per node (`Nodes=n1 ... GRES=gpu:s2:1(IDX:2),gpu:s3:1(IDX:3)`)
 so it is the primary source; the environment is the fallback when scontrol fails.
-These functions are pure (text in, sets out).
+These functions are pure (text in, sets out); hostlists are expanded by pal_slurm.slurm.hostlist.
 """
 
 from __future__ import annotations
@@ -13,44 +13,10 @@ import re
 from datetime import datetime
 from typing import Mapping
 
+from pal_slurm.slurm.hostlist import expand as expand_hostlist
+
 _NODES_LINE = re.compile(r"^\s*Nodes=(\S+)\s.*?\bGRES=(\S+)", re.M)
 _IDX = re.compile(r"IDX:([0-9,\-]+)")
-
-
-def expand_hostlist(expr: str) -> list[str]:
-    """Expand a Slurm hostlist ('n[1-3,7],gpu05') into names, in order; ValueError if malformed."""
-    names, depth, start = [], 0, 0
-    parts = []
-    for i, ch in enumerate(expr):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(expr[start:i])
-            start = i + 1
-    parts.append(expr[start:])
-    for part in filter(None, (p.strip() for p in parts)):
-        m = re.fullmatch(r"([^\[\]]*)\[([0-9,\-]+)\](.*)", part)
-        if not m:
-            if "[" in part or "]" in part:
-                raise ValueError(f"malformed hostlist {expr!r}")
-            names.append(part)
-            continue
-        prefix, ranges, suffix = m.groups()
-        for piece in ranges.split(","):
-            if not piece:
-                raise ValueError(f"malformed hostlist {expr!r}")
-            if "-" in piece:
-                lo, hi = piece.split("-", 1)
-                if not lo.isdigit() or not hi.isdigit() or int(hi) < int(lo):
-                    raise ValueError(f"malformed range {piece!r} in hostlist {expr!r}")
-                width = len(lo)
-                for k in range(int(lo), int(hi) + 1):
-                    names.extend(expand_hostlist(f"{prefix}{k:0{width}d}{suffix}"))
-            else:
-                names.extend(expand_hostlist(f"{prefix}{piece}{suffix}"))
-    return names
 
 
 def parse_index_list(text: str) -> tuple[int, ...]:
@@ -68,25 +34,31 @@ def parse_index_list(text: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+def _gpu_records(gres: str) -> list[str]:
+    """Split a GRES list at commas outside parentheses: gpu:s2:1(IDX:2),gpu:s3:1(IDX:3)."""
+    depth, start, records = 0, 0, []
+    for i, ch in enumerate(gres):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            records.append(gres[start:i])
+            start = i + 1
+    records.append(gres[start:])
+    return [r for r in records if r.startswith("gpu")]
+
+
 def gpus_from_scontrol(text: str) -> dict[str, tuple[int, ...]]:
-    """{node: GPU indices} from `scontrol show job -d` output (only gpu GRES; others ignored)."""
+    """{node: GPU indices} from `scontrol show job -d` output (only gpu GRES; others ignored).
+
+    IDX lists may hold commas (`gpu:2(IDX:1,3)`), so the IDX is read up to its closing
+    parenthesis rather than split at commas. ValueError on a malformed node or index list.
+    """
     out: dict[str, set[int]] = {}
     for nodes, gres in _NODES_LINE.findall(text):
         idx: set[int] = set()
-        # split records at commas outside parentheses: gpu:s2:1(IDX:2),gpu:s3:1(IDX:3)
-        depth, start, records = 0, 0, []
-        for i, ch in enumerate(gres):
-            if ch == "(":
-                depth += 1
-            elif ch == ")":
-                depth -= 1
-            elif ch == "," and depth == 0:
-                records.append(gres[start:i])
-                start = i + 1
-        records.append(gres[start:])
-        for rec in records:
-            if not rec.startswith("gpu"):
-                continue
+        for rec in _gpu_records(gres):
             m = _IDX.search(rec)
             if m:
                 idx.update(parse_index_list(m.group(1)))

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -30,24 +28,21 @@ from pal_slurm.model.classes import AppClassMap
 log = logging.getLogger("pal.hook")
 
 
-def scontrol_show_job(job_id: str, timeout_s: float) -> str:
-    """`scontrol show job -d <id>` output ('' when it fails: the caller falls back to the env).
+# Slurm runs prologs with no PATH: look for scontrol where Debian and source builds put it.
+_SLURM_PATH = "/usr/bin:/usr/local/bin:/usr/sbin:/bin"
 
-    TODO(slurm): switch to pal_slurm.slurm's runner when it lands in main.
-    """
+
+def scontrol_show_job(job_id: str, timeout_s: float) -> str:
+    """`scontrol show job -d <id>` output ('' when it fails: the caller falls back to the env)."""
+    from pal_slurm.slurm.errors import SlurmError
+    from pal_slurm.slurm.runner import CommandRunner
+
+    path = os.environ.get("PATH") or _SLURM_PATH
     try:
-        exe = shutil.which("scontrol") or "/usr/bin/scontrol"  # prologs run with no PATH
-        res = subprocess.run(
-            [exe, "show", "job", "-d", str(job_id)],
-            capture_output=True, text=True, timeout=timeout_s, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning("scontrol show job %s failed: %s; using the environment", job_id, exc)
+        return CommandRunner(env={"PATH": path}, timeout=timeout_s).run(["scontrol", "show", "job", "-d", str(job_id)])
+    except SlurmError as exc:
+        log.warning("scontrol show job %s failed (%s); using the environment", job_id, exc)
         return ""
-    if res.returncode != 0:
-        log.warning("scontrol show job %s: %s; using the environment", job_id, res.stderr.strip())
-        return ""
-    return res.stdout
 
 
 @dataclass
@@ -78,9 +73,9 @@ def _default_backend(settings: ProfilingSettings, job_id: str) -> Backend:
 
 
 def _default_sink(settings: ProfilingSettings) -> SampleSink:
-    from pal_slurm.bench.repository import open_repository
+    from pal_slurm.bench.repository import open_sink
 
-    return open_repository(settings.store_url, settings.state_dir)
+    return open_sink(settings.store_url)
 
 
 def job_gpus(ctx: HookContext) -> tuple[tuple[int, ...], str]:
@@ -112,8 +107,26 @@ def deliver(ctx: HookContext, samples: Sequence[Sample]) -> str:
     """Send to the repository, else spool. Returns 'stored', 'spooled' or 'lost' (logged)."""
     if not samples:
         return "stored"
+    sink = None
     try:
-        sink = (ctx.sink or _default_sink)(ctx.settings)
+        try:
+            sink = (ctx.sink or _default_sink)(ctx.settings)
+        except Exception as exc:  # noqa: BLE001 - store away: spool below
+            log.warning("cannot open the store: %s", exc)
+        return _deliver_to(ctx, sink, samples)
+    finally:
+        close = getattr(sink, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - closing must not fail the hook
+                pass
+
+
+def _deliver_to(ctx: HookContext, sink: SampleSink | None, samples: Sequence[Sample]) -> str:
+    try:
+        if sink is None:
+            raise ConnectionError("no store")
         sink.add_samples(samples)
     except Exception as exc:  # noqa: BLE001 - any store failure means "spool it"
         log.warning("store unreachable (%s); spooling %d sample(s)", exc, len(samples))

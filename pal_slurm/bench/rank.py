@@ -33,8 +33,8 @@ class RankEntry:
     score: float  # median slowness / class median (1.0 = median GPU, >1 slower)
     sf: float  # binned slowdown factor
     bin: int  # 0 = fastest bin of the class
-    samples: int  # samples used
-    backend: str
+    samples: int = 0  # samples used (0: not known, e.g. read back from the store)
+    backend: str = ""  # backend whose samples ranked this class ("" when not known)
     flags: tuple[str, ...] = ()
 
 

@@ -1,112 +1,114 @@
-"""Where profiling data lives: the store's repository when configured, else local files.
+"""Profiling's view of the store: bench Samples and RankingSnapshots in, store records out.
 
-TODO(store): the store (pal_slurm/store, branch `store`) provides the shared database. Until it
-lands in main, `open_repository` returns a `FileRepository`: samples as JSON lines and ranking
-snapshots as JSON files under one directory (one host or a shared filesystem). It is a real,
-persistent repository used by palctl and the prolog; it implements the same small interface
-(`add_samples`, `samples`, `latest_ranking`, `save_ranking`) the store adapter will.
+The store (pal_slurm.store) keeps samples and ranking snapshots in its own record types. This
+adapter converts both ways so bench code keeps its richer Sample (a primary value with its
+direction, a kind, a busy reason), stored inside the record's JSON `metrics` under `sample_*`
+keys, and its RankingSnapshot. Ranking entries persist what the store holds (score, sf, bin,
+flags); the per-entry sample count and backend are shown by `palctl rank` but not stored.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
-from pathlib import Path
-from typing import Protocol, Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Sequence
 
-from pal_slurm.bench import spool
-from pal_slurm.bench.base import Sample
-from pal_slurm.bench.rank import RankingSnapshot
+from pal_slurm.bench.base import KIND_BENCH, Sample
+from pal_slurm.bench.rank import RankEntry, RankingSnapshot
+from pal_slurm.store import records
+from pal_slurm.store.errors import StoreError, StoreUnavailable
 
+_META = ("sample_value", "sample_higher_is_better", "sample_kind", "sample_busy_reason")
 
-class StoreUnavailable(RuntimeError):
-    """The store cannot be reached now (samples get spooled)."""
-
-
-class ProfilingRepository(Protocol):
-    def add_samples(self, samples: Sequence[Sample]) -> None: ...
-
-    def samples(self, since: float | None = None) -> list[Sample]: ...
-
-    def latest_ranking(self) -> RankingSnapshot | None: ...
-
-    def save_ranking(self, snapshot: RankingSnapshot) -> None: ...
+__all__ = ["StoreError", "StoreProfilingRepository", "StoreUnavailable", "open_profiling", "open_sink"]
 
 
-class FileRepository:
-    """Samples in `<dir>/samples/samples.jsonl`, snapshots in `<dir>/rankings/v<N>.json`."""
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, timezone.utc)
 
-    def __init__(self, directory: str | Path) -> None:
-        self.dir = Path(directory)
 
-    def _ensure(self) -> None:
-        try:
-            (self.dir / "samples").mkdir(parents=True, exist_ok=True)
-            (self.dir / "rankings").mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreUnavailable(f"{self.dir}: {exc.strerror or exc}") from None
+def _ts(dt: datetime) -> float:
+    return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def to_record(s: Sample) -> records.Sample:
+    metrics = dict(s.metrics)
+    metrics.update(
+        sample_value=s.value,
+        sample_higher_is_better=s.higher_is_better,
+        sample_kind=s.kind,
+        sample_busy_reason=s.busy_reason,
+    )
+    return records.Sample(
+        node=s.node, slot=s.slot, perf_class=s.perf_class, backend=s.backend, taken_at=_dt(s.taken_at),
+        metrics=metrics, score=None, busy=s.busy, job_id=s.job_id, uuid=s.uuid,
+    )
+
+
+def from_record(r: records.Sample) -> Sample | None:
+    """None for a record with neither our value nor a score (nothing to rank)."""
+    metrics = dict(r.metrics)
+    meta = {k: metrics.pop(k) for k in _META if k in metrics}
+    value = meta.get("sample_value", r.score)
+    if value is None:
+        return None
+    return Sample(
+        node=r.node, slot=r.slot, perf_class=r.perf_class, backend=r.backend, value=float(value),
+        higher_is_better=bool(meta.get("sample_higher_is_better", False)), metrics=metrics, uuid=r.uuid,
+        job_id=r.job_id, taken_at=_ts(r.taken_at), busy=r.busy,
+        busy_reason=str(meta.get("sample_busy_reason", "")), kind=str(meta.get("sample_kind", KIND_BENCH)),
+    )
+
+
+def snapshot_from_record(snap: records.RankingSnapshot) -> RankingSnapshot:
+    entries = tuple(
+        RankEntry(e.node, e.slot, e.perf_class, e.score, e.sf, e.bin, flags=tuple(e.flags)) for e in snap.entries
+    )
+    return RankingSnapshot(snap.version, snap.method, _ts(snap.created_at), entries)
+
+
+class StoreProfilingRepository:
+    """add_samples / samples / latest_ranking / save_ranking over a store Repository."""
+
+    def __init__(self, repo) -> None:
+        self.repo = repo
 
     def add_samples(self, samples: Sequence[Sample]) -> None:
-        if not samples:
-            return
-        self._ensure()
-        try:
-            spool.append(self.dir / "samples", samples)  # same locked append as the spool
-        except OSError as exc:
-            raise StoreUnavailable(f"{self.dir}: {exc.strerror or exc}") from None
+        if samples:
+            self.repo.add_samples([to_record(s) for s in samples])
 
     def samples(self, since: float | None = None) -> list[Sample]:
-        path = self.dir / "samples" / spool.SPOOL_FILE
-        if not path.exists():
-            return []
-        out = []
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if not line.strip():
-                    continue
-                try:
-                    s = Sample.from_json(line)
-                except ValueError:
-                    continue  # written by us under a lock; a bad line is a disk fault, skip it
-                if since is None or s.taken_at >= since:
-                    out.append(s)
-        return out
-
-    def _versions(self) -> list[int]:
-        d = self.dir / "rankings"
-        if not d.is_dir():
-            return []
-        return sorted(int(m.group(1)) for p in d.iterdir() if (m := re.fullmatch(r"v(\d+)\.json", p.name)))
+        recs = self.repo.recent_samples(_dt(since or 0.0), include_busy=True)
+        return [s for s in (from_record(r) for r in recs) if s is not None]
 
     def latest_ranking(self) -> RankingSnapshot | None:
-        versions = self._versions()
-        if not versions:
-            return None
-        data = json.loads((self.dir / "rankings" / f"v{versions[-1]}.json").read_text())
-        return RankingSnapshot.from_dict(data)
+        snap = self.repo.latest_ranking()
+        return None if snap is None else snapshot_from_record(snap)
 
-    def save_ranking(self, snapshot: RankingSnapshot) -> None:
-        self._ensure()
-        final = self.dir / "rankings" / f"v{snapshot.version}.json"
-        if final.exists():
-            raise StoreUnavailable(f"ranking v{snapshot.version} already exists in {self.dir}")
-        tmp = final.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(snapshot.to_dict(), indent=1, sort_keys=True))
-        os.replace(tmp, final)
+    def save_ranking(self, snapshot: RankingSnapshot) -> RankingSnapshot:
+        """Store it; the store assigns the version (latest + 1), returned in the result."""
+        entries = [
+            records.RankingEntry(e.node, e.slot, e.perf_class, e.score, e.sf, e.bin, tuple(e.flags))
+            for e in snapshot.entries
+        ]
+        stored = self.repo.write_ranking(snapshot.method, entries, created_at=_dt(snapshot.created_at))
+        return replace(snapshot, version=stored.version)
+
+    def close(self) -> None:
+        self.repo.close()
 
 
-def open_repository(store_url: str, state_dir: str) -> ProfilingRepository:
-    """The repository for these settings (see module docstring)."""
-    if store_url:
-        # TODO(store): adapt pal_slurm.store's repository here once it is in main.
-        raise StoreUnavailable(f"store {store_url!r}: the database store is not available in this build")
-    return FileRepository(state_dir)
+def open_sink(url: str) -> StoreProfilingRepository:
+    """For prolog/epilog: open without migrating (many nodes at once must not race on DDL)."""
+    from pal_slurm.store import open_store
+
+    return StoreProfilingRepository(open_store(url, upgrade=False))
 
 
 def open_profiling(config_path: str | None):
-    """(settings, repository) for palctl; SettingsError or StoreUnavailable when impossible."""
+    """(settings, repository) for palctl; ConfigError or StoreError when impossible."""
     from pal_slurm.bench.settings import load_settings
+    from pal_slurm.store import open_store
 
     settings = load_settings(config_path)
-    return settings, open_repository(settings.store_url, settings.state_dir)
+    return settings, StoreProfilingRepository(open_store(settings.store_url))

@@ -1,22 +1,18 @@
-"""Profiling settings: the `[profiling]` table of pal.toml, with env overrides.
+"""The profiling settings bench code needs, drawn from the one typed config (pal_slurm.config).
 
-TODO(config): when pal_slurm/config.py lands in main, read these from its typed config and
-keep this module as the adapter. Until then it reads the TOML file itself (tomllib, stdlib).
+An adapter: prolog, epilog and palctl's profiling commands see one flat, frozen value instead
+of reaching into several config sections ([profiling], [store] url, [policy] default_class and
+binning).
 """
 
 from __future__ import annotations
 
-import os
-import tomllib
-from dataclasses import dataclass, fields, replace
-from pathlib import Path
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Mapping
 
-DEFAULT_CONFIG = "/etc/pal/pal.toml"
+from pal_slurm.config import Config, ConfigError, load_config
 
-
-class SettingsError(ValueError):
-    """A bad profiling setting (message names the key)."""
+SettingsError = ConfigError  # bad configuration (the message names the key and the file)
 
 
 @dataclass(frozen=True)
@@ -25,57 +21,30 @@ class ProfilingSettings:
     timeout_s: float = 5.0  # prolog/epilog hard deadline
     duration_s: float = 2.0  # measurement time per call (all GPUs of the job)
     spool_dir: str = "/var/spool/pal"  # samples queued here when the store is unreachable
-    state_dir: str = "/var/lib/pal"  # file repository used until the store is configured
-    store_url: str = ""  # database URL of the store ('' = file repository in state_dir)
-    default_class: str = "A"  # class for jobs without pal:class= (the most sensitive)
+    store_url: str = "memory://"  # store URL ([store] url)
+    default_class: str = "A"  # class for jobs without pal:class= ([policy] default_class)
     replay_seed: int = 0
     window_s: float = 7 * 86400.0  # ranking window
-    method: str = "optimal"  # binning method
+    method: str = "optimal"  # binning method ([policy] binning)
     max_load_per_cpu: float = 0.8
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> "ProfilingSettings":
-        known = {f.name: f for f in fields(cls)}
-        kwargs = {}
-        for key, value in data.items():
-            if key not in known:
-                raise SettingsError(f"profiling.{key}: unknown setting")
-            typ = type(getattr(cls(), key))
-            try:
-                kwargs[key] = typ(value)
-            except (TypeError, ValueError):
-                raise SettingsError(f"profiling.{key}: expected {typ.__name__}, got {value!r}") from None
-        out = cls(**kwargs)
-        if out.timeout_s <= 0 or out.duration_s < 0:
-            raise SettingsError("profiling.timeout_s must be > 0 and duration_s >= 0")
-        return out
-
-    def with_env(self, env: Mapping[str, str]) -> "ProfilingSettings":
-        """PAL_PROFILING_<KEY> overrides (e.g. PAL_PROFILING_SPOOL_DIR)."""
-        data = {}
-        for f in fields(self):
-            raw = env.get(f"PAL_PROFILING_{f.name.upper()}")
-            if raw is not None:
-                data[f.name] = raw
-        if not data:
-            return self
-        merged = {f.name: getattr(self, f.name) for f in fields(self)}
-        merged.update(data)
-        return ProfilingSettings.from_mapping(merged)
+    def from_config(cls, cfg: Config) -> "ProfilingSettings":
+        p = cfg.profiling
+        return cls(
+            backend=p.backend,
+            timeout_s=p.timeout_s,
+            duration_s=p.duration_s,
+            spool_dir=p.spool_dir,
+            store_url=cfg.store.url,
+            default_class=cfg.policy.default_class,
+            replay_seed=p.replay_seed,
+            window_s=p.window_s,
+            method=cfg.policy.binning,
+            max_load_per_cpu=p.max_load_per_cpu,
+        )
 
 
 def load_settings(path: str | None = None, env: Mapping[str, str] | None = None) -> ProfilingSettings:
-    """Read [profiling] from `path` (or PAL_CONFIG, or /etc/pal/pal.toml when it exists)."""
-    env = os.environ if env is None else env
-    path = path or env.get("PAL_CONFIG") or DEFAULT_CONFIG
-    data: Mapping[str, Any] = {}
-    p = Path(path)
-    if p.exists():
-        try:
-            data = tomllib.loads(p.read_text()).get("profiling", {})
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise SettingsError(f"{path}: {exc}") from None
-    return ProfilingSettings.from_mapping(data).with_env(env)
-
-
-__all__ = ["ProfilingSettings", "SettingsError", "load_settings", "replace"]
+    """Read the configuration (file, then PAL_* environment); ConfigError when it is bad."""
+    return ProfilingSettings.from_config(load_config(path, env))

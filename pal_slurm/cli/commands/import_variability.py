@@ -9,7 +9,7 @@ import click
 from pal_slurm.bench.gpuset import expand_hostlist
 from pal_slurm.bench.importer import import_samples
 from pal_slurm.bench.rank import diff, rank_samples
-from pal_slurm.bench.repository import StoreUnavailable, open_profiling
+from pal_slurm.bench.repository import StoreError, open_profiling
 from pal_slurm.bench.settings import SettingsError
 from pal_slurm.cli.main import PalError
 from pal_slurm.ranking.datasets import DatasetError
@@ -42,17 +42,20 @@ def import_variability(ctx, file, node_expr, gpus_per_node, perf_class, do_rank)
     try:
         settings, repo = open_profiling((ctx.obj or {}).get("config_path"))
         repo.add_samples(samples)
-    except (SettingsError, StoreUnavailable, OSError) as exc:
+    except (SettingsError, StoreError, OSError) as exc:
         raise PalError(str(exc)) from None
     gpus = len({(s.node, s.slot) for s in samples})
     classes = ",".join(sorted({s.perf_class for s in samples}))
     click.echo(f"imported {len(samples)} sample(s) for {gpus} GPU(s), classes {classes}")
     if do_rank:
-        previous = repo.latest_ranking()
-        version = (previous.version if previous else 0) + 1
-        snap = rank_samples(samples, now=now, window_s=1.0, method=settings.method, version=version)
-        repo.save_ranking(snap)
-        click.echo(f"ranking saved as v{version}; {len(diff(previous, snap))} change(s) since the last one")
+        try:
+            previous = repo.latest_ranking()
+            snap = rank_samples(samples, now=now, window_s=1.0, method=settings.method,
+                                version=(previous.version if previous else 0) + 1)
+            snap = repo.save_ranking(snap)
+        except (StoreError, OSError) as exc:
+            raise PalError(f"samples imported, but the ranking could not be saved: {exc}") from None
+        click.echo(f"ranking saved as v{snap.version}; {len(diff(previous, snap))} change(s) since the last one")
 
 
 COMMAND = import_variability

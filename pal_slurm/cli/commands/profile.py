@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -22,7 +20,7 @@ import click
 from pal_slurm.bench.base import GpuTarget, NoGpuAvailable
 from pal_slurm.bench.busy import BusyProbe, flag_busy
 from pal_slurm.bench.gpuset import expand_hostlist, gpus_from_env
-from pal_slurm.bench.repository import StoreUnavailable, open_profiling
+from pal_slurm.bench.repository import StoreError, open_profiling
 from pal_slurm.bench.select import BACKENDS, select_backend
 from pal_slurm.bench.settings import SettingsError
 from pal_slurm.cli.main import PalError
@@ -32,23 +30,24 @@ ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
 
 
 class SlurmCalls:
-    """The three Slurm calls profile-nodes makes.
+    """The three Slurm calls profile-nodes makes, through pal_slurm.slurm's runner."""
 
-    TODO(slurm): switch to pal_slurm.slurm's runner and readers when they land in main.
-    """
+    def __init__(self, runner=None) -> None:
+        if runner is None:
+            from pal_slurm.config import load_config
+            from pal_slurm.slurm.runner import CommandRunner
 
-    def __init__(self, timeout_s: float = 30.0) -> None:
-        self.timeout_s = timeout_s
+            cfg = load_config().slurm
+            runner = CommandRunner(slurm_conf=cfg.conf, bin_dir=cfg.bin_dir, timeout=30.0)
+        self.runner = runner
 
-    def _run(self, args: list[str]) -> str:
-        exe = shutil.which(args[0]) or f"/usr/bin/{args[0]}"
+    def _run(self, argv: list[str]) -> str:
+        from pal_slurm.slurm.errors import SlurmError
+
         try:
-            res = subprocess.run([exe, *args[1:]], capture_output=True, text=True, timeout=self.timeout_s)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise PalError(f"{args[0]} failed: {exc}") from None
-        if res.returncode != 0:
-            raise PalError(f"{' '.join(args[:2])} failed: {res.stderr.strip() or res.returncode}")
-        return res.stdout
+            return self.runner.run(argv)
+        except SlurmError as exc:
+            raise PalError(str(exc)) from None
 
     def submit(self, node: str, command: str) -> str:
         out = self._run(["sbatch", "--parsable", "-N1", "-w", node, "--exclusive", "--job-name=pal-profile",
@@ -133,7 +132,7 @@ def _run_local(settings, repo, backend_name, nodes, classes, gpus_per_node, roun
                 bar.update(1)
     try:
         repo.add_samples(samples)
-    except (StoreUnavailable, OSError) as exc:
+    except (StoreError, OSError) as exc:
         raise PalError(f"measured {len(samples)} sample(s) but cannot store them: {exc}") from None
     click.echo(f"recorded {len(samples)} sample(s) from {len(targets)} GPU(s) with the {backend.name} backend")
     for line in _summarise(samples):
@@ -163,7 +162,7 @@ def _run_jobs(repo, slurm: SlurmCalls, nodes, args, wait_s, poll_s):
             time.sleep(poll_s)
     try:
         recorded = repo.samples(since=started - 60)
-    except (StoreUnavailable, OSError) as exc:
+    except (StoreError, OSError) as exc:
         raise PalError(str(exc)) from None
     per_job: dict[str, int] = {}
     for s in recorded:
@@ -203,7 +202,7 @@ def profile_nodes(ctx, node_expr, idle, classes, backend, local, gpus_per_node, 
         raise click.BadParameter(f"bad node list {node_expr!r}: {exc}", param_hint="--nodes") from None
     try:
         settings, repo = open_profiling((ctx.obj or {}).get("config_path"))
-    except (SettingsError, StoreUnavailable) as exc:
+    except (SettingsError, StoreError) as exc:
         raise PalError(str(exc)) from None
     backend = backend or settings.backend
     rounds = rounds or (8 if backend == "replay" else 1)

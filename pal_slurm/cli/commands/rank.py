@@ -7,7 +7,7 @@ import time
 import click
 
 from pal_slurm.bench.rank import diff, parse_duration, rank_samples
-from pal_slurm.bench.repository import StoreUnavailable, open_profiling
+from pal_slurm.bench.repository import StoreError, open_profiling
 from pal_slurm.bench.settings import SettingsError
 from pal_slurm.cli.main import PalError
 from pal_slurm.ranking.binning import METHODS
@@ -45,7 +45,7 @@ def rank(ctx, window, method, classes, dry_run):
         window_s = window_s or settings.window_s
         samples = repo.samples(since=now - window_s)
         previous = repo.latest_ranking()
-    except (SettingsError, StoreUnavailable, OSError) as exc:
+    except (SettingsError, StoreError, OSError) as exc:
         raise PalError(str(exc)) from None
     wanted = [c.strip() for c in classes.split(",") if c.strip()] if classes else None
     version = (previous.version if previous else 0) + 1
@@ -56,8 +56,9 @@ def rank(ctx, window, method, classes, dry_run):
     moves = diff(previous, snap)
     if not dry_run:
         try:
-            repo.save_ranking(snap)
-        except (StoreUnavailable, OSError) as exc:
+            snap = repo.save_ranking(snap)
+            version = snap.version
+        except (StoreError, OSError) as exc:
             raise PalError(f"cannot save ranking v{version}: {exc}") from None
     gpus = len({(e.node, e.slot) for e in snap.entries})
     verb = "would be" if dry_run else "saved as"

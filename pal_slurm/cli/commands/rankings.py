@@ -6,7 +6,7 @@ import json
 
 import click
 
-from pal_slurm.bench.repository import StoreUnavailable, open_profiling
+from pal_slurm.bench.repository import StoreError, open_profiling
 from pal_slurm.bench.settings import SettingsError
 from pal_slurm.cli.main import PalError
 from pal_slurm.model.classes import class_rank
@@ -21,7 +21,7 @@ def rankings(ctx, perf_class, as_json):
     try:
         _, repo = open_profiling((ctx.obj or {}).get("config_path"))
         snap = repo.latest_ranking()
-    except (SettingsError, StoreUnavailable, OSError, ValueError) as exc:
+    except (SettingsError, StoreError, OSError, ValueError) as exc:
         raise PalError(str(exc)) from None
     if snap is None:
         raise PalError("no ranking yet: run palctl profile-nodes, then palctl rank")
@@ -35,11 +35,11 @@ def rankings(ctx, perf_class, as_json):
         click.echo(json.dumps(d, indent=1, sort_keys=True))
         return
     click.echo(f"ranking v{snap.version} ({snap.method})")
-    header = f"{'NODE':<12} {'GPU':>3} {'CLASS':<5} {'SCORE':>7} {'SF':>7} {'BIN':>3} {'N':>4} {'BACKEND':<8} FLAGS"
+    header = f"{'NODE':<12} {'GPU':>3} {'CLASS':<5} {'SCORE':>7} {'SF':>7} {'BIN':>3} FLAGS"
     click.echo(header)
     for e in entries:
         click.echo(f"{e.node:<12} {e.slot:>3} {e.perf_class:<5} {e.score:>7.3f} {e.sf:>7.3f} {e.bin:>3} "
-                   f"{e.samples:>4} {e.backend:<8} {','.join(e.flags) or '-'}")
+                   f"{','.join(e.flags) or '-'}")
 
 
 COMMAND = rankings

@@ -120,12 +120,13 @@ def test_no_gpus_records_nothing(tmp_path):
 def test_sbin_script_with_store_down_exits_0_and_spools(tmp_path, script):
     sp = tmp_path / "spool"
     sp.mkdir()
+    conf = tmp_path / "pal.toml"
+    conf.write_text("[profiling]\nbackend = \"replay\"\n")
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(ROOT),
-        "PAL_CONFIG": str(tmp_path / "absent.toml"),
-        "PAL_PROFILING_BACKEND": "replay",
-        "PAL_PROFILING_STORE_URL": "postgresql://127.0.0.1:1/pal",  # nothing listens there
+        "PAL_CONFIG": str(conf),
+        "PAL_DB_URL": "postgresql://pal@127.0.0.1:1/pal",  # nothing listens there
         "PAL_PROFILING_SPOOL_DIR": str(sp),
         "PAL_PROFILING_DURATION_S": "0",
         "SLURM_JOB_ID": "77", "SLURMD_NODENAME": "n2", "CUDA_VISIBLE_DEVICES": "0,1",
@@ -159,3 +160,34 @@ def test_busy_host_flags_measured_samples_but_not_replayed_ones(tmp_path):
     c.busy = BusyProbe(psutil_module=fake_psutil(8.0, cpus=2))
     prolog.main(ctx=c)
     assert [x.busy for x in replayed.samples] == [False, False]
+
+
+def test_bad_config_falls_back_to_defaults_and_still_exits_0(tmp_path):
+    conf = tmp_path / "pal.toml"
+    conf.write_text("[profiling]\ntimeout_s = -1\n")
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "PAL_CONFIG": str(conf),
+           "SLURM_JOB_ID": "5", "SLURMD_NODENAME": "n1", "CUDA_VISIBLE_DEVICES": "0"}
+    res = subprocess.run([sys.executable, str(ROOT / "sbin" / "pal-prolog")], env=env, capture_output=True,
+                         text=True, timeout=30)
+    assert res.returncode == 0
+    assert "bad profiling settings" in res.stderr and "timeout_s" in res.stderr
+
+
+def test_spooled_samples_reach_a_real_store_once_it_is_back(tmp_path):
+    """Store down -> spool; store up (SQLite) -> the next hook stores and drains, exactly once."""
+    from pal_slurm.bench.repository import StoreProfilingRepository
+    from pal_slurm.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'pal.db'}"
+    c = ctx(tmp_path)
+    assert prolog.main(ctx=c) == 0
+    assert spool.pending(tmp_path / "spool") == 2
+    StoreProfilingRepository(open_store(url)).close()  # the admin creates the schema
+    c = ctx(tmp_path, env={**ENV, "SLURM_JOB_ID": "50"})
+    c.sink = None
+    c.settings = ProfilingSettings(backend="replay", spool_dir=str(tmp_path / "spool"), duration_s=0.0,
+                                   store_url=url)
+    assert prolog.main(ctx=c) == 0
+    got = StoreProfilingRepository(open_store(url)).samples()
+    assert sorted(s.job_id for s in got) == ["41", "41", "50", "50"]
+    assert spool.pending(tmp_path / "spool") == 0

@@ -1,4 +1,3 @@
-from pal_slurm.bench.repository import FileRepository
 from pal_slurm.ranking.datasets import bundled_path, load_perfvar_table
 
 from .profiling_env import palctl  # noqa: F401 - fixture
@@ -9,7 +8,7 @@ def test_table_mapped_to_nodes_then_ranked(palctl):
     r = palctl("import-variability", str(path), "--map-to-nodes", "gpu[01-08]", "--gpus-per-node", "4", "--rank")
     assert r.exit_code == 0, r.output
     assert "imported 128 sample(s) for 32 GPU(s), classes A,B,C,D" in r.output
-    snap = FileRepository(palctl.state).latest_ranking()
+    snap = palctl.repo().latest_ranking()
     assert snap.version == 1
     rows = sorted(load_perfvar_table(path), key=lambda x: x.gpu_id)
     entry = {(e.node, e.slot, e.perf_class): e for e in snap.entries}
@@ -22,7 +21,7 @@ def test_table_mapped_to_nodes_then_ranked(palctl):
 def test_runs_file_with_class_from_its_name(palctl):
     r = palctl("import-variability", str(bundled_path("resnet-longhorn-agg.csv")), "--map-to-nodes", "n[1-2]")
     assert r.exit_code == 0, r.output
-    samples = FileRepository(palctl.state).samples()
+    samples = palctl.repo().samples()
     assert {s.perf_class for s in samples} == {"A"}
     assert {(s.node, s.slot) for s in samples} == {(n, i) for n in ("n1", "n2") for i in range(4)}
 
@@ -30,7 +29,7 @@ def test_runs_file_with_class_from_its_name(palctl):
 def test_runs_file_without_mapping_uses_longhorn_ids(palctl):
     r = palctl("import-variability", str(bundled_path("bert-longhorn-agg.csv")), "--class", "C")
     assert r.exit_code == 0, r.output
-    nodes = {s.node for s in FileRepository(palctl.state).samples()}
+    nodes = {s.node for s in palctl.repo().samples()}
     assert "c009-3" in nodes
 
 
@@ -51,4 +50,4 @@ def test_bad_input(palctl, tmp_path):
     assert r.exit_code == 1 and "32 GPUs in the file, 36 slots to fill" in r.output
     r = palctl("import-variability", str(bundled_path("32gpu-variability.csv")), "--map-to-nodes", "g[1-")
     assert r.exit_code == 2 and "bad node list" in r.output
-    assert FileRepository(palctl.state).samples() == []
+    assert palctl.repo().samples() == []

@@ -2,7 +2,6 @@ import shlex
 
 import pytest
 
-from pal_slurm.bench.repository import FileRepository
 from pal_slurm.cli.commands import profile
 from pal_slurm.cli.main import cli
 
@@ -14,7 +13,7 @@ def test_local_replay_records_samples_per_gpu_class_and_round(palctl):
                "--classes", "A,D", "--rounds", "3", "--gpus-per-node", "2")
     assert r.exit_code == 0, r.output
     assert "recorded 24 sample(s) from 4 GPU(s) with the replay backend" in r.output
-    samples = FileRepository(palctl.state).samples()
+    samples = palctl.repo().samples()
     assert len(samples) == 24
     assert {(s.node, s.slot) for s in samples} == {("gpu01", 0), ("gpu01", 1), ("gpu02", 0), ("gpu02", 1)}
     assert {s.perf_class for s in samples} == {"A", "D"}
@@ -40,7 +39,7 @@ def test_bad_input(palctl, args, message):
     r = palctl("profile-nodes", *args)
     assert r.exit_code != 0
     assert message in r.output
-    assert not (palctl.state / "samples" / "samples.jsonl").exists()
+    assert palctl.repo().samples() == []
 
 
 class FakeSlurm:

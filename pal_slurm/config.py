@@ -57,6 +57,10 @@ class DaemonConfig:
     hook_timeout_ms: int = 150  # the submit hook's hard timeout when asking pald
     slurm_user: str = "slurm"  # SlurmUser: the only non-root peer allowed on the socket
     heartbeat_stale_s: float = 30.0  # pal-failsafe releases held jobs after this much silence
+    heartbeat_file: str = "/run/pal/pald.heartbeat"  # touched every cycle; pal-failsafe reads its age
+    default_mode: str = "auto"  # jobs without mode=: auto (place if it fits, else defer) | now | defer
+    backfill: bool = False  # deferred jobs: let smaller jobs pass a held job that does not fit
+    reservation_ttl_s: float = 30.0  # GPUs promised at submit stay reserved until Slurm shows them busy
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ SECTIONS: Mapping[str, type] = {
 # Values restricted to a set (section, key) -> allowed.
 CHOICES: Mapping[tuple[str, str], tuple[str, ...]] = {
     ("policy", "queue"): ("fifo", "las", "srtf"),
+    ("daemon", "default_mode"): ("auto", "now", "defer"),
     ("policy", "binning"): ("optimal", "artifact"),
     ("policy", "default_class"): CLASS_ORDER,
     ("profiling", "backend"): ("auto", "nvml", "kernel", "replay"),
@@ -125,6 +130,7 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
         ("daemon", "cycle_s"),
         ("daemon", "hook_timeout_ms"),
         ("daemon", "heartbeat_stale_s"),
+        ("daemon", "reservation_ttl_s"),
         ("policy", "locality_penalty"),
         ("profiling", "timeout_s"),
         ("profiling", "window_s"),

@@ -173,8 +173,10 @@ class PlaceReply:
         _check_opt_int("rank", self.rank, minimum=0)
         _check_opt_str("class", self.perf_class)
         _check_opt_str("warning", self.warning)
-        if self.decision is DecisionKind.PLACE and (not self.nodes or not self.gres):
-            raise ProtocolError(ErrorCode.BAD_FIELD, "decision place needs nodes and gres")
+        # gres may be absent on place: the job keeps its own GPU request and only its nodes are
+        # pinned (a --gpus=N job spread unevenly over nodes cannot be bound slot by slot).
+        if self.decision is DecisionKind.PLACE and not self.nodes:
+            raise ProtocolError(ErrorCode.BAD_FIELD, "decision place needs nodes")
         if self.decision is not DecisionKind.PLACE and (self.nodes or self.gres):
             raise ProtocolError(ErrorCode.BAD_FIELD, "nodes and gres only go with decision place")
 

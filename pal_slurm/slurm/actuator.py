@@ -135,6 +135,23 @@ class SlurmActuator:
         """`place_held_job` with the per-slot typed GRES of `slots` (same slots on each node)."""
         self.place_held_job(job_id, nodes, gres_update_spec(slots), release=release)
 
+    def place_nodes(self, job_id: int, nodes: Sequence[str] | str, release: bool = True) -> None:
+        """Pin a pending job to exactly `nodes` (node count fixed too), keeping its GPU request.
+
+        For jobs that ask for GPUs per job (`--gpus=N`): Slurm then picks the slots on them.
+        """
+        names = expand(nodes) if isinstance(nodes, str) else list(nodes)
+        if not names:
+            raise SlurmError(f"job {job_id}: no nodes to place it on")
+        before = self.show(job_id)
+        if before.state != "PENDING":
+            raise SlurmError(f"job {job_id} is {before.state}, not PENDING: cannot place it")
+        if not before.held:
+            self.hold(job_id)
+        self._update(job_id, f"NodeList={compress(names)}", f"NumNodes={len(names)}-{len(names)}")
+        if release:
+            self.release(job_id)
+
     def _restore_gres(self, job_id: int, original: str) -> None:
         """Best effort: put back the GPU request the job had before a failed placement."""
         try:
@@ -143,3 +160,4 @@ class SlurmActuator:
                 self._update(job_id, f"Gres={normalize_gres_spec(original)}")
         except SlurmError:
             pass  # the original error is the one worth reporting
+

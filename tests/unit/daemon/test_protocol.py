@@ -144,7 +144,6 @@ def test_place_request_from_the_hook_decodes_with_nulls_absent():
         ({"v": 1, "ok": True}, ErrorCode.BAD_FIELD),
         ({"v": 1, "ok": True, "decision": "maybe"}, ErrorCode.BAD_FIELD),
         ({"v": 1, "ok": True, "decision": "place"}, ErrorCode.BAD_FIELD),
-        ({"v": 1, "ok": True, "decision": "place", "nodes": {"gpu03": [2]}}, ErrorCode.BAD_FIELD),
         ({"v": 1, "ok": True, "decision": "place", "nodes": {"gpu03": []}, "gres": "gres:gpu:1"},
          ErrorCode.BAD_FIELD),
         ({"v": 1, "ok": True, "decision": "place", "nodes": {"gpu[01-02]": [0]},
@@ -331,3 +330,10 @@ def test_reply_round_trip(pair):
     line = encode_reply(reply)
     decoded = decode_reply(line, op)
     assert decoded == reply
+
+
+def test_place_reply_without_gres_pins_nodes_only():
+    from pal_slurm.daemon.protocol import decode_reply
+
+    reply = decode_reply(b'{"v":1,"ok":true,"decision":"place","nodes":{"gpu03":[2]}}\n', "place")
+    assert reply.nodes == {"gpu03": (2,)} and reply.gres is None

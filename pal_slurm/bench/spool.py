@@ -118,3 +118,42 @@ def drain(sink: SampleSink, spool_dir: str | Path) -> DrainReport:
     for p in files:
         p.unlink(missing_ok=True)
     return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python3 -m pal_slurm.bench.spool`: drain this host's spool into the configured store.
+
+    For cron on compute nodes that rarely run jobs (the prolog drains the spool itself whenever
+    it reaches the store). Exit 0 when everything queued was delivered (or nothing was), 1 when
+    the store is unreachable (the samples stay queued), 2 for a bad configuration.
+    """
+    import sys
+
+    from pal_slurm.bench.repository import StoreError, open_profiling
+    from pal_slurm.bench.settings import SettingsError
+
+    args = sys.argv[1:] if argv is None else argv
+    config = args[0] if args else None
+    try:
+        settings, repo = open_profiling(config)
+    except SettingsError as exc:
+        print(f"pal spool: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        print(f"pal spool: store unreachable, samples stay queued: {exc}", file=sys.stderr)
+        return 1
+    try:
+        report = drain(repo, settings.spool_dir)
+    except StoreError as exc:
+        print(f"pal spool: store unreachable, samples stay queued: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        repo.close()
+    for bad in report.corrupt:
+        print(f"pal spool: corrupt line skipped (kept in {REJECTED_FILE}): {bad}", file=sys.stderr)
+    print(f"pal spool: delivered {report.delivered} sample(s) from {report.files} file(s)")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

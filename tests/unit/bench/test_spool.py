@@ -72,3 +72,19 @@ def test_missing_or_readonly_dir_raises_oserror(tmp_path):
 
 def test_drain_of_missing_dir_is_empty(tmp_path):
     assert spool.drain(MemorySink(), tmp_path / "none").delivered == 0
+
+
+def test_spool_main_drains_into_the_configured_store(tmp_path, monkeypatch, capsys):
+    from pal_slurm.bench.repository import StoreProfilingRepository
+    from pal_slurm.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'pal.db'}"
+    conf = tmp_path / "pal.toml"
+    conf.write_text(f'[store]\nurl = "{url}"\n[profiling]\nspool_dir = "{tmp_path / "sp"}"\n')
+    (tmp_path / "sp").mkdir()
+    spool.append(tmp_path / "sp", [s(1), s(2)])
+    assert spool.main([str(conf)]) == 0
+    assert "delivered 2 sample(s)" in capsys.readouterr().out
+    assert len(StoreProfilingRepository(open_store(url)).samples()) == 2
+    conf.write_text("[profiling]\nbogus = 1\n")
+    assert spool.main([str(conf)]) == 2

@@ -5,17 +5,19 @@ from __future__ import annotations
 from typing import Mapping
 
 from pal_slurm.bench.base import KIND_WALLTIME, Sample
-from pal_slurm.bench.gpuset import start_time_from_scontrol
-from pal_slurm.bench.hook import HookContext, deliver, job_class, job_gpus, log, make_context, measure, run_bounded, setup_logging
+from pal_slurm.bench.gpuset import end_time_from_scontrol, start_time_from_scontrol
+from pal_slurm.bench.hook import HookContext, deliver, is_profile_job, job_class, job_gpus, log, make_context, measure, run_bounded, setup_logging
 
 
-def walltime_samples(ctx: HookContext, gpus, perf_class: str, start: float | None) -> list[Sample]:
-    """One `walltime` sample per GPU: seconds from StartTime to now, with the whole GPU set."""
+def walltime_samples(
+    ctx: HookContext, gpus, perf_class: str, start: float | None, end: float | None = None
+) -> list[Sample]:
+    """One `walltime` sample per GPU: StartTime to EndTime (else now), with the whole GPU set."""
     if start is None:
         log.warning("epilog job %s: no StartTime known; wall time not recorded", ctx.job_id)
         return []
     now = ctx.clock()
-    wall = max(0.0, now - start)
+    wall = max(0.0, (end if end is not None else now) - start)
     gpu_set = f"{ctx.node}:{','.join(str(g) for g in gpus)}"
     return [
         Sample(
@@ -28,12 +30,15 @@ def walltime_samples(ctx: HookContext, gpus, perf_class: str, start: float | Non
 
 
 def record(ctx: HookContext) -> str:
+    if is_profile_job(ctx):
+        log.info("epilog job %s: a palctl profile-nodes job measures itself", ctx.job_id)
+        return "skipped"
     gpus, text = job_gpus(ctx)
     if not gpus:
         log.info("epilog job %s on %s: no GPUs allocated here", ctx.job_id, ctx.node)
         return "no-gpus"
     cls = job_class(ctx)
-    samples = walltime_samples(ctx, gpus, cls, start_time_from_scontrol(text))
+    samples = walltime_samples(ctx, gpus, cls, start_time_from_scontrol(text), end_time_from_scontrol(text))
     try:
         samples += measure(ctx, gpus, cls)
     except Exception as exc:  # noqa: BLE001 - still record the wall time

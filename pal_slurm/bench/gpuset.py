@@ -3,7 +3,8 @@
 Slurm 22.05 bug: with several typed GRES records (gpu:s0..sN, how pal-slurm binds exact GPUs)
 the prolog/epilog's SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES show only the LAST record's index.
 `scontrol show job -d` lists every index per node (`Nodes=n1 ... GRES=gpu:s2:1(IDX:2),gpu:s3:1(IDX:3)`)
-so it is the primary source; the environment is the fallback when scontrol fails.
+so it is the primary source. After the job ended (epilog) the per-node GRES is empty, but
+JOB_GRES keeps the per-slot types (s0..sN) pal-slurm requests; the environment comes last.
 These functions are pure (text in, sets out); hostlists are expanded by pal_slurm.slurm.hostlist.
 """
 
@@ -13,6 +14,7 @@ import re
 from datetime import datetime
 from typing import Mapping
 
+from pal_slurm.slurm.gres import parse_slot_type
 from pal_slurm.slurm.hostlist import expand as expand_hostlist
 
 _NODES_LINE = re.compile(r"^\s*Nodes=(\S+)\s.*?\bGRES=(\S+)", re.M)
@@ -65,6 +67,34 @@ def gpus_from_scontrol(text: str) -> dict[str, tuple[int, ...]]:
         for node in expand_hostlist(nodes):
             out.setdefault(node, set()).update(idx)
     return {n: tuple(sorted(v)) for n, v in out.items()}
+
+
+def slots_from_typed_gres(text: str) -> tuple[int, ...]:
+    """GPU slots named by pal-slurm's per-slot GRES types in JOB_GRES (`gpu:s1:1,gpu:s3:1`).
+
+    Once a job has ended, `scontrol show job -d` prints an empty per-node GRES, but JOB_GRES
+    keeps the typed request; with one type per slot (s0..sN) it names the GPUs, and as a
+    per-node request it holds on every node of the job. () for untyped requests (gpu:2).
+    """
+    m = re.search(r"\bJOB_GRES=(\S+)", text)
+    if not m:
+        return ()
+    slots = set()
+    for rec in _gpu_records(m.group(1)):
+        fields = rec.split("(")[0].split(":")
+        slot = parse_slot_type(fields[1]) if len(fields) >= 2 else None
+        if slot is None:
+            return ()  # an untyped or foreign-typed record: the slots are not all known
+        slots.add(slot)
+    return tuple(sorted(slots))
+
+
+def end_time_from_scontrol(text: str) -> float | None:
+    """Epoch seconds of EndTime= (local time), None when absent/Unknown."""
+    m = re.search(r"\bEndTime=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)", text)
+    if not m:
+        return None
+    return datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").timestamp()
 
 
 def gpus_from_env(env: Mapping[str, str]) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ from typing import Callable, Mapping, Sequence
 from pal_slurm.bench import spool
 from pal_slurm.bench.base import Backend, GpuTarget, Sample, SampleSink
 from pal_slurm.bench.busy import BusyProbe, flag_busy
-from pal_slurm.bench.gpuset import class_from_comment, gpus_from_env, gpus_from_scontrol
+from pal_slurm.bench.gpuset import class_from_comment, gpus_from_env, gpus_from_scontrol, slots_from_typed_gres
 from pal_slurm.bench.settings import ProfilingSettings, load_settings
 from pal_slurm.model.classes import AppClassMap
 
@@ -79,13 +79,31 @@ def _default_sink(settings: ProfilingSettings) -> SampleSink:
 
 
 def job_gpus(ctx: HookContext) -> tuple[tuple[int, ...], str]:
-    """(GPU indices on this node, job details text). scontrol first (typed-GRES bug), env after."""
+    """(GPU indices on this node, job details text).
+
+    scontrol's per-node IDX first (the env shows only the last typed GRES index), then the
+    per-slot types of JOB_GRES (what is left once the job ended), then the environment.
+    """
     text = ctx.show_job(ctx.job_id, min(2.0, ctx.settings.timeout_s / 2)) if ctx.job_id else ""
     if text:
-        per_node = gpus_from_scontrol(text)
-        if ctx.node in per_node and per_node[ctx.node]:
-            return per_node[ctx.node], text
+        try:
+            per_node = gpus_from_scontrol(text)
+            if per_node.get(ctx.node):
+                return per_node[ctx.node], text
+            typed = slots_from_typed_gres(text)
+            if typed:
+                return typed, text
+        except ValueError as exc:
+            log.warning("cannot read the GPUs of job %s from scontrol (%s); using the environment", ctx.job_id, exc)
     return gpus_from_env(ctx.env), text
+
+
+PROFILE_MARK = "pal:profile"  # comment of palctl profile-nodes' own benchmark jobs
+
+
+def is_profile_job(ctx: HookContext) -> bool:
+    """palctl profile-nodes' jobs measure their GPUs themselves: the hooks leave them alone."""
+    return PROFILE_MARK in (ctx.env.get("SLURM_JOB_COMMENT") or "")
 
 
 def job_class(ctx: HookContext) -> str:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from pal_slurm.bench.hook import HookContext, deliver, job_class, job_gpus, log, make_context, measure, run_bounded, setup_logging
+from pal_slurm.bench.hook import HookContext, deliver, is_profile_job, job_class, job_gpus, log, make_context, measure, run_bounded, setup_logging
 
 
 def record(ctx: HookContext) -> str:
+    if is_profile_job(ctx):
+        log.info("prolog job %s: a palctl profile-nodes job measures itself", ctx.job_id)
+        return "skipped"
     gpus, _ = job_gpus(ctx)
     if not gpus:
         log.info("prolog job %s on %s: no GPUs allocated here", ctx.job_id, ctx.node)

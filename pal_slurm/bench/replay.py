@@ -39,7 +39,7 @@ class ReplayBackend:
         self.seed = seed
         self._class_runs = class_runs
         self._nonce = nonce  # e.g. the job id: same job, same draw
-        self._calls = 0
+        self._calls: dict[str, int] = {}
         self._clock = clock
         self._per_class: dict[str, tuple[tuple[str, ...], dict[str, tuple[float, ...]]]] = {}
 
@@ -88,8 +88,9 @@ class ReplayBackend:
 
     def sample(self, gpus: Sequence[GpuTarget], perf_class: str, duration_s: float = 0.0) -> list[Sample]:
         """One replayed run per GPU; draws differ per call (or per nonce) but repeat per seed."""
-        draw_key = self._nonce if self._nonce is not None else self._calls
-        self._calls += 1
+        # draws count per class: interleaving classes must not skip runs of any one class
+        draw_key = self._nonce if self._nonce is not None else self._calls.get(perf_class, 0)
+        self._calls[perf_class] = self._calls.get(perf_class, 0) + 1
         now = self._clock()
         out = []
         for g in gpus:

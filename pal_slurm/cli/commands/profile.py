@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import socket
 import sys
 import time
@@ -19,6 +20,7 @@ import click
 
 from pal_slurm.bench.base import GpuTarget, NoGpuAvailable
 from pal_slurm.bench.busy import BusyProbe, flag_busy
+from pal_slurm.bench.hook import PROFILE_MARK
 from pal_slurm.bench.gpuset import expand_hostlist, gpus_from_env
 from pal_slurm.bench.repository import StoreError, open_profiling
 from pal_slurm.bench.select import BACKENDS, select_backend
@@ -51,7 +53,7 @@ class SlurmCalls:
 
     def submit(self, node: str, command: str) -> str:
         out = self._run(["sbatch", "--parsable", "-N1", "-w", node, "--exclusive", "--job-name=pal-profile",
-                         "--comment=pal:profile", "--output=/dev/null", "--wrap", command])
+                         f"--comment={PROFILE_MARK}", "--output=/dev/null", "--wrap", command])
         return out.strip().split(";")[0]
 
     def states(self, job_ids: list[str]) -> dict[str, str]:
@@ -72,6 +74,11 @@ class SlurmCalls:
 
 def _slurm() -> SlurmCalls:
     return SlurmCalls()
+
+
+def _palctl_argv() -> list[str]:
+    """How the benchmark job calls palctl: the installed script, else this interpreter."""
+    return ["palctl"] if shutil.which("palctl") else [sys.executable, "-m", "pal_slurm.cli.main"]
 
 
 def _split(text: str | None) -> list[str]:
@@ -143,7 +150,7 @@ def _run_jobs(repo, slurm: SlurmCalls, nodes, args, wait_s, poll_s):
     started = time.time()
     jobs = {}
     for node in nodes:
-        cmd = " ".join(shlex.quote(a) for a in ["palctl", "profile-nodes", "--local", "--nodes", node, *args])
+        cmd = " ".join(shlex.quote(a) for a in [*_palctl_argv(), "profile-nodes", "--local", "--nodes", node, *args])
         jobs[node] = slurm.submit(node, cmd)
         click.echo(f"submitted job {jobs[node]} on {node}")
     ids = list(jobs.values())

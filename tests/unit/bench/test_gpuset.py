@@ -4,6 +4,8 @@ import pytest
 
 from pal_slurm.bench.gpuset import (
     class_from_comment,
+    end_time_from_scontrol,
+    slots_from_typed_gres,
     expand_hostlist,
     gpus_from_env,
     gpus_from_scontrol,
@@ -62,3 +64,20 @@ def test_start_time_and_class():
 def test_malformed_hostlists(bad):
     with pytest.raises(ValueError):
         expand_hostlist(bad)
+
+
+ENDED = """JobId=9 JobState=COMPLETED
+   StartTime=2026-11-23T09:20:34 EndTime=2026-11-23T09:20:37 Deadline=N/A
+   JOB_GRES=gpu:s1:1,gpu:s3:1
+     Nodes=gpu02 CPU_IDs=0 Mem=0 GRES=
+   TresPerNode=gres:gpu:s1:1,gres:gpu:s3:1
+"""
+
+
+def test_ended_job_slots_come_from_typed_job_gres():
+    """Captured from the lab: once the job ended, the per-node GRES is empty."""
+    assert not gpus_from_scontrol(ENDED).get("gpu02")
+    assert slots_from_typed_gres(ENDED) == (1, 3)
+    assert slots_from_typed_gres("JOB_GRES=gpu:2") == ()
+    assert slots_from_typed_gres("JOB_GRES=gpu:s1:1,gpu:a100:1") == ()
+    assert end_time_from_scontrol(ENDED) - start_time_from_scontrol(ENDED) == 3.0

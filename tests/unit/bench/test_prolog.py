@@ -191,3 +191,21 @@ def test_spooled_samples_reach_a_real_store_once_it_is_back(tmp_path):
     got = StoreProfilingRepository(open_store(url)).samples()
     assert sorted(s.job_id for s in got) == ["41", "41", "50", "50"]
     assert spool.pending(tmp_path / "spool") == 0
+
+
+def test_epilog_after_the_job_ended_uses_typed_job_gres_and_end_time(tmp_path):
+    from .test_gpuset import ENDED
+
+    sink = MemorySink()
+    env = {**ENV, "SLURMD_NODENAME": "gpu02", "SLURM_JOB_GPUS": "3"}
+    assert epilog.main(ctx=ctx(tmp_path, sink, show=ENDED, env=env)) == 0
+    walls = [x for x in sink.samples if x.kind == KIND_WALLTIME]
+    assert [(x.slot, x.value) for x in walls] == [(1, 3.0), (3, 3.0)]
+
+
+def test_profile_jobs_are_left_to_measure_themselves(tmp_path):
+    sink = MemorySink()
+    env = {**ENV, "SLURM_JOB_COMMENT": "pal:profile"}
+    assert prolog.main(ctx=ctx(tmp_path, sink, env=env)) == 0
+    assert epilog.main(ctx=ctx(tmp_path, sink, env=env)) == 0
+    assert sink.samples == []

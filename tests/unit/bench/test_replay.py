@@ -82,7 +82,10 @@ def test_successive_rounds_walk_the_runs_without_replacement():
     b = ReplayBackend(seed=4)
     g = GpuTarget("gpu01", 0)
     runs = artifact_class_runs()["A"].runs_of()[b.dataset_gpu("gpu01", 0, "A")]
-    drawn = [b.sample([g], "A")[0].value for _ in range(len(runs))]
+    drawn = []
+    for _ in range(len(runs)):
+        drawn.append(b.sample([g], "A")[0].value)
+        b.sample([g], "D")  # another class in between must not make class A skip runs
     assert sorted(drawn) == sorted(runs)
 
 

@@ -1,9 +1,10 @@
 import shlex
+import sys
 
 import pytest
 
-from pal_slurm.cli.commands import profile
-from pal_slurm.cli.main import cli
+from pal_slurm.cli.main import cli  # first: importing a command module alone would be circular
+from pal_slurm.cli.commands import profile  # noqa: E402,I001
 
 from .profiling_env import palctl  # noqa: F401 - fixture
 
@@ -55,10 +56,12 @@ class FakeSlurm:
         jid = str(100 + len(self.submitted))
         self.submitted.append((node, command))
         argv = shlex.split(command)
-        assert argv[:3] == ["palctl", "profile-nodes", "--local"]
+        at = argv.index("profile-nodes")
+        assert argv[at:at + 2] == ["profile-nodes", "--local"]
+        assert argv[:at] in (["palctl"], [sys.executable, "-m", "pal_slurm.cli.main"])
         if node not in self.fail_nodes:
             self.mp.setenv("SLURM_JOB_ID", jid)
-            cli.main(argv[1:], standalone_mode=False)
+            cli.main(argv[at:], standalone_mode=False)
             self.mp.delenv("SLURM_JOB_ID")
         return jid
 

@@ -10,6 +10,8 @@ dead server costs seconds, not minutes.
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from typing import Any, NoReturn
 
 from sqlalchemy import Engine, create_engine, event, exc
@@ -27,10 +29,15 @@ PG_FULL_CODES = frozenset({"53100"})
 
 
 def parse_url(url: str | URL) -> URL:
+    """Parse a store URL. A bare `postgresql://` means psycopg2 (our [postgres] extra), whatever
+    SQLAlchemy's own default driver is (2.1 switched it to psycopg 3)."""
     try:
-        return make_url(url)
+        parsed = make_url(url)
     except exc.ArgumentError as err:
         raise StoreUnavailable(f"bad store URL {str(url)!r}: {err}") from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg2")
+    return parsed
 
 
 def safe_url(url: str | URL) -> str:
@@ -41,15 +48,47 @@ def safe_url(url: str | URL) -> str:
         return "<unparseable URL>"
 
 
+# Execution option marking a connection that will write: on SQLite its transaction starts with
+# BEGIN IMMEDIATE, taking the write lock up front (a deferred transaction that reads and then
+# writes fails at once with "database is locked" in WAL mode if another writer got in between).
+WRITE_OPTION = "pal_write"
+
+
 def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    # We emit BEGIN ourselves (see _sqlite_on_begin); pysqlite's implicit BEGIN is off.
+    dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     try:
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys = ON")
-        cur.execute("PRAGMA journal_mode = WAL")
+        _ensure_wal(cur)
         cur.execute("PRAGMA synchronous = NORMAL")
     finally:
         cur.close()
+
+
+def _ensure_wal(cur: Any) -> None:
+    """Switch the file to WAL (persistent, so normally only its first connection does it).
+    The switch needs an exclusive lock and SQLite's busy handler does not wait for it, so a
+    program starting beside another one retries here for up to the busy timeout."""
+    if str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _sqlite_on_begin(conn: Any) -> None:
+    if conn.get_execution_options().get(WRITE_OPTION):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        conn.exec_driver_sql("BEGIN")
 
 
 def sqlite_path(url: URL) -> str | None:
@@ -85,6 +124,7 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
             )
         engine = create_engine(parsed, **kwargs)
         event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     if backend == "postgresql":
         connect_args = dict(kwargs.pop("connect_args", {}))

@@ -13,13 +13,15 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 from sqlalchemy import exc as sa_exc
 
-from pal_slurm.store.engine import translate
+from pal_slurm.store.engine import WRITE_OPTION, translate
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 VERSION_TABLE = "pal_alembic_version"
+# pg_advisory_xact_lock key held while migrating ("palmigr" in ASCII). SQLite: BEGIN IMMEDIATE.
+MIGRATION_LOCK = 0x70616C6D696772
 
 
 def alembic_config(engine: Engine | None = None) -> AlembicConfig:
@@ -40,9 +42,15 @@ def head() -> str:
 
 
 def _run(engine: Engine, action, revision: str) -> None:  # type: ignore[no-untyped-def]
+    """Run one Alembic command in one transaction that holds the schema lock first, so that
+    several programs starting at once (pald, palctl, a cron job) migrate exactly once."""
     cfg = alembic_config(engine)
     try:
-        with engine.begin() as connection:
+        with engine.execution_options(**{WRITE_OPTION: True}).begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK}
+                )
             cfg.attributes["connection"] = connection
             action(cfg, revision)
     except (sa_exc.SQLAlchemyError, OSError) as err:

@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, delete, func, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from pal_slurm.model.decision import DecisionKind
-from pal_slurm.store.engine import translate
+from pal_slurm.store.engine import WRITE_OPTION, translate
 from pal_slurm.store.errors import InvalidRecord
 from pal_slurm.store.models import (
     AppClassRow,
@@ -57,6 +57,8 @@ from pal_slurm.store.repository import (
 
 T = TypeVar("T")
 CONFLICT_RETRIES = 3
+# pg_advisory_xact_lock key guarding ranking version allocation ("palrank" in ASCII).
+RANKING_VERSION_LOCK = 0x70616C72616E6B
 
 
 class SqlRepository:
@@ -66,6 +68,9 @@ class SqlRepository:
         self.engine = engine
         self.url = engine.url
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(
+            engine.execution_options(**{WRITE_OPTION: True}), expire_on_commit=False
+        )
 
     # ---- plumbing ---------------------------------------------------------------------
     @contextmanager
@@ -80,7 +85,7 @@ class SqlRepository:
         """Run `work` in one transaction; retry on a lost race; translate failures."""
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
-                with self._sessions.begin() as session:
+                with self._write_sessions.begin() as session:
                     return work(session)
             except sa_exc.IntegrityError as err:
                 if attempt == CONFLICT_RETRIES:
@@ -240,6 +245,12 @@ class SqlRepository:
         when = as_utc(created_at or utcnow())
 
         def work(session: Session) -> int:
+            if self.engine.dialect.name == "postgresql":
+                # Serialise version allocation between writers (released at commit);
+                # SQLite serialises writers by itself.
+                session.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": RANKING_VERSION_LOCK}
+                )
             version = (session.scalar(select(func.max(RankingSnapshotRow.version))) or 0) + 1
             snap = RankingSnapshotRow(version=version, created_at=when, method=method)
             session.add(snap)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from pal_slurm.cli.main import PalError
+from pal_slurm.cli.errors import PalError
 from pal_slurm.config import Config, ConfigError, load_config
 from pal_slurm.store.errors import StoreError
 

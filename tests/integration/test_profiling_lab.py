@@ -162,7 +162,7 @@ def test_profile_nodes_replay_recovers_planted_profiles(lab, monkeypatch):
     lab["configure"](lab["url"])
     monkeypatch.setenv("PAL_CONFIG", str(lab["conf"]))
     monkeypatch.setenv("SLURM_CONF", lab["env"]["SLURM_CONF"])
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the benchmark jobs run `python3 -m pal_slurm.cli.main`
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the benchmark jobs run `python3 -m pal_slurm.cli`
     runner = CliRunner()
     r = runner.invoke(cli, ["profile-nodes", "--nodes", "gpu[01-04]", "--backend", "replay", "--classes", "A,D",
                             "--gpus-per-node", "4", "--seed", "3", "--wait", "240"], catch_exceptions=False)

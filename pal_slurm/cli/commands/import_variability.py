@@ -9,9 +9,9 @@ import click
 from pal_slurm.bench.gpuset import expand_hostlist
 from pal_slurm.bench.importer import import_samples
 from pal_slurm.bench.rank import diff, rank_samples
-from pal_slurm.bench.repository import StoreError, open_profiling
-from pal_slurm.bench.settings import SettingsError
-from pal_slurm.cli.main import PalError
+from pal_slurm.bench.repository import StoreError
+from pal_slurm.cli.commands._profiling import open_profiling
+from pal_slurm.cli.errors import PalError
 from pal_slurm.ranking.datasets import DatasetError
 
 
@@ -40,9 +40,9 @@ def import_variability(ctx, file, node_expr, gpus_per_node, perf_class, do_rank)
     if not samples:
         raise PalError(f"{file}: nothing to import (class {perf_class!r} not in the file?)")
     try:
-        settings, repo = open_profiling((ctx.obj or {}).get("config_path"))
+        settings, repo = open_profiling(ctx)
         repo.add_samples(samples)
-    except (SettingsError, StoreError, OSError) as exc:
+    except (StoreError, OSError) as exc:
         raise PalError(str(exc)) from None
     gpus = len({(s.node, s.slot) for s in samples})
     classes = ",".join(sorted({s.perf_class for s in samples}))

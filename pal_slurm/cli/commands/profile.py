@@ -22,10 +22,11 @@ from pal_slurm.bench.base import GpuTarget, NoGpuAvailable
 from pal_slurm.bench.busy import BusyProbe, flag_busy
 from pal_slurm.bench.hook import PROFILE_MARK
 from pal_slurm.bench.gpuset import expand_hostlist, gpus_from_env
-from pal_slurm.bench.repository import StoreError, open_profiling
+from pal_slurm.bench.repository import StoreError
+from pal_slurm.cli.commands._profiling import open_profiling
+from pal_slurm.cli.context import cli_config
 from pal_slurm.bench.select import BACKENDS, select_backend
-from pal_slurm.bench.settings import SettingsError
-from pal_slurm.cli.main import PalError
+from pal_slurm.cli.errors import PalError
 from pal_slurm.model.classes import CLASS_ORDER
 
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
@@ -34,13 +35,7 @@ ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
 class SlurmCalls:
     """The three Slurm calls profile-nodes makes, through pal_slurm.slurm's runner."""
 
-    def __init__(self, runner=None) -> None:
-        if runner is None:
-            from pal_slurm.config import load_config
-            from pal_slurm.slurm.runner import CommandRunner
-
-            cfg = load_config().slurm
-            runner = CommandRunner(slurm_conf=cfg.conf, bin_dir=cfg.bin_dir, timeout=30.0)
+    def __init__(self, runner) -> None:
         self.runner = runner
 
     def _run(self, argv: list[str]) -> str:
@@ -72,13 +67,16 @@ class SlurmCalls:
         return sorted({line.strip() for line in out.splitlines() if line.strip()})
 
 
-def _slurm() -> SlurmCalls:
-    return SlurmCalls()
+def _slurm(ctx: click.Context) -> SlurmCalls:
+    from pal_slurm.slurm.runner import CommandRunner
+
+    cfg = cli_config(ctx).slurm
+    return SlurmCalls(CommandRunner(slurm_conf=cfg.conf, bin_dir=cfg.bin_dir, timeout=30.0))
 
 
 def _palctl_argv() -> list[str]:
     """How the benchmark job calls palctl: the installed script, else this interpreter."""
-    return ["palctl"] if shutil.which("palctl") else [sys.executable, "-m", "pal_slurm.cli.main"]
+    return ["palctl"] if shutil.which("palctl") else [sys.executable, "-m", "pal_slurm.cli"]
 
 
 def _split(text: str | None) -> list[str]:
@@ -208,8 +206,8 @@ def profile_nodes(ctx, node_expr, idle, classes, backend, local, gpus_per_node, 
     except ValueError as exc:
         raise click.BadParameter(f"bad node list {node_expr!r}: {exc}", param_hint="--nodes") from None
     try:
-        settings, repo = open_profiling((ctx.obj or {}).get("config_path"))
-    except (SettingsError, StoreError) as exc:
+        settings, repo = open_profiling(ctx)
+    except StoreError as exc:
         raise PalError(str(exc)) from None
     backend = backend or settings.backend
     rounds = rounds or (8 if backend == "replay" else 1)
@@ -218,7 +216,7 @@ def profile_nodes(ctx, node_expr, idle, classes, backend, local, gpus_per_node, 
     if local:
         _run_local(settings, repo, backend, nodes, class_list, gpus_per_node, rounds, seed, duration)
         return
-    slurm = _slurm()
+    slurm = _slurm(ctx)
     if idle:
         nodes = sorted(set(nodes) | set(slurm.idle_nodes()))
     if not nodes:

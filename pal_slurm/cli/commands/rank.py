@@ -7,9 +7,9 @@ import time
 import click
 
 from pal_slurm.bench.rank import diff, parse_duration, rank_samples
-from pal_slurm.bench.repository import StoreError, open_profiling
-from pal_slurm.bench.settings import SettingsError
-from pal_slurm.cli.main import PalError
+from pal_slurm.bench.repository import StoreError
+from pal_slurm.cli.commands._profiling import open_profiling
+from pal_slurm.cli.errors import PalError
 from pal_slurm.ranking.binning import METHODS
 
 
@@ -40,12 +40,12 @@ def rank(ctx, window, method, classes, dry_run):
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--window") from None
     try:
-        settings, repo = open_profiling((ctx.obj or {}).get("config_path"))
+        settings, repo = open_profiling(ctx)
         now = time.time()
         window_s = window_s or settings.window_s
         samples = repo.samples(since=now - window_s)
         previous = repo.latest_ranking()
-    except (SettingsError, StoreError, OSError) as exc:
+    except (StoreError, OSError) as exc:
         raise PalError(str(exc)) from None
     wanted = [c.strip() for c in classes.split(",") if c.strip()] if classes else None
     version = (previous.version if previous else 0) + 1

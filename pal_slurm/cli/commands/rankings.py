@@ -6,9 +6,9 @@ import json
 
 import click
 
-from pal_slurm.bench.repository import StoreError, open_profiling
-from pal_slurm.bench.settings import SettingsError
-from pal_slurm.cli.main import PalError
+from pal_slurm.bench.repository import StoreError
+from pal_slurm.cli.commands._profiling import open_profiling
+from pal_slurm.cli.errors import PalError
 from pal_slurm.model.classes import class_rank
 
 
@@ -19,9 +19,9 @@ from pal_slurm.model.classes import class_rank
 def rankings(ctx, perf_class, as_json):
     """Show the latest ranking snapshot per node / GPU / class."""
     try:
-        _, repo = open_profiling((ctx.obj or {}).get("config_path"))
+        _, repo = open_profiling(ctx)
         snap = repo.latest_ranking()
-    except (SettingsError, StoreError, OSError, ValueError) as exc:
+    except (StoreError, OSError, ValueError) as exc:
         raise PalError(str(exc)) from None
     if snap is None:
         raise PalError("no ranking yet: run palctl profile-nodes, then palctl rank")

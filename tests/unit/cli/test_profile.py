@@ -3,8 +3,8 @@ import sys
 
 import pytest
 
-from pal_slurm.cli.main import cli  # first: importing a command module alone would be circular
-from pal_slurm.cli.commands import profile  # noqa: E402,I001
+from pal_slurm.cli.commands import profile
+from pal_slurm.cli.main import cli
 
 from .profiling_env import palctl  # noqa: F401 - fixture
 
@@ -58,7 +58,7 @@ class FakeSlurm:
         argv = shlex.split(command)
         at = argv.index("profile-nodes")
         assert argv[at:at + 2] == ["profile-nodes", "--local"]
-        assert argv[:at] in (["palctl"], [sys.executable, "-m", "pal_slurm.cli.main"])
+        assert argv[:at] in (["palctl"], [sys.executable, "-m", "pal_slurm.cli"])
         if node not in self.fail_nodes:
             self.mp.setenv("SLURM_JOB_ID", jid)
             cli.main(argv[at:], standalone_mode=False)
@@ -75,7 +75,7 @@ class FakeSlurm:
 
 def test_submits_one_job_per_node_and_summarises(palctl, monkeypatch):
     fake = FakeSlurm(monkeypatch)
-    monkeypatch.setattr(profile, "_slurm", lambda: fake)
+    monkeypatch.setattr(profile, "_slurm", lambda ctx: fake)
     r = palctl("profile-nodes", "--nodes", "gpu[01-02]", "--idle", "--backend", "replay", "--classes", "A",
                "--rounds", "2", "--gpus-per-node", "4")
     assert r.exit_code == 0, r.output
@@ -88,7 +88,29 @@ def test_submits_one_job_per_node_and_summarises(palctl, monkeypatch):
 
 def test_a_node_without_samples_fails_the_command(palctl, monkeypatch):
     fake = FakeSlurm(monkeypatch, fail_nodes={"gpu02"})
-    monkeypatch.setattr(profile, "_slurm", lambda: fake)
+    monkeypatch.setattr(profile, "_slurm", lambda ctx: fake)
     r = palctl("profile-nodes", "--nodes", "gpu[01-02]", "--backend", "replay", "--classes", "A")
     assert r.exit_code == 1
     assert "no samples" in r.output and "1 of 2 node(s) did not report samples" in r.output
+
+
+def test_slurm_calls_go_through_the_runner():
+    class Runner:
+        def __init__(self):
+            self.calls = []
+
+        def run(self, argv, timeout=None):
+            self.calls.append(list(argv))
+            if argv[0] == "sbatch":
+                return "42;lab\n"
+            if argv[0] == "squeue":
+                return "42 RUNNING\n7 PENDING\n"
+            return "gpu02\ngpu01\ngpu02\n"
+
+    r = Runner()
+    calls = profile.SlurmCalls(r)
+    assert calls.submit("gpu01", "echo hi") == "42"
+    assert r.calls[0][:2] == ["sbatch", "--parsable"] and "-w" in r.calls[0] and r.calls[0][-1] == "echo hi"
+    assert "--comment=pal:profile" in r.calls[0]
+    assert calls.states(["42"]) == {"42": "RUNNING"}
+    assert calls.idle_nodes() == ["gpu01", "gpu02"]

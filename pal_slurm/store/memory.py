@@ -247,5 +247,26 @@ class MemoryRepository:
         with self._lock:
             return self._beats.get(name)
 
+    # ---- housekeeping -----------------------------------------------------------------
+    def prune(self, before: datetime) -> dict[str, int]:
+        before = as_utc(before)
+        with self._lock:
+            n_samples = len(self._samples)
+            self._samples = [s for s in self._samples if s.taken_at >= before]
+            n_decisions = len(self._decisions)
+            self._decisions = [d for d in self._decisions if d.created_at >= before]
+            done = [
+                k
+                for k, j in self._held.items()
+                if j.state != HeldState.HELD and j.released_at is not None and j.released_at < before
+            ]
+            for k in done:
+                del self._held[k]
+            return {
+                "samples": n_samples - len(self._samples),
+                "decisions": n_decisions - len(self._decisions),
+                "held_jobs": len(done),
+            }
+
     def close(self) -> None:
         pass

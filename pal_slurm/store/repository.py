@@ -104,6 +104,11 @@ class Repository(Protocol):
     def read_heartbeat(self, name: str) -> Heartbeat | None:
         """The last heartbeat of `name`, or None."""
 
+    # ---- housekeeping -----------------------------------------------------------------
+    def prune(self, before: datetime) -> dict[str, int]:
+        """Delete samples and decisions older than `before`, and held-job rows that left the
+        HELD state before it; ranking snapshots are kept. Returns rows deleted per kind."""
+
     def close(self) -> None:
         """Release connections."""
 

@@ -454,5 +454,27 @@ class SqlRepository:
                 return None
             return Heartbeat(row.name, row.holder, row.beat_at, dict(row.details or {}))
 
+    # ---- housekeeping -----------------------------------------------------------------
+    def prune(self, before: datetime) -> dict[str, int]:
+        before = as_utc(before)
+
+        def work(session: Session) -> dict[str, int]:
+            samples = session.execute(delete(SampleRow).where(SampleRow.taken_at < before))
+            decisions = session.execute(delete(DecisionRow).where(DecisionRow.created_at < before))
+            held = session.execute(
+                delete(HeldJobRow).where(
+                    HeldJobRow.state != HeldState.HELD.value,
+                    HeldJobRow.released_at.is_not(None),
+                    HeldJobRow.released_at < before,
+                )
+            )
+            return {
+                "samples": samples.rowcount,
+                "decisions": decisions.rowcount,
+                "held_jobs": held.rowcount,
+            }
+
+        return self._write(work)
+
     def close(self) -> None:
         self.engine.dispose()

@@ -295,3 +295,27 @@ def test_heartbeat(repo):
     repo.write_heartbeat(Heartbeat("failsafe", "host-c:1", T0, {"released": 3}))
     assert repo.read_heartbeat("failsafe").details == {"released": 3}
     assert repo.read_heartbeat("pald").holder == "host-b:34"
+
+
+# ---- housekeeping ------------------------------------------------------------------------
+
+
+def test_prune_keeps_recent_rows_rankings_and_held_jobs(repo):
+    old, new = T0 - timedelta(days=100), T0
+    repo.add_samples([sample(at=old), sample(at=old, slot=1), sample(at=new)])
+    repo.record_decision(DecisionRecord("1", DecisionKind.PASS, created_at=old))
+    repo.record_decision(DecisionRecord("2", DecisionKind.PASS, created_at=new))
+    repo.add_held_job(HeldJob("10", "A", 1, old))  # still held: kept however old
+    repo.add_held_job(HeldJob("11", "A", 1, old))
+    repo.mark_released("11", at=old + timedelta(minutes=1))
+    repo.add_held_job(HeldJob("12", "A", 1, old))
+    repo.mark_released("12", at=new)
+    repo.write_ranking("optimal", entries(), created_at=old)
+
+    counts = repo.prune(T0 - timedelta(days=30))
+    assert counts == {"samples": 2, "decisions": 1, "held_jobs": 1}
+    assert [s.taken_at for s in repo.recent_samples(old - timedelta(days=1))] == [new]
+    assert [d.job_id for d in repo.decisions()] == ["2"]
+    assert {j.job_id for j in repo.held_jobs(None)} == {"10", "12"}
+    assert repo.latest_ranking().version == 1
+    assert repo.prune(T0 - timedelta(days=30)) == {"samples": 0, "decisions": 0, "held_jobs": 0}

@@ -58,11 +58,26 @@ def test_upsert_nodes_and_gpus(repo):
     assert len(gpus) == 3
 
 
-def test_duplicate_uuid_is_refused_and_nothing_is_lost(repo):
+def test_uuid_follows_a_moved_gpu(repo):
+    repo.upsert_gpus([GpuRecord("n1", 0, "GPU-a", "V100")])
+    repo.upsert_gpus([GpuRecord("n2", 3, "GPU-a")])  # reseated in another node
+    gpus = {(g.node, g.slot): g for g in repo.gpus()}
+    assert gpus[("n2", 3)].uuid == "GPU-a"
+    assert gpus[("n1", 0)] == GpuRecord("n1", 0, None, "V100")
+    # a sample naming the uuid at yet another place is kept, never refused
+    repo.add_samples([sample("n3", 1, uuid="GPU-a")])
+    assert [(g.node, g.slot) for g in repo.gpus() if g.uuid == "GPU-a"] == [("n3", 1)]
+    assert len(repo.recent_samples(T0)) == 1
+
+
+def test_one_uuid_at_two_places_in_one_batch_is_refused(repo):
     repo.upsert_gpus([GpuRecord("n1", 0, "GPU-a")])
     with pytest.raises(InvalidRecord, match="GPU-a"):
-        repo.upsert_gpus([GpuRecord("n9", 0), GpuRecord("n2", 0, "GPU-a")])
-    assert repo.gpus() == [GpuRecord("n1", 0, "GPU-a")]  # the batch was rolled back
+        repo.upsert_gpus([GpuRecord("n9", 0, "GPU-a"), GpuRecord("n2", 0, "GPU-a")])
+    with pytest.raises(InvalidRecord, match="GPU-b"):
+        repo.add_samples([sample("n1", 0, uuid="GPU-b"), sample("n1", 1, uuid="GPU-b")])
+    assert repo.gpus() == [GpuRecord("n1", 0, "GPU-a")]  # nothing written
+    assert repo.recent_samples(T0) == []
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from pal_slurm.daemon.comment_grammar import CommentError, parse_comment
 from pal_slurm.daemon.service import PlacementService, Shape
 from pal_slurm.model import JobRequest
 from pal_slurm.policy import queue_order
-from pal_slurm.policy.slurm_shape import ShapeChoice
+from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice
 from pal_slurm.slurm.gres import gres_update_spec
 
 log = logging.getLogger("pald.cycle")
@@ -61,6 +61,7 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
     by_id = {j.job_id: j for j in held_jobs}
     ctx = service.context()
     free = set(ctx.cluster.free)
+    indexes: dict[str, FreeIndex] = {}  # per class, private to this plan
     blocked = False
     for req in queue_order(queue)(requests):
         job = by_id[req.job_id]
@@ -82,12 +83,19 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
         if blocked:
             out.waiting += 1
             continue
-        choice = service.choose(shape, perf_class, replace(ctx, cluster=ctx.cluster.with_free(free)))
+        if shape.per_node_shape:
+            if perf_class not in indexes:
+                indexes[perf_class] = FreeIndex(ctx.cluster, free, ctx.ranking.sf(perf_class))
+            choice = service.choose(shape, perf_class, ctx, index=indexes[perf_class])
+        else:
+            choice = service.choose(shape, perf_class, replace(ctx, cluster=ctx.cluster.with_free(free)))
         if choice is None:
             out.waiting += 1
             blocked = not backfill
             continue
         free -= set(choice.gpu_ids)
+        for idx in indexes.values():
+            idx.take(choice.gpu_ids)
         if shape.per_node_shape and choice.same_slots_everywhere():
             spec_text = gres_update_spec(next(iter(choice.nodes.values())))
         elif shape.per_node_shape:

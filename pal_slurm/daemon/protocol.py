@@ -84,13 +84,16 @@ class JobFields:
     gpus_per_job: int | None = None  # GPUs per job parsed from tres_per_job / --gpus
     tres_per_node: str | None = None  # raw tres_per_node, e.g. "gres:gpu:2"
     tres_per_job: str | None = None  # raw tres_per_job, e.g. "gres:gpu:8"
+    tres_per_task: str | None = None  # raw tres_per_task (--gpus-per-task), pald may pass
+    tres_per_socket: str | None = None  # raw tres_per_socket (--gpus-per-socket)
     min_nodes: int | None = None  # -N min (None: not given, Slurm's NO_VAL)
     max_nodes: int | None = None  # -N max (None: not given)
 
     def __post_init__(self) -> None:
         _check_int("job.uid", self.uid, minimum=0)
         _check_str("job.comment", self.comment)
-        for name in ("name", "user", "partition", "tres_per_node", "tres_per_job"):
+        for name in ("name", "user", "partition", "tres_per_node", "tres_per_job",
+                     "tres_per_task", "tres_per_socket"):
             _check_opt_str(f"job.{name}", getattr(self, name))
         for name in ("gpus_per_node", "gpus_per_job", "min_nodes", "max_nodes"):
             _check_opt_int(f"job.{name}", getattr(self, name), minimum=0)
@@ -384,7 +387,8 @@ def decode_request(line: bytes | str) -> Request:
         comment=_field(job, "comment", "job."),
         **{k: job.get(k) for k in (
             "name", "user", "partition", "gpus_per_node", "gpus_per_job",
-            "tres_per_node", "tres_per_job", "min_nodes", "max_nodes")},
+            "tres_per_node", "tres_per_job", "tres_per_task", "tres_per_socket",
+            "min_nodes", "max_nodes")},
     )
     spec = CommentSpec(
         perf_class=_field(pal, "class", "pal."),

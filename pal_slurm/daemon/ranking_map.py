@@ -21,8 +21,11 @@ def ranking_for(view: ClusterView, snapshot) -> Ranking:
         gid = where.get((e.node, e.slot))
         if gid is None:
             continue
-        scores.setdefault(e.perf_class, [1.0] * view.size)[gid] = e.score
-        sf.setdefault(e.perf_class, [1.0] * view.size)[gid] = e.sf
+        if e.perf_class not in scores:
+            scores[e.perf_class] = [1.0] * view.size
+            sf[e.perf_class] = [1.0] * view.size
+        scores[e.perf_class][gid] = e.score
+        sf[e.perf_class][gid] = e.sf
         seen.add(e.perf_class)
     classes = {c: ClassRanking(c, tuple(scores[c]), tuple(sf[c])) for c in scores if c in seen}
     if not classes:

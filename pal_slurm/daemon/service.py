@@ -22,7 +22,7 @@ from pal_slurm.daemon.ranking_map import ranking_for
 from pal_slurm.model import ClusterView, DecisionKind
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.policy import PlacementContext, placement as placement_by_name
-from pal_slurm.policy.slurm_shape import ShapeChoice, per_node_choice, stock_slurm_choice, total_choice
+from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice, per_node_choice, stock_slurm_choice, total_choice
 from pal_slurm.ranking import Ranking
 from pal_slurm.slurm.gres import tres_per_node
 
@@ -85,6 +85,7 @@ class PlacementService:
     ranking: Ranking | None = None
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
     reservations: dict[str, Reservation] = field(default_factory=dict)
+    _indexes: dict[str, FreeIndex] = field(default_factory=dict)  # per class, for view - reservations
     _rng: random.Random = field(default_factory=lambda: random.Random(0))
 
     # ---- inputs ------------------------------------------------------------------------
@@ -105,11 +106,13 @@ class PlacementService:
                 del self.reservations[key]
         if held_jobs is not None:
             self.held_jobs = held_jobs
+        self._indexes.clear()
 
     def set_snapshot(self, snapshot) -> None:
         self.snapshot = snapshot
         if self.view is not None:
             self.ranking = ranking_for(self.view, snapshot)
+        self._indexes.clear()
 
     def set_class_map(self, mapping: dict[str, str]) -> None:
         self.class_map = AppClassMap(dict(mapping), default=self.settings.default_class)
@@ -139,11 +142,21 @@ class PlacementService:
         return cls, (f"pal: unknown class '{app}', placed as class {cls} (most variability-sensitive); "
                      f"ask your admin to add it (palctl classes add)")
 
-    def choose(self, shape: Shape, perf_class: str, ctx: PlacementContext | None = None) -> ShapeChoice | None:
-        ctx = ctx or self.context()
+    def index(self, perf_class: str) -> FreeIndex:
+        """The per-node index of the GPUs free now (view minus reservations) for a class."""
+        if perf_class not in self._indexes:
+            self._indexes[perf_class] = FreeIndex(self.view, self.free_now(), self.ranking.sf(perf_class))
+        return self._indexes[perf_class]
+
+    def choose(self, shape: Shape, perf_class: str, ctx: PlacementContext | None = None,
+               index: FreeIndex | None = None) -> ShapeChoice | None:
+        """GPUs for a shape: against the service's state, or against `ctx` (+ its `index`)."""
         if shape.per_node_shape:
-            return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx)
-        return total_choice(shape.total, perf_class, ctx, placement_by_name(self.settings.placement))
+            if ctx is None:
+                ctx = PlacementContext(cluster=self.view, ranking=self.ranking)
+                index = self.index(perf_class)
+            return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx, index=index)
+        return total_choice(shape.total, perf_class, ctx or self.context(), placement_by_name(self.settings.placement))
 
     def stock_choice(self, shape: Shape, perf_class: str) -> ShapeChoice | None:
         """What stock Slurm would pick (reports and `palctl explain`)."""
@@ -153,6 +166,8 @@ class PlacementService:
 
     def reserve(self, key: str, choice: ShapeChoice, now: float) -> None:
         self.reservations[key] = Reservation(key, frozenset(choice.gpu_ids), now)
+        for idx in self._indexes.values():
+            idx.take(choice.gpu_ids)
 
     # ---- the submit-time answer ----------------------------------------------------------
     def place(self, req: PlaceRequest, now: float, key: str) -> PlaceReply:

@@ -17,6 +17,7 @@ weight then name, lowest free slots): the baseline pald reports next to its own 
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from pal_slurm.model import JobRequest
@@ -41,25 +42,65 @@ def _to_choice(gpu_ids, ctx, sf) -> ShapeChoice:
                        max((sf[g] for g in gpu_ids), default=1.0))
 
 
-def per_node_choice(k: int, g: int, perf_class: str, ctx) -> ShapeChoice | None:
+class FreeIndex:
+    """Free GPUs of one class's view, indexed for the per-node shape.
+
+    For each node: its free GPUs sorted by (sf, id). For each per-node count g: the nodes
+    that can give g GPUs, sorted by (worst sf of their best g, free count, node index), which
+    is exactly the per-node preference order. `take` updates only the touched nodes, so a
+    burst of placements on a 1,000-node cluster costs microseconds each instead of a rescan.
+    """
+
+    def __init__(self, cluster, free, sf):
+        self.sf = sf
+        self.node_of = cluster.node_of
+        self.max_g = max((len(n.gpu_ids) for n in cluster.nodes), default=0)
+        by_node: dict[int, list[int]] = {}
+        for gid in free:
+            by_node.setdefault(self.node_of[gid], []).append(gid)
+        self.free: dict[int, list[int]] = {n: sorted(g, key=lambda x: (sf[x], x)) for n, g in by_node.items()}
+        self.orders: dict[int, list[tuple]] = {g: [] for g in range(1, self.max_g + 1)}
+        for n in self.free:
+            for g, key in self._keys(n).items():
+                self.orders[g].append(key)
+        for lst in self.orders.values():
+            lst.sort()
+
+    def _keys(self, node: int) -> dict[int, tuple]:
+        fl = self.free.get(node, [])
+        return {g: (self.sf[fl[g - 1]], len(fl), node) for g in range(1, len(fl) + 1)}
+
+    def take(self, gpu_ids) -> None:
+        touched: dict[int, set[int]] = {}
+        for gid in gpu_ids:
+            touched.setdefault(self.node_of[gid], set()).add(gid)
+        for node, gone in touched.items():
+            for g, key in self._keys(node).items():
+                lst = self.orders[g]
+                i = bisect.bisect_left(lst, key)
+                if i < len(lst) and lst[i] == key:
+                    del lst[i]
+            self.free[node] = [x for x in self.free.get(node, []) if x not in gone]
+            for g, key in self._keys(node).items():
+                bisect.insort(self.orders[g], key)
+
+    def choose(self, k: int, g: int) -> list[int] | None:
+        if g > self.max_g:
+            return None
+        lst = self.orders[g]
+        if len(lst) < k:
+            return None
+        return [gid for (_cost, _count, node) in lst[:k] for gid in self.free[node][:g]]
+
+
+def per_node_choice(k: int, g: int, perf_class: str, ctx, index: FreeIndex | None = None) -> ShapeChoice | None:
     """Best `g` GPUs on each of `k` nodes (see module docstring); None if it does not fit."""
     if k <= 0 or g <= 0:
         raise ValueError("a job needs at least one node and one GPU per node")
     sf = ctx.ranking.sf(perf_class)
-    by_node: dict[int, list[int]] = {}
-    for gid in sorted(ctx.cluster.free):
-        by_node.setdefault(ctx.cluster.node_of[gid], []).append(gid)
-    candidates = []
-    for node, free in by_node.items():
-        if len(free) < g:
-            continue
-        best = sorted(free, key=lambda x: (sf[x], x))[:g]
-        candidates.append((max(sf[x] for x in best), len(free), node, best))
-    if len(candidates) < k:
-        return None
-    candidates.sort(key=lambda c: (c[0], c[1], c[2]))
-    chosen = [gid for c in candidates[:k] for gid in c[3]]
-    return _to_choice(chosen, ctx, sf)
+    index = index or FreeIndex(ctx.cluster, ctx.cluster.free, sf)
+    chosen = index.choose(k, g)
+    return None if chosen is None else _to_choice(chosen, ctx, sf)
 
 
 def stock_slurm_choice(k: int, g: int, perf_class: str, ctx) -> ShapeChoice | None:

@@ -11,8 +11,11 @@ tests/integration/test_slurm_adapter.py):
   `TresPerNode=` (empty) and then setting the typed request works.
 - `NodeList=` (ReqNodeList) means "at least these nodes", so the node count is pinned as well
   (`NumNodes=n-n`), or Slurm may add nodes.
+- The reverse is not possible: once a job carried a typed request, 22.05 refuses an untyped one
+  even after clearing. So the node update (the step most likely to fail: unknown node) runs
+  first and changes nothing when it fails; the GRES rewrite comes last.
 - Each update is its own RPC; the job stays held throughout, so the scheduler never sees a
-  half-rewritten request. If a step fails, the original GPU request is put back.
+  half-rewritten request, and a failed placement leaves it held.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class JobSnapshot:
     state: str
     priority: int
     tres_per_node: str  # "" when the job requests no GRES
+    req_nodes: str = ""  # ReqNodeList hostlist, "" when none
+    num_nodes: str = ""  # NumNodes as shown: "1", "2-2"
 
     @property
     def held(self) -> bool:
@@ -70,7 +75,15 @@ def parse_show_job(text: str) -> JobSnapshot:
     if job_id is None or state is None or priority is None or not job_id.isdigit():
         raise SlurmError(f"unexpected `scontrol show job` output: {line[:200]!r}")
     tres = _field(line, "TresPerNode") or ""
-    return JobSnapshot(int(job_id), state, int(priority) if priority.isdigit() else 0, tres)
+    req = _field(line, "ReqNodeList") or ""
+    return JobSnapshot(
+        int(job_id),
+        state,
+        int(priority) if priority.isdigit() else 0,
+        tres,
+        "" if req == "(null)" else req,
+        _field(line, "NumNodes") or "",
+    )
 
 
 class SlurmActuator:
@@ -100,31 +113,40 @@ class SlurmActuator:
         self,
         job_id: int,
         nodes: Sequence[str] | str,
-        gres_spec: str,
+        gres_spec: str | None,
         release: bool = True,
     ) -> None:
         """Pin a pending job to exactly `nodes` with `gres_spec` per node, then release it.
 
         `nodes` is a list of names or a hostlist; `gres_spec` is per node, with or without the
-        ``gres:`` prefixes (``gpu:s2:1,gpu:s3:1``). A pending job that is not held is held
-        first, so the scheduler cannot start it half-updated. Raises SlurmError if the job is
-        not pending or a command fails; after a failed GRES or node update the job's previous
-        GPU request is restored and it stays held.
+        ``gres:`` prefixes (``gpu:s2:1,gpu:s3:1``), or None to keep the job's GPU request
+        (nodes only). A pending job that is not held is held first, so the scheduler cannot
+        start it half-updated. Raises SlurmError if the job is
+        not pending or a command fails; the job is then left as it was (held if it was held),
+        with its previous nodes and GPU request put back where Slurm allows it.
         """
         names = expand(nodes) if isinstance(nodes, str) else list(nodes)
         if not names:
             raise SlurmError(f"job {job_id}: no nodes to place it on")
-        spec = normalize_gres_spec(gres_spec)
+        spec = None if gres_spec is None else normalize_gres_spec(gres_spec)
         before = self.show(job_id)
         if before.state != "PENDING":
             raise SlurmError(f"job {job_id} is {before.state}, not PENDING: cannot place it")
-        if not before.held:
+        held_here = not before.held
+        if held_here:
             self.hold(job_id)
+        count = len(names)
         try:
-            self._set_gres(job_id, before.tres_per_node, spec)
-            self._update(job_id, f"NodeList={compress(names)}", f"NumNodes={len(names)}-{len(names)}")
+            self._update(job_id, f"NodeList={compress(names)}", f"NumNodes={count}-{count}")
+            try:
+                if spec is not None:
+                    self._set_gres(job_id, before.tres_per_node, spec)
+            except SlurmError:
+                self._restore(job_id, before)
+                raise
         except SlurmError:
-            self._restore_gres(job_id, before.tres_per_node)
+            if held_here:  # it was not held when we came: give it back to the scheduler
+                self._quietly(self.release, job_id)
             raise
         if release:
             self.release(job_id)
@@ -140,24 +162,23 @@ class SlurmActuator:
 
         For jobs that ask for GPUs per job (`--gpus=N`): Slurm then picks the slots on them.
         """
-        names = expand(nodes) if isinstance(nodes, str) else list(nodes)
-        if not names:
-            raise SlurmError(f"job {job_id}: no nodes to place it on")
-        before = self.show(job_id)
-        if before.state != "PENDING":
-            raise SlurmError(f"job {job_id} is {before.state}, not PENDING: cannot place it")
-        if not before.held:
-            self.hold(job_id)
-        self._update(job_id, f"NodeList={compress(names)}", f"NumNodes={len(names)}-{len(names)}")
-        if release:
-            self.release(job_id)
+        self.place_held_job(job_id, nodes, None, release=release)
 
-    def _restore_gres(self, job_id: int, original: str) -> None:
-        """Best effort: put back the GPU request the job had before a failed placement."""
+    def _restore(self, job_id: int, before: JobSnapshot) -> None:
+        """Best effort: put back the nodes and GPU request the job had before."""
+        steps = [
+            ["TresPerNode="],
+            [f"NodeList={before.req_nodes}"] + ([f"NumNodes={before.num_nodes}"] if before.num_nodes else []),
+        ]
+        if before.tres_per_node and before.tres_per_node != "gres:":
+            steps.append([f"Gres={normalize_gres_spec(before.tres_per_node)}"])
+        for fields in steps:
+            self._quietly(self._update, job_id, *fields)
+
+    @staticmethod
+    def _quietly(action, *args) -> None:
         try:
-            self._update(job_id, "TresPerNode=")
-            if original and original != "gres:":
-                self._update(job_id, f"Gres={normalize_gres_spec(original)}")
+            action(*args)
         except SlurmError:
             pass  # the original error is the one worth reporting
 

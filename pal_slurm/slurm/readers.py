@@ -87,6 +87,20 @@ def parse_index_list(text: str) -> frozenset[int]:
     return frozenset(out)
 
 
+def _parse_attrs(text: str) -> dict[str, str]:
+    """``S:0-1`` / ``IDX:0,2-3`` -> {"IDX": "0,2-3"}: a comma piece without ':' continues
+    the previous attribute's list."""
+    attrs: dict[str, str] = {}
+    key = None
+    for piece in text.split(","):
+        if ":" in piece:
+            key, _, value = piece.partition(":")
+            attrs[key] = value
+        elif key is not None:
+            attrs[key] += "," + piece
+    return attrs
+
+
 def parse_gres(text: str | None) -> tuple[GresItem, ...]:
     """Parse a GRES string (configured, used or per-node job detail). ``(null)``/N/A -> ()."""
     if text is None:
@@ -99,10 +113,9 @@ def parse_gres(text: str | None) -> tuple[GresItem, ...]:
         head, _, tail = record.partition("(")
         indices = None
         if tail:
-            for attr in _split_outside_parens(tail.rstrip(")")):
-                key, _, value = attr.partition(":")
-                if key == "IDX" and value != "N/A":
-                    indices = parse_index_list(value)
+            attrs = _parse_attrs(tail.rstrip(")"))
+            if "IDX" in attrs and attrs["IDX"] != "N/A":
+                indices = parse_index_list(attrs["IDX"])
         fields = head.split(":")
         if fields and fields[0] == "gres":  # TRES form "gres:gpu:s2:1"
             fields = fields[1:]

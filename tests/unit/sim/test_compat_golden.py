@@ -62,3 +62,19 @@ def test_pal_geomean_gain_within_one_point(reference, ours):
     our_gain = gain(lambda t, p: ours[(t, p)]["avg_jct_s"])
     assert abs(our_gain - ref_gain) < 0.01
     assert our_gain > 0.3  # PAL's headline: a large gain over packed-sticky
+
+
+def test_locality_penalty_sweep_matches_the_artifact():
+    """The artifact's Fig. 12 sweep on workload-6: LF 1.0..3.0 is both PAL's across-node weight
+    and the simulated slowdown."""
+    from pal_slurm.sim.compat import CompatConfig
+
+    path = REF.with_name("pal-artifact-losweep.json")
+    sweep = json.loads(path.read_text())["results"]
+    trace = bundled_trace("workload-6")
+    assert len(sweep) == 30
+    for key, ref in sweep.items():
+        lf, art = key.split("|")
+        s = CompatSimulator(CompatConfig(locality_penalty=float(lf[2:]))).run(trace, ARTIFACT_NAMES[art]).summary()
+        assert s["avg_jct_s"] == pytest.approx(ref["avg"], rel=0.005), key
+        assert s["p99_jct_s"] == pytest.approx(ref["p99"], rel=0.005), key

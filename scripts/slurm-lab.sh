@@ -87,7 +87,9 @@ write_configs() {
 
   # per-slot typed GRES from the product's own generator (palctl slurm gres-conf)
   local out gres_field
-  out=$(cd "$REPO" && PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" python3 -m pal_slurm.cli.main \
+  # (palctl through its main(): `python3 -m pal_slurm.cli.main` would import the CLI twice)
+  out=$(cd "$REPO" && PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
+        'import sys; from pal_slurm.cli.main import main; sys.exit(main(sys.argv[1:]))' \
         slurm gres-conf --nodes "gpu[01-$LAST]" --gpus "$NGPUS" \
         --device-pattern "$LAB/dev/nvidia{slot}" --output "$LAB/etc/gres.conf") \
     || { log "gres.conf generation failed"; return 1; }

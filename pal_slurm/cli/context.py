@@ -3,23 +3,15 @@
 The root group stores `--config` (or $PAL_CONFIG) in `ctx.obj["config_path"]`; commands call
 `cli_config(ctx)` / `cli_store(ctx)` and get a PalError with an actionable message instead of a
 traceback when the file is wrong or the database is away.
-
-This module must not import `pal_slurm.cli.main` at import time: main imports every command
-module, which imports this one (`python -m pal_slurm.cli.main` would see a half-made module).
 """
 
 from __future__ import annotations
 
 import click
 
+from pal_slurm.cli.errors import PalError
 from pal_slurm.config import Config, ConfigError, load_config
 from pal_slurm.store.errors import StoreError
-
-
-def _pal_error(message: str) -> click.ClickException:
-    from pal_slurm.cli.main import PalError
-
-    return PalError(message)
 
 
 def cli_config(ctx: click.Context) -> Config:
@@ -28,7 +20,7 @@ def cli_config(ctx: click.Context) -> Config:
         try:
             obj["config"] = load_config(obj.get("config_path"))
         except ConfigError as err:
-            raise _pal_error(f"configuration: {err}") from None
+            raise PalError(f"configuration: {err}") from None
     return obj["config"]
 
 
@@ -40,6 +32,6 @@ def cli_store(ctx: click.Context, upgrade: bool = True):  # -> Repository
     try:
         repo = open_store(url, upgrade=upgrade)
     except StoreError as err:
-        raise _pal_error(str(err)) from None
+        raise PalError(str(err)) from None
     ctx.call_on_close(repo.close)
     return repo

@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import socket
 import time
 from collections import deque
@@ -39,6 +40,21 @@ from pal_slurm.model import DecisionKind
 log = logging.getLogger("pald")
 
 MAX_BUFFERED_DECISIONS = 10_000
+_REQ_ID = re.compile(r"(?:^|[;\s])req=([^;\s]+)")
+
+
+def started_keys(jobs) -> set[str]:
+    """Reservation keys of jobs Slurm no longer holds back: `job:<id>` for jobs pald released,
+    `req:<id>` for jobs placed at submit (the hook writes req=<id> into admin_comment)."""
+    out = set()
+    for j in jobs:
+        if j.state == "PENDING":
+            continue
+        out.add(f"job:{j.job_id}")
+        m = _REQ_ID.search(j.admin_comment or "")
+        if m:
+            out.add(f"req:{m.group(1)}")
+    return out
 
 
 @dataclass
@@ -210,7 +226,7 @@ class Pald:
 
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
-        self.service.observe_cluster(cluster_view(nodes, jobs), now, held_jobs=len(held))
+        self.service.observe_cluster(cluster_view(nodes, jobs), now, held_jobs=len(held), started=started_keys(jobs))
         self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")

@@ -11,7 +11,7 @@ import json
 import click
 
 from pal_slurm.cli.context import cli_config, cli_store
-from pal_slurm.cli.main import PalError
+from pal_slurm.cli.errors import PalError
 from pal_slurm.model.classes import CLASS_ORDER, class_rank
 from pal_slurm.store.errors import StoreError
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pal_slurm.cli.context import cli_config
-from pal_slurm.cli.main import PalError
+from pal_slurm.cli.errors import PalError
 from pal_slurm.store.errors import StoreError
 
 

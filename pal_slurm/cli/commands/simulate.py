@@ -6,7 +6,7 @@ import time
 
 import click
 
-from pal_slurm.cli.main import PalError
+from pal_slurm.cli.errors import PalError
 from pal_slurm.cli.progress import DelayedProgress
 from pal_slurm.policy import UnknownPolicy, placement, queue_order
 from pal_slurm.sim.report import format_table, normalised_gains, aggregate, write_json, write_plots

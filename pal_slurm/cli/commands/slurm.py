@@ -7,7 +7,7 @@ import tempfile
 
 import click
 
-from pal_slurm.cli.main import PalError
+from pal_slurm.cli.errors import PalError
 from pal_slurm.slurm import gres
 from pal_slurm.slurm.errors import HostlistError
 from pal_slurm.slurm.hostlist import compress, expand

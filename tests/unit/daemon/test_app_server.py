@@ -181,3 +181,23 @@ def test_place_request_whose_fields_disagree_with_the_raw_comment_is_passed(tmp_
                             CommentSpec("resnet"), request_id="x2")
     assert pald.handle(mismatch).reason == "bad_comment:mismatch"
     assert pald.handle(request(gpn=1, rid="x3")).decision is not DecisionKind.PASS
+
+
+def test_standby_passes_and_does_not_release(tmp_path):
+    from pal_slurm.store.leader import FileLockLeader
+
+    lock = str(tmp_path / "pald.leader")
+    first = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)])
+    first.leader = FileLockLeader(lock)
+    second = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)])
+    second.leader = FileLockLeader(lock)
+    first.sync_and_cycle()
+    second.sync_and_cycle()
+    assert first.leading and not second.leading
+    assert first.actuator.calls and not second.actuator.calls
+    r = second.handle(request(gpn=1))
+    assert r.decision is DecisionKind.PASS and r.reason == "standby"
+    assert second.health().details["leader"] is False
+    first.leader.release()  # the active pald dies
+    second.sync_and_cycle()
+    assert second.leading and second.handle(request(gpn=1)).decision is DecisionKind.PLACE

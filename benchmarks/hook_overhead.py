@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pal_slurm.slurm.lab import start_lab  # noqa: E402
-from tests.integration.pald_process import PaldProcess, write_config  # noqa: E402
+from pal_slurm.daemon.process import PaldProcess, write_config  # noqa: E402
 
 
 def pct(v, q):

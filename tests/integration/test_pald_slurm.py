@@ -16,7 +16,7 @@ import pytest
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 
-from .pald_process import REPO, PaldProcess, write_config
+from pal_slurm.daemon.process import REPO, PaldProcess, write_config
 
 pytestmark = pytest.mark.slurm
 

@@ -81,8 +81,12 @@ class Pald:
     """One daemon instance. `store` may be None (memory only); `reader`/`actuator` are the
     Slurm adapter's SlurmReader / SlurmActuator (or fakes with the same methods in tests)."""
 
-    def __init__(self, config, store, reader, actuator, clock=time.time):
+    def __init__(self, config, store, reader, actuator, clock=time.time, leader=None):
+        from pal_slurm.store.leader import AlwaysLeader
+
         self.config = config
+        self.leader = leader or AlwaysLeader()
+        self.leading: bool = False
         self.store = store
         self.reader = reader
         self.actuator = actuator
@@ -127,6 +131,10 @@ class Pald:
             return ErrorReply(ErrorCode.INTERNAL.value, f"pald failed: {exc}")
 
     def _place(self, req: PlaceRequest) -> PlaceReply:
+        if not self.leading:
+            # a standby pald must not promise GPUs: the active one does; the job passes
+            self.counts["pass"] += 1
+            return PlaceReply(DecisionKind.PASS, reason="standby")
         self._req_seq += 1
         key = req.request_id or f"pald-{os.getpid()}-{self._req_seq}"
         now = self.clock()
@@ -151,6 +159,7 @@ class Pald:
                 "free_gpus": len(self.service.free_now()),
                 "reservations": len(self.service.reservations),
                 "held_jobs": self.service.held_jobs,
+                "leader": self.leading,
                 "buffered_decisions": len(self.pending_records),
                 "counts": dict(self.counts),
                 "recent_errors": list(self.recent_errors),
@@ -212,9 +221,23 @@ class Pald:
         self.recent_errors.append({"at": round(self.clock(), 1), "what": what, "error": str(exc)[:300]})
 
     # ---- Slurm -----------------------------------------------------------------------------
+    def check_leadership(self) -> bool:
+        """Lead if we can. If the lock cannot be checked (database away) keep the last state:
+        a standby cannot take the lock then either, so at most the old leader goes on."""
+        try:
+            leading = self.leader.try_acquire()
+        except Exception as exc:  # noqa: BLE001
+            self._note_error("leader", exc)
+            return self.leading
+        if leading != self.leading:
+            log.warning("%s", "now the active pald" if leading else "lost leadership: standby")
+        self.leading = leading
+        return leading
+
     def sync_and_cycle(self) -> None:
         """Read Slurm, refresh the view, release deferred jobs that fit (blocking: run it in a
         thread; the socket loop keeps answering meanwhile)."""
+        self.check_leadership()
         try:
             nodes = self.reader.nodes()
             jobs = self.reader.jobs()
@@ -231,6 +254,8 @@ class Pald:
         if self.slurm_ok is not True:
             self.errors.clear("slurm")
         self.slurm_ok = True
+        if not self.leading:
+            return  # standby: keep the view warm, act on nothing
         self._track_held(held)
         if not held:
             return

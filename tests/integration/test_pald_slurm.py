@@ -208,3 +208,18 @@ def test_decisions_are_recorded_in_the_store(env):
     finally:
         store.close()
     assert {"place", "defer"} <= kinds
+
+
+def test_explain_tells_why_a_job_got_its_gpus(env):
+    from click.testing import CliRunner
+
+    from pal_slurm.cli.main import cli
+
+    lab, pald, _ = env
+    wait_quiet(pald)
+    job = lab.sbatch("--gres=gpu:2", "--comment=pal:class=resnet", wrap="true")
+    assert lab.wait_job(job, timeout=60) == "COMPLETED"
+    time.sleep(1.0)  # decisions are flushed by the next cycle
+    r = CliRunner().invoke(cli, ["--config", str(pald.config), "explain", str(job)], env=lab.client_env())
+    assert r.exit_code == 0, r.output
+    assert "gpu01:2  score 1.000" in r.output and "gpu01:0" in r.output  # chose 2,3; the slow 0 avoided

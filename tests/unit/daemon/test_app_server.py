@@ -163,3 +163,23 @@ def test_forbidden_peer(tmp_path):
         return json.loads(line)
 
     assert asyncio.run(go())["error"]["code"] == "forbidden"
+
+
+def test_standby_passes_and_does_not_release(tmp_path):
+    from pal_slurm.store.leader import FileLockLeader
+
+    lock = str(tmp_path / "pald.leader")
+    first = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)])
+    first.leader = FileLockLeader(lock)
+    second = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)])
+    second.leader = FileLockLeader(lock)
+    first.sync_and_cycle()
+    second.sync_and_cycle()
+    assert first.leading and not second.leading
+    assert first.actuator.calls and not second.actuator.calls
+    r = second.handle(request(gpn=1))
+    assert r.decision is DecisionKind.PASS and r.reason == "standby"
+    assert second.health().details["leader"] is False
+    first.leader.release()  # the active pald dies
+    second.sync_and_cycle()
+    assert second.leading and second.handle(request(gpn=1)).decision is DecisionKind.PLACE

@@ -57,11 +57,17 @@ class Availability:
 
 @dataclass(frozen=True)
 class GpuTarget:
-    """A GPU to measure: node name and slot (NVML/CUDA index outside cgroups; gres.conf order)."""
+    """A GPU to measure: node name and slot (the GPU's index in gres.conf / NVML order)."""
 
     node: str
     slot: int
     uuid: str | None = None
+    device: int | None = None  # index the backend opens on this host, when it is not `slot`
+
+    @property
+    def index(self) -> int:
+        """Device index to open: `device` inside a job that renumbers GPUs, else the slot."""
+        return self.slot if self.device is None else self.device
 
 
 @dataclass(frozen=True)

@@ -189,11 +189,22 @@ def run_bounded(work: Callable[[], object], timeout_s: float, what: str) -> int:
 
 
 def setup_logging() -> None:
-    if not log.handlers:
-        h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-        log.addHandler(h)
-        log.setLevel(logging.INFO)
+    """stderr (kept by slurmd only at debug levels) and syslog (daemon facility) when present."""
+    if log.handlers:
+        return
+    h = logging.StreamHandler(sys.stderr)
+    h.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    log.addHandler(h)
+    log.setLevel(logging.INFO)
+    if os.path.exists("/dev/log"):
+        try:
+            from logging.handlers import SysLogHandler
+
+            sh = SysLogHandler(address="/dev/log", facility=SysLogHandler.LOG_DAEMON)
+            sh.setFormatter(logging.Formatter("pal-hook[%(process)d]: %(levelname)s %(message)s"))
+            log.addHandler(sh)
+        except OSError:
+            pass  # no syslog daemon listening: stderr only
 
 
 def make_context(env: Mapping[str, str] | None, **overrides) -> HookContext:

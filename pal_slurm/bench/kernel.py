@@ -13,6 +13,7 @@ torch-like module whose operations advance a fake clock.
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from typing import Callable, Protocol, Sequence
 
@@ -123,7 +124,12 @@ class CupyAccelerator:
 
 
 def default_accelerator() -> Accelerator:
-    """torch if importable, else cupy; ImportError when neither is."""
+    """torch if importable, else cupy; ImportError when neither is.
+
+    CUDA numbers GPUs fastest-first by default; Slurm, gres.conf and NVML use PCI bus order.
+    PCI_BUS_ID order (set before CUDA initialises) makes CUDA index i the same GPU as slot i.
+    """
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     try:
         return TorchAccelerator(importlib.import_module("torch"))
     except ImportError:
@@ -203,12 +209,13 @@ class KernelBackend:
         per_gpu = max(duration_s, 0.05) / max(len(gpus), 1)
         out = []
         for g in gpus:
-            if not 0 <= g.slot < count:
-                raise NoGpuAvailable(f"kernel: GPU index {g.slot} on {g.node} not visible ({count} GPUs)")
+            i = g.index
+            if not 0 <= i < count:
+                raise NoGpuAvailable(f"kernel: GPU index {i} on {g.node} not visible ({count} GPUs)")
             n = self.matmul_n
-            mm_s, mm_iters = self._timed(g.slot, lambda k: acc.matmul(g.slot, n, k), per_gpu / 2)
+            mm_s, mm_iters = self._timed(i, lambda k: acc.matmul(i, n, k), per_gpu / 2)
             tflops = 2.0 * n**3 * mm_iters / mm_s / 1e12
-            cp_s, cp_iters = self._timed(g.slot, lambda k: acc.copy(g.slot, self.copy_bytes, k), per_gpu / 4)
+            cp_s, cp_iters = self._timed(i, lambda k: acc.copy(i, self.copy_bytes, k), per_gpu / 4)
             gbps = 2.0 * self.copy_bytes * cp_iters / cp_s / 1e9  # read + write
             out.append(
                 Sample(

@@ -141,9 +141,9 @@ class NvmlBackend:
                 raise NoGpuAvailable("nvml: NVML sees no GPU")
             handles = {}
             for g in gpus:
-                if not 0 <= g.slot < count:
-                    raise NoGpuAvailable(f"nvml: GPU index {g.slot} on {g.node} not visible ({count} GPUs)")
-                handles[g] = nv.nvmlDeviceGetHandleByIndex(g.slot)
+                if not 0 <= g.index < count:
+                    raise NoGpuAvailable(f"nvml: GPU index {g.index} on {g.node} not visible ({count} GPUs)")
+                handles[g] = nv.nvmlDeviceGetHandleByIndex(g.index)
             loader = None
             if self._load is not None:
                 loader = threading.Thread(target=self._load, args=(gpus, duration_s), daemon=True)

@@ -1,4 +1,4 @@
-"""Profiling on a REAL Slurm 22.05 lab cluster (scripts/slurm-lab.sh: slurmctld + 4 slurmd,
+"""Profiling on a REAL Slurm 22.05 lab cluster (the shared lab_factory fixture: slurmctld + 4 slurmd,
 emulated GPUs with per-slot typed GRES), with a real SQLite store.
 
 - the prolog/epilog with the store down exit 0 (the node stays idle, not drained), spool their
@@ -10,10 +10,6 @@ emulated GPUs with per-slot typed GRES), with a real SQLite store.
 
 from __future__ import annotations
 
-import os
-import random
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -25,33 +21,12 @@ from click.testing import CliRunner
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
-LAB_SH = ROOT / "scripts" / "slurm-lab.sh"
 NODES = ["gpu01", "gpu02", "gpu03", "gpu04"]
 DOWN_URL = "postgresql://pal@127.0.0.1:1/pal"  # nothing listens on port 1: the store is down
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_ports(n: int) -> int:
-    rng = random.Random(os.getpid())
-    for _ in range(200):
-        base = rng.randrange(30000, 60000 - n)
-        if all(_free(base + i) for i in range(n)):
-            return base
-    raise RuntimeError("no free port range")
-
-
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    if not shutil.which("sbatch") or not Path("/usr/sbin/slurmctld-wlm").exists():
-        pytest.skip("Slurm packages not installed (scripts/install-deps.sh)")
+def lab(tmp_path_factory, lab_factory):
     d = tmp_path_factory.mktemp("proflab")
     conf = d / "pal.toml"
     url = f"sqlite:///{d / 'pal.db'}"
@@ -75,18 +50,8 @@ def lab(tmp_path_factory):
         )
         w.chmod(0o755)
         wrappers[kind] = w
-    base = _free_ports(5)
-    env = dict(os.environ, LAB=str(d / "lab"), NNODES="4", NGPUS="4", CTLD_PORT=str(base),
-               NODE_PORT0=str(base + 1), LAB_PROLOG=str(wrappers["prolog"]), LAB_EPILOG=str(wrappers["epilog"]))
-    res = subprocess.run(["bash", str(LAB_SH), "start"], env=env, capture_output=True, text=True, timeout=120)
-    if res.returncode != 0:
-        subprocess.run(["bash", str(LAB_SH), "stop"], env=env, capture_output=True, timeout=60)
-        pytest.fail(f"lab did not start: {res.stderr[-2000:]}")
-    slurm_env = dict(os.environ, SLURM_CONF=str(d / "lab" / "etc" / "slurm.conf"))
-    try:
-        yield {"dir": d, "conf": conf, "url": url, "configure": configure, "env": slurm_env}
-    finally:
-        subprocess.run(["bash", str(LAB_SH), "stop"], env=env, capture_output=True, timeout=60)
+    cluster = lab_factory(prolog=wrappers["prolog"], epilog=wrappers["epilog"])
+    return {"dir": d, "conf": conf, "url": url, "configure": configure, "env": cluster.client_env()}
 
 
 def _sbatch(lab, *args) -> str:

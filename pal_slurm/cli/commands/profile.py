@@ -92,7 +92,13 @@ def _local_targets(backend, nodes: list[str], gpus_per_node: int | None) -> list
         return [GpuTarget(n, s) for n in nodes for s in slots]
     if len(nodes) > 1:
         raise PalError(f"--local with the {backend.name} backend measures this host only; give at most one node name")
-    node = nodes[0] if nodes else socket.gethostname().split(".")[0]
+    node = nodes[0] if nodes else (os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0])
+    job_slots = gpus_from_env({k: v for k, v in os.environ.items() if k == "SLURM_JOB_GPUS"})
+    if job_slots and backend.name == "kernel" and os.environ.get("CUDA_VISIBLE_DEVICES"):
+        # inside a job CUDA sees the job's GPUs as 0..n-1, in the order of SLURM_JOB_GPUS
+        return [GpuTarget(node, slot, device=i) for i, slot in enumerate(job_slots)]
+    if job_slots:
+        return [GpuTarget(node, slot) for slot in job_slots]
     count = backend.device_count()
     slots = range(count if gpus_per_node is None else min(count, gpus_per_node))
     return [GpuTarget(node, s) for s in slots]

@@ -63,3 +63,11 @@ def test_real_kernel_on_a_gpu():
         pytest.skip(f"no torch/cupy GPU: {a}")
     (s,) = b.sample([GpuTarget("local", 0)], "A", 2.0)
     assert s.value > 0.1 and s.metrics["copy_gbps"] > 1
+
+
+def test_device_index_differs_from_slot_inside_a_job():
+    """Slot 3 seen by the job as CUDA device 0: measured on device 0, recorded as slot 3."""
+    b, torch = make([0.01, 0.02], [0.1, 0.1])
+    (s,) = b.sample([GpuTarget("n1", 3, device=1)], "A", duration_s=1.0)
+    assert s.slot == 3 and s.value == pytest.approx(0.1)
+    assert ("matmul", 1) in torch.ops and ("matmul", 0) not in torch.ops

@@ -3,7 +3,7 @@ import pytest
 from pal_slurm.bench.base import GpuTarget, NoGpuAvailable, Unavailable
 from pal_slurm.bench.nvml import NvmlBackend, clock_slowdown, decode_throttle
 
-from .fakes import FakeClock, FakeLibraryNotFound, FakeNVMLError, gpu, make_pynvml
+from .fakes import FakeClock, FakeLibraryNotFound, gpu, make_pynvml
 
 
 def backend(mod, clock=None):

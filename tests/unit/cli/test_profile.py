@@ -114,3 +114,30 @@ def test_slurm_calls_go_through_the_runner():
     assert "--comment=pal:profile" in r.calls[0]
     assert calls.states(["42"]) == {"42": "RUNNING"}
     assert calls.idle_nodes() == ["gpu01", "gpu02"]
+
+
+def test_local_kernel_inside_a_job_maps_cuda_devices_to_slots(palctl, monkeypatch):
+    class Kernel:
+        name = "kernel"
+
+        def __init__(self):
+            self.seen = []
+
+        def device_count(self):
+            return 2
+
+        def sample(self, gpus, cls, d):
+            from pal_slurm.bench.base import Sample
+
+            self.seen += [(g.slot, g.index) for g in gpus]
+            return [Sample(g.node, g.slot, cls, "kernel", 100.0, True) for g in gpus]
+
+    k = Kernel()
+    monkeypatch.setattr(profile, "select_backend", lambda name, seed=0: k)
+    monkeypatch.setenv("SLURM_JOB_GPUS", "2,3")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu07")
+    r = palctl("profile-nodes", "--local", "--backend", "kernel", "--classes", "A")
+    assert r.exit_code == 0, r.output
+    assert k.seen == [(2, 0), (3, 1)]
+    assert {(s.node, s.slot) for s in palctl.repo().samples()} == {("gpu07", 2), ("gpu07", 3)}

@@ -1,7 +1,3 @@
-import asyncio
-import os
-import threading
-
 from click.testing import CliRunner
 
 from pal_slurm.cli.main import cli
@@ -28,7 +24,7 @@ def test_status_all_good_with_a_live_pald(tmp_path):
     from pal_slurm.config import load_config
     from pal_slurm.daemon.app import Pald
     from pal_slurm.daemon.server import SocketServer
-    from tests.unit.daemon.builders import FakeActuator, FakeReader, node_info
+    from tests.unit.daemon.builders import FakeActuator, FakeReader, ServerThread, node_info
 
     db = f"sqlite:///{tmp_path}/pal.db"
     repo = open_store(db)
@@ -40,25 +36,8 @@ def test_status_all_good_with_a_live_pald(tmp_path):
     pald.refresh_store()
     pald.sync_and_cycle()
     pald.heartbeat()
-    loop = asyncio.new_event_loop()
-    server = SocketServer(pald.handle, cfg.daemon.socket, {0, os.geteuid()})
-    ready = threading.Event()
-
-    def run():
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    ready.wait(5)
-    try:
+    with ServerThread(pald.handle, cfg.daemon.socket):
         r = CliRunner().invoke(cli, ["--config", str(cfg_path), "status"])
-    finally:
-        asyncio.run_coroutine_threadsafe(server.close(), loop).result(5)
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(5)
     assert r.exit_code == 0, r.output
     assert "up (pid" in r.output and "ranking v1" in r.output
     assert "fresh" in r.output and "all good" in r.output

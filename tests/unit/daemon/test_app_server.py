@@ -4,7 +4,6 @@ or failing store. (The real Slurm + hook path is in tests/integration.)"""
 import asyncio
 import json
 import socket
-import threading
 import time
 
 import pytest
@@ -17,7 +16,7 @@ from pal_slurm.model import DecisionKind
 from pal_slurm.store.errors import StoreUnavailable
 from pal_slurm.store.memory import MemoryRepository
 
-from .builders import FakeActuator, FakeReader, held_job, node_info, request, snapshot
+from .builders import FakeActuator, FakeReader, ServerThread, held_job, node_info, request, snapshot
 
 
 def make_pald(tmp_path, store=None, jobs=()):
@@ -97,23 +96,8 @@ def running_server(tmp_path):
     pald = make_pald(tmp_path)
     pald.sync_and_cycle()
     path = str(tmp_path / "pald.sock")
-    loop = asyncio.new_event_loop()
-    server = SocketServer(pald.handle, path, allowed_uids={0, __import__("os").geteuid()})
-    ready = threading.Event()
-
-    def run():
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    assert ready.wait(5)
-    yield path, pald
-    asyncio.run_coroutine_threadsafe(server.close(), loop).result(5)
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(5)
+    with ServerThread(pald.handle, path):
+        yield path, pald
 
 
 def ask(path, payload: bytes) -> dict:

@@ -445,7 +445,10 @@ function M.ask(line, cfg)
   local function remaining()
     return math.max(0, deadline - now())
   end
-  local sock, err = (unix.stream or unix)()
+  -- LuaSocket 3 (Debian 12): socket.unix is a table with stream(); LuaSocket 2: a function.
+  local create = unix
+  if type(unix) == "table" and unix.stream then create = unix.stream end
+  local sock, err = create()
   if not sock then return nil, "socket-error", err end
   local function fail(e)
     sock:close()

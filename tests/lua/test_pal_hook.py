@@ -298,6 +298,14 @@ def test_timeout_is_configurable_but_never_above_150_ms(env, expected_s):
     assert hook.calls[0][0] == "settimeout" and hook.calls[0][1] == pytest.approx(expected_s)
 
 
+def test_luasocket_2_style_unix_module_function_works_too():
+    hook = Hook()
+    hook.lua.execute('package.loaded["socket.unix"] = package.loaded["socket.unix"].stream')
+    hook.reply(PLACE)
+    _, job = hook.submit(JOB)
+    assert job["req_nodes"] == "gpu03" and hook.sockets_created == 1
+
+
 def test_default_socket_path():
     hook = Hook()
     hook.reply(PLACE)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
 from pal_slurm.daemon.cycle import apply_releases, is_pal_held, plan_releases
 from pal_slurm.daemon.protocol import (
     ErrorCode,
@@ -138,7 +139,13 @@ class Pald:
         self._req_seq += 1
         key = req.request_id or f"pald-{os.getpid()}-{self._req_seq}"
         now = self.clock()
-        reply = self.service.place(req, now, key=f"req:{key}")
+        try:  # defence in depth: the hook's parse must be what the raw comment says
+            verify_spec(req.job.comment, req.pal)
+        except CommentError as exc:
+            reply = PlaceReply(DecisionKind.PASS, reason=f"bad_comment:{exc.code}",
+                               warning=f"pald ignored the pal: spec: {exc.message}")
+        else:
+            reply = self.service.place(req, now, key=f"req:{key}")
         self.counts[reply.decision.value] += 1
         self._record(f"req:{key}", reply.decision, reply.reason, reply.nodes, reply.perf_class)
         return reply

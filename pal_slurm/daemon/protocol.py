@@ -59,7 +59,8 @@ class ProtocolError(Exception):
     """Anything malformed on the wire. `code` is an ErrorCode value, `message` says what."""
 
     def __init__(self, code: ErrorCode | str, message: str):
-        self.code = ErrorCode(code) if code in ErrorCode._value2member_map_ else code
+        known = isinstance(code, str) and code in ErrorCode._value2member_map_
+        self.code = ErrorCode(code) if known else code
         self.message = message
         super().__init__(f"{self.code_str}: {message}")
 
@@ -152,7 +153,9 @@ class PlaceReply:
 
     def __post_init__(self) -> None:
         if not isinstance(self.decision, DecisionKind):
-            if self.decision not in DecisionKind._value2member_map_:
+            known = isinstance(self.decision, str) and (
+                self.decision in DecisionKind._value2member_map_)
+            if not known:
                 raise ProtocolError(
                     ErrorCode.BAD_FIELD, f"decision: {self.decision!r} not place, defer or pass"
                 )

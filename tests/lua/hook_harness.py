@@ -11,7 +11,11 @@ try:  # the Lua that Debian's job_submit_lua.so links; lupa ships it as lupa.lua
     from lupa.lua51 import LuaRuntime
 
     LUA_FLAVOUR = "lua51"
-except ImportError:  # pragma: no cover - older lupa: default runtime (5.4: table.unpack etc.)
+except ImportError:  # pragma: no cover - older lupa: its default runtime (5.4 in lupa 2.x)
+    # Differences that matter for pal.lua, which is written to run on both: 5.1 has `unpack`
+    # (5.2+: table.unpack), needs %z for NUL in patterns (5.2+: "\0"), has no integer subtype
+    # (5.3+: 2 and 2.0 differ in tostring/json), and has setfenv/getfenv (gone in 5.2+).
+    # test_runtime_is_lua_51 then fails, on purpose: the 5.1 run is the one that counts.
     from lupa import LuaRuntime
 
     LUA_FLAVOUR = "default"
@@ -85,8 +89,8 @@ end
 class Hook:
     """One fresh Lua state with the hook loaded through job_submit.lua, as slurmctld does."""
 
-    def __init__(self, env: dict | None = None):
-        self.lua = LuaRuntime(unpack_returned_tuples=True)
+    def __init__(self, env: dict | None = None, runtime=None):
+        self.lua = (runtime or LuaRuntime)(unpack_returned_tuples=True)
         self.lua.execute(STUBS)
         for key, value in (env or {}).items():
             self.lua.globals().ENV[key] = value

@@ -60,3 +60,34 @@ def test_golden_case_through_the_hook(case):
         assert hook.sockets_created == 1
         assert hook.sent["pal"] == expect["spec"]
         assert hook.sent["job"]["comment"] == case["comment"]
+
+
+# Differential fuzzing: beyond the golden table, Lua and Python must agree on any comment.
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from pal_slurm.daemon.comment_grammar import CommentError, parse_comment  # noqa: E402
+
+_pieces = st.sampled_from([
+    "pal:", "PAL:", "xpal:", "class=", "gpus=", "mode=", "net=", "now", "defer", "later", ",",
+    "=", " ", "\t", "\n", "\v", "\f", "\r", "\u00a0", "resnet", "bert", "0", "1", "42",
+    "999999", "1000000", "-", ".", "_", "a", "Z", "é", "/", ";", "\"", "", "color=", "Class=",
+])
+_comments = st.lists(_pieces | st.text(max_size=3), max_size=12).map("".join)
+
+
+def _python_view(comment):
+    try:
+        spec = parse_comment(comment)
+    except CommentError as err:
+        return ("error", err.code)
+    return ("none",) if spec is None else ("ok", spec.to_wire())
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_comments)
+def test_lua_and_python_agree_on_any_comment(hook, comment):
+    result = hook.pal.parse_comment(comment)
+    status, value = (result, None) if isinstance(result, str) else result
+    lua_view = ("none",) if status == "none" else (
+        ("error", value.code) if status == "error" else ("ok", to_py(value)))
+    assert lua_view == _python_view(comment)

@@ -182,3 +182,21 @@ def test_real_lua51_peer_refused_by_pald_passes(tmp_path):
     assert seen == []
     assert result["job"]["admin_comment"].startswith("pal:pass=pald-error:forbidden")
     assert "req_nodes" not in result["job"]
+
+
+def test_real_lua51_latin1_comment_still_gets_placed(tmp_path):
+    """Slurm comments are C strings, not necessarily UTF-8: pald replaces bad bytes."""
+    driver = tmp_path / "driver.lua"
+    driver.write_text(DRIVER)
+    sock = tmp_path / "pald.sock"
+    with TinyPald(sock) as pald:
+        out = subprocess.run([LUA, str(driver), str(REPO / "job_submit_lua"),
+                              b"caf\xe9 pal:class=resnet"],
+                             capture_output=True, env={"PAL_SOCKET": str(sock)}, timeout=20,
+                             check=True)
+    result = json.loads(out.stdout.decode("utf-8", "replace"))
+    assert result["job"]["req_nodes"] == "gpu03"
+    (line,) = pald.received
+    assert b"caf\xe9" in line  # sent as is
+    req = decode_request(line)
+    assert req.job.comment == "caf\ufffd pal:class=resnet" and req.pal.perf_class == "resnet"

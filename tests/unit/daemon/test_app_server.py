@@ -149,6 +149,24 @@ def test_forbidden_peer(tmp_path):
     assert asyncio.run(go())["error"]["code"] == "forbidden"
 
 
+def test_place_request_whose_fields_disagree_with_the_raw_comment_is_passed(tmp_path):
+    """Defence in depth: pald re-parses the raw comment (comment_grammar.verify_spec)."""
+    from pal_slurm.daemon.comment_grammar import CommentSpec
+    from pal_slurm.daemon.protocol import JobFields, PlaceRequest
+
+    pald = make_pald(tmp_path)
+    pald.sync_and_cycle()
+    forged = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet,mode=later", gpus_per_node=1),
+                          CommentSpec("resnet", mode="now"), request_id="x1")
+    reply = pald.handle(forged)
+    assert reply.decision is DecisionKind.PASS and reply.reason == "bad_comment:bad_mode"
+    assert "mode='later'" in reply.warning
+    mismatch = PlaceRequest(JobFields(uid=1000, comment="pal:class=bert", gpus_per_node=1),
+                            CommentSpec("resnet"), request_id="x2")
+    assert pald.handle(mismatch).reason == "bad_comment:mismatch"
+    assert pald.handle(request(gpn=1, rid="x3")).decision is not DecisionKind.PASS
+
+
 def test_standby_passes_and_does_not_release(tmp_path):
     from pal_slurm.store.leader import FileLockLeader
 

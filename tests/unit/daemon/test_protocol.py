@@ -143,6 +143,8 @@ def test_place_request_from_the_hook_decodes_with_nulls_absent():
         ({"v": 1, "ok": "yes"}, ErrorCode.BAD_FIELD),
         ({"v": 1, "ok": True}, ErrorCode.BAD_FIELD),
         ({"v": 1, "ok": True, "decision": "maybe"}, ErrorCode.BAD_FIELD),
+        ({"v": 1, "ok": True, "decision": []}, ErrorCode.BAD_FIELD),  # found by hypothesis
+        ({"v": 1, "ok": True, "decision": {"place": 1}}, ErrorCode.BAD_FIELD),
         ({"v": 1, "ok": True, "decision": "place"}, ErrorCode.BAD_FIELD),
         ({"v": 1, "ok": True, "decision": "place", "nodes": {"gpu03": []}, "gres": "gres:gpu:1"},
          ErrorCode.BAD_FIELD),
@@ -253,7 +255,7 @@ def test_arbitrary_json_never_crashes_the_decoder(value):
     _decode_everything(json.dumps(value))
 
 
-@settings(max_examples=500)
+@settings(max_examples=1500)
 @given(near_objects, st.sampled_from([None, 1, 2]))
 def test_objects_that_look_like_messages_never_crash_the_decoder(obj, version):
     if version is not None:
@@ -273,6 +275,24 @@ def test_one_bad_field_in_a_good_request_is_a_typed_error_or_accepted(part, key,
         assert err.code == ErrorCode.BAD_FIELD
     else:
         assert encode_request(req)  # whatever was accepted can be sent again
+
+
+GOOD_PLACE_REPLY = {"v": 1, "ok": True, "decision": "place", "reason": "pal",
+                    "nodes": {"gpu03": [2, 3]}, "gres": "gres:gpu:s2:1,gres:gpu:s3:1", "rank": 7,
+                    "class": "A", "warning": "w"}
+
+
+@settings(max_examples=500)
+@given(st.sampled_from(sorted(GOOD_PLACE_REPLY) + ["error", "status", "details", "message"]),
+       json_values, st.sampled_from(OPS))
+def test_one_bad_field_in_a_good_reply_is_a_typed_error_or_accepted(key, value, op):
+    obj = {**GOOD_PLACE_REPLY, key: value}
+    try:
+        reply = decode_reply(json.dumps(obj), op)
+    except ProtocolError as err:
+        assert err.code in (ErrorCode.BAD_FIELD, ErrorCode.BAD_VERSION)
+    else:
+        assert encode_reply(reply)  # whatever was accepted can be sent again
 
 
 # ---------------------------------------------------------------------- hypothesis: round trip

@@ -14,41 +14,12 @@ import re
 from datetime import datetime
 from typing import Mapping
 
+from pal_slurm.slurm.errors import SlurmParseError
 from pal_slurm.slurm.gres import parse_slot_type
 from pal_slurm.slurm.hostlist import expand as expand_hostlist
+from pal_slurm.slurm.readers import parse_gres, parse_index_list
 
 _NODES_LINE = re.compile(r"^\s*Nodes=(\S+)\s.*?\bGRES=(\S+)", re.M)
-_IDX = re.compile(r"IDX:([0-9,\-]+)")
-
-
-def parse_index_list(text: str) -> tuple[int, ...]:
-    """'0-2,5' -> (0, 1, 2, 5); ValueError on junk."""
-    out: set[int] = set()
-    for piece in filter(None, (p.strip() for p in text.split(","))):
-        if "-" in piece:
-            lo, hi = piece.split("-", 1)
-            a, b = int(lo), int(hi)
-            if b < a:
-                raise ValueError(f"bad index range {piece!r}")
-            out.update(range(a, b + 1))
-        else:
-            out.add(int(piece))
-    return tuple(sorted(out))
-
-
-def _gpu_records(gres: str) -> list[str]:
-    """Split a GRES list at commas outside parentheses: gpu:s2:1(IDX:2),gpu:s3:1(IDX:3)."""
-    depth, start, records = 0, 0, []
-    for i, ch in enumerate(gres):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            records.append(gres[start:i])
-            start = i + 1
-    records.append(gres[start:])
-    return [r for r in records if r.startswith("gpu")]
 
 
 def gpus_from_scontrol(text: str) -> dict[str, tuple[int, ...]]:
@@ -60,10 +31,13 @@ def gpus_from_scontrol(text: str) -> dict[str, tuple[int, ...]]:
     out: dict[str, set[int]] = {}
     for nodes, gres in _NODES_LINE.findall(text):
         idx: set[int] = set()
-        for rec in _gpu_records(gres):
-            m = _IDX.search(rec)
-            if m:
-                idx.update(parse_index_list(m.group(1)))
+        try:
+            items = parse_gres(gres)
+        except SlurmParseError as exc:
+            raise ValueError(str(exc)) from None
+        for item in items:
+            if item.name == "gpu" and item.indices:
+                idx.update(item.indices)
         for node in expand_hostlist(nodes):
             out.setdefault(node, set()).update(idx)
     return {n: tuple(sorted(v)) for n, v in out.items()}
@@ -80,9 +54,12 @@ def slots_from_typed_gres(text: str) -> tuple[int, ...]:
     if not m:
         return ()
     slots = set()
-    for rec in _gpu_records(m.group(1)):
-        fields = rec.split("(")[0].split(":")
-        slot = parse_slot_type(fields[1]) if len(fields) >= 2 else None
+    try:
+        items = [i for i in parse_gres(m.group(1)) if i.name == "gpu"]
+    except SlurmParseError:
+        return ()
+    for item in items:
+        slot = parse_slot_type(item.type)
         if slot is None:
             return ()  # an untyped or foreign-typed record: the slots are not all known
         slots.add(slot)
@@ -103,8 +80,8 @@ def gpus_from_env(env: Mapping[str, str]) -> tuple[int, ...]:
         raw = (env.get(key) or "").strip()
         if raw:
             try:
-                return parse_index_list(raw)
-            except ValueError:
+                return tuple(sorted(parse_index_list(raw)))
+            except (ValueError, SlurmParseError):
                 continue  # e.g. CUDA_VISIBLE_DEVICES with UUIDs: try the next one
     return ()
 

@@ -9,7 +9,6 @@ from pal_slurm.bench.gpuset import (
     expand_hostlist,
     gpus_from_env,
     gpus_from_scontrol,
-    parse_index_list,
     start_time_from_scontrol,
 )
 
@@ -41,9 +40,9 @@ def test_ranges_hostlists_and_other_gres():
 
 def test_hostlist_and_index_list():
     assert expand_hostlist("gpu[01-03,07],login") == ["gpu01", "gpu02", "gpu03", "gpu07", "login"]
-    assert parse_index_list("0-2,5") == (0, 1, 2, 5)
+    assert gpus_from_scontrol("   Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:0-1,5)\n") == {"n1": (0, 1, 5)}
     with pytest.raises(ValueError):
-        parse_index_list("3-1")
+        gpus_from_scontrol("   Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:x)\n")
 
 
 def test_env_fallback_order():

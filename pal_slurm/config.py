@@ -72,6 +72,7 @@ class PolicyConfig:
     locality_penalty: float = 1.7  # slowdown factor for a job spanning more than one node
     default_class: str = "A"  # class for unknown applications (A = most sensitive)
     binning: str = "optimal"  # ranking binning: optimal (exact 1-D k-means) | artifact (PAL's)
+    rack_wait_s: float = 600.0  # multi-node deferred jobs wait this long (x sensitivity) for one rack
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class SlurmConfig:
 
     conf: str | None = None  # exported as SLURM_CONF to Slurm commands when set
     bin_dir: str | None = None  # directory of sinfo/squeue/scontrol; None = search $PATH
+    topology_conf: str | None = None  # Slurm topology.conf (topology/tree): nodes -> leaf switches
 
 
 @dataclass(frozen=True)

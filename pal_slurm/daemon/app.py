@@ -112,6 +112,7 @@ class Pald:
         self.recent_errors: deque = deque(maxlen=20)
         self.counts = {"place": 0, "defer": 0, "pass": 0, "released": 0, "errors": 0}
         self.held_seen: set[int] = set()
+        self._racks: tuple[float, dict[str, str]] | None = None
         self._req_seq = 0
 
     # ---- requests ------------------------------------------------------------------------
@@ -228,6 +229,22 @@ class Pald:
         self.recent_errors.append({"at": round(self.clock(), 1), "what": what, "error": str(exc)[:300]})
 
     # ---- Slurm -----------------------------------------------------------------------------
+    def racks(self) -> dict[str, str] | None:
+        """node -> leaf switch from [slurm] topology_conf (re-read when the file changes)."""
+        path = self.config.slurm.topology_conf
+        if not path:
+            return None
+        from pal_slurm.slurm.topology import read_racks
+
+        try:
+            mtime = os.stat(path).st_mtime
+            if self._racks is None or self._racks[0] != mtime:
+                self._racks = (mtime, read_racks(path))
+                self.errors.clear("topology")
+        except Exception as exc:  # noqa: BLE001 - a bad topology file: keep the last good one
+            self._note_error("topology", exc)
+        return self._racks[1] if self._racks else None
+
     def check_leadership(self) -> bool:
         """Lead if we can. If the lock cannot be checked (database away) keep the last state:
         a standby cannot take the lock then either, so at most the old leader goes on."""
@@ -256,7 +273,8 @@ class Pald:
 
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
-        self.service.observe_cluster(cluster_view(nodes, jobs), now, held_jobs=len(held), started=started_keys(jobs))
+        self.service.observe_cluster(cluster_view(nodes, jobs, self.racks()), now, held_jobs=len(held),
+                                     started=started_keys(jobs))
         self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")
@@ -266,7 +284,8 @@ class Pald:
         self._track_held(held)
         if not held:
             return
-        plan = plan_releases(held, self.service, self.config.policy.queue, self.config.daemon.backfill)
+        plan = plan_releases(held, self.service, self.config.policy.queue, self.config.daemon.backfill,
+                             now=now, rack_wait_s=self.config.policy.rack_wait_s)
 
         def record(rel):
             self.counts["released"] += 1

@@ -47,10 +47,28 @@ class Release:
 class CycleResult:
     releases: list[Release] = field(default_factory=list)
     waiting: int = 0  # held jobs that still do not fit
+    delayed: int = 0  # of those, multi-node jobs waiting for nodes under one rack
 
 
-def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", backfill: bool = False) -> CycleResult:
-    """Which held PAL jobs to release now, and where (held_jobs: slurm JobInfo records)."""
+# How long a multi-node job waits for nodes under one leaf switch, as a multiple of
+# `rack_wait_s`, by the network sensitivity in its comment (net=); medium when not given.
+SENSITIVITY_WAIT = {"low": 0.0, "medium": 1.0, "high": 3.0}
+
+
+def rack_wait_limit(net: str | None, rack_wait_s: float) -> float:
+    return rack_wait_s * SENSITIVITY_WAIT.get((net or "medium").lower(), 1.0)
+
+
+def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", backfill: bool = False,
+                  now: float | None = None, rack_wait_s: float = 0.0) -> CycleResult:
+    """Which held PAL jobs to release now, and where (held_jobs: slurm JobInfo records).
+
+    Delay scheduling for the network: on a cluster with several racks, a multi-node job first
+    only accepts nodes under one leaf switch; after waiting `rack_wait_limit` seconds since
+    submission it takes the best nodes anywhere. While it waits for its rack it does not block
+    the jobs behind it (they may use GPUs it could not use anyway); its wait is bounded, so it
+    cannot starve."""
+    multi_rack = service.view is not None and len(set(service.view.rack_of_node)) > 1
     out = CycleResult()
     if service.view is None:
         return out
@@ -86,7 +104,15 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
         if shape.per_node_shape:
             if perf_class not in indexes:
                 indexes[perf_class] = FreeIndex(ctx.cluster, free, ctx.ranking.sf(perf_class))
-            choice = service.choose(shape, perf_class, ctx, index=indexes[perf_class])
+            spread = multi_rack and (shape.nodes or 1) > 1
+            choice = service.choose(shape, perf_class, ctx, index=indexes[perf_class], one_rack=spread)
+            if choice is None and spread:
+                limit = rack_wait_limit(spec.net if spec else None, rack_wait_s)
+                if now is not None and now - job.submit_time < limit:
+                    out.waiting += 1
+                    out.delayed += 1
+                    continue  # waits for a rack; jobs behind it may go meanwhile
+                choice = service.choose(shape, perf_class, ctx, index=indexes[perf_class])
         else:
             choice = service.choose(shape, perf_class, replace(ctx, cluster=ctx.cluster.with_free(free)))
         if choice is None:

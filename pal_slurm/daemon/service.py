@@ -153,13 +153,13 @@ class PlacementService:
         return self._indexes[perf_class]
 
     def choose(self, shape: Shape, perf_class: str, ctx: PlacementContext | None = None,
-               index: FreeIndex | None = None) -> ShapeChoice | None:
+               index: FreeIndex | None = None, one_rack: bool = False) -> ShapeChoice | None:
         """GPUs for a shape: against the service's state, or against `ctx` (+ its `index`)."""
         if shape.per_node_shape:
             if ctx is None:
                 ctx = PlacementContext(cluster=self.view, ranking=self.ranking)
                 index = self.index(perf_class)
-            return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx, index=index)
+            return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx, index=index, one_rack=one_rack)
         return total_choice(shape.total, perf_class, ctx or self.context(), placement_by_name(self.settings.placement))
 
     def stock_choice(self, shape: Shape, perf_class: str) -> ShapeChoice | None:

@@ -84,22 +84,39 @@ class FreeIndex:
             for g, key in self._keys(node).items():
                 bisect.insort(self.orders[g], key)
 
-    def choose(self, k: int, g: int) -> list[int] | None:
+    def choose(self, k: int, g: int, rack_of_node=None) -> list[int] | None:
+        """The best `k` nodes for `g` GPUs each; with `rack_of_node`, all in one rack (the rack
+        whose k-th best node is best: walking the global order, the first rack to collect k)."""
         if g > self.max_g:
             return None
         lst = self.orders[g]
         if len(lst) < k:
             return None
-        return [gid for (_cost, _count, node) in lst[:k] for gid in self.free[node][:g]]
+        if rack_of_node is None or k == 1:
+            picked = [node for (_c, _n, node) in lst[:k]]
+        else:
+            per_rack: dict[str, list[int]] = {}
+            picked = None
+            for _c, _n, node in lst:
+                nodes = per_rack.setdefault(rack_of_node[node], [])
+                nodes.append(node)
+                if len(nodes) == k:
+                    picked = nodes
+                    break
+            if picked is None:
+                return None
+        return [gid for node in picked for gid in self.free[node][:g]]
 
 
-def per_node_choice(k: int, g: int, perf_class: str, ctx, index: FreeIndex | None = None) -> ShapeChoice | None:
-    """Best `g` GPUs on each of `k` nodes (see module docstring); None if it does not fit."""
+def per_node_choice(k: int, g: int, perf_class: str, ctx, index: FreeIndex | None = None,
+                    one_rack: bool = False) -> ShapeChoice | None:
+    """Best `g` GPUs on each of `k` nodes (see module docstring); None if it does not fit.
+    `one_rack`: only placements whose nodes share a leaf switch (network-sensitive jobs)."""
     if k <= 0 or g <= 0:
         raise ValueError("a job needs at least one node and one GPU per node")
     sf = ctx.ranking.sf(perf_class)
     index = index or FreeIndex(ctx.cluster, ctx.cluster.free, sf)
-    chosen = index.choose(k, g)
+    chosen = index.choose(k, g, ctx.cluster.rack_of_node if one_rack else None)
     return None if chosen is None else _to_choice(chosen, ctx, sf)
 
 

@@ -58,3 +58,31 @@ def test_held_job_with_malformed_comment_is_released_untouched():
     bad = bad.__class__(**{**bad.__dict__, "comment": "pal:class="})
     plan = plan_releases([bad], s)
     assert plan.releases[0].choice is None and plan.releases[0].reason.startswith("bad_comment")
+
+
+def racked_service(busy=()):
+    from pal_slurm.model import ClusterView
+
+    v = ClusterView.from_layout([(f"gpu{i + 1:02d}", 4) for i in range(4)],
+                                racks={"gpu01": "leaf1", "gpu02": "leaf1", "gpu03": "leaf2", "gpu04": "leaf2"})
+    s = PlacementService()
+    s.observe_cluster(v.with_free(set(range(16)) - set(busy)), now=0)
+    return s
+
+
+def test_multi_node_jobs_wait_for_one_rack_then_spread():
+    s = racked_service(busy=(0, 1, 2, 3, 8, 9, 10, 11))  # gpu01 and gpu03 busy: one free node per rack
+    job = held_job(1, gpn=4, nodes=2, submit=100)
+    waiting = plan_releases([job, held_job(2, gpn=2, submit=200)], s, now=300, rack_wait_s=600)
+    assert [r.job_id for r in waiting.releases] == [2] and waiting.delayed == 1  # the small job passes it
+    later = plan_releases([job], s, now=800, rack_wait_s=600)  # waited 700 s > 600 s
+    assert later.releases[0].choice.nodes.keys() == {"gpu02", "gpu04"}
+    impatient = held_job(3, gpn=4, nodes=2, submit=100)
+    impatient = impatient.__class__(**{**impatient.__dict__, "comment": "pal:class=bert,net=low"})
+    assert plan_releases([impatient], s, now=101, rack_wait_s=600).releases[0].choice is not None
+
+
+def test_one_rack_is_preferred_when_available():
+    s = racked_service(busy=(0,))
+    plan = plan_releases([held_job(1, gpn=4, nodes=2, submit=0)], s, now=1, rack_wait_s=600)
+    assert set(plan.releases[0].choice.nodes) == {"gpu03", "gpu04"}

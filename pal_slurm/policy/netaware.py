@@ -63,39 +63,60 @@ class PreemptConfig:
 
 
 @dataclass(frozen=True)
-class _Layout:
-    """Free GPUs grouped by rack and node (built once per plan, updated as GPUs are taken)."""
+class Topo:
+    """Derived topology of a cluster's node list (shared by every free-set copy of it)."""
 
-    gpn: int
+    node_of: tuple[int, ...]  # gpu -> node index
+    rack_idx: tuple[int, ...]  # node index -> dense rack index
+    gpus_per_node: int
     rack_cap: int  # GPUs under the largest leaf
 
 
-def _rack_index(cluster: ClusterView) -> tuple[int, ...]:
+_TOPO: dict[int, tuple[object, Topo]] = {}
+
+
+def topo(cluster: ClusterView) -> Topo:
+    """Topo of `cluster`, cached by its node tuple (ClusterView.with_free keeps it)."""
+    hit = _TOPO.get(id(cluster.nodes))
+    if hit is not None and hit[0] is cluster.nodes:
+        return hit[1]
     names: dict[str, int] = {}
-    return tuple(names.setdefault(r, len(names)) for r in cluster.rack_of_node)
+    rack_idx = tuple(names.setdefault(n.rack, len(names)) for n in cluster.nodes)
+    node_of = [0] * cluster.size
+    cap: dict[int, int] = {}
+    for node in cluster.nodes:
+        for g in node.gpu_ids:
+            node_of[g] = node.index
+        cap[rack_idx[node.index]] = cap.get(rack_idx[node.index], 0) + len(node.gpu_ids)
+    t = Topo(tuple(node_of), rack_idx, cluster.gpus_per_node, max(cap.values()) if cap else 0)
+    if len(_TOPO) > 64:
+        _TOPO.clear()
+    _TOPO[id(cluster.nodes)] = (cluster.nodes, t)
+    return t
+
+
+def _rack_index(cluster: ClusterView) -> tuple[int, ...]:
+    return topo(cluster).rack_idx
 
 
 def span(gpus: Sequence[int], cluster: ClusterView) -> tuple[int, int, int]:
     """(tier, nodes, racks) of a GPU set."""
-    node_of = cluster.node_of
-    racks = cluster.rack_of_node
-    nodes = {node_of[g] for g in gpus}
-    rk = {racks[n] for n in nodes}
+    t = topo(cluster)
+    nodes = {t.node_of[g] for g in gpus}
+    rk = {t.rack_idx[n] for n in nodes}
     return (NODE if len(nodes) <= 1 else RACK if len(rk) <= 1 else SPINE), len(nodes), len(rk)
 
 
 def rack_capacity(cluster: ClusterView) -> int:
-    count: dict[str, int] = {}
-    for node in cluster.nodes:
-        count[node.rack] = count.get(node.rack, 0) + len(node.gpu_ids)
-    return max(count.values()) if count else 0
+    return topo(cluster).rack_cap
 
 
 def preferred_tier(n: int, cluster: ClusterView) -> int:
     """The most consolidated tier a job of n GPUs can ever get on this cluster."""
-    if n <= cluster.gpus_per_node:
+    t = topo(cluster)
+    if n <= t.gpus_per_node:
         return NODE
-    return RACK if n <= rack_capacity(cluster) else SPINE
+    return RACK if n <= t.rack_cap else SPINE
 
 
 def net_factor(job: JobRequest, nodes: int, racks: int, ctx) -> float:
@@ -125,7 +146,7 @@ def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx, max_tier:
     """Tightest packing of n GPUs from `eligible`: (gpus, tier, nodes, racks) or None.
 
     `key(g)` orders GPUs inside a node (best first)."""
-    node_of = cluster.node_of
+    node_of = topo(cluster).node_of
     by_node: dict[int, list[int]] = {}
     for g in eligible:
         by_node.setdefault(node_of[g], []).append(g)
@@ -219,6 +240,18 @@ def best_allocation(job: JobRequest, free: Sequence[int], ctx, variability: bool
 # reservations (EASY backfilling, topology-aware)
 
 
+class _LazyEnds(dict):
+    """{job id: estimated end}, computed on first use (most plans never need them)."""
+
+    def __init__(self, estimate):
+        super().__init__()
+        self._estimate = estimate
+
+    def __missing__(self, jid):
+        value = self[jid] = self._estimate(jid)
+        return value
+
+
 class _Reservation:
     """A reservation for one blocked job: a GPU group (one node, one rack, or the cluster)
     that will hold enough GPUs for it at `shadow`, and how many of the group's GPUs it does
@@ -231,7 +264,7 @@ class _Reservation:
 
     @classmethod
     def make(cls, n, tier, free, holding, ends, cluster, rack_idx, now) -> "_Reservation":
-        node_of = cluster.node_of
+        node_of = topo(cluster).node_of
         if tier == SPINE:
             key = lambda g: 0  # noqa: E731
         elif tier == RACK:
@@ -247,7 +280,7 @@ class _Reservation:
             for g in gpus:
                 per[key(g)] = per.get(key(g), 0) + 1
             for grp, cnt in per.items():
-                releases.setdefault(grp, []).append((ends.get(jid, math.inf), cnt))
+                releases.setdefault(grp, []).append((ends[jid], cnt))
         best = None
         for grp in set(have) | set(releases):
             avail, shadow = have.get(grp, 0), now
@@ -367,7 +400,7 @@ class NetAwarePlacement:
         rack_idx = _rack_index(cluster)
         free = set(cluster.free)
         running = {j.job_id: j for j in order if j.running_on}
-        ends = {jid: now + self._runtime(j, j.running_on, ctx) for jid, j in running.items()}
+        ends = _LazyEnds(lambda jid: now + self._runtime(running[jid], running[jid].running_on, ctx))
         holding = {jid: tuple(j.running_on) for jid, j in running.items()}
         launch: dict = {}
         suspend: set = set()
@@ -433,7 +466,7 @@ class NetAwarePlacement:
         ]
         if not victims:
             return []
-        node_of = cluster.node_of
+        node_of = topo(cluster).node_of
         group_of = (lambda g: node_of[g]) if want == NODE else (lambda g: rack_idx[node_of[g]])
         free_in: dict[int, int] = {}
         for g in free:

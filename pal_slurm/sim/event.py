@@ -90,6 +90,7 @@ class _Job:
     restarts: int = 0
     comm_s: float = 0.0
     attained: float = 0.0
+    _req: JobRequest | None = None  # cached request while nothing changed (waiting jobs)
 
     def advance(self, t: float) -> None:
         if self.gpus and t > self.last:
@@ -99,10 +100,13 @@ class _Job:
                 self.work_left -= dt * self.rate
                 self.comm_s += dt * (1.0 - 1.0 / self.net)
             self.attained += t - self.last
+            self._req = None
         self.last = t
 
     def request(self) -> JobRequest:
-        return JobRequest(
+        if self._req is not None:
+            return self._req
+        self._req = JobRequest(
             job_id=self.key,
             num_gpus=self.src.num_gpus,
             perf_class=self.perf_class,
@@ -115,6 +119,7 @@ class _Job:
             waiting_since=self.started_at if self.gpus else self.waiting_since,
             preemptions=self.preemptions,
         )
+        return self._req
 
 
 class EventSimulator:
@@ -122,6 +127,8 @@ class EventSimulator:
         self.config = config
         self.cluster = config.build_cluster()
         self.netmodel = NetworkModel(congestion=config.congestion)
+        racks = self.cluster.rack_of_node
+        self._nodes_per_rack = max(racks.count(r) for r in set(racks))
 
     # ---- helpers --------------------------------------------------------------------------
     def _net_factor(self, app: str, gpus) -> float:
@@ -135,8 +142,7 @@ class EventSimulator:
             return 1.0
         gpn = self.cluster.gpus_per_node
         nodes = math.ceil(n / gpn)
-        per_rack = max(sum(1 for r in self.cluster.rack_of_node if r == rack) for rack in set(self.cluster.rack_of_node))
-        racks = math.ceil(nodes / per_rack)
+        racks = math.ceil(nodes / self._nodes_per_rack)
         return self.netmodel.factor(app, n, nodes, racks)
 
     # ---- the run --------------------------------------------------------------------------
@@ -261,6 +267,7 @@ class EventSimulator:
                 job = active[jid]
                 free.update(job.gpus)
                 job.gpus = ()
+                job._req = None
                 job.version += 1
                 job.waiting_since = t
                 if jid not in plan.launch:
@@ -274,6 +281,7 @@ class EventSimulator:
                     raise RuntimeError(f"{policy}: bad allocation {gpus} for job {jid} ({job.src.num_gpus} GPUs)")
                 free.difference_update(gpus)
                 job.gpus = gpus
+                job._req = None
                 job.version += 1
                 pm = max(scores[job.perf_class][g] for g in gpus)
                 job.net = self._net_factor(job.src.model, gpus)

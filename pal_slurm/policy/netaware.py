@@ -20,13 +20,24 @@ policies are configurations and ablations are one flag away:
   sensitive jobs that started less than `recent_s` ago and were preempted fewer than
   `max_preemptions` times, when that frees a node/rack for it and its saving exceeds the work
   the victims lose plus their restart cost. Victims keep their queue position.
-- **Backfilling**: `easy` reserves for the first job that does not fit (EASY: its shadow time
-  from the running jobs' estimated ends); later jobs start only if they end before the shadow
-  time or use GPUs the reservation does not need. `greedy` lets any later job that fits go
-  (Dally's skip). `none` stops at the first job that does not fit (the artifact's rule).
+- **Backfilling**: `easy` gives a reservation to each of the first `reservations` jobs that
+  cannot start and have waited at least `reserve_after_s`: the node/rack/cluster (at the tier
+  the job accepts now) that frees enough GPUs soonest by the running jobs' estimated ends (the
+  shadow time). Later jobs start only if they end before every shadow time or use GPUs the
+  reservations can spare. Until a job has waited `reserve_after_s`, later jobs pass it freely
+  (short jobs are most of these traces); after that it cannot be overtaken indefinitely, so
+  nobody starves. `greedy` lets any later job that fits go (Dally's skip); `none` stops at
+  the first job that does not fit (the artifact's rule).
 
 Running jobs are never moved (sticky), so a plan with nobody waiting changes nothing.
-Runtime estimates are `JobRequest.remaining_time` (ideal seconds) x the estimated slowdown.
+Runtime estimates are `JobRequest.remaining_time` (ideal seconds) x the estimated slowdown
+(ranking score x network factor); in the simulator that is the trace's true length, under
+Slurm it would be the job's time limit.
+
+Named configurations: `pal-net` (variability + locality + cost-aware delay + EASY backfill
+with aging), `pal-net-tuned` (timers from the auto-tuner), `pal-net-preempt` (plus
+network-sensitive preemption), `pal-net-nodelay` (ablation), `dally` (no variability, greedy
+skip, tuned timers, preemption: a Dally-like policy).
 """
 
 from __future__ import annotations

@@ -9,23 +9,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
-from enum import IntEnum
-
 import click
 
 from pal_slurm import __version__
-
-
-class ExitStatus(IntEnum):
-    OK = 0
-    ERROR = 1  # an operation failed (Slurm, store, daemon)
-    USAGE = 2  # bad input: click's own convention
-
-
-class PalError(click.ClickException):
-    """A failure with a message the user can act on; palctl prints it and exits 1."""
-
-    exit_code = ExitStatus.ERROR
+from pal_slurm.cli.errors import ExitStatus, PalError  # noqa: F401 - re-exported for callers
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

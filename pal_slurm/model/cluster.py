@@ -93,8 +93,12 @@ class ClusterView:
         return cls(tuple(gpus), tuple(nodes), frozenset(g.gpu_id for g in gpus))
 
     def with_free(self, free: Iterable[int]) -> "ClusterView":
-        """The same cluster with another free set."""
-        return ClusterView(self.gpus, self.nodes, frozenset(free))
+        """The same cluster with another free set (layout caches are shared, not recomputed)."""
+        out = ClusterView(self.gpus, self.nodes, frozenset(free))
+        for name in ("gpus_per_node", "node_of", "rack_of_node"):
+            if name in self.__dict__:
+                out.__dict__[name] = self.__dict__[name]
+        return out
 
     # ---- derived views ---------------------------------------------------------------
     @property

@@ -64,9 +64,21 @@ class _Job:
     first_start: float | None = None
     preemptions: int = 0
     comm_s: float = 0.0
-    order_seq: int = 0
+    iter_time: float = 1.0
+    _request: JobRequest | None = None  # cached; dropped whenever the job's state changes
+
+    def __post_init__(self) -> None:
+        self.iter_time = self.src.iter_time
+
+    def touch(self) -> None:
+        self._request = None
 
     def request(self) -> JobRequest:
+        if self._request is None:
+            self._request = self._build_request()
+        return self._request
+
+    def _build_request(self) -> JobRequest:
         return JobRequest(
             job_id=self.key,
             num_gpus=self.src.num_gpus,
@@ -75,7 +87,7 @@ class _Job:
             submit_time=self.submit,
             running_on=self.gpus,
             attained_service=self.attained,
-            remaining_time=max(0.0, (self.src.iterations - self.done) * self.src.iter_time),
+            remaining_time=max(0.0, (self.src.iterations - self.done) * self.iter_time),
         )
 
 
@@ -132,8 +144,9 @@ class CompatSimulator:
             for job in list(active.values()):
                 if not job.gpus:
                     continue
-                job.done += R / (job.pm * job.loc * job.src.iter_time)
+                job.done += R / (job.pm * job.loc * job.iter_time)
                 job.attained += R
+                job.touch()
                 job.comm_s += R * (1.0 - 1.0 / job.loc)
                 if job.done >= job.src.iterations:
                     changed = True
@@ -178,11 +191,13 @@ class CompatSimulator:
                     job = active[jid]
                     free.update(job.gpus)
                     job.gpus = ()
+                    job.touch()
                     if jid not in plan.launch:
                         job.preemptions += 1
                 for jid, gpus in plan.launch.items():
                     job = active[jid]
                     job.gpus = tuple(gpus)
+                    job.touch()
                     free.difference_update(gpus)
                     job.loc = cfg.locality_penalty if self.cluster.nodes_spanned(gpus) > 1 else 1.0
                     pv = perfvar[job.perf_class]

@@ -1,1 +1,19 @@
-"""The store: SQLAlchemy models behind a small repository interface; Alembic migrations."""
+"""The store: SQLAlchemy models behind a small repository interface; Alembic migrations.
+
+Entry point: `open_store(url)` (bootstrap.py) returns a `Repository` (repository.py), either
+`SqlRepository` (SQLite/PostgreSQL) or `MemoryRepository`. Errors: `StoreError` and its
+subclasses `StoreUnavailable` (database away; callers keep working from memory), `StoreFull`,
+`InvalidRecord`. Active/standby leadership for pald: leader.py.
+"""
+
+from pal_slurm.store.errors import InvalidRecord, StoreError, StoreFull, StoreUnavailable
+
+__all__ = ["InvalidRecord", "StoreError", "StoreFull", "StoreUnavailable", "open_store"]
+
+
+def __getattr__(name: str):  # lazy: importing the errors must not pull in SQLAlchemy/Alembic
+    if name == "open_store":
+        from pal_slurm.store.bootstrap import open_store
+
+        return open_store
+    raise AttributeError(name)

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""pald `place` latency on a big cluster: 1,024 nodes x 8 GPUs, 5,000 held (pending) PAL jobs.
+
+Prints p50/p99 (ms) of:
+  - in-process `Pald.handle(place)` (what the socket handler runs),
+  - the full round trip over pald's real unix socket (encode, send, decode),
+  - one deferred-job cycle planning over the 5,000 held jobs (the background loop).
+Baseline in the same process: a no-op handler over the same socket, so the socket and JSON
+cost can be told apart from the decision cost.
+
+Usage: python3 benchmarks/place_latency.py [--nodes 1024] [--gpus 8] [--pending 5000] [--n 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import socket
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pal_slurm.config import Config, DaemonConfig  # noqa: E402
+from pal_slurm.daemon.app import Pald  # noqa: E402
+from pal_slurm.daemon.comment_grammar import CommentSpec  # noqa: E402
+from pal_slurm.daemon.cycle import plan_releases  # noqa: E402
+from pal_slurm.daemon.protocol import HealthReply, JobFields, PlaceRequest, encode_request  # noqa: E402
+from pal_slurm.daemon.server import SocketServer  # noqa: E402
+from pal_slurm.slurm.readers import JobInfo, NodeInfo  # noqa: E402
+from pal_slurm.store.memory import MemoryRepository  # noqa: E402
+from pal_slurm.store.records import RankingEntry  # noqa: E402
+
+
+def pct(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q / 100 * len(v)))] * 1000
+
+
+class Reader:
+    def __init__(self, nodes, jobs):
+        self._n, self._j = nodes, jobs
+
+    def nodes(self):
+        return self._n
+
+    def jobs(self):
+        return self._j
+
+
+class NoActuator:
+    def place_held_job(self, *a, **k):
+        pass
+
+    def place_nodes(self, *a, **k):
+        pass
+
+    def release(self, *a, **k):
+        pass
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=1024)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--pending", type=int, default=5000)
+    ap.add_argument("--n", type=int, default=2000)
+    args = ap.parse_args()
+    rng = random.Random(1)
+    names = [f"gpu{i:04d}" for i in range(args.nodes)]
+    nodes = []
+    for name in names:
+        used = frozenset(s for s in range(args.gpus) if rng.random() < 0.6)
+        nodes.append(NodeInfo(name, "mixed", (), args.gpus, len(used), used, 1, (), ("p",)))
+    held = [JobInfo(100000 + i, "j", "PENDING", "JobHeldUser", 1000, "pal:class=resnet", "pal:defer", (), (), 1,
+                    f"gres:gpu:{rng.choice([1, 2, 4, 8])}", {}, 0, 1000 + i, 0) for i in range(args.pending)]
+    store = MemoryRepository()
+    entries = [RankingEntry(n, s, c, v, v, 0) for n in names for s in range(args.gpus) for c in "ABCD"
+               for v in [rng.choice([0.95, 1.0, 1.0, 1.05, 1.3])]]
+    store.write_ranking("optimal", entries)
+    tmp = tempfile.mkdtemp()
+    cfg = Config(daemon=DaemonConfig(socket=f"{tmp}/pald.sock", heartbeat_file=f"{tmp}/hb"))
+    pald = Pald(cfg, store, Reader(nodes, held), NoActuator())
+    pald.refresh_store()
+    t0 = time.perf_counter()
+    pald.sync_and_cycle()  # includes planning the held jobs once
+    sync_s = time.perf_counter() - t0
+    print(f"cluster: {args.nodes} nodes x {args.gpus} GPUs = {args.nodes * args.gpus} GPUs, "
+          f"{sum(len(n.used_slots) for n in nodes)} busy, {args.pending} held PAL jobs")
+    print(f"one sync + cycle (plan {args.pending} held jobs, no Slurm I/O): {sync_s * 1000:.1f} ms")
+
+    def req(i):
+        return PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=rng.choice([1, 2, 4])),
+                            CommentSpec("resnet", mode="now"), request_id=f"b{i}")
+
+    # In-process: the decision itself. Reservations accumulate as in a burst of submissions;
+    # a fresh view every 200 requests plays the role of the 1 s sync.
+    times = []
+    for i in range(args.n):
+        r = req(i)
+        t = time.perf_counter()
+        pald.handle(r)
+        times.append(time.perf_counter() - t)
+        if i % 200 == 199:
+            pald.service.reservations.clear()
+    print(f"in-process place (mode=now, full PAL choice): p50 {pct(times, 50):.3f} ms  p99 {pct(times, 99):.3f} ms")
+    auto = []
+    for i in range(args.n):
+        r = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=2), CommentSpec("resnet"))
+        t = time.perf_counter()
+        pald.handle(r)
+        auto.append(time.perf_counter() - t)
+    print(f"in-process place (default mode, {args.pending} jobs queued -> defer): p50 {pct(auto, 50):.3f} ms  "
+          f"p99 {pct(auto, 99):.3f} ms")
+
+    plan_t = []
+    for _ in range(5):
+        t = time.perf_counter()
+        plan_releases(held, pald.service, "fifo", backfill=True)
+        plan_t.append(time.perf_counter() - t)
+    print(f"deferred cycle plan over {args.pending} held jobs (backfill): median {sorted(plan_t)[2] * 1000:.1f} ms")
+
+    # Over the real socket, against a no-op handler as the baseline.
+    def serve(handler, path):
+        loop = asyncio.new_event_loop()
+        srv = SocketServer(handler, path, {os.geteuid(), 0})
+        ready = threading.Event()
+
+        def run():
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(srv.start())
+            ready.set()
+            loop.run_forever()
+
+        threading.Thread(target=run, daemon=True).start()
+        ready.wait(5)
+        return loop, srv
+
+    def round_trips(path, n):
+        out = []
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(path)
+            f = s.makefile("rb")
+            for i in range(n):
+                line = encode_request(req(i))
+                t = time.perf_counter()
+                s.sendall(line)
+                f.readline()
+                out.append(time.perf_counter() - t)
+                if i % 200 == 199:
+                    pald.service.reservations.clear()
+        return out
+
+    loop1, srv1 = serve(pald.handle, f"{tmp}/real.sock")
+    loop2, srv2 = serve(lambda r: HealthReply(status="ok"), f"{tmp}/noop.sock")
+    real = round_trips(f"{tmp}/real.sock", args.n)
+    noop = round_trips(f"{tmp}/noop.sock", args.n)
+    print(f"socket round trip, pald place: p50 {pct(real, 50):.3f} ms  p99 {pct(real, 99):.3f} ms")
+    print(f"socket round trip, no-op handler (baseline): p50 {pct(noop, 50):.3f} ms  p99 {pct(noop, 99):.3f} ms")
+    print(f"ratio pald/no-op p50: {pct(real, 50) / pct(noop, 50):.2f}x")
+    ok = pct(real, 99) < 5.0
+    print(f"target p99 < 5 ms over the socket: {'met' if ok else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""palctl db: the store's schema (Alembic migrations shipped in the package)."""
+
+from __future__ import annotations
+
+import click
+
+from pal_slurm.cli.context import cli_config
+from pal_slurm.cli.errors import PalError
+from pal_slurm.store.errors import StoreError
+
+
+def _engine(ctx: click.Context, url: str | None):  # -> sqlalchemy Engine
+    from pal_slurm.store.engine import make_engine
+
+    url = url or cli_config(ctx).store.url
+    try:
+        engine = make_engine(url)
+    except StoreError as err:
+        raise PalError(str(err)) from None
+    ctx.call_on_close(engine.dispose)
+    return engine
+
+
+def _where(engine) -> str:  # type: ignore[no-untyped-def]
+    return engine.url.render_as_string(hide_password=True)
+
+
+@click.group("db")
+def COMMAND() -> None:
+    """The store's database schema: migrate it, or show where it is."""
+
+
+url_option = click.option(
+    "--url", default=None, help="Store URL (default: [store] url of pal.toml, env PAL_DB_URL)."
+)
+
+
+@COMMAND.command("upgrade")
+@url_option
+@click.option("--revision", default="head", show_default=True, help="Target revision.")
+@click.pass_context
+def upgrade_cmd(ctx: click.Context, url: str | None, revision: str) -> None:
+    """Migrate the store to the newest schema (safe to repeat; nothing is lost)."""
+    from pal_slurm.store import migrate
+
+    engine = _engine(ctx, url)
+    try:
+        before = migrate.current(engine)
+        migrate.upgrade(engine, revision)
+        after = migrate.current(engine)
+    except StoreError as err:
+        raise PalError(str(err)) from None
+    except Exception as err:  # alembic: unknown revision and the like
+        raise PalError(f"migration failed on {_where(engine)}: {err}") from None
+    if before == after:
+        click.echo(f"{_where(engine)}: already at revision {after}")
+    else:
+        click.echo(f"{_where(engine)}: upgraded {before or 'empty'} -> {after}")
+
+
+@COMMAND.command("current")
+@url_option
+@click.option("--check", is_flag=True, help="Exit 1 unless the store is at the newest revision.")
+@click.pass_context
+def current_cmd(ctx: click.Context, url: str | None, check: bool) -> None:
+    """Show the store's schema revision and the newest one this pal-slurm ships."""
+    from pal_slurm.store import migrate
+
+    engine = _engine(ctx, url)
+    try:
+        rev = migrate.current(engine)
+    except StoreError as err:
+        raise PalError(str(err)) from None
+    head = migrate.head()
+    if rev == head:
+        state = "up to date"
+    elif rev is None:
+        state = "not migrated: run `palctl db upgrade`"
+    else:
+        state = f"behind {head}: run `palctl db upgrade`"
+    click.echo(f"store:    {_where(engine)}")
+    click.echo(f"revision: {rev or 'none'} ({state})")
+    click.echo(f"head:     {head}")
+    if check and rev != head:
+        ctx.exit(1)

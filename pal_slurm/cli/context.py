@@ -1,0 +1,37 @@
+"""What palctl commands share: the configuration and the store, opened once per invocation.
+
+The root group stores `--config` (or $PAL_CONFIG) in `ctx.obj["config_path"]`; commands call
+`cli_config(ctx)` / `cli_store(ctx)` and get a PalError with an actionable message instead of a
+traceback when the file is wrong or the database is away.
+"""
+
+from __future__ import annotations
+
+import click
+
+from pal_slurm.cli.errors import PalError
+from pal_slurm.config import Config, ConfigError, load_config
+from pal_slurm.store.errors import StoreError
+
+
+def cli_config(ctx: click.Context) -> Config:
+    obj = ctx.find_root().ensure_object(dict)
+    if "config" not in obj:
+        try:
+            obj["config"] = load_config(obj.get("config_path"))
+        except ConfigError as err:
+            raise PalError(f"configuration: {err}") from None
+    return obj["config"]
+
+
+def cli_store(ctx: click.Context, upgrade: bool = True):  # -> Repository
+    """The store of the configuration, migrated; closed when the command ends."""
+    from pal_slurm.store.bootstrap import open_store
+
+    url = cli_config(ctx).store.url
+    try:
+        repo = open_store(url, upgrade=upgrade)
+    except StoreError as err:
+        raise PalError(str(err)) from None
+    ctx.call_on_close(repo.close)
+    return repo

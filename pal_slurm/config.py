@@ -1,0 +1,295 @@
+"""One typed configuration for every pal-slurm program (pald, palctl, prolog/epilog, failsafe).
+
+Read once at start-up, in this order, later wins:
+
+1. built-in defaults (the dataclasses below);
+2. a TOML file: the path given, else `$PAL_CONFIG`, else `/etc/pal/pal.toml` when it exists
+   (a missing *default* file means "all defaults"; a missing *named* file is an error);
+3. environment overrides: `PAL_<SECTION>_<KEY>` for every key (e.g. `PAL_DAEMON_CYCLE_S=0.5`),
+   plus the short aliases in `ENV_ALIASES` (`PAL_DB_URL`, `PAL_SOCKET`).
+
+Why so strict: a typo in `/etc/pal/pal.toml` that silently falls back to a default would make
+pald place jobs with a policy the admin did not choose. Unknown sections, unknown keys, wrong
+types and out-of-range values all raise `ConfigError` naming the key and where it came from.
+
+No defaults depend on who runs the program: the SQLite path is `/var/lib/pal/pal.db` for root
+and for users alike; set `[store] url` or `PAL_DB_URL` to use another one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from pal_slurm.model.classes import CLASS_ORDER
+
+DEFAULT_CONFIG_PATH = "/etc/pal/pal.toml"
+
+# Short environment names kept for convenience: env var -> (section, key).
+ENV_ALIASES: Mapping[str, tuple[str, str]] = {
+    "PAL_DB_URL": ("store", "url"),
+    "PAL_SOCKET": ("daemon", "socket"),
+}
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key and its source."""
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Where rankings, samples, decisions and held jobs live."""
+
+    url: str = "sqlite:////var/lib/pal/pal.db"  # SQLAlchemy URL: sqlite:////path or postgresql://
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """pald: the socket the submit hook talks to and its scheduling cycle."""
+
+    socket: str = "/run/pal/pald.sock"  # unix socket, mode 0600, owned by slurm_user
+    cycle_s: float = 1.0  # seconds between scheduling cycles (deferred jobs, state sync)
+    hook_timeout_ms: int = 150  # the submit hook's hard timeout when asking pald
+    slurm_user: str = "slurm"  # SlurmUser: the only non-root peer allowed on the socket
+    heartbeat_stale_s: float = 30.0  # pal-failsafe releases held jobs after this much silence
+    heartbeat_file: str = "/run/pal/pald.heartbeat"  # touched every cycle; pal-failsafe reads its age
+    default_mode: str = "auto"  # jobs without mode=: auto (place if it fits, else defer) | now | defer
+    backfill: bool = False  # deferred jobs: let smaller jobs pass a held job that does not fit
+    reservation_ttl_s: float = 30.0  # GPUs promised at submit stay reserved until Slurm shows them busy
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Which policy places jobs, and its knobs."""
+
+    placement: str = "pal"  # placement policy name (pal_slurm.policy registry)
+    queue: str = "fifo"  # queue order for deferred jobs: fifo | las | srtf
+    locality_penalty: float = 1.7  # slowdown factor for a job spanning more than one node
+    default_class: str = "A"  # class for unknown applications (A = most sensitive)
+    binning: str = "optimal"  # ranking binning: optimal (exact 1-D k-means) | artifact (PAL's)
+
+
+@dataclass(frozen=True)
+class ProfilingConfig:
+    """Benchmarks taken by the prolog/epilog and `palctl profile-nodes`."""
+
+    backend: str = "auto"  # auto | nvml | kernel | replay
+    timeout_s: float = 5.0  # hard bound on one prolog/epilog benchmark
+    spool_dir: str = "/var/spool/pal"  # samples queued here while the store is unreachable
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """How to reach Slurm's commands."""
+
+    conf: str | None = None  # exported as SLURM_CONF to Slurm commands when set
+    bin_dir: str | None = None  # directory of sinfo/squeue/scontrol; None = search $PATH
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration; `source` is the file it was read from (None: defaults only)."""
+
+    store: StoreConfig = field(default_factory=StoreConfig)
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    profiling: ProfilingConfig = field(default_factory=ProfilingConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    source: str | None = None
+
+
+SECTIONS: Mapping[str, type] = {
+    "store": StoreConfig,
+    "daemon": DaemonConfig,
+    "policy": PolicyConfig,
+    "profiling": ProfilingConfig,
+    "slurm": SlurmConfig,
+}
+
+# Values restricted to a set (section, key) -> allowed.
+CHOICES: Mapping[tuple[str, str], tuple[str, ...]] = {
+    ("policy", "queue"): ("fifo", "las", "srtf"),
+    ("daemon", "default_mode"): ("auto", "now", "defer"),
+    ("policy", "binning"): ("optimal", "artifact"),
+    ("policy", "default_class"): CLASS_ORDER,
+    ("profiling", "backend"): ("auto", "nvml", "kernel", "replay"),
+}
+
+# Numbers that must be strictly positive.
+POSITIVE: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("daemon", "cycle_s"),
+        ("daemon", "hook_timeout_ms"),
+        ("daemon", "heartbeat_stale_s"),
+        ("daemon", "reservation_ttl_s"),
+        ("policy", "locality_penalty"),
+        ("profiling", "timeout_s"),
+    }
+)
+
+# Strings that must not be empty.
+NON_EMPTY: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("store", "url"),
+        ("daemon", "socket"),
+        ("daemon", "slurm_user"),
+        ("policy", "placement"),
+        ("profiling", "spool_dir"),
+    }
+)
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _base_type(hint: Any) -> tuple[type, bool]:
+    """(scalar type, optional?) for `str`, `float`, `int`, `bool`, `X | None`."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0], True
+    return hint, False
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check a TOML value against a field type (int is accepted where a float is wanted)."""
+    base, optional = _base_type(hint)
+    if value is None and optional:
+        return None
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+    elif base is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif base is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif base is str:
+        if isinstance(value, str):
+            return value
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}[base]
+    raise ConfigError(f"{where}: expected {kind}, got {value!r} ({type(value).__name__})")
+
+
+def _parse_env(raw: str, hint: Any, where: str) -> Any:
+    """Environment values are text: parse them into the field's type."""
+    base, optional = _base_type(hint)
+    if optional and raw == "":
+        return None
+    try:
+        if base is bool:
+            low = raw.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if base is int:
+            return int(raw.strip())
+        if base is float:
+            return float(raw.strip())
+    except ValueError:
+        kind = {bool: "a boolean", int: "an integer", float: "a number"}[base]
+        raise ConfigError(f"{where}: expected {kind}, got {raw!r}") from None
+    return raw
+
+
+def _check_value(section: str, key: str, value: Any, where: str) -> None:
+    if value is None:
+        return
+    allowed = CHOICES.get((section, key))
+    if allowed is not None and value not in allowed:
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
+    if (section, key) in POSITIVE and not value > 0:
+        raise ConfigError(f"{where}: must be greater than 0, got {value!r}")
+    if (section, key) in NON_EMPTY and not str(value).strip():
+        raise ConfigError(f"{where}: must not be empty")
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: configuration file not found") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: permission denied reading the configuration") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _resolve_path(path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> str | None:
+    """The file to read, or None for defaults only (only when no file was asked for)."""
+    if path is not None:
+        return os.fspath(path)
+    if env.get("PAL_CONFIG"):
+        return env["PAL_CONFIG"]
+    if os.path.exists(DEFAULT_CONFIG_PATH):
+        return DEFAULT_CONFIG_PATH
+    return None
+
+
+def from_mapping(data: Mapping[str, Any], source: str | None = None) -> Config:
+    """Build a Config from parsed TOML (sections of keys), validating every key."""
+    values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    label = source or "configuration"
+    for section, body in data.items():
+        if section not in SECTIONS:
+            raise ConfigError(
+                f"{label}: unknown section [{section}] (known: {', '.join(SECTIONS)})"
+            )
+        if not isinstance(body, Mapping):
+            raise ConfigError(f"{label}: [{section}] must be a table, got {body!r}")
+        hints = _field_types(SECTIONS[section])
+        for key, value in body.items():
+            where = f"{label}: [{section}] {key}"
+            if key not in hints:
+                raise ConfigError(
+                    f"{label}: unknown key '{key}' in [{section}] "
+                    f"(known: {', '.join(sorted(hints))})"
+                )
+            coerced = _coerce(value, hints[key], where)
+            _check_value(section, key, coerced, where)
+            values[section][key] = coerced
+    parts = {name: SECTIONS[name](**values[name]) for name in SECTIONS}
+    return Config(**parts, source=source)
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    names: dict[str, tuple[str, str]] = dict(ENV_ALIASES)
+    for section, cls in SECTIONS.items():
+        for key in _field_types(cls):
+            names[f"PAL_{section.upper()}_{key.upper()}"] = (section, key)
+    for var, (section, key) in names.items():
+        if var not in env:
+            continue
+        hint = _field_types(SECTIONS[section])[key]
+        where = f"environment {var} ([{section}] {key})"
+        value = _parse_env(env[var], hint, where)
+        _check_value(section, key, value, where)
+        out.setdefault(section, {})[key] = value
+    return out
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Config:
+    """Read the configuration: defaults <- TOML file <- environment. Raises ConfigError."""
+    env = os.environ if env is None else env
+    resolved = _resolve_path(path, env)
+    data = _read_toml(resolved) if resolved is not None else {}
+    config = from_mapping(data, source=resolved)
+    for section, changes in _env_overrides(env).items():
+        config = dataclasses.replace(
+            config, **{section: dataclasses.replace(getattr(config, section), **changes)}
+        )
+    return config

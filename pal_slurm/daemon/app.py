@@ -1,0 +1,300 @@
+"""pald's composition root: wires config, store, Slurm adapter and the placement service, and
+runs the loops (Slurm sync + deferred-job cycle, store refresh, heartbeat, decision writer).
+
+Failure behaviour, on purpose:
+- the `place` answer never waits on Slurm or the database: it reads memory only;
+- the store going away makes pald *degraded*, not dead: it keeps the last ranking and class
+  map, buffers decisions (bounded) and writes them when the store is back;
+- a Slurm command failing is logged once per distinct message and retried next cycle;
+- every loop catches its own errors: a loop that dies would silently stop releasing jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pal_slurm.daemon.cycle import apply_releases, is_pal_held, plan_releases
+from pal_slurm.daemon.protocol import (
+    ErrorCode,
+    ErrorReply,
+    HealthReply,
+    HealthRequest,
+    PlaceReply,
+    PlaceRequest,
+    ReloadReply,
+    ReloadRequest,
+)
+from pal_slurm.daemon.service import PlacementService, ServiceSettings
+from pal_slurm.model import DecisionKind
+
+log = logging.getLogger("pald")
+
+MAX_BUFFERED_DECISIONS = 10_000
+
+
+@dataclass
+class OnceLogger:
+    """Logs each distinct error message once (until it clears), so a dead Slurm or database
+    does not flood the log every second."""
+
+    seen: set[str] = field(default_factory=set)
+
+    def error(self, what: str, exc: BaseException) -> None:
+        msg = f"{what}: {exc}"
+        if msg not in self.seen:
+            self.seen.add(msg)
+            log.error(msg)
+
+    def clear(self, what: str) -> None:
+        cleared = {m for m in self.seen if m.startswith(what + ":")}
+        if cleared:
+            log.info("%s: recovered", what)
+        self.seen -= cleared
+
+
+class Pald:
+    """One daemon instance. `store` may be None (memory only); `reader`/`actuator` are the
+    Slurm adapter's SlurmReader / SlurmActuator (or fakes with the same methods in tests)."""
+
+    def __init__(self, config, store, reader, actuator, clock=time.time):
+        self.config = config
+        self.store = store
+        self.reader = reader
+        self.actuator = actuator
+        self.clock = clock
+        d, p = config.daemon, config.policy
+        self.service = PlacementService(
+            ServiceSettings(
+                placement=p.placement,
+                locality_penalty=p.locality_penalty,
+                default_class=p.default_class,
+                default_mode=d.default_mode,
+                reservation_ttl_s=d.reservation_ttl_s,
+            )
+        )
+        self.service.set_class_map({})
+        self.started = clock()
+        self.store_ok: bool | None = None
+        self.slurm_ok: bool | None = None
+        self.last_sync: float | None = None
+        self.pending_records: deque = deque(maxlen=MAX_BUFFERED_DECISIONS)
+        self.errors = OnceLogger()
+        self.recent_errors: deque = deque(maxlen=20)
+        self.counts = {"place": 0, "defer": 0, "pass": 0, "released": 0, "errors": 0}
+        self.held_seen: set[int] = set()
+        self._req_seq = 0
+
+    # ---- requests ------------------------------------------------------------------------
+    def handle(self, request) -> object:
+        """Answer one decoded request (never raises: errors become ErrorReply)."""
+        try:
+            if isinstance(request, PlaceRequest):
+                return self._place(request)
+            if isinstance(request, HealthRequest):
+                return self.health()
+            if isinstance(request, ReloadRequest):
+                self.refresh_store()
+                return ReloadReply(rank=self.service.rank_version, message=f"serving ranking v{self.service.rank_version}")
+            return ErrorReply(ErrorCode.UNKNOWN_OP.value, f"unsupported request {type(request).__name__}")
+        except Exception as exc:  # noqa: BLE001 - the hook must always get an answer
+            log.exception("request failed")
+            self._note_error("request", exc)
+            return ErrorReply(ErrorCode.INTERNAL.value, f"pald failed: {exc}")
+
+    def _place(self, req: PlaceRequest) -> PlaceReply:
+        self._req_seq += 1
+        key = req.request_id or f"pald-{os.getpid()}-{self._req_seq}"
+        now = self.clock()
+        reply = self.service.place(req, now, key=f"req:{key}")
+        self.counts[reply.decision.value] += 1
+        self._record(f"req:{key}", reply.decision, reply.reason, reply.nodes, reply.perf_class)
+        return reply
+
+    def health(self) -> HealthReply:
+        now = self.clock()
+        degraded = self.store_ok is False or self.slurm_ok is False or self.service.view is None
+        return HealthReply(
+            status="degraded" if degraded else "ok",
+            rank=self.service.rank_version,
+            details={
+                "pid": os.getpid(),
+                "uptime_s": round(now - self.started, 1),
+                "store": {None: "unknown", True: "ok", False: "unreachable"}[self.store_ok],
+                "slurm": {None: "unknown", True: "ok", False: "unreachable"}[self.slurm_ok],
+                "last_sync_age_s": None if self.last_sync is None else round(now - self.last_sync, 1),
+                "gpus": self.service.view.size if self.service.view else 0,
+                "free_gpus": len(self.service.free_now()),
+                "reservations": len(self.service.reservations),
+                "held_jobs": self.service.held_jobs,
+                "buffered_decisions": len(self.pending_records),
+                "counts": dict(self.counts),
+                "recent_errors": list(self.recent_errors),
+            },
+        )
+
+    # ---- store -----------------------------------------------------------------------------
+    def _record(self, job_id: str, kind: DecisionKind, reason: str, nodes, perf_class) -> None:
+        from pal_slurm.store.records import DecisionRecord
+
+        self.pending_records.append(
+            DecisionRecord(job_id=job_id, kind=kind, reason=reason or "", nodes=dict(nodes or {}),
+                           ranking_version=self.service.rank_version, perf_class=perf_class,
+                           created_at=datetime.now(timezone.utc))
+        )
+
+    def flush_decisions(self) -> int:
+        """Write buffered decisions; on a store failure keep them for the next try."""
+        if self.store is None:
+            self.pending_records.clear()
+            return 0
+        written = 0
+        while self.pending_records:
+            rec = self.pending_records[0]
+            try:
+                self.store.record_decision(rec)
+            except Exception as exc:  # noqa: BLE001
+                self._store_failed(exc)
+                return written
+            self.pending_records.popleft()
+            written += 1
+        return written
+
+    def refresh_store(self) -> None:
+        """Reload the ranking snapshot and the class map; keep the old ones if the store fails."""
+        if self.store is None:
+            return
+        try:
+            snapshot = self.store.latest_ranking()
+            classes = self.store.app_classes()
+        except Exception as exc:  # noqa: BLE001
+            self._store_failed(exc)
+            return
+        self.service.set_class_map(classes)
+        if snapshot is not None and (self.service.snapshot is None or snapshot.version != self.service.snapshot.version):
+            log.info("serving ranking snapshot v%s (%d entries)", snapshot.version, len(snapshot.entries))
+            self.service.set_snapshot(snapshot)
+        if self.store_ok is not True:
+            self.errors.clear("store")
+        self.store_ok = True
+
+    def _store_failed(self, exc: BaseException) -> None:
+        self.store_ok = False
+        self._note_error("store", exc)
+
+    def _note_error(self, what: str, exc: BaseException) -> None:
+        self.counts["errors"] += 1
+        self.errors.error(what, exc)
+        self.recent_errors.append({"at": round(self.clock(), 1), "what": what, "error": str(exc)[:300]})
+
+    # ---- Slurm -----------------------------------------------------------------------------
+    def sync_and_cycle(self) -> None:
+        """Read Slurm, refresh the view, release deferred jobs that fit (blocking: run it in a
+        thread; the socket loop keeps answering meanwhile)."""
+        try:
+            nodes = self.reader.nodes()
+            jobs = self.reader.jobs()
+        except Exception as exc:  # noqa: BLE001
+            self.slurm_ok = False
+            self._note_error("slurm", exc)
+            return
+        from pal_slurm.slurm.readers import cluster_view
+
+        now = self.clock()
+        held = [j for j in jobs if is_pal_held(j)]
+        self.service.observe_cluster(cluster_view(nodes, jobs), now, held_jobs=len(held))
+        self.last_sync = now
+        if self.slurm_ok is not True:
+            self.errors.clear("slurm")
+        self.slurm_ok = True
+        self._track_held(held)
+        if not held:
+            return
+        plan = plan_releases(held, self.service, self.config.policy.queue, self.config.daemon.backfill)
+
+        def record(rel):
+            self.counts["released"] += 1
+            nodes = rel.choice.nodes if rel.choice else {}
+            kind = DecisionKind.PLACE if rel.choice else DecisionKind.PASS
+            self._record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, rel.perf_class)
+            self._mark_released(rel.job_id)
+
+        for job_id, err in apply_releases(plan, self.actuator, self.service, now, record=record):
+            self._note_error("release", RuntimeError(f"job {job_id}: {err}"))
+
+    def _track_held(self, held) -> None:
+        if self.store is None:
+            return
+        from pal_slurm.store.records import HeldJob
+        from pal_slurm.daemon.cycle import gpus_per_node
+
+        for j in held:
+            if j.job_id in self.held_seen:
+                continue
+            try:
+                self.store.add_held_job(HeldJob(
+                    job_id=str(j.job_id), perf_class=self.service.settings.default_class,
+                    gpus=(gpus_per_node(j.tres_per_node) or 1) * max(1, j.node_count or 1),
+                    submitted_at=datetime.fromtimestamp(j.submit_time or self.clock(), timezone.utc)))
+                self.held_seen.add(j.job_id)
+            except Exception as exc:  # noqa: BLE001
+                self._store_failed(exc)
+                return
+
+    def _mark_released(self, job_id: int) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.mark_released(str(job_id))
+        except Exception as exc:  # noqa: BLE001
+            self._store_failed(exc)
+
+    # ---- heartbeat -------------------------------------------------------------------------
+    def heartbeat(self) -> None:
+        path = Path(self.config.daemon.heartbeat_file)
+        doc = {"pid": os.getpid(), "host": socket.gethostname(), "at": self.clock(), "rank": self.service.rank_version,
+               "held_jobs": self.service.held_jobs}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, path)
+        except OSError as exc:
+            self._note_error("heartbeat", exc)
+        if self.store is not None:
+            from pal_slurm.store.records import Heartbeat
+
+            try:
+                self.store.write_heartbeat(Heartbeat("pald", f"{doc['host']}:{doc['pid']}", datetime.now(timezone.utc),
+                                                     {"rank": doc["rank"]}))
+            except Exception as exc:  # noqa: BLE001
+                self._store_failed(exc)
+
+    # ---- loops -----------------------------------------------------------------------------
+    async def run_loops(self, stop: asyncio.Event) -> None:
+        cycle = self.config.daemon.cycle_s
+        last_store = 0.0
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                if time.monotonic() - last_store >= max(5 * cycle, 5.0) or self.store_ok is False:
+                    await asyncio.to_thread(self.refresh_store)
+                    last_store = time.monotonic()
+                await asyncio.to_thread(self.sync_and_cycle)
+                await asyncio.to_thread(self.flush_decisions)
+                await asyncio.to_thread(self.heartbeat)
+            except Exception as exc:  # noqa: BLE001 - never let the loop die
+                self._note_error("loop", exc)
+            delay = max(0.05, cycle - (time.monotonic() - started))
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+            except asyncio.TimeoutError:
+                pass

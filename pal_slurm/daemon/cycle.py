@@ -1,0 +1,129 @@
+"""pald's scheduling cycle for deferred jobs: order the PAL-held jobs, place them with the
+policy, and release them onto the chosen nodes and GPU slots.
+
+`plan_releases` is pure (Slurm jobs + the service's state in, releases out); `apply_releases`
+is the one function that acts, so a dry run prints exactly what would be done.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field, replace
+
+from pal_slurm.daemon.comment_grammar import CommentError, parse_comment
+from pal_slurm.daemon.service import PlacementService, Shape
+from pal_slurm.model import JobRequest
+from pal_slurm.policy import queue_order
+from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice
+from pal_slurm.slurm.gres import gres_update_spec
+
+log = logging.getLogger("pald.cycle")
+
+DEFER_TAG = "pal:defer"
+_GPU_COUNT = re.compile(r"(?:^|,)(?:gres:)?gpu(?::[^:,]+)?:(\d+)")
+
+
+def is_pal_held(job) -> bool:
+    """A job the hook held for pald (and not, say, held by its user for other reasons)."""
+    return job.held and DEFER_TAG in (job.admin_comment or "")
+
+
+def gpus_per_node(tres_per_node: str) -> int | None:
+    counts = [int(m.group(1)) for m in _GPU_COUNT.finditer(tres_per_node or "")]
+    return sum(counts) if counts else None
+
+
+@dataclass(frozen=True)
+class Release:
+    job_id: int
+    perf_class: str
+    choice: ShapeChoice | None  # None: release untouched (fail open)
+    gres_spec: str | None  # scontrol Gres= value, or None to keep the job's own
+    reason: str
+
+
+@dataclass
+class CycleResult:
+    releases: list[Release] = field(default_factory=list)
+    waiting: int = 0  # held jobs that still do not fit
+
+
+def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", backfill: bool = False) -> CycleResult:
+    """Which held PAL jobs to release now, and where (held_jobs: slurm JobInfo records)."""
+    out = CycleResult()
+    if service.view is None:
+        return out
+    requests = [
+        JobRequest(job_id=j.job_id, num_gpus=1, submit_time=float(j.submit_time), priority=999)
+        for j in held_jobs
+    ]
+    by_id = {j.job_id: j for j in held_jobs}
+    ctx = service.context()
+    free = set(ctx.cluster.free)
+    indexes: dict[str, FreeIndex] = {}  # per class, private to this plan
+    blocked = False
+    for req in queue_order(queue)(requests):
+        job = by_id[req.job_id]
+        try:
+            spec = parse_comment(job.comment)
+        except CommentError as exc:
+            out.releases.append(Release(job.job_id, "?", None, None, f"bad_comment:{exc}"))
+            continue
+        app = spec.perf_class if spec else "unknown"
+        perf_class, _warning = service.resolve_class(app)
+        per_node = gpus_per_node(job.tres_per_node)
+        if per_node:
+            shape = Shape(max(1, job.node_count or 1), per_node, per_node * max(1, job.node_count or 1))
+        elif spec and spec.gpus:
+            shape = Shape(None, None, spec.gpus)
+        else:
+            out.releases.append(Release(job.job_id, perf_class, None, None, "no_gpus"))
+            continue
+        if blocked:
+            out.waiting += 1
+            continue
+        if shape.per_node_shape:
+            if perf_class not in indexes:
+                indexes[perf_class] = FreeIndex(ctx.cluster, free, ctx.ranking.sf(perf_class))
+            choice = service.choose(shape, perf_class, ctx, index=indexes[perf_class])
+        else:
+            choice = service.choose(shape, perf_class, replace(ctx, cluster=ctx.cluster.with_free(free)))
+        if choice is None:
+            out.waiting += 1
+            blocked = not backfill
+            continue
+        free -= set(choice.gpu_ids)
+        for idx in indexes.values():
+            idx.take(choice.gpu_ids)
+        if shape.per_node_shape and choice.same_slots_everywhere():
+            spec_text = gres_update_spec(next(iter(choice.nodes.values())))
+        elif shape.per_node_shape:
+            spec_text = f"gpu:{shape.per_node}"
+        else:
+            spec_text = None
+        out.releases.append(Release(job.job_id, perf_class, choice, spec_text, service.settings.placement))
+    return out
+
+
+def apply_releases(result: CycleResult, actuator, service: PlacementService, now: float, record=None) -> list[tuple[int, str]]:
+    """Act on the plan: pin and release each job. Returns [(job id, error)] for failures; a
+    failed job stays held and is retried next cycle (pal-failsafe releases it if pald dies)."""
+    errors = []
+    for rel in result.releases:
+        try:
+            if rel.choice is None:
+                actuator.release(rel.job_id)
+            else:
+                if rel.gres_spec:
+                    actuator.place_held_job(rel.job_id, list(rel.choice.nodes), rel.gres_spec, release=True)
+                else:
+                    actuator.place_nodes(rel.job_id, list(rel.choice.nodes), release=True)
+                service.reserve(f"job:{rel.job_id}", rel.choice, now)
+            service.held_jobs = max(0, service.held_jobs - 1)
+            if record:
+                record(rel)
+        except Exception as exc:  # noqa: BLE001 - one bad job must not stop the others
+            errors.append((rel.job_id, str(exc)))
+            log.warning("release of job %s failed: %s", rel.job_id, exc)
+    return errors

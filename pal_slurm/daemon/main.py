@@ -1,0 +1,79 @@
+"""`pald`: the placement daemon's entry point (config -> wiring -> loops until a signal)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import pwd
+import signal
+import sys
+
+from pal_slurm.config import ConfigError, load_config
+from pal_slurm.daemon.app import Pald
+from pal_slurm.daemon.lazy_store import LazyStore
+from pal_slurm.daemon.server import SocketServer
+
+log = logging.getLogger("pald")
+
+
+def _uid_of(user: str) -> int | None:
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return None
+
+
+def build(config) -> Pald:
+    """The one place where pald's parts are wired together."""
+    from pal_slurm.slurm.actuator import SlurmActuator
+    from pal_slurm.slurm.readers import SlurmReader
+    from pal_slurm.slurm.runner import CommandRunner
+
+    runner = CommandRunner(slurm_conf=config.slurm.conf, bin_dir=config.slurm.bin_dir)
+    store = LazyStore(config.store.url)
+    return Pald(config, store, SlurmReader(runner), SlurmActuator(runner))
+
+
+async def serve(config, pald: Pald) -> None:
+    slurm_uid = _uid_of(config.daemon.slurm_user)
+    allowed = {0, os.geteuid()} | ({slurm_uid} if slurm_uid is not None else set())
+    server = SocketServer(pald.handle, config.daemon.socket, allowed, owner_uid=slurm_uid)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await asyncio.to_thread(pald.refresh_store)
+    await server.start()
+    try:
+        await pald.run_loops(stop)
+    finally:
+        await server.close()
+        await asyncio.to_thread(pald.flush_decisions)
+        log.info("stopped")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pald", description="pal-slurm placement daemon")
+    parser.add_argument("--config", help="pal.toml (default /etc/pal/pal.toml or $PAL_CONFIG)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        stream=sys.stderr)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"pald: {exc}", file=sys.stderr)
+        return 2
+    pald = build(config)
+    try:
+        asyncio.run(serve(config, pald))
+    except OSError as exc:
+        print(f"pald: cannot serve on {config.daemon.socket}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""pald's unix-socket server: one JSON request per line, one reply per line.
+
+The socket is created mode 0600 and handed to SlurmUser; every peer is also checked with
+SO_PEERCRED, so a user who can reach the path still cannot ask for placements. A line longer
+than the protocol's limit gets a typed `too_long` error and the connection is closed; any other
+malformed line gets a typed error and the connection stays usable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import struct
+from pathlib import Path
+
+from pal_slurm.daemon.protocol import MAX_LINE_BYTES, ErrorCode, ErrorReply, ProtocolError, decode_request, encode_reply
+
+log = logging.getLogger("pald.server")
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid
+
+
+class SocketServer:
+    def __init__(self, handler, path: str, allowed_uids: set[int], owner_uid: int | None = None):
+        self.handler = handler  # request -> reply (sync, memory only)
+        self.path = path
+        self.allowed_uids = allowed_uids
+        self.owner_uid = owner_uid
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> None:
+        p = Path(self.path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if p.exists() or p.is_symlink():
+            p.unlink()  # a stale socket from a dead pald
+        old = os.umask(0o177)
+        try:
+            self.server = await asyncio.start_unix_server(self._client, path=self.path, limit=MAX_LINE_BYTES + 1)
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        if self.owner_uid is not None and os.geteuid() == 0:
+            os.chown(self.path, self.owner_uid, -1)
+        log.info("listening on %s", self.path)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        uid = peer_uid(sock) if sock is not None else None
+        try:
+            if uid is None or uid not in self.allowed_uids:
+                writer.write(encode_reply(ErrorReply(ErrorCode.FORBIDDEN.value, f"uid {uid} may not use pald")))
+                await writer.drain()
+                return
+            while True:
+                try:
+                    line = await reader.readline()
+                except (asyncio.LimitOverrunError, ValueError):
+                    writer.write(encode_reply(ErrorReply(ErrorCode.TOO_LONG.value, f"line longer than {MAX_LINE_BYTES} bytes")))
+                    await writer.drain()
+                    return
+                if not line:
+                    return
+                try:
+                    reply = self.handler(decode_request(line))
+                except ProtocolError as exc:
+                    reply = ErrorReply.from_error(exc)
+                writer.write(encode_reply(reply))
+                await writer.drain()
+        except (ConnectionError, BrokenPipeError):
+            pass
+        finally:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001
+                pass

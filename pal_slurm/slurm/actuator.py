@@ -1,0 +1,184 @@
+"""Acts on held jobs: pin them to nodes and exact GPU slots, hold and release them.
+
+The deferred-placement path of pald (and the demo) is: the hook holds a PAL job (priority 0),
+pald chooses nodes and slots, then `place_held_job` rewrites the job's request and releases it.
+Slurm 22.05 facts this relies on (tested on the lab cluster, see
+tests/integration/test_slurm_adapter.py):
+
+- `scontrol update jobid=X Gres=gpu:s2:1,gpu:s3:1` sets TresPerNode (per-slot types bind exact
+  GPUs), but is REJECTED ("Invalid GRES specification (with and without type identification)")
+  while the job still carries an untyped request such as gres:gpu:2. Clearing first with
+  `TresPerNode=` (empty) and then setting the typed request works.
+- `NodeList=` (ReqNodeList) means "at least these nodes", so the node count is pinned as well
+  (`NumNodes=n-n`), or Slurm may add nodes.
+- The reverse is not possible: once a job carried a typed request, 22.05 refuses an untyped one
+  even after clearing. So the node update (the step most likely to fail: unknown node) runs
+  first and changes nothing when it fails; the GRES rewrite comes last.
+- Each update is its own RPC; the job stays held throughout, so the scheduler never sees a
+  half-rewritten request, and a failed placement leaves it held.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.gres import gres_update_spec
+from pal_slurm.slurm.hostlist import compress, expand
+from pal_slurm.slurm.runner import Runner
+
+
+def normalize_gres_spec(spec: str) -> str:
+    """``gres:gpu:s2:1,gres:gpu:s3:1`` or ``gpu:s2:1,gpu:s3:1`` -> the scontrol form (no prefix)."""
+    records = [r.strip() for r in spec.split(",") if r.strip()]
+    if not records:
+        raise SlurmError("empty GRES specification")
+    out = []
+    for record in records:
+        if record.startswith("gres:"):
+            record = record[len("gres:") :]
+        if not re.fullmatch(r"[A-Za-z][\w.-]*(:[\w.-]+)?(:\d+)?", record):
+            raise SlurmError(f"bad GRES record {record!r} in {spec!r}")
+        out.append(record)
+    return ",".join(out)
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    """The few fields of `scontrol -o show job` the actuator needs."""
+
+    job_id: int
+    state: str
+    priority: int
+    tres_per_node: str  # "" when the job requests no GRES
+    req_nodes: str = ""  # ReqNodeList hostlist, "" when none
+    num_nodes: str = ""  # NumNodes as shown: "1", "2-2"
+
+    @property
+    def held(self) -> bool:
+        return self.state == "PENDING" and self.priority == 0
+
+
+def _field(line: str, key: str) -> str | None:
+    m = re.search(rf"(?:^|\s){key}=(\S*)", line)
+    return m.group(1) if m else None
+
+
+def parse_show_job(text: str) -> JobSnapshot:
+    """Parse one-line `scontrol -o show job X` output."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    job_id = _field(line, "JobId")
+    state = _field(line, "JobState")
+    priority = _field(line, "Priority")
+    if job_id is None or state is None or priority is None or not job_id.isdigit():
+        raise SlurmError(f"unexpected `scontrol show job` output: {line[:200]!r}")
+    tres = _field(line, "TresPerNode") or ""
+    req = _field(line, "ReqNodeList") or ""
+    return JobSnapshot(
+        int(job_id),
+        state,
+        int(priority) if priority.isdigit() else 0,
+        tres,
+        "" if req == "(null)" else req,
+        _field(line, "NumNodes") or "",
+    )
+
+
+class SlurmActuator:
+    """Every change pal-slurm makes to Slurm jobs goes through here (and the runner)."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+
+    def show(self, job_id: int) -> JobSnapshot:
+        return parse_show_job(self.runner.run(["scontrol", "-o", "show", "job", str(int(job_id))]))
+
+    def hold(self, job_id: int) -> None:
+        self.runner.run(["scontrol", "hold", str(int(job_id))])
+
+    def release(self, job_id: int) -> None:
+        self.runner.run(["scontrol", "release", str(int(job_id))])
+
+    def _update(self, job_id: int, *fields: str) -> None:
+        self.runner.run(["scontrol", "update", f"jobid={int(job_id)}", *fields])
+
+    def _set_gres(self, job_id: int, current: str, spec: str) -> None:
+        if current and current != "gres:":
+            self._update(job_id, "TresPerNode=")
+        self._update(job_id, f"Gres={spec}")
+
+    def place_held_job(
+        self,
+        job_id: int,
+        nodes: Sequence[str] | str,
+        gres_spec: str | None,
+        release: bool = True,
+    ) -> None:
+        """Pin a pending job to exactly `nodes` with `gres_spec` per node, then release it.
+
+        `nodes` is a list of names or a hostlist; `gres_spec` is per node, with or without the
+        ``gres:`` prefixes (``gpu:s2:1,gpu:s3:1``), or None to keep the job's GPU request
+        (nodes only). A pending job that is not held is held first, so the scheduler cannot
+        start it half-updated. Raises SlurmError if the job is
+        not pending or a command fails; the job is then left as it was (held if it was held),
+        with its previous nodes and GPU request put back where Slurm allows it.
+        """
+        names = expand(nodes) if isinstance(nodes, str) else list(nodes)
+        if not names:
+            raise SlurmError(f"job {job_id}: no nodes to place it on")
+        spec = None if gres_spec is None else normalize_gres_spec(gres_spec)
+        before = self.show(job_id)
+        if before.state != "PENDING":
+            raise SlurmError(f"job {job_id} is {before.state}, not PENDING: cannot place it")
+        held_here = not before.held
+        if held_here:
+            self.hold(job_id)
+        count = len(names)
+        try:
+            self._update(job_id, f"NodeList={compress(names)}", f"NumNodes={count}-{count}")
+            try:
+                if spec is not None:
+                    self._set_gres(job_id, before.tres_per_node, spec)
+            except SlurmError:
+                self._restore(job_id, before)
+                raise
+        except SlurmError:
+            if held_here:  # it was not held when we came: give it back to the scheduler
+                self._quietly(self.release, job_id)
+            raise
+        if release:
+            self.release(job_id)
+
+    def place_on_slots(
+        self, job_id: int, nodes: Sequence[str] | str, slots: Iterable[int], release: bool = True
+    ) -> None:
+        """`place_held_job` with the per-slot typed GRES of `slots` (same slots on each node)."""
+        self.place_held_job(job_id, nodes, gres_update_spec(slots), release=release)
+
+    def place_nodes(self, job_id: int, nodes: Sequence[str] | str, release: bool = True) -> None:
+        """Pin a pending job to exactly `nodes` (node count fixed too), keeping its GPU request.
+
+        For jobs that ask for GPUs per job (`--gpus=N`): Slurm then picks the slots on them.
+        """
+        self.place_held_job(job_id, nodes, None, release=release)
+
+    def _restore(self, job_id: int, before: JobSnapshot) -> None:
+        """Best effort: put back the nodes and GPU request the job had before."""
+        steps = [
+            ["TresPerNode="],
+            [f"NodeList={before.req_nodes}"] + ([f"NumNodes={before.num_nodes}"] if before.num_nodes else []),
+        ]
+        if before.tres_per_node and before.tres_per_node != "gres:":
+            steps.append([f"Gres={normalize_gres_spec(before.tres_per_node)}"])
+        for fields in steps:
+            self._quietly(self._update, job_id, *fields)
+
+    @staticmethod
+    def _quietly(action, *args) -> None:
+        try:
+            action(*args)
+        except SlurmError:
+            pass  # the original error is the one worth reporting
+

@@ -1,0 +1,411 @@
+"""Parse `sinfo --json` / `squeue --json` (Slurm 22.05, openapi v0.0.38) into plain values.
+
+Slurm 22.05 has no `scontrol --json`, and pyslurm 22.05 is not installable from PyPI, so
+the JSON of the two client commands is the only structured view pald gets. This module is
+pure (text in, dataclasses out); `SlurmReader` adds the one call to the runner.
+
+GRES strings seen in 22.05 (all in tests/unit/slurm/data/*.json):
+- configured ``gres``: ``gpu:s0:1,gpu:s1:1,...`` (per-slot types) or ``gpu:4``; may carry a
+  socket suffix ``gpu:a100:4(S:0-1)``.
+- ``gres_used``: ``gpu:s1:1(IDX:1),gpu:s0:0(IDX:N/A)`` (typed), but only ``gpu:3`` for plain
+  GRES: sinfo gives no indices then, squeue's ``gres_detail`` does.
+- job ``gres_detail``, one string per allocated node: ``gpu:2(IDX:0-1)``,
+  ``gpu:s2:1(IDX:2),gpu:s3:1(IDX:3)``, and for untyped requests on typed nodes
+  ``gpu:s0:1(IDX:0),gpu:s2:0(IDX:)``. IDX lists may contain commas: ``IDX:0,2-3``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from pal_slurm.model.cluster import ClusterView
+from pal_slurm.slurm.errors import SlurmParseError
+from pal_slurm.slurm.hostlist import expand
+from pal_slurm.slurm.runner import Runner
+
+GPU = "gpu"
+NO_VAL = 4294967294  # Slurm's "unset" for 32-bit fields
+
+# node states/flags in which a node takes no new work (its GPUs are not "free")
+_USABLE_STATES = frozenset({"idle", "mixed", "allocated"})
+_BLOCKING_FLAGS = frozenset(
+    {
+        "DRAIN",
+        "FAIL",
+        "MAINTENANCE",
+        "NOT_RESPONDING",
+        "POWERED_DOWN",
+        "POWERING_DOWN",
+        "POWER_DOWN",
+        "REBOOT_ISSUED",
+        "REBOOT_REQUESTED",
+        "INVALID_REG",
+        "DOWN",
+        "FUTURE",
+    }
+)
+
+
+# ---- GRES strings -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class GresItem:
+    """One record of a GRES string: ``gpu:s2:1(IDX:2)`` -> name gpu, type s2, count 1, {2}."""
+
+    name: str
+    type: str | None
+    count: int
+    indices: frozenset[int] | None = None  # None when Slurm printed no IDX (or IDX:N/A)
+
+
+def _split_outside_parens(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p for p in (s.strip() for s in parts) if p]
+
+
+def parse_index_list(text: str) -> frozenset[int]:
+    """``0-1,3`` -> {0, 1, 3}; ``""`` -> empty."""
+    out: set[int] = set()
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        lo, sep, hi = item.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise SlurmParseError(f"bad GPU index list {text!r}")
+        out.update(range(int(lo), int(hi) + 1) if sep else (int(lo),))
+    return frozenset(out)
+
+
+def _parse_attrs(text: str) -> dict[str, str]:
+    """``S:0-1`` / ``IDX:0,2-3`` -> {"IDX": "0,2-3"}: a comma piece without ':' continues
+    the previous attribute's list."""
+    attrs: dict[str, str] = {}
+    key = None
+    for piece in text.split(","):
+        if ":" in piece:
+            key, _, value = piece.partition(":")
+            attrs[key] = value
+        elif key is not None:
+            attrs[key] += "," + piece
+    return attrs
+
+
+def parse_gres(text: str | None) -> tuple[GresItem, ...]:
+    """Parse a GRES string (configured, used or per-node job detail). ``(null)``/N/A -> ()."""
+    if text is None:
+        return ()
+    text = text.strip()
+    if text in ("", "(null)", "N/A"):
+        return ()
+    items = []
+    for record in _split_outside_parens(text):
+        head, _, tail = record.partition("(")
+        indices = None
+        if tail:
+            attrs = _parse_attrs(tail.rstrip(")"))
+            if "IDX" in attrs and attrs["IDX"] != "N/A":
+                indices = parse_index_list(attrs["IDX"])
+        fields = head.split(":")
+        if fields and fields[0] == "gres":  # TRES form "gres:gpu:s2:1"
+            fields = fields[1:]
+        name = fields[0] if fields else ""
+        if not name:
+            raise SlurmParseError(f"bad GRES record {record!r} in {text!r}")
+        type_: str | None = None
+        count = 1
+        if len(fields) == 2:
+            if fields[1].isdigit():
+                count = int(fields[1])
+            else:
+                type_ = fields[1]
+        elif len(fields) == 3:
+            type_ = fields[1]
+            if not fields[2].isdigit():
+                raise SlurmParseError(f"bad GRES count in {record!r}")
+            count = int(fields[2])
+        elif len(fields) > 3:
+            raise SlurmParseError(f"bad GRES record {record!r} in {text!r}")
+        items.append(GresItem(name, type_, count, indices))
+    return tuple(items)
+
+
+def gpu_count(items: Iterable[GresItem]) -> int:
+    return sum(i.count for i in items if i.name == GPU)
+
+
+def gpu_indices(items: Iterable[GresItem]) -> frozenset[int] | None:
+    """Union of the IDX of every gpu record with a count; None if some count has no IDX."""
+    out: set[int] = set()
+    for item in items:
+        if item.name != GPU or item.count == 0:
+            continue
+        if item.indices is None:
+            return None
+        out |= item.indices
+    return frozenset(out)
+
+
+# ---- nodes ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodeInfo:
+    """One node as `sinfo --json` reports it."""
+
+    name: str
+    state: str  # base state, lower case: idle, mixed, allocated, down, future, ...
+    state_flags: tuple[str, ...]  # DRAIN, NOT_RESPONDING, ...
+    gpus: int  # configured GPU count
+    gpus_used: int  # allocated GPU count
+    used_slots: frozenset[int] | None  # allocated GPU indices; None if sinfo gave none
+    weight: int
+    features: tuple[str, ...]
+    partitions: tuple[str, ...]
+    reason: str = ""
+    gres: str = ""  # raw configured GRES string
+
+    @property
+    def usable(self) -> bool:
+        """Accepts new jobs: up, not drained/failing/powered down."""
+        return self.state in _USABLE_STATES and not (set(self.state_flags) & _BLOCKING_FLAGS)
+
+
+def _require(obj: Mapping[str, Any], key: str, what: str) -> Any:
+    if key not in obj:
+        raise SlurmParseError(f"{what} has no {key!r} field")
+    return obj[key]
+
+
+def _load(doc: str | bytes | Mapping[str, Any], command: str) -> Mapping[str, Any]:
+    if isinstance(doc, Mapping):
+        data = doc
+    else:
+        try:
+            data = json.loads(doc)
+        except (ValueError, TypeError) as exc:
+            raise SlurmParseError(f"{command} --json printed invalid JSON: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise SlurmParseError(f"{command} --json printed {type(data).__name__}, not an object")
+    errors = data.get("errors") or []
+    if errors:
+        raise SlurmParseError(f"{command} --json reported errors: {errors}")
+    return data
+
+
+def _split_csv(text: str | None) -> tuple[str, ...]:
+    return tuple(p for p in (text or "").split(",") if p)
+
+
+def parse_node(raw: Mapping[str, Any]) -> NodeInfo:
+    name = _require(raw, "name", "sinfo node")
+    try:
+        configured = parse_gres(raw.get("gres"))
+        used = parse_gres(raw.get("gres_used"))
+        weight = raw.get("weight")
+        return NodeInfo(
+            name=name,
+            state=str(_require(raw, "state", f"node {name}")).lower(),
+            state_flags=tuple(str(f).upper() for f in raw.get("state_flags") or ()),
+            gpus=gpu_count(configured),
+            gpus_used=gpu_count(used),
+            used_slots=gpu_indices(used),
+            weight=int(weight) if isinstance(weight, int) and weight != NO_VAL else 1,
+            features=_split_csv(raw.get("active_features") or raw.get("features")),
+            partitions=tuple(raw.get("partitions") or ()),
+            reason=raw.get("reason") or "",
+            gres=raw.get("gres") or "",
+        )
+    except SlurmParseError as exc:
+        raise SlurmParseError(f"node {name}: {exc}") from None
+
+
+def parse_sinfo(doc: str | bytes | Mapping[str, Any]) -> list[NodeInfo]:
+    """Nodes of `sinfo --json`, in Slurm's node order (slurm.conf order)."""
+    data = _load(doc, "sinfo")
+    nodes = _require(data, "nodes", "sinfo --json")
+    if not isinstance(nodes, list):
+        raise SlurmParseError("sinfo --json: 'nodes' is not a list")
+    out: list[NodeInfo] = []
+    seen: set[str] = set()
+    for raw in nodes:
+        node = parse_node(raw)
+        if node.name not in seen:  # a node in several partitions is listed once per partition
+            seen.add(node.name)
+            out.append(node)
+    return out
+
+
+# ---- jobs -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobInfo:
+    """One job as `squeue --json` reports it."""
+
+    job_id: int
+    name: str
+    state: str  # PENDING, RUNNING, COMPLETING, ...
+    reason: str  # state_reason: None, Resources, JobHeldUser, ...
+    user_id: int
+    comment: str
+    admin_comment: str
+    nodes: tuple[str, ...]  # allocated nodes (empty while pending)
+    required_nodes: tuple[str, ...]  # ReqNodeList (--nodelist / hook / scontrol update)
+    node_count: int
+    tres_per_node: str  # e.g. gres:gpu:s2:1,gres:gpu:s3:1
+    gpu_slots: Mapping[str, frozenset[int]]  # node -> allocated GPU indices (running jobs)
+    priority: int
+    submit_time: int  # epoch seconds
+    start_time: int
+    partition: str = ""
+
+    @property
+    def held(self) -> bool:
+        """Pending with priority 0 (sbatch --hold, the hook's defer, scontrol hold)."""
+        return self.state == "PENDING" and (
+            self.priority == 0 or self.reason in ("JobHeldUser", "JobHeldAdmin")
+        )
+
+    @property
+    def pending(self) -> bool:
+        return self.state == "PENDING"
+
+
+def _allocated_nodes(raw: Mapping[str, Any]) -> list[str]:
+    resources = raw.get("job_resources") or {}
+    listed = [a.get("nodename") for a in resources.get("allocated_nodes") or ()]
+    if listed and all(listed):
+        return listed
+    return expand(raw.get("nodes") or "")
+
+
+def parse_job(raw: Mapping[str, Any]) -> JobInfo:
+    job_id = _require(raw, "job_id", "squeue job")
+    try:
+        nodes = _allocated_nodes(raw)
+        details = list(raw.get("gres_detail") or ())
+        slots: dict[str, frozenset[int]] = {}
+        if details:
+            if len(details) != len(nodes):
+                raise SlurmParseError(
+                    f"{len(details)} gres_detail entries for {len(nodes)} nodes"
+                )
+            for node, detail in zip(nodes, details):
+                idx = gpu_indices(parse_gres(detail))
+                if idx:
+                    slots[node] = idx
+        priority = raw.get("priority")
+        return JobInfo(
+            job_id=int(job_id),
+            name=raw.get("name") or "",
+            state=str(raw.get("job_state") or ""),
+            reason=str(raw.get("state_reason") or ""),
+            user_id=int(raw.get("user_id") or 0),
+            comment=raw.get("comment") or "",
+            admin_comment=raw.get("admin_comment") or "",
+            nodes=tuple(nodes),
+            required_nodes=tuple(expand(raw.get("required_nodes") or "")),
+            node_count=int(raw.get("node_count") or 0),
+            tres_per_node=raw.get("tres_per_node") or "",
+            gpu_slots=slots,
+            priority=int(priority) if isinstance(priority, int) else 0,
+            submit_time=int(raw.get("submit_time") or 0),
+            start_time=int(raw.get("start_time") or 0),
+            partition=raw.get("partition") or "",
+        )
+    except SlurmParseError as exc:
+        raise SlurmParseError(f"job {job_id}: {exc}") from None
+
+
+def parse_squeue(doc: str | bytes | Mapping[str, Any]) -> list[JobInfo]:
+    """Jobs of `squeue --json` (22.05 ignores -j filters: this is every job)."""
+    data = _load(doc, "squeue")
+    jobs = _require(data, "jobs", "squeue --json")
+    if not isinstance(jobs, list):
+        raise SlurmParseError("squeue --json: 'jobs' is not a list")
+    return [parse_job(j) for j in jobs]
+
+
+# ---- the cluster view -------------------------------------------------------------------
+def used_slots_by_node(
+    nodes: Sequence[NodeInfo], jobs: Iterable[JobInfo] = ()
+) -> dict[str, frozenset[int]]:
+    """Allocated GPU slots per node: sinfo's IDX, plus running jobs' gres_detail.
+
+    With plain ``Gres=gpu:N`` sinfo prints only a count; the jobs fill in the indices. If the
+    count still exceeds the known indices (a job finished between the two reads, or no jobs
+    given), the lowest unknown slots are counted as used: cons_tres allocates lowest first,
+    and over-counting only defers a placement, while under-counting could double-book a GPU.
+    """
+    from_jobs: dict[str, set[int]] = {}
+    for job in jobs:
+        if job.state in ("RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"):
+            for node, idx in job.gpu_slots.items():
+                from_jobs.setdefault(node, set()).update(idx)
+    out: dict[str, frozenset[int]] = {}
+    for node in nodes:
+        used = set(node.used_slots or ()) | from_jobs.get(node.name, set())
+        missing = node.gpus_used - len(used)
+        slot = 0
+        while missing > 0 and slot < node.gpus:
+            if slot not in used:
+                used.add(slot)
+                missing -= 1
+            slot += 1
+        out[node.name] = frozenset(s for s in used if 0 <= s < node.gpus)
+    return out
+
+
+def cluster_view(
+    nodes: Sequence[NodeInfo],
+    jobs: Iterable[JobInfo] = (),
+    racks: Mapping[str, str] | None = None,
+) -> ClusterView:
+    """A `ClusterView` of the GPU nodes: dense GPU ids in node order then slot.
+
+    `free` holds GPUs that are not allocated, on nodes that accept work (not down, drained,
+    failing or powered down). Nodes without GPUs are left out.
+    """
+    gpu_nodes = [n for n in nodes if n.gpus > 0]
+    view = ClusterView.from_layout(
+        [(n.name, n.gpus) for n in gpu_nodes],
+        racks=racks,
+        weights={n.name: n.weight for n in gpu_nodes},
+    )
+    used = used_slots_by_node(gpu_nodes, jobs)
+    where = view.gpu_by_location()
+    free = [
+        where[(n.name, slot)]
+        for n in gpu_nodes
+        if n.usable
+        for slot in range(n.gpus)
+        if slot not in used[n.name]
+    ]
+    return view.with_free(free)
+
+
+# ---- reading from a live cluster --------------------------------------------------------
+class SlurmReader:
+    """Reads nodes and jobs through a runner (the only I/O in this module)."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+
+    def nodes(self) -> list[NodeInfo]:
+        return parse_sinfo(self.runner.run(["sinfo", "--json"]))
+
+    def jobs(self) -> list[JobInfo]:
+        return parse_squeue(self.runner.run(["squeue", "--json"]))
+
+    def cluster_view(
+        self, racks: Mapping[str, str] | None = None, with_jobs: bool = True
+    ) -> ClusterView:
+        nodes = self.nodes()
+        return cluster_view(nodes, self.jobs() if with_jobs else (), racks)

@@ -1,0 +1,30 @@
+"""The composition root of the store: a URL in, a migrated Repository out."""
+
+from __future__ import annotations
+
+from pal_slurm.store import migrate
+from pal_slurm.store.engine import make_engine
+from pal_slurm.store.memory import MemoryRepository
+from pal_slurm.store.repository import Repository
+from pal_slurm.store.sql import SqlRepository
+
+MEMORY_URL = "memory://"
+
+
+def open_store(url: str, *, upgrade: bool = True) -> Repository:
+    """Open the store at `url` and (by default) migrate it to the newest schema.
+
+    `sqlite:////path/pal.db` (WAL, busy timeout) or `postgresql://...` (psycopg2);
+    `memory://` gives a fresh in-memory store (tests, dry runs). Raises StoreUnavailable
+    with a clear message when the database cannot be reached or created.
+    """
+    if url == MEMORY_URL:
+        return MemoryRepository()
+    engine = make_engine(url)
+    try:
+        if upgrade:
+            migrate.upgrade(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return SqlRepository(engine)

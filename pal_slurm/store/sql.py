@@ -1,0 +1,458 @@
+"""The Repository on SQLAlchemy: SQLite or PostgreSQL, one short transaction per call.
+
+Every driver failure leaves this module as a store error (`engine.translate`): pald catches
+`StoreUnavailable` and keeps serving from memory; nothing above the store sees SQLAlchemy.
+Upserts are select-then-write in one transaction, portable across both backends; a concurrent
+writer that wins a race makes the loser retry (IntegrityError), a bounded number of times.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Callable, Iterable, Iterator, TypeVar
+
+from sqlalchemy import Engine, delete, func, select, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session, selectinload, sessionmaker
+
+from pal_slurm.model.decision import DecisionKind
+from pal_slurm.store.engine import WRITE_OPTION, translate
+from pal_slurm.store.errors import InvalidRecord
+from pal_slurm.store.models import (
+    AppClassRow,
+    DecisionRow,
+    GpuRow,
+    HeartbeatRow,
+    HeldJobRow,
+    NodeRow,
+    RankingEntryRow,
+    RankingSnapshotRow,
+    SampleRow,
+)
+from pal_slurm.store.records import (
+    DecisionRecord,
+    GpuRecord,
+    HeldJob,
+    HeldState,
+    Heartbeat,
+    NodeRecord,
+    RankingEntry,
+    RankingSnapshot,
+    Sample,
+    utcnow,
+)
+from pal_slurm.store.repository import (
+    as_utc,
+    check_class,
+    check_entries,
+    check_gpu,
+    check_held,
+    check_json,
+    check_name,
+    check_nodes_map,
+    check_sample,
+    normalise_app,
+)
+
+T = TypeVar("T")
+CONFLICT_RETRIES = 3
+# pg_advisory_xact_lock key guarding ranking version allocation ("palrank" in ASCII).
+RANKING_VERSION_LOCK = 0x70616C72616E6B
+
+
+class SqlRepository:
+    """Repository over an Engine (see `bootstrap.open_store` to get one migrated)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.url = engine.url
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(
+            engine.execution_options(**{WRITE_OPTION: True}), expire_on_commit=False
+        )
+
+    # ---- plumbing ---------------------------------------------------------------------
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        try:
+            with self._sessions() as session:
+                yield session
+        except (sa_exc.SQLAlchemyError, OSError) as err:
+            raise translate(err, self.url) from err
+
+    def _write(self, work: Callable[[Session], T]) -> T:
+        """Run `work` in one transaction; retry on a lost race; translate failures."""
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                with self._write_sessions.begin() as session:
+                    return work(session)
+            except sa_exc.IntegrityError as err:
+                if attempt == CONFLICT_RETRIES:
+                    raise translate(err, self.url) from err
+            except (sa_exc.SQLAlchemyError, OSError) as err:
+                raise translate(err, self.url) from err
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _node(session: Session, name: str, rack: str | None = None) -> NodeRow:
+        row = session.scalar(select(NodeRow).where(NodeRow.name == name))
+        if row is None:
+            row = NodeRow(name=name, rack=rack, updated_at=utcnow())
+            session.add(row)
+            session.flush()
+        return row
+
+    def _gpu(
+        self,
+        session: Session,
+        cache: dict[tuple[str, int], GpuRow],
+        node: str,
+        slot: int,
+        uuid: str | None = None,
+        model: str | None = None,
+    ) -> GpuRow:
+        row = cache.get((node, slot))
+        if row is None:
+            row = session.scalar(
+                select(GpuRow).join(NodeRow).where(NodeRow.name == node, GpuRow.slot == slot)
+            )
+        if uuid is not None and (row is None or row.uuid != uuid):
+            other = session.scalar(select(GpuRow).where(GpuRow.uuid == uuid))
+            if other is not None and other is not row:
+                raise InvalidRecord(
+                    f"GPU uuid {uuid} already belongs to {other.node.name}:{other.slot}"
+                )
+        if row is None:
+            row = GpuRow(
+                node_id=self._node(session, node).id,
+                slot=slot,
+                uuid=uuid,
+                model=model,
+                updated_at=utcnow(),
+            )
+            session.add(row)
+        elif (uuid is not None and row.uuid != uuid) or (model is not None and row.model != model):
+            row.uuid = uuid if uuid is not None else row.uuid
+            row.model = model if model is not None else row.model
+            row.updated_at = utcnow()
+        session.flush()
+        cache[(node, slot)] = row
+        return row
+
+    # ---- topology ---------------------------------------------------------------------
+    def upsert_nodes(self, nodes: Iterable[NodeRecord]) -> None:
+        nodes = list(nodes)
+        for n in nodes:
+            check_name(n.name, "node name")
+
+        def work(session: Session) -> None:
+            for n in nodes:
+                row = self._node(session, n.name, n.rack)
+                if row.rack != n.rack:
+                    row.rack = n.rack
+                    row.updated_at = utcnow()
+
+        self._write(work)
+
+    def upsert_gpus(self, gpus: Iterable[GpuRecord]) -> None:
+        gpus = [check_gpu(g) for g in gpus]
+
+        def work(session: Session) -> None:
+            cache: dict[tuple[str, int], GpuRow] = {}
+            for g in gpus:
+                self._gpu(session, cache, g.node, g.slot, g.uuid, g.model)
+
+        self._write(work)
+
+    def nodes(self) -> list[NodeRecord]:
+        with self._read() as session:
+            rows = session.scalars(select(NodeRow).order_by(NodeRow.name))
+            return [NodeRecord(r.name, r.rack) for r in rows]
+
+    def gpus(self) -> list[GpuRecord]:
+        with self._read() as session:
+            rows = session.execute(
+                select(NodeRow.name, GpuRow.slot, GpuRow.uuid, GpuRow.model)
+                .join(GpuRow.node)
+                .order_by(NodeRow.name, GpuRow.slot)
+            )
+            return [GpuRecord(n, s, u, m) for n, s, u, m in rows]
+
+    # ---- samples --------------------------------------------------------------------
+    def add_samples(self, samples: Iterable[Sample]) -> int:
+        checked = [check_sample(s) for s in samples]
+
+        def work(session: Session) -> int:
+            cache: dict[tuple[str, int], GpuRow] = {}
+            rows = []
+            for s in checked:
+                gpu = self._gpu(session, cache, s.node, s.slot, s.uuid)
+                rows.append(
+                    SampleRow(
+                        gpu_id=gpu.id,
+                        perf_class=s.perf_class,
+                        backend=s.backend,
+                        metrics=check_json(s.metrics, "metrics"),
+                        score=None if s.score is None else float(s.score),
+                        busy=bool(s.busy),
+                        job_id=s.job_id,
+                        taken_at=as_utc(s.taken_at),
+                    )
+                )
+            session.add_all(rows)
+            return len(rows)
+
+        return self._write(work)
+
+    def recent_samples(
+        self, since: datetime, *, perf_class: str | None = None, include_busy: bool = False
+    ) -> list[Sample]:
+        query = (
+            select(SampleRow, NodeRow.name, GpuRow.slot, GpuRow.uuid)
+            .join(GpuRow, SampleRow.gpu_id == GpuRow.id)
+            .join(NodeRow, GpuRow.node_id == NodeRow.id)
+            .where(SampleRow.taken_at >= as_utc(since))
+            .order_by(SampleRow.taken_at, NodeRow.name, GpuRow.slot, SampleRow.id)
+        )
+        if perf_class is not None:
+            query = query.where(SampleRow.perf_class == perf_class)
+        if not include_busy:
+            query = query.where(SampleRow.busy.is_(False))
+        with self._read() as session:
+            return [
+                Sample(
+                    node=node,
+                    slot=slot,
+                    perf_class=r.perf_class,
+                    backend=r.backend,
+                    taken_at=r.taken_at,
+                    metrics=dict(r.metrics or {}),
+                    score=r.score,
+                    busy=r.busy,
+                    job_id=r.job_id,
+                    uuid=uuid,
+                )
+                for r, node, slot, uuid in session.execute(query)
+            ]
+
+    # ---- rankings -------------------------------------------------------------------
+    def write_ranking(
+        self, method: str, entries: Iterable[RankingEntry], created_at: datetime | None = None
+    ) -> RankingSnapshot:
+        check_name(method, "ranking method")
+        rows = check_entries(entries)
+        when = as_utc(created_at or utcnow())
+
+        def work(session: Session) -> int:
+            if self.engine.dialect.name == "postgresql":
+                # Serialise version allocation between writers (released at commit);
+                # SQLite serialises writers by itself.
+                session.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": RANKING_VERSION_LOCK}
+                )
+            version = (session.scalar(select(func.max(RankingSnapshotRow.version))) or 0) + 1
+            snap = RankingSnapshotRow(version=version, created_at=when, method=method)
+            session.add(snap)
+            session.flush()
+            cache: dict[tuple[str, int], GpuRow] = {}
+            session.add_all(
+                RankingEntryRow(
+                    snapshot_id=snap.id,
+                    gpu_id=self._gpu(session, cache, e.node, e.slot).id,
+                    perf_class=e.perf_class,
+                    score=float(e.score),
+                    sf=float(e.sf),
+                    bin=e.bin,
+                    flags=list(e.flags),
+                )
+                for e in rows
+            )
+            return version
+
+        version = self._write(work)
+        snap = self.ranking(version)
+        assert snap is not None
+        return snap
+
+    def _load_ranking(self, where) -> RankingSnapshot | None:  # type: ignore[no-untyped-def]
+        with self._read() as session:
+            snap = session.scalar(
+                select(RankingSnapshotRow)
+                .where(where)
+                .options(
+                    selectinload(RankingSnapshotRow.entries)
+                    .selectinload(RankingEntryRow.gpu)
+                    .selectinload(GpuRow.node)
+                )
+            )
+            if snap is None:
+                return None
+            return RankingSnapshot(
+                version=snap.version,
+                created_at=snap.created_at,
+                method=snap.method,
+                entries=tuple(
+                    RankingEntry(
+                        node=e.gpu.node.name,
+                        slot=e.gpu.slot,
+                        perf_class=e.perf_class,
+                        score=e.score,
+                        sf=e.sf,
+                        bin=e.bin,
+                        flags=tuple(e.flags or ()),
+                    )
+                    for e in snap.entries
+                ),
+            )
+
+    def latest_ranking(self) -> RankingSnapshot | None:
+        latest = select(func.max(RankingSnapshotRow.version)).scalar_subquery()
+        return self._load_ranking(RankingSnapshotRow.version == latest)
+
+    def ranking(self, version: int) -> RankingSnapshot | None:
+        return self._load_ranking(RankingSnapshotRow.version == version)
+
+    # ---- application classes --------------------------------------------------------
+    def app_classes(self) -> dict[str, str]:
+        with self._read() as session:
+            rows = session.execute(select(AppClassRow.app, AppClassRow.perf_class))
+            return dict(sorted((a, c) for a, c in rows))
+
+    def set_app_class(self, app: str, perf_class: str) -> None:
+        app = normalise_app(app)
+        check_class(perf_class)
+
+        def work(session: Session) -> None:
+            row = session.get(AppClassRow, app)
+            if row is None:
+                session.add(AppClassRow(app=app, perf_class=perf_class, updated_at=utcnow()))
+            else:
+                row.perf_class = perf_class
+                row.updated_at = utcnow()
+
+        self._write(work)
+
+    def remove_app_class(self, app: str) -> bool:
+        app = normalise_app(app)
+
+        def work(session: Session) -> bool:
+            result = session.execute(delete(AppClassRow).where(AppClassRow.app == app))
+            return bool(result.rowcount)
+
+        return self._write(work)
+
+    # ---- decisions ------------------------------------------------------------------
+    def record_decision(self, decision: DecisionRecord) -> None:
+        check_name(decision.job_id, "job id")
+        nodes = check_nodes_map(decision.nodes)
+        if decision.perf_class is not None:
+            check_class(decision.perf_class)
+        row = DecisionRow(
+            job_id=decision.job_id,
+            kind=DecisionKind(decision.kind).value,
+            reason=decision.reason,
+            nodes=nodes,
+            ranking_version=decision.ranking_version,
+            perf_class=decision.perf_class,
+            created_at=as_utc(decision.created_at),
+        )
+        self._write(lambda session: session.add(row))
+
+    def decisions(self, job_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+        query = select(DecisionRow).order_by(DecisionRow.created_at.desc(), DecisionRow.id.desc())
+        if job_id is not None:
+            query = query.where(DecisionRow.job_id == job_id)
+        with self._read() as session:
+            return [
+                DecisionRecord(
+                    job_id=r.job_id,
+                    kind=DecisionKind(r.kind),
+                    reason=r.reason,
+                    nodes={n: tuple(s) for n, s in (r.nodes or {}).items()},
+                    ranking_version=r.ranking_version,
+                    perf_class=r.perf_class,
+                    created_at=r.created_at,
+                )
+                for r in session.scalars(query.limit(limit))
+            ]
+
+    # ---- held jobs ------------------------------------------------------------------
+    def add_held_job(self, job: HeldJob) -> None:
+        check_held(job)
+        state = HeldState(job.state).value
+
+        def work(session: Session) -> None:
+            row = session.get(HeldJobRow, job.job_id)
+            if row is None:
+                row = HeldJobRow(job_id=job.job_id)
+                session.add(row)
+            row.perf_class = job.perf_class
+            row.gpus = job.gpus
+            row.submitted_at = as_utc(job.submitted_at)
+            row.released_at = None if job.released_at is None else as_utc(job.released_at)
+            row.state = state
+
+        self._write(work)
+
+    def held_jobs(self, state: HeldState | None = HeldState.HELD) -> list[HeldJob]:
+        query = select(HeldJobRow).order_by(HeldJobRow.submitted_at, HeldJobRow.job_id)
+        if state is not None:
+            query = query.where(HeldJobRow.state == HeldState(state).value)
+        with self._read() as session:
+            return [
+                HeldJob(
+                    job_id=r.job_id,
+                    perf_class=r.perf_class,
+                    gpus=r.gpus,
+                    submitted_at=r.submitted_at,
+                    released_at=r.released_at,
+                    state=HeldState(r.state),
+                )
+                for r in session.scalars(query)
+            ]
+
+    def mark_released(
+        self, job_id: str, at: datetime | None = None, state: HeldState = HeldState.RELEASED
+    ) -> bool:
+        state = HeldState(state)
+        if state == HeldState.HELD:
+            raise InvalidRecord("mark_released needs a final state, not 'held'")
+        when = as_utc(at or utcnow())
+
+        def work(session: Session) -> bool:
+            row = session.get(HeldJobRow, job_id, with_for_update=True)
+            if row is None or row.state != HeldState.HELD.value:
+                return False
+            row.state = state.value
+            row.released_at = when
+            return True
+
+        return self._write(work)
+
+    # ---- heartbeat ------------------------------------------------------------------
+    def write_heartbeat(self, beat: Heartbeat) -> None:
+        check_name(beat.name, "heartbeat name")
+        check_name(beat.holder, "heartbeat holder")
+        details = check_json(beat.details, "details")
+
+        def work(session: Session) -> None:
+            row = session.get(HeartbeatRow, beat.name)
+            if row is None:
+                row = HeartbeatRow(name=beat.name)
+                session.add(row)
+            row.holder = beat.holder
+            row.beat_at = as_utc(beat.beat_at)
+            row.details = details
+
+        self._write(work)
+
+    def read_heartbeat(self, name: str) -> Heartbeat | None:
+        with self._read() as session:
+            row = session.get(HeartbeatRow, name)
+            if row is None:
+                return None
+            return Heartbeat(row.name, row.holder, row.beat_at, dict(row.details or {}))
+
+    def close(self) -> None:
+        self.engine.dispose()

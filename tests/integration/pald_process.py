@@ -1,0 +1,87 @@
+"""Run the real `pald` (python -m pal_slurm.daemon.main) against a lab cluster, for tests, the
+demo and benchmarks: write a pal.toml, start the process, wait until it answers health, stop
+it by PID (or freeze / kill it to test failure paths)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pal_slurm.daemon.client import PaldClient, PaldError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_config(path: Path, *, socket: Path, db_url: str, slurm_conf: str, heartbeat: Path,
+                 cycle_s: float = 0.3, extra: str = "") -> Path:
+    path.write_text(f"""
+[store]
+url = "{db_url}"
+
+[daemon]
+socket = "{socket}"
+cycle_s = {cycle_s}
+slurm_user = "root"
+heartbeat_file = "{heartbeat}"
+heartbeat_stale_s = 5.0
+
+[policy]
+placement = "pal"
+
+[slurm]
+conf = "{slurm_conf}"
+{extra}
+""")
+    return path
+
+
+class PaldProcess:
+    def __init__(self, config: Path, socket: Path, log: Path):
+        self.config, self.socket, self.log = config, socket, log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 20.0) -> "PaldProcess":
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+        env.pop("PAL_CONFIG", None)
+        self.logfile = open(self.log, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "pal_slurm.daemon.main", "--config", str(self.config)],
+                                     stdout=self.logfile, stderr=subprocess.STDOUT, env=env, cwd=str(REPO),
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"pald exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                h = PaldClient(str(self.socket), timeout_s=1.0).health()
+                if h.details.get("last_sync_age_s") is not None:
+                    return self
+            except PaldError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"pald did not come up: {self.log.read_text()[-2000:]}")
+
+    def health(self):
+        return PaldClient(str(self.socket), timeout_s=1.0).health()
+
+    def send(self, sig: int) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.send(signal.SIGCONT)
+            os.kill(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self.logfile.close()
+        self.proc = None

@@ -1,0 +1,197 @@
+"""The product's main path on a real Slurm: sbatch --comment=pal:class=... -> job_submit.lua ->
+pald -> the job runs on the GPUs PAL chose. Real slurmctld + 4 slurmd (4 emulated GPUs each,
+per-slot GRES), the real hook, the real pald process on SQLite."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pal_slurm.store.bootstrap import open_store
+from pal_slurm.store.records import RankingEntry
+
+from .pald_process import REPO, PaldProcess, write_config
+
+pytestmark = pytest.mark.slurm
+
+JOB = 'echo "CVD=$CUDA_VISIBLE_DEVICES NODE=$SLURMD_NODENAME START=$(date +%s.%N)"; sleep {sleep}; echo "END=$(date +%s.%N)"'
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, lab_factory):
+    tmp = tmp_path_factory.mktemp("pald")
+    sock = tmp / "pald.sock"
+    lab = lab_factory(hook=str(REPO / "job_submit_lua" / "job_submit.lua"), env={"PAL_SOCKET": str(sock)})
+    db = f"sqlite:///{tmp}/pal.db"
+    store = open_store(db)
+    # gpu01's slots 0 and 1 are slow for class A (resnet): PAL must avoid them.
+    entries = [RankingEntry(n, s, c, 2.5 if (n, s, c) in {("gpu01", 0, "A"), ("gpu01", 1, "A")} else 1.0,
+                            2.5 if (n, s, c) in {("gpu01", 0, "A"), ("gpu01", 1, "A")} else 1.0, 0)
+               for n in lab.nodes for s in range(4) for c in "ABCD"]
+    store.write_ranking("optimal", entries)
+    store.close()
+    cfg = write_config(tmp / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf, heartbeat=tmp / "hb")
+    pald = PaldProcess(cfg, sock, tmp / "pald.log").start()
+    yield lab, pald, db
+    pald.stop()
+
+
+def squeue_job(lab, job_id):
+    out = subprocess.run(["squeue", "--json"], env=lab.client_env(), capture_output=True, text=True, check=True).stdout
+    for j in json.loads(out)["jobs"]:
+        if j["job_id"] == job_id:
+            return j
+    return None
+
+
+def admin_comment(lab, job_id) -> str:
+    out = subprocess.run(["scontrol", "-o", "show", "job", str(job_id)], env=lab.client_env(),
+                         capture_output=True, text=True).stdout
+    for field in out.split():
+        if field.startswith("AdminComment="):
+            return field[len("AdminComment="):]
+    return ""
+
+
+def parse_out(text):
+    vals = dict(kv.split("=", 1) for line in text.splitlines() for kv in line.split() if "=" in kv)
+    return vals
+
+
+def sbatch_capture(lab, *args, wrap):
+    p = subprocess.run(["sbatch", "--parsable", f"--output={lab.lab_dir}/out/%j.out", *args, "--wrap", wrap],
+                       env=lab.client_env(), capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return int(p.stdout.strip().split(";")[0]), p.stderr
+
+
+def test_pal_job_runs_on_the_gpus_pal_chose(env):
+    lab, pald, _ = env
+    job = lab.sbatch("--gres=gpu:2", "--comment=pal:class=resnet", wrap=JOB.format(sleep=0))
+    assert lab.wait_job(job, timeout=60) == "COMPLETED"
+    out = parse_out(lab.job_output(job))
+    # Stock Slurm would give gpu01 slots 0,1 (lowest node, lowest slots): the slow ones.
+    assert (out["NODE"], out["CVD"]) == ("gpu01", "2,3")
+    assert admin_comment(lab, job).startswith("pal:placed=gpu01")
+
+
+def test_non_pal_job_is_untouched(env):
+    lab, _, _ = env
+    job = lab.sbatch("--gres=gpu:2", wrap=JOB.format(sleep=0))
+    assert lab.wait_job(job, timeout=60) == "COMPLETED"
+    assert "pal:" not in admin_comment(lab, job)
+    assert parse_out(lab.job_output(job))["CVD"] == "0,1"
+
+
+def test_malformed_comment_gets_a_message_and_runs(env):
+    lab, _, _ = env
+    job, stderr = sbatch_capture(lab, "--gres=gpu:1", "--comment=pal:class=", wrap="true")
+    assert "pal:" in stderr  # slurm.log_user reaches sbatch's stderr
+    assert lab.wait_job(job, timeout=60) == "COMPLETED"
+    assert admin_comment(lab, job).startswith("pal:pass=")
+
+
+def test_unknown_class_is_placed_as_the_default_with_a_warning(env):
+    lab, _, _ = env
+    job, stderr = sbatch_capture(lab, "--gres=gpu:1", "--comment=pal:class=mystery", wrap="true")
+    assert "unknown class 'mystery'" in stderr
+    assert lab.wait_job(job, timeout=60) == "COMPLETED"
+    assert admin_comment(lab, job).startswith("pal:placed=")
+
+
+def test_deferred_job_is_released_onto_the_policys_gpus(env):
+    lab, _, _ = env
+    job = lab.sbatch("--gres=gpu:2", "--comment=pal:class=resnet,mode=defer", wrap=JOB.format(sleep=0))
+    assert admin_comment(lab, job).startswith("pal:defer")
+    assert lab.wait_job(job, timeout=60) == "COMPLETED"
+    out = parse_out(lab.job_output(job))
+    assert (out["NODE"], out["CVD"]) == ("gpu01", "2,3")
+
+
+def test_fifty_concurrent_submissions_never_share_a_gpu(env):
+    lab, _, _ = env
+    ids, errors = [], []
+    lock = threading.Lock()
+
+    def submit(i):
+        try:
+            j = lab.sbatch("--gres=gpu:1", f"--comment=pal:class={'resnet' if i % 2 else 'bert'}",
+                           wrap=JOB.format(sleep=1))
+            with lock:
+                ids.append(j)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(ids) == 50
+    runs = []
+    for j in ids:
+        assert lab.wait_job(j, timeout=240) == "COMPLETED", j
+        out = parse_out(lab.job_output(j))
+        runs.append((out["NODE"], out["CVD"], float(out["START"]), float(out["END"])))
+    for a in range(len(runs)):
+        for b in range(a + 1, len(runs)):
+            na, ga, sa, ea = runs[a]
+            nb, gb, sb, eb = runs[b]
+            if (na, ga) == (nb, gb):
+                assert ea <= sb or eb <= sa, f"GPU {na}:{ga} shared by two running jobs"
+
+
+def test_pald_stopped_jobs_pass(env):
+    lab, pald, _ = env
+    pald.stop()
+    try:
+        job = lab.sbatch("--gres=gpu:1", "--comment=pal:class=resnet", wrap="true")
+        assert lab.wait_job(job, timeout=60) == "COMPLETED"
+        assert admin_comment(lab, job).startswith("pal:pass=")
+    finally:
+        pald.start()
+
+
+def test_pald_hanging_the_hook_times_out_and_jobs_pass(env):
+    lab, pald, _ = env
+    pald.send(signal.SIGSTOP)
+    try:
+        t = time.monotonic()
+        job = lab.sbatch("--gres=gpu:1", "--comment=pal:class=resnet", wrap="true")
+        elapsed = time.monotonic() - t
+        assert elapsed < 2.0  # the hook gave up after its 150 ms deadline
+        assert "timeout" in admin_comment(lab, job)
+    finally:
+        pald.send(signal.SIGCONT)
+    assert lab.wait_job(job, timeout=60) == "COMPLETED"
+
+
+def test_pald_restarted_midway_loses_no_held_job(env):
+    lab, pald, _ = env
+    blockers = [lab.sbatch("--gres=gpu:4", "--comment=pal:class=bert,mode=now", wrap="sleep 4") for _ in range(4)]
+    held = [lab.sbatch("--gres=gpu:2", "--comment=pal:class=resnet", wrap=JOB.format(sleep=0)) for _ in range(3)]
+    assert all(admin_comment(lab, j).startswith("pal:defer") for j in held)
+    pald.stop(signal.SIGKILL)  # crash, not a clean stop
+    time.sleep(1)
+    pald.start()
+    for j in blockers + held:
+        assert lab.wait_job(j, timeout=120) == "COMPLETED", j
+    for j in held:
+        assert "NODE" in parse_out(lab.job_output(j))
+
+
+def test_decisions_are_recorded_in_the_store(env):
+    _, pald, db = env
+    time.sleep(1.0)  # one cycle flushes buffered decisions
+    store = open_store(db)
+    try:
+        kinds = {d.kind.value for d in store.decisions(limit=500)}
+    finally:
+        store.close()
+    assert {"place", "defer"} <= kinds

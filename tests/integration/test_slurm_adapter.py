@@ -1,0 +1,148 @@
+"""The Slurm adapter against a real Slurm 22.05 lab cluster (4 nodes x 4 emulated GPUs)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from pal_slurm.slurm.errors import SlurmCommandFailed, SlurmError
+from pal_slurm.slurm.gres import tres_per_node
+from pal_slurm.slurm.lab import LabCluster
+
+pytestmark = pytest.mark.slurm
+
+SHOW_GPUS = 'echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES SLURMD_NODENAME=$SLURMD_NODENAME"'
+
+
+@pytest.fixture
+def lab(slurm_lab: LabCluster):
+    """The session lab, idle before the test and cleaned up after it."""
+    slurm_lab.wait_idle()
+    yield slurm_lab
+    slurm_lab.cancel_all()
+
+
+def _lines(output: str) -> set[str]:
+    return {line.strip() for line in output.splitlines() if line.strip()}
+
+
+def test_readers_see_every_node_and_gpu(lab: LabCluster) -> None:
+    nodes = lab.reader.nodes()
+    assert [n.name for n in nodes] == ["gpu01", "gpu02", "gpu03", "gpu04"]
+    assert all(n.gpus == 4 and n.gpus_used == 0 and n.usable for n in nodes)
+    assert all(n.gres == "gpu:s0:1,gpu:s1:1,gpu:s2:1,gpu:s3:1" for n in nodes)
+    view = lab.reader.cluster_view()
+    assert view.size == 16
+    assert view.free == frozenset(range(16))
+    assert [(g.node, g.slot) for g in view.gpus[:5]] == [
+        ("gpu01", 0), ("gpu01", 1), ("gpu01", 2), ("gpu01", 3), ("gpu02", 0)
+    ]
+
+
+def test_free_gpus_go_down_while_a_job_runs(lab: LabCluster) -> None:
+    job = lab.sbatch("-w", "gpu02", "--gres=gpu:s1:1,gpu:s2:1", "--comment=pal:class=resnet",
+                     wrap="sleep 60")
+    lab.wait_job(job, states={"RUNNING"})
+    view = lab.reader.cluster_view()
+    where = view.gpu_by_location()
+    assert view.free == frozenset(range(16)) - {where[("gpu02", 1)], where[("gpu02", 2)]}
+    (info,) = [j for j in lab.reader.jobs() if j.job_id == job]
+    assert info.state == "RUNNING"
+    assert info.nodes == ("gpu02",)
+    assert info.gpu_slots == {"gpu02": frozenset({1, 2})}
+    assert info.comment == "pal:class=resnet"
+    assert info.tres_per_node == "gres:gpu:s1:1,gres:gpu:s2:1"
+    lab.runner.run(["scancel", str(job)])
+    deadline = time.monotonic() + 15
+    while lab.reader.cluster_view().free != frozenset(range(16)):
+        assert time.monotonic() < deadline, "GPUs not freed after scancel"
+        time.sleep(0.1)
+
+
+def test_typed_gres_binds_exact_gpus(lab: LabCluster) -> None:
+    job = lab.sbatch("--gres=gpu:s2:1,gpu:s3:1", wrap=SHOW_GPUS)
+    assert lab.wait_job(job) == "COMPLETED"
+    assert re.search(r"CUDA_VISIBLE_DEVICES=2,3 SLURMD_NODENAME=gpu0[1-4]", lab.job_output(job))
+
+
+def test_held_job_is_seen_as_held(lab: LabCluster) -> None:
+    job = lab.sbatch("--hold", "--gres=gpu:2", "--comment=pal:class=bert,mode=defer", wrap="true")
+    (info,) = [j for j in lab.reader.jobs() if j.job_id == job]
+    assert info.held and info.pending
+    assert info.comment == "pal:class=bert,mode=defer"
+    assert info.tres_per_node == "gres:gpu:2"
+    assert lab.actuator.show(job).held
+
+
+def test_actuator_places_held_job_on_chosen_node_and_slots(lab: LabCluster) -> None:
+    # an untyped request (gres:gpu:2) rewritten to exact typed slots: Slurm 22.05 rejects that
+    # in one step, the actuator must clear the request first
+    job = lab.sbatch("--hold", "--gres=gpu:2", wrap=SHOW_GPUS)
+    lab.actuator.place_on_slots(job, ["gpu03"], [1, 3])
+    assert lab.wait_job(job) == "COMPLETED"
+    assert _lines(lab.job_output(job)) == {"CUDA_VISIBLE_DEVICES=1,3 SLURMD_NODENAME=gpu03"}
+
+
+def test_actuator_places_multi_node_job(lab: LabCluster) -> None:
+    job = lab.sbatch("--hold", "--gres=gpu:1",
+                     wrap=f"srun --ntasks-per-node=1 bash -c '{SHOW_GPUS}'")
+    lab.actuator.place_held_job(job, "gpu[02,04]", tres_per_node([0, 2]))
+    assert lab.wait_job(job) == "COMPLETED"
+    assert _lines(lab.job_output(job)) == {
+        "CUDA_VISIBLE_DEVICES=0,2 SLURMD_NODENAME=gpu02",
+        "CUDA_VISIBLE_DEVICES=0,2 SLURMD_NODENAME=gpu04",
+    }
+
+
+def test_actuator_places_gpus_per_job_request_on_nodes_only(lab: LabCluster) -> None:
+    job = lab.sbatch("--hold", "--gpus=2", wrap=SHOW_GPUS)
+    lab.actuator.place_nodes(job, ["gpu03"])
+    assert lab.wait_job(job) == "COMPLETED"
+    assert _lines(lab.job_output(job)) == {"CUDA_VISIBLE_DEVICES=0,1 SLURMD_NODENAME=gpu03"}
+
+
+def test_actuator_holds_a_pending_job_before_rewriting_it(lab: LabCluster) -> None:
+    # gpu01 fully busy: the second job pends (Resources) and must not start half-updated
+    blocker = lab.sbatch("-w", "gpu01", "--gres=gpu:4", wrap="sleep 60")
+    lab.wait_job(blocker, states={"RUNNING"})
+    job = lab.sbatch("-w", "gpu01", "--gres=gpu:1", wrap=SHOW_GPUS)
+    assert lab.job_state(job) == "PENDING"
+    lab.actuator.place_on_slots(job, ["gpu04"], [2])
+    assert lab.wait_job(job) == "COMPLETED"
+    assert _lines(lab.job_output(job)) == {"CUDA_VISIBLE_DEVICES=2 SLURMD_NODENAME=gpu04"}
+
+
+def test_actuator_hold_and_release(lab: LabCluster) -> None:
+    job = lab.sbatch("--hold", "--gres=gpu:1", wrap=SHOW_GPUS)
+    time.sleep(1.2)  # a scheduler tick passes: a held job stays pending
+    assert lab.job_state(job) == "PENDING"
+    lab.actuator.release(job)
+    assert lab.wait_job(job) == "COMPLETED"
+    assert "CUDA_VISIBLE_DEVICES=0 " in lab.job_output(job)
+
+
+def test_actuator_refuses_a_finished_job(lab: LabCluster) -> None:
+    job = lab.sbatch("--gres=gpu:1", wrap="true")
+    assert lab.wait_job(job) == "COMPLETED"
+    with pytest.raises(SlurmError, match="not PENDING"):
+        lab.actuator.place_on_slots(job, ["gpu01"], [0])
+
+
+def test_failed_placement_keeps_job_held_with_its_request(lab: LabCluster) -> None:
+    job = lab.sbatch("--hold", "--gres=gpu:2", wrap="true")
+    with pytest.raises(SlurmCommandFailed) as err:
+        lab.actuator.place_on_slots(job, ["gpu99"], [0])  # no such node
+    assert err.value.returncode != 0 and err.value.stderr
+    snap = lab.actuator.show(job)
+    assert snap.held
+    assert snap.tres_per_node == "gres:gpu:2"
+
+
+def test_runner_reports_failing_command(lab: LabCluster) -> None:
+    with pytest.raises(SlurmCommandFailed) as err:
+        lab.runner.run(["scontrol", "show", "job", "999999"])
+    assert err.value.returncode == 1
+    assert "Invalid job id" in err.value.stderr
+    assert err.value.argv == ("scontrol", "show", "job", "999999")

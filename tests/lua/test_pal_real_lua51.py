@@ -1,0 +1,184 @@
+"""The hook under the real Lua 5.1 interpreter with Debian's luasocket, talking over a real
+unix socket to a tiny server that speaks the real protocol module. This is what proves that
+pal.lua loads under 5.1 (not just lupa's), that `require "socket"` / `require "socket.unix"`
+work, and that what Lua sends, Python decodes (and back)."""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from pal_slurm.daemon.protocol import PlaceRequest, decode_request
+from tests.support.tiny_pald import TinyPald
+
+REPO = Path(__file__).resolve().parents[2]
+LUA = shutil.which("lua5.1")
+pytestmark = pytest.mark.skipif(LUA is None, reason="lua5.1 not installed (scripts/install-deps.sh)")
+
+DRIVER = r"""
+local hook_dir, comment = arg[1], arg[2]
+slurm = { SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294, info = {}, user_msgs = {}, errors = {} }
+function slurm.log_info(f, ...) table.insert(slurm.info, string.format(f, ...)) end
+function slurm.log_user(f, ...) table.insert(slurm.user_msgs, string.format(f, ...)) end
+function slurm.log_error(f, ...) table.insert(slurm.errors, string.format(f, ...)) end
+dofile(hook_dir .. "/job_submit.lua")
+local pal = package.loaded["pal"]
+local socket = require "socket"
+local job = { comment = comment, name = "train", user_name = "ann", user_id = 1001,
+  tres_per_node = "gres:gpu:2", min_nodes = slurm.NO_VAL, max_nodes = slurm.NO_VAL,
+  priority = slurm.NO_VAL }
+local t0 = socket.gettime()
+local rc = slurm_job_submit(job, {}, 1001)
+local elapsed = socket.gettime() - t0
+local info = pal.json.array(slurm.info)
+io.write(pal.json.encode({ rc = rc, job = job, info = info, user = pal.json.array(slurm.user_msgs),
+  elapsed_s = elapsed, version = _VERSION, socket = socket._VERSION,
+  unix = type(require("socket.unix")) }), "\n")
+"""
+
+
+def run_hook(tmp_path, comment, sock_path, timeout_ms=None):
+    driver = tmp_path / "driver.lua"
+    driver.write_text(DRIVER)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PAL_SOCKET": str(sock_path)}
+    if timeout_ms is not None:
+        env["PAL_TIMEOUT_MS"] = str(timeout_ms)
+    out = subprocess.run([LUA, str(driver), str(REPO / "job_submit_lua"), comment],
+                         capture_output=True, text=True, env=env, timeout=20, check=True)
+    return json.loads(out.stdout)
+
+
+def test_real_lua51_places_a_job_through_a_real_socket(tmp_path):
+    sock = tmp_path / "pald.sock"
+    with TinyPald(sock) as pald:
+        result = run_hook(tmp_path, "exp pal:class=resnet,gpus=2", sock)
+    assert result["version"] == "Lua 5.1"
+    assert result["socket"].startswith("LuaSocket") and result["unix"] == "table"
+    assert result["rc"] == 0
+    job = result["job"]
+    assert job["req_nodes"] == "gpu03" and job["min_nodes"] == 1 and job["max_nodes"] == 1
+    assert job["tres_per_node"] == "gres:gpu:s2:1,gres:gpu:s3:1"
+    assert job["admin_comment"].startswith("pal:placed=gpu03;rank=v7;req=h")
+    (line,) = pald.received
+    req = decode_request(line)  # what Lua wrote, Python's protocol reads
+    assert isinstance(req, PlaceRequest)
+    assert req.pal.perf_class == "resnet" and req.pal.gpus == 2
+    assert req.job.uid == 1001 and req.job.gpus_per_node == 2
+    assert job["admin_comment"].endswith(";req=" + req.request_id)
+
+
+def test_real_lua51_pald_down_passes_fast(tmp_path):
+    result = run_hook(tmp_path, "pal:class=resnet", tmp_path / "nobody-listens.sock")
+    assert result["rc"] == 0
+    assert result["job"]["admin_comment"].startswith("pal:pass=pald-down;req=h")
+    assert "req_nodes" not in result["job"]
+    assert result["elapsed_s"] < 0.05
+
+
+def test_real_lua51_stale_socket_file_passes(tmp_path):
+    import socket as pysocket
+
+    sock = tmp_path / "stale.sock"
+    s = pysocket.socket(pysocket.AF_UNIX)
+    s.bind(str(sock))
+    s.close()  # file stays, nobody listens: connection refused
+    result = run_hook(tmp_path, "pal:class=resnet", sock)
+    assert result["job"]["admin_comment"].startswith("pal:pass=pald-down")
+
+
+def test_real_lua51_hanging_pald_hits_the_deadline(tmp_path):
+    sock = tmp_path / "pald.sock"
+    with TinyPald(sock, delay_s=1.0):
+        t0 = time.monotonic()
+        result = run_hook(tmp_path, "pal:class=resnet", sock, timeout_ms=80)
+        wall = time.monotonic() - t0
+    assert result["job"]["admin_comment"].startswith("pal:pass=timeout;req=h")
+    assert 0.07 <= result["elapsed_s"] < 0.15, result["elapsed_s"]
+    assert wall < 1.0  # the hook did not wait for the 1 s answer
+
+
+def test_real_lua51_timeout_is_capped_at_150_ms(tmp_path):
+    sock = tmp_path / "pald.sock"
+    with TinyPald(sock, delay_s=1.0):
+        result = run_hook(tmp_path, "pal:class=resnet", sock, timeout_ms=10000)
+    assert result["job"]["admin_comment"].startswith("pal:pass=timeout")
+    assert 0.14 <= result["elapsed_s"] < 0.25, result["elapsed_s"]
+
+
+def test_real_lua51_pald_error_reply_passes(tmp_path):
+    sock = tmp_path / "pald.sock"
+    bad = lambda line: b'{"v":1,"ok":false,"error":{"code":"unavailable","message":"standby"}}\n'
+    with TinyPald(sock, answer=bad):
+        result = run_hook(tmp_path, "pal:class=resnet", sock)
+    assert result["job"]["admin_comment"].startswith("pal:pass=pald-error:unavailable")
+
+
+def test_real_lua51_pald_closing_without_answer_passes(tmp_path):
+    sock = tmp_path / "pald.sock"
+    with TinyPald(sock, answer=lambda line: None):
+        result = run_hook(tmp_path, "pal:class=resnet", sock)
+    assert result["job"]["admin_comment"].startswith("pal:pass=socket-error")
+
+
+def test_real_lua51_non_pal_job_makes_no_connection(tmp_path):
+    sock = tmp_path / "pald.sock"
+    with TinyPald(sock) as pald:
+        result = run_hook(tmp_path, "just a comment", sock)
+    assert pald.received == []
+    assert "admin_comment" not in result["job"] and "req_nodes" not in result["job"]
+
+
+def run_against_pald_server(tmp_path, comment, handler, allowed_uids):
+    """Run the hook under lua5.1 against pald's real asyncio SocketServer in a thread."""
+    import asyncio
+    import threading
+
+    from pal_slurm.daemon.server import SocketServer
+
+    sock = tmp_path / "pald.sock"
+    loop = asyncio.new_event_loop()
+    server = SocketServer(handler, str(sock), allowed_uids=allowed_uids)
+    loop.run_until_complete(server.start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        assert (sock.stat().st_mode & 0o777) == 0o600
+        return run_hook(tmp_path, comment, sock)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        loop.run_until_complete(server.close())
+        loop.close()
+
+
+def test_real_lua51_against_palds_own_socket_server(tmp_path):
+    """The hook against pald's real asyncio server (SO_PEERCRED check, 0600 socket)."""
+    from pal_slurm.daemon.protocol import PlaceReply
+    from pal_slurm.model.decision import DecisionKind
+
+    seen = []
+
+    def handler(req):
+        seen.append(req)
+        return PlaceReply(DecisionKind.PLACE, "pal", {"gpu02": (1,)}, "gres:gpu:s1:1", rank=3,
+                          perf_class="A", warning="unknown class 'mystery': using A")
+
+    result = run_against_pald_server(tmp_path, "pal:class=mystery", handler, {os.geteuid()})
+    job = result["job"]
+    assert job["req_nodes"] == "gpu02" and job["tres_per_node"] == "gres:gpu:s1:1"
+    assert job["admin_comment"].startswith("pal:placed=gpu02;rank=v3;req=h")
+    assert result["user"] == ["pal: unknown class 'mystery': using A"]
+    assert len(seen) == 1 and seen[0].pal.perf_class == "mystery"
+
+
+def test_real_lua51_peer_refused_by_pald_passes(tmp_path):
+    seen = []
+    result = run_against_pald_server(tmp_path, "pal:class=resnet", seen.append,
+                                     {os.geteuid() + 12345})
+    assert seen == []
+    assert result["job"]["admin_comment"].startswith("pal:pass=pald-error:forbidden")
+    assert "req_nodes" not in result["job"]

@@ -1,0 +1,58 @@
+"""palctl db upgrade|current on a real SQLite file and a real PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from pal_slurm.cli.main import cli
+from pal_slurm.store import migrate
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request, tmp_path, monkeypatch) -> str:
+    monkeypatch.setenv("PAL_CONFIG", "/dev/null")
+    if request.param == "sqlite":
+        value = f"sqlite:///{tmp_path}/pal.db"
+    else:
+        value = request.getfixturevalue("postgres_url")
+    monkeypatch.setenv("PAL_DB_URL", value)
+    return value
+
+
+def palctl(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_current_then_upgrade_then_current(url):
+    head = migrate.head()
+    res = palctl("db", "current")
+    assert res.exit_code == 0
+    assert "revision: none (not migrated" in res.output and f"head:     {head}" in res.output
+    assert palctl("db", "current", "--check").exit_code == 1
+
+    res = palctl("db", "upgrade")
+    assert res.exit_code == 0 and f"upgraded empty -> {head}" in res.output
+    res = palctl("db", "upgrade")
+    assert res.exit_code == 0 and f"already at revision {head}" in res.output
+
+    res = palctl("db", "current", "--check")
+    assert res.exit_code == 0 and f"revision: {head} (up to date)" in res.output
+
+
+def test_url_option_beats_the_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAL_CONFIG", "/dev/null")
+    monkeypatch.setenv("PAL_DB_URL", f"sqlite:///{tmp_path}/other.db")
+    target = f"sqlite:///{tmp_path}/chosen.db"
+    assert palctl("db", "upgrade", "--url", target).exit_code == 0
+    assert (tmp_path / "chosen.db").exists()
+    assert "revision: none" in palctl("db", "current").output  # other.db untouched
+
+
+def test_unknown_revision_and_dead_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAL_CONFIG", "/dev/null")
+    monkeypatch.setenv("PAL_DB_URL", f"sqlite:///{tmp_path}/pal.db")
+    res = palctl("db", "upgrade", "--revision", "9999")
+    assert res.exit_code == 1 and "migration failed" in res.output
+    res = palctl("db", "current", "--url", "postgresql://u:pw@127.0.0.1:1/x?connect_timeout=2")
+    assert res.exit_code == 1 and "unavailable" in res.output and "Traceback" not in res.output

@@ -1,0 +1,71 @@
+import json
+
+from click.testing import CliRunner
+
+from pal_slurm.cli.main import cli
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["simulate", *args], catch_exceptions=False)
+
+
+def test_simulate_prints_table_and_writes_json_and_plots(tmp_path):
+    out = tmp_path / "r.json"
+    plots = tmp_path / "plots"
+    r = run("--trace", "workload-1", "--policies", "pal,packed-sticky", "--json", str(out), "--plots", str(plots))
+    assert r.exit_code == 0, r.output
+    assert "workload-1" in r.output and "pal" in r.output
+    doc = json.loads(out.read_text())
+    rows = {row["policy"]: row for row in doc["results"]}
+    assert set(rows) == {"pal", "packed-sticky"}
+    for row in rows.values():
+        for key, typ in (("trace", str), ("policy", str), ("seed", int), ("avg_jct_s", float),
+                         ("p99_jct_s", float), ("makespan_s", float), ("utilization", float)):
+            assert isinstance(row[key], typ), key
+    assert rows["pal"]["avg_jct_s"] < rows["packed-sticky"]["avg_jct_s"]
+    pngs = sorted(p.name for p in plots.iterdir())
+    assert "avg-jct-normalised.png" in pngs and "workload-1-jct-util.png" in pngs
+    assert all((plots / p).stat().st_size > 1000 for p in pngs)
+
+
+def test_multi_seed_reports_intervals(tmp_path):
+    out = tmp_path / "r.json"
+    r = run("--trace", "workload-4", "--policies", "pal", "--seeds", "3", "--json", str(out))
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert sorted(row["seed"] for row in doc["results"]) == [42, 43, 44]
+    agg = doc["aggregate"][0]
+    assert agg["seeds"] == 3 and agg["avg_jct_s_ci95"] >= 0
+    assert "±" in r.output
+
+
+def test_missing_trace_is_a_clear_error(tmp_path):
+    r = CliRunner().invoke(cli, ["simulate", "--trace", str(tmp_path / "none.csv")])
+    assert r.exit_code != 0
+    assert "cannot open trace" in r.output
+
+
+def test_malformed_csv_row_is_a_clear_error(tmp_path):
+    p = tmp_path / "bad.csv"
+    p.write_text("job_id,num_gpus,submit_time,duration,model\n0,1,0,10,vgg19\n1,x,1,10,vgg19\n")
+    r = CliRunner().invoke(cli, ["simulate", "--trace", str(p)])
+    assert r.exit_code != 0
+    assert "bad.csv:3" in r.output
+
+
+def test_unknown_policy_and_bad_cluster(tmp_path):
+    r = CliRunner().invoke(cli, ["simulate", "--trace", "workload-1", "--policies", "pal,bogus"])
+    assert r.exit_code == 2 and "unknown placement 'bogus'" in r.output
+    r = CliRunner().invoke(cli, ["simulate", "--trace", "workload-1", "--cluster", "16by4"])
+    assert r.exit_code == 2 and "NODESxGPUS" in r.output
+
+
+def test_job_bigger_than_cluster(tmp_path):
+    r = CliRunner().invoke(cli, ["simulate", "--trace", "workload-2", "--cluster", "2x4"])
+    assert r.exit_code == 1 and "needs 32 GPUs but the cluster has 8" in r.output
+
+
+def test_synthetic_trace_runs():
+    r = run("--synthetic", "40", "--policies", "pal,firstfit", "--cluster", "4x4")
+    assert r.exit_code == 0, r.output
+    assert "synthetic-40-s0" in r.output

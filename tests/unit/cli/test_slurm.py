@@ -1,0 +1,74 @@
+"""`palctl slurm gres-conf`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pal_slurm.cli.main import cli
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, ["slurm", "gres-conf", *args], catch_exceptions=False)
+
+
+def test_prints_gres_conf_and_slurm_conf_fragment() -> None:
+    r = run("--nodes", "gpu[01-04]", "--gpus", "4")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert "AutoDetect=off" in lines
+    assert "NodeName=gpu[01-04] Name=gpu Type=s0 File=/dev/nvidia0" in lines
+    assert "NodeName=gpu[01-04] Name=gpu Type=s3 File=/dev/nvidia3" in lines
+    assert not any("Type=s4" in line for line in lines)
+    # the slurm.conf part is commented out, so stdout can be redirected into gres.conf as is
+    assert "#   NodeName=gpu[01-04] Gres=gpu:s0:1,gpu:s1:1,gpu:s2:1,gpu:s3:1" in lines
+    assert all(line.startswith(("#", "AutoDetect", "NodeName=gpu[01-04] Name=")) for line in lines)
+
+
+def test_writes_output_file_with_device_pattern(tmp_path: Path) -> None:
+    out = tmp_path / "gres.conf"
+    r = run("--nodes", "n[1-2],n5", "--gpus", "2", "--device-pattern", "/lab/dev/g{slot}",
+            "--output", str(out))
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[-1] == "NodeName=n[1-2,5] Gres=gpu:s0:1,gpu:s1:1"
+    text = out.read_text()
+    assert "NodeName=n[1-2,5] Name=gpu Type=s1 File=/lab/dev/g1" in text
+    assert out.stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--nodes", "gpu[01-04", "--gpus", "4"], "unclosed '['"),
+        (["--nodes", "gpu[04-01]", "--gpus", "4"], "descending"),
+        (["--nodes", "", "--gpus", "4"], "--nodes is empty"),
+        (["--nodes", "gpu01", "--gpus", "4", "--device-pattern", "/dev/nvidia"], "{slot}"),
+    ],
+)
+def test_bad_input_is_a_clear_error(args: list[str], message: str) -> None:
+    r = run(*args)
+    assert r.exit_code == 1
+    assert message in r.output
+
+
+@pytest.mark.parametrize("gpus", ["0", "-2", "four"])
+def test_bad_gpu_count_is_a_usage_error(gpus: str) -> None:
+    r = run("--nodes", "gpu01", "--gpus", gpus)
+    assert r.exit_code == 2
+    assert "--gpus" in r.output
+
+
+def test_failed_write_keeps_existing_file(tmp_path: Path) -> None:
+    out = tmp_path / "gres.conf"
+    out.write_text("precious\n")
+    r = run("--nodes", "gpu[01-", "--gpus", "4", "--output", str(out))
+    assert r.exit_code == 1
+    assert out.read_text() == "precious\n"
+
+
+def test_unwritable_output_directory(tmp_path: Path) -> None:
+    r = run("--nodes", "gpu01", "--gpus", "1", "--output", str(tmp_path / "missing" / "gres.conf"))
+    assert r.exit_code != 0
+    assert "gres.conf" in r.output

@@ -1,0 +1,87 @@
+"""Builders and small fakes for daemon unit tests (the real Slurm path is in tests/integration)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from pal_slurm.daemon.comment_grammar import CommentSpec
+from pal_slurm.daemon.protocol import JobFields, PlaceRequest
+from pal_slurm.model import ClusterView
+from pal_slurm.slurm.readers import JobInfo, NodeInfo
+from pal_slurm.store.records import RankingEntry, RankingSnapshot
+
+
+def view(nodes=4, gpus=4, busy=()):
+    v = ClusterView.from_layout([(f"gpu{i + 1:02d}", gpus) for i in range(nodes)])
+    return v.with_free(set(range(v.size)) - set(busy))
+
+
+def request(cls="resnet", gpn=None, gpj=None, nodes=None, mode=None, gpus=None, rid=None):
+    comment = f"pal:class={cls}"
+    return PlaceRequest(
+        job=JobFields(uid=1000, comment=comment, gpus_per_node=gpn, gpus_per_job=gpj, min_nodes=nodes),
+        pal=CommentSpec(cls, gpus=gpus, mode=mode),
+        request_id=rid,
+    )
+
+
+def snapshot(scores: dict, version=3, nodes=4, gpus=4):
+    """scores: {class: {(node, slot): (score, sf)}}; unspecified GPUs: 1.0."""
+    entries = []
+    for cls, per in scores.items():
+        for (node, slot), (score, sf) in per.items():
+            entries.append(RankingEntry(node, slot, cls, score, sf, 1 if sf > 1.2 else 0))
+    return RankingSnapshot(version, datetime.now(timezone.utc), "optimal", tuple(entries))
+
+
+def held_job(job_id, gpn=2, nodes=1, cls="resnet", submit=0, tag="pal:defer;req=x"):
+    return JobInfo(job_id=job_id, name="j", state="PENDING", reason="JobHeldUser", user_id=1000,
+                   comment=f"pal:class={cls}", admin_comment=tag, nodes=(), required_nodes=(),
+                   node_count=nodes, tres_per_node=f"gres:gpu:{gpn}", gpu_slots={}, priority=0,
+                   submit_time=submit, start_time=0)
+
+
+def node_info(name, gpus=4, used=()):
+    return NodeInfo(name=name, state="idle" if not used else "mixed", state_flags=(), gpus=gpus,
+                    gpus_used=len(used), used_slots=frozenset(used), weight=1, features=(), partitions=("debug",))
+
+
+class FakeReader:
+    def __init__(self, nodes, jobs=()):
+        self._nodes = list(nodes)
+        self._jobs = list(jobs)
+        self.fail = None
+
+    def nodes(self):
+        if self.fail:
+            raise self.fail
+        return self._nodes
+
+    def jobs(self):
+        if self.fail:
+            raise self.fail
+        return self._jobs
+
+
+class FakeActuator:
+    def __init__(self, fail_for=()):
+        self.calls = []
+        self.fail_for = set(fail_for)
+
+    def _maybe_fail(self, job_id):
+        if job_id in self.fail_for:
+            from pal_slurm.slurm.errors import SlurmError
+
+            raise SlurmError(f"scontrol refused job {job_id}")
+
+    def place_held_job(self, job_id, nodes, gres_spec, release=True):
+        self._maybe_fail(job_id)
+        self.calls.append(("place", job_id, tuple(nodes), gres_spec))
+
+    def place_nodes(self, job_id, nodes, release=True):
+        self._maybe_fail(job_id)
+        self.calls.append(("nodes", job_id, tuple(nodes)))
+
+    def release(self, job_id):
+        self._maybe_fail(job_id)
+        self.calls.append(("release", job_id))

@@ -1,0 +1,165 @@
+"""pald's app and socket server, in process: a real asyncio unix socket, fake Slurm, memory
+or failing store. (The real Slurm + hook path is in tests/integration.)"""
+
+import asyncio
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from pal_slurm.config import Config, DaemonConfig
+from pal_slurm.daemon.app import Pald
+from pal_slurm.daemon.protocol import HealthRequest, ReloadRequest, encode_request
+from pal_slurm.daemon.server import SocketServer
+from pal_slurm.model import DecisionKind
+from pal_slurm.store.errors import StoreUnavailable
+from pal_slurm.store.memory import MemoryRepository
+
+from .builders import FakeActuator, FakeReader, held_job, node_info, request, snapshot
+
+
+def make_pald(tmp_path, store=None, jobs=()):
+    cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "pald.sock"), heartbeat_file=str(tmp_path / "hb")))
+    reader = FakeReader([node_info(f"gpu{i:02d}") for i in range(1, 5)], jobs)
+    return Pald(cfg, store, reader, FakeActuator())
+
+
+class FlakyStore:
+    """A memory repository that can be switched off (like a database going away)."""
+
+    def __init__(self):
+        self.repo = MemoryRepository()
+        self.down = False
+
+    def __getattr__(self, name):
+        attr = getattr(self.repo, name)
+
+        def call(*a, **k):
+            if self.down:
+                raise StoreUnavailable("database down")
+            return attr(*a, **k)
+
+        return call
+
+
+def test_place_records_decisions_and_survives_the_store_going_down(tmp_path):
+    store = FlakyStore()
+    store.repo.write_ranking("optimal", snapshot({"A": {("gpu01", 0): (3.0, 3.0)}}).entries)
+    pald = make_pald(tmp_path, store)
+    pald.refresh_store()
+    pald.sync_and_cycle()
+    assert pald.service.rank_version >= 1
+    r = pald.handle(request("resnet", gpn=4, rid="abc"))
+    assert r.decision is DecisionKind.PLACE and "gpu01" not in r.nodes
+    assert pald.flush_decisions() == 1
+    assert store.repo.decisions("req:abc")[0].kind is DecisionKind.PLACE
+
+    store.down = True
+    pald.refresh_store()  # keeps the ranking it had
+    r2 = pald.handle(request("resnet", gpn=4, rid="def"))
+    assert r2.decision is DecisionKind.PLACE and "gpu01" not in r2.nodes
+    assert pald.flush_decisions() == 0 and len(pald.pending_records) == 1
+    health = pald.handle(HealthRequest())
+    assert health.status == "degraded" and health.details["store"] == "unreachable"
+    assert any(e["what"] == "store" for e in health.details["recent_errors"])
+
+    store.down = False
+    pald.refresh_store()
+    assert pald.flush_decisions() == 1  # nothing lost
+    assert store.repo.decisions("req:def")
+    assert pald.handle(HealthRequest()).status == "ok"
+
+
+def test_slurm_failure_is_degraded_not_fatal(tmp_path):
+    pald = make_pald(tmp_path)
+    pald.sync_and_cycle()
+    pald.reader.fail = RuntimeError("sinfo: connection refused")
+    pald.sync_and_cycle()
+    h = pald.health()
+    assert h.status == "degraded" and h.details["slurm"] == "unreachable"
+    # still answers from the last view
+    assert pald.handle(request(gpn=1)).decision is DecisionKind.PLACE
+
+
+def test_cycle_releases_held_jobs_and_heartbeat_is_written(tmp_path):
+    pald = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)])
+    pald.sync_and_cycle()
+    assert pald.actuator.calls == [("place", 7, ("gpu01",), "gpu:s0:1,gpu:s1:1")]
+    pald.heartbeat()
+    doc = json.loads((tmp_path / "hb").read_text())
+    assert doc["pid"] > 0 and abs(doc["at"] - time.time()) < 60
+
+
+@pytest.fixture
+def running_server(tmp_path):
+    pald = make_pald(tmp_path)
+    pald.sync_and_cycle()
+    path = str(tmp_path / "pald.sock")
+    loop = asyncio.new_event_loop()
+    server = SocketServer(pald.handle, path, allowed_uids={0, __import__("os").geteuid()})
+    ready = threading.Event()
+
+    def run():
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.start())
+        ready.set()
+        loop.run_forever()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    assert ready.wait(5)
+    yield path, pald
+    asyncio.run_coroutine_threadsafe(server.close(), loop).result(5)
+    loop.call_soon_threadsafe(loop.stop)
+    t.join(5)
+
+
+def ask(path, payload: bytes) -> dict:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(path)
+        s.sendall(payload)
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    return json.loads(buf)
+
+
+def test_socket_answers_place_health_reload_and_typed_errors(running_server):
+    path, pald = running_server
+    import os
+    import stat
+
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    r = ask(path, encode_request(request("bert", gpn=2, rid="x1")))
+    assert r["ok"] and r["decision"] == "place" and r["gres"].startswith("gres:gpu:s")
+    assert ask(path, encode_request(HealthRequest()))["status"] in ("ok", "degraded")
+    assert ask(path, encode_request(ReloadRequest()))["ok"]
+    assert ask(path, b"not json\n")["error"]["code"] == "not_json"
+    assert ask(path, b'{"v":9,"op":"health"}\n')["error"]["code"] == "bad_version"
+    assert ask(path, b"x" * 70000 + b"\n")["error"]["code"] == "too_long"
+    # the server is still fine after all that
+    assert ask(path, encode_request(request("bert", gpn=2)))["decision"] == "place"
+
+
+def test_forbidden_peer(tmp_path):
+    pald = make_pald(tmp_path)
+    path = str(tmp_path / "p.sock")
+
+    async def go():
+        server = SocketServer(pald.handle, path, allowed_uids={123456})
+        await server.start()
+        reader, writer = await asyncio.open_unix_connection(path)
+        writer.write(encode_request(HealthRequest()))
+        await writer.drain()
+        line = await reader.readline()
+        writer.close()
+        await server.close()
+        return json.loads(line)
+
+    assert asyncio.run(go())["error"]["code"] == "forbidden"

@@ -1,0 +1,60 @@
+from pal_slurm.daemon.cycle import apply_releases, gpus_per_node, is_pal_held, plan_releases
+from pal_slurm.daemon.service import PlacementService
+
+from .builders import FakeActuator, held_job, view
+
+
+def svc(busy=()):
+    s = PlacementService()
+    s.observe_cluster(view(busy=busy), now=0)
+    return s
+
+
+def test_only_jobs_held_by_the_hook_count():
+    assert is_pal_held(held_job(1))
+    assert not is_pal_held(held_job(2, tag="pal:placed=gpu01"))
+
+
+def test_gpus_per_node_parses_typed_and_plain():
+    assert gpus_per_node("gres:gpu:4") == 4
+    assert gpus_per_node("gres:gpu:s2:1,gres:gpu:s3:1") == 2
+    assert gpus_per_node("") is None
+
+
+def test_fifo_releases_in_submit_order_and_stops_at_the_first_that_does_not_fit():
+    s = svc(busy=range(10))  # 6 free: gpu03 slots 2-3, gpu04 all
+    jobs = [held_job(12, gpn=2, submit=20), held_job(11, gpn=4, submit=10), held_job(13, gpn=4, submit=30)]
+    plan = plan_releases(jobs, s)
+    assert [r.job_id for r in plan.releases] == [11, 12]
+    assert plan.waiting == 1
+    assert plan.releases[0].choice.nodes == {"gpu04": (0, 1, 2, 3)}
+    assert plan.releases[0].gres_spec == "gpu:s0:1,gpu:s1:1,gpu:s2:1,gpu:s3:1"
+    assert plan.releases[1].choice.nodes == {"gpu03": (2, 3)}
+
+
+def test_without_backfill_a_big_head_blocks_and_with_backfill_it_does_not():
+    s = svc(busy=range(14))
+    jobs = [held_job(1, gpn=4, submit=1), held_job(2, gpn=1, submit=2)]
+    assert plan_releases(jobs, s).releases == []
+    assert [r.job_id for r in plan_releases(jobs, s, backfill=True).releases] == [2]
+
+
+def test_apply_releases_reserves_and_keeps_failures_held():
+    s = svc()
+    s.held_jobs = 2
+    plan = plan_releases([held_job(1, gpn=2, submit=1), held_job(2, gpn=2, submit=2)], s)
+    act = FakeActuator(fail_for={2})
+    recorded = []
+    errors = apply_releases(plan, act, s, now=1.0, record=recorded.append)
+    assert [c[1] for c in act.calls] == [1]
+    assert errors and errors[0][0] == 2 and "refused" in errors[0][1]
+    assert [r.job_id for r in recorded] == [1]
+    assert len(s.reservations) == 1 and s.held_jobs == 1
+
+
+def test_held_job_with_malformed_comment_is_released_untouched():
+    s = svc()
+    bad = held_job(5)
+    bad = bad.__class__(**{**bad.__dict__, "comment": "pal:class="})
+    plan = plan_releases([bad], s)
+    assert plan.releases[0].choice is None and plan.releases[0].reason.startswith("bad_comment")

@@ -1,0 +1,114 @@
+import pytest
+
+from pal_slurm.daemon.service import PlacementService, ServiceSettings, Shape, ShapeError, job_shape
+from pal_slurm.model import DecisionKind
+
+from .builders import request, snapshot, view
+
+
+def service(busy=(), snap=None, **kw):
+    s = PlacementService(ServiceSettings(**kw))
+    s.set_snapshot(snap)
+    s.observe_cluster(view(busy=busy), now=0.0)
+    return s
+
+
+SLOW = snapshot({"A": {("gpu01", 1): (2.8, 2.8)}})
+
+
+def test_places_a_single_node_job_on_exact_slots_avoiding_the_slow_gpu():
+    s = service(snap=SLOW)
+    r = s.place(request("resnet", gpn=4), now=0.1, key="r1")
+    assert r.decision is DecisionKind.PLACE
+    assert r.nodes == {"gpu02": (0, 1, 2, 3)}  # gpu01 holds the slow GPU
+    assert r.gres == "gres:gpu:s0:1,gres:gpu:s1:1,gres:gpu:s2:1,gres:gpu:s3:1"
+    assert r.rank == 3 and r.perf_class == "A" and r.warning is None
+
+
+def test_best_fit_keeps_whole_nodes_free():
+    s = service(busy=(4, 5))  # gpu02 has 2 free
+    r = s.place(request("vgg19", gpn=2), now=0.1, key="r1")
+    assert r.nodes == {"gpu02": (2, 3)}
+
+
+def test_two_submissions_in_the_same_second_never_share_gpus():
+    s = service()
+    seen = set()
+    for i in range(8):
+        r = s.place(request("bert", gpn=2), now=0.5, key=f"r{i}")
+        assert r.decision is DecisionKind.PLACE
+        gpus = {(n, x) for n, slots in r.nodes.items() for x in slots}
+        assert not gpus & seen
+        seen |= gpus
+    assert len(seen) == 16
+    r = s.place(request("bert", gpn=2), now=0.5, key="r9")
+    assert r.decision is DecisionKind.DEFER and r.reason == "no_room"
+
+
+def test_reservations_end_when_slurm_shows_the_gpus_busy_or_after_the_ttl():
+    s = service(reservation_ttl_s=30)
+    r = s.place(request("bert", gpn=4), now=1.0, key="a")
+    assert len(s.free_now()) == 12
+    s.observe_cluster(view(busy=()), now=2.0)  # Slurm has not started it yet: still reserved
+    assert len(s.reservations) == 1
+    slots = {"gpu01": 0, "gpu02": 4, "gpu03": 8, "gpu04": 12}
+    first = slots[next(iter(r.nodes))]
+    s.observe_cluster(view(busy=range(first, first + 4)), now=3.0)
+    assert not s.reservations and len(s.free_now()) == 12
+    s.place(request("bert", gpn=4), now=4.0, key="b")
+    s.observe_cluster(view(), now=40.0)  # never started: expires
+    assert not s.reservations
+
+
+def test_unknown_class_gets_the_default_and_a_warning():
+    s = service()
+    r = s.place(request("mystery-app", gpn=1), now=0, key="k")
+    assert r.decision is DecisionKind.PLACE and r.perf_class == "A"
+    assert "unknown class 'mystery-app'" in r.warning
+
+
+def test_store_class_map_is_used():
+    s = service()
+    s.set_class_map({"mystery-app": "D"})
+    r = s.place(request("mystery-app", gpn=1), now=0, key="k")
+    assert r.perf_class == "D" and r.warning is None
+
+
+def test_modes_and_queue_order():
+    s = service(busy=range(16))
+    assert s.place(request(gpn=1, mode="now"), now=0, key="a").decision is DecisionKind.PASS
+    assert s.place(request(gpn=1), now=0, key="b").decision is DecisionKind.DEFER
+    s.observe_cluster(view(), now=1.0, held_jobs=1)  # room again, but an older job is held
+    assert s.place(request(gpn=1), now=1, key="c").decision is DecisionKind.DEFER
+    assert s.place(request(gpn=1, mode="now"), now=1, key="d").decision is DecisionKind.PLACE
+    assert s.place(request(gpn=1, mode="defer"), now=1, key="e").decision is DecisionKind.DEFER
+
+
+def test_requests_that_cannot_be_placed_pass():
+    s = service()
+    assert s.place(request(gpn=8), now=0, key="a").reason == "too_many_gpus_per_node"
+    assert s.place(request(gpj=64), now=0, key="b").reason == "bigger_than_cluster"
+    assert s.place(request(), now=0, key="c").reason == "no_gpus"
+    fresh = PlacementService()
+    assert fresh.place(request(gpn=1), now=0, key="d").reason == "no_cluster_view"
+
+
+def test_multi_node_per_node_shape_and_total_shape():
+    s = service(busy=(0,))
+    r = s.place(request(gpn=2, nodes=2), now=0, key="a")
+    assert len(r.nodes) == 2 and all(len(v) == 2 for v in r.nodes.values())
+    r = s.place(request(gpj=6), now=0, key="b")
+    assert r.decision is DecisionKind.PLACE and sum(len(v) for v in r.nodes.values()) == 6
+    assert r.gres is None  # a total request keeps its own GRES; the hook pins the nodes
+
+
+def test_job_shape():
+    from pal_slurm.daemon.protocol import JobFields
+    from pal_slurm.daemon.comment_grammar import CommentSpec
+
+    assert job_shape(JobFields(uid=1, comment="", gpus_per_node=2, min_nodes=3), None) == Shape(3, 2, 6)
+    assert job_shape(JobFields(uid=1, comment="", gpus_per_job=8, min_nodes=2), None) == Shape(2, 4, 8)
+    assert job_shape(JobFields(uid=1, comment="", gpus_per_job=7, min_nodes=2), None) == Shape(None, None, 7)
+    assert job_shape(JobFields(uid=1, comment=""), CommentSpec("x", gpus=3)) == Shape(None, None, 3)
+    with pytest.raises(ShapeError):
+        job_shape(JobFields(uid=1, comment=""), CommentSpec("x"))

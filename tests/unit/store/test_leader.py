@@ -1,0 +1,237 @@
+"""Active/standby: never two leaders, and the standby takes over when the leader's lock dies.
+
+PostgreSQL tests run on a real private server (advisory locks); the SQLite flavour uses flock.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pal_slurm.store.leader import (
+    AlwaysLeader,
+    FileLockLeader,
+    Leadership,
+    PgAdvisoryLeader,
+    lock_key,
+    make_leader,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def wait_until(predicate, timeout: float = 20.0, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+def spawn_leader(url: str) -> subprocess.Popen:
+    """Another process that takes the lock, says so, and then sleeps (until killed)."""
+    code = textwrap.dedent(
+        f"""
+        import sys, time
+        from pal_slurm.store.leader import make_leader
+        leader = make_leader({url!r})
+        while not leader.try_acquire():
+            time.sleep(0.05)
+        print("leading", flush=True)
+        time.sleep(600)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == "leading", f"child did not lead: {line!r}"
+    return proc
+
+
+def kill(proc: subprocess.Popen) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def no_two_leaders(contenders: list[Leadership], rounds: int = 30) -> int:
+    """Threads grab and drop the lock; a shared counter must never see two leaders at once."""
+    inside = 0
+    worst = 0
+    acquired = 0
+    guard = threading.Lock()
+
+    def run(leader: Leadership) -> None:
+        nonlocal inside, worst, acquired
+        for _ in range(rounds):
+            if leader.try_acquire():
+                with guard:
+                    inside += 1
+                    acquired += 1
+                    worst = max(worst, inside)
+                time.sleep(0.002)
+                with guard:
+                    inside -= 1
+                leader.release()
+            time.sleep(0.001)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in contenders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert worst == 1, f"{worst} leaders at once"
+    return acquired
+
+
+def test_lock_key_is_stable_and_signed_64_bit():
+    assert lock_key("pald") == lock_key("pald") != lock_key("other")
+    assert -(2**63) <= lock_key("pald") < 2**63
+
+
+def test_make_leader_picks_the_mechanism(tmp_path):
+    assert isinstance(make_leader("memory://"), AlwaysLeader)
+    assert isinstance(make_leader("sqlite://"), AlwaysLeader)
+    lead = make_leader(f"sqlite:///{tmp_path}/pal.db")
+    assert isinstance(lead, FileLockLeader) and lead.path == f"{tmp_path}/pal.db.pald.leader"
+    assert isinstance(make_leader("postgresql://u@127.0.0.1:1/x"), PgAdvisoryLeader)
+    with pytest.raises(ValueError):
+        make_leader("mysql://u@h/x")
+
+
+def test_always_leader():
+    lead = AlwaysLeader()
+    assert not lead.is_leader()
+    assert lead.try_acquire() and lead.is_leader()
+    lead.release()
+    assert not lead.is_leader()
+
+
+# ---- SQLite: flock ---------------------------------------------------------------------
+
+
+def test_file_lock_one_leader_then_handover(tmp_path):
+    url = f"sqlite:///{tmp_path}/pal.db"
+    a, b = make_leader(url), make_leader(url)
+    assert a.try_acquire() and a.is_leader()
+    assert not b.try_acquire() and not b.is_leader()
+    assert a.try_acquire()  # idempotent while leading
+    a.release()
+    assert not a.is_leader()
+    assert b.try_acquire() and not a.try_acquire()
+    b.release()
+
+
+def test_file_lock_contenders_never_overlap(tmp_path):
+    url = f"sqlite:///{tmp_path}/pal.db"
+    assert no_two_leaders([make_leader(url) for _ in range(4)]) > 0
+
+
+def test_file_lock_standby_takes_over_when_leader_process_dies(tmp_path):
+    url = f"sqlite:///{tmp_path}/pal.db"
+    proc = spawn_leader(url)
+    standby = make_leader(url)
+    try:
+        assert not standby.try_acquire()
+        kill(proc)
+        assert wait_until(standby.try_acquire, timeout=5)
+    finally:
+        if proc.poll() is None:
+            kill(proc)
+        standby.release()
+
+
+# ---- PostgreSQL: advisory lock -----------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_pg_one_leader_then_handover(postgres_url):
+    a, b = PgAdvisoryLeader(postgres_url), PgAdvisoryLeader(postgres_url)
+    try:
+        assert a.try_acquire() and a.is_leader() and a.backend_pid
+        for _ in range(5):
+            assert not b.try_acquire() and not b.is_leader()
+            assert a.try_acquire()
+        other = PgAdvisoryLeader(postgres_url, name="another-service")
+        assert other.try_acquire()  # a different name is a different lock
+        other.close()
+        a.release()
+        assert not a.is_leader()
+        assert b.try_acquire() and not a.try_acquire()
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.postgres
+def test_pg_contenders_never_overlap(postgres_url):
+    leaders = [PgAdvisoryLeader(postgres_url) for _ in range(4)]
+    try:
+        assert no_two_leaders(leaders, rounds=20) > 0
+    finally:
+        for lead in leaders:
+            lead.close()
+
+
+@pytest.mark.postgres
+def test_pg_standby_takes_over_when_leader_connection_dies(postgres_server, postgres_url):
+    leader, standby = PgAdvisoryLeader(postgres_url), PgAdvisoryLeader(postgres_url)
+    try:
+        assert leader.try_acquire()
+        assert not standby.try_acquire()
+        # the leader's session is killed server-side (what a dead host/connection amounts to)
+        postgres_server.execute_autocommit(f"SELECT pg_terminate_backend({leader.backend_pid})")
+        assert wait_until(standby.try_acquire, timeout=10)
+        assert not leader.is_leader()  # the old leader notices at its next check...
+        assert not leader.try_acquire()  # ...and cannot take the lock back
+        assert "lost the lock connection" in (leader.last_error or "")
+    finally:
+        leader.close()
+        standby.close()
+
+
+@pytest.mark.postgres
+def test_pg_standby_takes_over_when_leader_process_is_killed(postgres_url):
+    proc = spawn_leader(postgres_url)
+    standby = PgAdvisoryLeader(postgres_url)
+    try:
+        assert not standby.try_acquire()
+        started = time.monotonic()
+        kill(proc)
+        assert wait_until(standby.try_acquire, timeout=10)
+        assert time.monotonic() - started < 10
+    finally:
+        if proc.poll() is None:
+            kill(proc)
+        standby.close()
+
+
+@pytest.mark.postgres
+def test_pg_outage_means_nobody_leads_and_no_exception(postgres_factory):
+    server = postgres_factory()
+    url = server.url("postgres")
+    leader = PgAdvisoryLeader(url)
+    try:
+        assert leader.try_acquire()
+        server.stop(immediate=True)
+        assert not leader.is_leader()
+        assert not leader.try_acquire()
+        assert leader.last_error and f":{server.port}/postgres" in leader.last_error
+        server.start()
+        assert wait_until(leader.try_acquire, timeout=10)
+    finally:
+        leader.close()

@@ -146,14 +146,16 @@ class EventSimulator:
         return self.netmodel.factor(app, n, nodes, racks)
 
     # ---- the run --------------------------------------------------------------------------
-    def run(self, trace: Trace, policy: str, progress: Callable[[float], None] | None = None) -> RunResult:
+    def run(self, trace: Trace, policy, progress: Callable[[float], None] | None = None) -> RunResult:
+        """Simulate `trace` under `policy` (a registered name, or a placement object)."""
         cfg = self.config
         cluster = self.cluster
         G = cluster.size
         for job in trace.jobs:
             if job.num_gpus > G:
                 raise ValueError(f"{trace.name}: job {job.job_id} needs {job.num_gpus} GPUs; the cluster has {G}")
-        pol = placement_by_name(policy)
+        pol = placement_by_name(policy) if isinstance(policy, str) else policy
+        policy = pol.name
         order_fn = queue_order(cfg.queue)
         scores = gpu_profiles(G, cfg.variability_seed)
         ranking = Ranking.from_scores(scores, cfg.binning)
@@ -365,3 +367,28 @@ def _wanted_tier(n: int, cluster: ClusterView) -> int:
 def simulate(trace: Trace, policy: str, config: EventConfig = EventConfig()) -> RunResult:
     """One event-mode run (convenience wrapper)."""
     return EventSimulator(config).run(trace, policy)
+
+
+def simulator_for(spec, seed_index: int = 0) -> EventSimulator:
+    """An EventSimulator for a `sim.runner.RunSpec` (palctl simulate --mode event).
+
+    Seed index i draws GPU identities with variability seed i and seeds the placements' RNG
+    with i. `nodes_per_rack=None` keeps EventConfig's default (4 nodes under a leaf);
+    `congestion` is the background load of both the leaf and the spine tier.
+    """
+    kw = {}
+    if getattr(spec, "nodes_per_rack", None):
+        kw["nodes_per_rack"] = spec.nodes_per_rack
+    load = float(getattr(spec, "congestion", 0.0) or 0.0)
+    return EventSimulator(
+        EventConfig(
+            num_nodes=spec.num_nodes,
+            gpus_per_node=spec.gpus_per_node,
+            queue=spec.queue,
+            locality_penalty=spec.locality_penalty,
+            variability_seed=seed_index,
+            seed=seed_index,
+            congestion=Congestion(load, load),
+            **kw,
+        )
+    )

@@ -351,7 +351,7 @@ class NetAwarePlacement:
     # ---- delay scheduling ------------------------------------------------------------------
     def _timers(self, ctx) -> Mapping:
         t = getattr(ctx, "delay_timers", None)
-        return t if t is not None else self.timers
+        return self.timers if not t else {**self.timers, **t}
 
     def tier_deadlines(self, job: JobRequest, ctx) -> list[tuple[float, int]]:
         """[(time, tier)]: from `time` on, the job accepts placements up to `tier`."""

@@ -14,7 +14,13 @@ policies are configurations and ablations are one flag away:
   of waiting, then also the rack tier for `timer(sens, rack)` more, then anything. With
   `cost_aware`, each wait is also bounded by what consolidation saves the job (remaining
   ideal time x the factor gap, "saving"): wait = min(saving, max(timer, patience x saving)),
-  so a 9-hour GPT-2 job waits hours for a rack and a 5-minute one waits minutes at most. Every job accepts any placement after `max_wait_s`: no starvation.
+  so a 9-hour GPT-2 job waits hours for a rack and a 5-minute one waits minutes at most.
+  With `finish_aware`, even a job whose timers ran out refuses a spread placement when waiting
+  for its consolidated one (the node/rack the running jobs free soonest, by their estimated
+  ends) would finish it earlier; it then holds that reservation. That wait is bounded by the
+  running jobs' ends, so it cannot starve; it matters when a job reaches the head of a deep
+  queue long after its timers expired (a cap counted from submission would otherwise push a
+  network-bound job onto the spine at 10x the runtime). Every job accepts any placement after `max_wait_s`: no starvation.
   Timers come from the context (`delay_timers`, the auto-tuner) or the policy's defaults.
 - **Preemption**: a sensitive job that cannot get its preferred tier may stop strictly less
   sensitive jobs that started less than `recent_s` ago and were preempted fewer than
@@ -342,6 +348,7 @@ class NetAwarePlacement:
     reserve_after_s: float = 3600.0  # easy backfill: a blocked job holds one once it waited this long
     cost_aware: bool = True  # never wait longer than consolidation would save
     patience: float = 0.5  # cost-aware: wait up to this fraction of the saving (above the timer)
+    finish_aware: bool = True  # refuse a spread placement that ends later than waiting would
     keeps_running: bool = True  # sticky: running jobs are never moved
 
     def __post_init__(self):
@@ -433,6 +440,23 @@ class NetAwarePlacement:
                     holding.pop(jid, None)
                 if freed:
                     got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
+            if got is not None and self.finish_aware and got[1] > preferred_tier(n, cluster):
+                # a spread placement now, or the consolidated one when the running jobs free it?
+                want = preferred_tier(n, cluster)
+                r = _Reservation.make(n, want, free, holding, ends, cluster, rack_idx, now)
+                if r.group is not None and r.shadow <= now:
+                    # consolidated GPUs are free now but cost more by variability: take the faster
+                    tight_now = best_allocation(job, sorted(free), ctx, self.variability, want, rack_idx)
+                    if tight_now is not None and self._runtime(job, tight_now[0], ctx) < self._runtime(job, got[0], ctx):
+                        got = tight_now
+                elif r.group is not None and r.shadow < math.inf:
+                    spread = self._runtime(job, got[0], ctx)
+                    tight = spread / got[2] * tier_factor(job, preferred_tier(n, cluster), cluster, ctx)
+                    if r.shadow + tight < now + spread:
+                        got = None
+                        if self.backfill == "easy" and len(res) < self.reservations:
+                            res.append(r)
+                        continue
             if got is None:
                 if self.backfill == "none":
                     if len(free) >= n:
@@ -517,7 +541,8 @@ PAL_NET_PREEMPT = NetAwarePlacement("pal-net-preempt", preempt=PreemptConfig())
 PAL_NET_TUNED = NetAwarePlacement("pal-net-tuned", autotune=True)
 PAL_NET_NODELAY = NetAwarePlacement("pal-net-nodelay", delay=False)  # ablation: no delay timers
 DALLY = NetAwarePlacement(
-    "dally", variability=False, backfill="greedy", preempt=PreemptConfig(), autotune=True, cost_aware=False
+    "dally", variability=False, backfill="greedy", preempt=PreemptConfig(), autotune=True, cost_aware=False,
+    finish_aware=False,
 )
 NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, DALLY)
 

@@ -129,7 +129,7 @@ def _cfg(**kw):
     return EventConfig(cluster=c, congestion=Congestion(0.2, 0.5), restart_cost_s=30.0, **kw)
 
 
-FLAT = dict(variability=False, backfill="easy")
+FLAT = dict(variability=False, backfill="easy", finish_aware=False)
 
 
 def test_delay_scheduling_lowers_communication_overhead_under_congestion():
@@ -165,6 +165,20 @@ def test_an_expiring_timer_wakes_the_scheduler():
     fin = {j.job_id: j.finish for j in r2.jobs}
     assert max(fin[0], fin[2]) < 0.5 * H + 2700.0
     assert r2.jobs[4].first_start == pytest.approx(0.5 * H + 2700.0)
+
+
+def test_finish_aware_job_waits_for_the_rack_after_its_timers_ran_out():
+    # timers of 0 s: plain delay scheduling would take the spread placement at 1 h; the
+    # finish-aware rule sees that waiting for rack 0 (free at 1.5 h) ends much sooner
+    tr = _blocking_case()
+    no_timers = dict(delay=True, cost_aware=False, timers={("high", "node"): 0.0, ("high", "rack"): 0.0})
+    blind = EventSimulator(_cfg()).run(tr, NetAwarePlacement("t-blind", **no_timers, **FLAT))
+    aware = EventSimulator(_cfg()).run(
+        tr, NetAwarePlacement("t-aware", **no_timers, **{**FLAT, "finish_aware": True}))
+    fin = {j.job_id: j.finish for j in aware.jobs}
+    assert blind.jobs[4].first_start < fin[1]
+    assert aware.jobs[4].first_start == pytest.approx(fin[1])
+    assert aware.jobs[4].finish < blind.jobs[4].finish
 
 
 # ---- preemption ------------------------------------------------------------------------

@@ -81,6 +81,10 @@ class ProfilingConfig:
     backend: str = "auto"  # auto | nvml | kernel | replay
     timeout_s: float = 5.0  # hard bound on one prolog/epilog benchmark
     spool_dir: str = "/var/spool/pal"  # samples queued here while the store is unreachable
+    duration_s: float = 2.0  # measuring time of one benchmark call (all GPUs of a job)
+    window_s: float = 604800.0  # palctl rank: median over samples of this window (7 days)
+    replay_seed: int = 0  # replay backend: which dataset GPU each (node, slot) replays
+    max_load_per_cpu: float = 0.8  # 1-min load per CPU above which a sample is flagged busy
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
         ("daemon", "reservation_ttl_s"),
         ("policy", "locality_penalty"),
         ("profiling", "timeout_s"),
+        ("profiling", "window_s"),
+        ("profiling", "max_load_per_cpu"),
     }
 )
 

@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import socket
 import time
 from collections import deque
@@ -39,6 +40,21 @@ from pal_slurm.model import DecisionKind
 log = logging.getLogger("pald")
 
 MAX_BUFFERED_DECISIONS = 10_000
+_REQ_ID = re.compile(r"(?:^|[;\s])req=([^;\s]+)")
+
+
+def started_keys(jobs) -> set[str]:
+    """Reservation keys of jobs Slurm no longer holds back: `job:<id>` for jobs pald released,
+    `req:<id>` for jobs placed at submit (the hook writes req=<id> into admin_comment)."""
+    out = set()
+    for j in jobs:
+        if j.state == "PENDING":
+            continue
+        out.add(f"job:{j.job_id}")
+        m = _REQ_ID.search(j.admin_comment or "")
+        if m:
+            out.add(f"req:{m.group(1)}")
+    return out
 
 
 @dataclass
@@ -65,8 +81,12 @@ class Pald:
     """One daemon instance. `store` may be None (memory only); `reader`/`actuator` are the
     Slurm adapter's SlurmReader / SlurmActuator (or fakes with the same methods in tests)."""
 
-    def __init__(self, config, store, reader, actuator, clock=time.time):
+    def __init__(self, config, store, reader, actuator, clock=time.time, leader=None):
+        from pal_slurm.store.leader import AlwaysLeader
+
         self.config = config
+        self.leader = leader or AlwaysLeader()
+        self.leading: bool = False
         self.store = store
         self.reader = reader
         self.actuator = actuator
@@ -111,6 +131,10 @@ class Pald:
             return ErrorReply(ErrorCode.INTERNAL.value, f"pald failed: {exc}")
 
     def _place(self, req: PlaceRequest) -> PlaceReply:
+        if not self.leading:
+            # a standby pald must not promise GPUs: the active one does; the job passes
+            self.counts["pass"] += 1
+            return PlaceReply(DecisionKind.PASS, reason="standby")
         self._req_seq += 1
         key = req.request_id or f"pald-{os.getpid()}-{self._req_seq}"
         now = self.clock()
@@ -135,6 +159,7 @@ class Pald:
                 "free_gpus": len(self.service.free_now()),
                 "reservations": len(self.service.reservations),
                 "held_jobs": self.service.held_jobs,
+                "leader": self.leading,
                 "buffered_decisions": len(self.pending_records),
                 "counts": dict(self.counts),
                 "recent_errors": list(self.recent_errors),
@@ -196,9 +221,23 @@ class Pald:
         self.recent_errors.append({"at": round(self.clock(), 1), "what": what, "error": str(exc)[:300]})
 
     # ---- Slurm -----------------------------------------------------------------------------
+    def check_leadership(self) -> bool:
+        """Lead if we can. If the lock cannot be checked (database away) keep the last state:
+        a standby cannot take the lock then either, so at most the old leader goes on."""
+        try:
+            leading = self.leader.try_acquire()
+        except Exception as exc:  # noqa: BLE001
+            self._note_error("leader", exc)
+            return self.leading
+        if leading != self.leading:
+            log.warning("%s", "now the active pald" if leading else "lost leadership: standby")
+        self.leading = leading
+        return leading
+
     def sync_and_cycle(self) -> None:
         """Read Slurm, refresh the view, release deferred jobs that fit (blocking: run it in a
         thread; the socket loop keeps answering meanwhile)."""
+        self.check_leadership()
         try:
             nodes = self.reader.nodes()
             jobs = self.reader.jobs()
@@ -210,11 +249,13 @@ class Pald:
 
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
-        self.service.observe_cluster(cluster_view(nodes, jobs), now, held_jobs=len(held))
+        self.service.observe_cluster(cluster_view(nodes, jobs), now, held_jobs=len(held), started=started_keys(jobs))
         self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")
         self.slurm_ok = True
+        if not self.leading:
+            return  # standby: keep the view warm, act on nothing
         self._track_held(held)
         if not held:
             return

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from pal_slurm.store.errors import StoreUnavailable
+from pal_slurm.store.errors import StoreError, StoreUnavailable
 
 
 class LazyStore:
@@ -47,8 +47,8 @@ class LazyStore:
         def call(*args, **kwargs):
             try:
                 return attr(*args, **kwargs)
-            except StoreUnavailable:
-                raise
+            except StoreError:
+                raise  # typed already: unavailable, full, or a record the store refuses
             except Exception as exc:  # noqa: BLE001
                 raise StoreUnavailable(f"store call {name} failed: {exc}") from exc
 

@@ -31,9 +31,16 @@ def build(config) -> Pald:
     from pal_slurm.slurm.readers import SlurmReader
     from pal_slurm.slurm.runner import CommandRunner
 
+    from pal_slurm.store.leader import AlwaysLeader, make_leader
+
     runner = CommandRunner(slurm_conf=config.slurm.conf, bin_dir=config.slurm.bin_dir)
     store = LazyStore(config.store.url)
-    return Pald(config, store, SlurmReader(runner), SlurmActuator(runner))
+    try:
+        leader = make_leader(config.store.url)
+    except Exception as exc:  # noqa: BLE001 - an unusable lock must not stop placement
+        log.error("no leadership mechanism (%s): acting as the only pald", exc)
+        leader = AlwaysLeader()
+    return Pald(config, store, SlurmReader(runner), SlurmActuator(runner), leader=leader)
 
 
 async def serve(config, pald: Pald) -> None:

@@ -89,8 +89,12 @@ class PlacementService:
     _rng: random.Random = field(default_factory=lambda: random.Random(0))
 
     # ---- inputs ------------------------------------------------------------------------
-    def observe_cluster(self, view: ClusterView, now: float, held_jobs: int | None = None) -> None:
-        """A fresh Slurm view (taken at `now`): drop reservations it confirms or that expired."""
+    def observe_cluster(self, view: ClusterView, now: float, held_jobs: int | None = None,
+                        started: set[str] = frozenset()) -> None:
+        """A fresh Slurm view (taken at `now`): drop reservations it confirms or that expired.
+
+        `started`: reservation keys whose job Slurm shows started or finished (a short job can
+        start and end between two views, so "its GPUs look busy" alone is not enough)."""
         layout_changed = self.view is None or [(g.node, g.slot) for g in self.view.gpus] != [
             (g.node, g.slot) for g in view.gpus
         ]
@@ -101,7 +105,7 @@ class PlacementService:
         if layout_changed or self.ranking is None:
             self.ranking = ranking_for(view, self.snapshot)
         for key, r in list(self.reservations.items()):
-            confirmed = r.made_at < now and not (r.gpu_ids & view.free)
+            confirmed = key in started or (r.made_at < now and not (r.gpu_ids & view.free))
             if confirmed or now - r.made_at > self.settings.reservation_ttl_s:
                 del self.reservations[key]
         if held_jobs is not None:

@@ -27,6 +27,7 @@ from pal_slurm.store.records import (
 )
 from pal_slurm.store.repository import (
     as_utc,
+    check_batch_uuids,
     check_class,
     check_entries,
     check_gpu,
@@ -71,22 +72,18 @@ class MemoryRepository:
             uuid if uuid is not None else (old.uuid if old else None),
             model if model is not None else (old.model if old else None),
         )
-        if new.uuid is not None:
-            for key, g in self._gpus.items():
+        if new.uuid is not None:  # a uuid seen elsewhere before: the GPU moved here
+            for key, g in list(self._gpus.items()):
                 if g.uuid == new.uuid and key != (node, slot):
-                    raise InvalidRecord(f"GPU uuid {new.uuid} already belongs to {key[0]}:{key[1]}")
+                    self._gpus[key] = dataclasses.replace(g, uuid=None)
         self._gpus[(node, slot)] = new
 
     def upsert_gpus(self, gpus: Iterable[GpuRecord]) -> None:
         gpus = [check_gpu(g) for g in gpus]
+        check_batch_uuids((g.node, g.slot, g.uuid) for g in gpus)
         with self._lock:
-            saved = dict(self._gpus), dict(self._nodes)
-            try:
-                for g in gpus:
-                    self._ensure_gpu(g.node, g.slot, g.uuid, g.model)
-            except InvalidRecord:
-                self._gpus, self._nodes = saved
-                raise
+            for g in gpus:
+                self._ensure_gpu(g.node, g.slot, g.uuid, g.model)
 
     def nodes(self) -> list[NodeRecord]:
         with self._lock:
@@ -109,14 +106,10 @@ class MemoryRepository:
                     score=None if s.score is None else float(s.score),
                 )
             )
+        check_batch_uuids((s.node, s.slot, s.uuid) for s in checked)
         with self._lock:
-            saved = dict(self._gpus), dict(self._nodes)
-            try:
-                for s in checked:
-                    self._ensure_gpu(s.node, s.slot, s.uuid, None)
-            except InvalidRecord:
-                self._gpus, self._nodes = saved
-                raise
+            for s in checked:
+                self._ensure_gpu(s.node, s.slot, s.uuid, None)
             self._samples.extend(checked)
         return len(checked)
 
@@ -246,6 +239,27 @@ class MemoryRepository:
     def read_heartbeat(self, name: str) -> Heartbeat | None:
         with self._lock:
             return self._beats.get(name)
+
+    # ---- housekeeping -----------------------------------------------------------------
+    def prune(self, before: datetime) -> dict[str, int]:
+        before = as_utc(before)
+        with self._lock:
+            n_samples = len(self._samples)
+            self._samples = [s for s in self._samples if s.taken_at >= before]
+            n_decisions = len(self._decisions)
+            self._decisions = [d for d in self._decisions if d.created_at >= before]
+            done = [
+                k
+                for k, j in self._held.items()
+                if j.state != HeldState.HELD and j.released_at is not None and j.released_at < before
+            ]
+            for k in done:
+                del self._held[k]
+            return {
+                "samples": n_samples - len(self._samples),
+                "decisions": n_decisions - len(self._decisions),
+                "held_jobs": len(done),
+            }
 
     def close(self) -> None:
         pass

@@ -39,7 +39,8 @@ class Repository(Protocol):
         """Insert nodes or update their rack."""
 
     def upsert_gpus(self, gpus: Iterable[GpuRecord]) -> None:
-        """Insert GPUs (creating their nodes) or update uuid/model; key is (node, slot)."""
+        """Insert GPUs (creating their nodes) or update uuid/model; key is (node, slot).
+        A uuid known at another (node, slot) moves to the new one (the GPU was moved)."""
 
     def nodes(self) -> list[NodeRecord]:
         """All nodes, by name."""
@@ -104,6 +105,11 @@ class Repository(Protocol):
     def read_heartbeat(self, name: str) -> Heartbeat | None:
         """The last heartbeat of `name`, or None."""
 
+    # ---- housekeeping -----------------------------------------------------------------
+    def prune(self, before: datetime) -> dict[str, int]:
+        """Delete samples and decisions older than `before`, and held-job rows that left the
+        HELD state before it; ranking snapshots are kept. Returns rows deleted per kind."""
+
     def close(self) -> None:
         """Release connections."""
 
@@ -149,6 +155,20 @@ def check_gpu(gpu: GpuRecord) -> GpuRecord:
     check_name(gpu.node, "node name")
     check_slot(gpu.slot)
     return gpu
+
+
+def check_batch_uuids(items: Iterable[tuple[str, int, str | None]]) -> None:
+    """One batch must not give one GPU uuid to two (node, slot)s: that is a contradiction.
+    Across batches a uuid may move (a GPU reseated elsewhere): the newest observation wins."""
+    seen: dict[str, tuple[str, int]] = {}
+    for node, slot, uuid in items:
+        if uuid is None:
+            continue
+        where = seen.setdefault(uuid, (node, slot))
+        if where != (node, slot):
+            raise InvalidRecord(
+                f"GPU uuid {uuid} given to both {where[0]}:{where[1]} and {node}:{slot}"
+            )
 
 
 def check_finite(value: float | None, what: str) -> float | None:

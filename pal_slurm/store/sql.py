@@ -44,6 +44,7 @@ from pal_slurm.store.records import (
 )
 from pal_slurm.store.repository import (
     as_utc,
+    check_batch_uuids,
     check_class,
     check_entries,
     check_gpu,
@@ -119,10 +120,10 @@ class SqlRepository:
             )
         if uuid is not None and (row is None or row.uuid != uuid):
             other = session.scalar(select(GpuRow).where(GpuRow.uuid == uuid))
-            if other is not None and other is not row:
-                raise InvalidRecord(
-                    f"GPU uuid {uuid} already belongs to {other.node.name}:{other.slot}"
-                )
+            if other is not None and other is not row:  # the GPU moved here: uuid follows it
+                other.uuid = None
+                other.updated_at = utcnow()
+                session.flush()
         if row is None:
             row = GpuRow(
                 node_id=self._node(session, node).id,
@@ -157,6 +158,7 @@ class SqlRepository:
 
     def upsert_gpus(self, gpus: Iterable[GpuRecord]) -> None:
         gpus = [check_gpu(g) for g in gpus]
+        check_batch_uuids((g.node, g.slot, g.uuid) for g in gpus)
 
         def work(session: Session) -> None:
             cache: dict[tuple[str, int], GpuRow] = {}
@@ -182,6 +184,7 @@ class SqlRepository:
     # ---- samples --------------------------------------------------------------------
     def add_samples(self, samples: Iterable[Sample]) -> int:
         checked = [check_sample(s) for s in samples]
+        check_batch_uuids((s.node, s.slot, s.uuid) for s in checked)
 
         def work(session: Session) -> int:
             cache: dict[tuple[str, int], GpuRow] = {}
@@ -453,6 +456,28 @@ class SqlRepository:
             if row is None:
                 return None
             return Heartbeat(row.name, row.holder, row.beat_at, dict(row.details or {}))
+
+    # ---- housekeeping -----------------------------------------------------------------
+    def prune(self, before: datetime) -> dict[str, int]:
+        before = as_utc(before)
+
+        def work(session: Session) -> dict[str, int]:
+            samples = session.execute(delete(SampleRow).where(SampleRow.taken_at < before))
+            decisions = session.execute(delete(DecisionRow).where(DecisionRow.created_at < before))
+            held = session.execute(
+                delete(HeldJobRow).where(
+                    HeldJobRow.state != HeldState.HELD.value,
+                    HeldJobRow.released_at.is_not(None),
+                    HeldJobRow.released_at < before,
+                )
+            )
+            return {
+                "samples": samples.rowcount,
+                "decisions": decisions.rowcount,
+                "held_jobs": held.rowcount,
+            }
+
+        return self._write(work)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -16,7 +16,7 @@ import pytest
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 
-from .pald_process import REPO, PaldProcess, write_config
+from pal_slurm.daemon.process import REPO, PaldProcess, write_config
 
 pytestmark = pytest.mark.slurm
 
@@ -172,11 +172,24 @@ def test_pald_hanging_the_hook_times_out_and_jobs_pass(env):
     assert lab.wait_job(job, timeout=60) == "COMPLETED"
 
 
+def wait_quiet(pald, timeout=15.0):
+    """Until pald sees the whole cluster free and holds no reservation."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        d = pald.health().details
+        if d["free_gpus"] == d["gpus"] and d["reservations"] == 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"pald never quiet: {pald.health().details}")
+
+
 def test_pald_restarted_midway_loses_no_held_job(env):
     lab, pald, _ = env
+    wait_quiet(pald)
     blockers = [lab.sbatch("--gres=gpu:4", "--comment=pal:class=bert,mode=now", wrap="sleep 4") for _ in range(4)]
     held = [lab.sbatch("--gres=gpu:2", "--comment=pal:class=resnet", wrap=JOB.format(sleep=0)) for _ in range(3)]
-    assert all(admin_comment(lab, j).startswith("pal:defer") for j in held)
+    comments = [admin_comment(lab, j) for j in blockers + held]
+    assert all(c.startswith("pal:defer") for c in comments[4:]), comments[4:]
     pald.stop(signal.SIGKILL)  # crash, not a clean stop
     time.sleep(1)
     pald.start()
@@ -195,3 +208,18 @@ def test_decisions_are_recorded_in_the_store(env):
     finally:
         store.close()
     assert {"place", "defer"} <= kinds
+
+
+def test_explain_tells_why_a_job_got_its_gpus(env):
+    from click.testing import CliRunner
+
+    from pal_slurm.cli.main import cli
+
+    lab, pald, _ = env
+    wait_quiet(pald)
+    job = lab.sbatch("--gres=gpu:2", "--comment=pal:class=resnet", wrap="true")
+    assert lab.wait_job(job, timeout=60) == "COMPLETED"
+    time.sleep(1.0)  # decisions are flushed by the next cycle
+    r = CliRunner().invoke(cli, ["--config", str(pald.config), "explain", str(job)], env=lab.client_env())
+    assert r.exit_code == 0, r.output
+    assert "gpu01:2  score 1.000" in r.output and "gpu01:0" in r.output  # chose 2,3; the slow 0 avoided

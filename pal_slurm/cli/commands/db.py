@@ -83,3 +83,28 @@ def current_cmd(ctx: click.Context, url: str | None, check: bool) -> None:
     click.echo(f"head:     {head}")
     if check and rev != head:
         ctx.exit(1)
+
+
+@COMMAND.command("prune")
+@click.option(
+    "--older-than",
+    "days",
+    type=click.FloatRange(min=1),
+    required=True,
+    help="Delete samples, decisions and finished held-job rows older than this many days.",
+)
+@click.pass_context
+def prune_cmd(ctx: click.Context, days: float) -> None:
+    """Delete old history (ranking snapshots and jobs still held are always kept)."""
+    from datetime import datetime, timedelta, timezone
+
+    from pal_slurm.cli.context import cli_store
+
+    repo = cli_store(ctx)
+    before = datetime.now(timezone.utc) - timedelta(days=days)
+    try:
+        counts = repo.prune(before)
+    except StoreError as err:
+        raise PalError(str(err)) from None
+    parts = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts.items())
+    click.echo(f"pruned before {before:%Y-%m-%d %H:%M} UTC: {parts}")

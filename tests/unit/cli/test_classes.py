@@ -114,3 +114,21 @@ def test_classes_on_postgresql(postgres_url, monkeypatch):
     assert stored(postgres_url)["mixtral"] == "D"
     res = palctl("classes", "list", "--json")
     assert json.loads(res.output)["classes"]["mixtral"] == "D"
+
+
+def test_runs_as_a_module_in_a_real_process(store_url):
+    """`python -m pal_slurm.cli.main` (what the lab and scripts use) imports cleanly."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pal_slurm.cli.main", "classes", "list", "--json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["classes"] == dict(DEFAULT_APP_CLASSES)

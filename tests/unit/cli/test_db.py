@@ -56,3 +56,32 @@ def test_unknown_revision_and_dead_server(tmp_path, monkeypatch):
     assert res.exit_code == 1 and "migration failed" in res.output
     res = palctl("db", "current", "--url", "postgresql://u:pw@127.0.0.1:1/x?connect_timeout=2")
     assert res.exit_code == 1 and "unavailable" in res.output and "Traceback" not in res.output
+
+
+def test_prune(url):
+    from datetime import datetime, timedelta, timezone
+
+    from pal_slurm.store.bootstrap import open_store
+    from pal_slurm.store.records import Sample
+
+    now = datetime.now(timezone.utc)
+    repo = open_store(url)
+    try:
+        repo.add_samples(
+            [
+                Sample("n1", 0, "A", "replay", now - timedelta(days=200)),
+                Sample("n1", 0, "A", "replay", now - timedelta(days=1)),
+            ]
+        )
+    finally:
+        repo.close()
+    res = palctl("db", "prune", "--older-than", "90")
+    assert res.exit_code == 0, res.output
+    assert "1 samples, 0 decisions, 0 held jobs" in res.output
+    repo = open_store(url)
+    try:
+        assert len(repo.recent_samples(now - timedelta(days=365))) == 1
+    finally:
+        repo.close()
+    assert palctl("db", "prune", "--older-than", "0").exit_code == 2  # below the minimum
+    assert palctl("db", "prune").exit_code == 2  # required

@@ -85,3 +85,39 @@ class FakeActuator:
     def release(self, job_id):
         self._maybe_fail(job_id)
         self.calls.append(("release", job_id))
+
+
+class ServerThread:
+    """pald's SocketServer on its own event loop in a thread (tests talk to it over the socket)."""
+
+    def __init__(self, handler, path, allowed_uids=None):
+        import asyncio
+        import os
+        import threading
+
+        from pal_slurm.daemon.server import SocketServer
+
+        self.loop = asyncio.new_event_loop()
+        self.server = SocketServer(handler, str(path), allowed_uids or {0, os.geteuid()})
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        import asyncio
+
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self.server.start())
+        self._ready.set()
+        self.loop.run_forever()
+
+    def __enter__(self):
+        self._thread.start()
+        assert self._ready.wait(5), "server did not start"
+        return self
+
+    def __exit__(self, *exc):
+        import asyncio
+
+        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)

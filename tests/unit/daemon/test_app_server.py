@@ -4,7 +4,6 @@ or failing store. (The real Slurm + hook path is in tests/integration.)"""
 import asyncio
 import json
 import socket
-import threading
 import time
 
 import pytest
@@ -17,7 +16,7 @@ from pal_slurm.model import DecisionKind
 from pal_slurm.store.errors import StoreUnavailable
 from pal_slurm.store.memory import MemoryRepository
 
-from .builders import FakeActuator, FakeReader, held_job, node_info, request, snapshot
+from .builders import FakeActuator, FakeReader, ServerThread, held_job, node_info, request, snapshot
 
 
 def make_pald(tmp_path, store=None, jobs=()):
@@ -97,23 +96,8 @@ def running_server(tmp_path):
     pald = make_pald(tmp_path)
     pald.sync_and_cycle()
     path = str(tmp_path / "pald.sock")
-    loop = asyncio.new_event_loop()
-    server = SocketServer(pald.handle, path, allowed_uids={0, __import__("os").geteuid()})
-    ready = threading.Event()
-
-    def run():
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    assert ready.wait(5)
-    yield path, pald
-    asyncio.run_coroutine_threadsafe(server.close(), loop).result(5)
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(5)
+    with ServerThread(pald.handle, path):
+        yield path, pald
 
 
 def ask(path, payload: bytes) -> dict:
@@ -163,3 +147,23 @@ def test_forbidden_peer(tmp_path):
         return json.loads(line)
 
     assert asyncio.run(go())["error"]["code"] == "forbidden"
+
+
+def test_standby_passes_and_does_not_release(tmp_path):
+    from pal_slurm.store.leader import FileLockLeader
+
+    lock = str(tmp_path / "pald.leader")
+    first = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)])
+    first.leader = FileLockLeader(lock)
+    second = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)])
+    second.leader = FileLockLeader(lock)
+    first.sync_and_cycle()
+    second.sync_and_cycle()
+    assert first.leading and not second.leading
+    assert first.actuator.calls and not second.actuator.calls
+    r = second.handle(request(gpn=1))
+    assert r.decision is DecisionKind.PASS and r.reason == "standby"
+    assert second.health().details["leader"] is False
+    first.leader.release()  # the active pald dies
+    second.sync_and_cycle()
+    assert second.leading and second.handle(request(gpn=1)).decision is DecisionKind.PLACE

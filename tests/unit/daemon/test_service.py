@@ -112,3 +112,17 @@ def test_job_shape():
     assert job_shape(JobFields(uid=1, comment=""), CommentSpec("x", gpus=3)) == Shape(None, None, 3)
     with pytest.raises(ShapeError):
         job_shape(JobFields(uid=1, comment=""), CommentSpec("x"))
+
+
+def test_a_job_that_started_and_ended_between_two_views_frees_its_reservation():
+    from pal_slurm.daemon.app import started_keys
+
+    from .builders import held_job
+
+    s = service()
+    s.place(request("bert", gpn=4), now=1.0, key="req:h1")
+    done = held_job(9, tag="pal:placed=gpu01;rank=v3;req=h1")
+    done = done.__class__(**{**done.__dict__, "state": "COMPLETED"})
+    assert started_keys([done, held_job(10)]) == {"job:9", "req:h1"}
+    s.observe_cluster(view(), now=2.0, started=started_keys([done]))
+    assert not s.reservations

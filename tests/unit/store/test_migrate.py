@@ -118,3 +118,27 @@ def test_programs_starting_at_once_migrate_exactly_once(empty_url):
     for t in threads:
         t.join()
     assert results == [len(DEFAULT_APP_CLASSES)] * 4  # seeded once, no duplicate-key failure
+
+
+def test_package_data_ships_every_migration_file():
+    """setup.cfg's package_data must cover env.py and every revision, or an installed
+    pal-slurm cannot migrate (there is no alembic.ini at runtime)."""
+    import configparser
+    from pathlib import Path, PurePosixPath
+
+    root = Path(__file__).resolve().parents[3]
+    cfg = configparser.ConfigParser()
+    cfg.read(root / "setup.cfg")
+    patterns = [p.strip() for p in cfg["options.package_data"]["pal_slurm"].split(",")]
+    package = root / "pal_slurm"
+    files = [
+        p.relative_to(package).as_posix()
+        for p in (package / "store" / "migrations").rglob("*.py")
+        if "__pycache__" not in p.parts
+    ]
+    assert "store/migrations/env.py" in files and "store/migrations/versions/0001_initial.py" in files
+    for rel in files:
+        path = PurePosixPath(rel)
+        assert any(
+            len(path.parts) == len(PurePosixPath(pat).parts) and path.match(pat) for pat in patterns
+        ), f"{rel} not in package_data"

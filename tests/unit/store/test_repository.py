@@ -58,11 +58,26 @@ def test_upsert_nodes_and_gpus(repo):
     assert len(gpus) == 3
 
 
-def test_duplicate_uuid_is_refused_and_nothing_is_lost(repo):
+def test_uuid_follows_a_moved_gpu(repo):
+    repo.upsert_gpus([GpuRecord("n1", 0, "GPU-a", "V100")])
+    repo.upsert_gpus([GpuRecord("n2", 3, "GPU-a")])  # reseated in another node
+    gpus = {(g.node, g.slot): g for g in repo.gpus()}
+    assert gpus[("n2", 3)].uuid == "GPU-a"
+    assert gpus[("n1", 0)] == GpuRecord("n1", 0, None, "V100")
+    # a sample naming the uuid at yet another place is kept, never refused
+    repo.add_samples([sample("n3", 1, uuid="GPU-a")])
+    assert [(g.node, g.slot) for g in repo.gpus() if g.uuid == "GPU-a"] == [("n3", 1)]
+    assert len(repo.recent_samples(T0)) == 1
+
+
+def test_one_uuid_at_two_places_in_one_batch_is_refused(repo):
     repo.upsert_gpus([GpuRecord("n1", 0, "GPU-a")])
     with pytest.raises(InvalidRecord, match="GPU-a"):
-        repo.upsert_gpus([GpuRecord("n9", 0), GpuRecord("n2", 0, "GPU-a")])
-    assert repo.gpus() == [GpuRecord("n1", 0, "GPU-a")]  # the batch was rolled back
+        repo.upsert_gpus([GpuRecord("n9", 0, "GPU-a"), GpuRecord("n2", 0, "GPU-a")])
+    with pytest.raises(InvalidRecord, match="GPU-b"):
+        repo.add_samples([sample("n1", 0, uuid="GPU-b"), sample("n1", 1, uuid="GPU-b")])
+    assert repo.gpus() == [GpuRecord("n1", 0, "GPU-a")]  # nothing written
+    assert repo.recent_samples(T0) == []
 
 
 @pytest.mark.parametrize(
@@ -295,3 +310,27 @@ def test_heartbeat(repo):
     repo.write_heartbeat(Heartbeat("failsafe", "host-c:1", T0, {"released": 3}))
     assert repo.read_heartbeat("failsafe").details == {"released": 3}
     assert repo.read_heartbeat("pald").holder == "host-b:34"
+
+
+# ---- housekeeping ------------------------------------------------------------------------
+
+
+def test_prune_keeps_recent_rows_rankings_and_held_jobs(repo):
+    old, new = T0 - timedelta(days=100), T0
+    repo.add_samples([sample(at=old), sample(at=old, slot=1), sample(at=new)])
+    repo.record_decision(DecisionRecord("1", DecisionKind.PASS, created_at=old))
+    repo.record_decision(DecisionRecord("2", DecisionKind.PASS, created_at=new))
+    repo.add_held_job(HeldJob("10", "A", 1, old))  # still held: kept however old
+    repo.add_held_job(HeldJob("11", "A", 1, old))
+    repo.mark_released("11", at=old + timedelta(minutes=1))
+    repo.add_held_job(HeldJob("12", "A", 1, old))
+    repo.mark_released("12", at=new)
+    repo.write_ranking("optimal", entries(), created_at=old)
+
+    counts = repo.prune(T0 - timedelta(days=30))
+    assert counts == {"samples": 2, "decisions": 1, "held_jobs": 1}
+    assert [s.taken_at for s in repo.recent_samples(old - timedelta(days=1))] == [new]
+    assert [d.job_id for d in repo.decisions()] == ["2"]
+    assert {j.job_id for j in repo.held_jobs(None)} == {"10", "12"}
+    assert repo.latest_ranking().version == 1
+    assert repo.prune(T0 - timedelta(days=30)) == {"samples": 0, "decisions": 0, "held_jobs": 0}

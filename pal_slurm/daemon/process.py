@@ -1,6 +1,6 @@
-"""Run the real `pald` (python -m pal_slurm.daemon.main) against a lab cluster, for tests, the
-demo and benchmarks: write a pal.toml, start the process, wait until it answers health, stop
-it by PID (or freeze / kill it to test failure paths)."""
+"""Run the real `pald` (python -m pal_slurm.daemon.main) as a child process, for the demo, the
+integration tests and the benchmarks: write a pal.toml, start the process, wait until it
+answers health, stop it by PID (or freeze / kill it to test failure paths)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pal_slurm.daemon.client import PaldClient, PaldError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]  # source checkout (PYTHONPATH for the child)
 
 
 def write_config(path: Path, *, socket: Path, db_url: str, slurm_conf: str, heartbeat: Path,

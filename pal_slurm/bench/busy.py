@@ -1,0 +1,70 @@
+"""Is the host too busy for a clean measurement?
+
+A sample taken while other work loads the CPU or the GPU measures the contention, not the GPU.
+Such samples are flagged (never dropped here): ranking ignores flagged samples unless a GPU has
+nothing else, so noise does not move rankings but nothing is lost either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from pal_slurm.bench.base import Sample
+
+
+@dataclass(frozen=True)
+class BusyProbe:
+    """Checks host load with psutil (injectable for tests).
+
+    `max_load_per_cpu`: 1-minute load average per logical CPU above which the host is busy.
+    `max_cpu_percent`: instantaneous CPU use (%) above which the host is busy.
+    """
+
+    max_load_per_cpu: float = 0.8
+    max_cpu_percent: float = 85.0
+    psutil_module: object | None = None
+
+    def _psutil(self):
+        if self.psutil_module is not None:
+            return self.psutil_module
+        import psutil
+
+        return psutil
+
+    def host_reason(self) -> str:
+        """'' when quiet, else why the host counts as busy. Errors count as quiet (logged by caller)."""
+        ps = self._psutil()
+        try:
+            cpus = ps.cpu_count() or 1
+            load1 = ps.getloadavg()[0]
+            if load1 / cpus > self.max_load_per_cpu:
+                return f"cpu load {load1:.2f} on {cpus} cpus"
+            pct = ps.cpu_percent(interval=0.1)
+            if pct > self.max_cpu_percent:
+                return f"cpu {pct:.0f}% busy"
+        except (OSError, AttributeError):
+            return ""
+        return ""
+
+
+def gpu_process_reason(pids: Iterable[int], own_pids: Iterable[int] = ()) -> str:
+    """'' unless processes other than ours use the GPU."""
+    others = sorted(set(pids) - set(own_pids))
+    if not others:
+        return ""
+    shown = ",".join(str(p) for p in others[:5])
+    return f"other gpu processes: {shown}{'...' if len(others) > 5 else ''}"
+
+
+def flag_busy(samples: Sequence[Sample], host_reason: str) -> list[Sample]:
+    """Flag every sample with the host reason, keeping a sample's own (per-GPU) reason first."""
+    out = []
+    for s in samples:
+        if s.busy:
+            out.append(s)
+        elif host_reason:
+            out.append(s.flagged_busy(host_reason))
+        else:
+            out.append(s)
+    return out

@@ -1,0 +1,58 @@
+"""Slurm Epilog: a benchmark sample per GPU plus the job's wall time on its GPU set. Exits 0."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from pal_slurm.bench.base import KIND_WALLTIME, Sample
+from pal_slurm.bench.gpuset import end_time_from_scontrol, start_time_from_scontrol
+from pal_slurm.bench.hook import HookContext, deliver, is_profile_job, job_class, job_gpus, log, make_context, measure, run_bounded, setup_logging
+
+
+def walltime_samples(
+    ctx: HookContext, gpus, perf_class: str, start: float | None, end: float | None = None
+) -> list[Sample]:
+    """One `walltime` sample per GPU: StartTime to EndTime (else now), with the whole GPU set."""
+    if start is None:
+        log.warning("epilog job %s: no StartTime known; wall time not recorded", ctx.job_id)
+        return []
+    now = ctx.clock()
+    wall = max(0.0, (end if end is not None else now) - start)
+    gpu_set = f"{ctx.node}:{','.join(str(g) for g in gpus)}"
+    return [
+        Sample(
+            node=ctx.node, slot=g, perf_class=perf_class, backend="epilog", value=wall,
+            higher_is_better=False, metrics={"wall_s": wall, "gpu_set": gpu_set},
+            job_id=ctx.job_id or None, taken_at=now, kind=KIND_WALLTIME,
+        )
+        for g in gpus
+    ]
+
+
+def record(ctx: HookContext) -> str:
+    if is_profile_job(ctx):
+        log.info("epilog job %s: a palctl profile-nodes job measures itself", ctx.job_id)
+        return "skipped"
+    gpus, text = job_gpus(ctx)
+    if not gpus:
+        log.info("epilog job %s on %s: no GPUs allocated here", ctx.job_id, ctx.node)
+        return "no-gpus"
+    cls = job_class(ctx)
+    samples = walltime_samples(ctx, gpus, cls, start_time_from_scontrol(text), end_time_from_scontrol(text))
+    try:
+        samples += measure(ctx, gpus, cls)
+    except Exception as exc:  # noqa: BLE001 - still record the wall time
+        log.warning("epilog job %s: benchmark failed: %s", ctx.job_id, exc)
+    outcome = deliver(ctx, samples)
+    log.info("epilog job %s on %s: %d sample(s) %s", ctx.job_id, ctx.node, len(samples), outcome)
+    return outcome
+
+
+def main(env: Mapping[str, str] | None = None, ctx: HookContext | None = None) -> int:
+    try:
+        setup_logging()
+        ctx = ctx or make_context(env)
+        return run_bounded(lambda: record(ctx), ctx.settings.timeout_s, "epilog")
+    except BaseException as exc:  # noqa: BLE001 - never drain the node
+        log.error("epilog failed before starting: %s", exc)
+        return 0

@@ -1,0 +1,206 @@
+"""What the prolog and epilog share: find the job's GPUs, measure, deliver or spool, never fail.
+
+Slurm drains a node whose prolog exits non-zero, so `run_bounded` catches everything and always
+returns 0, and the work runs in a daemon thread with a deadline (profiling.timeout_s, default
+5 s): a hung driver call cannot hold the job. Samples go to the repository; when it is
+unreachable they are appended to the local spool (profiling.spool_dir); when even that fails
+(missing directory, read-only, full disk) a log line says so and the hook still exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence
+
+from pal_slurm.bench import spool
+from pal_slurm.bench.base import Backend, GpuTarget, Sample, SampleSink
+from pal_slurm.bench.busy import BusyProbe, flag_busy
+from pal_slurm.bench.gpuset import class_from_comment, gpus_from_env, gpus_from_scontrol, slots_from_typed_gres
+from pal_slurm.bench.settings import ProfilingSettings, load_settings
+from pal_slurm.model.classes import AppClassMap
+
+log = logging.getLogger("pal.hook")
+
+
+# Slurm runs prologs with no PATH: look for scontrol where Debian and source builds put it.
+_SLURM_PATH = "/usr/bin:/usr/local/bin:/usr/sbin:/bin"
+
+
+def scontrol_show_job(job_id: str, timeout_s: float) -> str:
+    """`scontrol show job -d <id>` output ('' when it fails: the caller falls back to the env)."""
+    from pal_slurm.slurm.errors import SlurmError
+    from pal_slurm.slurm.runner import CommandRunner
+
+    path = os.environ.get("PATH") or _SLURM_PATH
+    try:
+        return CommandRunner(env={"PATH": path}, timeout=timeout_s).run(["scontrol", "show", "job", "-d", str(job_id)])
+    except SlurmError as exc:
+        log.warning("scontrol show job %s failed (%s); using the environment", job_id, exc)
+        return ""
+
+
+@dataclass
+class HookContext:
+    """Everything a hook touches from outside, injectable for tests."""
+
+    env: Mapping[str, str]
+    settings: ProfilingSettings
+    show_job: Callable[[str, float], str] = scontrol_show_job
+    backend: Callable[[ProfilingSettings, str], Backend] | None = None
+    sink: Callable[[ProfilingSettings], SampleSink] | None = None
+    busy: BusyProbe | None = None
+    clock: Callable[[], float] = time.time
+
+    @property
+    def job_id(self) -> str:
+        return self.env.get("SLURM_JOB_ID") or self.env.get("SLURM_JOBID") or ""
+
+    @property
+    def node(self) -> str:
+        return self.env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def _default_backend(settings: ProfilingSettings, job_id: str) -> Backend:
+    from pal_slurm.bench.select import select_backend
+
+    return select_backend(settings.backend, seed=settings.replay_seed, nonce=job_id or None)
+
+
+def _default_sink(settings: ProfilingSettings) -> SampleSink:
+    from pal_slurm.bench.repository import open_sink
+
+    return open_sink(settings.store_url)
+
+
+def job_gpus(ctx: HookContext) -> tuple[tuple[int, ...], str]:
+    """(GPU indices on this node, job details text).
+
+    scontrol's per-node IDX first (the env shows only the last typed GRES index), then the
+    per-slot types of JOB_GRES (what is left once the job ended), then the environment.
+    """
+    text = ctx.show_job(ctx.job_id, min(2.0, ctx.settings.timeout_s / 2)) if ctx.job_id else ""
+    if text:
+        try:
+            per_node = gpus_from_scontrol(text)
+            if per_node.get(ctx.node):
+                return per_node[ctx.node], text
+            typed = slots_from_typed_gres(text)
+            if typed:
+                return typed, text
+        except ValueError as exc:
+            log.warning("cannot read the GPUs of job %s from scontrol (%s); using the environment", ctx.job_id, exc)
+    return gpus_from_env(ctx.env), text
+
+
+PROFILE_MARK = "pal:profile"  # comment of palctl profile-nodes' own benchmark jobs
+
+
+def is_profile_job(ctx: HookContext) -> bool:
+    """palctl profile-nodes' jobs measure their GPUs themselves: the hooks leave them alone."""
+    return PROFILE_MARK in (ctx.env.get("SLURM_JOB_COMMENT") or "")
+
+
+def job_class(ctx: HookContext) -> str:
+    name = class_from_comment(ctx.env.get("SLURM_JOB_COMMENT"), ctx.settings.default_class)
+    return AppClassMap(default=ctx.settings.default_class).class_of(name)
+
+
+def measure(ctx: HookContext, gpus: Sequence[int], perf_class: str) -> list[Sample]:
+    targets = [GpuTarget(ctx.node, slot) for slot in gpus]
+    backend = (ctx.backend or _default_backend)(ctx.settings, ctx.job_id)
+    samples = backend.sample(targets, perf_class, ctx.settings.duration_s)
+    if backend.name != "replay":  # replayed runs are not disturbed by this host's load
+        probe = ctx.busy or BusyProbe(max_load_per_cpu=ctx.settings.max_load_per_cpu)
+        samples = flag_busy(samples, probe.host_reason())
+    return [replace(s, job_id=ctx.job_id or None) for s in samples]
+
+
+def deliver(ctx: HookContext, samples: Sequence[Sample]) -> str:
+    """Send to the repository, else spool. Returns 'stored', 'spooled' or 'lost' (logged)."""
+    if not samples:
+        return "stored"
+    sink = None
+    try:
+        try:
+            sink = (ctx.sink or _default_sink)(ctx.settings)
+        except Exception as exc:  # noqa: BLE001 - store away: spool below
+            log.warning("cannot open the store: %s", exc)
+        return _deliver_to(ctx, sink, samples)
+    finally:
+        close = getattr(sink, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - closing must not fail the hook
+                pass
+
+
+def _deliver_to(ctx: HookContext, sink: SampleSink | None, samples: Sequence[Sample]) -> str:
+    try:
+        if sink is None:
+            raise ConnectionError("no store")
+        sink.add_samples(samples)
+    except Exception as exc:  # noqa: BLE001 - any store failure means "spool it"
+        log.warning("store unreachable (%s); spooling %d sample(s)", exc, len(samples))
+        try:
+            spool.append(ctx.settings.spool_dir, samples)
+            return "spooled"
+        except OSError as exc2:
+            log.error(
+                "cannot spool %d sample(s) to %s: %s; samples lost",
+                len(samples), ctx.settings.spool_dir, exc2.strerror or exc2,
+            )
+            return "lost"
+    try:  # the store is back: send what waited in the spool
+        if spool.pending(ctx.settings.spool_dir):
+            report = spool.drain(sink, ctx.settings.spool_dir)
+            log.info("drained %d spooled sample(s)", report.delivered)
+            for bad in report.corrupt:
+                log.warning("corrupt spool line skipped: %s", bad)
+    except Exception as exc:  # noqa: BLE001 - leave the spool for next time
+        log.warning("spool drain failed: %s", exc)
+    return "stored"
+
+
+def run_bounded(work: Callable[[], object], timeout_s: float, what: str) -> int:
+    """Run `work` in a daemon thread; give up after timeout_s. Always 0."""
+    errors: list[BaseException] = []
+
+    def target():
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - a hook must never fail the node
+            errors.append(exc)
+
+    t = threading.Thread(target=target, name=f"pal-{what}", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        log.error("%s: gave up after %.1f s (profiling.timeout_s); nothing recorded", what, timeout_s)
+    elif errors:
+        log.error("%s failed: %s: %s", what, type(errors[0]).__name__, errors[0])
+    return 0
+
+
+def setup_logging() -> None:
+    if not log.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        log.addHandler(h)
+        log.setLevel(logging.INFO)
+
+
+def make_context(env: Mapping[str, str] | None, **overrides) -> HookContext:
+    env = dict(os.environ if env is None else env)
+    try:
+        settings = load_settings(env=env)
+    except Exception as exc:  # noqa: BLE001 - a bad config must not drain nodes
+        log.error("bad profiling settings (%s); using defaults", exc)
+        settings = ProfilingSettings()
+    return HookContext(env=env, settings=overrides.pop("settings", settings), **overrides)

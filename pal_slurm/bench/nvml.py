@@ -1,0 +1,255 @@
+"""NVML telemetry backend (nvidia-ml-py; module `pynvml`, imported lazily).
+
+NVML cannot measure throughput; what it can tell is whether a GPU runs at the clocks it should.
+Under load, a GPU that is power- or thermally-limited runs below its maximum SM clock and is
+slower by roughly that ratio for compute-bound work. So the score is a *proxy*:
+
+    value = max SM clock / observed (median) SM clock     (1.0 = full speed, > 1 slower)
+
+It ignores memory-bound slowdowns and per-chip differences at equal clocks (the kernel backend
+measures those). Telemetry is polled over `duration_s` while whatever runs on the GPU (the job
+just starting, or an optional `load` callable such as the kernel backend's matmul) loads it.
+Everything else NVML knows that matters for variability is recorded in `metrics`: memory clock
+vs max, power vs limit, temperature, throttle reasons decoded to names, uncorrected ECC errors
+and remapped rows. A query the GPU does not support is None, never a failure.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import statistics
+import threading
+import time
+from typing import Callable, Sequence
+
+from pal_slurm.bench.base import Availability, GpuTarget, NoGpuAvailable, Sample, Unavailable
+from pal_slurm.bench.busy import gpu_process_reason
+
+#: NVML clock event ("throttle") reason bits -> names (nvml.h, nvmlClocksEventReason*)
+THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "GpuIdle"),
+    (0x2, "ApplicationsClocksSetting"),
+    (0x4, "SwPowerCap"),
+    (0x8, "HwSlowdown"),
+    (0x10, "SyncBoost"),
+    (0x20, "SwThermalSlowdown"),
+    (0x40, "HwThermalSlowdown"),
+    (0x80, "HwPowerBrakeSlowdown"),
+    (0x100, "DisplayClockSetting"),
+)
+
+
+def decode_throttle(mask: int | None) -> tuple[str, ...]:
+    """Names of the set bits; unknown bits become 'Unknown(0x..)'. None -> ()."""
+    if not mask:
+        return ()
+    names, known = [], 0
+    for bit, name in THROTTLE_REASONS:
+        known |= bit
+        if mask & bit:
+            names.append(name)
+    rest = mask & ~known
+    if rest:
+        names.append(f"Unknown(0x{rest:x})")
+    return tuple(names)
+
+
+def clock_slowdown(max_sm_mhz: float | None, observed_sm_mhz: float | None) -> float:
+    """The ranking proxy: max / observed SM clock (>1 slower); 1.0 when unknown or zero."""
+    if not max_sm_mhz or not observed_sm_mhz or observed_sm_mhz <= 0:
+        return 1.0
+    return float(max_sm_mhz) / float(observed_sm_mhz)
+
+
+def _load_pynvml():
+    return importlib.import_module("pynvml")
+
+
+class NvmlBackend:
+    """Samples NVML telemetry per GPU (see module docstring).
+
+    `loader` returns the pynvml module (tests inject a fake); `load` optionally runs a workload
+    on the GPUs while telemetry is polled; `poll_s` is the polling interval.
+    """
+
+    name = "nvml"
+
+    def __init__(
+        self,
+        loader: Callable[[], object] = _load_pynvml,
+        load: Callable[[Sequence[GpuTarget], float], object] | None = None,
+        poll_s: float = 0.1,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._loader = loader
+        self._load = load
+        self._poll_s = poll_s
+        self._clock = clock
+        self._sleep = sleep
+
+    # ---- availability -----------------------------------------------------------------
+    def _module(self):
+        try:
+            return self._loader()
+        except ImportError as exc:
+            raise NoGpuAvailable(f"nvml: nvidia-ml-py is not installed ({exc})") from None
+
+    def _init(self, nv) -> None:
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as exc:
+            raise NoGpuAvailable(f"nvml: cannot initialise NVML: {exc} (no NVIDIA driver?)") from None
+
+    def available(self) -> Availability:
+        try:
+            nv = self._loader()
+        except ImportError as exc:
+            return Availability.no(Unavailable.NO_LIBRARY, f"nvidia-ml-py not importable: {exc}")
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as exc:
+            return Availability.no(Unavailable.NO_DRIVER, f"NVML did not initialise: {exc}")
+        try:
+            count = nv.nvmlDeviceGetCount()
+            driver = _text(nv.nvmlSystemGetDriverVersion())
+        except nv.NVMLError as exc:
+            return Availability.no(Unavailable.ERROR, f"NVML query failed: {exc}")
+        finally:
+            _shutdown(nv)
+        if count == 0:
+            return Availability.no(Unavailable.NO_DEVICE, "NVML sees no GPU")
+        return Availability.yes(f"{count} GPU(s), driver {driver}")
+
+    def device_count(self) -> int:
+        """GPUs NVML sees (global indices 0..n-1); NoGpuAvailable when NVML cannot start."""
+        nv = self._module()
+        self._init(nv)
+        try:
+            return int(nv.nvmlDeviceGetCount())
+        finally:
+            _shutdown(nv)
+
+    # ---- sampling ---------------------------------------------------------------------
+    def sample(self, gpus: Sequence[GpuTarget], perf_class: str, duration_s: float = 1.0) -> list[Sample]:
+        nv = self._module()
+        self._init(nv)
+        try:
+            count = nv.nvmlDeviceGetCount()
+            if count == 0:
+                raise NoGpuAvailable("nvml: NVML sees no GPU")
+            handles = {}
+            for g in gpus:
+                if not 0 <= g.slot < count:
+                    raise NoGpuAvailable(f"nvml: GPU index {g.slot} on {g.node} not visible ({count} GPUs)")
+                handles[g] = nv.nvmlDeviceGetHandleByIndex(g.slot)
+            loader = None
+            if self._load is not None:
+                loader = threading.Thread(target=self._load, args=(gpus, duration_s), daemon=True)
+                loader.start()
+            polls: dict[GpuTarget, list[dict]] = {g: [] for g in gpus}
+            deadline = self._clock() + max(duration_s, 0.0)
+            while True:
+                for g, h in handles.items():
+                    polls[g].append(_poll(nv, h))
+                if self._clock() >= deadline:
+                    break
+                self._sleep(self._poll_s)
+            if loader is not None:
+                loader.join(timeout=max(duration_s, 0.0) + 5.0)
+            now = self._clock()
+            return [self._summarise(nv, g, handles[g], polls[g], perf_class, now) for g in gpus]
+        finally:
+            _shutdown(nv)
+
+    def _summarise(self, nv, g: GpuTarget, h, polls: list[dict], perf_class: str, now: float) -> Sample:
+        def med(key):
+            vals = [p[key] for p in polls if p.get(key) is not None]
+            return statistics.median(vals) if vals else None
+
+        def peak(key):
+            vals = [p[key] for p in polls if p.get(key) is not None]
+            return max(vals) if vals else None
+
+        mask = 0
+        for p in polls:
+            mask |= p.get("throttle") or 0
+        max_sm = _opt(nv, nv.nvmlDeviceGetMaxClockInfo, h, getattr(nv, "NVML_CLOCK_SM", 1))
+        max_mem = _opt(nv, nv.nvmlDeviceGetMaxClockInfo, h, getattr(nv, "NVML_CLOCK_MEM", 2))
+        limit_mw = _opt(nv, nv.nvmlDeviceGetEnforcedPowerLimit, h)
+        sm = med("sm_mhz")
+        power_mw = med("power_mw")
+        uuid = g.uuid or _text(_opt(nv, nv.nvmlDeviceGetUUID, h))
+        ecc = _opt(
+            nv,
+            nv.nvmlDeviceGetTotalEccErrors,
+            h,
+            getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+            getattr(nv, "NVML_VOLATILE_ECC", 0),
+        )
+        remapped = _opt(nv, getattr(nv, "nvmlDeviceGetRemappedRows", None), h)
+        procs = _opt(nv, nv.nvmlDeviceGetComputeRunningProcesses, h) or []
+        metrics = {
+            "sm_clock_mhz": sm,
+            "sm_clock_max_mhz": max_sm,
+            "mem_clock_mhz": med("mem_mhz"),
+            "mem_clock_max_mhz": max_mem,
+            "power_w": None if power_mw is None else power_mw / 1000.0,
+            "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
+            "temperature_c": peak("temp_c"),
+            "throttle_mask": mask,
+            "throttle_reasons": ",".join(decode_throttle(mask)),
+            "ecc_uncorrected": None if ecc is None else int(ecc),
+            "remapped_rows_uncorrectable": None if remapped is None else int(remapped[1]),
+            "remap_pending": None if remapped is None else bool(remapped[2]),
+            "polls": len(polls),
+        }
+        reason = gpu_process_reason((getattr(p, "pid", -1) for p in procs), (os.getpid(),))
+        return Sample(
+            node=g.node,
+            slot=g.slot,
+            perf_class=perf_class,
+            backend=self.name,
+            value=clock_slowdown(max_sm, sm),
+            higher_is_better=False,
+            metrics=metrics,
+            uuid=uuid,
+            taken_at=now,
+            busy=bool(reason),
+            busy_reason=reason,
+        )
+
+
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _opt(nv, fn, *args):
+    """Call an NVML query; NotSupported or any other NVML error -> None (not a failure)."""
+    if fn is None:
+        return None
+    try:
+        return fn(*args)
+    except nv.NVMLError:
+        return None
+
+
+def _poll(nv, h) -> dict:
+    throttle_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+    )
+    return {
+        "sm_mhz": _opt(nv, nv.nvmlDeviceGetClockInfo, h, getattr(nv, "NVML_CLOCK_SM", 1)),
+        "mem_mhz": _opt(nv, nv.nvmlDeviceGetClockInfo, h, getattr(nv, "NVML_CLOCK_MEM", 2)),
+        "power_mw": _opt(nv, nv.nvmlDeviceGetPowerUsage, h),
+        "temp_c": _opt(nv, nv.nvmlDeviceGetTemperature, h, getattr(nv, "NVML_TEMPERATURE_GPU", 0)),
+        "throttle": _opt(nv, throttle_fn, h),
+    }
+
+
+def _shutdown(nv) -> None:
+    try:
+        nv.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - shutdown failing must not hide the result
+        pass

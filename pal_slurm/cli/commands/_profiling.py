@@ -1,0 +1,15 @@
+"""What the profiling commands (profile-nodes, rank, rankings, import-variability) share."""
+
+from __future__ import annotations
+
+import click
+
+from pal_slurm.bench.repository import StoreProfilingRepository
+from pal_slurm.bench.settings import ProfilingSettings
+from pal_slurm.cli.context import cli_config, cli_store
+
+
+def open_profiling(ctx: click.Context) -> tuple[ProfilingSettings, StoreProfilingRepository]:
+    """Settings and the store (migrated, closed when the command ends); PalError otherwise."""
+    settings = ProfilingSettings.from_config(cli_config(ctx))
+    return settings, StoreProfilingRepository(cli_store(ctx))

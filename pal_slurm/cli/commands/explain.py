@@ -1,0 +1,86 @@
+"""palctl explain JOBID: why a job got its GPUs (class, bins, what else there was, locality)."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from pal_slurm.cli.context import cli_config, cli_store
+from pal_slurm.cli.errors import PalError
+
+_REQ = re.compile(r"(?:^|[;\s])req=([^;\s]+)")
+_TAG = re.compile(r"pal:(placed|defer|pass)(?:=([^;\s]*))?")
+
+
+def _slurm_job(cfg, job_id: int):
+    from pal_slurm.slurm.errors import SlurmError
+    from pal_slurm.slurm.readers import SlurmReader
+    from pal_slurm.slurm.runner import CommandRunner
+
+    try:
+        jobs = SlurmReader(CommandRunner(slurm_conf=cfg.slurm.conf, bin_dir=cfg.slurm.bin_dir)).jobs()
+    except SlurmError as exc:
+        return None, f"Slurm not readable ({exc})"
+    for j in jobs:
+        if j.job_id == job_id:
+            return j, ""
+    return None, "not in squeue (finished more than MinJobAge ago?)"
+
+
+@click.command("explain")
+@click.argument("job_id", type=int)
+@click.pass_context
+def explain(ctx: click.Context, job_id: int) -> None:
+    """Why job JOB_ID got its GPUs (or why PAL left it to Slurm)."""
+    cfg = cli_config(ctx)
+    repo = cli_store(ctx)
+    job, why_not = _slurm_job(cfg, job_id)
+    keys = [str(job_id)]
+    if job is not None:
+        click.echo(f"job {job_id}: {job.state}, comment {job.comment!r}, admin_comment {job.admin_comment!r}")
+        if job.nodes:
+            slots = "; ".join(f"{n}:{','.join(map(str, sorted(s)))}" for n, s in sorted(job.gpu_slots.items()))
+            click.echo(f"  runs on {','.join(job.nodes)}" + (f" (GPU slots {slots})" if slots else ""))
+        m = _REQ.search(job.admin_comment or "")
+        if m:
+            keys.insert(0, f"req:{m.group(1)}")
+        tag = _TAG.search(job.admin_comment or "")
+        if not tag:
+            click.echo("  no pal: tag: not a PAL job (no pal: spec in its comment), or submitted before pal-slurm")
+    else:
+        click.echo(f"job {job_id}: {why_not}")
+    decisions = [d for k in keys for d in repo.decisions(k, limit=20)]
+    if not decisions:
+        raise PalError(f"no pald decision recorded for job {job_id} (looked up {', '.join(keys)})")
+    decisions.sort(key=lambda d: d.created_at)
+    for d in decisions:
+        nodes = "; ".join(f"{n}:{','.join(map(str, s))}" for n, s in d.nodes.items()) or "-"
+        click.echo(f"  {d.created_at:%Y-%m-%d %H:%M:%S} {d.kind.value:<5} reason={d.reason or '-'} class={d.perf_class} "
+                   f"ranking=v{d.ranking_version} gpus={nodes}")
+    last = next((d for d in reversed(decisions) if d.nodes), None)
+    if last is None:
+        click.echo("  PAL chose no GPUs for it: " + {"defer": "it waited in pald's queue",
+                                                    "pass": "it was left to Slurm"}.get(decisions[-1].kind.value, ""))
+        return
+    snap = repo.ranking(last.ranking_version) if last.ranking_version else None
+    if snap is None:
+        click.echo("  no ranking snapshot was in use: PAL placed by locality and packing only")
+        return
+    cls = last.perf_class
+    by_gpu = {(e.node, e.slot): e for e in snap.entries if e.perf_class == cls}
+    chosen = [(n, s) for n, slots in last.nodes.items() for s in slots]
+    click.echo(f"  class {cls} in ranking v{snap.version} ({snap.method}):")
+    for n, s in chosen:
+        e = by_gpu.get((n, s))
+        click.echo(f"    {n}:{s}  " + (f"score {e.score:.3f}  bin {e.bin} (sf {e.sf:.3f})"
+                                       f"{'  ' + ','.join(e.flags) if e.flags else ''}" if e else "not ranked (treated as 1.0)"))
+    worst = max((by_gpu[g].sf for g in chosen if g in by_gpu), default=1.0)
+    best_bin = min((e.sf for e in by_gpu.values()), default=1.0)
+    slow = sorted(f"{n}:{s}" for (n, s), e in by_gpu.items() if e.sf > best_bin)
+    click.echo(f"  expected slowdown {worst:.3f} (the job runs at its slowest GPU's bin); the fastest bin is "
+               f"{best_bin:.3f}; GPUs in slower bins for this class: {', '.join(slow) if slow else 'none'}")
+    click.echo(f"  locality: {len(last.nodes)} node(s)" + (" (one node: no cross-node penalty)" if len(last.nodes) == 1 else ""))
+
+
+COMMAND = explain

@@ -1,0 +1,61 @@
+"""palctl import-variability: load a variability dataset as samples (and optionally rank)."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from pal_slurm.bench.gpuset import expand_hostlist
+from pal_slurm.bench.importer import import_samples
+from pal_slurm.bench.rank import diff, rank_samples
+from pal_slurm.bench.repository import StoreError
+from pal_slurm.cli.commands._profiling import open_profiling
+from pal_slurm.cli.errors import PalError
+from pal_slurm.ranking.datasets import DatasetError
+
+
+@click.command("import-variability")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--map-to-nodes", "node_expr", default=None, help="Place the dataset's GPUs on these nodes, e.g. 'gpu[01-04]'.")
+@click.option("--gpus-per-node", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--class", "perf_class", default=None, help="Class of a per-run file (or only this class of a table).")
+@click.option("--rank/--no-rank", "do_rank", default=False, help="Also build and save a ranking snapshot now.")
+@click.pass_context
+def import_variability(ctx, file, node_expr, gpus_per_node, perf_class, do_rank):
+    """Load FILE (a per-GPU PerfVar table or a Longhorn per-run file) into the sample store."""
+    nodes = None
+    if node_expr is not None:
+        try:
+            nodes = expand_hostlist(node_expr)
+        except ValueError as exc:
+            raise click.BadParameter(f"bad node list {node_expr!r}: {exc}", param_hint="--map-to-nodes") from None
+        if not nodes:
+            raise click.BadParameter("no nodes given", param_hint="--map-to-nodes")
+    now = time.time()
+    try:
+        samples = import_samples(file, nodes=nodes, gpus_per_node=gpus_per_node, perf_class=perf_class, now=now)
+    except DatasetError as exc:
+        raise PalError(str(exc)) from None
+    if not samples:
+        raise PalError(f"{file}: nothing to import (class {perf_class!r} not in the file?)")
+    try:
+        settings, repo = open_profiling(ctx)
+        repo.add_samples(samples)
+    except (StoreError, OSError) as exc:
+        raise PalError(str(exc)) from None
+    gpus = len({(s.node, s.slot) for s in samples})
+    classes = ",".join(sorted({s.perf_class for s in samples}))
+    click.echo(f"imported {len(samples)} sample(s) for {gpus} GPU(s), classes {classes}")
+    if do_rank:
+        try:
+            previous = repo.latest_ranking()
+            snap = rank_samples(samples, now=now, window_s=1.0, method=settings.method,
+                                version=(previous.version if previous else 0) + 1)
+            snap = repo.save_ranking(snap)
+        except (StoreError, OSError) as exc:
+            raise PalError(f"samples imported, but the ranking could not be saved: {exc}") from None
+        click.echo(f"ranking saved as v{snap.version}; {len(diff(previous, snap))} change(s) since the last one")
+
+
+COMMAND = import_variability

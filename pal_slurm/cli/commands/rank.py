@@ -1,0 +1,80 @@
+"""palctl rank: recompute the ranking snapshot from recent samples and show what moved."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from pal_slurm.bench.rank import diff, parse_duration, rank_samples
+from pal_slurm.bench.repository import StoreError
+from pal_slurm.cli.commands._profiling import open_profiling
+from pal_slurm.cli.errors import PalError
+from pal_slurm.ranking.binning import METHODS
+
+
+def format_moves(moves) -> list[str]:
+    lines = []
+    for m in moves:
+        where = f"{m.node}:{m.slot} class {m.perf_class}"
+        if m.old_bin is None:
+            lines.append(f"  new   {where}: bin {m.new_bin} (sf {m.new_sf:.3f})")
+        elif m.new_bin is None:
+            lines.append(f"  gone  {where}: was bin {m.old_bin} (sf {m.old_sf:.3f})")
+        else:
+            arrow = "slower" if m.new_bin > m.old_bin else "faster"
+            lines.append(f"  {arrow:6}{where}: bin {m.old_bin} -> {m.new_bin} (sf {m.old_sf:.3f} -> {m.new_sf:.3f})")
+    return lines
+
+
+@click.command("rank")
+@click.option("--window", default=None, help="Use samples from this long ago until now (e.g. 12h, 7d; default profiling.window_s).")
+@click.option("--method", type=click.Choice(METHODS), default=None, help="Binning method (default profiling.method).")
+@click.option("--classes", default=None, help="Comma-separated classes to rank (default: every class with samples).")
+@click.option("--dry-run", is_flag=True, help="Show what would move without saving a new version.")
+@click.pass_context
+def rank(ctx, window, method, classes, dry_run):
+    """Recompute per-class GPU rankings from recent samples (busy samples dropped, outliers flagged)."""
+    try:
+        window_s = parse_duration(window) if window else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--window") from None
+    try:
+        settings, repo = open_profiling(ctx)
+        now = time.time()
+        window_s = window_s or settings.window_s
+        samples = repo.samples(since=now - window_s)
+        previous = repo.latest_ranking()
+    except (StoreError, OSError) as exc:
+        raise PalError(str(exc)) from None
+    wanted = [c.strip() for c in classes.split(",") if c.strip()] if classes else None
+    version = (previous.version if previous else 0) + 1
+    snap = rank_samples(samples, now=now, window_s=window_s, method=method or settings.method,
+                        version=version, classes=wanted)
+    if not snap.entries:
+        raise PalError(f"no usable benchmark samples in the last {window_s / 3600:.1f} h; run palctl profile-nodes first")
+    moves = diff(previous, snap)
+    if not dry_run:
+        try:
+            snap = repo.save_ranking(snap)
+            version = snap.version
+        except (StoreError, OSError) as exc:
+            raise PalError(f"cannot save ranking v{version}: {exc}") from None
+    gpus = len({(e.node, e.slot) for e in snap.entries})
+    verb = "would be" if dry_run else "saved as"
+    click.echo(f"ranking {verb} v{version}: {gpus} GPU(s), classes {','.join(snap.classes())}, "
+               f"{sum(e.samples for e in snap.entries)} sample(s) used")
+    flagged = [e for e in snap.entries if e.flags]
+    if flagged:
+        click.echo(f"{len(flagged)} flagged entr{'y' if len(flagged) == 1 else 'ies'} (see palctl rankings)")
+    if previous is None:
+        click.echo("first ranking: every GPU is new")
+    elif not moves:
+        click.echo(f"no GPU changed bin since v{previous.version}")
+    else:
+        click.echo(f"{len(moves)} change(s) since v{previous.version}:")
+        for line in format_moves(moves):
+            click.echo(line)
+
+
+COMMAND = rank

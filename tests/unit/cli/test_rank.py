@@ -1,0 +1,65 @@
+import json
+
+
+from .profiling_env import palctl  # noqa: F401 - fixture
+
+
+def profile(palctl, seed="0", classes="A,B"):
+    r = palctl("profile-nodes", "--local", "--backend", "replay", "--nodes", "gpu[01-04]", "--classes", classes,
+               "--seed", seed)
+    assert r.exit_code == 0, r.output
+
+
+def test_rank_versions_and_reports_moves(palctl):
+    profile(palctl)
+    r = palctl("rank")
+    assert r.exit_code == 0, r.output
+    assert "saved as v1: 16 GPU(s), classes A,B" in r.output and "first ranking" in r.output
+    r = palctl("rank")
+    assert "saved as v2" in r.output and "no GPU changed bin since v1" in r.output
+    # other planted profiles: some GPUs must move between bins
+    profile(palctl, seed="9")
+    r = palctl("rank", "--window", "1h")
+    assert "saved as v3" in r.output and "change(s) since v2" in r.output
+    assert "bin" in r.output and "->" in r.output
+    assert palctl.repo().latest_ranking().version == 3
+
+
+def test_dry_run_saves_nothing(palctl):
+    profile(palctl)
+    r = palctl("rank", "--dry-run")
+    assert r.exit_code == 0 and "would be v1" in r.output
+    assert palctl.repo().latest_ranking() is None
+
+
+def test_rank_without_samples_and_bad_window(palctl):
+    r = palctl("rank")
+    assert r.exit_code == 1 and "no usable benchmark samples" in r.output
+    r = palctl("rank", "--window", "soon")
+    assert r.exit_code == 2 and "not a duration" in r.output
+
+
+def test_rankings_table_json_and_errors(palctl):
+    r = palctl("rankings")
+    assert r.exit_code == 1 and "no ranking yet" in r.output
+    profile(palctl)
+    palctl("rank")
+    r = palctl("rankings", "--class", "A")
+    assert r.exit_code == 0, r.output
+    rows = [line.split() for line in r.output.splitlines()[2:]]
+    assert len(rows) == 16 and {row[2] for row in rows} == {"A"}
+    assert all(row[6] in ("-", "noisy", "slow-outlier", "noisy,slow-outlier") for row in rows)
+    doc = json.loads(palctl("rankings", "--json", "--class", "B").output)
+    assert doc["version"] == 1 and len(doc["entries"]) == 16
+    r = palctl("rankings", "--class", "Z")
+    assert r.exit_code == 1 and "has no class 'Z'" in r.output
+
+
+def test_bad_config_and_unreachable_store_are_clear_errors(palctl, tmp_path, monkeypatch):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[profiling]\ntimeout_s = -1\n")
+    r = palctl("--config", str(bad), "rank")
+    assert r.exit_code == 1 and "configuration" in r.output and "timeout_s" in r.output
+    monkeypatch.setenv("PAL_DB_URL", "postgresql://pal@127.0.0.1:1/pal")
+    r = palctl("rankings")
+    assert r.exit_code == 1 and "Traceback" not in r.output and r.output.startswith("Error:")

@@ -1,0 +1,43 @@
+from click.testing import CliRunner
+
+from pal_slurm.cli.main import cli
+from pal_slurm.store.bootstrap import open_store
+from pal_slurm.store.records import RankingEntry
+
+
+def write_cfg(tmp_path, db):
+    p = tmp_path / "pal.toml"
+    p.write_text(f'[store]\nurl = "{db}"\n[daemon]\nsocket = "{tmp_path}/pald.sock"\n'
+                 f'heartbeat_file = "{tmp_path}/hb"\n')
+    return p
+
+
+def test_status_with_everything_down_says_what_to_do(tmp_path):
+    cfg = write_cfg(tmp_path, f"sqlite:///{tmp_path}/nope/dir/pal.db")
+    r = CliRunner().invoke(cli, ["--config", str(cfg), "status"])
+    assert r.exit_code == 1
+    assert "DOWN" in r.output and "start it" in r.output
+    assert "store" in r.output and "unreachable" in r.output
+
+
+def test_status_all_good_with_a_live_pald(tmp_path):
+    from pal_slurm.config import load_config
+    from pal_slurm.daemon.app import Pald
+    from pal_slurm.daemon.server import SocketServer
+    from tests.unit.daemon.builders import FakeActuator, FakeReader, ServerThread, node_info
+
+    db = f"sqlite:///{tmp_path}/pal.db"
+    repo = open_store(db)
+    repo.write_ranking("optimal", [RankingEntry("gpu01", s, "A", 1.0, 1.0, 0) for s in range(4)])
+    repo.close()
+    cfg_path = write_cfg(tmp_path, db)
+    cfg = load_config(cfg_path)
+    pald = Pald(cfg, open_store(db), FakeReader([node_info("gpu01")]), FakeActuator())
+    pald.refresh_store()
+    pald.sync_and_cycle()
+    pald.heartbeat()
+    with ServerThread(pald.handle, cfg.daemon.socket):
+        r = CliRunner().invoke(cli, ["--config", str(cfg_path), "status"])
+    assert r.exit_code == 0, r.output
+    assert "up (pid" in r.output and "ranking v1" in r.output
+    assert "fresh" in r.output and "all good" in r.output

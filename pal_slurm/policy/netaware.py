@@ -372,7 +372,7 @@ class NetAwarePlacement:
         t = start
         for tier in range(want, SPINE):
             wait = float(timers.get((job.net_sensitivity, LEVEL_NAMES[tier]), 0.0))
-            if self.cost_aware:
+            if self.cost_aware and job.remaining_time > 0:  # unknown length (0): class timer only
                 # the class timer, stretched to `patience` x the saving for jobs that would lose
                 # much by spreading, and never longer than the saving itself
                 saving = job.remaining_time * max(0.0, tier_factor(job, tier + 1, cluster, ctx) - tier_factor(job, tier, cluster, ctx))
@@ -403,6 +403,12 @@ class NetAwarePlacement:
                     soon = when
                     break
         return soon if soon < math.inf else None
+
+    def place_one(self, job: JobRequest, ctx) -> tuple[int, ...] | None:
+        """Allocation for one new job against ctx.cluster.free (pald's submit-time path):
+        the best placement at the tier its delay state accepts now, or None (defer)."""
+        got = best_allocation(job, sorted(ctx.cluster.free), ctx, self.variability, self.allowed_tier(job, ctx))
+        return None if got is None else tuple(got[0])
 
     # ---- estimates --------------------------------------------------------------------------
     def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx) -> float:

@@ -299,3 +299,16 @@ def test_tuner_is_pure_and_ignores_levels_a_job_could_not_have():
     assert s0.updates == 0 and s0.waits == ()
     with pytest.raises(ValueError):
         autotune.TunerConfig(alpha=0.0)
+
+
+def test_place_one_answers_at_the_accepted_tier():
+    c = ClusterView.uniform(4, 4, nodes_per_rack=2)
+    free = {0, 1, 2, 3, 8, 9, 10, 11}
+    pol = placement("pal-net")
+    fresh = req(0, 8, waiting_since=0.0, remaining=36_000.0)
+    assert pol.place_one(fresh, make_ctx(c.with_free(free), now=0.0)) is None  # defer: wants a rack
+    got = pol.place_one(fresh, make_ctx(c.with_free(set(range(16))), now=0.0))
+    assert got is not None and span(got, c)[0] == RACK
+    # unknown length (remaining 0): the class timer still applies
+    unknown = req(1, 8, waiting_since=0.0, remaining=0.0)
+    assert pol.allowed_tier(unknown, make_ctx(c, now=10.0)) == RACK

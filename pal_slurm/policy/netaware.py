@@ -42,12 +42,14 @@ Slurm it would be the job's time limit.
 
 Named configurations: `pal-net` (variability + locality + cost-aware delay + EASY backfill
 with aging), `pal-net-tuned` (timers from the auto-tuner), `pal-net-preempt` (plus
-network-sensitive preemption), `pal-net-nodelay` (ablation), `dally` (no variability, greedy
+network-sensitive preemption), `pal-net-nodelay` (ablation), `pal-backfill` (ablation: PAL's node-only locality
++ EASY backfill, no delay: what backfilling alone buys), `dally` (no variability, greedy
 skip, tuned timers, preemption: a Dally-like policy).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -142,6 +144,16 @@ def net_factor(job: JobRequest, nodes: int, racks: int, ctx) -> float:
         return net.factor(job.app, job.num_gpus, nodes, racks)
     pen = FALLBACK_PENALTY.get(job.net_sensitivity, FALLBACK_PENALTY["high"])
     return pen[0] if nodes <= 1 else pen[1] if racks <= 1 else pen[2]
+
+
+@dataclass(frozen=True)
+class NodeLocality:
+    """PAL's view of the network: one penalty for spanning more than one node, no racks."""
+
+    penalty: float = 1.7
+
+    def factor(self, app: str, num_gpus: int, nodes: int, racks: int) -> float:
+        return self.penalty if nodes > 1 else 1.0
 
 
 def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx) -> float:
@@ -349,6 +361,7 @@ class NetAwarePlacement:
     cost_aware: bool = True  # never wait longer than consolidation would save
     patience: float = 0.5  # cost-aware: wait up to this fraction of the saving (above the timer)
     finish_aware: bool = True  # refuse a spread placement that ends later than waiting would
+    topology_aware: bool = True  # False: see only PAL's node locality (penalty for > 1 node)
     keeps_running: bool = True  # sticky: running jobs are never moved
 
     def __post_init__(self):
@@ -407,6 +420,7 @@ class NetAwarePlacement:
     def place_one(self, job: JobRequest, ctx) -> tuple[int, ...] | None:
         """Allocation for one new job against ctx.cluster.free (pald's submit-time path):
         the best placement at the tier its delay state accepts now, or None (defer)."""
+        ctx = self._view(ctx)
         got = best_allocation(job, sorted(ctx.cluster.free), ctx, self.variability, self.allowed_tier(job, ctx))
         return None if got is None else tuple(got[0])
 
@@ -418,10 +432,17 @@ class NetAwarePlacement:
         return job.remaining_time * pm * net_factor(job, nodes, racks, ctx)
 
     # ---- the plan ---------------------------------------------------------------------------
+    def _view(self, ctx):
+        """The context as this policy sees it (node-only locality when not topology-aware)."""
+        if self.topology_aware:
+            return ctx
+        return dataclasses.replace(ctx, network=NodeLocality(getattr(ctx, "locality_penalty", 1.7)))
+
     def plan(self, order: Sequence[JobRequest], ctx) -> RoundPlan:
+        ctx = self._view(ctx)
         cluster = ctx.cluster
         now = ctx.now
-        rack_idx = _rack_index(cluster)
+        rack_idx = _rack_index(cluster) if self.topology_aware else (0,) * len(cluster.nodes)
         free = set(cluster.free)
         running = {j.job_id: j for j in order if j.running_on}
         ends = _LazyEnds(lambda jid: now + self._runtime(running[jid], running[jid].running_on, ctx))
@@ -550,7 +571,9 @@ DALLY = NetAwarePlacement(
     "dally", variability=False, backfill="greedy", preempt=PreemptConfig(), autotune=True, cost_aware=False,
     finish_aware=False,
 )
-NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, DALLY)
+# ablation: PAL's allocation (variability bins, node locality only) + EASY backfill, no delay
+PAL_BACKFILL = NetAwarePlacement("pal-backfill", delay=False, finish_aware=False, topology_aware=False)
+NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, DALLY)
 
 
 def _register() -> None:

@@ -35,6 +35,7 @@ from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.policy import PlacementContext, placement as placement_by_name, queue_order
 from pal_slurm.policy import autotune
+from pal_slurm.policy.placements import StickyPlacement
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
 from pal_slurm.sim.metrics import JobOutcome, RunResult
@@ -345,14 +346,14 @@ class EventSimulator:
                 "variability_seed": cfg.variability_seed,
                 "congestion_leaf": cfg.congestion.leaf,
                 "congestion_spine": cfg.congestion.spine,
-                "timers": autotune.timers(tuner_state) if tuning else None,
+                "timers": {f"{k[0]}/{k[1]}": v for k, v in autotune.timers(tuner_state).items()} if tuning else None,
             },
         )
 
 
 def _is_sticky(pol) -> bool:
     """Whether a policy keeps running jobs where they are (then a plan with nobody waiting is a no-op)."""
-    return bool(getattr(pol, "keeps_running", False)) or type(pol).__name__ == "StickyPlacement"
+    return bool(getattr(pol, "keeps_running", False)) or isinstance(pol, StickyPlacement)
 
 
 def _wanted_tier(n: int, cluster: ClusterView) -> int:

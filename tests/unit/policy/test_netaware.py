@@ -312,3 +312,17 @@ def test_place_one_answers_at_the_accepted_tier():
     # unknown length (remaining 0): the class timer still applies
     unknown = req(1, 8, waiting_since=0.0, remaining=0.0)
     assert pol.allowed_tier(unknown, make_ctx(c, now=10.0)) == RACK
+
+
+def test_topology_blind_ablation_ignores_racks():
+    # fast GPUs on node 0 (rack 0) and node 2 (rack 1), slow ones on node 1 (rack 0): the
+    # topology-aware policy keeps the BERT job in rack 0; the blind one takes the fast pair
+    c = ClusterView.uniform(4, 4, nodes_per_rack=2)
+    free = set(range(12))
+    scores = {k: [0.9] * 4 + [1.3] * 4 + [0.9] * 4 + [1.3] * 4 for k in "ABCD"}
+    job = req(0, 8, cls="A", waiting_since=0.0)
+    ctx = make_ctx(c.with_free(free), scores, now=0.0)
+    aware = placement("pal-net-nodelay").plan([job], ctx).launch[0]
+    blind = placement("pal-backfill").plan([job], ctx).launch[0]
+    assert span(aware, c)[0] == RACK and set(aware) == set(range(8))
+    assert span(blind, c)[0] == SPINE and set(blind) == {0, 1, 2, 3, 8, 9, 10, 11}

@@ -224,3 +224,4 @@ def test_autotuned_policy_reports_its_timers():
         synthetic_trace(80, seed=4, jobs_per_hour=40.0, max_gpus=16), "pal-net-tuned")
     timers = r.extra["timers"]
     assert timers and all(0.0 <= v <= 3600.0 for v in timers.values())
+    assert "high/rack" in timers  # JSON-friendly keys

@@ -23,7 +23,8 @@ class JobRequest:
     remaining_time: float = 0.0  # estimated seconds left on ideal GPUs (SRTF)
     net_sensitivity: str = "medium"  # network sensitivity class (network-aware policies)
     priority: int = 999  # artifact FIFO priority field (lower sorts first)
-    waiting_since: float = 0.0  # when the job last started waiting (delay scheduling)
+    waiting_since: float = 0.0  # when the job last started waiting (delay scheduling); running: when it started
+    preemptions: int = 0  # times the job was stopped by preemption (bounded by preempting policies)
 
     @property
     def is_running(self) -> bool:

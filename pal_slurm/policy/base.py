@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.ranking import Ranking
@@ -28,6 +28,12 @@ class PlacementContext:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     locality_penalty: float = 1.7  # PAL's across-node weight in the L x V order
     now: float = 0.0  # current time (delay scheduling); policies never read a clock
+    # Network-aware placements (optional; None = unknown). `network` is duck-typed: it has
+    # `factor(app, num_gpus, nodes, racks) -> float >= 1` (sim.network.NetworkModel is one);
+    # `delay_timers` overrides a placement's delay timers {(sensitivity, level): seconds}
+    # (the auto-tuner's current output).
+    network: object | None = None
+    delay_timers: Mapping | None = None
 
 
 class PlacementPolicy(Protocol):

@@ -54,3 +54,4 @@ def queue_order(name: str):
     if name not in QUEUE_ORDERS:
         raise UnknownPolicy(f"unknown queue order {name!r}; known: {', '.join(QUEUE_ORDERS)}")
     return QUEUE_ORDERS[name]
+from pal_slurm.policy import netaware  # noqa: E402,F401  registers the network-aware placements

@@ -1,0 +1,111 @@
+"""Simulator speed: seconds per (trace, policy) run in both modes (issue 2's speed targets).
+
+    python3 benchmarks/sim_speed.py                 # everything
+    python3 benchmarks/sim_speed.py --skip-compat   # event mode only
+    python3 benchmarks/sim_speed.py --big-policies pal-net,dally,firstfit --big-limit 120
+
+Prints:
+1. compat mode: the 6 bundled Sia-Philly traces x the 6 artifact placements (target: all 36
+   runs in under 20 s on a 2-core machine);
+2. event mode: the same 36 runs (16x4 GPUs, 4 nodes per rack) plus the network-aware ones;
+3. event mode at scale: 10,000 synthetic jobs on 1,024 GPUs (256 nodes x 4, 8 nodes per
+   rack), one run per policy (target: under 60 s). Each big run is in its own process with a
+   time limit, so a policy too slow for that scale is reported as such instead of hanging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from pal_slurm.sim.compat import CompatConfig, CompatSimulator  # noqa: E402
+from pal_slurm.sim.event import EventConfig, EventSimulator  # noqa: E402
+from pal_slurm.sim.trace import bundled_trace, bundled_trace_names, synthetic_trace  # noqa: E402
+
+ARTIFACT = ("pal", "pmfirst", "packed-sticky", "packed-nonsticky", "random-sticky", "random-nonsticky")
+NET = ("firstfit", "dally", "pal-net", "pal-net-tuned", "pal-net-preempt")
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def grid(mode: str, policies) -> float:
+    total = 0.0
+    print(f"\n== {mode} mode: seconds per run (16x4 GPUs) ==")
+    print(f"{'trace':12s} " + " ".join(f"{p:>16s}" for p in policies))
+    for name in bundled_trace_names():
+        tr = bundled_trace(name)
+        row = []
+        for p in policies:
+            if mode == "compat":
+                sim = CompatSimulator(CompatConfig())
+            else:
+                sim = EventSimulator(EventConfig(num_nodes=16, gpus_per_node=4, nodes_per_rack=4))
+            dt, _ = timed(lambda: sim.run(tr, p))
+            total += dt
+            row.append(dt)
+        print(f"{name:12s} " + " ".join(f"{v:16.3f}" for v in row))
+    print(f"total {mode}: {total:.2f} s for {len(bundled_trace_names()) * len(policies)} runs")
+    return total
+
+
+def _big_run(policy: str, jobs: int, rate: float, queue) -> None:
+    tr = synthetic_trace(jobs, seed=1, jobs_per_hour=rate, name=f"synthetic-{jobs}")
+    cfg = EventConfig(num_nodes=256, gpus_per_node=4, nodes_per_rack=8)
+    t0 = time.perf_counter()
+    r = EventSimulator(cfg).run(tr, policy)
+    dt = time.perf_counter() - t0
+    s = r.summary()
+    queue.put((dt, r.extra["events"], r.extra["plans"], s["utilization"], s["avg_jct_s"]))
+
+
+def big(policies, jobs: int, rate: float, limit: float) -> None:
+    print(f"\n== event mode at scale: {jobs} jobs on 1024 GPUs (256x4, 8 nodes/rack), {rate} jobs/h ==")
+    ctx = mp.get_context("fork")
+    for p in policies:
+        q = ctx.Queue()
+        proc = ctx.Process(target=_big_run, args=(p, jobs, rate, q))
+        t0 = time.perf_counter()
+        proc.start()
+        proc.join(limit)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join()
+            print(f"{p:18s} > {limit:.0f} s (stopped)")
+            continue
+        if q.empty():
+            print(f"{p:18s} failed (exit {proc.exitcode})")
+            continue
+        dt, events, plans, util, avg = q.get()
+        print(f"{p:18s} {dt:7.1f} s  ({events} events, {plans} plans, util {util:.2f}, avg JCT {avg / 3600:.1f} h)"
+              f"  wall incl. start {time.perf_counter() - t0:.1f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--skip-compat", action="store_true")
+    ap.add_argument("--skip-event-grid", action="store_true")
+    ap.add_argument("--big-jobs", type=int, default=10_000)
+    ap.add_argument("--big-rate", type=float, default=8.0, help="synthetic arrivals per hour")
+    ap.add_argument("--big-policies", default="pal-net,pal-net-tuned,dally,firstfit,packed-sticky,pal")
+    ap.add_argument("--big-limit", type=float, default=180.0, help="seconds before a big run is stopped")
+    args = ap.parse_args()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPU(s)")
+    if not args.skip_compat:
+        grid("compat", ARTIFACT)
+    if not args.skip_event_grid:
+        grid("event", ARTIFACT + NET)
+    if args.big_jobs > 0:
+        big([p for p in args.big_policies.split(",") if p], args.big_jobs, args.big_rate, args.big_limit)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,586 @@
+"""Network-aware placements: delay scheduling, network-sensitive preemption, backfilling.
+
+One configurable placement (`NetAwarePlacement`) built from four components, so the named
+policies are configurations and ablations are one flag away:
+
+- **Allocation** (`best_allocation`): for each variability bin v of the job's class (PAL's
+  binned slowdown factors; all 1.0 without variability) take the free GPUs with sf <= v and
+  pack them as tightly as the topology allows (one node, else one rack with the fewest nodes,
+  else the fewest racks); its cost is v x the network factor of that packing (the context's
+  network model, or a per-sensitivity tier penalty when there is none). The cheapest option
+  wins: PAL's locality x variability order, with real per-tier, per-model penalties.
+- **Delay scheduling** (Zaharia et al.; Dally): a job's preferred tier is the most
+  consolidated one its size allows. It accepts only that tier for `timer(sens, node)` seconds
+  of waiting, then also the rack tier for `timer(sens, rack)` more, then anything. With
+  `cost_aware`, each wait is also bounded by what consolidation saves the job (remaining
+  ideal time x the factor gap, "saving"): wait = min(saving, max(timer, patience x saving)),
+  so a 9-hour GPT-2 job waits hours for a rack and a 5-minute one waits minutes at most.
+  With `finish_aware`, even a job whose timers ran out refuses a spread placement when waiting
+  for its consolidated one (the node/rack the running jobs free soonest, by their estimated
+  ends) would finish it earlier; it then holds that reservation. That wait is bounded by the
+  running jobs' ends, so it cannot starve; it matters when a job reaches the head of a deep
+  queue long after its timers expired (a cap counted from submission would otherwise push a
+  network-bound job onto the spine at 10x the runtime). Every job accepts any placement after `max_wait_s`: no starvation.
+  Timers come from the context (`delay_timers`, the auto-tuner) or the policy's defaults.
+- **Preemption**: a sensitive job that cannot get its preferred tier may stop strictly less
+  sensitive jobs that started less than `recent_s` ago and were preempted fewer than
+  `max_preemptions` times, when that frees a node/rack for it and its saving exceeds the work
+  the victims lose plus their restart cost. Victims keep their queue position.
+- **Backfilling**: `easy` gives a reservation to each of the first `reservations` jobs that
+  cannot start and have waited at least `reserve_after_s`: the node/rack/cluster (at the tier
+  the job accepts now) that frees enough GPUs soonest by the running jobs' estimated ends (the
+  shadow time). Later jobs start only if they end before every shadow time or use GPUs the
+  reservations can spare. Until a job has waited `reserve_after_s`, later jobs pass it freely
+  (short jobs are most of these traces); after that it cannot be overtaken indefinitely, so
+  nobody starves. `greedy` lets any later job that fits go (Dally's skip); `none` stops at
+  the first job that does not fit (the artifact's rule).
+
+Running jobs are never moved (sticky), so a plan with nobody waiting changes nothing.
+Runtime estimates are `JobRequest.remaining_time` (ideal seconds) x the estimated slowdown
+(ranking score x network factor); in the simulator that is the trace's true length, under
+Slurm it would be the job's time limit.
+
+Named configurations: `pal-net` (variability + locality + cost-aware delay + EASY backfill
+with aging), `pal-net-tuned` (timers from the auto-tuner), `pal-net-preempt` (plus
+network-sensitive preemption), `pal-net-nodelay` (ablation), `pal-backfill` (ablation: PAL's node-only locality
++ EASY backfill, no delay: what backfilling alone buys), `dally` (no variability, greedy
+skip, tuned timers, preemption: a Dally-like policy).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.policy.autotune import DEFAULT_TIMERS
+
+NODE, RACK, SPINE = 0, 1, 2
+LEVEL_NAMES = ("node", "rack")
+SENS_RANK = {"none": 0, "low": 1, "medium": 2, "high": 3}
+
+# Tier penalties when the context has no network model: (node, rack, spine) per sensitivity.
+FALLBACK_PENALTY: Mapping[str, tuple[float, float, float]] = {
+    "none": (1.0, 1.0, 1.0),
+    "low": (1.0, 1.01, 1.15),
+    "medium": (1.0, 1.03, 1.35),
+    "high": (1.0, 1.5, 4.0),
+}
+
+
+@dataclass(frozen=True)
+class PreemptConfig:
+    recent_s: float = 1800.0  # only jobs started less than this ago may be stopped
+    max_preemptions: int = 2  # a job is stopped at most this many times
+    restart_cost_s: float = 30.0  # the victims' restart cost the saving must beat
+
+
+# ---------------------------------------------------------------------------------------------
+# topology helpers
+
+
+@dataclass(frozen=True)
+class Topo:
+    """Derived topology of a cluster's node list (shared by every free-set copy of it)."""
+
+    node_of: tuple[int, ...]  # gpu -> node index
+    rack_idx: tuple[int, ...]  # node index -> dense rack index
+    gpus_per_node: int
+    rack_cap: int  # GPUs under the largest leaf
+
+
+_TOPO: dict[int, tuple[object, Topo]] = {}
+
+
+def topo(cluster: ClusterView) -> Topo:
+    """Topo of `cluster`, cached by its node tuple (ClusterView.with_free keeps it)."""
+    hit = _TOPO.get(id(cluster.nodes))
+    if hit is not None and hit[0] is cluster.nodes:
+        return hit[1]
+    names: dict[str, int] = {}
+    rack_idx = tuple(names.setdefault(n.rack, len(names)) for n in cluster.nodes)
+    node_of = [0] * cluster.size
+    cap: dict[int, int] = {}
+    for node in cluster.nodes:
+        for g in node.gpu_ids:
+            node_of[g] = node.index
+        cap[rack_idx[node.index]] = cap.get(rack_idx[node.index], 0) + len(node.gpu_ids)
+    t = Topo(tuple(node_of), rack_idx, cluster.gpus_per_node, max(cap.values()) if cap else 0)
+    if len(_TOPO) > 64:
+        _TOPO.clear()
+    _TOPO[id(cluster.nodes)] = (cluster.nodes, t)
+    return t
+
+
+def _rack_index(cluster: ClusterView) -> tuple[int, ...]:
+    return topo(cluster).rack_idx
+
+
+def span(gpus: Sequence[int], cluster: ClusterView) -> tuple[int, int, int]:
+    """(tier, nodes, racks) of a GPU set."""
+    t = topo(cluster)
+    nodes = {t.node_of[g] for g in gpus}
+    rk = {t.rack_idx[n] for n in nodes}
+    return (NODE if len(nodes) <= 1 else RACK if len(rk) <= 1 else SPINE), len(nodes), len(rk)
+
+
+def rack_capacity(cluster: ClusterView) -> int:
+    return topo(cluster).rack_cap
+
+
+def preferred_tier(n: int, cluster: ClusterView) -> int:
+    """The most consolidated tier a job of n GPUs can ever get on this cluster."""
+    t = topo(cluster)
+    if n <= t.gpus_per_node:
+        return NODE
+    return RACK if n <= t.rack_cap else SPINE
+
+
+def net_factor(job: JobRequest, nodes: int, racks: int, ctx) -> float:
+    net = getattr(ctx, "network", None)
+    if net is not None:
+        return net.factor(job.app, job.num_gpus, nodes, racks)
+    pen = FALLBACK_PENALTY.get(job.net_sensitivity, FALLBACK_PENALTY["high"])
+    return pen[0] if nodes <= 1 else pen[1] if racks <= 1 else pen[2]
+
+
+@dataclass(frozen=True)
+class NodeLocality:
+    """PAL's view of the network: one penalty for spanning more than one node, no racks."""
+
+    penalty: float = 1.7
+
+    def factor(self, app: str, num_gpus: int, nodes: int, racks: int) -> float:
+        return self.penalty if nodes > 1 else 1.0
+
+
+def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx) -> float:
+    """Estimated network factor of the tightest placement of `job` at `tier`."""
+    gpn = max(1, cluster.gpus_per_node)
+    nodes = max(1, math.ceil(job.num_gpus / gpn))
+    if tier == NODE:
+        return 1.0
+    if tier == RACK:
+        return net_factor(job, max(2, nodes), 1, ctx)
+    return net_factor(job, max(2, nodes), 2, ctx)
+
+
+# ---------------------------------------------------------------------------------------------
+# allocation
+
+
+def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx, max_tier: int, key):
+    """Tightest packing of n GPUs from `eligible`: (gpus, tier, nodes, racks) or None.
+
+    `key(g)` orders GPUs inside a node (best first)."""
+    node_of = topo(cluster).node_of
+    by_node: dict[int, list[int]] = {}
+    for g in eligible:
+        by_node.setdefault(node_of[g], []).append(g)
+    # one node: best fit (fewest eligible GPUs that suffice), then lowest node index
+    best = None
+    for nd, gs in by_node.items():
+        if len(gs) >= n and (best is None or (len(gs), nd) < (len(by_node[best]), best)):
+            best = nd
+    if best is not None:
+        return tuple(sorted(by_node[best], key=key)[:n]), NODE, 1, 1
+    if max_tier < RACK:
+        return None
+    by_rack: dict[int, list[int]] = {}
+    for nd in by_node:
+        by_rack.setdefault(rack_idx[nd], []).append(nd)
+
+    def fill(nodes: list[int]) -> list[int]:
+        out: list[int] = []
+        for nd in sorted(nodes, key=lambda d: (-len(by_node[d]), d)):
+            gs = sorted(by_node[nd], key=key)
+            out.extend(gs[: n - len(out)])
+            if len(out) == n:
+                break
+        return out
+
+    best_r = None
+    for r, nodes in by_rack.items():
+        total = sum(len(by_node[d]) for d in nodes)
+        if total < n:
+            continue
+        picked = fill(nodes)
+        score = (len({node_of[g] for g in picked}), total, r)
+        if best_r is None or score < best_r[0]:
+            best_r = (score, picked)
+    if best_r is not None:
+        picked = best_r[1]
+        return tuple(picked), RACK, best_r[0][0], 1
+    if max_tier < SPINE or len(eligible) < n:
+        return None
+    out: list[int] = []
+    racks_used = 0
+    for r in sorted(by_rack, key=lambda r: (-sum(len(by_node[d]) for d in by_rack[r]), r)):
+        racks_used += 1
+        for nd in sorted(by_rack[r], key=lambda d: (-len(by_node[d]), d)):
+            gs = sorted(by_node[nd], key=key)
+            out.extend(gs[: n - len(out)])
+            if len(out) == n:
+                break
+        if len(out) == n:
+            break
+    return tuple(out), SPINE, len({node_of[g] for g in out}), racks_used
+
+
+def best_allocation(job: JobRequest, free: Sequence[int], ctx, variability: bool = True,
+                    max_tier: int = SPINE, rack_idx=None):
+    """Cheapest (variability bin x network factor) allocation with tier <= max_tier.
+
+    Returns (gpus, tier, estimated factor) or None."""
+    n = job.num_gpus
+    if len(free) < n:
+        return None
+    cluster = ctx.cluster
+    rack_idx = rack_idx if rack_idx is not None else _rack_index(cluster)
+    sf = ctx.ranking.sf(job.perf_class) if variability else None
+    if sf is None:
+        levels = [1.0]
+        key = lambda g: g  # noqa: E731
+    else:
+        levels = sorted({sf[g] for g in free})
+        key = lambda g: (sf[g], g)  # noqa: E731
+    best = None
+    for v in levels:
+        if best is not None and v >= best[0]:
+            break  # cost >= v: no later bin can win
+        eligible = sorted(free) if sf is None else sorted(g for g in free if sf[g] <= v)
+        if len(eligible) < n:
+            continue
+        got = _pack(eligible, n, cluster, rack_idx, max_tier, key)
+        if got is None:
+            continue
+        gpus, tier, nodes, racks = got
+        cost = v * net_factor(job, nodes, racks, ctx)
+        if best is None or cost < best[0] - 1e-12:
+            best = (cost, gpus, tier, cost / v)
+    if best is None:
+        return None
+    return best[1], best[2], best[3]
+
+
+# ---------------------------------------------------------------------------------------------
+# reservations (EASY backfilling, topology-aware)
+
+
+class _LazyEnds(dict):
+    """{job id: estimated end}, computed on first use (most plans never need them)."""
+
+    def __init__(self, estimate):
+        super().__init__()
+        self._estimate = estimate
+
+    def __missing__(self, jid):
+        value = self[jid] = self._estimate(jid)
+        return value
+
+
+class _Reservation:
+    """A reservation for one blocked job: a GPU group (one node, one rack, or the cluster)
+    that will hold enough GPUs for it at `shadow`, and how many of the group's GPUs it does
+    not need then (`spare`). Backfilled jobs must end before `shadow` or fit in the spare."""
+
+    def __init__(self, shadow: float, group: frozenset | None, spare: int):
+        self.shadow = shadow
+        self.group = group  # GPU ids; None = the whole cluster
+        self.spare = spare
+
+    @classmethod
+    def make(cls, n, tier, free, holding, ends, cluster, rack_idx, now) -> "_Reservation":
+        node_of = topo(cluster).node_of
+        if tier == SPINE:
+            key = lambda g: 0  # noqa: E731
+        elif tier == RACK:
+            key = lambda g: rack_idx[node_of[g]]  # noqa: E731
+        else:
+            key = lambda g: node_of[g]  # noqa: E731
+        have: dict[int, int] = {}
+        for g in free:
+            have[key(g)] = have.get(key(g), 0) + 1
+        releases: dict[int, list[tuple[float, int]]] = {}
+        for jid, gpus in holding.items():
+            per: dict[int, int] = {}
+            for g in gpus:
+                per[key(g)] = per.get(key(g), 0) + 1
+            for grp, cnt in per.items():
+                releases.setdefault(grp, []).append((ends[jid], cnt))
+        best = None
+        for grp in set(have) | set(releases):
+            avail, shadow = have.get(grp, 0), now
+            for end, cnt in sorted(releases.get(grp, ())):
+                if avail >= n:
+                    break
+                avail += cnt
+                shadow = end
+            if avail >= n and (best is None or (shadow, grp) < (best[0], best[1])):
+                best = (shadow, grp, avail - n)
+        if best is None:
+            if tier != SPINE:
+                return cls.make(n, SPINE, free, holding, ends, cluster, rack_idx, now)
+            return cls(math.inf, None, 0)
+        shadow, grp, spare = best
+        group = None if tier == SPINE else frozenset(g for g in range(cluster.size) if key(g) == grp)
+        return cls(shadow, group, spare)
+
+    def covers(self, g: int) -> bool:
+        return self.group is None or g in self.group
+
+    def _inside(self, gpus) -> int:
+        return len(gpus) if self.group is None else sum(1 for g in gpus if g in self.group)
+
+    def admits(self, end: float, gpus) -> bool:
+        return end <= self.shadow or self._inside(gpus) <= self.spare
+
+    def take(self, end: float, gpus) -> None:
+        if end > self.shadow:
+            self.spare -= self._inside(gpus)
+
+
+# ---------------------------------------------------------------------------------------------
+# the placement
+
+
+@dataclass(frozen=True)
+class NetAwarePlacement:
+    name: str
+    variability: bool = True  # use PAL's per-class bins
+    delay: bool = True  # delay scheduling
+    backfill: str = "easy"  # easy | greedy | none
+    preempt: PreemptConfig | None = None
+    autotune: bool = False  # the simulator/pald feed ctx.delay_timers from the tuner
+    timers: Mapping = field(default_factory=lambda: dict(DEFAULT_TIMERS))
+    max_wait_s: float = 24 * 3600.0  # hard cap: after this any placement is accepted
+    reservations: int = 4  # easy backfill: how many blocked jobs hold a reservation
+    reserve_after_s: float = 3600.0  # easy backfill: a blocked job holds one once it waited this long
+    cost_aware: bool = True  # never wait longer than consolidation would save
+    patience: float = 0.5  # cost-aware: wait up to this fraction of the saving (above the timer)
+    finish_aware: bool = True  # refuse a spread placement that ends later than waiting would
+    topology_aware: bool = True  # False: see only PAL's node locality (penalty for > 1 node)
+    keeps_running: bool = True  # sticky: running jobs are never moved
+
+    def __post_init__(self):
+        if self.backfill not in ("easy", "greedy", "none"):
+            raise ValueError(f"backfill must be easy, greedy or none, not {self.backfill!r}")
+
+    # ---- delay scheduling ------------------------------------------------------------------
+    def _timers(self, ctx) -> Mapping:
+        t = getattr(ctx, "delay_timers", None)
+        return self.timers if not t else {**self.timers, **t}
+
+    def tier_deadlines(self, job: JobRequest, ctx) -> list[tuple[float, int]]:
+        """[(time, tier)]: from `time` on, the job accepts placements up to `tier`."""
+        cluster = ctx.cluster
+        want = preferred_tier(job.num_gpus, cluster)
+        start = job.waiting_since
+        out = [(start, want)]
+        if not self.delay or want == SPINE:
+            return [(start, SPINE)]
+        timers = self._timers(ctx)
+        t = start
+        for tier in range(want, SPINE):
+            wait = float(timers.get((job.net_sensitivity, LEVEL_NAMES[tier]), 0.0))
+            if self.cost_aware and job.remaining_time > 0:  # unknown length (0): class timer only
+                # the class timer, stretched to `patience` x the saving for jobs that would lose
+                # much by spreading, and never longer than the saving itself
+                saving = job.remaining_time * max(0.0, tier_factor(job, tier + 1, cluster, ctx) - tier_factor(job, tier, cluster, ctx))
+                wait = min(saving, max(wait, self.patience * saving))
+            t += max(0.0, wait)
+            out.append((min(t, start + self.max_wait_s), tier + 1))
+        return out
+
+    def allowed_tier(self, job: JobRequest, ctx) -> int:
+        allowed = NODE
+        for when, tier in self.tier_deadlines(job, ctx):
+            if ctx.now >= when:
+                allowed = tier
+        if ctx.now >= job.waiting_since + self.max_wait_s:
+            allowed = SPINE
+        return allowed
+
+    def next_wakeup(self, order: Sequence[JobRequest], ctx) -> float | None:
+        """Earliest future instant at which a waiting job's accepted tier widens."""
+        if not self.delay:
+            return None
+        soon = math.inf
+        for job in order:
+            if job.running_on:
+                continue
+            for when, _tier in self.tier_deadlines(job, ctx):
+                if ctx.now < when < soon:
+                    soon = when
+                    break
+        return soon if soon < math.inf else None
+
+    def place_one(self, job: JobRequest, ctx) -> tuple[int, ...] | None:
+        """Allocation for one new job against ctx.cluster.free (pald's submit-time path):
+        the best placement at the tier its delay state accepts now, or None (defer)."""
+        ctx = self._view(ctx)
+        got = best_allocation(job, sorted(ctx.cluster.free), ctx, self.variability, self.allowed_tier(job, ctx))
+        return None if got is None else tuple(got[0])
+
+    # ---- estimates --------------------------------------------------------------------------
+    def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx) -> float:
+        scores = ctx.ranking.scores(job.perf_class)
+        pm = max(scores[g] for g in gpus) if gpus else 1.0
+        _tier, nodes, racks = span(gpus, ctx.cluster)
+        return job.remaining_time * pm * net_factor(job, nodes, racks, ctx)
+
+    # ---- the plan ---------------------------------------------------------------------------
+    def _view(self, ctx):
+        """The context as this policy sees it (node-only locality when not topology-aware)."""
+        if self.topology_aware:
+            return ctx
+        return dataclasses.replace(ctx, network=NodeLocality(getattr(ctx, "locality_penalty", 1.7)))
+
+    def plan(self, order: Sequence[JobRequest], ctx) -> RoundPlan:
+        ctx = self._view(ctx)
+        cluster = ctx.cluster
+        now = ctx.now
+        rack_idx = _rack_index(cluster) if self.topology_aware else (0,) * len(cluster.nodes)
+        free = set(cluster.free)
+        running = {j.job_id: j for j in order if j.running_on}
+        ends = _LazyEnds(lambda jid: now + self._runtime(running[jid], running[jid].running_on, ctx))
+        holding = {jid: tuple(j.running_on) for jid, j in running.items()}
+        launch: dict = {}
+        suspend: set = set()
+        res: list[_Reservation] = []  # for the first jobs that cannot start (EASY: one)
+        for job in order:
+            if job.running_on or job.job_id in launch:
+                continue
+            if not free and self.backfill != "easy":
+                break
+            n = job.num_gpus
+            got = None
+            allowed = self.allowed_tier(job, ctx)
+            if len(free) >= n:
+                got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
+            if (got is None or got[1] > preferred_tier(n, cluster)) and self.preempt is not None:
+                freed = self._preempt(job, free, running, suspend, launch, ctx, rack_idx)
+                for jid in freed:
+                    ends.pop(jid, None)
+                    holding.pop(jid, None)
+                if freed:
+                    got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
+            if got is not None and self.finish_aware and got[1] > preferred_tier(n, cluster):
+                # a spread placement now, or the consolidated one when the running jobs free it?
+                want = preferred_tier(n, cluster)
+                r = _Reservation.make(n, want, free, holding, ends, cluster, rack_idx, now)
+                if r.group is not None and r.shadow <= now:
+                    # consolidated GPUs are free now but cost more by variability: take the faster
+                    tight_now = best_allocation(job, sorted(free), ctx, self.variability, want, rack_idx)
+                    if tight_now is not None and self._runtime(job, tight_now[0], ctx) < self._runtime(job, got[0], ctx):
+                        got = tight_now
+                elif r.group is not None and r.shadow < math.inf:
+                    spread = self._runtime(job, got[0], ctx)
+                    tight = spread / got[2] * tier_factor(job, preferred_tier(n, cluster), cluster, ctx)
+                    if r.shadow + tight < now + spread:
+                        got = None
+                        if self.backfill == "easy" and len(res) < self.reservations:
+                            res.append(r)
+                        continue
+            if got is None:
+                if self.backfill == "none":
+                    if len(free) >= n:
+                        continue  # delayed by its own timer: others may go (delay scheduling)
+                    break
+                if (self.backfill == "easy" and len(res) < self.reservations
+                        and now - job.waiting_since >= self.reserve_after_s):
+                    res.append(_Reservation.make(n, allowed, free, holding, ends, cluster, rack_idx, now))
+                continue
+            if res:
+                end = now + self._runtime(job, got[0], ctx)
+                if not all(r.admits(end, got[0]) for r in res):
+                    outside = sorted(g for g in free if not any(r.covers(g) and not r.admits(end, (g,)) for r in res))
+                    got = best_allocation(job, outside, ctx, self.variability, allowed, rack_idx)
+                    if got is None or not all(r.admits(now + self._runtime(job, got[0], ctx), got[0]) for r in res):
+                        continue
+                    end = now + self._runtime(job, got[0], ctx)
+                for r in res:
+                    r.take(end, got[0])
+            gpus = got[0]
+            launch[job.job_id] = tuple(gpus)
+            free.difference_update(gpus)
+            ends[job.job_id] = now + self._runtime(job, gpus, ctx)
+            holding[job.job_id] = tuple(gpus)
+        return RoundPlan(frozenset(suspend), launch)
+
+    def _preempt(self, job, free: set, running: dict, suspend: set, launch: dict, ctx, rack_idx) -> list:
+        """Stop victims so that `job` gets its preferred tier; returns the victims' ids."""
+        cfg = self.preempt
+        cluster = ctx.cluster
+        want = preferred_tier(job.num_gpus, cluster)
+        if want == SPINE:
+            return []
+        rank = SENS_RANK.get(job.net_sensitivity, 3)
+        now = ctx.now
+        victims = [
+            v for jid, v in running.items()
+            if jid not in suspend
+            and SENS_RANK.get(v.net_sensitivity, 3) < rank
+            and now - v.waiting_since < cfg.recent_s
+            and v.preemptions < cfg.max_preemptions
+        ]
+        if not victims:
+            return []
+        node_of = topo(cluster).node_of
+        group_of = (lambda g: node_of[g]) if want == NODE else (lambda g: rack_idx[node_of[g]])
+        free_in: dict[int, int] = {}
+        for g in free:
+            free_in[group_of(g)] = free_in.get(group_of(g), 0) + 1
+        by_group: dict[int, list[JobRequest]] = {}
+        for v in victims:
+            groups = {group_of(g) for g in v.running_on}
+            if len(groups) == 1:  # only victims wholly inside one group free it for us
+                by_group.setdefault(groups.pop(), []).append(v)
+        saving = job.remaining_time * max(0.0, tier_factor(job, want + 1, cluster, ctx) - 1.0)
+        best = None
+        for grp, vs in by_group.items():
+            have = free_in.get(grp, 0)
+            chosen, lost = [], 0.0
+            for v in sorted(vs, key=lambda v: ((now - v.waiting_since) * v.num_gpus, v.job_id)):
+                if have >= job.num_gpus:
+                    break
+                chosen.append(v)
+                have += v.num_gpus
+                lost += ((now - v.waiting_since) + cfg.restart_cost_s) * v.num_gpus
+            if have >= job.num_gpus and chosen and lost < saving * job.num_gpus:
+                if best is None or lost < best[0]:
+                    best = (lost, chosen)
+        if best is None:
+            return []
+        for v in best[1]:
+            suspend.add(v.job_id)
+            free.update(v.running_on)
+        return [v.job_id for v in best[1]]
+
+
+# ---------------------------------------------------------------------------------------------
+# named configurations
+
+PAL_NET = NetAwarePlacement("pal-net")
+PAL_NET_PREEMPT = NetAwarePlacement("pal-net-preempt", preempt=PreemptConfig())
+PAL_NET_TUNED = NetAwarePlacement("pal-net-tuned", autotune=True)
+PAL_NET_NODELAY = NetAwarePlacement("pal-net-nodelay", delay=False)  # ablation: no delay timers
+DALLY = NetAwarePlacement(
+    "dally", variability=False, backfill="greedy", preempt=PreemptConfig(), autotune=True, cost_aware=False,
+    finish_aware=False,
+)
+# ablation: PAL's allocation (variability bins, node locality only) + EASY backfill, no delay
+PAL_BACKFILL = NetAwarePlacement("pal-backfill", delay=False, finish_aware=False, topology_aware=False)
+NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, DALLY)
+
+
+def _register() -> None:
+    from pal_slurm.policy.registry import register_placement
+
+    for p in NAMED:
+        register_placement(p)
+
+
+_register()

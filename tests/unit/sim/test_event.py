@@ -1,0 +1,227 @@
+import pytest
+
+from pal_slurm.model import ClusterView
+from pal_slurm.policy import PLACEMENTS
+from pal_slurm.policy.netaware import NetAwarePlacement, PreemptConfig
+from pal_slurm.ranking.profiles import gpu_profiles
+from pal_slurm.sim.event import EventConfig, EventSimulator, simulator_for
+from pal_slurm.sim.network import Congestion, NetworkModel
+from pal_slurm.sim.runner import RunSpec
+from pal_slurm.sim.trace import ITER_TIME_S, Trace, TraceJob, synthetic_trace
+
+ARTIFACT = ("pal", "pmfirst", "packed-sticky", "packed-nonsticky", "random-sticky", "random-nonsticky", "firstfit")
+
+
+def tj(job_id, n, submit, seconds, model="resnet50"):
+    return TraceJob(job_id, n, float(submit), seconds / ITER_TIME_S[model], model)
+
+
+def small_trace(seed=3, n=40):
+    return synthetic_trace(n, seed=seed, jobs_per_hour=30.0, max_gpus=8)
+
+
+# ---- basic behaviour ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", sorted(PLACEMENTS))
+def test_every_registered_placement_finishes_every_job(policy):
+    tr = small_trace()
+    r = EventSimulator(EventConfig(num_nodes=4, gpus_per_node=4, nodes_per_rack=2)).run(tr, policy)
+    assert sorted(j.job_id for j in r.jobs) == sorted(j.job_id for j in tr.jobs)
+    s = r.summary()
+    assert s["jobs"] == len(tr.jobs)
+    for j in r.jobs:
+        assert j.first_start >= j.submit
+        assert j.finish > j.first_start
+        # never faster than the best GPUs at the best locality with no wait
+        assert j.jct >= j.lower_bound_s * (1 - 1e-9)
+    assert 0.0 < s["utilization"] <= 1.0 + 1e-9
+    assert r.mode == "event"
+
+
+@pytest.mark.parametrize("policy", ["pal", "random-nonsticky", "pal-net", "dally"])
+def test_runs_repeat_exactly_for_a_seed(policy):
+    tr = small_trace(seed=5)
+    cfg = EventConfig(num_nodes=4, gpus_per_node=4, nodes_per_rack=2, seed=7, variability_seed=2)
+    a = EventSimulator(cfg).run(tr, policy)
+    b = EventSimulator(cfg).run(tr, policy)
+    assert a.jobs == b.jobs and a.util_series == b.util_series
+
+
+def test_seeds_change_the_gpus():
+    tr = small_trace(seed=5)
+    runs = {
+        s: EventSimulator(EventConfig(num_nodes=4, gpus_per_node=4, variability_seed=s)).run(tr, "packed-sticky")
+        for s in (0, 1)
+    }
+    assert [j.finish for j in runs[0].jobs] != [j.finish for j in runs[1].jobs]
+
+
+def test_runtime_is_ideal_times_worst_gpu_times_network():
+    # one 8-GPU BERT job on two 4-GPU nodes under different leaves: it must cross the spine
+    c = ClusterView.uniform(2, 4, nodes_per_rack=1)
+    tr = Trace("one", (tj(0, 8, 0, 3600.0, "BERT"),))
+    cfg = EventConfig(cluster=c, congestion=Congestion(0.0, 0.5), variability_seed=4)
+    r = EventSimulator(cfg).run(tr, "firstfit")
+    (job,) = r.jobs
+    pm = max(gpu_profiles(8, 4)["B"])
+    net = NetworkModel(congestion=Congestion(0.0, 0.5)).factor("BERT", 8, 2, 2)
+    assert job.finish == pytest.approx(3600.0 * pm * net)
+    assert job.comm_overhead_s == pytest.approx(job.finish * (1 - 1 / net))
+    off = EventSimulator(EventConfig(cluster=c, network=False, variability_seed=4)).run(tr, "firstfit")
+    assert off.jobs[0].finish == pytest.approx(3600.0 * pm)
+    assert off.jobs[0].comm_overhead_s == 0.0
+
+
+def test_restart_cost_is_paid_on_every_restart():
+    # non-sticky placements move jobs when others arrive/leave: each move costs restart_cost_s
+    tr = small_trace(seed=11)
+    base = dict(num_nodes=4, gpus_per_node=4, nodes_per_rack=2)
+    cheap = EventSimulator(EventConfig(restart_cost_s=0.0, **base)).run(tr, "pal")
+    dear = EventSimulator(EventConfig(restart_cost_s=600.0, **base)).run(tr, "pal")
+    assert dear.extra["restarts"] > 0
+    assert dear.summary()["avg_jct_s"] > cheap.summary()["avg_jct_s"]
+
+
+def test_utilisation_series_tracks_busy_gpus():
+    tr = Trace("two", (tj(0, 4, 0, 100.0), tj(1, 4, 50, 100.0)))
+    r = EventSimulator(EventConfig(num_nodes=2, gpus_per_node=4, network=False)).run(tr, "firstfit")
+    busy = dict(r.util_series)
+    assert busy[0.0] == 4 and busy[50.0] == 8
+    assert r.busy_gpu_s == pytest.approx(sum(j.finish - j.first_start for j in r.jobs) * 4)
+
+
+def test_job_bigger_than_cluster_is_rejected():
+    tr = Trace("big", (tj(0, 64, 0, 10.0),))
+    with pytest.raises(ValueError, match="needs 64 GPUs"):
+        EventSimulator(EventConfig(num_nodes=2, gpus_per_node=4)).run(tr, "pal-net")
+
+
+def test_simulator_for_runner_spec():
+    sim = simulator_for(RunSpec(mode="event", num_nodes=8, gpus_per_node=2, nodes_per_rack=2, congestion=0.3), 1)
+    assert sim.cluster.size == 16 and len({n.rack for n in sim.cluster.nodes}) == 4
+    assert sim.config.congestion == Congestion(0.3, 0.3)
+    assert sim.config.variability_seed == 1
+
+
+# ---- delay timers are events -----------------------------------------------------------
+
+
+def _blocking_case():
+    """4 nodes x 4 GPUs, 2 racks of 2 nodes. Four 4-GPU jobs fill the nodes at t=0 (node 0
+    and 2 free at 1 h, node 1 at 1.5 h, node 3 at 10 h); an 8-GPU BERT job arrives at 0.5 h.
+    At 1 h eight GPUs are free but only across racks; at 1.5 h rack 0 is free."""
+    H = 3600.0
+    return Trace(
+        "blocking",
+        (
+            tj(0, 4, 0, 1.0 * H, "vgg19"),
+            tj(1, 4, 0, 1.5 * H, "vgg19"),
+            tj(2, 4, 0, 1.0 * H, "vgg19"),
+            tj(3, 4, 0, 10.0 * H, "vgg19"),
+            tj(4, 8, 0.5 * H, 2.0 * H, "BERT"),
+        ),
+    )
+
+
+def _cfg(**kw):
+    c = ClusterView.uniform(4, 4, nodes_per_rack=2)
+    return EventConfig(cluster=c, congestion=Congestion(0.2, 0.5), restart_cost_s=30.0, **kw)
+
+
+FLAT = dict(variability=False, backfill="easy", finish_aware=False)
+
+
+def test_delay_scheduling_lowers_communication_overhead_under_congestion():
+    tr = _blocking_case()
+    eager = EventSimulator(_cfg(network=True)).run(tr, NetAwarePlacement("t-eager", delay=False, **FLAT))
+    patient = EventSimulator(_cfg(network=True)).run(tr, NetAwarePlacement("t-patient", delay=True, **FLAT))
+    bert_eager = next(j for j in eager.jobs if j.model == "BERT")
+    bert_patient = next(j for j in patient.jobs if j.model == "BERT")
+    fin = {j.job_id: j.finish for j in eager.jobs}
+    assert bert_eager.first_start == pytest.approx(max(fin[0], fin[2]))  # spread, at ~1 h
+    assert bert_eager.first_start < fin[1]
+    fin = {j.job_id: j.finish for j in patient.jobs}
+    assert bert_patient.first_start == pytest.approx(fin[1])  # waited for rack 0 (~1.5 h)
+    assert patient.summary()["comm_overhead_s"] < 0.2 * eager.summary()["comm_overhead_s"]
+    assert bert_patient.jct < bert_eager.jct
+
+
+def test_an_expiring_timer_wakes_the_scheduler():
+    # a 900 s rack timer (cost-awareness off) has expired by the time GPUs free across racks:
+    # BERT starts as soon as nodes 0 and 2 are free (~1 h), not at 1.5 h
+    tr = _blocking_case()
+    short = NetAwarePlacement("t-short", delay=True, cost_aware=False, timers={("high", "rack"): 900.0}, **FLAT)
+    r = EventSimulator(_cfg()).run(tr, short)
+    fin = {j.job_id: j.finish for j in r.jobs}
+    assert r.jobs[4].first_start == pytest.approx(max(fin[0], fin[2]))
+    # GPUs across racks are free from ~1 h; the 2700 s timer expires at 0.5 h + 2700 s = 1.25 h
+    # with no other event then: the timer itself must wake the scheduler
+    H = 3600.0
+    tr2 = Trace("wake", (tj(0, 4, 0, 1.0 * H, "vgg19"), tj(1, 4, 0, 5.0 * H, "vgg19"), tj(2, 4, 0, 1.0 * H, "vgg19"),
+                         tj(3, 4, 0, 5.0 * H, "vgg19"), tj(4, 8, 0.5 * H, H, "BERT")))
+    timed = NetAwarePlacement("t-timed", delay=True, cost_aware=False, timers={("high", "rack"): 2700.0}, **FLAT)
+    r2 = EventSimulator(_cfg()).run(tr2, timed)
+    fin = {j.job_id: j.finish for j in r2.jobs}
+    assert max(fin[0], fin[2]) < 0.5 * H + 2700.0
+    assert r2.jobs[4].first_start == pytest.approx(0.5 * H + 2700.0)
+
+
+def test_finish_aware_job_waits_for_the_rack_after_its_timers_ran_out():
+    # timers of 0 s: plain delay scheduling would take the spread placement at 1 h; the
+    # finish-aware rule sees that waiting for rack 0 (free at 1.5 h) ends much sooner
+    tr = _blocking_case()
+    no_timers = dict(delay=True, cost_aware=False, timers={("high", "node"): 0.0, ("high", "rack"): 0.0})
+    blind = EventSimulator(_cfg()).run(tr, NetAwarePlacement("t-blind", **no_timers, **FLAT))
+    aware = EventSimulator(_cfg()).run(
+        tr, NetAwarePlacement("t-aware", **no_timers, **{**FLAT, "finish_aware": True}))
+    fin = {j.job_id: j.finish for j in aware.jobs}
+    assert blind.jobs[4].first_start < fin[1]
+    assert aware.jobs[4].first_start == pytest.approx(fin[1])
+    assert aware.jobs[4].finish < blind.jobs[4].finish
+
+
+# ---- preemption ------------------------------------------------------------------------
+
+
+def test_network_sensitive_preemption_helps_the_sensitive_job():
+    # rack 0 busy with two low-sensitivity (vgg19) jobs that just started; rack 1 half busy.
+    H = 3600.0
+    tr = Trace(
+        "preempt",
+        (
+            tj(0, 4, 0, 5 * H, "vgg19"),
+            tj(1, 4, 0, 5 * H, "vgg19"),
+            tj(2, 4, 0, 5 * H, "resnet50"),
+            tj(3, 8, 60.0, 4 * H, "BERT"),
+        ),
+    )
+    plain = NetAwarePlacement("t-plain", delay=True, **FLAT)
+    pre = NetAwarePlacement("t-pre", delay=True, preempt=PreemptConfig(), **FLAT)
+    a = EventSimulator(_cfg()).run(tr, plain)
+    b = EventSimulator(_cfg()).run(tr, pre)
+    assert sum(j.preemptions for j in a.jobs) == 0
+    assert sum(j.preemptions for j in b.jobs) >= 1
+    bert_a = next(j for j in a.jobs if j.model == "BERT")
+    bert_b = next(j for j in b.jobs if j.model == "BERT")
+    assert bert_b.comm_overhead_s < bert_a.comm_overhead_s
+    assert bert_b.jct < bert_a.jct
+
+
+@pytest.mark.parametrize("policy", ["pal-net-preempt", "dally"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_preemption_never_starves_a_job(policy, seed):
+    tr = synthetic_trace(120, seed=seed, jobs_per_hour=60.0, max_gpus=16)
+    r = EventSimulator(EventConfig(num_nodes=8, gpus_per_node=4, nodes_per_rack=4,
+                                   congestion=Congestion(0.3, 0.6))).run(tr, policy)
+    assert len(r.jobs) == len(tr.jobs)  # every job finishes
+    cap = PLACEMENTS[policy].preempt.max_preemptions
+    assert max(j.preemptions for j in r.jobs) <= cap
+
+
+def test_autotuned_policy_reports_its_timers():
+    r = EventSimulator(EventConfig(num_nodes=8, gpus_per_node=4, nodes_per_rack=2)).run(
+        synthetic_trace(80, seed=4, jobs_per_hour=40.0, max_gpus=16), "pal-net-tuned")
+    timers = r.extra["timers"]
+    assert timers and all(0.0 <= v <= 3600.0 for v in timers.values())
+    assert "high/rack" in timers  # JSON-friendly keys

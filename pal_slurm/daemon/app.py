@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
-from pal_slurm.daemon.cycle import apply_releases, is_pal_held, plan_releases
+from pal_slurm.daemon.cycle import SENSITIVITY_WAIT, apply_releases, is_pal_held, plan_releases, tuner_observation
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     ErrorReply,
@@ -37,6 +37,7 @@ from pal_slurm.daemon.protocol import (
 )
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.model import DecisionKind
+from pal_slurm.policy import autotune
 
 log = logging.getLogger("pald")
 
@@ -113,6 +114,9 @@ class Pald:
         self.counts = {"place": 0, "defer": 0, "pass": 0, "released": 0, "errors": 0}
         self.held_seen: set[int] = set()
         self._racks: tuple[float, dict[str, str]] | None = None
+        # delay-timer auto-tuner, online: starts from rack_wait_s x sensitivity, learns from releases
+        self.tuner = autotune.initial_state(timers={(s, "rack"): config.policy.rack_wait_s * f
+                                                    for s, f in SENSITIVITY_WAIT.items()})
         self._req_seq = 0
 
     # ---- requests ------------------------------------------------------------------------
@@ -168,6 +172,7 @@ class Pald:
                 "reservations": len(self.service.reservations),
                 "held_jobs": self.service.held_jobs,
                 "leader": self.leading,
+                "rack_timers_s": self.rack_timers(),
                 "buffered_decisions": len(self.pending_records),
                 "counts": dict(self.counts),
                 "recent_errors": list(self.recent_errors),
@@ -229,6 +234,10 @@ class Pald:
         self.recent_errors.append({"at": round(self.clock(), 1), "what": what, "error": str(exc)[:300]})
 
     # ---- Slurm -----------------------------------------------------------------------------
+    def rack_timers(self) -> dict[str, float]:
+        """Seconds a multi-node job of each network sensitivity waits for one rack (tuned)."""
+        return {sens: round(secs, 1) for (sens, level), secs in autotune.timers(self.tuner).items() if level == "rack"}
+
     def racks(self) -> dict[str, str] | None:
         """node -> leaf switch from [slurm] topology_conf (re-read when the file changes)."""
         path = self.config.slurm.topology_conf
@@ -285,10 +294,13 @@ class Pald:
         if not held:
             return
         plan = plan_releases(held, self.service, self.config.policy.queue, self.config.daemon.backfill,
-                             now=now, rack_wait_s=self.config.policy.rack_wait_s)
+                             now=now, rack_wait_s=self.config.policy.rack_wait_s, rack_limits=self.rack_timers())
 
         def record(rel):
             self.counts["released"] += 1
+            obs = tuner_observation(rel, self.config.policy.locality_penalty)
+            if obs is not None:
+                self.tuner = autotune.observe(self.tuner, obs)
             nodes = rel.choice.nodes if rel.choice else {}
             kind = DecisionKind.PLACE if rel.choice else DecisionKind.PASS
             self._record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, rel.perf_class)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field, replace
+from typing import Mapping
 
 from pal_slurm.daemon.comment_grammar import CommentError, parse_comment
 from pal_slurm.daemon.service import PlacementService, Shape
@@ -41,6 +42,11 @@ class Release:
     choice: ShapeChoice | None  # None: release untouched (fail open)
     gres_spec: str | None  # scontrol Gres= value, or None to keep the job's own
     reason: str
+    net: str = "medium"  # network sensitivity from the comment
+    wanted_rack: bool = False  # a multi-node job on a multi-rack cluster: it wanted one rack
+    one_rack: bool = True  # whether it got one
+    waited_s: float | None = None  # since submission
+    time_limit_s: float | None = None  # the job's --time (for the tuner's loss estimate)
 
 
 @dataclass
@@ -60,14 +66,16 @@ def rack_wait_limit(net: str | None, rack_wait_s: float) -> float:
 
 
 def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", backfill: bool = False,
-                  now: float | None = None, rack_wait_s: float = 0.0) -> CycleResult:
+                  now: float | None = None, rack_wait_s: float = 0.0,
+                  rack_limits: Mapping[str, float] | None = None) -> CycleResult:
     """Which held PAL jobs to release now, and where (held_jobs: slurm JobInfo records).
 
     Delay scheduling for the network: on a cluster with several racks, a multi-node job first
     only accepts nodes under one leaf switch; after waiting `rack_wait_limit` seconds since
     submission it takes the best nodes anywhere. While it waits for its rack it does not block
     the jobs behind it (they may use GPUs it could not use anyway); its wait is bounded, so it
-    cannot starve."""
+    cannot starve. `rack_limits` (sensitivity -> seconds, e.g. from the auto-tuner) overrides
+    the fixed `rack_wait_s` multiples."""
     multi_rack = service.view is not None and len(set(service.view.rack_of_node)) > 1
     out = CycleResult()
     if service.view is None:
@@ -107,7 +115,8 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
             spread = multi_rack and (shape.nodes or 1) > 1
             choice = service.choose(shape, perf_class, ctx, index=indexes[perf_class], one_rack=spread)
             if choice is None and spread:
-                limit = rack_wait_limit(spec.net if spec else None, rack_wait_s)
+                net = ((spec.net if spec else None) or "medium").lower()
+                limit = (rack_limits or {}).get(net, rack_wait_limit(net, rack_wait_s))
                 if now is not None and now - job.submit_time < limit:
                     out.waiting += 1
                     out.delayed += 1
@@ -128,7 +137,13 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
             spec_text = f"gpu:{shape.per_node}"
         else:
             spec_text = None
-        out.releases.append(Release(job.job_id, perf_class, choice, spec_text, service.settings.placement))
+        out.releases.append(Release(
+            job.job_id, perf_class, choice, spec_text, service.settings.placement,
+            net=((spec.net if spec else None) or "medium").lower(),
+            wanted_rack=shape.per_node_shape and multi_rack and (shape.nodes or 1) > 1,
+            one_rack=len({service.view.rack_of_node[service.view.node_of[g]] for g in choice.gpu_ids}) == 1,
+            waited_s=None if now is None else max(0.0, now - job.submit_time),
+            time_limit_s=getattr(job, "time_limit_s", None)))
     return out
 
 
@@ -153,3 +168,19 @@ def apply_releases(result: CycleResult, actuator, service: PlacementService, now
             errors.append((rel.job_id, str(exc)))
             log.warning("release of job %s failed: %s", rel.job_id, exc)
     return errors
+
+
+def tuner_observation(rel: Release, spine_penalty: float):
+    """What the delay-timer auto-tuner learns from one release of a job that wanted a rack:
+    a wait sample when it got one, a loss sample (the cross-rack slowdown over its time
+    limit) when it spread. None when there is nothing to learn (no time limit to weigh)."""
+    from pal_slurm.policy.autotune import Observation
+
+    if not rel.wanted_rack or rel.choice is None or rel.waited_s is None:
+        return None
+    if rel.one_rack:
+        return Observation(rel.net, wanted=1, got=1, waited_s=rel.waited_s, comm_loss_s=0.0)
+    if rel.time_limit_s is None:
+        return None
+    return Observation(rel.net, wanted=1, got=2, waited_s=rel.waited_s,
+                       comm_loss_s=rel.time_limit_s * max(0.0, spine_penalty - 1.0))

@@ -265,6 +265,7 @@ class JobInfo:
     submit_time: int  # epoch seconds
     start_time: int
     partition: str = ""
+    time_limit_s: float | None = None  # --time in seconds; None when unlimited or not set
 
     @property
     def held(self) -> bool:
@@ -284,6 +285,15 @@ def _allocated_nodes(raw: Mapping[str, Any]) -> list[str]:
     if listed and all(listed):
         return listed
     return expand(raw.get("nodes") or "")
+
+
+def _time_limit_s(value) -> float | None:
+    """squeue --json's time_limit is minutes (None/0 or a huge number when unlimited)."""
+    try:
+        minutes = int(value)
+    except (TypeError, ValueError):
+        return None
+    return float(minutes * 60) if 0 < minutes < 2**31 - 1 else None
 
 
 def parse_job(raw: Mapping[str, Any]) -> JobInfo:
@@ -319,6 +329,7 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             submit_time=int(raw.get("submit_time") or 0),
             start_time=int(raw.get("start_time") or 0),
             partition=raw.get("partition") or "",
+            time_limit_s=_time_limit_s(raw.get("time_limit")),
         )
     except SlurmParseError as exc:
         raise SlurmParseError(f"job {job_id}: {exc}") from None

@@ -86,3 +86,19 @@ def test_one_rack_is_preferred_when_available():
     s = racked_service(busy=(0,))
     plan = plan_releases([held_job(1, gpn=4, nodes=2, submit=0)], s, now=1, rack_wait_s=600)
     assert set(plan.releases[0].choice.nodes) == {"gpu03", "gpu04"}
+
+
+def test_tuner_learns_from_releases_of_jobs_that_wanted_a_rack():
+    from pal_slurm.daemon.cycle import tuner_observation
+    from pal_slurm.policy import autotune
+
+    s = racked_service()
+    got = plan_releases([held_job(1, gpn=4, nodes=2, submit=0)], s, now=50, rack_wait_s=600).releases[0]
+    obs = tuner_observation(got, spine_penalty=1.7)
+    assert obs.got == 1 and obs.waited_s == 50
+    state = autotune.initial_state(timers={("medium", "rack"): 600.0})
+    for _ in range(30):
+        state = autotune.observe(state, obs)
+    assert autotune.timers(state)[("medium", "rack")] < 120  # slots show up fast: wait less
+    single = plan_releases([held_job(2, gpn=1, submit=0)], s, now=5).releases[0]
+    assert tuner_observation(single, 1.7) is None  # nothing to learn from one-node jobs

@@ -223,3 +223,35 @@ def test_explain_tells_why_a_job_got_its_gpus(env):
     r = CliRunner().invoke(cli, ["--config", str(pald.config), "explain", str(job)], env=lab.client_env())
     assert r.exit_code == 0, r.output
     assert "gpu01:2  score 1.000" in r.output and "gpu01:0" in r.output  # chose 2,3; the slow 0 avoided
+
+
+def test_multi_node_job_waits_for_one_rack_while_a_small_job_passes(env, tmp_path):
+    """Delay scheduling through pald: racks from a topology.conf; a 2-node job waits for two
+    nodes under one leaf switch instead of taking one free node in each rack."""
+    lab, pald, db = env
+    wait_quiet(pald)
+    topo = tmp_path / "topology.conf"
+    topo.write_text("SwitchName=leaf1 Nodes=gpu[01-02]\nSwitchName=leaf2 Nodes=gpu[03-04]\n"
+                    "SwitchName=spine Switches=leaf[1-2]\n")
+    cfg = tmp_path / "pal.toml"
+    cfg.write_text(pald.config.read_text().replace("[slurm]", f'[slurm]\ntopology_conf = "{topo}"'))
+    pald.stop()
+    racked = PaldProcess(cfg, pald.socket, tmp_path / "pald.log").start()
+    try:
+        blockers = [lab.sbatch("--gres=gpu:4", f"--nodelist={n}", wrap="sleep 5") for n in ("gpu01", "gpu03")]
+        for b in blockers:
+            assert lab.wait_job(b, timeout=30, states=("RUNNING",)) == "RUNNING"
+        big = lab.sbatch("-N2", "--gres=gpu:4", "--comment=pal:class=bert,mode=defer",
+                         wrap='echo "NODE=$SLURMD_NODENAME"; srun -N2 hostname')
+        small = lab.sbatch("--gres=gpu:1", "--comment=pal:class=vgg19,mode=defer", wrap="true")
+        assert lab.wait_job(small, timeout=30) == "COMPLETED"  # released while the big one waits
+        assert lab.job_state(big) == "PENDING"  # it could have had gpu02 + gpu04 (two racks)
+        assert lab.wait_job(big, timeout=60) == "COMPLETED"
+        assert admin_comment(lab, big).startswith("pal:defer")
+        assert racked.health().details["rack_timers_s"]["medium"] > 0
+    finally:
+        racked.stop()
+        pald.start()
+    out = lab.job_output(big)
+    hosts = {line.strip() for line in out.splitlines() if line.startswith("gpu")}
+    assert hosts in ({"gpu01", "gpu02"}, {"gpu03", "gpu04"}), out

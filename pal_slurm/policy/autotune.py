@@ -20,7 +20,7 @@ placement) and in pald (after each release), with the state kept by the caller.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 LEVELS = ("node", "rack")  # tiers 0 and 1; the spine ("any") needs no timer

@@ -39,7 +39,7 @@ from pal_slurm.policy.placements import StickyPlacement
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
 from pal_slurm.sim.metrics import JobOutcome, RunResult
-from pal_slurm.sim.network import NODE, RACK, SPINE, Congestion, NetworkModel, tier_of
+from pal_slurm.sim.network import cluster_from_racks, NODE, RACK, SPINE, Congestion, NetworkModel, tier_of
 from pal_slurm.sim.trace import Trace, TraceJob
 
 ARRIVAL, FINISH, WAKE = 0, 1, 2
@@ -380,6 +380,8 @@ def simulator_for(spec, seed_index: int = 0) -> EventSimulator:
     kw = {}
     if getattr(spec, "nodes_per_rack", None):
         kw["nodes_per_rack"] = spec.nodes_per_rack
+    if getattr(spec, "racks", None):
+        kw["cluster"] = cluster_from_racks(dict(spec.racks), spec.gpus_per_node)
     load = float(getattr(spec, "congestion", 0.0) or 0.0)
     return EventSimulator(
         EventConfig(

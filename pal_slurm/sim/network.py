@@ -60,7 +60,6 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from itertools import product
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -97,134 +96,16 @@ class NetworkError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
-# topology.conf
+# topology
 
 
-def expand_hostlist(expr: str) -> list[str]:
-    """Expand a Slurm hostlist (`node[01-03,7],gpu-a[1-2]-b[1-2]`) into names, in order."""
-    out: list[str] = []
-    for part in _split_top_level(expr.strip()):
-        if not part:
-            continue
-        pieces = re.split(r"(\[[^\]]*\])", part)
-        choices: list[list[str]] = []
-        for piece in pieces:
-            if piece.startswith("["):
-                if not piece.endswith("]"):
-                    raise NetworkError(f"bad hostlist {expr!r}: unclosed bracket")
-                choices.append(_expand_range(piece[1:-1], expr))
-            elif "[" in piece or "]" in piece:
-                raise NetworkError(f"bad hostlist {expr!r}: unbalanced brackets")
-            else:
-                choices.append([piece])
-        out.extend("".join(p) for p in product(*choices))
-    return out
-
-
-def _split_top_level(expr: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in expr:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise NetworkError(f"bad hostlist {expr!r}: unbalanced brackets")
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if depth != 0:
-        raise NetworkError(f"bad hostlist {expr!r}: unclosed bracket")
-    parts.append("".join(cur))
-    return parts
-
-
-def _expand_range(body: str, expr: str) -> list[str]:
-    out = []
-    for item in body.split(","):
-        item = item.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
-        if not m:
-            raise NetworkError(f"bad hostlist {expr!r}: range item {item!r}")
-        lo, hi = m.group(1), m.group(2) or m.group(1)
-        if int(hi) < int(lo):
-            raise NetworkError(f"bad hostlist {expr!r}: descending range {item!r}")
-        width = len(lo) if lo.startswith("0") and len(lo) > 1 else 0
-        out.extend(f"{i:0{width}d}" for i in range(int(lo), int(hi) + 1))
-    return out
-
-
-@dataclass(frozen=True)
-class Switch:
-    name: str
-    nodes: tuple[str, ...] = ()  # leaf switches list nodes
-    switches: tuple[str, ...] = ()  # upper switches list children
-
-
-def parse_topology_conf(text: str, source: str = "topology.conf") -> dict[str, Switch]:
-    """Parse Slurm's topology/tree `topology.conf` text into {switch name: Switch}.
-
-    Lines are `SwitchName=X [Nodes=hostlist] [Switches=hostlist] [LinkSpeed=N]`; `#` starts a
-    comment. Errors name the line. Checks: every switch named once, every child switch defined,
-    no node under two leaves.
-    """
-    switches: dict[str, Switch] = {}
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        fields: dict[str, str] = {}
-        for token in line.split():
-            if "=" not in token:
-                raise NetworkError(f"{source}:{lineno}: expected Key=Value, got {token!r}")
-            key, value = token.split("=", 1)
-            fields[key.lower()] = value
-        name = fields.get("switchname")
-        if not name:
-            raise NetworkError(f"{source}:{lineno}: line without SwitchName=")
-        if name in switches:
-            raise NetworkError(f"{source}:{lineno}: switch {name!r} defined twice")
-        unknown = set(fields) - {"switchname", "nodes", "switches", "linkspeed"}
-        if unknown:
-            raise NetworkError(f"{source}:{lineno}: unknown key(s) {', '.join(sorted(unknown))}")
-        try:
-            nodes = tuple(expand_hostlist(fields["nodes"])) if "nodes" in fields else ()
-            children = tuple(expand_hostlist(fields["switches"])) if "switches" in fields else ()
-        except NetworkError as exc:
-            raise NetworkError(f"{source}:{lineno}: {exc}") from None
-        switches[name] = Switch(name, nodes, children)
-    if not switches:
-        raise NetworkError(f"{source}: no switches")
-    seen: dict[str, str] = {}
-    for sw in switches.values():
-        for child in sw.switches:
-            if child not in switches:
-                raise NetworkError(f"{source}: switch {sw.name!r} lists undefined switch {child!r}")
-        for node in sw.nodes:
-            if node in seen:
-                raise NetworkError(f"{source}: node {node!r} under both {seen[node]!r} and {sw.name!r}")
-            seen[node] = sw.name
-    return switches
-
-
-def racks_from_topology(switches: Mapping[str, Switch]) -> dict[str, str]:
-    """{node name: leaf switch name}: the leaf a node hangs from is its rack."""
-    return {node: sw.name for sw in switches.values() for node in sw.nodes}
-
-
-def cluster_from_topology(
-    switches: Mapping[str, Switch], gpus_per_node: int | Mapping[str, int]
-) -> ClusterView:
-    """A ClusterView with every node of the topology, racks = leaf switches, in leaf order."""
-    racks = racks_from_topology(switches)
+def cluster_from_racks(racks: Mapping[str, str], gpus_per_node: int | Mapping[str, int]) -> ClusterView:
+    """A ClusterView of the nodes of `racks` ({node: leaf switch}, e.g. from Slurm's topology.conf
+    read by pal_slurm.slurm.topology), in that order, racks = leaf switches."""
     if not racks:
         raise NetworkError("topology has no nodes")
-    layout = [
-        (n, gpus_per_node if isinstance(gpus_per_node, int) else gpus_per_node[n]) for n in racks
-    ]
-    return ClusterView.from_layout(layout, racks=racks)
+    layout = [(n, gpus_per_node if isinstance(gpus_per_node, int) else gpus_per_node[n]) for n in racks]
+    return ClusterView.from_layout(layout, racks=dict(racks))
 
 
 def parse_cluster_spec(spec: str, nodes_per_rack: int | None = None) -> ClusterView:

@@ -24,6 +24,7 @@ class RunSpec:
     locality_penalty: float = 1.7
     round_s: float = 360.0
     congestion: float = 0.0
+    racks: tuple[tuple[str, str], ...] | None = None  # event mode: (node, leaf switch) from topology.conf
 
 
 def parse_cluster(text: str) -> tuple[int, int]:

@@ -41,6 +41,9 @@ def parse_topology(text: str, source: str = "topology.conf") -> dict[str, Switch
         name = fields.get("switchname")
         if not name:
             raise SlurmParseError(f"{source}:{lineno}: a line needs SwitchName=")
+        unknown = set(fields) - {"switchname", "nodes", "switches", "linkspeed"}
+        if unknown:
+            raise SlurmParseError(f"{source}:{lineno}: unknown key(s) {', '.join(sorted(unknown))}")
         if name in switches:
             raise SlurmParseError(f"{source}:{lineno}: switch {name!r} defined twice")
         try:
@@ -49,20 +52,23 @@ def parse_topology(text: str, source: str = "topology.conf") -> dict[str, Switch
         except Exception as exc:  # noqa: BLE001 - hostlist errors carry their own text
             raise SlurmParseError(f"{source}:{lineno}: {exc}") from None
         switches[name] = Switch(name, nodes, subs)
+    if not switches:
+        raise SlurmParseError(f"{source}: no switches")
+    leaf_of: dict[str, str] = {}
     for sw in switches.values():
         for sub in sw.switches:
             if sub not in switches:
                 raise SlurmParseError(f"{source}: switch {sw.name!r} lists unknown switch {sub!r}")
+        for node in sw.nodes:
+            if node in leaf_of:
+                raise SlurmParseError(f"{source}: node {node!r} under both {leaf_of[node]!r} and {sw.name!r}")
+            leaf_of[node] = sw.name
     return switches
 
 
 def racks_of_nodes(switches: dict[str, Switch]) -> dict[str, str]:
-    """node -> the leaf switch that lists it (a node listed twice keeps the first)."""
-    out: dict[str, str] = {}
-    for sw in switches.values():
-        for node in sw.nodes:
-            out.setdefault(node, sw.name)
-    return out
+    """node -> the leaf switch that lists it, in the file's order."""
+    return {node: sw.name for sw in switches.values() for node in sw.nodes}
 
 
 def read_racks(path: str | Path) -> dict[str, str]:

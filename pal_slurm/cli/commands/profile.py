@@ -21,7 +21,8 @@ import click
 from pal_slurm.bench.base import GpuTarget, NoGpuAvailable
 from pal_slurm.bench.busy import BusyProbe, flag_busy
 from pal_slurm.bench.hook import PROFILE_MARK
-from pal_slurm.bench.gpuset import expand_hostlist, gpus_from_env
+from pal_slurm.bench.gpuset import gpus_from_env
+from pal_slurm.slurm.hostlist import expand as expand_hostlist
 from pal_slurm.bench.repository import StoreError
 from pal_slurm.cli.commands._profiling import open_profiling
 from pal_slurm.cli.context import cli_config

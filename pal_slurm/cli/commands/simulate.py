@@ -40,6 +40,8 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--mode", type=click.Choice(MODES), default="compat", show_default=True)
 @click.option("--cluster", "cluster_text", default="16x4", show_default=True, help="NODESxGPUS_PER_NODE.")
 @click.option("--nodes-per-rack", type=click.IntRange(min=1), default=None, help="Event mode: nodes under one leaf switch.")
+@click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
+              help="Event mode: a Slurm topology.conf; its nodes (with --cluster's GPUs per node) and leaf switches.")
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Runs per (trace, policy); seed 0 of compat is the artifact's draw.")
 @click.option("--queue", "queue_name", default="fifo", show_default=True, help="fifo, las or srtf.")
 @click.option("--locality-penalty", type=click.FloatRange(min=1.0), default=1.7, show_default=True)
@@ -48,13 +50,25 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--baseline", default="packed-sticky", show_default=True, help="Policy the gains are relative to.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, writable=True), default=None, help="Write results as JSON.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="Write PNG plots into this folder.")
-def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_text, nodes_per_rack, seeds, queue_name,
-             locality_penalty, round_s, congestion, baseline, json_out, plots_dir):
+def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_text, nodes_per_rack, topology_path,
+             seeds, queue_name, locality_penalty, round_s, congestion, baseline, json_out, plots_dir):
     """Simulate traces under placement policies and print a comparison table."""
     try:
         num_nodes, gpus_per_node = parse_cluster(cluster_text)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--cluster") from None
+    racks = None
+    if topology_path:
+        from pal_slurm.slurm.errors import SlurmParseError
+        from pal_slurm.slurm.topology import read_racks
+
+        if mode != "event":
+            raise click.BadParameter("a topology needs --mode event", param_hint="--topology")
+        try:
+            racks = tuple(read_racks(topology_path).items())
+        except SlurmParseError as exc:
+            raise PalError(str(exc)) from None
+        num_nodes = len(racks)
     names = [p.strip() for p in policies.split(",") if p.strip()]
     try:
         names = [placement(n).name for n in names]
@@ -73,7 +87,7 @@ def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_tex
         raise PalError(f"{name}: job {jid} needs {n} GPUs but the cluster has {num_nodes * gpus_per_node}")
     spec = RunSpec(mode=mode, num_nodes=num_nodes, gpus_per_node=gpus_per_node, nodes_per_rack=nodes_per_rack,
                    seeds=seeds, queue=queue_name, locality_penalty=locality_penalty, round_s=round_s,
-                   congestion=congestion)
+                   congestion=congestion, racks=racks)
     start = time.monotonic()
     with DelayedProgress(f"simulating {len(traces)} trace(s) x {len(names)} policies x {seeds} seed(s)") as bar:
         results = run_grid(traces, names, spec, on_progress=bar)

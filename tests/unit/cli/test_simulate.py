@@ -69,3 +69,19 @@ def test_synthetic_trace_runs():
     r = run("--synthetic", "40", "--policies", "pal,firstfit", "--cluster", "4x4")
     assert r.exit_code == 0, r.output
     assert "synthetic-40-s0" in r.output
+
+
+def test_event_mode_with_a_topology_file(tmp_path):
+    topo = tmp_path / "topology.conf"
+    topo.write_text("SwitchName=l1 Nodes=n[1-4]\nSwitchName=l2 Nodes=n[5-8]\nSwitchName=sp Switches=l[1-2]\n")
+    out = tmp_path / "r.json"
+    r = run("--synthetic", "30", "--mode", "event", "--topology", str(topo), "--cluster", "8x4",
+            "--policies", "pal-net,pal", "--json", str(out))
+    assert r.exit_code == 0, r.output
+    assert "8x4" in __import__("json").loads(out.read_text())["meta"]["cluster"]
+    bad = tmp_path / "bad.conf"
+    bad.write_text("SwitchName=l1 Nodes=n[1-\n")
+    r = CliRunner().invoke(cli, ["simulate", "--synthetic", "5", "--mode", "event", "--topology", str(bad)])
+    assert r.exit_code == 1 and "bad.conf:1" in r.output
+    r = CliRunner().invoke(cli, ["simulate", "--synthetic", "5", "--topology", str(topo)])
+    assert r.exit_code == 2 and "needs --mode event" in r.output

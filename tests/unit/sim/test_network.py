@@ -9,12 +9,10 @@ from pal_slurm.sim.network import (
     NetworkError,
     NetworkModel,
     SensitivityTable,
-    cluster_from_topology,
+    cluster_from_racks,
     comm_overhead,
     default_table,
-    expand_hostlist,
     parse_cluster_spec,
-    parse_topology_conf,
     placement_slowdown,
     tier_of,
 )
@@ -29,49 +27,20 @@ SwitchName=spine Switches=s[0-1]
 """
 
 
-# ---- topology.conf and hostlists ---------------------------------------------------------
+# ---- topology ----------------------------------------------------------------------------
 
 
-def test_expand_hostlist_ranges_lists_and_padding():
-    assert expand_hostlist("node[01-03,7]") == ["node01", "node02", "node03", "node7"]
-    assert expand_hostlist("a,b[1-2]") == ["a", "b1", "b2"]
-    assert expand_hostlist("r[1-2]n[1-2]") == ["r1n1", "r1n2", "r2n1", "r2n2"]
+def test_cluster_from_racks_and_tiers():
+    from pal_slurm.slurm.topology import parse_topology, racks_of_nodes  # read by the CLI, not sim
 
-
-@pytest.mark.parametrize("bad", ["node[1-", "node]1[", "node[a-b]", "node[3-1]"])
-def test_expand_hostlist_rejects_malformed(bad):
-    with pytest.raises(NetworkError):
-        expand_hostlist(bad)
-
-
-def test_parse_topology_conf_builds_racks_from_leaves():
-    sw = parse_topology_conf(TOPOLOGY)
-    assert sw["s0"].nodes == ("gpu01", "gpu02")
-    assert sw["spine"].switches == ("s0", "s1")
-    c = cluster_from_topology(sw, 4)
+    c = cluster_from_racks(racks_of_nodes(parse_topology(TOPOLOGY)), 4)
     assert c.size == 16
     assert [n.rack for n in c.nodes] == ["s0", "s0", "s1", "s1"]
     assert tier_of([0, 4], c) == (1, 2, 1)  # gpu01 + gpu02: one rack
     assert tier_of([0, 8], c) == (2, 2, 2)  # across the spine
     assert tier_of([0, 1], c) == (0, 1, 1)
-
-
-@pytest.mark.parametrize(
-    "text, msg",
-    [
-        ("SwitchName=s0 Nodes=a\nSwitchName=s0 Nodes=b", "defined twice"),
-        ("Nodes=a", "without SwitchName"),
-        ("SwitchName=s0 Nodes=a Bogus=1", "unknown key"),
-        ("SwitchName=s0 Switches=s9", "undefined switch"),
-        ("SwitchName=s0 Nodes=a\nSwitchName=s1 Nodes=a", "under both"),
-        ("SwitchName=s0 Nodes=a[1-", "unclosed"),
-        ("SwitchName=s0 junk", "Key=Value"),
-        ("# only a comment\n", "no switches"),
-    ],
-)
-def test_parse_topology_conf_errors_name_the_problem(text, msg):
-    with pytest.raises(NetworkError, match=msg):
-        parse_topology_conf(text)
+    with pytest.raises(NetworkError, match="no nodes"):
+        cluster_from_racks({}, 4)
 
 
 def test_parse_cluster_spec():

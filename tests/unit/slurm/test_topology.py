@@ -26,6 +26,10 @@ def test_racks_from_leaf_switches(tmp_path):
     ("SwitchName=s Switches=nope", "unknown switch"),
     ("SwitchName=a junk", "KEY=VALUE"),
     ("SwitchName=a Nodes=gpu[03-01]", ":1:"),
+    ("SwitchName=s0 Nodes=a Bogus=1", "unknown key"),
+    ("SwitchName=s0 Nodes=a\nSwitchName=s1 Nodes=a", "under both"),
+    ("SwitchName=s0 Nodes=a[1-", ":1:"),
+    ("# only a comment\n", "no switches"),
 ])
 def test_bad_topology_names_the_line(text, match):
     with pytest.raises(SlurmParseError, match=match):

@@ -6,6 +6,8 @@ included, because the simulator's compat mode must reproduce the artifact's numb
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections import Counter
 
 from pal_slurm.model import JobRequest
@@ -54,10 +56,22 @@ def random_pick(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
 
 def pm_first_pick(candidates: list, n: int, sf, node_of) -> tuple[int, ...]:
     """PM-First: lowest slowdown bin first; within a bin prefer GPUs whose (bin, node) group
-    size best matches the request; ties by GPU id."""
-    cnt = Counter((sf[g], node_of[g]) for g in candidates)
-    ranked = sorted(candidates, key=lambda g: (sf[g], abs(cnt[(sf[g], node_of[g])] - n)))
-    return tuple(ranked[:n])
+    size best matches the request; ties by GPU id.
+
+    The artifact stable-sorts every candidate by (sf, |group size - n|). All GPUs of a
+    (bin, node) group share that key and GPU ids are contiguous per node, so sorting the
+    groups by (sf, |size - n|, node) and reading them in order gives the same list while
+    computing one key per group instead of one per GPU.
+    """
+    groups: dict[tuple, list[int]] = {}
+    for g in candidates:
+        groups.setdefault((sf[g], node_of[g]), []).append(g)
+    out: list[int] = []
+    for (v, node), members in sorted(groups.items(), key=lambda kv: (kv[0][0], abs(len(kv[1]) - n), kv[0][1])):
+        out.extend(members)
+        if len(out) >= n:
+            break
+    return tuple(out[:n])
 
 
 def pm_first(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
@@ -95,21 +109,26 @@ def pal(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
     node_of = ctx.cluster.node_of
     if not (1 < n <= ctx.cluster.gpus_per_node):
         return pm_first_pick(free, n, sf, node_of)
+    by_node = group_by_node(free, node_of)
+    node_sf = {node: sorted(sf[g] for g in gpus) for node, gpus in by_node.items()}  # once per call
     for v, within, _cost in lxv_order(sf, ctx.locality_penalty):
-        cand = [g for g in free if sf[g] <= v]
         if within:
-            by_node = group_by_node(cand, node_of)
-            nodes = sorted((node for node, g in by_node.items() if len(g) >= n), key=lambda nd: -len(by_node[nd]))
+            # The artifact scans nodes by (GPUs with sf <= v, descending; node id) and keeps the
+            # first node with the smallest n-th best sf: the same as the minimum of this key.
             best = None
-            for node in nodes:
-                gpus = by_node[node]
-                worst = sorted(sf[g] for g in gpus)[n - 1]  # best achievable max sf on this node
-                if best is None or worst < best[0]:
-                    best = (worst, tuple(g for g in gpus if sf[g] <= worst)[:n])
+            for node, vals in node_sf.items():
+                count = bisect.bisect_right(vals, v)
+                if count >= n:
+                    key = (vals[n - 1], -count, node)
+                    if best is None or key < best:
+                        best = key
             if best is not None:
-                return best[1]
-        elif len(cand) >= n:
-            return pm_first_pick(cand, n, sf, node_of)
+                worst, _, node = best
+                return tuple(g for g in by_node[node] if sf[g] <= worst)[:n]
+        else:
+            cand = [g for g in free if sf[g] <= v]
+            if len(cand) >= n:
+                return pm_first_pick(cand, n, sf, node_of)
     return None
 
 

@@ -34,6 +34,11 @@ class PlacementContext:
     # (the auto-tuner's current output).
     network: object | None = None
     delay_timers: Mapping | None = None
+    # A dict the *caller* owns and passes to every round (the simulators do): non-sticky
+    # placements keep the previous round's allocations there and recompute only from the first
+    # job whose position changed. Explicit state, not hidden: the plan is the same with or
+    # without it (tests check that); None disables it.
+    memo: dict | None = None
 
 
 class PlacementPolicy(Protocol):

@@ -17,9 +17,10 @@ class NonStickyPlacement:
     name: str
     alloc: Allocator
     class_first: bool = False  # PAL / PM-First: sort the head window by class
+    deterministic: bool = True  # False for allocators that draw from the RNG
 
     def plan(self, order: Sequence[JobRequest], ctx) -> RoundPlan:
-        return nonsticky_round(order, ctx, self.alloc, reorder=self.class_first)
+        return nonsticky_round(order, ctx, self.alloc, reorder=self.class_first, deterministic=self.deterministic)
 
     def place_one(self, job: JobRequest, ctx) -> tuple[int, ...] | None:
         """Allocation for a single new job against ctx.cluster.free (pald's submit-time path)."""
@@ -46,5 +47,5 @@ PM_FIRST = NonStickyPlacement("pmfirst", allocators.pm_first, class_first=True)
 PACKED_STICKY = StickyPlacement("packed-sticky", allocators.packed)
 PACKED_NONSTICKY = NonStickyPlacement("packed-nonsticky", allocators.packed)
 RANDOM_STICKY = StickyPlacement("random-sticky", allocators.random_pick)
-RANDOM_NONSTICKY = NonStickyPlacement("random-nonsticky", allocators.random_pick)
+RANDOM_NONSTICKY = NonStickyPlacement("random-nonsticky", allocators.random_pick, deterministic=False)
 FIRST_FIT = StickyPlacement("firstfit", allocators.first_fit, preempt=False)

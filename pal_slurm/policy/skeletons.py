@@ -44,17 +44,38 @@ def _remove(free: list, gpus) -> None:
     free[:] = [g for g in free if g not in taken]
 
 
-def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder: bool = False) -> RoundPlan:
+def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder: bool = False,
+                    deterministic: bool = True) -> RoundPlan:
     held = {j.job_id: tuple(sorted(j.running_on)) for j in order if j.running_on}
     free = sorted(set(ctx.cluster.free).union(*[set(g) for g in held.values()]))
     seq = class_first(order, ctx.cluster.size) if reorder else list(order)
-    launch: dict = {}
-    for job in seq:
-        gpus = alloc(job, free, ctx)
-        if gpus is None:
-            break
-        launch[job.job_id] = tuple(gpus)
-        _remove(free, gpus)
+    keys = [(j.job_id, j.num_gpus, j.perf_class) for j in seq]
+    # Every round starts from the same free set, so a deterministic allocator gives the same
+    # GPUs to the same leading jobs as last round: reuse them up to the first change.
+    memo = getattr(ctx, "memo", None) if deterministic else None
+    sig = (alloc, id(ctx.ranking), ctx.locality_penalty, tuple(free))
+    allocs: list = []
+    if memo is not None and memo.get("sig") == sig:
+        prev_keys, prev_allocs = memo["keys"], memo["allocs"]
+        for i, (a, b) in enumerate(zip(prev_keys, keys)):
+            if a != b or i >= len(prev_allocs):
+                break
+            allocs.append(prev_allocs[i])
+            if prev_allocs[i] is None:
+                break
+    launch: dict = {job.job_id: gpus for job, gpus in zip(seq, allocs) if gpus is not None}
+    if launch:
+        _remove(free, [g for gpus in launch.values() for g in gpus])
+    if not allocs or allocs[-1] is not None:
+        for job in seq[len(allocs):]:
+            gpus = alloc(job, free, ctx)
+            allocs.append(None if gpus is None else tuple(gpus))
+            if gpus is None:
+                break
+            launch[job.job_id] = tuple(gpus)
+            _remove(free, gpus)
+    if memo is not None:
+        memo.update(sig=sig, keys=keys[: len(allocs)], allocs=allocs)
     suspend = set()
     for jid, gpus in held.items():
         if jid in launch and tuple(sorted(launch[jid])) == gpus:

@@ -135,6 +135,7 @@ class CompatSimulator:
         R = cfg.round_s
         rounds = 0
         idle_plan = False
+        memo: dict = {}  # the placement's reuse of last round's allocations (see PlacementContext)
         while True:
             rounds += 1
             if rounds > cfg.max_rounds:
@@ -185,6 +186,7 @@ class CompatSimulator:
                     rng=rng,
                     locality_penalty=cfg.locality_penalty,
                     now=t,
+                    memo=memo,
                 )
                 plan = placement.plan(order, ctx)
                 for jid in plan.suspend:

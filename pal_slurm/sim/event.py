@@ -188,6 +188,7 @@ class EventSimulator:
         n_total = len(trace.jobs)
         events = 0
         plans = 0
+        memo: dict = {}  # the placement reuses last plan's allocations (see PlacementContext.memo)
         restarts = 0
 
         while heap:
@@ -263,6 +264,7 @@ class EventSimulator:
                 now=t,
                 network=net_for_policy,
                 delay_timers=autotune.timers(tuner_state) if tuning else None,
+                memo=memo,
             )
             plan = pol.plan(order, ctx)
             plans += 1

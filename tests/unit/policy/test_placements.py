@@ -130,3 +130,26 @@ def test_unknown_policy_lists_the_known_ones():
     with pytest.raises(UnknownPolicy, match="known: .*pal"):
         placement("nope")
     assert placement("Default-Packed-S").name == "packed-sticky"
+
+
+@pytest.mark.parametrize("name", ["pal", "pmfirst", "packed-nonsticky"])
+@settings(max_examples=60, deadline=None)
+@given(sc=scenarios(), drop=st.integers(0, 12), seed=st.integers(0, 99))
+def test_memo_never_changes_a_plan(name, sc, drop, seed):
+    """The caller-owned memo (reuse of last round's allocations) gives the same plans as none."""
+    import dataclasses
+
+    c, scores, jobs = sc
+    pol = placement(name)
+    memo: dict = {}
+    base = ctx(c, scores, seed)  # one ranking object for every round, as in the simulators
+    rounds = [jobs, jobs, [j for i, j in enumerate(jobs) if i != drop], jobs[:drop] + [job(99, 1, "A")] + jobs[drop:]]
+    hits = 0
+    for order in rounds:
+        held = {g for j in order for g in j.running_on}
+        cl = c.with_free(set(range(c.size)) - held)
+        fresh = pol.plan(order, dataclasses.replace(base, cluster=cl))
+        hits += memo.get("sig") is not None
+        with_memo = pol.plan(order, dataclasses.replace(base, cluster=cl, memo=memo))
+        assert with_memo == fresh
+    assert hits == len(rounds) - 1  # the memo was consulted after the first round

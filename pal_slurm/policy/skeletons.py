@@ -14,6 +14,7 @@ of free GPU ids; it must return exactly `job.num_gpus` distinct ids from `free` 
 
 from __future__ import annotations
 
+import bisect
 from typing import Callable, Sequence
 
 from pal_slurm.model import JobRequest, RoundPlan
@@ -40,8 +41,11 @@ def class_first(order: Sequence[JobRequest], capacity: int) -> list[JobRequest]:
 
 
 def _remove(free: list, gpus) -> None:
-    taken = set(gpus)
-    free[:] = [g for g in free if g not in taken]
+    """Delete `gpus` from the sorted list `free` in place (bisect + C-level deletes)."""
+    for g in sorted(gpus, reverse=True):
+        i = bisect.bisect_left(free, g)
+        if i < len(free) and free[i] == g:
+            del free[i]
 
 
 def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder: bool = False,

@@ -64,6 +64,12 @@ def _as_array(values: tuple) -> np.ndarray:
     return arr
 
 
+@lru_cache(maxsize=16)
+def _bin_codes(values: tuple) -> np.ndarray:
+    """Each GPU's bin as a small integer (index of its sf among the distinct values)."""
+    return np.unique(np.asarray(values), return_inverse=True)[1].astype(np.int64)
+
+
 def pm_first_pick(candidates: list, n: int, sf, node_of) -> tuple[int, ...]:
     """PM-First: lowest slowdown bin first; within a bin prefer GPUs whose (bin, node) group
     size best matches the request; ties by GPU id (`candidates` come in id order).
@@ -74,9 +80,10 @@ def pm_first_pick(candidates: list, n: int, sf, node_of) -> tuple[int, ...]:
     c = np.asarray(candidates, dtype=np.int64)
     s = _as_array(tuple(sf))[c]
     nodes = _as_array(tuple(node_of))[c]
-    _, sf_code = np.unique(s, return_inverse=True)
-    _, group, counts = np.unique(sf_code * (int(nodes.max()) + 1) + nodes, return_inverse=True, return_counts=True)
-    order = np.lexsort((c, np.abs(counts[group] - n), s))
+    codes = _bin_codes(tuple(sf))[c]
+    group = codes * (int(nodes.max()) + 1) + nodes
+    size = np.bincount(group)[group]  # GPUs in each candidate's (bin, node) group
+    order = np.lexsort((c, np.abs(size - n), s))
     return tuple(c[order[:n]].tolist())
 
 
@@ -87,6 +94,12 @@ def pm_first(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
 
 
 def lxv_order(sf, locality_penalty: float) -> list[tuple[float, bool, float]]:
+    """PAL's locality x variability order for these binned factors (cached per ranking)."""
+    return list(_lxv_order(tuple(sf), float(locality_penalty)))
+
+
+@lru_cache(maxsize=64)
+def _lxv_order(sf: tuple, locality_penalty: float) -> tuple[tuple[float, bool, float], ...]:
     """PAL's locality x variability matrix as an ordered list of (bin sf, within-node?, cost).
 
     Every bin value v gives two options, within one node (cost v) and across nodes
@@ -101,7 +114,7 @@ def lxv_order(sf, locality_penalty: float) -> list[tuple[float, bool, float]]:
         options.append((v, True, v * 1.0))
         options.append((v, False, v * locality_penalty))
     options.sort(key=lambda o: o[2])
-    return options
+    return tuple(options)
 
 
 def pal(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:

@@ -78,9 +78,11 @@ def pm_first_pick(candidates: list, n: int, sf, node_of) -> tuple[int, ...]:
     (sf, |group size - n|, GPU id).
     """
     c = np.asarray(candidates, dtype=np.int64)
-    s = _as_array(tuple(sf))[c]
-    nodes = _as_array(tuple(node_of))[c]
-    codes = _bin_codes(tuple(sf))[c]
+    return _pm_first_arrays(c, _as_array(tuple(sf))[c], _as_array(tuple(node_of))[c], _bin_codes(tuple(sf))[c], n)
+
+
+def _pm_first_arrays(c, s, nodes, codes, n: int) -> tuple[int, ...]:
+    """pm_first_pick on arrays already gathered for the candidates (ids ascending)."""
     group = codes * (int(nodes.max()) + 1) + nodes
     size = np.bincount(group)[group]  # GPUs in each candidate's (bin, node) group
     order = np.lexsort((c, np.abs(size - n), s))
@@ -126,11 +128,12 @@ def pal(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
         return None
     sf = ctx.ranking.sf(job.perf_class)
     node_of = ctx.cluster.node_of
-    if not (1 < n <= ctx.cluster.gpus_per_node):
-        return pm_first_pick(free, n, sf, node_of)
     c = np.asarray(free, dtype=np.int64)
     s = _as_array(tuple(sf))[c]
     nodes = _as_array(tuple(node_of))[c]
+    codes = _bin_codes(tuple(sf))[c]
+    if not (1 < n <= ctx.cluster.gpus_per_node):
+        return _pm_first_arrays(c, s, nodes, codes, n)
     by = np.lexsort((s, nodes))  # each node's free GPUs, ascending sf
     seg_nodes, seg_start, seg_len = np.unique(nodes[by], return_index=True, return_counts=True)
     sorted_s = s[by]
@@ -149,9 +152,9 @@ def pal(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
                 pick = c[(nodes == node) & (s <= worst)][:n]
                 return tuple(pick.tolist())
         else:
-            cand = [g for g in free if sf[g] <= v]
-            if len(cand) >= n:
-                return pm_first_pick(cand, n, sf, node_of)
+            keep = s <= v
+            if int(keep.sum()) >= n:
+                return _pm_first_arrays(c[keep], s[keep], nodes[keep], codes[keep], n)
     return None
 
 

@@ -6,7 +6,7 @@ from typing import Mapping
 
 from pal_slurm.bench.base import KIND_WALLTIME, Sample
 from pal_slurm.bench.gpuset import end_time_from_scontrol, start_time_from_scontrol
-from pal_slurm.bench.hook import HookContext, deliver, is_profile_job, job_class, job_gpus, log, make_context, measure, run_bounded, setup_logging
+from pal_slurm.bench.hook import HookContext, deliver, is_profile_job, job_class, job_gpus, log, measure, run_script
 
 
 def walltime_samples(
@@ -49,10 +49,5 @@ def record(ctx: HookContext) -> str:
 
 
 def main(env: Mapping[str, str] | None = None, ctx: HookContext | None = None) -> int:
-    try:
-        setup_logging()
-        ctx = ctx or make_context(env)
-        return run_bounded(lambda: record(ctx), ctx.settings.timeout_s, "epilog")
-    except BaseException as exc:  # noqa: BLE001 - never drain the node
-        log.error("epilog failed before starting: %s", exc)
-        return 0
+    return run_script(record, "epilog", env, ctx)
+

@@ -188,6 +188,19 @@ def run_bounded(work: Callable[[], object], timeout_s: float, what: str) -> int:
     return 0
 
 
+def run_script(record: Callable[["HookContext"], object], what: str,
+               env: Mapping[str, str] | None = None, ctx: "HookContext | None" = None) -> int:
+    """The prolog/epilog entry point: set up, run `record` under the time bound, exit 0 always
+    (a non-zero prolog drains the node and requeues the job held)."""
+    try:
+        setup_logging()
+        ctx = ctx or make_context(env)
+        return run_bounded(lambda: record(ctx), ctx.settings.timeout_s, what)
+    except BaseException as exc:  # noqa: BLE001 - never drain the node
+        log.error("%s failed before starting: %s", what, exc)
+        return 0
+
+
 def setup_logging() -> None:
     """stderr (kept by slurmd only at debug levels) and syslog (daemon facility) when present."""
     if log.handlers:

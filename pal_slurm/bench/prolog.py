@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from pal_slurm.bench.hook import HookContext, deliver, is_profile_job, job_class, job_gpus, log, make_context, measure, run_bounded, setup_logging
+from pal_slurm.bench.hook import HookContext, deliver, is_profile_job, job_class, job_gpus, log, measure, run_script
 
 
 def record(ctx: HookContext) -> str:
@@ -22,10 +22,5 @@ def record(ctx: HookContext) -> str:
 
 
 def main(env: Mapping[str, str] | None = None, ctx: HookContext | None = None) -> int:
-    try:
-        setup_logging()
-        ctx = ctx or make_context(env)
-        return run_bounded(lambda: record(ctx), ctx.settings.timeout_s, "prolog")
-    except BaseException as exc:  # noqa: BLE001 - never drain the node
-        log.error("prolog failed before starting: %s", exc)
-        return 0
+    return run_script(record, "prolog", env, ctx)
+

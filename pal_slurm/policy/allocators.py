@@ -56,18 +56,34 @@ def random_pick(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
     return tuple(ctx.rng.sample(free, job.num_gpus))
 
 
-@lru_cache(maxsize=16)
-def _as_array(values: tuple) -> np.ndarray:
-    """A read-only NumPy copy of a per-GPU tuple (sf or node_of); tuples hash in C."""
+# NumPy copies of per-GPU tuples (a ranking's sf, a cluster's node_of), memoised by identity:
+# hashing a 1,000-element tuple on every call would cost more than the work itself. Each entry
+# keeps its tuple alive, so an id is never reused while cached. A pure function's memo.
+_ARRAYS: dict[int, tuple] = {}
+
+
+def _arrays(values: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """(values as an array, each value's rank among the distinct values)."""
+    hit = _ARRAYS.get(id(values))
+    if hit is not None and hit[0] is values:
+        return hit[1], hit[2]
     arr = np.asarray(values)
+    codes = np.unique(arr, return_inverse=True)[1].astype(np.int64).reshape(arr.shape)
     arr.setflags(write=False)
-    return arr
+    codes.setflags(write=False)
+    if len(_ARRAYS) >= 64:
+        _ARRAYS.clear()
+    _ARRAYS[id(values)] = (values, arr, codes)
+    return arr, codes
 
 
-@lru_cache(maxsize=16)
+def _as_array(values: tuple) -> np.ndarray:
+    return _arrays(values)[0]
+
+
 def _bin_codes(values: tuple) -> np.ndarray:
     """Each GPU's bin as a small integer (index of its sf among the distinct values)."""
-    return np.unique(np.asarray(values), return_inverse=True)[1].astype(np.int64)
+    return _arrays(values)[1]
 
 
 def pm_first_pick(candidates: list, n: int, sf, node_of) -> tuple[int, ...]:
@@ -95,9 +111,18 @@ def pm_first(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
     return pm_first_pick(free, job.num_gpus, ctx.ranking.sf(job.perf_class), ctx.cluster.node_of)
 
 
+_LXV: dict[tuple[int, float], tuple] = {}
+
+
 def lxv_order(sf, locality_penalty: float) -> list[tuple[float, bool, float]]:
-    """PAL's locality x variability order for these binned factors (cached per ranking)."""
-    return list(_lxv_order(tuple(sf), float(locality_penalty)))
+    """PAL's locality x variability order for these binned factors (memoised by identity)."""
+    key = (id(sf), float(locality_penalty))
+    hit = _LXV.get(key)
+    if hit is None or hit[0] is not sf:
+        if len(_LXV) >= 64:
+            _LXV.clear()
+        hit = _LXV[key] = (sf, _lxv_order(tuple(sf), float(locality_penalty)))
+    return list(hit[1])
 
 
 @lru_cache(maxsize=64)
@@ -134,21 +159,23 @@ def pal(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
     codes = _bin_codes(tuple(sf))[c]
     if not (1 < n <= ctx.cluster.gpus_per_node):
         return _pm_first_arrays(c, s, nodes, codes, n)
-    by = np.lexsort((s, nodes))  # each node's free GPUs, ascending sf
-    seg_nodes, seg_start, seg_len = np.unique(nodes[by], return_index=True, return_counts=True)
-    sorted_s = s[by]
+    num_nodes = len(ctx.cluster.nodes)
+    sorted_s = s[np.lexsort((s, nodes))]  # each node's free GPUs (nodes ascending), sf ascending
+    seg_len = np.bincount(nodes, minlength=num_nodes)
+    seg_start = np.cumsum(seg_len) - seg_len
     has_n = seg_len >= n
-    nth = np.where(has_n, sorted_s[np.minimum(seg_start + n - 1, len(sorted_s) - 1)], np.inf)
+    nth = np.full(num_nodes, np.inf)
+    nth[has_n] = sorted_s[seg_start[has_n] + n - 1]
     for v, within, _cost in lxv_order(sf, ctx.locality_penalty):
         if within:
             # The artifact scans nodes by (GPUs with sf <= v, descending; node id) and keeps the
             # first node with the smallest n-th best sf: the minimum of (n-th sf, -count, node).
-            count = np.bincount(np.searchsorted(seg_nodes, nodes[s <= v]), minlength=len(seg_nodes))
+            count = np.bincount(nodes[s <= v], minlength=num_nodes)
             ok = has_n & (count >= n)
             if ok.any():
                 idx = np.flatnonzero(ok)
-                best = idx[np.lexsort((seg_nodes[idx], -count[idx], nth[idx]))[0]]
-                node, worst = int(seg_nodes[best]), float(nth[best])
+                best = idx[np.lexsort((idx, -count[idx], nth[idx]))[0]]
+                node, worst = int(best), float(nth[best])
                 pick = c[(nodes == node) & (s <= worst)][:n]
                 return tuple(pick.tolist())
         else:

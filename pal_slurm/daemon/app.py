@@ -24,7 +24,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
-from pal_slurm.daemon.cycle import SENSITIVITY_WAIT, apply_releases, is_pal_held, plan_releases, tuner_observation
+from pal_slurm.daemon.cycle import (
+    SENSITIVITY_WAIT,
+    apply_releases,
+    gpus_per_node,
+    is_pal_held,
+    plan_releases,
+    tuner_observation,
+)
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     ErrorReply,
@@ -38,6 +45,10 @@ from pal_slurm.daemon.protocol import (
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy import autotune
+from pal_slurm.slurm.readers import cluster_view
+from pal_slurm.slurm.topology import read_racks
+from pal_slurm.store.leader import AlwaysLeader
+from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat
 
 log = logging.getLogger("pald")
 
@@ -84,8 +95,6 @@ class Pald:
     Slurm adapter's SlurmReader / SlurmActuator (or fakes with the same methods in tests)."""
 
     def __init__(self, config, store, reader, actuator, clock=time.time, leader=None):
-        from pal_slurm.store.leader import AlwaysLeader
-
         self.config = config
         self.leader = leader or AlwaysLeader()
         self.leading: bool = False
@@ -181,8 +190,6 @@ class Pald:
 
     # ---- store -----------------------------------------------------------------------------
     def _record(self, job_id: str, kind: DecisionKind, reason: str, nodes, perf_class) -> None:
-        from pal_slurm.store.records import DecisionRecord
-
         self.pending_records.append(
             DecisionRecord(job_id=job_id, kind=kind, reason=reason or "", nodes=dict(nodes or {}),
                            ranking_version=self.service.rank_version, perf_class=perf_class,
@@ -243,8 +250,6 @@ class Pald:
         path = self.config.slurm.topology_conf
         if not path:
             return None
-        from pal_slurm.slurm.topology import read_racks
-
         try:
             mtime = os.stat(path).st_mtime
             if self._racks is None or self._racks[0] != mtime:
@@ -278,8 +283,6 @@ class Pald:
             self.slurm_ok = False
             self._note_error("slurm", exc)
             return
-        from pal_slurm.slurm.readers import cluster_view
-
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
         self.service.observe_cluster(cluster_view(nodes, jobs, self.racks()), now, held_jobs=len(held),
@@ -312,9 +315,6 @@ class Pald:
     def _track_held(self, held) -> None:
         if self.store is None:
             return
-        from pal_slurm.store.records import HeldJob
-        from pal_slurm.daemon.cycle import gpus_per_node
-
         for j in held:
             if j.job_id in self.held_seen:
                 continue
@@ -349,8 +349,6 @@ class Pald:
         except OSError as exc:
             self._note_error("heartbeat", exc)
         if self.store is not None:
-            from pal_slurm.store.records import Heartbeat
-
             try:
                 self.store.write_heartbeat(Heartbeat("pald", f"{doc['host']}:{doc['pid']}", datetime.now(timezone.utc),
                                                      {"rank": doc["rank"]}))

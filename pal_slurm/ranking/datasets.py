@@ -42,12 +42,10 @@ class RunSet:
 
     def per_gpu_median(self) -> dict[str, float]:
         """GPU identifier -> median of its normalised runs (a GPU's measured profile)."""
-        runs: dict[str, list[float]] = {}
-        for gid, v in zip(self.gpu_ids, self.perf_norm):
-            runs.setdefault(gid, []).append(v)
-        return {gid: statistics.median(vs) for gid, vs in runs.items()}
+        return {gid: statistics.median(vs) for gid, vs in self.runs_of().items()}
 
     def runs_of(self) -> dict[str, tuple[float, ...]]:
+        """GPU identifier -> its normalised runs, in file order."""
         runs: dict[str, list[float]] = {}
         for gid, v in zip(self.gpu_ids, self.perf_norm):
             runs.setdefault(gid, []).append(v)

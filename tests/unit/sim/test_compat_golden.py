@@ -1,7 +1,6 @@
 """Golden test: compat mode reproduces the PAL artifact's Sia-Philly results.
 
-The reference file lives in the project's shared data (../shared/reference); CI has it beside
-the checkout. Every avg JCT must be within 0.5%, and PAL's geomean gain over packed-sticky
+The reference files live in tests/golden/ (see its README for where they came from). Every avg JCT must be within 0.5%, and PAL's geomean gain over packed-sticky
 within 1 point of the reference.
 """
 
@@ -14,7 +13,7 @@ import pytest
 from pal_slurm.sim.compat import CompatSimulator
 from pal_slurm.sim.trace import bundled_trace
 
-REF = Path(__file__).resolve().parents[3].parent / "shared" / "reference" / "pal-artifact-results.json"
+REF = Path(__file__).resolve().parents[2] / "golden" / "pal-artifact-results.json"
 ARTIFACT_NAMES = {
     "PAL": "pal",
     "PMFirst": "pmfirst",
@@ -28,7 +27,7 @@ ARTIFACT_NAMES = {
 @pytest.fixture(scope="module")
 def reference():
     if not REF.exists():
-        pytest.fail(f"reference results missing: {REF} (the shared data must sit beside the checkout)")
+        pytest.fail(f"reference results missing: {REF}")
     return json.loads(REF.read_text())["results"]
 
 

@@ -362,6 +362,71 @@ local function string_or_nil(v)
   return nil
 end
 
+local NO_VAL16 = 65534 -- slurm.NO_VAL16: "not given" for 16-bit fields (shared, cpus_per_task)
+
+local function count16_or_nil(v)
+  v = tonumber(v)
+  if v == nil or v < 0 or v >= NO_VAL16 then return nil end
+  return v
+end
+
+-- Read a job_desc field without raising (a field a Slurm version lacks reads as nil).
+local function field(job_desc, name)
+  local ok, v = pcall(function() return job_desc[name] end)
+  if ok then return v end
+  return nil
+end
+
+-- The names of the partitions Slurm lets this user use (part_list is already filtered by
+-- Slurm for AllowGroups / RootOnly), sorted; nil when not given.
+function M.usable_partitions(part_list)
+  if type(part_list) ~= "table" then return nil end
+  local names = json.array()
+  for name in pairs(part_list) do
+    if type(name) == "string" then names[#names + 1] = name end
+  end
+  table.sort(names)
+  return names
+end
+
+-- What decides where the job may run: pald places it only on nodes Slurm would accept
+-- (pal_slurm/policy/eligibility.py). Added to the request's job object.
+function M.site_fields(job_desc, part_list)
+  return {
+    usable_partitions = M.usable_partitions(part_list),
+    features = string_or_nil(field(job_desc, "features")),
+    exc_nodes = string_or_nil(field(job_desc, "exc_nodes")),
+    req_nodes = string_or_nil(field(job_desc, "req_nodes")),
+    reservation = string_or_nil(field(job_desc, "reservation")),
+    account = string_or_nil(field(job_desc, "account")),
+    qos = string_or_nil(field(job_desc, "qos")),
+    shared = count16_or_nil(field(job_desc, "shared")),
+    time_limit = count_or_nil(field(job_desc, "time_limit")),
+    cpus_per_task = count16_or_nil(field(job_desc, "cpus_per_task")),
+    ntasks_per_node = count16_or_nil(field(job_desc, "ntasks_per_node")),
+    num_tasks = count_or_nil(field(job_desc, "num_tasks")),
+    pn_min_cpus = count16_or_nil(field(job_desc, "pn_min_cpus")),
+    min_cpus = count_or_nil(field(job_desc, "min_cpus")),
+    cpus_per_tres = string_or_nil(field(job_desc, "cpus_per_tres")),
+    min_mem_per_node = count_or_nil(field(job_desc, "min_mem_per_node")),
+    min_mem_per_cpu = count_or_nil(field(job_desc, "min_mem_per_cpu")),
+    mem_per_tres = string_or_nil(field(job_desc, "mem_per_tres")),
+  }
+end
+
+-- The parts of the request that make pald pass the job on purpose (arrays, hetjob components,
+-- dependencies, --begin, the user's --hold, tasks per GPU; pal_slurm/policy/passthrough.py).
+function M.shape_fields(job_desc)
+  return {
+    array_inx = string_or_nil(field(job_desc, "array_inx")),
+    het_job_offset = count_or_nil(field(job_desc, "het_job_offset")),
+    dependency = string_or_nil(field(job_desc, "dependency")),
+    begin_time = count_or_nil(field(job_desc, "begin_time")),
+    priority = count_or_nil(field(job_desc, "priority")),
+    ntasks_per_tres = count16_or_nil(field(job_desc, "ntasks_per_tres")),
+  }
+end
+
 local request_counter = 0
 
 -- A short id for one request: logged by both sides and written into admin_comment.
@@ -371,7 +436,7 @@ function M.new_request_id(now)
 end
 
 -- The place request for a job, as a Lua table ready for json.encode.
-function M.build_request(job_desc, spec, submit_uid, request_id)
+function M.build_request(job_desc, spec, submit_uid, request_id, part_list)
   local tres_node = string_or_nil(job_desc.tres_per_node)
   local tres_job = string_or_nil(job_desc.tres_per_job)
   local uid = count_or_nil(job_desc.user_id) or count_or_nil(submit_uid) or 0
@@ -390,6 +455,9 @@ function M.build_request(job_desc, spec, submit_uid, request_id)
     min_nodes = count_or_nil(job_desc.min_nodes),
     max_nodes = count_or_nil(job_desc.max_nodes),
   }
+  for _, extra in ipairs({ M.site_fields(job_desc, part_list), M.shape_fields(job_desc) }) do
+    for k, v in pairs(extra) do job[k] = v end
+  end
   local pal = { class = spec.class, gpus = spec.gpus, mode = spec.mode, net = spec.net }
   return { v = M.PROTOCOL_VERSION, op = "place", id = request_id, job = job, pal = pal }
 end
@@ -487,6 +555,17 @@ local function valid_gres(gres)
   return true
 end
 
+-- The optional `partition` of a place reply (a job that asked for several partitions is
+-- narrowed to the one holding its nodes: Slurm leaves it pending otherwise). Returns the name
+-- or nil, and an error text when it is malformed.
+function M.check_partition(value)
+  if value == nil or value == json.null then return nil end
+  if type(value) ~= "string" or not value:find("^[A-Za-z0-9][A-Za-z0-9_%.%-]*$") then
+    return nil, "bad partition"
+  end
+  return value
+end
+
 -- Check a decoded reply. Returns a table {decision=, reason=, nodes={sorted names},
 -- gres= (nil: pin nodes only), rank=, warning=} or nil, reason, detail.
 function M.check_reply(obj)
@@ -533,6 +612,9 @@ function M.check_reply(obj)
       out.gres = obj.gres
     end
     out.nodes = names
+    local partition, perr = M.check_partition(obj.partition)
+    if perr then return nil, "bad-reply", perr end
+    out.partition = partition
   elseif obj.decision ~= "defer" and obj.decision ~= "pass" then
     return nil, "bad-reply", "unknown decision " .. tostring(obj.decision)
   end
@@ -556,7 +638,7 @@ end
 -- Write `changes` ({field, value} in order) into job_desc; on any error put back what was
 -- there, so a failed write leaves the job as submitted. Returns true or false, error.
 local STRING_FIELDS = { req_nodes = true, tres_per_node = true, tres_per_job = true,
-  admin_comment = true }
+  admin_comment = true, partition = true }
 
 function M.write_fields(job_desc, changes)
   local done = {}
@@ -583,6 +665,7 @@ function M.changes_for(job_desc, reply, request_id)
   local changes = {}
   if reply.decision == "place" then
     local n = #reply.nodes
+    if reply.partition then changes[#changes + 1] = { "partition", reply.partition } end
     changes[#changes + 1] = { "req_nodes", table.concat(reply.nodes, ",") }
     changes[#changes + 1] = { "min_nodes", n }
     changes[#changes + 1] = { "max_nodes", n }
@@ -626,7 +709,7 @@ local function place(job_desc, spec, submit_uid, ctx)
   local core = load_socket()
   local clock = ctx.now or (core and core.gettime) or os.time
   local request_id = M.new_request_id(clock())
-  local line = json.encode(M.build_request(job_desc, spec, submit_uid, request_id)) .. "\n"
+  local line = json.encode(M.build_request(job_desc, spec, submit_uid, request_id, ctx.part_list)) .. "\n"
   if #line > M.MAX_LINE_BYTES then
     return pass(slurm, job_desc, "request-too-large", #line .. " bytes", request_id)
   end

@@ -279,12 +279,15 @@ class Pald:
         try:
             nodes = self.reader.nodes()
             jobs = self.reader.jobs()
+            site = self.reader.site(nodes)
         except Exception as exc:  # noqa: BLE001
             self.slurm_ok = False
             self._note_error("slurm", exc)
             return
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
+        if site is not None:
+            self.service.observe_site(site)
         self.service.observe_cluster(cluster_view(nodes, jobs, self.racks()), now, held_jobs=len(held),
                                      started=started_keys(jobs))
         self.last_sync = now

@@ -14,16 +14,21 @@ with `mode=now`, passed to Slurm untouched.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pal_slurm.daemon.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.ranking_map import ranking_for
+from pal_slurm.daemon.restrictions import restrictions_from_fields, traits_from_fields
 from pal_slurm.model import ClusterView, DecisionKind
 from pal_slurm.model.classes import AppClassMap
+from pal_slurm.model.site import SiteView
 from pal_slurm.policy import PlacementContext, placement as placement_by_name
+from pal_slurm.policy.eligibility import Eligibility, JobRestrictions, NodeGroup, eligible_nodes
+from pal_slurm.policy.passthrough import pass_reason
 from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice, per_node_choice, stock_slurm_choice, total_choice
 from pal_slurm.ranking import Ranking
+from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import tres_per_node
 
 MODES = ("auto", "now", "defer")
@@ -80,6 +85,7 @@ class PlacementService:
     settings: ServiceSettings = field(default_factory=ServiceSettings)
     class_map: AppClassMap = field(default_factory=AppClassMap)
     view: ClusterView | None = None
+    site: SiteView | None = None  # partitions, features, CPUs/memory; None: every GPU node is eligible
     view_time: float = float("-inf")
     snapshot: object = None  # store RankingSnapshot or None
     ranking: Ranking | None = None
@@ -111,6 +117,10 @@ class PlacementService:
         if held_jobs is not None:
             self.held_jobs = held_jobs
         self._indexes.clear()
+
+    def observe_site(self, site: SiteView) -> None:
+        """Partitions, features, reservations and free CPUs/memory from the same Slurm read."""
+        self.site = site
 
     def set_snapshot(self, snapshot) -> None:
         self.snapshot = snapshot
@@ -162,6 +172,42 @@ class PlacementService:
             return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx, index=index, one_rack=one_rack)
         return total_choice(shape.total, perf_class, ctx or self.context(), placement_by_name(self.settings.placement))
 
+    def eligibility(self, job: JobRestrictions, now: float) -> Eligibility:
+        """The nodes `job` may use (the one place placements learn it; see policy/eligibility)."""
+        if self.site is None:
+            names = frozenset(n.name for n in self.view.nodes) if self.view else frozenset()
+            return Eligibility((NodeGroup(None, names, names),))
+        return eligible_nodes(job, self.site, now)
+
+    def choose_eligible(self, shape: Shape, perf_class: str, eligibility: Eligibility, free: frozenset[int],
+                        ctx: PlacementContext, index: FreeIndex | None, exclusive: bool = False,
+                        one_rack: bool = False) -> tuple[ShapeChoice, NodeGroup] | None:
+        """The best choice over the eligible node groups (one per partition), using only GPUs
+        in `free` on nodes that fit now; `index` is the index of all of `free` (reused when
+        nothing is excluded). Exclusive jobs only take nodes with every GPU free."""
+        best = None
+        all_nodes = {n.name for n in self.view.nodes}
+        for group in eligibility.groups:
+            if group.fits_now >= all_nodes:
+                allowed = free
+            else:
+                allowed = frozenset(g for g in free if self.view.gpus[g].node in group.fits_now)
+            if exclusive:
+                whole = {n.name for n in self.view.nodes if n.gpu_ids and set(n.gpu_ids) <= free}
+                allowed = frozenset(g for g in allowed if self.view.gpus[g].node in whole)
+            if not allowed:
+                continue
+            sub_ctx = ctx if allowed == free else replace(ctx, cluster=ctx.cluster.with_free(allowed))
+            if shape.per_node_shape:
+                sub_index = index if allowed == free and index is not None else FreeIndex(
+                    sub_ctx.cluster, allowed, self.ranking.sf(perf_class))
+                choice = self.choose(shape, perf_class, sub_ctx, index=sub_index, one_rack=one_rack)
+            else:
+                choice = self.choose(shape, perf_class, sub_ctx)
+            if choice is not None and (best is None or choice.worst_sf < best[0].worst_sf):
+                best = (choice, group)
+        return best
+
     def stock_choice(self, shape: Shape, perf_class: str) -> ShapeChoice | None:
         """What stock Slurm would pick (reports and `palctl explain`)."""
         if not shape.per_node_shape:
@@ -179,10 +225,20 @@ class PlacementService:
             return PlaceReply(DecisionKind.PASS, reason="no_cluster_view")
         perf_class, warning = self.resolve_class(req.pal.perf_class)
         base = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
+        passing = pass_reason(traits_from_fields(req.job, now))
+        if passing:
+            return PlaceReply(DecisionKind.PASS, reason=passing, **base)
         try:
             shape = job_shape(req.job, req.pal)
         except ShapeError as exc:
             return PlaceReply(DecisionKind.PASS, reason=str(exc), **base)
+        try:
+            restrictions = restrictions_from_fields(req.job, shape.nodes, shape.per_node or 1)
+        except SlurmError:
+            return PlaceReply(DecisionKind.PASS, reason="bad_nodelist", **base)
+        eligibility = self.eligibility(restrictions, now)
+        if eligibility.passed:
+            return PlaceReply(DecisionKind.PASS, reason=eligibility.passed, **base)
         if shape.per_node and shape.per_node > max((len(n.gpu_ids) for n in self.view.nodes), default=0):
             return PlaceReply(DecisionKind.PASS, reason="too_many_gpus_per_node", **base)
         if shape.total > self.view.size:
@@ -191,7 +247,10 @@ class PlacementService:
         if mode == "defer" or (mode == "auto" and self.held_jobs > 0):
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="queued" if mode == "auto" else "asked", **base)
-        choice = self.choose(shape, perf_class)
+        found = self.choose_eligible(shape, perf_class, eligibility, self.free_now(), self.context(),
+                                     self.index(perf_class) if shape.per_node_shape else None,
+                                     exclusive=restrictions.exclusive)
+        choice, group = found if found else (None, None)
         if choice is None:
             if mode == "now":
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
@@ -201,4 +260,5 @@ class PlacementService:
         gres = None
         if shape.per_node_shape and choice.same_slots_everywhere():
             gres = tres_per_node(next(iter(choice.nodes.values())))
-        return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres, **base)
+        return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres,
+                          partition=group.partition, **base)

@@ -212,6 +212,8 @@ def start_lab(
     gres: str = "typed",
     uts: bool = True,
     timeout: float = 60.0,
+    features: Mapping[str, str] | None = None,
+    extra_conf: str = "",
 ) -> LabCluster:
     """Start a lab cluster in `lab_dir` on free ports and return it (running).
 
@@ -221,6 +223,8 @@ def start_lab(
         os.getenv (slurmctld inherits them).
     prolog/epilog/task_prolog: optional scripts (Prolog=/Epilog=/TaskProlog=).
     gres: "typed" (per-slot types, exact GPU binding) or "plain" (Gres=gpu:N).
+    features: node -> Slurm Features= value (e.g. {"gpu04": "f4,big"}), for sites' constraints.
+    extra_conf: lines appended to slurm.conf (more PartitionName= lines, limits).
     Raises LabError (with the log tail) if the cluster does not come up.
     """
     for what, path in (("hook", hook), ("prolog", prolog), ("epilog", epilog),
@@ -237,7 +241,7 @@ def start_lab(
     error: LabError | None = None
     for _attempt in range(2):  # a second try on fresh ports: another lab may have taken ours
         cluster = _launch(lab, nodes, gpus, cpus, hook, env, prolog, epilog, task_prolog,
-                          gres, uts, timeout)
+                          gres, uts, timeout, _site_env(features, extra_conf))
         if isinstance(cluster, LabCluster):
             return cluster
         error = cluster
@@ -245,12 +249,24 @@ def start_lab(
     raise error
 
 
+def _site_env(features: Mapping[str, str] | None, extra_conf: str) -> dict[str, str]:
+    """The lab script's knobs for a site's own configuration (features, partitions)."""
+    for node, value in (features or {}).items():
+        if not value or any(c.isspace() for c in node + value) or "=" in node:
+            raise LabError(f"bad feature list {node!r}: {value!r}")
+    return {
+        "LAB_FEATURES": " ".join(f"{n}={v}" for n, v in (features or {}).items()),
+        "LAB_EXTRA_CONF": extra_conf,
+    }
+
+
 def _launch(lab: Path, nodes, gpus, cpus, hook, env, prolog, epilog, task_prolog, gres, uts,
-            timeout) -> "LabCluster | LabError":
+            timeout, site_env: Mapping[str, str]) -> "LabCluster | LabError":
     """One start attempt on fresh ports: the running lab, or the error (lab stopped)."""
     ports = free_port_block(nodes + 1)
     script_env = dict(os.environ)
     script_env.update(env or {})
+    script_env.update(site_env)
     script_env.update(
         LAB=str(lab),
         NNODES=str(nodes),

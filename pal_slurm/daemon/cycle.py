@@ -102,10 +102,11 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
         app = spec.perf_class if spec else "unknown"
         perf_class, _warning = service.resolve_class(app)
         per_node = gpus_per_node(job.tres_per_node)
+        per_job = gpus_per_node(job.placement_request.tres_per_job) if job.placement_request else None
         if per_node:
             shape = Shape(max(1, job.node_count or 1), per_node, per_node * max(1, job.node_count or 1))
-        elif spec and spec.gpus:
-            shape = Shape(None, None, spec.gpus)
+        elif per_job or (spec and spec.gpus):
+            shape = Shape(None, None, per_job or spec.gpus)
         else:
             out.releases.append(Release(job.job_id, perf_class, None, None, "no_gpus"))
             continue

@@ -386,6 +386,7 @@ class JobPlacementRequest:
     memory_per_node_mb: int = 0
     memory_per_cpu_mb: int = 0
     memory_per_tres: str = ""  # "gres:gpu:2048" (--mem-per-gpu, MB)
+    tres_per_job: str = ""  # "gres:gpu:8" (--gpus=8)
 
 
 def parse_job_placement_request(raw: Mapping[str, Any]) -> JobPlacementRequest:
@@ -402,6 +403,7 @@ def parse_job_placement_request(raw: Mapping[str, Any]) -> JobPlacementRequest:
         memory_per_node_mb=_count(raw.get("memory_per_node")),
         memory_per_cpu_mb=_count(raw.get("memory_per_cpu")),
         memory_per_tres=raw.get("memory_per_tres") or "",
+        tres_per_job=raw.get("tres_per_job") or "",
     )
 
 

@@ -107,12 +107,15 @@ class Hook:
             self.g.STUB[key] = value
 
     # -- running the hook
-    def submit(self, fields: dict, submit_uid: int = 1000, fail_write=None, fail_read=None):
-        """Run slurm_job_submit; returns (rc, final fields as a dict)."""
+    def submit(self, fields: dict, submit_uid: int = 1000, fail_write=None, fail_read=None,
+               part_list: dict | None = None):
+        """Run slurm_job_submit; returns (rc, final fields as a dict). `part_list`: partition
+        name -> fields, as Slurm hands it over (default: none)."""
         base = {"min_nodes": NO_VAL, "max_nodes": NO_VAL, "priority": NO_VAL}
         base.update(fields)
         job, store = self.g.make_job(self.lua.table_from(base), fail_write, fail_read)
-        rc = self.g.slurm_job_submit(job, self.lua.table(), submit_uid)
+        parts = self.lua.table_from({k: self.lua.table_from(v) for k, v in (part_list or {}).items()})
+        rc = self.g.slurm_job_submit(job, parts, submit_uid)
         return rc, to_py(store)
 
     def modify(self, fields: dict):

@@ -389,42 +389,31 @@ function M.usable_partitions(part_list)
   return names
 end
 
--- What decides where the job may run: pald places it only on nodes Slurm would accept
--- (pal_slurm/policy/eligibility.py). Added to the request's job object.
-function M.site_fields(job_desc, part_list)
-  return {
-    usable_partitions = M.usable_partitions(part_list),
-    features = string_or_nil(field(job_desc, "features")),
-    exc_nodes = string_or_nil(field(job_desc, "exc_nodes")),
-    req_nodes = string_or_nil(field(job_desc, "req_nodes")),
-    reservation = string_or_nil(field(job_desc, "reservation")),
-    account = string_or_nil(field(job_desc, "account")),
-    qos = string_or_nil(field(job_desc, "qos")),
-    shared = count16_or_nil(field(job_desc, "shared")),
-    time_limit = count_or_nil(field(job_desc, "time_limit")),
-    cpus_per_task = count16_or_nil(field(job_desc, "cpus_per_task")),
-    ntasks_per_node = count16_or_nil(field(job_desc, "ntasks_per_node")),
-    num_tasks = count_or_nil(field(job_desc, "num_tasks")),
-    pn_min_cpus = count16_or_nil(field(job_desc, "pn_min_cpus")),
-    min_cpus = count_or_nil(field(job_desc, "min_cpus")),
-    cpus_per_tres = string_or_nil(field(job_desc, "cpus_per_tres")),
-    min_mem_per_node = count_or_nil(field(job_desc, "min_mem_per_node")),
-    min_mem_per_cpu = count_or_nil(field(job_desc, "min_mem_per_cpu")),
-    mem_per_tres = string_or_nil(field(job_desc, "mem_per_tres")),
-  }
-end
+-- job_desc fields sent to pald as they are, by kind: str (nil unless a string), n32 / n16
+-- (nil when unset: Slurm's NO_VAL / NO_VAL16).
+local READ = { str = string_or_nil, n32 = count_or_nil, n16 = count16_or_nil }
 
--- The parts of the request that make pald pass the job on purpose (arrays, hetjob components,
--- dependencies, --begin, the user's --hold, tasks per GPU; pal_slurm/policy/passthrough.py).
-function M.shape_fields(job_desc)
-  return {
-    array_inx = string_or_nil(field(job_desc, "array_inx")),
-    het_job_offset = count_or_nil(field(job_desc, "het_job_offset")),
-    dependency = string_or_nil(field(job_desc, "dependency")),
-    begin_time = count_or_nil(field(job_desc, "begin_time")),
-    priority = count_or_nil(field(job_desc, "priority")),
-    ntasks_per_tres = count16_or_nil(field(job_desc, "ntasks_per_tres")),
-  }
+-- What decides where the job may run: pald places it only on nodes Slurm would accept
+-- (pal_slurm/policy/eligibility.py).
+M.SITE_FIELDS = {
+  { "features", "str" }, { "exc_nodes", "str" }, { "req_nodes", "str" }, { "reservation", "str" },
+  { "account", "str" }, { "qos", "str" }, { "shared", "n16" }, { "time_limit", "n32" },
+  { "cpus_per_task", "n16" }, { "ntasks_per_node", "n16" }, { "num_tasks", "n32" },
+  { "pn_min_cpus", "n16" }, { "min_cpus", "n32" }, { "cpus_per_tres", "str" },
+  { "min_mem_per_node", "n32" }, { "min_mem_per_cpu", "n32" }, { "mem_per_tres", "str" },
+}
+
+-- What makes pald pass the job on purpose (arrays, hetjob components, dependencies, --begin,
+-- the user's --hold, tasks per GPU; pal_slurm/policy/passthrough.py).
+M.SHAPE_FIELDS = {
+  { "array_inx", "str" }, { "het_job_offset", "n32" }, { "dependency", "str" },
+  { "begin_time", "n32" }, { "priority", "n32" }, { "ntasks_per_tres", "n16" },
+}
+
+-- Copy the listed fields of job_desc into `into` (a field a Slurm version lacks reads as nil).
+function M.read_fields(job_desc, list, into)
+  for _, f in ipairs(list) do into[f[1]] = READ[f[2]](field(job_desc, f[1])) end
+  return into
 end
 
 local request_counter = 0
@@ -455,9 +444,9 @@ function M.build_request(job_desc, spec, submit_uid, request_id, part_list)
     min_nodes = count_or_nil(job_desc.min_nodes),
     max_nodes = count_or_nil(job_desc.max_nodes),
   }
-  for _, extra in ipairs({ M.site_fields(job_desc, part_list), M.shape_fields(job_desc) }) do
-    for k, v in pairs(extra) do job[k] = v end
-  end
+  job.usable_partitions = M.usable_partitions(part_list)
+  M.read_fields(job_desc, M.SITE_FIELDS, job)
+  M.read_fields(job_desc, M.SHAPE_FIELDS, job)
   local pal = { class = spec.class, gpus = spec.gpus, mode = spec.mode, net = spec.net }
   return { v = M.PROTOCOL_VERSION, op = "place", id = request_id, job = job, pal = pal }
 end

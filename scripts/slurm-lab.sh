@@ -21,6 +21,8 @@
 #   therefore the hook's os.getenv().
 #   LAB_GRES=typed  typed: one GRES type per GPU slot (Gres=gpu:s0:1,...; pal-slurm's binding);
 #                   plain: Gres=gpu:N (stock Slurm, for comparisons)
+#                   model: GPU model types as sites use them (Gres=gpu:<model>:N), per node from
+#                   LAB_GPU_MODELS="gpu01=a100 gpu02=v100 ..." (nodes not named: a100)
 #   LAB_FEATURES="gpu03=big,f3 gpu04=f4"   node features (one NodeName line per node then)
 #   LAB_EXTRA_CONF=<lines> appended to slurm.conf (more partitions, a QOS-free site's limits...)
 #   UTS=1        each slurmd in its own UTS namespace, so `hostname` in a job prints gpuNN
@@ -36,7 +38,7 @@ CTLD_PORT=${CTLD_PORT:-26817}; NODE_PORT0=${NODE_PORT0:-26901}
 UTS=${UTS:-1}; WAIT_SCHED=${WAIT_SCHED:-1}; START_TIMEOUT=${START_TIMEOUT:-20}
 LAB_HOOK=${LAB_HOOK:-}; LAB_PROLOG=${LAB_PROLOG:-}; LAB_EPILOG=${LAB_EPILOG:-}
 LAB_TASK_PROLOG=${LAB_TASK_PROLOG:-}; LAB_GRES=${LAB_GRES:-typed}
-LAB_FEATURES=${LAB_FEATURES:-}; LAB_EXTRA_CONF=${LAB_EXTRA_CONF:-}
+LAB_FEATURES=${LAB_FEATURES:-}; LAB_EXTRA_CONF=${LAB_EXTRA_CONF:-}; LAB_GPU_MODELS=${LAB_GPU_MODELS:-}
 SBIN=${SLURM_SBIN:-/usr/sbin}
 export SLURM_CONF=$LAB/etc/slurm.conf
 MARK="env SLURM_LAB_ID=$LAB"   # in the environment of every daemon we start
@@ -102,6 +104,12 @@ write_configs() {
     gres_field="Gres=gpu:$NGPUS"
     printf 'AutoDetect=off\nNodeName=gpu[01-%s] Name=gpu File=%s/dev/nvidia[0-%s]\n' "$LAST" "$LAB" "$GLAST" > "$LAB/etc/gres.conf"
   fi
+  if [ "$LAB_GRES" = model ]; then
+    gres_field="Gres=gpu:{model}:$NGPUS"
+    { echo AutoDetect=off; for n in $NODES; do
+        printf 'NodeName=%s Name=gpu Type=%s File=%s/dev/nvidia[0-%s]\n' "$n" "$(gpu_model "$n")" "$LAB" "$GLAST"
+      done; } > "$LAB/etc/gres.conf"
+  fi
 
   # the job_submit hook: a symlink to LAB_HOOK (+ sibling *.lua modules), or a pass-through
   rm -f "$LAB"/etc/*.lua
@@ -166,10 +174,18 @@ ${LAB_EXTRA_CONF}
 EOF
 }
 
-# The NodeName lines: one line for all nodes, or one per node when some carry features.
+# The GPU model of a node (LAB_GRES=model): from LAB_GPU_MODELS, a100 when not named.
+gpu_model() {
+  local item
+  for item in $LAB_GPU_MODELS; do [ "${item%%=*}" = "$1" ] && { echo "${item#*=}"; return; }; done
+  echo a100
+}
+
+# The NodeName lines: one line for all nodes, or one per node when some carry features or
+# GPU models ({model} in the Gres= field stands for the node's model).
 node_lines() {
   local common="NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=$NCPUS RealMemory=$MEM_MB $1 State=UNKNOWN"
-  if [ -z "$LAB_FEATURES" ]; then
+  if [ -z "$LAB_FEATURES" ] && [ "$LAB_GRES" != model ]; then
     echo "NodeName=gpu[01-$LAST] Port=[$NODE_PORT0-$LASTPORT] $common"
     return
   fi
@@ -177,7 +193,7 @@ node_lines() {
   for i in $(seq 1 "$NNODES"); do
     name=$(printf 'gpu%02d' "$i"); feats=""
     for item in $LAB_FEATURES; do [ "${item%%=*}" = "$name" ] && feats=" Features=${item#*=}"; done
-    echo "NodeName=$name Port=$((NODE_PORT0 + i - 1)) $common$feats"
+    echo "NodeName=$name Port=$((NODE_PORT0 + i - 1)) ${common//\{model\}/$(gpu_model "$name")}$feats"
   done
 }
 

@@ -153,7 +153,9 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
         free -= set(choice.gpu_ids)
         for idx in indexes.values():
             idx.take(choice.gpu_ids)
-        if shape.per_node_shape and choice.same_slots_everywhere():
+        if shape.per_node_shape and not service.binds_slots(choice):
+            spec_text = None  # Slurm picks the slots on the pinned nodes, the request is kept
+        elif shape.per_node_shape and choice.same_slots_everywhere():
             spec_text = gres_update_spec(next(iter(choice.nodes.values())))
         elif shape.per_node_shape:
             spec_text = f"gpu:{shape.per_node}"

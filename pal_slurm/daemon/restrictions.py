@@ -76,6 +76,7 @@ def restrictions_from_fields(job: JobFields, nodes: int | None, gpus_per_node: i
         cpus_per_node=cpus,
         memory_per_node_mb=memory,
         time_limit_min=job.time_limit,
+        gpu_model=gpu_model(job.tres_per_node, job.tres_per_job),
     )
 
 
@@ -89,7 +90,6 @@ def traits_from_fields(job: JobFields, now: float) -> JobTraits:
         dependency=bool(job.dependency),
         begins_later=bool(job.begin_time) and job.begin_time > now + 1,
         user_hold=job.priority == 0,
-        gpu_model=gpu_model(job.tres_per_node, job.tres_per_job),
     )
 
 
@@ -128,4 +128,5 @@ def restrictions_from_squeue(job: JobInfo, nodes: int | None, gpus_per_node: int
         cpus_per_node=cpus,
         memory_per_node_mb=memory,
         time_limit_min=int(job.time_limit_s // 60) if job.time_limit_s else None,
+        gpu_model=gpu_model(job.tres_per_node, req.tres_per_job if req else None),
     )

@@ -29,7 +29,7 @@ from pal_slurm.policy.passthrough import pass_reason
 from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice, per_node_choice, stock_slurm_choice, total_choice
 from pal_slurm.ranking import Ranking
 from pal_slurm.slurm.errors import SlurmError
-from pal_slurm.slurm.gres import tres_per_node
+from pal_slurm.slurm.gres import parse_slot_type, tres_per_node
 
 MODES = ("auto", "now", "defer")
 
@@ -208,6 +208,18 @@ class PlacementService:
                 best = (choice, group)
         return best
 
+    def binds_slots(self, choice: ShapeChoice) -> bool:
+        """Whether exact GPU slots can be bound on the chosen nodes: only where the site gave
+        every GPU its own slot type (s0..). On nodes typed by GPU model (gpu:a100:4) or untyped
+        ones, pald pins the nodes and Slurm picks the slots (the job keeps its own request)."""
+        if self.site is None:
+            return True
+        for name in choice.nodes:
+            facts = self.site.nodes.get(name)
+            if facts is None or not facts.gpu_types or any(parse_slot_type(t) is None for t in facts.gpu_types):
+                return False
+        return True
+
     def stock_choice(self, shape: Shape, perf_class: str) -> ShapeChoice | None:
         """What stock Slurm would pick (reports and `palctl explain`)."""
         if not shape.per_node_shape:
@@ -258,7 +270,7 @@ class PlacementService:
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
         self.reserve(key, choice, now)
         gres = None
-        if shape.per_node_shape and choice.same_slots_everywhere():
+        if shape.per_node_shape and choice.same_slots_everywhere() and self.binds_slots(choice):
             gres = tres_per_node(next(iter(choice.nodes.values())))
         return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres,
                           partition=group.partition, **base)

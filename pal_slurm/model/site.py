@@ -28,6 +28,7 @@ class NodeFacts:
     memory_mb: int = 0  # RealMemory
     free_memory_mb: int = 0  # RealMemory - allocated (allocated is 0 when memory is not consumable)
     gpus: int = 0  # configured GPUs
+    gpu_types: frozenset[str] = frozenset()  # GRES types of its GPUs: models (a100) or pal's slot types (s0..)
 
     @property
     def idle(self) -> bool:

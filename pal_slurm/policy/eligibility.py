@@ -44,6 +44,7 @@ class JobRestrictions:
     cpus_per_node: int = 1
     memory_per_node_mb: int = 0
     time_limit_min: int | None = None  # None: the partition's default
+    gpu_model: str | None = None  # --gres=gpu:<model>:n / --gpus=<model>:n: only nodes of that model
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,8 @@ def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibil
             if job.required and name not in job.required:
                 continue
             if constraint is not None and not constraint.matches(node.features):
+                continue
+            if job.gpu_model is not None and node.gpu_types != {job.gpu_model}:
                 continue
             if _fits_capacity(node, job):
                 eligible.add(name)

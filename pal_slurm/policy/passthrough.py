@@ -6,8 +6,8 @@ binding would change or break: GPUs per task or per socket, tasks per GPU, one e
 array (pinning the array pins every element to one GPU set, so they run one after another),
 a heterogeneous job's components, a job that cannot start yet (dependency, later --begin, the
 user's own --hold: pinning it would hold GPUs for a job that is not running, and pald's
-deferral would release a hold that is the user's), a GPU model type (`--gres=gpu:a100:2`:
-per-slot binding would drop the model). Each has a reason token that lands in admin_comment
+deferral would release a hold that is the user's). (A GPU model request is placed, on nodes of
+that model: see eligibility.) Each has a reason token that lands in admin_comment
 (`pal:pass=<reason>`); docs/users.md has the table for users.
 """
 
@@ -28,7 +28,6 @@ class JobTraits:
     dependency: bool = False  # --dependency
     begins_later: bool = False  # --begin in the future
     user_hold: bool = False  # --hold
-    gpu_model: str | None = None  # --gres=gpu:<model>:n / --gpus=<model>:n
 
 
 # (trait, admin_comment reason, what the user sees) in the order they are checked.
@@ -41,7 +40,6 @@ PASSED_SHAPES: tuple[tuple[str, str, str], ...] = (
     ("gpus_per_task", "gpus_per_task", "Slurm binds GPUs to tasks"),
     ("gpus_per_socket", "gpus_per_socket", "Slurm binds GPUs to sockets"),
     ("ntasks_per_gpu", "ntasks_per_gpu", "Slurm binds tasks to GPUs"),
-    ("gpu_model", "gpu_model", "Slurm picks GPUs of the model asked for"),
 )
 
 

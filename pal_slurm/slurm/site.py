@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Sequence
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
 from pal_slurm.slurm.errors import SlurmParseError
 from pal_slurm.slurm.hostlist import expand
-from pal_slurm.slurm.readers import NodeInfo
+from pal_slurm.slurm.readers import GPU, NodeInfo, parse_gres
 from pal_slurm.slurm.runner import Runner
 
 _UNLIMITED = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A", ""})
@@ -133,6 +133,7 @@ def node_facts(node: NodeInfo) -> NodeFacts:
         memory_mb=memory,
         free_memory_mb=max(0, memory - (res.alloc_memory_mb if res else 0)),
         gpus=node.gpus,
+        gpu_types=frozenset(i.type or "" for i in parse_gres(node.gres) if i.name == GPU),
     )
 
 

@@ -57,7 +57,9 @@ def test_traits():
     assert traits_from_fields(fields(tres_per_socket="gres:gpu:1"), 100).gpus_per_socket
     assert traits_from_fields(fields(ntasks_per_tres=2), 100).ntasks_per_gpu
     assert traits_from_fields(fields(dependency="afterok:5"), 100).dependency
-    assert traits_from_fields(fields(tres_per_node="gres:gpu:a100:2"), 100).gpu_model == "a100"
+    assert restrictions_from_fields(fields(tres_per_node="gres:gpu:a100:2"), 1, 2).gpu_model == "a100"
+    assert restrictions_from_fields(fields(tres_per_job="gres:gpu:v100:1"), None, 1).gpu_model == "v100"
+    assert restrictions_from_fields(fields(tres_per_node="gres:gpu:2"), 1, 2).gpu_model is None
 
 
 def test_gpu_models_are_not_slot_types():

@@ -16,10 +16,13 @@ NAMES = ("gpu01", "gpu02", "gpu03", "gpu04")
 NOW = 1_000.0
 
 
-def site(busy_cpus=None, reservations=()):
+SLOTS = frozenset({"s0", "s1", "s2", "s3"})
+
+
+def site(busy_cpus=None, reservations=(), models=None):
     feats = {"gpu03": {"f3", "big"}, "gpu04": {"f4"}}
     nodes = {n: NodeFacts(n, True, ("gpu",), frozenset(feats.get(n, ())), 16, 16 - (busy_cpus or {}).get(n, 0),
-                          4000, 4000, 4) for n in NAMES}
+                          4000, 4000, 4, frozenset({models[n]}) if models else SLOTS) for n in NAMES}
     parts = [PartitionFacts("gpu", frozenset(NAMES), default=True), PartitionFacts("one", frozenset({"gpu04"}))]
     return SiteView(nodes, {p.name: p for p in parts}, {r.name: r for r in reservations})
 
@@ -65,7 +68,6 @@ def test_what_pald_cannot_judge_passes():
     assert ask(s, exc_nodes="gpu[01").reason == "bad_nodelist"
     assert ask(s, array_inx="1-8").reason == "array"
     assert ask(s, priority=0).reason == "user_hold"
-    assert ask(s, tres_per_node="gres:gpu:a100:1").reason == "gpu_model"
     for r in (ask(s, features="f3*2"), ask(s, array_inx="1-8")):
         assert r.decision is DecisionKind.PASS and not r.nodes
 
@@ -76,6 +78,31 @@ def test_busy_cpus_and_reservations_keep_pal_off_a_node():
     r = ask(s, cpus_per_task=4)
     assert set(r.nodes) <= {"gpu03", "gpu04"}
     assert set(ask(s, "k", reservation="r1").nodes) == {"gpu01"}
+
+
+def test_slots_are_bound_only_where_every_gpu_has_its_slot_type():
+    s = service()
+    assert ask(s, gpn=2).gres == "gres:gpu:s0:1,gres:gpu:s1:1"
+    models = {"gpu01": "a100", "gpu02": "a100", "gpu03": "v100", "gpu04": "v100"}
+    m = service(models=models)
+    untyped = ask(m, "u", gpn=2)
+    assert untyped.decision is DecisionKind.PLACE and untyped.gres is None  # Slurm picks the slots
+    v100 = ask(m, "v", gpn=2, tres_per_node="gres:gpu:v100:2")
+    assert set(v100.nodes) <= {"gpu03", "gpu04"} and v100.gres is None
+    total = PlaceRequest(JobFields(uid=1, comment="pal:class=a", gpus_per_job=3, tres_per_job="gres:gpu:a100:3"),
+                         CommentSpec("a"))
+    assert set(m.place(total, now=NOW, key="t").nodes) <= {"gpu01", "gpu02"}
+    assert ask(m, "x", tres_per_node="gres:gpu:h100:1").reason == "no_eligible_node"
+
+
+def test_cycle_keeps_a_model_request_and_pins_nodes_only():
+    m = service(models={"gpu01": "a100", "gpu02": "a100", "gpu03": "v100", "gpu04": "v100"})
+    job = held_job(9, gpn=1)
+    job = job.__class__(**{**job.__dict__, "tres_per_node": "gres:gpu:v100:1"})
+    plan = plan_releases([job], m, now=NOW)
+    act = FakeActuator()
+    apply_releases(plan, act, m, now=NOW)
+    assert len(act.calls) == 1 and act.calls[0][0] == "nodes" and act.calls[0][2][0] in {"gpu03", "gpu04"}
 
 
 def test_exclusive_takes_a_node_with_every_gpu_free():

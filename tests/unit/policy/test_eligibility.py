@@ -173,6 +173,15 @@ def test_cpus_and_memory_capacity_pass_and_free_wait():
     assert eligible_nodes(JobRestrictions(memory_per_node_mb=5000), view, NOW).passed == "no_eligible_node"
 
 
+def test_gpu_model_requests_only_get_nodes_of_that_model():
+    a100 = NodeFacts("a", True, ("gpu",), frozenset(), 16, 16, 4000, 4000, 4, frozenset({"a100"}))
+    v100 = NodeFacts("v", True, ("gpu",), frozenset(), 16, 16, 4000, 4000, 4, frozenset({"v100"}))
+    view = site([a100, v100])
+    assert fits(JobRestrictions(gpu_model="v100"), view) == {"v"}
+    assert fits(JobRestrictions(), view) == {"a", "v"}
+    assert eligible_nodes(JobRestrictions(gpu_model="h100"), view, NOW).passed == "no_eligible_node"
+
+
 def test_exclusive_needs_an_idle_node():
     view = site([node("a", free_cpus=15), node("b")])
     assert fits(JobRestrictions(exclusive=True), view) == {"b"}

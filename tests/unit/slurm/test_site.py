@@ -71,6 +71,14 @@ def test_site_view_from_sinfo_nodes() -> None:
     assert (gpu03.cpus, gpu03.memory_mb, gpu03.gpus) == (16, 4000, 4)
     assert gpu03.free_cpus == 16 and gpu03.idle
     assert view.default_partition.name == "gpu"
+    assert gpu03.gpu_types == {"s0", "s1", "s2", "s3"}  # pal-slurm's per-slot types
+
+
+def test_gpu_models_of_a_heterogeneous_site() -> None:
+    view = site_view(parse_sinfo(load("sinfo_models.json")), {})
+    assert {n: f.gpu_types for n, f in view.nodes.items()} == {
+        "gpu01": {"a100"}, "gpu02": {"a100"}, "gpu03": {"v100"}, "gpu04": {"v100"}}
+    assert all(f.gpus == 4 for f in view.nodes.values())
 
 
 def test_node_cpus_and_memory_in_use() -> None:

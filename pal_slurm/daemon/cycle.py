@@ -132,7 +132,7 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
             job_ctx = replace(ctx, cluster=ctx.cluster.with_free(free))
 
         def pick(one_rack: bool):
-            return service.choose_eligible(shape, perf_class, eligibility, frozenset(free), job_ctx, index,
+            return service.choose_eligible(shape, perf_class, eligibility, free, job_ctx, index,
                                            exclusive=restrictions.exclusive, one_rack=one_rack)
 
         spread = shape.per_node_shape and multi_rack and (shape.nodes or 1) > 1

@@ -10,6 +10,7 @@ Slurm refuse one.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -34,13 +35,22 @@ def gpu_model(*tres: str | None) -> str | None:
     """The GPU model type a request names (`gres:gpu:a100:2` -> a100); slot types (s2) and
     untyped requests -> None."""
     for text in tres:
-        try:
-            items = parse_gres(text)
-        except SlurmError:
-            continue
-        for item in items:
-            if item.name == "gpu" and item.type is not None and parse_slot_type(item.type) is None:
-                return item.type
+        model = _gpu_model(text)
+        if model is not None:
+            return model
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _gpu_model(text: str | None) -> str | None:
+    """One TRES string's GPU model (memoised: the same few strings come every cycle)."""
+    try:
+        items = parse_gres(text)
+    except SlurmError:
+        return None
+    for item in items:
+        if item.name == "gpu" and item.type is not None and parse_slot_type(item.type) is None:
+            return item.type
     return None
 
 

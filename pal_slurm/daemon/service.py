@@ -91,6 +91,9 @@ class PlacementService:
     ranking: Ranking | None = None
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
     reservations: dict[str, Reservation] = field(default_factory=dict)
+    _eligibility: dict[JobRestrictions, Eligibility] = field(default_factory=dict)  # per Slurm read
+    _allowed: dict[NodeGroup, frozenset[int] | None] = field(default_factory=dict)  # per Slurm read
+    _slot_typed: frozenset[str] | None = None  # nodes whose GPUs all have slot types (per Slurm read)
     _indexes: dict[str, FreeIndex] = field(default_factory=dict)  # per class, for view - reservations
     _rng: random.Random = field(default_factory=lambda: random.Random(0))
 
@@ -108,6 +111,7 @@ class PlacementService:
             self.reservations.clear()  # gpu ids changed meaning
         self.view = view
         self.view_time = now
+        self._allowed.clear()  # node indices may change meaning
         if layout_changed or self.ranking is None:
             self.ranking = ranking_for(view, self.snapshot)
         for key, r in list(self.reservations.items()):
@@ -121,6 +125,9 @@ class PlacementService:
     def observe_site(self, site: SiteView) -> None:
         """Partitions, features, reservations and free CPUs/memory from the same Slurm read."""
         self.site = site
+        self._eligibility.clear()
+        self._allowed.clear()
+        self._slot_typed = None
 
     def set_snapshot(self, snapshot) -> None:
         self.snapshot = snapshot
@@ -163,47 +170,55 @@ class PlacementService:
         return self._indexes[perf_class]
 
     def choose(self, shape: Shape, perf_class: str, ctx: PlacementContext | None = None,
-               index: FreeIndex | None = None, one_rack: bool = False) -> ShapeChoice | None:
-        """GPUs for a shape: against the service's state, or against `ctx` (+ its `index`)."""
+               index: FreeIndex | None = None, one_rack: bool = False, allowed=None) -> ShapeChoice | None:
+        """GPUs for a shape: against the service's state, or against `ctx` (+ its `index`).
+        `allowed`: node indices the job may use (None: all)."""
         if shape.per_node_shape:
             if ctx is None:
                 ctx = PlacementContext(cluster=self.view, ranking=self.ranking)
                 index = self.index(perf_class)
-            return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx, index=index, one_rack=one_rack)
-        return total_choice(shape.total, perf_class, ctx or self.context(), placement_by_name(self.settings.placement))
+            return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx, index=index,
+                                   one_rack=one_rack, allowed=allowed)
+        ctx = ctx or self.context()
+        if allowed is not None:
+            node_of = ctx.cluster.node_of
+            ctx = replace(ctx, cluster=ctx.cluster.with_free(g for g in ctx.cluster.free if node_of[g] in allowed))
+        return total_choice(shape.total, perf_class, ctx, placement_by_name(self.settings.placement))
 
     def eligibility(self, job: JobRestrictions, now: float) -> Eligibility:
-        """The nodes `job` may use (the one place placements learn it; see policy/eligibility)."""
+        """The nodes `job` may use (the one place placements learn it; see policy/eligibility).
+        Memoised per Slurm read: most jobs share their restrictions."""
         if self.site is None:
             names = frozenset(n.name for n in self.view.nodes) if self.view else frozenset()
             return Eligibility((NodeGroup(None, names, names),))
-        return eligible_nodes(job, self.site, now)
+        if job not in self._eligibility:
+            self._eligibility[job] = eligible_nodes(job, self.site, now)
+        return self._eligibility[job]
 
-    def choose_eligible(self, shape: Shape, perf_class: str, eligibility: Eligibility, free: frozenset[int],
+    def allowed_nodes(self, group: NodeGroup, free, exclusive: bool = False) -> frozenset[int] | None:
+        """Node indices of `group` that fit now (None: every node); exclusive jobs only get
+        nodes whose GPUs are all in `free`."""
+        nodes = self.view.nodes
+        if exclusive:
+            return frozenset(n.index for n in nodes if n.name in group.fits_now and n.gpu_ids
+                             and all(g in free for g in n.gpu_ids))
+        if group not in self._allowed:
+            everywhere = len(group.fits_now) >= len(nodes) and all(n.name in group.fits_now for n in nodes)
+            self._allowed[group] = None if everywhere else frozenset(
+                n.index for n in nodes if n.name in group.fits_now)
+        return self._allowed[group]
+
+    def choose_eligible(self, shape: Shape, perf_class: str, eligibility: Eligibility, free,
                         ctx: PlacementContext, index: FreeIndex | None, exclusive: bool = False,
                         one_rack: bool = False) -> tuple[ShapeChoice, NodeGroup] | None:
-        """The best choice over the eligible node groups (one per partition), using only GPUs
-        in `free` on nodes that fit now; `index` is the index of all of `free` (reused when
-        nothing is excluded). Exclusive jobs only take nodes with every GPU free."""
+        """The best choice over the eligible node groups (one per partition): GPUs in `free`
+        (what `ctx` and `index` hold) on nodes of the group that fit now."""
         best = None
-        all_nodes = {n.name for n in self.view.nodes}
         for group in eligibility.groups:
-            if group.fits_now >= all_nodes:
-                allowed = free
-            else:
-                allowed = frozenset(g for g in free if self.view.gpus[g].node in group.fits_now)
-            if exclusive:
-                whole = {n.name for n in self.view.nodes if n.gpu_ids and set(n.gpu_ids) <= free}
-                allowed = frozenset(g for g in allowed if self.view.gpus[g].node in whole)
-            if not allowed:
+            allowed = self.allowed_nodes(group, free, exclusive)
+            if allowed is not None and not allowed:
                 continue
-            sub_ctx = ctx if allowed == free else replace(ctx, cluster=ctx.cluster.with_free(allowed))
-            if shape.per_node_shape:
-                sub_index = index if allowed == free and index is not None else FreeIndex(
-                    sub_ctx.cluster, allowed, self.ranking.sf(perf_class))
-                choice = self.choose(shape, perf_class, sub_ctx, index=sub_index, one_rack=one_rack)
-            else:
-                choice = self.choose(shape, perf_class, sub_ctx)
+            choice = self.choose(shape, perf_class, ctx, index=index, one_rack=one_rack, allowed=allowed)
             if choice is not None and (best is None or choice.worst_sf < best[0].worst_sf):
                 best = (choice, group)
         return best
@@ -214,11 +229,10 @@ class PlacementService:
         ones, pald pins the nodes and Slurm picks the slots (the job keeps its own request)."""
         if self.site is None:
             return True
-        for name in choice.nodes:
-            facts = self.site.nodes.get(name)
-            if facts is None or not facts.gpu_types or any(parse_slot_type(t) is None for t in facts.gpu_types):
-                return False
-        return True
+        if self._slot_typed is None:
+            self._slot_typed = frozenset(name for name, facts in self.site.nodes.items() if facts.gpu_types
+                                         and all(parse_slot_type(t) is not None for t in facts.gpu_types))
+        return all(name in self._slot_typed for name in choice.nodes)
 
     def stock_choice(self, shape: Shape, perf_class: str) -> ShapeChoice | None:
         """What stock Slurm would pick (reports and `palctl explain`)."""
@@ -259,7 +273,8 @@ class PlacementService:
         if mode == "defer" or (mode == "auto" and self.held_jobs > 0):
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="queued" if mode == "auto" else "asked", **base)
-        found = self.choose_eligible(shape, perf_class, eligibility, self.free_now(), self.context(),
+        ctx = self.context()
+        found = self.choose_eligible(shape, perf_class, eligibility, ctx.cluster.free, ctx,
                                      self.index(perf_class) if shape.per_node_shape else None,
                                      exclusive=restrictions.exclusive)
         choice, group = found if found else (None, None)

@@ -242,3 +242,17 @@ def test_gpu_model_requests_keep_working_and_get_pals_nodes(model_site):
     assert problems == {k: [] for k in problems}, problems
     v100_single = [jobs[j] for case, pal, j in submitted if pal and case == "--gpus=v100:1"]
     assert all(j.nodes == ("gpu04",) for j in v100_single), [j.nodes for j in v100_single]
+
+
+def test_heterogeneous_job_components_pass_and_run(site):
+    lab, _ = site
+    script = ("#!/bin/bash\n"
+              f"#SBATCH --gres=gpu:1 {PAL}\n"
+              "#SBATCH hetjob\n"
+              f"#SBATCH --gres=gpu:1 {PAL}\n"
+              "echo NODE=$SLURMD_NODENAME\n")
+    job = lab.sbatch(script=script)
+    assert lab.wait_job(job, timeout=60) == "COMPLETED"
+    shown = lab.runner.run(["scontrol", "-o", "show", "job", str(job)]).splitlines()
+    assert len(shown) == 2  # the two components
+    assert all("AdminComment=pal:pass=hetjob" in line for line in shown), shown

@@ -86,6 +86,7 @@ class ProfilingConfig:
     window_s: float = 604800.0  # palctl rank: median over samples of this window (7 days)
     replay_seed: int = 0  # replay backend: which dataset GPU each (node, slot) replays
     replay_slowdown: str = ""  # replay backend: "node:slot=factor,..." emulates degraded GPUs
+    replay_cluster: str = ""  # replay backend: "gpu[01-16]x4" replays the event simulator's draw
     max_load_per_cpu: float = 0.8  # 1-min load per CPU above which a sample is flagged busy
 
 
@@ -245,11 +246,32 @@ def _check_value(section: str, key: str, value: Any, where: str) -> None:
             parse_slowdowns(value)
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+    if (section, key) == ("profiling", "replay_cluster") and value:
+        try:
+            parse_replay_cluster(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
     if (section, key) == ("metrics", "listen") and value:
         try:
             parse_listen(value)
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+
+
+def parse_replay_cluster(text: str) -> tuple[tuple[str, ...], int] | None:
+    """`gpu[01-16]x4` -> (nodes in cluster order, GPUs per node); '' -> None; ValueError."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    from pal_slurm.slurm.hostlist import expand
+
+    nodes, sep, per_node = text.rpartition("x")
+    if not sep or not per_node.isdigit() or int(per_node) <= 0 or not nodes:
+        raise ValueError(f"replay cluster {text!r}: expected NODELISTxGPUS, e.g. gpu[01-16]x4")
+    names = tuple(expand(nodes))
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"replay cluster {text!r}: no nodes or repeated nodes")
+    return names, int(per_node)
 
 
 def parse_slowdowns(text: str) -> dict[tuple[str, int], float]:

@@ -70,7 +70,7 @@ def _default_backend(settings: ProfilingSettings, job_id: str) -> Backend:
     from pal_slurm.bench.select import select_backend
 
     return select_backend(settings.backend, seed=settings.replay_seed, nonce=job_id or None,
-                          replay_slowdown=settings.replay_slowdown)
+                          replay_slowdown=settings.replay_slowdown, replay_cluster=settings.replay_cluster)
 
 
 def _default_sink(settings: ProfilingSettings) -> SampleSink:

@@ -6,6 +6,12 @@ Each cluster GPU (node, slot) is mapped, per class, to one GPU of a per-run vari
 sharing state, and tests can plant profiles and check that ranking recovers them. Each sample is
 one of that dataset GPU's own runs (walked without replacement) (normalised by the file's median), so run-to-run noise is
 real noise, not a made-up distribution. Values are time-like: >1 slower than the median GPU.
+
+With `cluster` (nodes in cluster order, GPUs per node) the mapping is instead the event
+simulator's draw for that cluster and seed (`ranking.profiles.gpu_picks`, GPU index = position
+of the node in `cluster` x GPUs per node + slot): a lab replaying a trace (`palctl replay`) then
+has exactly the GPUs the simulator predicts it with, and a ranking measured on it is measured,
+not handed in.
 """
 
 from __future__ import annotations
@@ -36,8 +42,11 @@ class ReplayBackend:
         nonce: object | None = None,
         clock: Callable[[], float] = time.time,
         slowdown: Mapping[tuple[str, int], float] | None = None,
+        cluster: tuple[Sequence[str], int] | None = None,
     ) -> None:
         self.seed = seed
+        self._cluster = (tuple(cluster[0]), int(cluster[1])) if cluster else None
+        self._picks: dict[str, tuple[str, ...]] | None = None
         self._slowdown = dict(slowdown or {})  # (node, slot) -> factor: an emulated degraded GPU
         self._class_runs = class_runs
         self._nonce = nonce  # e.g. the job id: same job, same draw
@@ -66,7 +75,19 @@ class ReplayBackend:
     def dataset_gpu(self, node: str, slot: int, perf_class: str) -> str:
         """Which dataset GPU stands for (node, slot) in this class."""
         ids, _ = self._dataset(perf_class)
+        if self._cluster is not None:
+            return self._simulator_pick(node, slot, perf_class)
         return ids[_digest(self.seed, perf_class, node, slot) % len(ids)]
+
+    def _simulator_pick(self, node: str, slot: int, perf_class: str) -> str:
+        nodes, per_node = self._cluster  # type: ignore[misc]
+        if node not in nodes or not 0 <= slot < per_node:
+            raise ValueError(f"replay cluster has no GPU {node}:{slot}")
+        if self._picks is None:
+            from pal_slurm.ranking.profiles import gpu_picks
+
+            self._picks = gpu_picks(len(nodes) * per_node, self.seed, dict(self._runs()))
+        return self._picks[perf_class][nodes.index(node) * per_node + slot]
 
     def planted(self, node: str, slot: int, perf_class: str) -> float:
         """The profile planted on (node, slot): the median of its dataset GPU's runs."""

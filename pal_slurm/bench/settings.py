@@ -25,6 +25,7 @@ class ProfilingSettings:
     default_class: str = "A"  # class for jobs without pal:class= ([policy] default_class)
     replay_seed: int = 0
     replay_slowdown: str = ""  # node:slot=factor,... (replay backend: emulated degraded GPUs)
+    replay_cluster: str = ""  # gpu[01-16]x4: replay the event simulator's draw for that cluster
     window_s: float = 7 * 86400.0  # ranking window
     method: str = "optimal"  # binning method ([policy] binning)
     max_load_per_cpu: float = 0.8
@@ -41,6 +42,7 @@ class ProfilingSettings:
             default_class=cfg.policy.default_class,
             replay_seed=p.replay_seed,
             replay_slowdown=p.replay_slowdown,
+            replay_cluster=p.replay_cluster,
             window_s=p.window_s,
             method=cfg.policy.binning,
             max_load_per_cpu=p.max_load_per_cpu,

@@ -1,0 +1,213 @@
+"""Drive one replay arm on a freshly started lab: the one place that wires lab, pald and jobs.
+
+An arm: start an identical lab (N nodes x G emulated GPUs, `nodes_per_rack` nodes per leaf
+switch in topology.conf with topology/tree, per-slot GRES, sched/backfill with the parameters
+below, jobcomp/filetxt), for pal-slurm arms start pald with the hook and a ranking MEASURED
+with `palctl profile-nodes --backend replay` (replaying the event simulator's per-GPU draw),
+submit every planned job at its compressed time, wait until Slurm recorded every job, stop
+everything, and return the per-job results (metrics.py).
+
+Scheduler parameters (the lab's defaults are overridden through `start_lab(extra_conf=...)`):
+bf_interval=1 and bf_resolution=1 so backfill plans in one-second steps (the default 60 s would
+round a compressed job's minutes-long limit to whole plan steps), sched_min_interval=0 and
+batch_sched_delay=0 so a submission is considered at once, OverTimeLimit=UNLIMITED so a slow job
+is never killed at its limit (see plan.py for how limits are set).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from pal_slurm.daemon.process import REPO, PaldProcess
+from pal_slurm.model import ClusterView
+from pal_slurm.ranking.profiles import gpu_profiles
+from pal_slurm.replay.jobcomp import parse_jobcomp
+from pal_slurm.replay.metrics import ArmSummary, JobResult, ReplayIncomplete, job_results, summarise
+from pal_slurm.replay.plan import ReplayPlan, payload_spec
+from pal_slurm.sim.network import NetworkModel
+from pal_slurm.slurm.lab import LabCluster, start_lab
+
+ARMS = {"stock": None, "pal": "pal", "pal-net": "pal-net"}  # arm -> pald placement (None: no hook)
+SCHEDULER_PARAMETERS = "batch_sched_delay=0,sched_min_interval=0,bf_interval=1,bf_resolution=1,bf_continue,default_queue_depth=1000,bf_max_job_test=1000"
+
+
+class ReplayError(RuntimeError):
+    """An arm could not be run (lab, pald or profiling failed, or jobs went missing)."""
+
+
+@dataclass(frozen=True)
+class LabShape:
+    num_nodes: int = 16
+    gpus_per_node: int = 4
+    nodes_per_rack: int = 4
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(f"gpu{i:02d}" for i in range(1, self.num_nodes + 1))
+
+    @property
+    def hostlist(self) -> str:
+        return f"gpu[01-{self.num_nodes:02d}]"
+
+    def racks(self) -> dict[str, str]:
+        return {n: f"leaf{i // self.nodes_per_rack + 1}" for i, n in enumerate(self.node_names)}
+
+    def cluster(self) -> ClusterView:
+        return ClusterView.from_layout([(n, self.gpus_per_node) for n in self.node_names], racks=self.racks())
+
+    def topology_conf(self) -> str:
+        leaves: dict[str, list[str]] = {}
+        for node, leaf in self.racks().items():
+            leaves.setdefault(leaf, []).append(node)
+        lines = [f"SwitchName={leaf} Nodes={','.join(nodes)}" for leaf, nodes in leaves.items()]
+        lines.append(f"SwitchName=spine Switches={','.join(leaves)}")
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class ArmRun:
+    arm: str
+    jobs: list[JobResult]
+    summary: ArmSummary
+    lab_dir: Path
+    payload_vs_slurm_s: float  # largest |Slurm's run time - the payload's own| (wall seconds)
+
+
+def _palctl(config: Path, *args: str, timeout: float = 300.0) -> str:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "pal_slurm.cli", "--config", str(config), *args],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=str(REPO))
+    if proc.returncode != 0:
+        raise ReplayError(f"palctl {' '.join(args)} failed: {proc.stderr.strip()[-1500:]}")
+    return proc.stdout
+
+
+def _pald_config(path: Path, work: Path, lab: LabCluster, placement: str, shape: LabShape, seed: int) -> Path:
+    path.write_text(f"""
+[store]
+url = "sqlite:///{work}/pal.db"
+
+[daemon]
+socket = "{work}/pald.sock"
+cycle_s = 0.3
+slurm_user = "root"
+heartbeat_file = "{work}/heartbeat"
+
+[policy]
+placement = "{placement}"
+
+[slurm]
+conf = "{lab.slurm_conf}"
+topology_conf = "{lab.lab_dir}/etc/topology.conf"
+
+[profiling]
+backend = "replay"
+replay_seed = {seed}
+replay_cluster = "{shape.hostlist}x{shape.gpus_per_node}"
+""")
+    return path
+
+
+def _start_arm_lab(work: Path, shape: LabShape, hook: bool) -> LabCluster:
+    lab_dir = work / "lab"
+    (lab_dir / "etc").mkdir(parents=True, exist_ok=True)
+    (lab_dir / "etc" / "topology.conf").write_text(shape.topology_conf())
+    extra = "\n".join([
+        "TopologyPlugin=topology/tree",
+        "JobCompType=jobcomp/filetxt",
+        f"JobCompLoc={lab_dir}/jobcomp.txt",
+        f"SchedulerParameters={SCHEDULER_PARAMETERS}",
+        "OverTimeLimit=UNLIMITED",
+        "MinJobAge=3600",
+    ])
+    kw = {"hook": str(REPO / "job_submit_lua" / "job_submit.lua"),
+          "env": {"PAL_SOCKET": str(work / "pald.sock")}} if hook else {}
+    return start_lab(lab_dir, nodes=shape.num_nodes, gpus=shape.gpus_per_node, extra_conf=extra,
+                     timeout=120.0, **kw)
+
+
+def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabShape = LabShape(),
+            on_progress: Callable[[float], None] | None = None, slack_wall_s: float = 120.0) -> ArmRun:
+    """Replay `plan` on a fresh lab under `arm` (see module docstring); the lab is stopped after."""
+    if arm not in ARMS:
+        raise ReplayError(f"unknown arm {arm!r}; choose from {', '.join(ARMS)}")
+    work = Path(work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    placement = ARMS[arm]
+    cluster = shape.cluster()
+    slowdowns = gpu_profiles(cluster.size, seed)
+    network = NetworkModel()
+    specs, results = work / "specs", work / "results"
+    specs.mkdir(exist_ok=True)
+    results.mkdir(exist_ok=True)
+    lab = _start_arm_lab(work, shape, hook=placement is not None)
+    pald = None
+    try:
+        if placement is not None:
+            config = _pald_config(work / "pal.toml", work, lab, placement, shape, seed)
+            _palctl(config, "db", "upgrade")
+            _palctl(config, "profile-nodes", "--local", "--backend", "replay", "--nodes", shape.hostlist,
+                    "--gpus-per-node", str(shape.gpus_per_node), "--seed", str(seed))
+            _palctl(config, "rank")
+            pald = PaldProcess(config, work / "pald.sock", work / "pald.log").start(timeout=60.0)
+        argv_payload = [sys.executable, "-m", "pal_slurm.replay.payload"]
+        for job in plan.jobs:
+            (specs / f"{job.name}.json").write_text(json.dumps(payload_spec(job, cluster, slowdowns, network)))
+        _submit_all(lab, plan, specs, results, argv_payload, on_progress)
+        comp = _wait_records(lab, plan, results, slack_wall_s, on_progress)
+    finally:
+        if pald is not None:
+            pald.stop()
+        lab.stop()
+    payloads = {p.stem: json.loads(p.read_text()) for p in results.glob("*.json")}
+    try:
+        jobs = job_results(plan, comp, payloads)
+    except ReplayIncomplete as exc:
+        raise ReplayError(f"{arm}: {exc}") from None
+    by_name = {r.name: r for r in comp}
+    diff = max(abs((by_name[n].end - by_name[n].start) - (p["end"] - p["start"])) for n, p in payloads.items()
+               if n in by_name)
+    return ArmRun(arm, jobs, summarise(plan.trace, arm, jobs, cluster.size), work / "lab", diff)
+
+
+def _submit_all(lab: LabCluster, plan: ReplayPlan, specs: Path, results: Path, argv_payload: list[str],
+                on_progress: Callable[[float], None] | None) -> None:
+    t0 = time.monotonic()
+    span = max(plan.span_wall, 1e-9)
+    for job in plan.jobs:
+        delay = t0 + job.submit_wall - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        cmd = " ".join([*argv_payload, str(specs / f"{job.name}.json"), str(results)])
+        lab.sbatch(*job.sbatch_args(), f"--chdir={REPO}", wrap=cmd)
+        if on_progress:
+            on_progress(0.5 * min(1.0, job.submit_wall / span))
+
+
+def _wait_records(lab: LabCluster, plan: ReplayPlan, results: Path, slack_wall_s: float,
+                  on_progress: Callable[[float], None] | None):
+    """Until Slurm recorded every job (or the plan's longest possible wait has passed)."""
+    path = lab.lab_dir / "jobcomp.txt"
+    budget = sum(j.limit_minutes * 60.0 for j in plan.jobs) + slack_wall_s  # jobs back to back
+    deadline = time.monotonic() + budget
+    names = {j.name for j in plan.jobs}
+    comp = []
+    while time.monotonic() < deadline:
+        comp = parse_jobcomp(path.read_text()) if path.exists() else []
+        done = {r.name for r in comp} & names
+        if on_progress:
+            on_progress(0.5 + 0.5 * len(done) / len(names))
+        if done == names:
+            # the payload writes its record just before exiting: give the last ones a moment
+            if all((results / f"{n}.json").exists() for n in names):
+                return comp
+        time.sleep(0.5)
+    return comp

@@ -1,0 +1,102 @@
+"""One arm's results from Slurm's records and the payloads' own, in trace seconds (pure).
+
+JCT, makespan and utilisation come from Slurm's records (jobcomp: submit/start/end, whole
+wall seconds) scaled by the time scale; the slowdown the jobs experienced and the network's
+share come from the payload records (what each job read from Slurm about its placement).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Mapping, Sequence
+
+from pal_slurm.replay.jobcomp import CompRecord
+from pal_slurm.replay.plan import ReplayPlan
+from pal_slurm.sim.network import comm_overhead
+
+
+class ReplayIncomplete(RuntimeError):
+    """Some replayed jobs have no Slurm record or did not complete."""
+
+
+@dataclass(frozen=True)
+class JobResult:
+    name: str
+    gpus: int
+    base_s: float  # ideal runtime (trace s)
+    submit_s: float  # trace s after the arm's first submission (Slurm's record)
+    start_s: float
+    end_s: float
+    gpu_slowdown: float  # slowest GPU's slowdown (payload)
+    net_factor: float  # network factor (payload)
+    placement: Mapping[str, Sequence[int]]
+
+    @property
+    def jct_s(self) -> float:
+        return self.end_s - self.submit_s
+
+    @property
+    def run_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    trace: str
+    arm: str
+    jobs: int
+    avg_jct_s: float
+    median_jct_s: float
+    p99_jct_s: float
+    makespan_s: float
+    utilization: float
+    gpu_weighted_slowdown: float
+    comm_overhead_s: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100) of a non-empty sequence."""
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def job_results(plan: ReplayPlan, comp: Sequence[CompRecord], payloads: Mapping[str, dict]) -> list[JobResult]:
+    """Join the plan, Slurm's records (by job name) and the payload records; raise
+    ReplayIncomplete naming every job that is missing or did not complete."""
+    by_name = {r.name: r for r in comp}
+    missing = [j.name for j in plan.jobs if j.name not in by_name or j.name not in payloads]
+    failed = [f"{n}={by_name[n].state}" for n in by_name if by_name[n].state != "COMPLETED"
+              and n in {j.name for j in plan.jobs}]
+    if missing or failed:
+        raise ReplayIncomplete(f"{len(missing)} job(s) without records {missing[:8]}, "
+                               f"{len(failed)} not completed {failed[:8]}")
+    t0 = min(by_name[j.name].submit for j in plan.jobs)
+    s = plan.scale
+    out = []
+    for j in plan.jobs:
+        r, p = by_name[j.name], payloads[j.name]
+        out.append(JobResult(j.name, j.trace_job.num_gpus, j.base_s, (r.submit - t0) * s, (r.start - t0) * s,
+                             (r.end - t0) * s, float(p["gpu_slowdown"]), float(p["net_factor"]),
+                             {k: tuple(v) for k, v in p["placement"].items()}))
+    return out
+
+
+def summarise(trace: str, arm: str, jobs: Sequence[JobResult], total_gpus: int) -> ArmSummary:
+    jcts = [j.jct_s for j in jobs]
+    makespan = max(j.end_s for j in jobs) - min(j.submit_s for j in jobs)
+    busy = sum(j.gpus * j.run_s for j in jobs)
+    gpus = sum(j.gpus for j in jobs)
+    return ArmSummary(
+        trace=trace, arm=arm, jobs=len(jobs),
+        avg_jct_s=statistics.fmean(jcts), median_jct_s=statistics.median(jcts), p99_jct_s=percentile(jcts, 99),
+        makespan_s=makespan, utilization=busy / (total_gpus * makespan) if makespan > 0 else 0.0,
+        gpu_weighted_slowdown=sum(j.gpus * j.gpu_slowdown * j.net_factor for j in jobs) / gpus,
+        comm_overhead_s=sum(comm_overhead(j.run_s, j.net_factor) for j in jobs),
+    )

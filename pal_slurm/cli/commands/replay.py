@@ -1,0 +1,84 @@
+"""palctl replay: replay a trace on real Slurm lab clusters, stock Slurm against pal-slurm."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+from pal_slurm.cli.errors import PalError
+from pal_slurm.cli.progress import DelayedProgress
+
+
+@click.command("replay")
+@click.option("--trace", "trace_spec", required=True, help="CSV path or bundled name (workload-1..6), as for palctl simulate.")
+@click.option("--arms", default="stock,pal", show_default=True, help="Comma-separated: stock, pal, pal-net.")
+@click.option("--time-scale", "scale", type=click.FloatRange(min=1.0), default=600.0, show_default=True,
+              help="Trace seconds per wall second.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Replay only the first N jobs.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Per-GPU variability draw (as simulate's seed index).")
+@click.option("--nodes", "num_nodes", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--gpus-per-node", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--nodes-per-rack", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--work-dir", type=click.Path(file_okay=False), default=None, help="Labs, payload records and logs (default: a temporary folder, kept).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, writable=True), default=None, help="Write the results as JSON.")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="Write a JCT CDF and per-GPU Gantt charts here.")
+def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_per_rack, work_dir, json_out, plots_dir):
+    """Replay a trace on freshly started Slurm lab clusters, one per arm, and compare."""
+    from pal_slurm.replay.harness import ARMS, LabShape, ReplayError, run_arm
+    from pal_slurm.replay.plan import PlanError, plan_replay
+    from pal_slurm.replay.predict import predict
+    from pal_slurm.sim.trace import TraceError, resolve_trace
+    from pal_slurm.slurm.lab import LabError
+
+    arm_list = [a.strip() for a in arms.split(",") if a.strip()]
+    bad = [a for a in arm_list if a not in ARMS]
+    if bad or not arm_list:
+        raise click.BadParameter(f"unknown arm(s) {bad}; choose from {', '.join(ARMS)}", param_hint="--arms")
+    shape = LabShape(num_nodes, gpus_per_node, nodes_per_rack)
+    try:
+        plan = plan_replay(resolve_trace(trace_spec), scale, gpus_per_node, num_nodes * gpus_per_node, jobs)
+    except (TraceError, PlanError) as exc:
+        raise PalError(str(exc)) from None
+    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="pal-replay-"))
+    click.echo(f"replaying {len(plan.jobs)} job(s) of {plan.trace} at {scale:g} trace s per wall s "
+               f"on {num_nodes}x{gpus_per_node} GPUs; work dir {work}", err=True)
+    results, runs = [], {}
+    for i, arm in enumerate(arm_list):
+        t0 = time.monotonic()
+        with DelayedProgress(f"arm {arm} ({i + 1}/{len(arm_list)})") as bar:
+            try:
+                run = run_arm(plan, arm, work / arm, seed=seed, shape=shape, on_progress=bar)
+            except (ReplayError, LabError) as exc:
+                raise PalError(f"arm {arm}: {exc}") from None
+        runs[arm] = run
+        pred = predict(plan, arm, seed, num_nodes, gpus_per_node, nodes_per_rack)
+        row = run.summary.as_dict()
+        row.update(predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
+                   predicted_by=f"event:{pred['policy']}", time_scale=scale, seed=seed,
+                   payload_vs_slurm_max_s=run.payload_vs_slurm_s, wall_s=time.monotonic() - t0)
+        results.append(row)
+        click.echo(f"{arm:8} avg JCT {row['avg_jct_s'] / 3600:7.3f} h  p99 {row['p99_jct_s'] / 3600:7.3f} h  "
+                   f"makespan {row['makespan_s'] / 3600:7.3f} h  util {row['utilization']:.3f}  "
+                   f"slowdown {row['gpu_weighted_slowdown']:.3f}  (predicted avg JCT "
+                   f"{row['predicted_avg_jct_s'] / 3600:.3f} h, makespan {row['predicted_makespan_s'] / 3600:.3f} h)")
+    if "stock" in runs:
+        base = runs["stock"].summary
+        for arm, run in runs.items():
+            if arm != "stock":
+                click.echo(f"{arm} / stock: avg JCT {run.summary.avg_jct_s / base.avg_jct_s:.3f}, "
+                           f"makespan {run.summary.makespan_s / base.makespan_s:.3f}")
+    if json_out:
+        Path(json_out).write_text(json.dumps({"results": results}, indent=2))
+        click.echo(f"wrote {json_out}", err=True)
+    if plots_dir:
+        from pal_slurm.replay.plots import write_plots
+
+        for p in write_plots(plots_dir, plan.trace, {a: r.jobs for a, r in runs.items()}, gpus_per_node, shape.node_names):
+            click.echo(f"wrote {p}", err=True)
+
+
+COMMAND = replay

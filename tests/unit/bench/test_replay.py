@@ -112,3 +112,29 @@ def test_replay_slowdown_config_is_checked():
     for bad in ("gpu02=1.5", "gpu02:x=2", "gpu02:1=-1", "gpu02:1=fast"):
         with pytest.raises(ConfigError):
             from_mapping({"profiling": {"replay_slowdown": bad}})
+
+
+def test_cluster_mode_replays_the_event_simulators_draw():
+    """With `cluster`, (node, slot) replays the dataset GPU the simulator picked for that GPU
+    index, so the median of its runs is exactly the simulator's per-GPU slowdown."""
+    from pal_slurm.ranking.profiles import gpu_profiles
+
+    nodes = tuple(f"gpu{n:02d}" for n in range(1, 17))
+    backend = ReplayBackend(seed=3, cluster=(nodes, 4))
+    sim = gpu_profiles(64, 3)
+    for c in "ABCD":
+        planted = [backend.planted(n, s, c) for n in nodes for s in range(4)]
+        assert planted == pytest.approx(list(sim[c]))
+    with pytest.raises(ValueError, match="no GPU gpu17:0"):
+        backend.dataset_gpu("gpu17", 0, "A")
+
+
+def test_cluster_mode_ranking_from_samples_orders_gpus_like_the_simulator():
+    from pal_slurm.ranking.profiles import gpu_profiles
+
+    nodes = tuple(f"gpu{n:02d}" for n in range(1, 5))
+    backend = ReplayBackend(seed=1, cluster=(nodes, 4))
+    targets = [GpuTarget(n, s) for n in nodes for s in range(4)]
+    rounds = [backend.sample(targets, "A") for _ in range(16)]
+    medians = [statistics.median(r[i].value for r in rounds) for i in range(len(targets))]
+    assert spearman(medians, list(gpu_profiles(16, 1)["A"])) > 0.9

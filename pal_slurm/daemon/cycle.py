@@ -17,7 +17,7 @@ from pal_slurm.daemon.restrictions import restrictions_from_squeue
 from pal_slurm.daemon.service import PlacementService, Shape
 from pal_slurm.model import JobRequest
 from pal_slurm.policy import queue_order
-from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice
+from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice, as_slurm_picks
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import gres_update_spec
 
@@ -150,6 +150,8 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
             out.waiting += 1
             blocked = not backfill
             continue
+        if shape.per_node_shape and not (service.binds_slots(choice) and choice.same_slots_everywhere()):
+            choice = as_slurm_picks(choice, ctx.cluster, free)  # Slurm picks the slots: reserve those
         free -= set(choice.gpu_ids)
         for idx in indexes.values():
             idx.take(choice.gpu_ids)

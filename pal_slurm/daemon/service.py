@@ -26,7 +26,8 @@ from pal_slurm.model.site import SiteView
 from pal_slurm.policy import PlacementContext, placement as placement_by_name
 from pal_slurm.policy.eligibility import Eligibility, JobRestrictions, NodeGroup, eligible_nodes
 from pal_slurm.policy.passthrough import pass_reason
-from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice, per_node_choice, stock_slurm_choice, total_choice
+from pal_slurm.policy.slurm_shape import (FreeIndex, ShapeChoice, as_slurm_picks, per_node_choice, stock_slurm_choice,
+                                         total_choice)
 from pal_slurm.ranking import Ranking
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import parse_slot_type, tres_per_node
@@ -283,9 +284,11 @@ class PlacementService:
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
-        self.reserve(key, choice, now)
         gres = None
         if shape.per_node_shape and choice.same_slots_everywhere() and self.binds_slots(choice):
             gres = tres_per_node(next(iter(choice.nodes.values())))
+        elif shape.per_node_shape:
+            choice = as_slurm_picks(choice, ctx.cluster, ctx.cluster.free)
+        self.reserve(key, choice, now)
         return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres,
                           partition=group.partition, **base)

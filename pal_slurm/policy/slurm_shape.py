@@ -34,6 +34,23 @@ class ShapeChoice:
         return len({tuple(s) for s in self.nodes.values()}) == 1
 
 
+def as_slurm_picks(choice: ShapeChoice, cluster, free) -> ShapeChoice:
+    """The GPUs Slurm itself takes when pald pins only the nodes (the slots cannot be bound:
+    different slots on different nodes, or nodes without slot types): cons_tres gives a job the
+    lowest-index free GPUs of each node. Reserving PAL's own slots instead would hand the slots
+    Slurm really takes to the next job, which then waits behind a job it was meant to avoid.
+    `free`: GPU ids free for this job (Slurm's free GPUs minus pald's reservations)."""
+    gpus = []
+    for node_name, slots in choice.nodes.items():
+        node = next(n for n in cluster.nodes if n.name == node_name)
+        lowest = [g for g in sorted(node.gpu_ids) if g in free or g in choice.gpu_ids][:len(slots)]
+        gpus += lowest if len(lowest) == len(slots) else [g for g in choice.gpu_ids if cluster.gpus[g].node == node_name]
+    by_node: dict[str, list[int]] = {}
+    for g in sorted(gpus):
+        by_node.setdefault(cluster.gpus[g].node, []).append(cluster.gpus[g].slot)
+    return ShapeChoice(tuple(sorted(gpus)), {n: tuple(s) for n, s in by_node.items()}, choice.worst_sf)
+
+
 def _to_choice(gpu_ids, ctx, sf) -> ShapeChoice:
     gpus = ctx.cluster.gpus
     nodes: dict[str, list[int]] = {}

@@ -173,3 +173,13 @@ def test_example_documents_every_key():
         for f in dataclasses.fields(cls):
             # a key line, active or commented out, inside its section
             assert re.search(rf"^#? ?{f.name} = ", body, re.M), f"{section}.{f.name} undocumented"
+
+
+def test_replay_cluster_is_checked_and_read(tmp_path):
+    from pal_slurm.config import parse_replay_cluster
+
+    cfg = load_config(write(tmp_path, '[profiling]\nreplay_cluster = "gpu[01-03]x4"\n'), env={})
+    assert parse_replay_cluster(cfg.profiling.replay_cluster) == (("gpu01", "gpu02", "gpu03"), 4)
+    assert parse_replay_cluster("") is None
+    with pytest.raises(ConfigError, match="expected NODELISTxGPUS"):
+        load_config(write(tmp_path, '[profiling]\nreplay_cluster = "gpu[01-03]"\n'), env={})

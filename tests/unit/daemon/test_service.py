@@ -126,3 +126,18 @@ def test_a_job_that_started_and_ended_between_two_views_frees_its_reservation():
     assert started_keys([done, held_job(10)]) == {"job:9", "req:h1"}
     s.observe_cluster(view(), now=2.0, started=started_keys([done]))
     assert not s.reservations
+
+
+def test_unbound_slots_reserve_what_slurm_will_take():
+    """Fault seen in a replay on the lab: a 2 x 3 GPU job got different slots on its two nodes,
+    so pald pinned only the nodes (Slurm then takes the lowest free slots), but reserved its own
+    slots; the next 1-GPU job was bound to a slot Slurm gave the first job and waited behind it
+    for its whole run (13.5 trace hours). The reservation must be what Slurm takes."""
+    slow = snapshot({"A": {("gpu01", 0): (2.8, 2.8), ("gpu02", 3): (2.8, 2.8)}})
+    s = service(busy=tuple(range(8, 16)), snap=slow)  # only gpu01 and gpu02 free
+    r = s.place(request("resnet", gpn=3, nodes=2), now=0.1, key="a")
+    assert r.decision is DecisionKind.PLACE and r.gres is None  # PAL avoided 0 on gpu01 and 3 on gpu02
+    assert s.reservations["a"].gpu_ids == frozenset({0, 1, 2, 4, 5, 6})  # Slurm's lowest free slots
+    r2 = s.place(request("resnet", gpn=1), now=0.2, key="b")
+    assert r2.decision is DecisionKind.PLACE
+    assert r2.nodes in ({"gpu01": (3,)}, {"gpu02": (3,)})  # never a slot Slurm gives job a

@@ -1,0 +1,79 @@
+"""Issue 12's evidence: traces replayed on real Slurm labs, stock Slurm against pal-slurm.
+
+    python3 benchmarks/slurm_replay.py --traces workload-1,workload-3,workload-4 \
+        --arms stock,pal,pal-net --time-scale 600 --jobs 40 --out /tmp/replay
+
+Drives `palctl replay` once per trace (each arm on its own freshly started 16x4 lab), then
+prints per trace and arm the measured avg JCT / makespan ratio to `stock`, the simulator's
+predicted ratio and the difference, and the geomean over traces. `--scales 600,300` replays
+each trace at several time scales (the compression must not decide the result).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def replay(trace: str, arms: str, scale: float, jobs: int, seed: int, out: Path) -> list[dict]:
+    tag = f"{trace}-s{scale:g}-n{jobs}-seed{seed}"
+    json_path = out / f"{tag}.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "pal_slurm.cli", "replay", "--trace", trace, "--arms", arms,
+           "--time-scale", str(scale), "--jobs", str(jobs), "--seed", str(seed),
+           "--work-dir", str(out / tag), "--json", str(json_path), "--plots", str(out / "plots" / tag)]
+    print("$ palctl " + " ".join(cmd[3:]), flush=True)
+    subprocess.run(cmd, check=True, env=env, cwd=str(REPO))
+    return json.loads(json_path.read_text())["results"]
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--traces", default="workload-1,workload-3,workload-4")
+    ap.add_argument("--arms", default="stock,pal,pal-net")
+    ap.add_argument("--scales", default="600")
+    ap.add_argument("--jobs", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="/tmp/pal-slurm-replay")
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    rows = []
+    for scale in [float(s) for s in a.scales.split(",")]:
+        for trace in a.traces.split(","):
+            rows += replay(trace, a.arms, scale, a.jobs, a.seed, out)
+    (out / "all.json").write_text(json.dumps({"results": rows}, indent=2))
+    print(f"\n{'trace':12} {'scale':>6} {'arm':8} {'avgJCT h':>9} {'ratio':>6} {'pred':>6} {'diff':>6} "
+          f"{'makespan':>9} {'ratio':>6} {'pred':>6}")
+    ratios: dict[tuple[float, str], list[float]] = {}
+    for r in rows:
+        base = next(b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
+                    and b["time_scale"] == r["time_scale"])
+        jr = r["avg_jct_s"] / base["avg_jct_s"]
+        jp = r["predicted_avg_jct_s"] / base["predicted_avg_jct_s"]
+        mr = r["makespan_s"] / base["makespan_s"]
+        mp = r["predicted_makespan_s"] / base["predicted_makespan_s"]
+        ratios.setdefault((r["time_scale"], r["arm"]), []).append(jr)
+        print(f"{r['trace']:12} {r['time_scale']:6g} {r['arm']:8} {r['avg_jct_s'] / 3600:9.3f} {jr:6.3f} {jp:6.3f} "
+              f"{jp - jr:+6.3f} {r['makespan_s'] / 3600:9.3f} {mr:6.3f} {mp:6.3f}")
+    for (scale, arm), xs in sorted(ratios.items()):
+        print(f"geomean avg JCT {arm} / stock at scale {scale:g}: {geomean(xs):.3f} over {len(xs)} trace(s)")
+    print(f"wall {time.monotonic() - t0:.0f} s; results in {out / 'all.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

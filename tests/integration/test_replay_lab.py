@@ -1,0 +1,77 @@
+"""A short replay on real Slurm labs (16 nodes x 4 emulated GPUs, topology/tree, backfill):
+the first jobs of workload-1, time-compressed, under stock Slurm and under pal-slurm (hook +
+pald with PAL, ranking measured with the replay backend). Checks what can go wrong: a job lost
+or failed, a job finishing faster than its placement allows, Slurm's records disagreeing with
+what the job itself saw, pald pinning a job to GPUs another job holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from pal_slurm.replay.harness import run_arm
+from pal_slurm.replay.plan import plan_replay
+from pal_slurm.replay.predict import predict
+from pal_slurm.sim.trace import resolve_trace
+
+pytestmark = pytest.mark.slurm
+
+SCALE = 600.0  # trace seconds per wall second: the 13.5 h job runs 81 s
+JOBS = 40
+PREDICTION_TOLERANCE = 0.35  # |predicted / measured - 1| of avg JCT (stock: firstfit, no backfill model yet)
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return plan_replay(resolve_trace("workload-1"), SCALE, 4, 64, jobs=JOBS)
+
+
+@pytest.fixture(scope="module", params=["stock", "pal"])
+def arm(request, plan, tmp_path_factory):
+    from tests.integration.conftest import _skip_without_slurm
+
+    _skip_without_slurm()
+    return run_arm(plan, request.param, tmp_path_factory.mktemp(f"replay-{request.param}"), seed=0)
+
+
+def test_every_job_completed_with_records_from_slurm_and_payload(arm, plan):
+    assert len(arm.jobs) == len(plan.jobs)  # job_results raises on a missing or failed job
+    assert {j.name for j in arm.jobs} == {j.name for j in plan.jobs}
+
+
+def test_no_job_ran_faster_than_its_placement_allows(arm, plan):
+    for j in arm.jobs:
+        # Slurm's times are whole wall seconds: one second is SCALE trace seconds
+        assert j.run_s >= j.base_s * j.gpu_slowdown * j.net_factor - SCALE, j
+        assert j.jct_s >= j.base_s - SCALE, j
+        assert j.gpu_slowdown > 0.5 and j.net_factor >= 1.0
+
+
+def test_slurms_records_agree_with_the_payloads(arm):
+    # run time per Slurm vs the payload's own clock: rounding to seconds plus job launch/teardown
+    assert arm.payload_vs_slurm_s <= 2.5
+
+
+def test_no_gpu_held_by_two_jobs_at_once(arm):
+    spans = {}
+    for j in arm.jobs:
+        for node, slots in j.placement.items():
+            for s in slots:
+                spans.setdefault((node, s), []).append((j.start_s, j.end_s, j.name))
+    for gpu, runs in spans.items():
+        runs.sort()
+        for (s1, e1, n1), (s2, e2, n2) in zip(runs, runs[1:]):
+            assert s2 >= e1 - SCALE, f"{gpu}: {n1} [{s1}, {e1}] overlaps {n2} [{s2}, {e2}]"
+
+
+def test_metrics_are_consistent(arm):
+    s = arm.summary
+    assert s.jobs == JOBS
+    assert 0.0 < s.utilization <= 1.0
+    assert s.median_jct_s <= s.p99_jct_s
+    assert s.makespan_s >= max(j.end_s - j.start_s for j in arm.jobs)
+
+
+def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
+    pred = predict(plan, arm.arm, 0, 16, 4, 4)
+    ratio = pred["avg_jct_s"] / arm.summary.avg_jct_s
+    assert abs(ratio - 1.0) <= PREDICTION_TOLERANCE, (pred, arm.summary)

@@ -78,6 +78,7 @@ class ArmRun:
     summary: ArmSummary
     lab_dir: Path
     payload_vs_slurm_s: float  # largest |Slurm's run time - the payload's own| (wall seconds)
+    launch_wall_s: float  # Slurm's own cost per job: sbatch -> payload running, + payload end -> Slurm's end
 
 
 def _palctl(config: Path, *args: str, timeout: float = 300.0) -> str:
@@ -161,7 +162,7 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
         argv_payload = [sys.executable, "-m", "pal_slurm.replay.payload"]
         for job in plan.jobs:
             (specs / f"{job.name}.json").write_text(json.dumps(payload_spec(job, cluster, slowdowns, network)))
-        _submit_all(lab, plan, specs, results, argv_payload, on_progress)
+        submitted = _submit_all(lab, plan, specs, results, argv_payload, on_progress)
         comp = _wait_records(lab, plan, results, slack_wall_s, on_progress)
     finally:
         if pald is not None:
@@ -175,21 +176,38 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
     by_name = {r.name: r for r in comp}
     diff = max(abs((by_name[n].end - by_name[n].start) - (p["end"] - p["start"])) for n, p in payloads.items()
                if n in by_name)
-    return ArmRun(arm, jobs, summarise(plan.trace, arm, jobs, cluster.size), work / "lab", diff)
+    return ArmRun(arm, jobs, summarise(plan.trace, arm, jobs, cluster.size), work / "lab", diff,
+                  launch_cost(plan, submitted, payloads, comp))
+
+
+def launch_cost(plan: ReplayPlan, submitted: dict[str, float], payloads: dict[str, dict], comp) -> float:
+    """Wall seconds Slurm adds to a job that finds its GPUs free: from sbatch to the payload
+    running (scheduling, prolog, step launch, interpreter start) for the arm's first job (the
+    cluster is idle then), plus the mean of Slurm's end - the payload's end over all jobs
+    (teardown; Slurm's whole seconds average out over jobs). The prediction charges it per job."""
+    first = plan.jobs[0].name
+    start = payloads[first]["start"] - submitted[first]
+    by_name = {r.name: r for r in comp}
+    tails = [by_name[n].end + 0.5 - p["end"] for n, p in payloads.items() if n in by_name]
+    return max(0.0, start) + max(0.0, sum(tails) / len(tails))
 
 
 def _submit_all(lab: LabCluster, plan: ReplayPlan, specs: Path, results: Path, argv_payload: list[str],
-                on_progress: Callable[[float], None] | None) -> None:
+                on_progress: Callable[[float], None] | None) -> dict[str, float]:
+    """Submit each job at its compressed time; returns {job name: epoch seconds of its sbatch}."""
     t0 = time.monotonic()
+    submitted = {}
     span = max(plan.span_wall, 1e-9)
     for job in plan.jobs:
         delay = t0 + job.submit_wall - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         cmd = " ".join([*argv_payload, str(specs / f"{job.name}.json"), str(results)])
+        submitted[job.name] = time.time()
         lab.sbatch(*job.sbatch_args(), f"--chdir={REPO}", wrap=cmd)
         if on_progress:
             on_progress(0.5 * min(1.0, job.submit_wall / span))
+    return submitted
 
 
 def _wait_records(lab: LabCluster, plan: ReplayPlan, results: Path, slack_wall_s: float,

@@ -41,7 +41,7 @@ def write_plots(out_dir: str | Path, trace: str, arms: Mapping[str, Sequence[Job
                 for s in slots:
                     ax.barh(row[(node, s)], (j.end_s - j.start_s) / 3600.0, left=j.start_s / 3600.0,
                             color=cmap(k % 20), edgecolor="black", linewidth=0.2)
-        ax.set_yticks(range(0, len(row), gpus_per_node), list(node_names))
+        ax.set_yticks([i * gpus_per_node + (gpus_per_node - 1) / 2 for i in range(len(node_names))], list(node_names))
         ax.set_xlabel("trace hours")
         ax.set_title(f"{trace} / {arm}: GPU occupancy (one row per GPU, one colour per job)")
         path = out / f"{trace}-{arm}-gantt.png"

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from pal_slurm.slurm.site import key_value_records
+
 
 class JobCompError(ValueError):
     """A jobcomp line that cannot be read (the message names the line)."""
@@ -36,14 +38,8 @@ def _epoch(value: str, lineno: int, key: str) -> float:
 
 def parse_jobcomp(text: str) -> list[CompRecord]:
     out = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        fields = {}
-        for token in line.split():
-            key, sep, value = token.partition("=")
-            if sep:
-                fields[key] = value
+    lines = [line for line in text.splitlines() if line.strip()]
+    for lineno, fields in enumerate(key_value_records("\n".join(lines)), start=1):
         try:
             limit = fields.get("TimeLimit", "")
             out.append(CompRecord(

@@ -23,7 +23,8 @@ _UNLIMITED = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A", ""})
 _TIME = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)")
 
 
-def _records(text: str) -> list[dict[str, str]]:
+def key_value_records(text: str) -> list[dict[str, str]]:
+    """One {KEY: VALUE} dict per line of `scontrol -o` style output (also jobcomp/filetxt)."""
     out = []
     for line in text.splitlines():
         if not line.strip() or line.startswith("No "):  # "No reservations in the system"
@@ -74,7 +75,7 @@ def _nodes(text: str | None) -> frozenset[str]:
 def parse_partitions(text: str) -> dict[str, PartitionFacts]:
     """`scontrol -o show partition` -> {name: PartitionFacts}."""
     out = {}
-    for r in _records(text):
+    for r in key_value_records(text):
         name = r.get("PartitionName")
         if not name:
             raise SlurmParseError(f"partition record without PartitionName: {sorted(r)[:5]}")
@@ -110,7 +111,7 @@ def _epoch(text: str | None) -> float:
 def parse_reservations(text: str) -> dict[str, ReservationFacts]:
     """`scontrol -o show reservation` -> {name: ReservationFacts}."""
     out = {}
-    for r in _records(text):
+    for r in key_value_records(text):
         name = r.get("ReservationName")
         if not name:
             raise SlurmParseError("reservation record without ReservationName")

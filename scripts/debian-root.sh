@@ -65,6 +65,15 @@ copy_host_config() {   # what the root needs to reach the network the way the ho
   done
   [ -f /etc/pip.conf ] && cp /etc/pip.conf "$dir/etc/pip.conf"   # system pip config (index, cert)
   [ -d /etc/xdg/pip ] && { mkdir -p "$dir/etc/xdg"; cp -r /etc/xdg/pip "$dir/etc/xdg/"; }
+  # The host's local CAs (a TLS-inspecting proxy's, say), where Debian keeps them; Debian's
+  # ca-certificates adds them to the bundle when it is installed or updated (see `run`).
+  CA_CHANGED=
+  for f in /usr/local/share/ca-certificates/*.crt; do
+    [ -f "$f" ] || continue
+    mkdir -p "$dir/usr/local/share/ca-certificates"
+    cmp -s "$f" "$dir/usr/local/share/ca-certificates/${f##*/}" && continue
+    cp "$f" "$dir/usr/local/share/ca-certificates/" && CA_CHANGED=1
+  done
   return 0
 }
 
@@ -74,7 +83,7 @@ cmd_run() {
   copy_host_config "$dir"
   local name; name=$(cat "$dir/etc/hostname")
   # Inside the new namespaces: the mounts, each for a reason; then chroot with a clean environment.
-  DIR=$dir NAME=$name unshare --mount --uts --pid --fork --propagation private -- bash -c '
+  DIR=$dir NAME=$name CA_CHANGED=$CA_CHANGED unshare --mount --uts --pid --fork --propagation private -- bash -c '
     set -e
     hostname "$NAME"
     mount -t proc proc "$DIR/proc"                  # ps, psutil, slurmd, munge, postgres read /proc
@@ -86,6 +95,9 @@ cmd_run() {
     mount -t tmpfs -o mode=0755 run "$DIR/run"      # pid files and sockets: munge, slurm, postgres
     mkdir -p -m 1777 "$DIR/run/lock"
     mount -t tmpfs -o mode=1777 tmp "$DIR/tmp"      # scratch dirs of the labs and pg fixtures
+    if [ -n "$CA_CHANGED" ] && [ -x "$DIR/usr/sbin/update-ca-certificates" ]; then
+      chroot "$DIR" /usr/sbin/update-ca-certificates >/dev/null 2>&1 || true
+    fi
     exec chroot "$DIR" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       /bin/bash -c "cd /root && exec \"\$@\"" bash "$@"

@@ -115,7 +115,7 @@ cmd_clean() {
       [ "$root" = "$d" ] && kill -9 "$pid" 2>/dev/null || true
     done
     # Mounts exist only in `run`'s private namespace; any under DIR in ours are stale leftovers.
-    grep -o " $d/[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" || true; done
+    { grep -o " $d/[^ ]*" /proc/self/mounts || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
     rm -rf --one-file-system "$d"
   done
   rm -f "$dir.debootstrap.log"

@@ -45,7 +45,7 @@ run_in() {   # run_in ROOT LABEL CMD: runs CMD in the clone, logs it, records wa
 
 for target in demo test; do
   work=$ROOTS-$target
-  "$DR" clean "$work" >/dev/null
+  "$DR" clean "$work" >/dev/null && [ ! -e "$work" ] || { echo "fresh-check: cannot remove $work" >&2; exit 1; }
   echo "fresh-check: bare Debian 12 copy $work, fresh clone of $HEAD_SHA, make $target twice"
   cp -a "$BASE" "$work"
   cp "$BUNDLE" "$work/root/pal-slurm.bundle"

@@ -87,7 +87,8 @@ cmd_run() {
     set -e
     hostname "$NAME"
     mount -t proc proc "$DIR/proc"                  # ps, psutil, slurmd, munge, postgres read /proc
-    mount -t sysfs sysfs "$DIR/sys"                 # slurmd and hwloc read the topology and cgroups
+    mount --rbind /sys "$DIR/sys"                   # topology (hwloc), and the cgroup hierarchies a booted
+                                                    # Debian has under /sys/fs/cgroup (slurmd cgroup plugin)
     mount --bind /dev "$DIR/dev"                    # /dev/null, /dev/urandom (munge keys), ttys
     mount -t devpts -o newinstance,ptmxmode=0666 devpts "$DIR/dev/pts" 2>/dev/null \
       || mount --bind /dev/pts "$DIR/dev/pts"       # pseudo-terminals (apt, su, pytest capture)

@@ -40,6 +40,7 @@ cmd_build() {
   command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap; }
   echo "debian-root: debootstrap --variant=minbase $suite $dir $mirror"
   mkdir -p "$(dirname "$dir")"
+  rm -rf --one-file-system "$dir.part"                 # what an interrupted build left
   debootstrap --variant=minbase "$suite" "$dir.part" "$mirror" >"$dir.debootstrap.log" 2>&1 \
     || { tail -n 20 "$dir.debootstrap.log" >&2; die "debootstrap failed (log: $dir.debootstrap.log)"; }
   # The suite's updates and security fixes, as a Debian install has them.
@@ -123,9 +124,12 @@ cmd_clean() {
   echo "debian-root: removed $dir"
 }
 
-case "${1:-}" in
-  build) [ $# = 3 ] || die "usage: $0 build SUITE DIR"; cmd_build "$2" "$3" ;;
-  run)   [ $# -ge 3 ] || die "usage: $0 run DIR CMD..."; cmd_run "$2" "${@:3}" ;;
-  clean) [ $# = 2 ] || die "usage: $0 clean DIR"; cmd_clean "$2" ;;
-  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
-esac
+main() {
+  case "${1:-}" in
+    build) [ $# = 3 ] || die "usage: $0 build SUITE DIR"; cmd_build "$2" "$3" ;;
+    run)   [ $# -ge 3 ] || die "usage: $0 run DIR CMD..."; cmd_run "$2" "${@:3}" ;;
+    clean) [ $# = 2 ] || die "usage: $0 clean DIR"; cmd_clean "$2" ;;
+    *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  esac
+}
+main "$@"; exit  # one line: bash has read it all before a long `run` starts, so editing this file then is safe

@@ -11,6 +11,7 @@
 # with nothing beside it (no ../shared); each then runs a second time in the same clone.
 # Logs stay in ROOT_DIR-{demo,test}/root/*.log; the copies are left for inspection.
 set -uo pipefail
+main() {   # all in one function, read whole before it runs: editing this file meanwhile is safe
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 ROOTS=${1:-/var/tmp/pal-fresh/bookworm}
@@ -32,11 +33,11 @@ results=()
 overall=0
 run_in() {   # run_in ROOT LABEL CMD: runs CMD in the clone, logs it, records wall time and status
   local root=$1 label=$2 cmd=$3 t0 t1 rc
-  t0=$(date +%s.%N)
+  t0=$(date +%s%N)
   "$DR" run "$root" bash -c "cd /root/pal-slurm && $cmd" >"$root/root/$label.log" 2>&1
   rc=$?
-  t1=$(date +%s.%N)
-  local wall; wall=$(printf '%.1f' "$(echo "$t1 - $t0" | bc)")
+  t1=$(date +%s%N)
+  local ds=$(( (t1 - t0) / 100000000 )) wall; wall="$((ds / 10)).$((ds % 10))"   # seconds, 0.1 s
   local verdict=PASS; [ $rc = 0 ] || { verdict="FAIL (exit $rc)"; overall=1; }
   results+=("$(printf '%-14s %8s s  %s' "$label" "$wall" "$verdict")")
   echo "fresh-check: $label: ${wall} s, $verdict; last lines of its log:"
@@ -60,3 +61,5 @@ echo
 echo "fresh-check: Debian 12 minbase + git make python3, fresh clone of $HEAD_SHA (no ../shared):"
 printf '  %s\n' "${results[@]}"
 exit $overall
+}
+main "$@"; exit

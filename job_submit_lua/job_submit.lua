@@ -40,7 +40,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     return slurm.SUCCESS
   end
   local ok, err = pcall(pal.job_submit, job_desc, submit_uid,
-    { slurm = slurm, getenv = os.getenv, overrides = PAL_OVERRIDES })
+    { slurm = slurm, getenv = os.getenv, overrides = PAL_OVERRIDES, part_list = part_list })
   if not ok then pcall(slurm.log_info, "%s", "pal: hook error, job passes: " .. tostring(err)) end
   return slurm.SUCCESS
 end

@@ -164,12 +164,13 @@ def test_real_lua51_against_palds_own_socket_server(tmp_path):
 
     def handler(req):
         seen.append(req)
-        return PlaceReply(DecisionKind.PLACE, "pal", {"gpu02": (1,)}, "gres:gpu:s1:1", rank=3,
+        return PlaceReply(DecisionKind.PLACE, "pal", {"gpu02": (1, 2)},
+                          "gres:gpu:s1:1,gres:gpu:s2:1", rank=3,
                           perf_class="A", warning="unknown class 'mystery': using A")
 
     result = run_against_pald_server(tmp_path, "pal:class=mystery", handler, {os.geteuid()})
     job = result["job"]
-    assert job["req_nodes"] == "gpu02" and job["tres_per_node"] == "gres:gpu:s1:1"
+    assert job["req_nodes"] == "gpu02" and job["tres_per_node"] == "gres:gpu:s1:1,gres:gpu:s2:1"
     assert job["admin_comment"].startswith("pal:placed=gpu02;rank=v3;req=h")
     assert result["user"] == ["pal: unknown class 'mystery': using A"]
     assert len(seen) == 1 and seen[0].pal.perf_class == "mystery"

@@ -930,6 +930,22 @@ local function refuse_long_comment(slurm, job_desc, comment)
   pass(slurm, job_desc, "comment-too-long", #comment .. " bytes")
 end
 
+-- A job whose nodes the hook cannot check a placement against: Slurm refuses the job
+-- ("Requested node configuration is not available", tested on the lab) when pinned nodes
+-- lack its --constraint features or are outside its --reservation, and the hook cannot see
+-- node features or reservation nodes; a --nodelist is the user's own choice of nodes. Such
+-- jobs are not placed (pald is not asked). Returns the reason token, or nil.
+local PINNING_FIELDS = { { "features", "constraint" }, { "reservation", "reservation" },
+  { "req_nodes", "nodelist" } }
+
+local function unverifiable_pinning(job_desc)
+  for _, field in ipairs(PINNING_FIELDS) do
+    local value = job_desc[field[1]]
+    if type(value) == "string" and value ~= "" then return field[2] end
+  end
+  return nil
+end
+
 -- The whole submit-time path. ctx: slurm (the Slurm table), getenv (default os.getenv),
 -- overrides (socket/timeout_ms/max_gpus_per_node), part_list (slurmctld's partitions for this
 -- user, to check a placement against), and for tests ask/now. Always returns slurm.SUCCESS.
@@ -948,7 +964,11 @@ function M.job_submit(job_desc, submit_uid, ctx)
     pass(slurm, job_desc, "bad-comment:" .. spec.code, spec.message)
     return slurm.SUCCESS
   end
-  local ok, err = pcall(place, job_desc, spec, submit_uid, ctx)
+  local ok, err = pcall(function()
+    local pinned = unverifiable_pinning(job_desc)
+    if pinned then return pass(slurm, job_desc, pinned, "PAL does not place jobs with a " .. pinned) end
+    place(job_desc, spec, submit_uid, ctx)
+  end)
   if not ok then pass(slurm, job_desc, "lua-error", err) end
   return slurm.SUCCESS
 end

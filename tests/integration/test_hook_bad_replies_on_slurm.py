@@ -145,3 +145,36 @@ def test_no_bad_reply_stops_a_job(bad_pald_lab):
     # the hook kept to its deadline: sbatch itself (a fork + RPC) plus at most ~150 ms
     walls.sort()
     assert walls[len(walls) // 2] < 0.5 and walls[-1] < 2.0, (walls[len(walls) // 2], walls[-1])
+
+
+def test_jobs_whose_nodes_the_hook_cannot_check_run_where_slurm_puts_them(bad_pald_lab):
+    """A placement on gpu02 for a job that needs a feature only gpu01 has, or that excludes
+    gpu02: pinning it made sbatch fail ("Requested node configuration is not available",
+    "Invalid node name specified"). The hook does not place --constraint jobs (it cannot see
+    node features) and refuses a placement on an excluded node; every job runs."""
+    lab, sock = bad_pald_lab
+    env = lab.client_env()
+    subprocess.run(["scontrol", "update", "nodename=gpu01", "AvailableFeatures=fast",
+                    "ActiveFeatures=fast"], env=env, check=True, capture_output=True)
+    place_gpu02 = _place({"gpu02": [1]}, "gres:gpu:s1:1")
+    try:
+        with TinyPald(sock, answer=lambda line: place_gpu02) as pald:
+            ids = {}
+            for args in [("--constraint=fast",)] * 5 + [("--exclude=gpu02",)] * 5:
+                out = subprocess.run(["sbatch", "--parsable", "--output=/dev/null", "--gres=gpu:1",
+                                      "--comment=pal:class=resnet", *args, "--wrap", "true"],
+                                     env=env, capture_output=True, text=True, timeout=30)
+                assert out.returncode == 0, out.stderr
+                ids[int(out.stdout.strip().split(";")[0])] = args[0]
+            jobs = _wait_all_finished(lab, set(ids))
+        assert len(pald.received) == 5  # only the --exclude jobs asked
+        for job_id, arg in ids.items():
+            job = jobs[job_id]
+            assert job.state == "COMPLETED", (arg, job)
+            if arg == "--constraint=fast":
+                assert job.admin_comment == "pal:pass=constraint" and job.nodes == ("gpu01",)
+            else:
+                assert job.admin_comment.startswith("pal:pass=bad-reply;") and "gpu02" not in job.nodes
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=gpu01", "AvailableFeatures=",
+                        "ActiveFeatures="], env=env, capture_output=True)

@@ -331,3 +331,20 @@ def test_error_details_reach_the_log_as_one_safe_line():
     _, job = hook.submit(JOB)
     (line,) = [i for i in hook.info if i.startswith("pal: pass")]
     assert "\n" not in line and "\x1b" not in line and line.endswith("detail=a lua: forged[2J")
+
+
+# --------------------------------------- #2: jobs whose nodes the hook cannot check a placement for
+
+@pytest.mark.parametrize("field, value, reason", [
+    ("features", "a100&fast", "constraint"),  # pinned nodes without the features: sbatch fails
+    ("reservation", "maint", "reservation"),  # pinned nodes outside it: sbatch fails
+    ("req_nodes", "gpu01", "nodelist"),  # the user chose the nodes
+])
+def test_jobs_pinned_by_the_user_are_not_placed_and_pald_not_asked(field, value, reason):
+    hook = Hook()
+    hook.reply(PLACE)
+    _, job = hook.submit({**JOB, field: value})
+    assert hook.sockets_created == 0
+    assert [w[0] for w in hook.writes] == ["admin_comment"]
+    assert job["admin_comment"] == "pal:pass=" + reason and job[field] == value
+    assert job["tres_per_node"] == "gres:gpu:2" and job["priority"] == NO_VAL

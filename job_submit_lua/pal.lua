@@ -696,17 +696,19 @@ end
 -- Is `name` one of the nodes of hostlist expression `expr`?
 function M.hostlist_has(expr, name)
   if type(expr) ~= "string" or expr == "" then return false end
-  local depth, start = 0, 1
-  for i = 1, #expr + 1 do
-    local c = expr:sub(i, i)
+  local depth, start, i = 0, 1, 1
+  while true do
+    i = expr:find("[%[%],]", i) -- jump from bracket to bracket to comma
+    local c = i and expr:sub(i, i) or ","
     if c == "[" then depth = depth + 1
     elseif c == "]" then depth = depth - 1
-    elseif (c == "," and depth == 0) or c == "" then
-      if item_matches(expr:sub(start, i - 1), name, 1) then return true end
+    elseif depth == 0 or not i then -- a top-level comma, or the end
+      if item_matches(expr:sub(start, (i or #expr + 1) - 1), name, 1) then return true end
+      if not i then return false end
       start = i + 1
     end
+    i = i + 1
   end
-  return false
 end
 
 -- Would Slurm accept these nodes for this job? A node the job excludes (--exclude) or one

@@ -394,7 +394,8 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 _scalars = st.none() | st.booleans() | st.integers(-10, 2**40) | st.floats(
     allow_nan=False, allow_infinity=False) | st.text(max_size=12) | st.sampled_from(
-    ["place", "defer", "pass", "gpu03", "gres:gpu:s1:1"])
+    ["place", "defer", "pass", "gpu03", "gres:gpu:s1:1", "gres:gpu:0",
+     "gres:gpu:s2:1,gres:gpu:s3:1", "gres:gpu:2", "pal:defer"])
 _json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
     st.sampled_from(["v", "ok", "decision", "nodes", "gres", "rank", "reason", "warning",
                      "error", "code", "gpu03"]) | st.text(max_size=4), inner, max_size=5),
@@ -413,9 +414,12 @@ def test_any_reply_leaves_the_job_placed_deferred_or_passed_never_broken(reply):
     assert rc == 0
     tag = job["admin_comment"]
     assert tag.startswith(("pal:placed=", "pal:defer", "pal:pass="))
+    assert tag.count("pal:") == 1  # pald's text never forges a second tag
     if tag.startswith("pal:pass="):
         assert "req_nodes" not in job and job["priority"] == NO_VAL
         assert job["tres_per_node"] == "gres:gpu:2"
     if tag.startswith("pal:placed="):
         assert job["req_nodes"] and job["min_nodes"] == job["max_nodes"] == len(
             job["req_nodes"].split(","))
+        # whatever pald said, a placement applied is in the job's shape: one node, 2 GPUs
+        assert job["min_nodes"] == 1 and hook.pal.gpu_count(job["tres_per_node"]) == 2

@@ -142,9 +142,11 @@ def test_no_bad_reply_stops_a_job(bad_pald_lab):
             assert job.tres_per_node == "gres:gpu:1" and job.node_count == 1, (kind, job)
     assert seen_kinds == {kind: JOBS // len(REPLIES) for kind in REPLIES}
 
-    # the hook kept to its deadline: sbatch itself (a fork + RPC) plus at most ~150 ms
+    # the hook kept to its deadline: sbatch itself (a fork + RPC, slow on a loaded machine)
+    # plus at most ~150 ms; far below MessageTimeout (10 s), past which sbatch fails and
+    # slurmctld still runs the job (a ghost)
     walls.sort()
-    assert walls[len(walls) // 2] < 0.5 and walls[-1] < 2.0, (walls[len(walls) // 2], walls[-1])
+    assert walls[len(walls) // 2] < 1.0 and walls[-1] < 5.0, (walls[len(walls) // 2], walls[-1])
 
 
 def test_jobs_whose_nodes_the_hook_cannot_check_run_where_slurm_puts_them(bad_pald_lab):

@@ -3,10 +3,12 @@
 -- Why it exists: slurmctld runs job_submit.lua for every submission while holding its job,
 -- node and partition locks, one submission at a time. This module therefore does the least
 -- that can place a job: parse the --comment spec, ask pald over a unix socket with one hard
--- deadline (<= 150 ms), and write pald's answer into the job. Every failure of ours leaves
--- the job as the user submitted it, tagged `pal:pass=<reason>` in admin_comment and logged:
--- a PAL problem must never stop or reject a job. Jobs without a `pal:` spec are not touched
--- and cost no socket call.
+-- deadline (<= 150 ms, sent along so pald can drop a request nobody waits for), read at most
+-- 64 KiB back, check the answer against the job, and write it into the job. Every failure of
+-- ours, and every answer that does not fit the job or that Slurm would refuse, leaves the job
+-- as the user submitted it, tagged `pal:pass=<reason>` in admin_comment and logged: a PAL
+-- problem must never stop or reject a job. Jobs without a `pal:` spec are not touched and
+-- cost no socket call.
 --
 -- Pure apart from `M.ask` (the socket) and the `slurm` table handed in by job_submit.lua;
 -- the luasocket modules are loaded lazily so that tests can stand in for them through

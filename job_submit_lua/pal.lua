@@ -900,8 +900,9 @@ local function place(job_desc, spec, submit_uid, ctx)
   if #line > M.MAX_LINE_BYTES then
     return pass(slurm, job_desc, "request-too-large", #line .. " bytes", request_id)
   end
+  local asked = clock() -- rtt_ms is the round trip alone, as before deadline_ms existed
   local reply_line, why, detail = (ctx.ask or M.ask)(line, cfg)
-  local took_ms = (clock() - started) * 1000
+  local took_ms = (clock() - asked) * 1000
   if not reply_line then
     return pass(slurm, job_desc, why, detail, request_id)
   end

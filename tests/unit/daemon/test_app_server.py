@@ -59,10 +59,10 @@ def test_place_records_decisions_and_survives_the_store_going_down(tmp_path):
     pald.refresh_store()  # keeps the ranking it had
     r2 = pald.handle(request("resnet", gpn=4, rid="def"))
     assert r2.decision is DecisionKind.PLACE and "gpu01" not in r2.nodes
-    assert pald.flush_decisions() == 0 and len(pald.pending_records) == 1
+    assert pald.flush_decisions() == 0 and pald.link.buffered == 1
     health = pald.handle(HealthRequest())
     assert health.status == "degraded" and health.details["store"] == "unreachable"
-    assert any(e["what"] == "store" for e in health.details["recent_errors"])
+    assert health.details["buffered_decisions"] == 1 and "database down" in health.details["store_error"]
 
     store.down = False
     pald.refresh_store()

@@ -44,6 +44,7 @@ from pal_slurm.daemon.protocol import (
     ReloadReply,
     ReloadRequest,
 )
+from pal_slurm.daemon.leadership import LeaderWatch
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.daemon.store_link import DEADLINE_S, StoreLink
 from pal_slurm.model import DecisionKind
@@ -99,8 +100,8 @@ class Pald:
 
     def __init__(self, config, store, reader, actuator, clock=time.time, leader=None):
         self.config = config
-        self.leader = leader or AlwaysLeader()
-        self.leading: bool = False
+        self.leadership = LeaderWatch(leader or AlwaysLeader(), grace_s=config.daemon.leader_grace_s,
+                                      every_s=config.daemon.cycle_s)
         self.link = StoreLink(store) if store is not None else None
         self.reader = reader
         self.actuator = actuator
@@ -121,7 +122,7 @@ class Pald:
         self.last_sync: float | None = None
         self.errors = OnceLogger()
         self.recent_errors: deque = deque(maxlen=20)
-        self.counts = {"place": 0, "defer": 0, "pass": 0, "released": 0, "errors": 0}
+        self.counts = {"place": 0, "defer": 0, "pass": 0, "standby": 0, "released": 0, "errors": 0}
         self.held_seen: set[int] = set()
         self._racks: tuple[float, dict[str, str]] | None = None
         # delay-timer auto-tuner, online: starts from rack_wait_s x sensitivity, learns from releases
@@ -149,6 +150,7 @@ class Pald:
         if not self.leading:
             # a standby pald must not promise GPUs: the active one does; the job passes
             self.counts["pass"] += 1
+            self.counts["standby"] += 1  # visible in health / palctl status
             return PlaceReply(DecisionKind.PASS, reason="standby")
         self._req_seq += 1
         key = req.request_id or f"pald-{os.getpid()}-{self._req_seq}"
@@ -197,6 +199,7 @@ class Pald:
                 "reservations": len(self.service.reservations),
                 "held_jobs": self.service.held_jobs,
                 "leader": self.leading,
+                "leader_state": self.leadership.state(),
                 "rack_timers_s": self.rack_timers(),
                 "buffered_decisions": 0 if store is None else store.buffered,
                 "store_dropped": 0 if store is None else store.dropped,
@@ -217,14 +220,18 @@ class Pald:
         )
 
     def start_store(self) -> None:
-        """Start the store link's thread (pald's run); without it, work happens on demand."""
+        """Start the store link's and the leadership's threads (pald's run); without them,
+        store work and lock checks happen on demand on the caller's thread. Blocks up to a
+        lock check's deadline: call it off the event loop."""
+        self.leadership.start()
         if self.link is not None:
             self.link.start()
 
     def stop_store(self, timeout_s: float = RELOAD_WAIT_S) -> None:
-        """Stop the link after one last try to write what waits (bounded)."""
+        """Stop the link after one last try to write what waits (bounded), then leadership."""
         if self.link is not None:
             self.link.stop(timeout_s)
+        self.leadership.stop()
 
     def flush_decisions(self) -> int:
         """One synchronous pass of store work (tests, tools; never while the link runs):
@@ -275,18 +282,21 @@ class Pald:
             self._note_error("topology", exc)
         return self._racks[1] if self._racks else None
 
+    @property
+    def leader(self):
+        return self.leadership.leader
+
+    @property
+    def leading(self) -> bool:
+        """Whether we act on Slurm now (a memory read: the lock is checked on its own thread,
+        and a store outage does not end the leadership: store/lease.py)."""
+        return self.leadership.leading()
+
     def check_leadership(self) -> bool:
-        """Lead if we can. If the lock cannot be checked (database away) keep the last state:
-        a standby cannot take the lock then either, so at most the old leader goes on."""
-        try:
-            leading = self.leader.try_acquire()
-        except Exception as exc:  # noqa: BLE001
-            self._note_error("leader", exc)
-            return self.leading
-        if leading != self.leading:
-            log.warning("%s", "now the active pald" if leading else "lost leadership: standby")
-        self.leading = leading
-        return leading
+        """Without the leadership thread (tests, tools): check the lock here, once."""
+        if not self.leadership.running:
+            self.leadership.check_now()
+        return self.leading
 
     def sync_and_cycle(self) -> None:
         """Read Slurm, refresh the view, release deferred jobs that fit (blocking: run it in a

@@ -51,7 +51,7 @@ async def serve(config, pald: Pald) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    pald.start_store()
+    await asyncio.to_thread(pald.start_store)
     if pald.link is not None:  # the ranking, if the store answers in time; else it comes later
         await asyncio.to_thread(pald.link.request_refresh, RELOAD_WAIT_S)
         pald.apply_store_read()

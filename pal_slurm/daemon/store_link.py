@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pal_slurm.daemon.watchdog import CallWatchdog
 from pal_slurm.store.errors import InvalidRecord
 from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat, RankingSnapshot
 
@@ -83,13 +84,11 @@ class StoreLink:
         self._next_refresh = 0.0
         self._retry_at = 0.0
         self._state, self._error = "unknown", ""
-        self._call_started: float | None = None
-        self._interrupted = False
+        self.watchdog = CallWatchdog("store", deadline_s, store.interrupt, clock)
         self.dropped = 0
         self.written = 0
         self._stopping = False
-        self._stopped = threading.Event()  # wakes the watchdog at stop
-        self._threads: list[threading.Thread] = []
+        self._thread: threading.Thread | None = None
 
     # ---- producers (any thread; never block) -------------------------------------------
     def put(self, write: Write) -> None:
@@ -137,8 +136,7 @@ class StoreLink:
         return len(self._outbox)
 
     def status(self) -> LinkStatus:
-        started = self._call_started
-        age = None if started is None else max(0.0, self.clock() - started)
+        age = self.watchdog.in_flight_s()
         state = "stalled" if age is not None and age > self.deadline_s else self._state
         return LinkStatus(state, self._error, len(self._outbox), self.dropped, self.written, age)
 
@@ -207,18 +205,14 @@ class StoreLink:
             self._cond.notify_all()
 
     def _call(self, fn: Callable[[Any], Any]) -> Any:
-        self._interrupted = False
-        self._call_started = self.clock()
         try:
-            result = fn(self.store)
+            with self.watchdog.call():
+                result = fn(self.store)
         except InvalidRecord:
-            self._call_started = None
             raise
         except Exception as exc:  # noqa: BLE001
-            self._call_started = None
             self._failed(exc)
             raise
-        self._call_started = None
         if self._state != "ok":
             if self._state != "unknown":
                 log.info("store: recovered")
@@ -227,7 +221,7 @@ class StoreLink:
 
     def _failed(self, exc: BaseException) -> None:
         msg = str(exc)
-        if self._interrupted:
+        if self.watchdog.overran:
             msg = f"store call took longer than {self.deadline_s:g} s and was interrupted: {msg}"
         if msg != self._error:
             log.error("store: %s", msg)
@@ -236,28 +230,26 @@ class StoreLink:
     # ---- threads ---------------------------------------------------------------------
     def start(self) -> None:
         """The store thread and its watchdog (daemon threads)."""
-        if self._threads:
+        if self._thread is not None:
             return
         self._stopping = False
-        self._stopped.clear()
-        self._threads = [threading.Thread(target=self._run, name="pald-store", daemon=True),
-                         threading.Thread(target=self._watch, name="pald-store-watchdog", daemon=True)]
-        for t in self._threads:
-            t.start()
+        self._thread = threading.Thread(target=self._run, name="pald-store", daemon=True)
+        self._thread.start()
+        self.watchdog.start()
 
     @property
     def running(self) -> bool:
-        return bool(self._threads)
+        return self._thread is not None
 
     def stop(self, timeout_s: float = DEADLINE_S) -> None:
         """Stop the threads after one last pass of writes (bounded by `timeout_s`)."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._stopped.set()
-        for t in self._threads:
-            t.join(timeout_s)
-        self._threads = []
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+        self.watchdog.stop()
 
     def _due(self) -> bool:
         now = self.clock()
@@ -287,18 +279,3 @@ class StoreLink:
                 except Exception:  # noqa: BLE001 - the store thread must not die
                     log.exception("store: unexpected failure")
                     self._retry_at = self.clock() + self.retry_s
-
-    def _watch(self) -> None:
-        step = max(0.05, self.deadline_s / 4)
-        while not self._stopping:
-            started = self._call_started
-            if started is not None and not self._interrupted and self.clock() - started > self.deadline_s:
-                self._interrupted = True
-                try:
-                    broken = self.store.interrupt()
-                except Exception as exc:  # noqa: BLE001
-                    log.error("store: cannot interrupt a stuck call: %s", exc)
-                else:
-                    log.error("store: a call took longer than %.1f s: interrupted %d connection(s)",
-                              self.deadline_s, broken)
-            self._stopped.wait(step)

@@ -62,7 +62,13 @@ def status(ctx: click.Context, stale_after: float) -> None:
                              f"{'never' if sync is None else f'{sync} s ago'}, {d.get('free_gpus')}/{d.get('gpus')} GPUs free)"))
         rows.append(("decisions", ", ".join(f"{k} {v}" for k, v in (d.get("counts") or {}).items())))
         if health.status != "ok":
-            problems.append(f"pald is degraded: Slurm {d.get('slurm')}, store {d.get('store')}")
+            store_error = f" ({d['store_error']})" if d.get("store_error") else ""
+            problems.append(f"pald is degraded: Slurm {d.get('slurm')}, store {d.get('store')}{store_error}")
+        if d.get("buffered_decisions") or d.get("store_dropped"):
+            rows.append(("buffered", f"{d.get('buffered_decisions')} store write(s) waiting in pald, "
+                                     f"{d.get('store_dropped') or 0} dropped (buffer full)"))
+        if not d.get("leader", True):
+            rows.append(("leader", f"standby: {d.get('leader_state', '')}; PAL jobs pass to Slurm"))
         errors = d.get("recent_errors") or []
     except PaldError as exc:
         rows.append(("pald", f"DOWN: {exc} (socket {cfg.daemon.socket})"))

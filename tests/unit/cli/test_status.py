@@ -51,3 +51,15 @@ def test_status_never_creates_an_empty_store(tmp_path):
     assert r.exit_code == 1
     assert f"no store database at {db}" in r.output and "palctl db upgrade" in r.output
     assert not db.exists()
+
+
+def test_status_json_is_the_same_report_with_the_same_exit_code(tmp_path):
+    import json
+
+    cfg = write_cfg(tmp_path, f"sqlite:///{tmp_path}/nope/dir/pal.db")
+    r = CliRunner().invoke(cli, ["--config", str(cfg), "status", "--json"])
+    assert r.exit_code == 1
+    doc = json.loads(r.output)
+    assert doc["ok"] is False and doc["pald"]["up"] is False and doc["store"]["ok"] is False
+    assert any("pald is not answering" in p for p in doc["problems"])
+    assert doc["ranking"] is None and doc["heartbeat"]["age_s"] is None

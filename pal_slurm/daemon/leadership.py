@@ -30,12 +30,14 @@ class LeaderWatch:
         self.watchdog = CallWatchdog("leadership", deadline_s, leader.interrupt, clock)
         self.last_check: LockCheck | None = None
         self._lock = threading.Lock()  # one owner of the lease: whoever holds this
+        self._published: tuple[bool, float] = (False, 0.0)  # (leading, until), replaced whole
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def leading(self) -> bool:
-        with self._lock:
-            return self.lease.leading_at(self.clock())
+        """A memory read for the hot path: the checker publishes (leading, until) as one tuple."""
+        leading, until = self._published
+        return leading and self.clock() < until
 
     def state(self) -> str:
         with self._lock:
@@ -50,6 +52,7 @@ class LeaderWatch:
         with self._lock:
             was = self.lease.leading
             leading = self.lease.observe(check, self.clock())
+            self._published = (leading, self.lease.lead_until())
             self.last_check = check
             reason = self.lease.reason
         if leading != was:

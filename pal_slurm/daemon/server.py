@@ -83,7 +83,7 @@ class SocketServer:
                     reply = self.handler(decode_request(line))
                 except ProtocolError as exc:
                     reply = ErrorReply.from_error(exc)
-                if inspect.isawaitable(reply):  # a handler that must wait (reload) does it off the loop
+                if inspect.iscoroutine(reply):  # a handler that must wait (reload) does it off the loop
                     reply = await reply
                 writer.write(encode_reply(reply))
                 await writer.drain()

@@ -40,10 +40,9 @@ RETRY_S = 1.0
 MAX_BUFFERED = 10_000
 
 
-@dataclass(frozen=True)
-class Write:
-    what: str  # "decision", "held", "released": for counts and messages
-    apply: Callable[[Any], object]  # repository -> anything
+# What a queued write is: (kind, record); the kind names the repository method that writes it.
+WRITERS = {"decision": "record_decision", "held": "add_held_job", "released": "mark_released"}
+POLL_S = 0.2  # the store thread looks at the outbox this often (producers never signal it)
 
 
 @dataclass(frozen=True)
@@ -74,8 +73,9 @@ class StoreLink:
         self.deadline_s, self.refresh_s, self.retry_s = deadline_s, refresh_s, retry_s
         self.max_buffered = max_buffered
         self.clock = clock
-        self._cond = threading.Condition()
-        self._outbox: deque[Write] = deque()
+        self._cond = threading.Condition()  # reads, heartbeat, stop
+        self._outbox_lock = threading.Lock()  # the outbox: the hot path takes only this
+        self._outbox: deque[tuple[str, Any]] = deque()
         self._heartbeat: Heartbeat | None = None  # only the newest beat matters
         self._read: StoreRead | None = None
         self._refresh_wanted = True
@@ -91,22 +91,23 @@ class StoreLink:
         self._thread: threading.Thread | None = None
 
     # ---- producers (any thread; never block) -------------------------------------------
-    def put(self, write: Write) -> None:
-        with self._cond:
+    def put(self, kind: str, record: Any) -> None:
+        """Queue one write (a `WRITERS` kind); the store thread picks it up within POLL_S.
+        Costs a lock and an append: it runs on every `place`."""
+        with self._outbox_lock:
             if len(self._outbox) >= self.max_buffered:
                 self._outbox.popleft()
                 self.dropped += 1
-            self._outbox.append(write)
-            self._cond.notify()
+            self._outbox.append((kind, record))
 
     def record_decision(self, rec: DecisionRecord) -> None:
-        self.put(Write("decision", lambda repo: repo.record_decision(rec)))
+        self.put("decision", rec)
 
     def add_held_job(self, job: HeldJob) -> None:
-        self.put(Write("held", lambda repo: repo.add_held_job(job)))
+        self.put("held", job)
 
     def mark_released(self, job_id: str) -> None:
-        self.put(Write("released", lambda repo: repo.mark_released(job_id)))
+        self.put("released", job_id)
 
     def heartbeat(self, beat: Heartbeat) -> None:
         with self._cond:
@@ -158,20 +159,21 @@ class StoreLink:
         """Write what is queued, in order, until a failure; then the newest heartbeat."""
         done = 0
         while True:
-            with self._cond:
+            with self._outbox_lock:
                 if not self._outbox:
                     break
                 write = self._outbox[0]
+            kind, record = write
             try:
-                self._call(write.apply)
+                self._call(lambda repo: getattr(repo, WRITERS[kind])(record))
             except InvalidRecord as exc:  # the store refuses this record: keeping it blocks all
-                log.error("store refused a %s record, dropped: %s", write.what, exc)
+                log.error("store refused a %s record, dropped: %s", kind, exc)
                 self._error = str(exc)
             except Exception:  # noqa: BLE001 - store away: keep it, retry later
                 self._retry_at = self.clock() + self.retry_s
                 return done
-            with self._cond:
-                if self._outbox and self._outbox[0] is write:
+            with self._outbox_lock:
+                if self._outbox and self._outbox[0] is write:  # not dropped meanwhile (full)
                     self._outbox.popleft()
             self.written += 1
             done += 1
@@ -262,7 +264,7 @@ class StoreLink:
             with self._cond:
                 if not self._stopping and not self._due():
                     wake = min(self._next_refresh, self._retry_at if self._outbox else self._next_refresh)
-                    self._cond.wait(timeout=max(0.01, min(1.0, wake - self.clock())))
+                    self._cond.wait(timeout=max(0.01, min(POLL_S, wake - self.clock())))
                 stopping = self._stopping
             if stopping:
                 self._retry_at = 0.0

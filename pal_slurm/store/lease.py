@@ -18,6 +18,7 @@ The rules here (why: docs/decisions/leadership.md), pure logic with the time pas
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 
@@ -76,6 +77,10 @@ class Lease:
 
     def leading_at(self, now: float) -> bool:
         """Whether we still lead at `now` with no newer check (a check may be stuck)."""
-        if not self.leading or self.confirmed_at is None:
-            return self.leading
-        return self.sole or now - self.confirmed_at < self.grace_s
+        return self.leading and now < self.lead_until()
+
+    def lead_until(self) -> float:
+        """Time after which, with no newer check, we stop leading (inf: no limit)."""
+        if not self.leading or self.confirmed_at is None or self.sole:
+            return math.inf
+        return self.confirmed_at + self.grace_s

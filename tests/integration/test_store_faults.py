@@ -20,6 +20,7 @@ from pal_slurm.daemon.process import REPO, PaldProcess, write_config
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 from tests.fixtures.store_faults import delete_sqlite_file, frozen_postgres, read_only_dir
+from tests.support.waiting import wait_until
 from tests.unit.daemon.builders import request
 
 pytestmark = pytest.mark.slurm
@@ -50,6 +51,15 @@ def start_pald(lab, tmp_path: Path, url: str) -> PaldProcess:
     return PaldProcess(cfg, lab.pald_socket, tmp_path / "pald.log").start()
 
 
+def pald_on_postgres(lab, postgres_factory, tmp_path: Path):
+    """A private PostgreSQL (that the test may stop or freeze), seeded, and a pald on it."""
+    server = postgres_factory()
+    server.create_database("pal")
+    url = server.url("pal")
+    seed(url, lab.nodes)
+    return server, url, start_pald(lab, tmp_path, url)
+
+
 def place_burst(sock, prefix: str, n: int) -> list[float]:
     """n placements over the socket (1 GPU each); returns each round trip in seconds."""
     client = PaldClient(str(sock), timeout_s=2.0)
@@ -66,13 +76,10 @@ def p99(times: list[float]) -> float:
     return sorted(times)[min(len(times) - 1, int(0.99 * len(times)))]
 
 
-def wait_for(predicate, timeout: float, step: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
+def store_caught_up(pald: PaldProcess) -> bool:
+    """The store is ok again and pald has written everything it buffered."""
+    details = pald.health().details
+    return details["store"] == "ok" and details["buffered_decisions"] == 0
 
 
 def req_decisions(url: str, prefix: str) -> set[str]:
@@ -99,11 +106,7 @@ def admin_comments(lab, jobs) -> list[str]:
 def test_frozen_postgres_does_not_freeze_pald(lab, postgres_factory, tmp_path):
     """#4: SIGSTOP the whole PostgreSQL; `reload` used to block the event loop (every
     submission passed by timeout) and the cycle stalled while health said `store ok`."""
-    server = postgres_factory()
-    server.create_database("pal")
-    url = server.url("pal")
-    seed(url, lab.nodes)
-    pald = start_pald(lab, tmp_path, url)
+    server, url, pald = pald_on_postgres(lab, postgres_factory, tmp_path)
     try:
         place_burst(lab.pald_socket, "warm", 20)
         with frozen_postgres(server):
@@ -115,7 +118,7 @@ def test_frozen_postgres_does_not_freeze_pald(lab, postgres_factory, tmp_path):
             reloader.start()  # waits for the frozen store, off the event loop
             times = place_burst(lab.pald_socket, "frozen", 200)
             assert p99(times) < HOOK_TIMEOUT_S, f"place p99 {p99(times) * 1000:.1f} ms with the store frozen"
-            assert wait_for(lambda: pald.health().details["store"] in ("stalled", "unreachable"),
+            assert wait_until(lambda: pald.health().details["store"] in ("stalled", "unreachable"),
                             timeout=STORE_DEADLINE_S * 3)
             health = pald.health()
             assert health.status == "degraded" and health.details["leader"] is True
@@ -126,8 +129,7 @@ def test_frozen_postgres_does_not_freeze_pald(lab, postgres_factory, tmp_path):
             assert reload_done and reload_done[0] < STORE_DEADLINE_S * 3  # bounded, not forever
         comments = admin_comments(lab, jobs)
         assert all(c.startswith(("pal:placed=", "pal:defer")) for c in comments), comments
-        assert wait_for(lambda: pald.health().details["buffered_decisions"] == 0
-                        and pald.health().details["store"] == "ok", timeout=30)
+        assert wait_until(lambda: store_caught_up(pald), timeout=30)
         assert req_decisions(url, "frozen") == {f"req:frozen-{i}" for i in range(200)}
         assert pald.health().details["counts"]["standby"] == 0
     finally:
@@ -138,25 +140,20 @@ def test_frozen_postgres_does_not_freeze_pald(lab, postgres_factory, tmp_path):
 @pytest.mark.postgres
 def test_postgres_stopped_keeps_pal_on_and_loses_no_decision(lab, postgres_factory, tmp_path):
     """#5: `pg_ctl stop` used to cost the only pald its leadership: 94/100 jobs pass=standby."""
-    server = postgres_factory()
-    server.create_database("pal")
-    url = server.url("pal")
-    seed(url, lab.nodes)
-    pald = start_pald(lab, tmp_path, url)
+    server, url, pald = pald_on_postgres(lab, postgres_factory, tmp_path)
     try:
         place_burst(lab.pald_socket, "warm", 10)
         server.stop()
         times = place_burst(lab.pald_socket, "down", 100)
         jobs = submit_pal_jobs(lab, 10)
-        assert wait_for(lambda: pald.health().details["store"] == "unreachable", timeout=STORE_DEADLINE_S * 2)
+        assert wait_until(lambda: pald.health().details["store"] == "unreachable", timeout=STORE_DEADLINE_S * 2)
         health = pald.health().details
         assert health["leader"] is True and health["counts"]["standby"] == 0, health
         assert p99(times) < HOOK_TIMEOUT_S
         comments = admin_comments(lab, jobs)
         assert not [c for c in comments if "standby" in c] and all(c.startswith("pal:") for c in comments)
         server.start()
-        assert wait_for(lambda: pald.health().details["buffered_decisions"] == 0
-                        and pald.health().details["store"] == "ok", timeout=30)
+        assert wait_until(lambda: store_caught_up(pald), timeout=30)
         assert req_decisions(url, "down") == {f"req:down-{i}" for i in range(100)}
     finally:
         pald.stop()
@@ -180,8 +177,7 @@ def test_read_only_sqlite_directory_at_start_keeps_pal_on(lab, tmp_path):
             pald.stop()
             raise
     try:  # the directory is writable again: everything buffered reaches the store
-        assert wait_for(lambda: pald.health().details["buffered_decisions"] == 0
-                        and pald.health().details["store"] == "ok", timeout=30)
+        assert wait_until(lambda: store_caught_up(pald), timeout=30)
         assert req_decisions(url, "ro") == {f"req:ro-{i}" for i in range(100)}
     finally:
         pald.stop()
@@ -197,12 +193,11 @@ def test_deleted_sqlite_file_is_reported_and_no_decision_is_lost(lab, tmp_path):
         place_burst(lab.pald_socket, "kept", 10)
         delete_sqlite_file(path)
         place_burst(lab.pald_socket, "gone", 50)
-        assert wait_for(lambda: pald.health().status == "degraded", timeout=STORE_DEADLINE_S * 2)
+        assert wait_until(lambda: pald.health().status == "degraded", timeout=STORE_DEADLINE_S * 2)
         assert "was deleted while in use" in pald.health().details["store_error"]
         assert not path.exists()
         open_store(url).close()  # `palctl db upgrade`: a new, empty store
-        assert wait_for(lambda: pald.health().details["buffered_decisions"] == 0
-                        and pald.health().details["store"] == "ok", timeout=30)
+        assert wait_until(lambda: store_caught_up(pald), timeout=30)
         assert req_decisions(url, "gone") == {f"req:gone-{i}" for i in range(50)}
     finally:
         pald.stop()

@@ -19,19 +19,11 @@ from pal_slurm.daemon.lazy_store import LazyStore
 from pal_slurm.daemon.store_link import StoreLink
 from pal_slurm.store.bootstrap import open_store
 from tests.fixtures.store_faults import delete_sqlite_file, sqlite_write_lock
+from tests.support.waiting import wait_until
 
 from .builders import FakeActuator, FakeReader, held_job, node_info, request
 
 DEADLINE_S = 0.5
-
-
-def wait_for(predicate, timeout=10.0, step=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
 
 
 @pytest.fixture
@@ -65,10 +57,10 @@ def test_a_locked_sqlite_does_not_slow_releases_and_loses_nothing(pald_on_sqlite
         assert pald.counts["released"] == 16 and len(pald.actuator.calls) == 16
         assert cycle_s < 0.5, f"a cycle with 16 releases took {cycle_s:.2f} s under a store lock"
         # health tells the truth while the store cannot be written
-        assert wait_for(lambda: pald.health().status == "degraded", timeout=DEADLINE_S * 4 + 6)
+        assert wait_until(lambda: pald.health().status == "degraded", timeout=DEADLINE_S * 4 + 6)
         assert pald.health().details["store"] in ("stalled", "unreachable")
         assert pald.health().details["buffered_decisions"] > 0
-    assert wait_for(lambda: pald.link.buffered == 0 and pald.health().details["store"] == "ok", timeout=15)
+    assert wait_until(lambda: pald.link.buffered == 0 and pald.health().details["store"] == "ok", timeout=15)
     released = [d for d in decisions_in(url) if d.reason.startswith("released:")]
     assert len(released) == 16  # every release recorded, none lost
     repo = open_store(url, upgrade=False)
@@ -83,13 +75,13 @@ def test_deleting_the_sqlite_file_loses_no_decision(pald_on_sqlite):
     pald.sync_and_cycle()
     for i in range(20):
         pald.handle(request(gpn=1, rid=f"before-{i}"))
-    assert wait_for(lambda: pald.link.buffered == 0)
+    assert wait_until(lambda: pald.link.buffered == 0)
     before = len(decisions_in(url))
 
     delete_sqlite_file(path)
     for i in range(30):
         pald.handle(request(gpn=1, rid=f"after-{i}"))
-    assert wait_for(lambda: pald.health().status == "degraded")
+    assert wait_until(lambda: pald.health().status == "degraded")
     health = pald.health().details
     assert health["store"] == "unreachable" and "was deleted while in use" in health["store_error"]
     assert health["buffered_decisions"] == 30
@@ -97,7 +89,7 @@ def test_deleting_the_sqlite_file_loses_no_decision(pald_on_sqlite):
     assert not path.exists()  # pald did not recreate an empty store behind the operator's back
 
     open_store(url).close()  # the operator runs `palctl db upgrade` (or restores a backup)
-    assert wait_for(lambda: pald.link.buffered == 0 and pald.health().status == "ok", timeout=10)
+    assert wait_until(lambda: pald.link.buffered == 0 and pald.health().status == "ok", timeout=10)
     after = {d.job_id for d in decisions_in(url)}
     assert after == {f"req:after-{i}" for i in range(30)}  # all 30 written to the new file
     assert before == 20 + 16  # (what the deleted file held: 20 placements, 16 releases)

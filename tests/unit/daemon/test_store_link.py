@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 from pal_slurm.daemon.store_link import StoreLink
 from pal_slurm.model import DecisionKind
-from pal_slurm.store.errors import InvalidRecord, StoreUnavailable
+from pal_slurm.store.errors import StoreUnavailable
 from pal_slurm.store.memory import MemoryRepository
 from pal_slurm.store.records import DecisionRecord, Heartbeat
 

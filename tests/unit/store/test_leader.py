@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pal_slurm.store.lease import LockCheck, LockState
+from tests.support.waiting import wait_until
 from pal_slurm.store.leader import (
     AlwaysLeader,
     FileLockLeader,
@@ -27,15 +28,6 @@ from pal_slurm.store.leader import (
 )
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def wait_until(predicate, timeout: float = 20.0, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
 
 
 def spawn_leader(url: str) -> subprocess.Popen:

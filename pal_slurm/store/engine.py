@@ -89,6 +89,16 @@ def _ensure_wal(cur: Any) -> None:
             time.sleep(0.01)
 
 
+def _pg_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    # A SET, not a startup `options` parameter: connection poolers (pgbouncer) refuse those.
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute(f"SET statement_timeout = {PG_STATEMENT_TIMEOUT_MS}")
+    finally:
+        cur.close()
+    dbapi_conn.commit()
+
+
 def _sqlite_on_begin(conn: Any) -> None:
     if conn.get_execution_options().get(WRITE_OPTION):
         conn.exec_driver_sql("BEGIN IMMEDIATE")
@@ -162,16 +172,16 @@ def make_engine(url: str | URL, *, create: bool = True, **kwargs: Any) -> Engine
         connect_args = dict(kwargs.pop("connect_args", {}))
         if "connect_timeout" not in parsed.query:
             connect_args.setdefault("connect_timeout", PG_CONNECT_TIMEOUT_S)
-        if "options" not in parsed.query:
-            connect_args.setdefault("options", f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}")
         connect_args.setdefault("application_name", "pal-slurm")
         kwargs.setdefault("pool_pre_ping", True)
         try:
-            return create_engine(parsed, connect_args=connect_args, **kwargs)
+            engine = create_engine(parsed, connect_args=connect_args, **kwargs)
         except ImportError as err:
             raise StoreUnavailable(
                 f"no PostgreSQL driver ({err.name}): install pal-slurm[postgres] (psycopg2)"
             ) from None
+        event.listen(engine, "connect", _pg_on_connect)
+        return engine
     raise StoreUnavailable(
         f"unsupported store URL {safe_url(parsed)}: use sqlite:////path or postgresql://..."
     )

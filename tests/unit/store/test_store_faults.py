@@ -142,3 +142,13 @@ def test_frozen_postgres_call_hangs_until_interrupted(postgres_factory):
         assert {d.job_id for d in repo.decisions()} == {"1", "2"}
     finally:
         repo.close()
+
+
+@pytest.mark.postgres
+def test_postgres_sessions_have_a_statement_timeout(postgres_url):
+    repo = open_store(postgres_url)
+    try:
+        with repo.engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW statement_timeout").scalar() == "10s"
+    finally:
+        repo.close()

@@ -76,7 +76,7 @@ class LeaderWatch:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(self.watchdog.deadline_s + 1)
+            self._thread.join(1.0)  # a check stuck on a frozen database dies with the process
             self._thread = None
         self.watchdog.stop()
 

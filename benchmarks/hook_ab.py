@@ -24,27 +24,14 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.hook_overhead import pct, sbatch_ms  # noqa: E402  (the same submission)
 from pal_slurm.daemon.process import PaldProcess, write_config  # noqa: E402
 from pal_slurm.slurm.lab import start_lab  # noqa: E402
-
-
-def pct(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q / 100 * len(values)))]
-
-
-def sbatch_ms(lab) -> float:
-    t = time.perf_counter()
-    subprocess.run(["sbatch", "--parsable", "--hold", "--gres=gpu:1",
-                    "--comment=pal:class=resnet,mode=now", f"--output={lab.lab_dir}/out/%j.out",
-                    "--wrap", "true"], env=lab.client_env(), check=True, capture_output=True)
-    return (time.perf_counter() - t) * 1000
 
 
 def export_hook(ref: str, into: Path) -> Path:

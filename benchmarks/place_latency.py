@@ -114,19 +114,6 @@ def main() -> None:
 
     # In-process: the decision itself. Reservations accumulate as in a burst of submissions;
     # a fresh view every 200 requests plays the role of the 1 s sync.
-    times = []
-    for i in range(args.n):
-        r = req(i)
-        t = time.perf_counter()
-        pald.handle(r)
-        times.append(time.perf_counter() - t)
-        if i % 200 == 199:
-            pald.service.reservations.clear()
-    print(f"in-process place (mode=now, full PAL choice): p50 {pct(times, 50):.3f} ms  p99 {pct(times, 99):.3f} ms")
-
-    # What judging eligibility costs: the same requests with the site view (partitions, features,
-    # a reservation: every request is judged), restricted ones (-p half --constraint=fast), and
-    # without a site view (no eligibility judged: the baseline).
     def timed(make):
         out = []
         for i in range(args.n):
@@ -137,6 +124,13 @@ def main() -> None:
             if i % 200 == 199:
                 pald.service.reservations.clear()
         return out
+
+    times = timed(req)
+    print(f"in-process place (mode=now, full PAL choice): p50 {pct(times, 50):.3f} ms  p99 {pct(times, 99):.3f} ms")
+
+    # What judging eligibility costs: the same requests with the site view (partitions, features,
+    # a reservation: every request is judged), restricted ones (-p half --constraint=fast), and
+    # without a site view (no eligibility judged: the baseline).
 
     def restricted(i):
         return PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet,mode=now", gpus_per_node=rng.choice([1, 2]),

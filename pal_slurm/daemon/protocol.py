@@ -192,6 +192,9 @@ class PlaceReply:
     perf_class: str | None = None  # class pald resolved (after unknown -> default)
     warning: str | None = None  # user-visible text the hook relays with slurm.log_user
     partition: str | None = None  # the one partition to write (a job that asked for several)
+    # pald judged the job's --constraint/--reservation/--nodelist against its Slurm view; the
+    # hook places such jobs only then (it cannot see node features or reservations itself)
+    site_checked: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.decision, DecisionKind):
@@ -221,6 +224,8 @@ class PlaceReply:
         _check_opt_int("rank", self.rank, minimum=0)
         _check_opt_str("class", self.perf_class)
         _check_opt_str("warning", self.warning)
+        if not isinstance(self.site_checked, bool):
+            raise ProtocolError(ErrorCode.BAD_FIELD, f"site_checked: expected a boolean, got {_kind(self.site_checked)}")
         _check_opt_str("partition", self.partition)
         if self.partition is not None and not _NODE_NAME_RE.fullmatch(self.partition):
             raise ProtocolError(ErrorCode.BAD_FIELD, f"partition: bad name {self.partition!r}")
@@ -463,6 +468,8 @@ def encode_reply(reply: Reply) -> bytes:
                            ("partition", reply.partition)):
             if value is not None:
                 obj[key] = value
+        if reply.site_checked:
+            obj["site_checked"] = True
     elif isinstance(reply, HealthReply):
         obj.update(status=reply.status, details=dict(reply.details))
         if reply.rank is not None:
@@ -498,6 +505,7 @@ def decode_reply(line: bytes | str, op: str) -> Reply:
             perf_class=obj.get("class"),
             warning=obj.get("warning"),
             partition=obj.get("partition"),
+            site_checked=obj.get("site_checked", False),
         )
     if op == "health":
         return HealthReply(status=_field(obj, "status"), rank=obj.get("rank"),

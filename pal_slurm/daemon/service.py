@@ -291,4 +291,4 @@ class PlacementService:
             choice = as_slurm_picks(choice, ctx.cluster, ctx.cluster.free)
         self.reserve(key, choice, now)
         return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres,
-                          partition=group.partition, **base)
+                          partition=group.partition, site_checked=True, **base)

@@ -73,15 +73,20 @@ def site(tmp_path_factory, lab_factory):
     lab.runner.run(["scontrol", "update", "nodename=gpu01", "state=drain", "reason=site-compat"])
     lab.runner.run(["scontrol", "create", "reservation", "reservationname=r1", "nodes=gpu05", "users=root",
                     "starttime=now", "duration=60"])
-    db = f"sqlite:///{tmp}/pal.db"
-    store = open_store(db)
-    store.write_ranking("optimal", [RankingEntry(n, s, c, 1.0 + 0.1 * s, 1.0 + 0.1 * s, 0)
-                                    for n in NODES for s in range(4) for c in "ABCD"])
-    store.close()
-    cfg = write_config(tmp / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf, heartbeat=tmp / "hb")
-    pald = PaldProcess(cfg, sock, tmp / "pald.log").start()
+    pald = start_pald(tmp, lab, {(n, s, c): 1.0 + 0.1 * s for n in NODES for s in range(4) for c in "ABCD"})
     yield lab, pald
     pald.stop()
+
+
+def start_pald(tmp, lab, slowdowns):
+    """The real pald on SQLite for `lab`, serving a ranking of {(node, slot, class): slowdown}."""
+    db = f"sqlite:///{tmp}/pal.db"
+    store = open_store(db)
+    store.write_ranking("optimal", [RankingEntry(n, s, c, sf, sf, 0) for (n, s, c), sf in slowdowns.items()])
+    store.close()
+    cfg = write_config(tmp / "pal.toml", socket=tmp / "pald.sock", db_url=db, slurm_conf=lab.slurm_conf,
+                       heartbeat=tmp / "hb")
+    return PaldProcess(cfg, tmp / "pald.sock", tmp / "pald.log").start()
 
 
 def sbatch(lab, args, pal: bool):
@@ -223,15 +228,9 @@ def model_site(tmp_path_factory, lab_factory):
     sock = tmp / "pald.sock"
     lab = lab_factory(hook=str(REPO / "job_submit_lua" / "job_submit.lua"), env={"PAL_SOCKET": str(sock)},
                       gres="model", gpu_models=MODELS)
-    db = f"sqlite:///{tmp}/pal.db"
-    store = open_store(db)
     # gpu03 (the v100 node Slurm fills first) is slow for class A: PAL prefers gpu04
-    store.write_ranking("optimal", [RankingEntry(n, s, c, 2.5 if (n, c) == ("gpu03", "A") else 1.0,
-                                                 2.5 if (n, c) == ("gpu03", "A") else 1.0, 0)
-                                    for n in MODELS for s in range(4) for c in "ABCD"])
-    store.close()
-    cfg = write_config(tmp / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf, heartbeat=tmp / "hb")
-    pald = PaldProcess(cfg, sock, tmp / "pald.log").start()
+    pald = start_pald(tmp, lab, {(n, s, c): 2.5 if (n, c) == ("gpu03", "A") else 1.0
+                                 for n in MODELS for s in range(4) for c in "ABCD"})
     yield lab, pald
     pald.stop()
 

@@ -181,15 +181,20 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
 
 
 def launch_cost(plan: ReplayPlan, submitted: dict[str, float], payloads: dict[str, dict], comp) -> float:
-    """Wall seconds Slurm adds to a job that finds its GPUs free: from sbatch to the payload
-    running (scheduling, prolog, step launch, interpreter start) for the arm's first job (the
-    cluster is idle then), plus the mean of Slurm's end - the payload's end over all jobs
-    (teardown; Slurm's whole seconds average out over jobs). The prediction charges it per job."""
-    first = plan.jobs[0].name
-    start = payloads[first]["start"] - submitted[first]
+    """Wall seconds Slurm adds to a job that finds its GPUs free: the median, over the jobs
+    Slurm started within a second of their submission (they did not queue), of sbatch -> the
+    payload running (scheduling, step launch, interpreter start), plus the mean of Slurm's end
+    - the payload's end over all jobs (teardown; Slurm's whole seconds average out over many
+    jobs). The prediction charges it per job. A median over many jobs, not one job's time, so a
+    moment of host load does not set it."""
     by_name = {r.name: r for r in comp}
+    starts = sorted(p["start"] - submitted[n] for n, p in payloads.items()
+                    if n in by_name and n in submitted and by_name[n].start - by_name[n].submit <= 1)
+    if not starts:  # every job queued: the first one is still the best estimate
+        first = plan.jobs[0].name
+        starts = [payloads[first]["start"] - submitted[first]]
     tails = [by_name[n].end + 0.5 - p["end"] for n, p in payloads.items() if n in by_name]
-    return max(0.0, start) + max(0.0, sum(tails) / len(tails))
+    return max(0.0, starts[len(starts) // 2]) + max(0.0, sum(tails) / len(tails))
 
 
 def _submit_all(lab: LabCluster, plan: ReplayPlan, specs: Path, results: Path, argv_payload: list[str],

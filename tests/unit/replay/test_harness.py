@@ -1,0 +1,25 @@
+from pal_slurm.replay.harness import LabShape, launch_cost
+from pal_slurm.replay.jobcomp import CompRecord
+from pal_slurm.replay.plan import plan_replay
+from pal_slurm.sim.trace import Trace, TraceJob
+
+
+def test_launch_cost_is_the_median_of_jobs_that_did_not_queue_plus_teardown():
+    plan = plan_replay(Trace("t", tuple(TraceJob(i, 1, float(i), 10.0, "BERT") for i in range(4))), 10.0, 4, 8)
+    names = [j.name for j in plan.jobs]
+    submitted = {n: 100.0 + i for i, n in enumerate(names)}
+    # job 3 queued for 20 s: its sbatch -> payload time is not launch cost
+    starts = {names[0]: 100.8, names[1]: 101.6, names[2]: 102.7, names[3]: 123.6}
+    payloads = {n: {"start": starts[n], "end": starts[n] + 1.0} for n in names}
+    comp = [CompRecord(i, n, "COMPLETED", int(submitted[n]), int(starts[n]), int(starts[n] + 1.0), "gpu01", 1)
+            for i, n in enumerate(names)]
+    cost = launch_cost(plan, submitted, payloads, comp)
+    tails = sum(int(starts[n] + 1.0) + 0.5 - (starts[n] + 1.0) for n in names) / 4
+    assert abs(cost - (0.7 + max(0.0, tails))) < 1e-9  # median of 0.6, 0.7, 0.8; teardown never negative
+
+
+def test_lab_shape_topology_has_one_leaf_per_four_nodes_under_a_spine():
+    text = LabShape(8, 4, 4).topology_conf()
+    assert "SwitchName=leaf1 Nodes=gpu01,gpu02,gpu03,gpu04" in text
+    assert "SwitchName=leaf2 Nodes=gpu05,gpu06,gpu07,gpu08" in text
+    assert "SwitchName=spine Switches=leaf1,leaf2" in text

@@ -5,7 +5,10 @@ Failure behaviour, on purpose:
 - the `place` answer never waits on Slurm or the database: it reads memory only;
 - the store going away makes pald *degraded*, not dead: it keeps the last ranking and class
   map, buffers decisions (bounded) and writes them when the store is back;
-- a Slurm command failing is logged once per distinct message and retried next cycle;
+- a Slurm command failing is logged once per kind of error and retried next cycle;
+- the heartbeat carries the time of the last *complete* cycle, so a pald whose Slurm sync keeps
+  failing looks dead to pal-failsafe (which then releases the held jobs) however alive its
+  loop is;
 - every loop catches its own errors: a loop that dies would silently stop releasing jobs.
 """
 
@@ -70,24 +73,37 @@ def started_keys(jobs) -> set[str]:
     return out
 
 
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+def error_kind(what: str, exc: BaseException) -> str:
+    """What makes two errors "the same" for logging: where, the exception type, and the
+    message with its numbers masked (a byte offset, a job id or a pid that changes every
+    cycle must not make a repeating error look new)."""
+    return f"{what}:{type(exc).__name__}:{_NUMBERS.sub('#', str(exc))}"
+
+
 @dataclass
 class OnceLogger:
-    """Logs each distinct error message once (until it clears), so a dead Slurm or database
-    does not flood the log every second."""
+    """Logs each kind of error once (until it clears), so a dead Slurm or database does not
+    flood the log every second; `repeats` counts what was not logged again."""
 
-    seen: set[str] = field(default_factory=set)
+    seen: dict[str, int] = field(default_factory=dict)
 
     def error(self, what: str, exc: BaseException) -> None:
-        msg = f"{what}: {exc}"
-        if msg not in self.seen:
-            self.seen.add(msg)
-            log.error(msg)
+        kind = error_kind(what, exc)
+        if kind in self.seen:
+            self.seen[kind] += 1
+            return
+        self.seen[kind] = 0
+        log.error("%s: %s", what, exc)
 
     def clear(self, what: str) -> None:
-        cleared = {m for m in self.seen if m.startswith(what + ":")}
+        cleared = [k for k in self.seen if k.startswith(what + ":")]
         if cleared:
-            log.info("%s: recovered", what)
-        self.seen -= cleared
+            log.info("%s: recovered (%d repeat(s) not logged)", what, sum(self.seen[k] for k in cleared))
+        for k in cleared:
+            del self.seen[k]
 
 
 class Pald:
@@ -117,6 +133,7 @@ class Pald:
         self.store_ok: bool | None = None
         self.slurm_ok: bool | None = None
         self.last_sync: float | None = None
+        self.last_cycle: float | None = None  # end of the last complete sync + release cycle
         self.pending_records: deque = deque(maxlen=MAX_BUFFERED_DECISIONS)
         self.errors = OnceLogger()
         self.recent_errors: deque = deque(maxlen=20)
@@ -176,6 +193,7 @@ class Pald:
                 "store": {None: "unknown", True: "ok", False: "unreachable"}[self.store_ok],
                 "slurm": {None: "unknown", True: "ok", False: "unreachable"}[self.slurm_ok],
                 "last_sync_age_s": None if self.last_sync is None else round(now - self.last_sync, 1),
+                "last_cycle_age_s": None if self.last_cycle is None else round(now - self.last_cycle, 1),
                 "gpus": self.service.view.size if self.service.view else 0,
                 "free_gpus": len(self.service.free_now()),
                 "reservations": len(self.service.reservations),
@@ -292,9 +310,11 @@ class Pald:
             self.errors.clear("slurm")
         self.slurm_ok = True
         if not self.leading:
+            self.last_cycle = now
             return  # standby: keep the view warm, act on nothing
         self._track_held(held)
         if not held:
+            self.last_cycle = now
             return
         plan = plan_releases(held, self.service, self.config.policy.queue, self.config.daemon.backfill,
                              now=now, rack_wait_s=self.config.policy.rack_wait_s, rack_limits=self.rack_timers())
@@ -311,6 +331,7 @@ class Pald:
 
         for job_id, err in apply_releases(plan, self.actuator, self.service, now, record=record):
             self._note_error("release", RuntimeError(f"job {job_id}: {err}"))
+        self.last_cycle = now
 
     def _track_held(self, held) -> None:
         if self.store is None:
@@ -339,8 +360,11 @@ class Pald:
     # ---- heartbeat -------------------------------------------------------------------------
     def heartbeat(self) -> None:
         path = Path(self.config.daemon.heartbeat_file)
-        doc = {"pid": os.getpid(), "host": socket.gethostname(), "at": self.clock(), "rank": self.service.rank_version,
-               "held_jobs": self.service.held_jobs}
+        # synced_at: the last complete cycle (pald's start until there is one); pal-failsafe
+        # counts the heartbeat as old as the older of the two times.
+        doc = {"pid": os.getpid(), "host": socket.gethostname(), "at": self.clock(),
+               "synced_at": self.last_cycle if self.last_cycle is not None else self.started,
+               "rank": self.service.rank_version, "held_jobs": self.service.held_jobs}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")

@@ -25,9 +25,19 @@ DEFER_TAG = "pal:defer"
 _GPU_COUNT = re.compile(r"(?:^|,)(?:gres:)?gpu(?::[^:,]+)?:(\d+)")
 
 
+def pal_tags(admin_comment: str | None) -> list[str]:
+    """The tag names in an admin_comment: ``"x pal:defer;rank=v3;req=ab"`` -> ["x", "pal:defer"].
+
+    The hook appends one space-separated tag per decision, each ``name[;key=value...]``."""
+    return [word.split(";", 1)[0] for word in (admin_comment or "").split()]
+
+
 def is_pal_held(job) -> bool:
-    """A job the hook held for pald (and not, say, held by its user for other reasons)."""
-    return job.held and DEFER_TAG in (job.admin_comment or "")
+    """A job the hook held for pald (and not, say, held by its user for other reasons).
+
+    The defer tag must match exactly: a substring test would let a pass reason that merely
+    contains the text (``pal:pass=pal:defer``) claim the job for pald."""
+    return job.held and DEFER_TAG in pal_tags(job.admin_comment)
 
 
 def gpus_per_node(tres_per_node: str) -> int | None:
@@ -91,6 +101,9 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
     blocked = False
     for req in queue_order(queue)(requests):
         job = by_id[req.job_id]
+        if getattr(job, "unreadable", ""):  # Slurm's record of it did not parse: fail open
+            out.releases.append(Release(job.job_id, "?", None, None, "unreadable_record"))
+            continue
         try:
             spec = parse_comment(job.comment)
         except CommentError as exc:

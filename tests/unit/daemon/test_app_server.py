@@ -185,3 +185,30 @@ def test_standby_passes_and_does_not_release(tmp_path):
     first.leader.release()  # the active pald dies
     second.sync_and_cycle()
     assert second.leading and second.handle(request(gpn=1)).decision is DecisionKind.PLACE
+
+
+def test_a_failing_sync_is_logged_once_per_kind_and_stales_the_heartbeat(tmp_path, caplog):
+    """Finding 1: the decode error's byte offset changed every cycle and flooded the log;
+    and the heartbeat stayed fresh, so pal-failsafe never released the held jobs."""
+    from pal_slurm.daemon.failsafe import heartbeat_age
+
+    clock = [1000.0]
+    pald = make_pald(tmp_path)
+    pald.clock = lambda: clock[0]
+    pald.sync_and_cycle()
+    pald.heartbeat()
+    assert heartbeat_age(str(tmp_path / "hb"), now=clock[0]) == 0.0
+    caplog.set_level("ERROR", logger="pald")
+    for offset in range(5):
+        clock[0] += 1.0
+        pald.reader.fail = UnicodeDecodeError("utf-8", b"caf\xe9", 1000 + offset, 1001 + offset,
+                                              "invalid continuation byte")
+        pald.sync_and_cycle()
+        pald.heartbeat()
+    assert len([r for r in caplog.records if r.name == "pald"]) == 1
+    assert heartbeat_age(str(tmp_path / "hb"), now=clock[0]) == 5.0  # age of the last good cycle
+    assert pald.health().status == "degraded"
+    pald.reader.fail = None
+    pald.sync_and_cycle()
+    pald.heartbeat()
+    assert heartbeat_age(str(tmp_path / "hb"), now=clock[0]) == 0.0

@@ -137,7 +137,7 @@ class Pald:
         self.pending_records: deque = deque(maxlen=MAX_BUFFERED_DECISIONS)
         self.errors = OnceLogger()
         self.recent_errors: deque = deque(maxlen=20)
-        self.counts = {"place": 0, "defer": 0, "pass": 0, "released": 0, "errors": 0}
+        self.counts = {"place": 0, "defer": 0, "pass": 0, "released": 0, "errors": 0, "late": 0}
         self.held_seen: set[int] = set()
         self._racks: tuple[float, dict[str, str]] | None = None
         # delay-timer auto-tuner, online: starts from rack_wait_s x sensitivity, learns from releases
@@ -163,6 +163,8 @@ class Pald:
             return ErrorReply(ErrorCode.INTERNAL.value, f"pald failed: {exc}")
 
     def _place(self, req: PlaceRequest) -> PlaceReply:
+        if req.expired(self.clock()):
+            return self._late(req)
         if not self.leading:
             # a standby pald must not promise GPUs: the active one does; the job passes
             self.counts["pass"] += 1
@@ -177,9 +179,19 @@ class Pald:
                                warning=f"pald ignored the pal: spec: {exc.message}")
         else:
             reply = self.service.place(req, now, key=f"req:{key}")
+            if req.expired(self.clock()):  # again, just before the reply goes out
+                self.service.retract(f"req:{key}", reply.decision)
+                return self._late(req)
         self.counts[reply.decision.value] += 1
         self._record(f"req:{key}", reply.decision, reply.reason, reply.nodes, reply.perf_class)
         return reply
+
+    def _late(self, req: PlaceRequest) -> PlaceReply:
+        """The hook gave up on this request (it passed the job as submitted): answer, but
+        record, reserve and count nothing, since no placement was written into the job."""
+        self.counts["late"] += 1
+        log.debug("dropped request %s: past its deadline %s", req.request_id, req.deadline_ms)
+        return PlaceReply(DecisionKind.PASS, reason="late")
 
     def health(self) -> HealthReply:
         now = self.clock()

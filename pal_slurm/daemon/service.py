@@ -173,6 +173,13 @@ class PlacementService:
         for idx in self._indexes.values():
             idx.take(choice.gpu_ids)
 
+    def retract(self, key: str, decision: DecisionKind) -> None:
+        """Undo what `place` did for an answer that will not be used (the hook gave up)."""
+        self.reservations.pop(key, None)
+        self._indexes.clear()
+        if decision is DecisionKind.DEFER:
+            self.held_jobs = max(0, self.held_jobs - 1)
+
     # ---- the submit-time answer ----------------------------------------------------------
     def place(self, req: PlaceRequest, now: float, key: str) -> PlaceReply:
         if self.view is None or self.ranking is None:

@@ -48,7 +48,7 @@ from pal_slurm.daemon.protocol import (
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy import autotune
-from pal_slurm.slurm.readers import cluster_view
+from pal_slurm.slurm.readers import cluster_view, node_facts
 from pal_slurm.slurm.topology import read_racks
 from pal_slurm.store.leader import AlwaysLeader
 from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat
@@ -126,6 +126,7 @@ class Pald:
                 default_class=p.default_class,
                 default_mode=d.default_mode,
                 reservation_ttl_s=d.reservation_ttl_s,
+                max_view_age_s=max(5.0 * d.cycle_s, 5.0),
             )
         )
         self.service.set_class_map({})
@@ -316,7 +317,7 @@ class Pald:
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
         self.service.observe_cluster(cluster_view(nodes, jobs, self.racks()), now, held_jobs=len(held),
-                                     started=started_keys(jobs))
+                                     started=started_keys(jobs), facts=node_facts(nodes))
         self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+from pal_slurm.daemon.choice_check import Binding
 from pal_slurm.daemon.comment_grammar import CommentError, parse_comment
 from pal_slurm.daemon.service import PlacementService, Shape
 from pal_slurm.model import JobRequest
@@ -141,10 +142,16 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
             out.waiting += 1
             blocked = not backfill
             continue
+        bound, why = service.vet(choice)
+        if bound is None:  # Slurm may not have what the view says: release it as submitted
+            out.releases.append(Release(job.job_id, perf_class, None, None, f"doubt:{why}"))
+            continue
         free -= set(choice.gpu_ids)
         for idx in indexes.values():
             idx.take(choice.gpu_ids)
-        if shape.per_node_shape and choice.same_slots_everywhere():
+        if bound is not Binding.SLOTS:
+            spec_text = None  # nodes only: the job keeps its own GPU request
+        elif shape.per_node_shape and choice.same_slots_everywhere():
             spec_text = gres_update_spec(next(iter(choice.nodes.values())))
         elif shape.per_node_shape:
             spec_text = f"gpu:{shape.per_node}"

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Mapping
 
+from pal_slurm.daemon.choice_check import Binding, binding, doubt
 from pal_slurm.daemon.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.ranking_map import ranking_for
@@ -25,6 +27,7 @@ from pal_slurm.policy import PlacementContext, placement as placement_by_name
 from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice, per_node_choice, stock_slurm_choice, total_choice
 from pal_slurm.ranking import Ranking
 from pal_slurm.slurm.gres import tres_per_node
+from pal_slurm.slurm.readers import NodeFacts
 
 MODES = ("auto", "now", "defer")
 
@@ -36,6 +39,7 @@ class ServiceSettings:
     default_class: str = "A"  # unknown applications: the most variability-sensitive class
     default_mode: str = "auto"  # auto: place if it fits now, else defer
     reservation_ttl_s: float = 30.0
+    max_view_age_s: float = float("inf")  # pass instead of placing from an older Slurm view
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class PlacementService:
     view_time: float = float("-inf")
     snapshot: object = None  # store RankingSnapshot or None
     ranking: Ranking | None = None
+    facts: Mapping[str, NodeFacts] | None = None  # last sinfo's per-node facts (None: trust the view)
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
     reservations: dict[str, Reservation] = field(default_factory=dict)
     _indexes: dict[str, FreeIndex] = field(default_factory=dict)  # per class, for view - reservations
@@ -90,11 +95,14 @@ class PlacementService:
 
     # ---- inputs ------------------------------------------------------------------------
     def observe_cluster(self, view: ClusterView, now: float, held_jobs: int | None = None,
-                        started: set[str] = frozenset()) -> None:
+                        started: set[str] = frozenset(),
+                        facts: Mapping[str, NodeFacts] | None = None) -> None:
         """A fresh Slurm view (taken at `now`): drop reservations it confirms or that expired.
 
         `started`: reservation keys whose job Slurm shows started or finished (a short job can
-        start and end between two views, so "its GPUs look busy" alone is not enough)."""
+        start and end between two views, so "its GPUs look busy" alone is not enough).
+        `facts`: what Slurm accepts per node (choice_check), checked before every answer."""
+        self.facts = facts
         layout_changed = self.view is None or [(g.node, g.slot) for g in self.view.gpus] != [
             (g.node, g.slot) for g in view.gpus
         ]
@@ -168,6 +176,17 @@ class PlacementService:
             return None
         return stock_slurm_choice(shape.nodes or 1, shape.per_node, perf_class, self.context())
 
+    def vet(self, choice: ShapeChoice) -> tuple[Binding | None, str]:
+        """How `choice` can be written into a job (choice_check.Binding), or (None, why) when
+        Slurm might not have what it names: the caller passes then."""
+        if self.facts is None:
+            return Binding.SLOTS, ""
+        why = doubt(choice.nodes, self.facts)
+        if why:
+            return None, why
+        bound = binding(choice.nodes, self.facts)
+        return (bound, "") if bound else (None, "mixed_slot_types")
+
     def reserve(self, key: str, choice: ShapeChoice, now: float) -> None:
         self.reservations[key] = Reservation(key, frozenset(choice.gpu_ids), now)
         for idx in self._indexes.values():
@@ -184,6 +203,8 @@ class PlacementService:
     def place(self, req: PlaceRequest, now: float, key: str) -> PlaceReply:
         if self.view is None or self.ranking is None:
             return PlaceReply(DecisionKind.PASS, reason="no_cluster_view")
+        if now - self.view_time > self.settings.max_view_age_s:
+            return PlaceReply(DecisionKind.PASS, reason="stale_view")
         perf_class, warning = self.resolve_class(req.pal.perf_class)
         base = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
         try:
@@ -204,8 +225,11 @@ class PlacementService:
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
+        bound, why = self.vet(choice)
+        if bound is None:
+            return PlaceReply(DecisionKind.PASS, reason=f"doubt:{why}", **base)
         self.reserve(key, choice, now)
         gres = None
-        if shape.per_node_shape and choice.same_slots_everywhere():
+        if bound is Binding.SLOTS and shape.per_node_shape and choice.same_slots_everywhere():
             gres = tres_per_node(next(iter(choice.nodes.values())))
         return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres, **base)

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pal_slurm.model.cluster import ClusterView
 from pal_slurm.slurm.errors import SlurmParseError
+from pal_slurm.slurm.gres import parse_slot_type
 from pal_slurm.slurm.hostlist import expand
 from pal_slurm.slurm.runner import Runner
 
@@ -177,6 +178,29 @@ class NodeInfo:
     def usable(self) -> bool:
         """Accepts new jobs: up, not drained/failing/powered down."""
         return self.state in _USABLE_STATES and not (set(self.state_flags) & _BLOCKING_FLAGS)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What Slurm will accept on a node: its GPU count, the slots that carry their own GRES
+    type (``s<k>``, exact binding), and whether it takes work. See daemon/choice_check.py."""
+
+    gpus: int
+    typed_slots: frozenset[int]
+    usable: bool
+
+
+def node_facts(nodes: Iterable[NodeInfo]) -> dict[str, NodeFacts]:
+    """node name -> NodeFacts, from the configured GRES of `sinfo --json`."""
+    out = {}
+    for node in nodes:
+        typed = set()
+        for item in parse_gres(node.gres):
+            slot = parse_slot_type(item.type) if item.name == GPU and item.count == 1 else None
+            if slot is not None:
+                typed.add(slot)
+        out[node.name] = NodeFacts(node.gpus, frozenset(typed), node.usable)
+    return out
 
 
 def _require(obj: Mapping[str, Any], key: str, what: str) -> Any:

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pal_slurm.daemon.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.model import ClusterView
+from pal_slurm.slurm.gres import node_gres_field
 from pal_slurm.slurm.readers import JobInfo, NodeInfo
 from pal_slurm.store.records import RankingEntry, RankingSnapshot
 
@@ -41,9 +42,11 @@ def held_job(job_id, gpn=2, nodes=1, cls="resnet", submit=0, tag="pal:defer;req=
                    submit_time=submit, start_time=0)
 
 
-def node_info(name, gpus=4, used=()):
+def node_info(name, gpus=4, used=(), gres=None):
+    """A node as sinfo shows it; per-slot typed GRES (as on the lab) unless `gres` says otherwise."""
     return NodeInfo(name=name, state="idle" if not used else "mixed", state_flags=(), gpus=gpus,
-                    gpus_used=len(used), used_slots=frozenset(used), weight=1, features=(), partitions=("debug",))
+                    gpus_used=len(used), used_slots=frozenset(used), weight=1, features=(), partitions=("debug",),
+                    gres=node_gres_field(gpus) if gres is None else gres)
 
 
 class FakeReader:

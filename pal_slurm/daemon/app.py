@@ -138,8 +138,10 @@ class Pald:
         self.pending_records: deque = deque(maxlen=MAX_BUFFERED_DECISIONS)
         self.errors = OnceLogger()
         self.recent_errors: deque = deque(maxlen=20)
-        self.counts = {"place": 0, "defer": 0, "pass": 0, "released": 0, "errors": 0, "late": 0}
+        self.counts = {"place": 0, "defer": 0, "pass": 0, "released": 0, "errors": 0, "late": 0,
+                       "released_outside": 0}
         self.held_seen: set[int] = set()
+        self.deferred: set[int] = set()  # PAL-held jobs at the last sync, minus those pald released
         self._racks: tuple[float, dict[str, str]] | None = None
         # delay-timer auto-tuner, online: starts from rack_wait_s x sensitivity, learns from releases
         self.tuner = autotune.initial_state(timers={(s, "rack"): config.policy.rack_wait_s * f
@@ -326,6 +328,7 @@ class Pald:
             self.last_cycle = now
             return  # standby: keep the view warm, act on nothing
         self._track_held(held)
+        self._notice_outside_releases(jobs, held)
         if not held:
             self.last_cycle = now
             return
@@ -341,10 +344,39 @@ class Pald:
             kind = DecisionKind.PLACE if rel.choice else DecisionKind.PASS
             self._record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, rel.perf_class)
             self._mark_released(rel.job_id)
+            self.deferred.discard(rel.job_id)
 
         for job_id, err in apply_releases(plan, self.actuator, self.service, now, record=record):
             self._note_error("release", RuntimeError(f"job {job_id}: {err}"))
+        self._admin_hold([j for j in held if j.job_id in self.deferred])
         self.last_cycle = now
+
+    def _notice_outside_releases(self, jobs, held) -> None:
+        """A job pald deferred that is no longer held, and that pald did not release, was
+        released behind its back (its user before the admin hold, an operator, pal-failsafe):
+        record it once and forget it, so it is never placed a second time."""
+        held_now = {j.job_id for j in held}
+        state = {j.job_id: j.state for j in jobs}
+        for job_id in sorted(self.deferred - held_now):
+            if state.get(job_id, "") not in ("", "CANCELLED"):
+                self.counts["released_outside"] += 1
+                log.warning("job %s was released outside pald (now %s): it runs without PAL placement",
+                            job_id, state[job_id])
+                self._record(str(job_id), DecisionKind.PASS, "released_outside_pal", {}, None)
+                self._mark_released(job_id)
+        self.deferred = held_now
+
+    def _admin_hold(self, held) -> None:
+        """Turn the hook's hold (priority 0, JobHeldUser: its user may `scontrol release` it and
+        jump pald's queue) into an admin hold (JobHeldAdmin), which only SlurmUser/root lifts.
+        pald runs as one of them, so `scontrol hold` here is an admin hold."""
+        user_held = [j.job_id for j in held if j.reason != "JobHeldAdmin"]
+        if not user_held:
+            return
+        try:
+            self.actuator.hold_many(user_held)
+        except Exception as exc:  # noqa: BLE001 - the jobs stay held as they were; next cycle retries
+            self._note_error("hold", exc)
 
     def _track_held(self, held) -> None:
         if self.store is None:

@@ -85,6 +85,11 @@ class FakeActuator:
         self._maybe_fail(job_id)
         self.calls.append(("nodes", job_id, tuple(nodes)))
 
+    def hold_many(self, job_ids):
+        for job_id in job_ids:
+            self._maybe_fail(job_id)
+        self.calls.append(("hold", tuple(job_ids)))
+
     def release(self, job_id):
         self._maybe_fail(job_id)
         self.calls.append(("release", job_id))

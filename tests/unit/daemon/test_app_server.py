@@ -250,3 +250,23 @@ def test_a_deadline_passing_while_pald_decides_undoes_the_decision(tmp_path):
     reply = pald.handle(req)
     assert reply.reason == "late"
     assert pald.service.held_jobs == 0 and pald.service.reservations == {} and not pald.pending_records
+
+
+def test_deferred_jobs_get_an_admin_hold_and_an_outside_release_is_recorded_once(tmp_path):
+    """Finding 8: the hook's priority-0 hold is a user hold its owner can lift."""
+    store = MemoryRepository()
+    jobs = [held_job(1, gpn=4, submit=1), held_job(2, gpn=4, submit=2)]
+    pald = make_pald(tmp_path, store=store, jobs=jobs)
+    pald.reader._nodes = [node_info(f"gpu{i:02d}", used=range(4)) for i in range(1, 5)]  # full
+    pald.sync_and_cycle()
+    assert pald.actuator.calls == [("hold", (1, 2))]  # nothing fits: both made admin holds
+    pald.reader._jobs = [held_job(1, gpn=4, submit=1).__class__(
+        **{**held_job(1, gpn=4, submit=1).__dict__, "reason": "JobHeldAdmin"}),
+        held_job(2, gpn=4, submit=2).__class__(**{**held_job(2).__dict__, "state": "RUNNING", "priority": 1})]
+    pald.sync_and_cycle()  # job 2 was released by someone else and runs
+    assert pald.actuator.calls == [("hold", (1, 2))]  # admin-held already: no second hold
+    assert pald.counts["released_outside"] == 1 and pald.deferred == {1}
+    pald.flush_decisions()
+    assert [d.reason for d in store.decisions("2")] == ["released_outside_pal"]
+    pald.sync_and_cycle()
+    assert pald.counts["released_outside"] == 1  # once

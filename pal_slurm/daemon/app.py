@@ -56,6 +56,7 @@ from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat
 log = logging.getLogger("pald")
 
 MAX_BUFFERED_DECISIONS = 10_000
+MAX_RELEASE_FAILURES = 3  # then the job is released as submitted (see Pald._give_up_on)
 _REQ_ID = re.compile(r"(?:^|[;\s])req=([^;\s]+)")
 
 
@@ -142,6 +143,7 @@ class Pald:
                        "released_outside": 0}
         self.held_seen: set[int] = set()
         self.deferred: set[int] = set()  # PAL-held jobs at the last sync, minus those pald released
+        self.release_failures: dict[int, int] = {}  # job id -> cycles in a row Slurm refused its placement
         self._racks: tuple[float, dict[str, str]] | None = None
         # delay-timer auto-tuner, online: starts from rack_wait_s x sensitivity, learns from releases
         self.tuner = autotune.initial_state(timers={(s, "rack"): config.policy.rack_wait_s * f
@@ -346,10 +348,33 @@ class Pald:
             self._mark_released(rel.job_id)
             self.deferred.discard(rel.job_id)
 
-        for job_id, err in apply_releases(plan, self.actuator, self.service, now, record=record):
+        failed = apply_releases(plan, self.actuator, self.service, now, record=record)
+        for job_id, err in failed:
             self._note_error("release", RuntimeError(f"job {job_id}: {err}"))
+        self._give_up_on(dict(failed))
         self._admin_hold([j for j in held if j.job_id in self.deferred])
         self.last_cycle = now
+
+    def _give_up_on(self, failed: dict[int, str]) -> None:
+        """A job whose placement Slurm refused MAX_RELEASE_FAILURES cycles in a row is released
+        as submitted: a PAL problem costs a job its placement, never its run."""
+        self.release_failures = {j: self.release_failures.get(j, 0) + 1 for j in failed}
+        for job_id, times in list(self.release_failures.items()):
+            if times < MAX_RELEASE_FAILURES:
+                continue
+            try:
+                self.actuator.release(job_id)
+            except Exception as exc:  # noqa: BLE001 - try again next cycle
+                self._note_error("release", RuntimeError(f"job {job_id}: {exc}"))
+                continue
+            log.warning("job %s: placement refused %d times (%s); released without PAL placement",
+                        job_id, times, failed[job_id])
+            self.counts["released"] += 1
+            self._record(str(job_id), DecisionKind.PASS, "released:placement_refused", {}, None)
+            self._mark_released(job_id)
+            self.deferred.discard(job_id)
+            self.service.held_jobs = max(0, self.service.held_jobs - 1)
+            del self.release_failures[job_id]
 
     def _notice_outside_releases(self, jobs, held) -> None:
         """A job pald deferred that is no longer held, and that pald did not release, was

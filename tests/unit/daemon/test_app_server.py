@@ -270,3 +270,19 @@ def test_deferred_jobs_get_an_admin_hold_and_an_outside_release_is_recorded_once
     assert [d.reason for d in store.decisions("2")] == ["released_outside_pal"]
     pald.sync_and_cycle()
     assert pald.counts["released_outside"] == 1  # once
+
+
+def test_a_job_whose_placement_slurm_keeps_refusing_is_released_as_submitted(tmp_path):
+    from pal_slurm.daemon.app import MAX_RELEASE_FAILURES
+
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store, jobs=[held_job(7, gpn=2)])
+    refusing = pald.actuator
+    refusing.place_held_job = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("Invalid node name specified"))
+    for _ in range(MAX_RELEASE_FAILURES - 1):
+        pald.sync_and_cycle()
+    assert ("release", 7) not in refusing.calls
+    pald.sync_and_cycle()
+    assert ("release", 7) in refusing.calls and pald.release_failures == {}
+    pald.flush_decisions()
+    assert [d.reason for d in store.decisions("7")] == ["released:placement_refused"]

@@ -33,6 +33,7 @@ from pal_slurm.daemon.comment_grammar import CommentSpec  # noqa: E402
 from pal_slurm.daemon.cycle import plan_releases  # noqa: E402
 from pal_slurm.daemon.protocol import HealthReply, JobFields, PlaceRequest, encode_request  # noqa: E402
 from pal_slurm.daemon.server import SocketServer  # noqa: E402
+from pal_slurm.slurm.gres import node_gres_field  # noqa: E402
 from pal_slurm.slurm.readers import JobInfo, NodeInfo  # noqa: E402
 from pal_slurm.store.memory import MemoryRepository  # noqa: E402
 from pal_slurm.store.records import RankingEntry  # noqa: E402
@@ -64,6 +65,9 @@ class NoActuator:
     def release(self, *a, **k):
         pass
 
+    def hold_many(self, *a, **k):
+        pass
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -77,7 +81,8 @@ def main() -> None:
     nodes = []
     for name in names:
         used = frozenset(s for s in range(args.gpus) if rng.random() < 0.6)
-        nodes.append(NodeInfo(name, "mixed", (), args.gpus, len(used), used, 1, (), ("p",)))
+        nodes.append(NodeInfo(name, "mixed", (), args.gpus, len(used), used, 1, (), ("p",),
+                              gres=node_gres_field(args.gpus)))  # per-slot typed, as pal-slurm sets it up
     held = [JobInfo(100000 + i, "j", "PENDING", "JobHeldUser", 1000, "pal:class=resnet", "pal:defer", (), (), 1,
                     f"gres:gpu:{rng.choice([1, 2, 4, 8])}", {}, 0, 1000 + i, 0) for i in range(args.pending)]
     store = MemoryRepository()
@@ -96,7 +101,9 @@ def main() -> None:
     print(f"one sync + cycle (plan {args.pending} held jobs, no Slurm I/O): {sync_s * 1000:.1f} ms")
 
     def req(i):
-        return PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=rng.choice([1, 2, 4])),
+        # the comment must say what the parsed spec says, or pald passes it as bad_comment
+        return PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet,mode=now",
+                                      gpus_per_node=rng.choice([1, 2, 4])),
                             CommentSpec("resnet", mode="now"), request_id=f"b{i}")
 
     # In-process: the decision itself. Reservations accumulate as in a burst of submissions;
@@ -109,7 +116,8 @@ def main() -> None:
         times.append(time.perf_counter() - t)
         if i % 200 == 199:
             pald.service.reservations.clear()
-    print(f"in-process place (mode=now, full PAL choice): p50 {pct(times, 50):.3f} ms  p99 {pct(times, 99):.3f} ms")
+    print(f"in-process place (mode=now, full PAL choice): p50 {pct(times, 50):.3f} ms  p99 {pct(times, 99):.3f} ms"
+          f"  (answers: {pald.counts['place']} place, {pald.counts['pass']} pass)")
     auto = []
     for i in range(args.n):
         r = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=2), CommentSpec("resnet"))

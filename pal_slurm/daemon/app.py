@@ -28,10 +28,12 @@ from pathlib import Path
 
 from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
 from pal_slurm.daemon.cycle import (
+    DEFER_TAG,
     SENSITIVITY_WAIT,
     apply_releases,
     gpus_per_node,
     is_pal_held,
+    pal_tags,
     plan_releases,
     tuner_observation,
 )
@@ -143,6 +145,8 @@ class Pald:
                        "released_outside": 0}
         self.held_seen: set[int] = set()
         self.deferred: set[int] = set()  # PAL-held jobs at the last sync, minus those pald released
+        self.released_by_pald: set[int] = set()  # deferred jobs this pald released (still in squeue)
+        self.noticed: set[int] = set()  # deferred jobs seen released by someone else (recorded once)
         self.release_failures: dict[int, int] = {}  # job id -> cycles in a row Slurm refused its placement
         self._racks: tuple[float, dict[str, str]] | None = None
         # delay-timer auto-tuner, online: starts from rack_wait_s x sensitivity, learns from releases
@@ -347,6 +351,7 @@ class Pald:
             self._record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, rel.perf_class)
             self._mark_released(rel.job_id)
             self.deferred.discard(rel.job_id)
+            self.released_by_pald.add(rel.job_id)
 
         failed = apply_releases(plan, self.actuator, self.service, now, record=record)
         for job_id, err in failed:
@@ -373,23 +378,31 @@ class Pald:
             self._record(str(job_id), DecisionKind.PASS, "released:placement_refused", {}, None)
             self._mark_released(job_id)
             self.deferred.discard(job_id)
+            self.released_by_pald.add(job_id)
             self.service.held_jobs = max(0, self.service.held_jobs - 1)
             del self.release_failures[job_id]
 
     def _notice_outside_releases(self, jobs, held) -> None:
-        """A job pald deferred that is no longer held, and that pald did not release, was
-        released behind its back (its user before the admin hold, an operator, pal-failsafe):
-        record it once and forget it, so it is never placed a second time."""
+        """A deferred job (`pal:defer` tag) that is no longer held and that pald did not
+        release was released behind its back (by its user before the admin hold, an operator,
+        pal-failsafe): record it once and forget it, so it is never placed a second time.
+        Jobs from before this pald started count only if it saw them held."""
         held_now = {j.job_id for j in held}
-        state = {j.job_id: j.state for j in jobs}
-        for job_id in sorted(self.deferred - held_now):
-            if state.get(job_id, "") not in ("", "CANCELLED"):
-                self.counts["released_outside"] += 1
-                log.warning("job %s was released outside pald (now %s): it runs without PAL placement",
-                            job_id, state[job_id])
-                self._record(str(job_id), DecisionKind.PASS, "released_outside_pal", {}, None)
-                self._mark_released(job_id)
+        for j in jobs:
+            if (j.job_id in held_now or j.job_id in self.released_by_pald or j.job_id in self.noticed
+                    or j.state == "CANCELLED" or DEFER_TAG not in pal_tags(j.admin_comment)
+                    or (j.job_id not in self.deferred and j.submit_time < self.started)):
+                continue
+            self.noticed.add(j.job_id)
+            self.counts["released_outside"] += 1
+            log.warning("job %s was released outside pald (now %s): it runs without PAL placement",
+                        j.job_id, j.state)
+            self._record(str(j.job_id), DecisionKind.PASS, "released_outside_pal", {}, None)
+            self._mark_released(j.job_id)
+        present = {j.job_id for j in jobs}
         self.deferred = held_now
+        self.released_by_pald &= present
+        self.noticed &= present
 
     def _admin_hold(self, held) -> None:
         """Turn the hook's hold (priority 0, JobHeldUser: its user may `scontrol release` it and

@@ -286,3 +286,16 @@ def test_a_job_whose_placement_slurm_keeps_refusing_is_released_as_submitted(tmp
     assert ("release", 7) in refusing.calls and pald.release_failures == {}
     pald.flush_decisions()
     assert [d.reason for d in store.decisions("7")] == ["released:placement_refused"]
+
+
+def test_a_deferred_job_released_by_its_user_before_pald_ever_saw_it_is_noticed(tmp_path):
+    from dataclasses import replace
+
+    pald = make_pald(tmp_path)
+    pald.started = 100.0
+    mine = replace(held_job(3, submit=150), state="PENDING", priority=1, reason="Priority")  # user-released
+    old = replace(held_job(4, submit=50), state="RUNNING", priority=1)  # an earlier pald's release
+    pald.reader._jobs = [mine, old]
+    pald.sync_and_cycle()
+    assert pald.counts["released_outside"] == 1 and pald.noticed == {3}
+    assert pald.actuator.calls == []  # never placed

@@ -153,6 +153,7 @@ class Workload:
     submissions: list[Submission] = field(default_factory=list)
     first_id_before: int = 0  # every job id above this that we did not submit is a ghost
     helper_ids: set[int] = field(default_factory=set)  # the fault's own jobs (not ghosts)
+    notes: dict = field(default_factory=dict)  # what a fault's inject wants its check to know
     wall_s: float = 0.0
 
     @property
@@ -430,6 +431,11 @@ def check_late(rig: Rig, work: Workload, counts: Counts) -> None:
 USER_RELEASES: dict[int, int] = {}  # job id -> rc of its user's `scontrol release`
 
 
+def count_outside_releases(rig: Rig, work: Workload) -> None:
+    USER_RELEASES.clear()
+    work.notes["outside_before"] = rig.pald.health().details["counts"]["released_outside"]
+
+
 def user_releases(rig: Rig, job_id: int) -> None:
     p = rig.slurm("scontrol", "release", str(job_id), user=USER)
     USER_RELEASES[job_id] = p.returncode
@@ -451,7 +457,7 @@ def check_user_release(rig: Rig, work: Workload, counts: Counts) -> None:
     refused = sum(1 for rc in USER_RELEASES.values() if rc != 0)
     print(f"user releases: {len(USER_RELEASES) - refused} accepted, {refused} refused; "
           f"pald recorded {outside} released behind its back")
-    assert outside == rig.pald.health().details["counts"]["released_outside"]
+    assert outside == rig.pald.health().details["counts"]["released_outside"] - work.notes["outside_before"]
 
 
 def job_field(rig: Rig, job_id: int, key: str) -> str:
@@ -507,7 +513,8 @@ FAULTS = [
     Fault("bad-comment-byte", inject=inject_bad_byte, heal=heal_bad_byte, check=check_bad_byte),
     Fault("stale-view-drained-node", inject=inject_stale_view, heal=heal_stale_view, check=check_stale_view),
     Fault("late-answers", during=freeze_pald_now_and_then, check=check_late),
-    Fault("user-releases", user=USER, on_submitted=user_releases, check=check_user_release),
+    Fault("user-releases", user=USER, inject=count_outside_releases, on_submitted=user_releases,
+          check=check_user_release),
 ]
 
 
@@ -531,7 +538,7 @@ def replay(rig: Rig, fault: Fault) -> tuple[Workload, Counts]:
                 rig.pald.send(signal.SIGCONT)
     finally:
         fault.heal(rig, work)
-    ran.first_id_before, ran.helper_ids = work.first_id_before, work.helper_ids
+    ran.first_id_before, ran.helper_ids, ran.notes = work.first_id_before, work.helper_ids, work.notes
     counts = check(rig, ran)
     print(f"\n{fault.name}: {counts.submitted} submitted in {ran.wall_s:.1f} s, {counts.deferred} deferred, "
           f"problems {json.dumps(counts.problems(), default=str)}")

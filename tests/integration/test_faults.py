@@ -19,7 +19,6 @@ A fault is one `Fault` entry: how to inject it, how to heal it, and what else to
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -96,8 +95,8 @@ def start_rig(root: Path, gres: str = "typed") -> Rig:
                                     for n in lab.nodes for s in range(4) for c in "ABCD"])
     store.close()
     flag = root / "slurm-unreachable"
-    cfg = write_config(root / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf,
-                       heartbeat=root / "hb", extra=f'bin_dir = "{pald_bin_dir(root, flag)}"')
+    cfg = write_config(root / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf, heartbeat=root / "hb")
+    cfg.write_text(cfg.read_text().replace("[slurm]\n", f'[slurm]\nbin_dir = "{pald_bin_dir(root, flag)}"\n'))
     log = root / "pald.log"
     try:
         pald = PaldProcess(cfg, sock, log).start()
@@ -114,7 +113,11 @@ def rig_in(gres: str):
     # Not under pytest's 0700 tmp: USER must reach slurm.conf, munge's socket and the outputs.
     root = Path(tempfile.mkdtemp(prefix="pal-faults-"))
     root.chmod(0o755)
-    rig = start_rig(root, gres)
+    try:
+        rig = start_rig(root, gres)
+    except Exception:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
     try:
         yield rig
     finally:

@@ -193,13 +193,14 @@ class NodeFacts:
 def node_facts(nodes: Iterable[NodeInfo]) -> dict[str, NodeFacts]:
     """node name -> NodeFacts, from the configured GRES of `sinfo --json`."""
     out = {}
+    typed_by_gres: dict[str, frozenset[int]] = {}  # nodes mostly share one GRES string: parse it once
     for node in nodes:
-        typed = set()
-        for item in parse_gres(node.gres):
-            slot = parse_slot_type(item.type) if item.name == GPU and item.count == 1 else None
-            if slot is not None:
-                typed.add(slot)
-        out[node.name] = NodeFacts(node.gpus, frozenset(typed), node.usable)
+        typed = typed_by_gres.get(node.gres)
+        if typed is None:
+            typed = typed_by_gres[node.gres] = frozenset(
+                slot for item in parse_gres(node.gres) if item.name == GPU and item.count == 1
+                for slot in (parse_slot_type(item.type),) if slot is not None)
+        out[node.name] = NodeFacts(node.gpus, typed, node.usable)
     return out
 
 

@@ -175,7 +175,7 @@ class Pald:
             return ErrorReply(ErrorCode.INTERNAL.value, f"pald failed: {exc}")
 
     def _place(self, req: PlaceRequest) -> PlaceReply:
-        if req.expired(self.clock()):
+        if req.deadline_ms is not None and req.expired(self.clock()):
             return self._late(req)
         if not self.leading:
             # a standby pald must not promise GPUs: the active one does; the job passes
@@ -191,7 +191,7 @@ class Pald:
                                warning=f"pald ignored the pal: spec: {exc.message}")
         else:
             reply = self.service.place(req, now, key=f"req:{key}")
-            if req.expired(self.clock()):  # again, just before the reply goes out
+            if req.deadline_ms is not None and req.expired(self.clock()):  # again, just before the reply
                 self.service.retract(f"req:{key}", reply.decision)
                 return self._late(req)
         self.counts[reply.decision.value] += 1

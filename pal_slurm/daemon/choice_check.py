@@ -24,26 +24,23 @@ class Binding(str, Enum):
     NODES = "nodes"  # no chosen node has per-slot types: pin the nodes, keep the GPU request
 
 
-def doubt(choice_nodes: Mapping[str, Sequence[int]], facts: Mapping[str, NodeFacts]) -> str | None:
-    """Why Slurm could refuse (or park) a job placed on `choice_nodes`, or None if it cannot."""
+def vet(choice_nodes: Mapping[str, Sequence[int]], facts: Mapping[str, NodeFacts]) -> tuple[Binding | None, str]:
+    """How a choice (node -> slots) can be written into a job, or (None, why) when Slurm could
+    refuse or park it: a node it does not have or that takes no work, a slot beyond the node's
+    GPU count, or per-slot types missing for some chosen slots while others have them."""
+    all_typed, any_typed = True, False
     for node, slots in choice_nodes.items():
         fact = facts.get(node)
         if fact is None:
-            return f"unknown_node:{node}"
+            return None, f"unknown_node:{node}"
         if not fact.usable:
-            return f"node_unusable:{node}"
+            return None, f"node_unusable:{node}"
         if not slots or min(slots) < 0 or max(slots) >= fact.gpus:
-            return f"no_such_gpu:{node}"
-    return None
-
-
-def binding(choice_nodes: Mapping[str, Sequence[int]], facts: Mapping[str, NodeFacts]) -> Binding | None:
-    """How the choice can be written into the job; None when the nodes disagree (some have
-    the slot types, some do not): a doubt, so the caller passes."""
-    typed = [set(slots) <= fact.typed_slots for node, slots in choice_nodes.items()
-             for fact in (facts[node],)]
-    if all(typed):
-        return Binding.SLOTS
-    if not any(facts[node].typed_slots for node in choice_nodes):
-        return Binding.NODES
-    return None
+            return None, f"no_such_gpu:{node}"
+        any_typed = any_typed or bool(fact.typed_slots)
+        all_typed = all_typed and fact.typed_slots.issuperset(slots)
+    if all_typed:
+        return Binding.SLOTS, ""
+    if not any_typed:
+        return Binding.NODES, ""
+    return None, "slot_types_missing"

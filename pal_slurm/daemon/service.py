@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from pal_slurm.daemon.choice_check import Binding, binding, doubt
+from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.ranking_map import ranking_for
@@ -179,13 +179,7 @@ class PlacementService:
     def vet(self, choice: ShapeChoice) -> tuple[Binding | None, str]:
         """How `choice` can be written into a job (choice_check.Binding), or (None, why) when
         Slurm might not have what it names: the caller passes then."""
-        if self.facts is None:
-            return Binding.SLOTS, ""
-        why = doubt(choice.nodes, self.facts)
-        if why:
-            return None, why
-        bound = binding(choice.nodes, self.facts)
-        return (bound, "") if bound else (None, "mixed_slot_types")
+        return (Binding.SLOTS, "") if self.facts is None else vet(choice.nodes, self.facts)
 
     def reserve(self, key: str, choice: ShapeChoice, now: float) -> None:
         self.reservations[key] = Reservation(key, frozenset(choice.gpu_ids), now)

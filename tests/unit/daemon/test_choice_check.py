@@ -1,6 +1,6 @@
 """Finding 2 (pald side): pald never answers with nodes or GRES slots Slurm does not have."""
 
-from pal_slurm.daemon.choice_check import Binding, binding, doubt
+from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon.cycle import plan_releases
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.model import DecisionKind
@@ -19,23 +19,23 @@ def test_node_facts_read_the_per_slot_types_from_sinfos_gres():
     assert f["gpu02"].typed_slots == frozenset() and f["gpu03"].typed_slots == frozenset()
 
 
-def test_doubt_names_what_slurm_lacks():
+def test_vet_names_what_slurm_lacks():
     f = facts(node_info("gpu01"), node_info("gpu02", gpus=2))
-    assert doubt({"gpu01": (2, 3)}, f) is None
-    assert doubt({"gpu05": (0,)}, f) == "unknown_node:gpu05"  # a node removed since the view
-    assert doubt({"gpu02": (1, 2)}, f) == "no_such_gpu:gpu02"  # more GPUs than the node has
+    assert vet({"gpu01": (2, 3)}, f) == (Binding.SLOTS, "")
+    assert vet({"gpu05": (0,)}, f) == (None, "unknown_node:gpu05")  # a node removed since the view
+    assert vet({"gpu02": (1, 2)}, f) == (None, "no_such_gpu:gpu02")  # more GPUs than the node has
     drained = node_info("gpu03").__class__(**{**node_info("gpu03").__dict__, "state_flags": ("DRAIN",)})
-    assert doubt({"gpu03": (0,)}, facts(drained)) == "node_unusable:gpu03"
+    assert vet({"gpu03": (0,)}, facts(drained)) == (None, "node_unusable:gpu03")
 
 
-def test_binding_slots_nodes_or_doubt():
+def test_vet_binds_slots_or_nodes_or_doubts():
     f = facts(node_info("gpu01"), node_info("gpu02", gres="gpu:4"),
               node_info("gpu03", gres="gpu:s0:1,gpu:s1:1,gpu:4"))
-    assert binding({"gpu01": (2, 3)}, f) is Binding.SLOTS
-    assert binding({"gpu02": (2, 3)}, f) is Binding.NODES  # plain GRES: pin the node only
-    assert binding({"gpu03": (0, 1)}, f) is Binding.SLOTS
-    assert binding({"gpu03": (2, 3)}, f) is None  # types exist, but not these: doubt
-    assert binding({"gpu01": (0,), "gpu02": (0,)}, f) is None  # one typed, one plain: doubt
+    assert vet({"gpu01": (2, 3)}, f)[0] is Binding.SLOTS
+    assert vet({"gpu02": (2, 3)}, f)[0] is Binding.NODES  # plain GRES: pin the node only
+    assert vet({"gpu03": (0, 1)}, f)[0] is Binding.SLOTS
+    assert vet({"gpu03": (2, 3)}, f) == (None, "slot_types_missing")  # types exist, not these: doubt
+    assert vet({"gpu01": (0,), "gpu02": (0,)}, f) == (None, "slot_types_missing")  # one typed, one plain
 
 
 def service_on(nodes, max_view_age_s=float("inf")):

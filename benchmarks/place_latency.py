@@ -100,9 +100,14 @@ def main() -> None:
           f"{sum(len(n.used_slots) for n in nodes)} busy, {args.pending} held PAL jobs")
     print(f"one sync + cycle (plan {args.pending} held jobs, no Slurm I/O): {sync_s * 1000:.1f} ms")
 
+    # requests carry the hook's deadline (far ahead: every one is answered) where the protocol has it
+    deadline = {"deadline_ms": int(time.time() * 1000) + 3_600_000} \
+        if "deadline_ms" in PlaceRequest.__dataclass_fields__ else {}
+    print(f"requests carry deadline_ms: {'yes' if deadline else 'no'}")
+
     def req(i):
         return PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet,mode=now", gpus_per_node=rng.choice([1, 2, 4])),
-                            CommentSpec("resnet", mode="now"), request_id=f"b{i}")
+                            CommentSpec("resnet", mode="now"), request_id=f"b{i}", **deadline)
 
     # In-process: the decision itself. Reservations accumulate as in a burst of submissions;
     # a fresh view every 200 requests plays the role of the 1 s sync.

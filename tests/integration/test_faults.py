@@ -64,6 +64,10 @@ class Rig:
     fault_flag: Path  # while it exists, pald's sinfo/squeue fail (see `pald_bin_dir`)
     log: Path
 
+    @property
+    def db_path(self) -> Path:
+        return Path(self.db.removeprefix("sqlite:///"))
+
     def slurm(self, *argv: str, user: str | None = None) -> subprocess.CompletedProcess:
         prefix = ["runuser", "-u", user, "--"] if user else []
         return subprocess.run(prefix + list(argv), env=self.lab.client_env(), capture_output=True,
@@ -349,6 +353,23 @@ class Fault:
     user: str | None = None  # submit as this user (default root)
     on_submitted: Callable[[Rig, int], None] | None = None
     during: Callable[[Rig, threading.Event], None] | None = None  # runs in a thread meanwhile
+
+
+def around(name: str, fault_cm: Callable[[Rig], object], **more) -> Fault:
+    """A fault given as a context manager (tests/fixtures' store faults): entered before the
+    workload, left after it."""
+    active: list = []
+
+    def inject(rig: Rig, work: Workload) -> None:
+        cm = fault_cm(rig)
+        cm.__enter__()
+        active.append(cm)
+
+    def heal(rig: Rig, work: Workload) -> None:
+        while active:
+            active.pop().__exit__(None, None, None)
+
+    return Fault(name, inject=inject, heal=heal, **more)
 
 
 # -- finding 1: one job with a non-UTF-8 byte in its comment -------------------------------

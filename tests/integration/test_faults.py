@@ -585,7 +585,7 @@ def fault_params():
         yield pytest.param(f, id=f.name, marks=() if ok else pytest.mark.xfail(reason=why, strict=True))
 
 
-@pytest.mark.parametrize("fault", fault_params())
+@pytest.mark.parametrize("fault", list(fault_params()))
 def test_fault(rig, fault):
     work, counts = replay(rig, fault)
     assert_clean(counts)

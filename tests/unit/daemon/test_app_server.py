@@ -223,16 +223,18 @@ def _with_deadline(req, deadline_ms):
 def test_a_request_read_after_its_deadline_records_reserves_and_counts_nothing(tmp_path):
     """Finding 3: a frozen pald answered requests the hook had given up on."""
     clock = [1000.0]
-    pald = make_pald(tmp_path, store=MemoryRepository())
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store)
     pald.clock = lambda: clock[0]
     pald.sync_and_cycle()
     late = pald.handle(_with_deadline(request(gpn=2, rid="late"), 999_999))  # 1 ms ago
     assert (late.decision, late.reason) == (DecisionKind.PASS, "late")
     assert pald.service.reservations == {} and pald.service.held_jobs == 0
-    assert not pald.pending_records and pald.counts["place"] == 0 and pald.counts["late"] == 1
+    assert pald.counts["place"] == 0 and pald.counts["late"] == 1
     ok = pald.handle(_with_deadline(request(gpn=2, rid="ok"), 1_000_150))
     assert ok.decision is DecisionKind.PLACE and list(pald.service.reservations) == ["req:ok"]
-    assert [r.job_id for r in pald.pending_records] == ["req:ok"]
+    pald.flush_decisions()
+    assert store.decisions("req:late") == [] and [d.job_id for d in store.decisions("req:ok")] == ["req:ok"]
 
 
 def test_a_deadline_passing_while_pald_decides_undoes_the_decision(tmp_path):
@@ -242,14 +244,17 @@ def test_a_deadline_passing_while_pald_decides_undoes_the_decision(tmp_path):
     from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 
     ticks = iter([1000.0, 1000.0])  # the first check and `now`; then the deadline has passed
-    pald = make_pald(tmp_path)
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store)
     pald.sync_and_cycle()
     pald.clock = lambda: next(ticks, 1000.2)
     req = PlaceRequest(JobFields(uid=1, comment="pal:class=resnet,mode=defer", gpus_per_node=2),
                        CommentSpec("resnet", mode="defer"), request_id="slow", deadline_ms=1_000_100)
     reply = pald.handle(req)
     assert reply.reason == "late"
-    assert pald.service.held_jobs == 0 and pald.service.reservations == {} and not pald.pending_records
+    assert pald.service.held_jobs == 0 and pald.service.reservations == {}
+    pald.flush_decisions()
+    assert store.decisions("req:slow") == []
 
 
 def test_deferred_jobs_get_an_admin_hold_and_an_outside_release_is_recorded_once(tmp_path):

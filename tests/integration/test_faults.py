@@ -37,6 +37,8 @@ from pal_slurm.daemon.process import REPO, PaldProcess, write_config
 from pal_slurm.slurm.lab import LabCluster, missing_binaries, start_lab
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
+from tests.fixtures.postgres import start_postgres
+from tests.fixtures.store_faults import delete_sqlite_file, frozen_postgres, sqlite_write_lock
 
 pytestmark = pytest.mark.slurm
 
@@ -63,6 +65,7 @@ class Rig:
     db: str
     fault_flag: Path  # while it exists, pald's sinfo/squeue fail (see `pald_bin_dir`)
     log: Path
+    postgres: object = None  # tests.fixtures.postgres.PostgresServer when the store is PostgreSQL
 
     @property
     def db_path(self) -> Path:
@@ -88,12 +91,12 @@ def pald_bin_dir(root: Path, flag: Path) -> Path:
     return bin_dir
 
 
-def start_rig(root: Path, gres: str = "typed") -> Rig:
+def start_rig(root: Path, gres: str = "typed", db: str | None = None) -> Rig:
     sock = root / "pald.sock"
     lab = start_lab(root / "lab", hook=str(REPO / "job_submit_lua" / "job_submit.lua"),
                     env={"PAL_SOCKET": str(sock)}, gres=gres)
     (lab.lab_dir / "out").chmod(0o1777)  # jobs of USER write their output there
-    db = f"sqlite:///{root}/pal.db"
+    db = db or f"sqlite:///{root}/pal.db"
     store = open_store(db)
     store.write_ranking("optimal", [RankingEntry(n, s, c, 1.0 + 0.1 * s, 1.0 + 0.1 * s, 0)
                                     for n in lab.nodes for s in range(4) for c in "ABCD"])
@@ -111,17 +114,18 @@ def start_rig(root: Path, gres: str = "typed") -> Rig:
 
 
 @contextmanager
-def rig_in(gres: str):
+def rig_in(gres: str, postgres=None):
     if missing_binaries():
         pytest.skip("Slurm lab cluster unavailable, missing: " + ", ".join(missing_binaries()))
     # Not under pytest's 0700 tmp: USER must reach slurm.conf, munge's socket and the outputs.
     root = Path(tempfile.mkdtemp(prefix="pal-faults-"))
     root.chmod(0o755)
     try:
-        rig = start_rig(root, gres)
+        rig = start_rig(root, gres, db=postgres.url(postgres.create_database("pal")) if postgres else None)
     except Exception:
         shutil.rmtree(root, ignore_errors=True)
         raise
+    rig.postgres = postgres
     try:
         yield rig
     finally:
@@ -135,6 +139,20 @@ def rig_in(gres: str):
 def rig():
     with rig_in("typed") as r:
         yield r
+
+
+@pytest.fixture(scope="module")
+def pg_rig():
+    """The rig on its own PostgreSQL server (which the faults freeze and stop)."""
+    try:
+        server = start_postgres()
+    except (FileNotFoundError, KeyError) as err:
+        pytest.skip(f"no PostgreSQL server: {err}")
+    try:
+        with rig_in("typed", postgres=server) as r:
+            yield r
+    finally:
+        server.cleanup()
 
 
 @pytest.fixture(scope="module")
@@ -533,12 +551,53 @@ def test_user_cannot_release_a_job_pald_has_seen_and_pald_notices_one_released_b
         assert rig.lab.wait_job(j, timeout=60) == "COMPLETED", j
 
 
+# -- findings 6, 7 (store side): a locked or deleted SQLite file -----------------------------
+def decisions_kept(rig: Rig, work: Workload, counts: Counts) -> None:
+    """Once the store is back, every job pald placed or deferred has its decision in it."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        d = rig.pald.health().details
+        if d["store"] == "ok" and d["buffered_decisions"] == 0:
+            break
+        time.sleep(0.2)
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    reqs = {i: jobs[i].admin_comment.split(";req=", 1)[1].split(";")[0].split()[0] for i in work.job_ids
+            if jobs[i].admin_comment.startswith(("pal:placed", "pal:defer")) and ";req=" in jobs[i].admin_comment}
+    store = open_store(rig.db)
+    try:
+        missing = [i for i, req in reqs.items() if not store.decisions(f"req:{req}")]
+    finally:
+        store.close()
+    assert len(reqs) >= N_JOBS // 2 and missing == [], f"{len(missing)} of {len(reqs)} decisions lost"
+
+
+def no_standby_passes(rig: Rig, work: Workload, counts: Counts) -> None:
+    """A store outage must not switch PAL off (finding 5: 94/100 jobs `pass=standby`)."""
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    assert [i for i in work.job_ids if "pal:pass=standby" in jobs[i].admin_comment] == []
+    decisions_kept(rig, work, counts)
+
+
+PG_FAULTS = [
+    around("frozen-postgres", lambda rig: frozen_postgres(rig.postgres), check=no_standby_passes),
+    Fault("stopped-postgres", inject=lambda rig, work: rig.postgres.stop(),
+          heal=lambda rig, work: rig.postgres.start(), check=no_standby_passes),
+]
+
+
+def recreate_store(rig: Rig, work: Workload) -> None:
+    open_store(rig.db).close()  # what the operator does: `palctl db upgrade` makes a new, empty store
+
+
 FAULTS = [
     Fault("bad-comment-byte", inject=inject_bad_byte, heal=heal_bad_byte, check=check_bad_byte),
     Fault("stale-view-drained-node", inject=inject_stale_view, heal=heal_stale_view, check=check_stale_view),
     Fault("late-answers", during=freeze_pald_now_and_then, check=check_late),
     Fault("user-releases", user=USER, inject=count_outside_releases, on_submitted=user_releases,
           check=check_user_release),
+    around("locked-sqlite", lambda rig: sqlite_write_lock(rig.db_path), check=decisions_kept),
+    Fault("deleted-sqlite", inject=lambda rig, work: delete_sqlite_file(rig.db_path), heal=recreate_store,
+          check=decisions_kept),  # last: the store it leaves is a new, empty one
 ]
 
 
@@ -590,6 +649,14 @@ def test_fault(rig, fault):
     work, counts = replay(rig, fault)
     assert_clean(counts)
     fault.check(rig, work, counts)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("fault", PG_FAULTS, ids=[f.name for f in PG_FAULTS])
+def test_store_fault_on_postgres(pg_rig, fault):
+    work, counts = replay(pg_rig, fault)
+    assert_clean(counts)
+    fault.check(pg_rig, work, counts)
 
 
 def test_fault_gres_without_per_slot_types(plain_rig):

@@ -54,7 +54,7 @@ from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.daemon.store_link import DEADLINE_S, StoreLink
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy import autotune
-from pal_slurm.slurm.readers import cluster_view, node_facts
+from pal_slurm.slurm.readers import cluster_view
 from pal_slurm.slurm.topology import read_racks
 from pal_slurm.store.leader import AlwaysLeader
 from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat
@@ -354,6 +354,7 @@ class Pald:
         try:
             nodes = self.reader.nodes()
             jobs = self.reader.jobs()
+            site = self.reader.site(nodes)
         except Exception as exc:  # noqa: BLE001
             self.slurm_ok = False
             self._note_error("slurm", exc)
@@ -361,8 +362,10 @@ class Pald:
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
         self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
+        if site is not None:
+            self.service.observe_site(site)
         self.service.observe_cluster(cluster_view(nodes, jobs, self.racks()), now, held_jobs=len(held),
-                                     started=started_keys(jobs), facts=node_facts(nodes))
+                                     started=started_keys(jobs))
         self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")

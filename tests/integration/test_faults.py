@@ -311,8 +311,9 @@ def check(rig: Rig, work: Workload) -> Counts:
     for a, b in zip(runs, runs[1:]):
         if a[0] == b[0] and b[1] < a[2]:
             counts.double_booked.append((a[0], a[3], b[3]))
+    # drained: DRAIN/FAIL or down (a loaded host can show a passing NOT_RESPONDING: not a drain)
     counts.drained = [(n.name, n.state, n.state_flags) for n in rig.lab.reader.nodes()
-                      if not n.usable]
+                      if n.state == "down" or {"DRAIN", "FAIL", "DOWN"} & set(n.state_flags)]
     for i in ids:
         j = jobs.get(i)
         if j is None or "pal:defer" not in j.admin_comment:

@@ -27,7 +27,6 @@ from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
 from pal_slurm.daemon.cycle import (
     SENSITIVITY_WAIT,
     apply_releases,
-    gpus_per_node,
     is_pal_held,
     plan_releases,
     tuner_observation,
@@ -42,8 +41,9 @@ from pal_slurm.daemon.protocol import (
     ReloadReply,
     ReloadRequest,
 )
-from pal_slurm.daemon.service import PlacementService, ServiceSettings
+from pal_slurm.daemon.service import PlacementService, ServiceSettings, held_shape
 from pal_slurm.model import DecisionKind
+from pal_slurm.model.shape import ShapeError
 from pal_slurm.policy import autotune
 from pal_slurm.slurm.readers import cluster_view
 from pal_slurm.slurm.topology import read_racks
@@ -319,9 +319,13 @@ class Pald:
             if j.job_id in self.held_seen:
                 continue
             try:
+                gpus = held_shape(j, None).total
+            except ShapeError:
+                gpus = 0  # no GPU request: the cycle releases it untouched
+            try:
                 self.store.add_held_job(HeldJob(
                     job_id=str(j.job_id), perf_class=self.service.settings.default_class,
-                    gpus=(gpus_per_node(j.tres_per_node) or 1) * max(1, j.node_count or 1),
+                    gpus=gpus,
                     submitted_at=datetime.fromtimestamp(j.submit_time or self.clock(), timezone.utc)))
                 self.held_seen.add(j.job_id)
             except Exception as exc:  # noqa: BLE001

@@ -8,12 +8,12 @@ is the one function that acts, so a dry run prints exactly what would be done.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from pal_slurm.daemon.comment_grammar import CommentError, parse_comment
-from pal_slurm.daemon.service import PlacementService, Shape
+from pal_slurm.daemon.service import PlacementService, held_shape
+from pal_slurm.model.shape import ShapeError
 from pal_slurm.model import JobRequest
 from pal_slurm.policy import queue_order
 from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice
@@ -22,17 +22,11 @@ from pal_slurm.slurm.gres import gres_update_spec
 log = logging.getLogger("pald.cycle")
 
 DEFER_TAG = "pal:defer"
-_GPU_COUNT = re.compile(r"(?:^|,)(?:gres:)?gpu(?::[^:,]+)?:(\d+)")
 
 
 def is_pal_held(job) -> bool:
     """A job the hook held for pald (and not, say, held by its user for other reasons)."""
     return job.held and DEFER_TAG in (job.admin_comment or "")
-
-
-def gpus_per_node(tres_per_node: str) -> int | None:
-    counts = [int(m.group(1)) for m in _GPU_COUNT.finditer(tres_per_node or "")]
-    return sum(counts) if counts else None
 
 
 @dataclass(frozen=True)
@@ -98,18 +92,15 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
             continue
         app = spec.perf_class if spec else "unknown"
         perf_class, _warning = service.resolve_class(app)
-        per_node = gpus_per_node(job.tres_per_node)
-        if per_node:
-            shape = Shape(max(1, job.node_count or 1), per_node, per_node * max(1, job.node_count or 1))
-        elif spec and spec.gpus:
-            shape = Shape(None, None, spec.gpus)
-        else:
-            out.releases.append(Release(job.job_id, perf_class, None, None, "no_gpus"))
+        try:
+            shape = held_shape(job, spec)
+        except ShapeError as exc:
+            out.releases.append(Release(job.job_id, perf_class, None, None, str(exc)))
             continue
         if blocked:
             out.waiting += 1
             continue
-        if shape.per_node_shape:
+        if shape.is_per_node:
             if perf_class not in indexes:
                 indexes[perf_class] = FreeIndex(ctx.cluster, free, ctx.ranking.sf(perf_class))
             spread = multi_rack and (shape.nodes or 1) > 1
@@ -131,16 +122,16 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
         free -= set(choice.gpu_ids)
         for idx in indexes.values():
             idx.take(choice.gpu_ids)
-        if shape.per_node_shape and choice.same_slots_everywhere():
+        if shape.is_per_node and choice.same_slots_everywhere():
             spec_text = gres_update_spec(next(iter(choice.nodes.values())))
-        elif shape.per_node_shape:
+        elif shape.is_per_node:
             spec_text = f"gpu:{shape.per_node}"
         else:
             spec_text = None
         out.releases.append(Release(
             job.job_id, perf_class, choice, spec_text, service.settings.placement,
             net=((spec.net if spec else None) or "medium").lower(),
-            wanted_rack=shape.per_node_shape and multi_rack and (shape.nodes or 1) > 1,
+            wanted_rack=shape.is_per_node and multi_rack and (shape.nodes or 1) > 1,
             one_rack=len({service.view.rack_of_node[service.view.node_of[g]] for g in choice.gpu_ids}) == 1,
             waited_s=None if now is None else max(0.0, now - job.submit_time),
             time_limit_s=getattr(job, "time_limit_s", None)))

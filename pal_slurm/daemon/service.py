@@ -21,6 +21,7 @@ from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.ranking_map import ranking_for
 from pal_slurm.model import ClusterView, DecisionKind
 from pal_slurm.model.classes import AppClassMap
+from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
 from pal_slurm.policy import PlacementContext, placement as placement_by_name
 from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice, per_node_choice, stock_slurm_choice, total_choice
 from pal_slurm.ranking import Ranking
@@ -38,34 +39,24 @@ class ServiceSettings:
     reservation_ttl_s: float = 30.0
 
 
-@dataclass(frozen=True)
-class Shape:
-    """What a job asks for in Slurm's terms."""
-
-    nodes: int | None  # -N (None: any number, only with a total count)
-    per_node: int | None  # GPUs per node (--gres=gpu:g)
-    total: int  # GPUs in all
-
-    @property
-    def per_node_shape(self) -> bool:
-        return self.per_node is not None
+def submit_shape(job: JobFields, spec: CommentSpec | None) -> JobShape:
+    """The shape of a job at submit time (the hook's fields, `gpus=` from the comment)."""
+    return job_shape(
+        gpus_per_node=job.gpus_per_node or gpu_count(job.tres_per_node),
+        gpus_per_job=job.gpus_per_job or gpu_count(job.tres_per_job),
+        nodes=job.min_nodes,
+        comment_gpus=spec.gpus if spec else None,
+    )
 
 
-class ShapeError(ValueError):
-    """The job's GPU request cannot be placed by PAL (the reason goes into pal:pass=...)."""
-
-
-def job_shape(job: JobFields, spec: CommentSpec | None) -> Shape:
-    """Derive the request shape from Slurm's fields (and `gpus=` in the comment)."""
-    k = job.min_nodes if job.min_nodes else None
-    if job.gpus_per_node:
-        return Shape(k or 1, job.gpus_per_node, job.gpus_per_node * (k or 1))
-    total = job.gpus_per_job or (spec.gpus if spec and spec.gpus else None)
-    if not total:
-        raise ShapeError("no_gpus")
-    if k and total % k == 0:
-        return Shape(k, total // k, total)
-    return Shape(None, None, total)
+def held_shape(job, spec: CommentSpec | None) -> JobShape:
+    """The shape of a job squeue shows (a slurm JobInfo): the same parser as at submit time."""
+    return job_shape(
+        gpus_per_node=gpu_count(job.tres_per_node),
+        gpus_per_job=gpu_count(job.tres_per_job),
+        nodes=job.node_count,
+        comment_gpus=spec.gpus if spec else None,
+    )
 
 
 @dataclass
@@ -152,19 +143,19 @@ class PlacementService:
             self._indexes[perf_class] = FreeIndex(self.view, self.free_now(), self.ranking.sf(perf_class))
         return self._indexes[perf_class]
 
-    def choose(self, shape: Shape, perf_class: str, ctx: PlacementContext | None = None,
+    def choose(self, shape: JobShape, perf_class: str, ctx: PlacementContext | None = None,
                index: FreeIndex | None = None, one_rack: bool = False) -> ShapeChoice | None:
         """GPUs for a shape: against the service's state, or against `ctx` (+ its `index`)."""
-        if shape.per_node_shape:
+        if shape.is_per_node:
             if ctx is None:
                 ctx = PlacementContext(cluster=self.view, ranking=self.ranking)
                 index = self.index(perf_class)
             return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx, index=index, one_rack=one_rack)
         return total_choice(shape.total, perf_class, ctx or self.context(), placement_by_name(self.settings.placement))
 
-    def stock_choice(self, shape: Shape, perf_class: str) -> ShapeChoice | None:
+    def stock_choice(self, shape: JobShape, perf_class: str) -> ShapeChoice | None:
         """What stock Slurm would pick (reports and `palctl explain`)."""
-        if not shape.per_node_shape:
+        if not shape.is_per_node:
             return None
         return stock_slurm_choice(shape.nodes or 1, shape.per_node, perf_class, self.context())
 
@@ -180,7 +171,7 @@ class PlacementService:
         perf_class, warning = self.resolve_class(req.pal.perf_class)
         base = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
         try:
-            shape = job_shape(req.job, req.pal)
+            shape = submit_shape(req.job, req.pal)
         except ShapeError as exc:
             return PlaceReply(DecisionKind.PASS, reason=str(exc), **base)
         if shape.per_node and shape.per_node > max((len(n.gpu_ids) for n in self.view.nodes), default=0):
@@ -199,6 +190,6 @@ class PlacementService:
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
         self.reserve(key, choice, now)
         gres = None
-        if shape.per_node_shape and choice.same_slots_everywhere():
+        if shape.is_per_node and choice.same_slots_everywhere():
             gres = tres_per_node(next(iter(choice.nodes.values())))
         return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres, **base)

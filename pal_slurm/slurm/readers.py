@@ -266,6 +266,7 @@ class JobInfo:
     start_time: int
     partition: str = ""
     time_limit_s: float | None = None  # --time in seconds; None when unlimited or not set
+    tres_per_job: str = ""  # e.g. gres:gpu:8 (--gpus=N)
 
     @property
     def held(self) -> bool:
@@ -330,6 +331,7 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             start_time=int(raw.get("start_time") or 0),
             partition=raw.get("partition") or "",
             time_limit_s=_time_limit_s(raw.get("time_limit")),
+            tres_per_job=raw.get("tres_per_job") or "",
         )
     except SlurmParseError as exc:
         raise SlurmParseError(f"job {job_id}: {exc}") from None

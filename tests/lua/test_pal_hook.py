@@ -2,6 +2,7 @@
 every decision and every failure path. Real lua5.1 + luasocket: test_pal_real_lua51.py."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -350,13 +351,10 @@ def test_request_ids_differ_between_jobs():
     assert hook.sent["id"] != first
 
 
-@pytest.mark.parametrize(
-    "tres, count",
-    [("gres:gpu:2", 2), ("gres:gpu:s2:1,gres:gpu:s3:1", 2), ("gres/gpu:4", 4),
-     ("gres:gpu:a100:3", 3), ("gres:gpu", 1), ("gres:gpu:a100", 1), ("gpu:2", 2),
-     ("gres:mps:100", None), ("gres:gpu:2,gres:mps:50", 2), ("", None), (None, None),
-     ("gres:gpu:a:b:c", None)],
-)
+GPU_COUNT_CASES = json.loads((Path(__file__).parents[1] / "golden" / "gpu_count.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("tres, count", [(c["tres"], c["gpus"]) for c in GPU_COUNT_CASES])
 def test_gpu_count_from_tres(tres, count):
     assert Hook().pal.gpu_count(tres) == count
 

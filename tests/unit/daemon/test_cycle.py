@@ -1,4 +1,4 @@
-from pal_slurm.daemon.cycle import apply_releases, gpus_per_node, is_pal_held, plan_releases
+from pal_slurm.daemon.cycle import apply_releases, is_pal_held, plan_releases
 from pal_slurm.daemon.service import PlacementService
 
 from .builders import FakeActuator, held_job, view
@@ -13,12 +13,6 @@ def svc(busy=()):
 def test_only_jobs_held_by_the_hook_count():
     assert is_pal_held(held_job(1))
     assert not is_pal_held(held_job(2, tag="pal:placed=gpu01"))
-
-
-def test_gpus_per_node_parses_typed_and_plain():
-    assert gpus_per_node("gres:gpu:4") == 4
-    assert gpus_per_node("gres:gpu:s2:1,gres:gpu:s3:1") == 2
-    assert gpus_per_node("") is None
 
 
 def test_fifo_releases_in_submit_order_and_stops_at_the_first_that_does_not_fit():
@@ -102,3 +96,29 @@ def test_tuner_learns_from_releases_of_jobs_that_wanted_a_rack():
     assert autotune.timers(state)[("medium", "rack")] < 120  # slots show up fast: wait less
     single = plan_releases([held_job(2, gpn=1, submit=0)], s, now=5).releases[0]
     assert tuner_observation(single, 1.7) is None  # nothing to learn from one-node jobs
+
+
+def test_a_deferred_gpus_n_job_is_placed_by_pal_when_the_cluster_frees(tmp_path):
+    """Regression: `sbatch --gpus=4 --comment=pal:class=resnet` on a full cluster is deferred;
+    when GPUs free, the cycle must place it (PAL's choice), not release it untouched."""
+    from pal_slurm.config import Config, DaemonConfig
+    from pal_slurm.daemon.app import Pald
+    from pal_slurm.model import DecisionKind
+
+    from .builders import FakeReader, node_info, request
+
+    cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "s"), heartbeat_file=str(tmp_path / "hb")))
+    full = [node_info(f"gpu{i:02d}", used=range(4)) for i in range(1, 5)]
+    reader = FakeReader(full)
+    act = FakeActuator()
+    pald = Pald(cfg, None, reader, act, clock=lambda: 100.0)
+    pald.sync_and_cycle()
+    reply = pald.handle(request("resnet", gpj=4))
+    assert reply.decision is DecisionKind.DEFER and reply.reason == "no_room"
+
+    reader._nodes = [node_info("gpu01", used=range(4)), node_info("gpu02", used=(0, 1)),
+                     node_info("gpu03"), node_info("gpu04", used=range(4))]
+    reader._jobs = [held_job(7, gpj=4, nodes=1, submit=90)]
+    pald.sync_and_cycle()
+    assert act.calls == [("nodes", 7, ("gpu03",))]  # PAL packed it on the free node
+    assert pald.counts["released"] == 1

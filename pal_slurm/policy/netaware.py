@@ -56,6 +56,8 @@ from typing import Mapping, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
+from pal_slurm.policy.base import Traits
+from pal_slurm.policy.shapes import is_per_node, per_node_pick, uniform_sf
 
 NODE, RACK, SPINE = 0, 1, 2
 LEVEL_NAMES = ("node", "rack")
@@ -89,6 +91,7 @@ class Topo:
     rack_idx: tuple[int, ...]  # node index -> dense rack index
     gpus_per_node: int
     rack_cap: int  # GPUs under the largest leaf
+    rack_nodes: int  # nodes under the largest leaf
 
 
 _TOPO: dict[int, tuple[object, Topo]] = {}
@@ -103,11 +106,14 @@ def topo(cluster: ClusterView) -> Topo:
     rack_idx = tuple(names.setdefault(n.rack, len(names)) for n in cluster.nodes)
     node_of = [0] * cluster.size
     cap: dict[int, int] = {}
+    members: dict[int, int] = {}
     for node in cluster.nodes:
         for g in node.gpu_ids:
             node_of[g] = node.index
         cap[rack_idx[node.index]] = cap.get(rack_idx[node.index], 0) + len(node.gpu_ids)
-    t = Topo(tuple(node_of), rack_idx, cluster.gpus_per_node, max(cap.values()) if cap else 0)
+        members[rack_idx[node.index]] = members.get(rack_idx[node.index], 0) + 1
+    t = Topo(tuple(node_of), rack_idx, cluster.gpus_per_node, max(cap.values()) if cap else 0,
+             max(members.values()) if members else 0)
     if len(_TOPO) > 64:
         _TOPO.clear()
     _TOPO[id(cluster.nodes)] = (cluster.nodes, t)
@@ -138,6 +144,15 @@ def preferred_tier(n: int, cluster: ClusterView) -> int:
     return RACK if n <= t.rack_cap else SPINE
 
 
+def wanted_tier(job: JobRequest, cluster: ClusterView) -> int:
+    """The most consolidated tier this job can ever get: by its size, or for a per-node
+    request (-N k) by its node count (one node; k nodes under one leaf; else the spine)."""
+    if is_per_node(job):
+        k = job.shape.nodes or 1
+        return NODE if k == 1 else RACK if k <= topo(cluster).rack_nodes else SPINE
+    return preferred_tier(job.num_gpus, cluster)
+
+
 def net_factor(job: JobRequest, nodes: int, racks: int, ctx) -> float:
     net = getattr(ctx, "network", None)
     if net is not None:
@@ -159,7 +174,7 @@ class NodeLocality:
 def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx) -> float:
     """Estimated network factor of the tightest placement of `job` at `tier`."""
     gpn = max(1, cluster.gpus_per_node)
-    nodes = max(1, math.ceil(job.num_gpus / gpn))
+    nodes = job.shape.nodes or 1 if is_per_node(job) else max(1, math.ceil(job.num_gpus / gpn))
     if tier == NODE:
         return 1.0
     if tier == RACK:
@@ -237,6 +252,8 @@ def best_allocation(job: JobRequest, free: Sequence[int], ctx, variability: bool
     n = job.num_gpus
     if len(free) < n:
         return None
+    if is_per_node(job):
+        return _per_node_allocation(job, free, ctx, variability, max_tier)
     cluster = ctx.cluster
     rack_idx = rack_idx if rack_idx is not None else _rack_index(cluster)
     sf = ctx.ranking.sf(job.perf_class) if variability else None
@@ -263,6 +280,32 @@ def best_allocation(job: JobRequest, free: Sequence[int], ctx, variability: bool
     if best is None:
         return None
     return best[1], best[2], best[3]
+
+
+def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx, variability: bool, max_tier: int):
+    """A per-node request (k nodes x g GPUs): the best k nodes under one leaf, or (from the
+    spine tier on) anywhere when that is cheaper. Same result shape as best_allocation."""
+    cluster = ctx.cluster
+    shape = job.shape
+    sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(cluster)
+    if (shape.nodes or 1) == 1:
+        picks = [per_node_pick(shape, free, sf, cluster)]
+    elif max_tier < RACK:
+        return None
+    else:
+        picks = [per_node_pick(shape, free, sf, cluster, one_rack=True)]
+        if max_tier >= SPINE:
+            picks.append(per_node_pick(shape, free, sf, cluster))
+    best = None
+    for gpus in picks:
+        if gpus is None:
+            continue
+        tier, nodes, racks = span(gpus, cluster)
+        factor = net_factor(job, nodes, racks, ctx)
+        cost = max(sf[g] for g in gpus) * factor
+        if best is None or cost < best[0] - 1e-12:
+            best = (cost, gpus, tier, factor)
+    return None if best is None else best[1:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,7 +419,7 @@ class NetAwarePlacement:
     def tier_deadlines(self, job: JobRequest, ctx) -> list[tuple[float, int]]:
         """[(time, tier)]: from `time` on, the job accepts placements up to `tier`."""
         cluster = ctx.cluster
-        want = preferred_tier(job.num_gpus, cluster)
+        want = wanted_tier(job, cluster)
         start = job.waiting_since
         out = [(start, want)]
         if not self.delay or want == SPINE:
@@ -418,11 +461,19 @@ class NetAwarePlacement:
         return soon if soon < math.inf else None
 
     def place_one(self, job: JobRequest, ctx) -> tuple[int, ...] | None:
-        """Allocation for one new job against ctx.cluster.free (pald's submit-time path):
-        the best placement at the tier its delay state accepts now, or None (defer)."""
-        ctx = self._view(ctx)
-        got = best_allocation(job, sorted(ctx.cluster.free), ctx, self.variability, self.allowed_tier(job, ctx))
-        return None if got is None else tuple(got[0])
+        """Allocation for one new job against ctx.cluster.free (pald's submit-time path): what
+        a plan of that job alone gives (delay, finish-aware choice), or None (defer)."""
+        got = self.plan([job], ctx).launch.get(job.job_id)
+        return None if got is None else tuple(got)
+
+    @property
+    def traits(self) -> Traits:
+        return Traits(sticky=self.keeps_running, tuned=self.autotune, backfills=self.backfill != "none",
+                      variability=self.variability)
+
+    @property
+    def delay_timers(self) -> Mapping:
+        return self.timers if self.delay else {}
 
     # ---- estimates --------------------------------------------------------------------------
     def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx) -> float:
@@ -460,16 +511,16 @@ class NetAwarePlacement:
             allowed = self.allowed_tier(job, ctx)
             if len(free) >= n:
                 got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
-            if (got is None or got[1] > preferred_tier(n, cluster)) and self.preempt is not None:
+            if (got is None or got[1] > wanted_tier(job, cluster)) and self.preempt is not None:
                 freed = self._preempt(job, free, running, suspend, launch, ctx, rack_idx)
                 for jid in freed:
                     ends.pop(jid, None)
                     holding.pop(jid, None)
                 if freed:
                     got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
-            if got is not None and self.finish_aware and got[1] > preferred_tier(n, cluster):
+            if got is not None and self.finish_aware and got[1] > wanted_tier(job, cluster):
                 # a spread placement now, or the consolidated one when the running jobs free it?
-                want = preferred_tier(n, cluster)
+                want = wanted_tier(job, cluster)
                 r = _Reservation.make(n, want, free, holding, ends, cluster, rack_idx, now)
                 if r.group is not None and r.shadow <= now:
                     # consolidated GPUs are free now but cost more by variability: take the faster
@@ -478,7 +529,7 @@ class NetAwarePlacement:
                         got = tight_now
                 elif r.group is not None and r.shadow < math.inf:
                     spread = self._runtime(job, got[0], ctx)
-                    tight = spread / got[2] * tier_factor(job, preferred_tier(n, cluster), cluster, ctx)
+                    tight = spread / got[2] * tier_factor(job, wanted_tier(job, cluster), cluster, ctx)
                     if r.shadow + tight < now + spread:
                         got = None
                         if self.backfill == "easy" and len(res) < self.reservations:
@@ -514,7 +565,7 @@ class NetAwarePlacement:
         """Stop victims so that `job` gets its preferred tier; returns the victims' ids."""
         cfg = self.preempt
         cluster = ctx.cluster
-        want = preferred_tier(job.num_gpus, cluster)
+        want = wanted_tier(job, cluster)
         if want == SPINE:
             return []
         rank = SENS_RANK.get(job.net_sensitivity, 3)
@@ -574,13 +625,3 @@ DALLY = NetAwarePlacement(
 # ablation: PAL's allocation (variability bins, node locality only) + EASY backfill, no delay
 PAL_BACKFILL = NetAwarePlacement("pal-backfill", delay=False, finish_aware=False, topology_aware=False)
 NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, DALLY)
-
-
-def _register() -> None:
-    from pal_slurm.policy.registry import register_placement
-
-    for p in NAMED:
-        register_placement(p)
-
-
-_register()

@@ -120,7 +120,7 @@ class CompatSimulator:
         perfvar, rng = artifact_profiles(G, cfg.variability_seed)
         ranking = Ranking.from_scores(perfvar, cfg.binning)
         node_of = self.cluster.node_of
-        deterministic = placement.name != "random-nonsticky"
+        deterministic = not placement.traits.randomised
         n_tracked = len(trace.jobs)
         sorted_pv = {c: sorted(v) for c, v in perfvar.items()}
 

@@ -35,7 +35,6 @@ from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.policy import PlacementContext, placement as placement_by_name, queue_order
 from pal_slurm.policy import autotune
-from pal_slurm.policy.placements import StickyPlacement
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
 from pal_slurm.sim.metrics import JobOutcome, RunResult
@@ -163,8 +162,8 @@ class EventSimulator:
         sorted_scores = {c: sorted(v) for c, v in scores.items()}
         rng = random.Random(cfg.seed)
         net_for_policy = self.netmodel if cfg.network else None
-        tuning = bool(getattr(pol, "autotune", False))
-        tuner_state = autotune.initial_state(cfg.tuner, getattr(pol, "timers", None))
+        tuning = pol.traits.tuned
+        tuner_state = autotune.initial_state(cfg.tuner, pol.delay_timers)
         sens_cache: dict[str, str] = {}
 
         heap: list = []
@@ -250,7 +249,7 @@ class EventSimulator:
             if not changed or not active:
                 continue
             waiting = any(not j.gpus for j in active.values())
-            if not waiting and _is_sticky(pol):
+            if not waiting and pol.traits.sticky:
                 continue  # nothing to place and a sticky policy never moves running jobs
             # schedule
             for job in active.values():
@@ -318,12 +317,10 @@ class EventSimulator:
             busy_now = G - len(free)
             if util[-1][1] != busy_now:
                 util.append((t, busy_now))
-            wake = getattr(pol, "next_wakeup", None)
-            if wake is not None:
-                w = wake(order, ctx)
-                if w is not None and t < w < pending_wake:
-                    pending_wake = w
-                    push(w, WAKE, None)
+            w = pol.next_wakeup(order, ctx)
+            if w is not None and t < w < pending_wake:
+                pending_wake = w
+                push(w, WAKE, None)
             if progress is not None:
                 progress(len(outcomes) / n_total)
 
@@ -351,11 +348,6 @@ class EventSimulator:
                 "timers": {f"{k[0]}/{k[1]}": v for k, v in autotune.timers(tuner_state).items()} if tuning else None,
             },
         )
-
-
-def _is_sticky(pol) -> bool:
-    """Whether a policy keeps running jobs where they are (then a plan with nobody waiting is a no-op)."""
-    return bool(getattr(pol, "keeps_running", False)) or isinstance(pol, StickyPlacement)
 
 
 def _wanted_tier(n: int, cluster: ClusterView) -> int:

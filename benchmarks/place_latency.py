@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pal_slurm.config import Config, DaemonConfig  # noqa: E402
 from pal_slurm.daemon.app import Pald  # noqa: E402
 from pal_slurm.daemon.comment_grammar import CommentSpec  # noqa: E402
-from pal_slurm.daemon.cycle import plan_releases  # noqa: E402
+from pal_slurm.daemon.service import PlacementService, ServiceSettings  # noqa: E402
 from pal_slurm.daemon.protocol import HealthReply, JobFields, PlaceRequest, encode_request  # noqa: E402
 from pal_slurm.daemon.server import SocketServer  # noqa: E402
 from pal_slurm.slurm.readers import JobInfo, NodeInfo  # noqa: E402
@@ -108,7 +108,7 @@ def main() -> None:
         pald.handle(r)
         times.append(time.perf_counter() - t)
         if i % 200 == 199:
-            pald.service.reservations.clear()
+            pald.service.clear_reservations()
     print(f"in-process place (mode=now, full PAL choice): p50 {pct(times, 50):.3f} ms  p99 {pct(times, 99):.3f} ms")
     auto = []
     for i in range(args.n):
@@ -121,8 +121,11 @@ def main() -> None:
 
     plan_t = []
     for _ in range(5):
+        service = PlacementService(ServiceSettings(backfill=True))  # a fresh state: planning reserves
+        service.set_snapshot(pald.service.snapshot)
+        service.observe_cluster(pald.service.view, now=0.0)
         t = time.perf_counter()
-        plan_releases(held, pald.service, "fifo", backfill=True)
+        service.plan_cycle(held, now=0.0)
         plan_t.append(time.perf_counter() - t)
     print(f"deferred cycle plan over {args.pending} held jobs (backfill): median {sorted(plan_t)[2] * 1000:.1f} ms")
 
@@ -154,7 +157,7 @@ def main() -> None:
                 f.readline()
                 out.append(time.perf_counter() - t)
                 if i % 200 == 199:
-                    pald.service.reservations.clear()
+                    pald.service.clear_reservations()
         return out
 
     loop1, srv1 = serve(pald.handle, f"{tmp}/real.sock")

@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import socket
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -24,13 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
-from pal_slurm.daemon.cycle import (
-    SENSITIVITY_WAIT,
-    apply_releases,
-    is_pal_held,
-    plan_releases,
-    tuner_observation,
-)
+from pal_slurm.daemon.cycle import apply_releases, is_pal_held
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     ErrorReply,
@@ -42,6 +37,7 @@ from pal_slurm.daemon.protocol import (
     ReloadRequest,
 )
 from pal_slurm.daemon.service import PlacementService, ServiceSettings, held_shape
+from pal_slurm.engine import Clock, WallClock
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.shape import ShapeError
 from pal_slurm.policy import autotune
@@ -94,26 +90,33 @@ class Pald:
     """One daemon instance. `store` may be None (memory only); `reader`/`actuator` are the
     Slurm adapter's SlurmReader / SlurmActuator (or fakes with the same methods in tests)."""
 
-    def __init__(self, config, store, reader, actuator, clock=time.time, leader=None):
+    def __init__(self, config, store, reader, actuator, clock: Clock | None = None, leader=None):
         self.config = config
         self.leader = leader or AlwaysLeader()
         self.leading: bool = False
         self.store = store
         self.reader = reader
         self.actuator = actuator
-        self.clock = clock
+        self.clock = (clock or WallClock()).now
         d, p = config.daemon, config.policy
+        # The decision state (placement service, engine, reservations) has one owner: whoever
+        # holds this lock. The socket loop (place, health) and the cycle's worker thread take it
+        # around every read or change of it; Slurm and store I/O happen outside it.
+        self.lock = threading.RLock()
         self.service = PlacementService(
             ServiceSettings(
                 placement=p.placement,
+                queue=p.queue,
                 locality_penalty=p.locality_penalty,
+                backfill=d.backfill,
+                delay_timers=autotune.rack_timers(p.rack_wait_s),
                 default_class=p.default_class,
                 default_mode=d.default_mode,
                 reservation_ttl_s=d.reservation_ttl_s,
             )
         )
         self.service.set_class_map({})
-        self.started = clock()
+        self.started = self.clock()
         self.store_ok: bool | None = None
         self.slurm_ok: bool | None = None
         self.last_sync: float | None = None
@@ -123,9 +126,6 @@ class Pald:
         self.counts = {"place": 0, "defer": 0, "pass": 0, "released": 0, "errors": 0}
         self.held_seen: set[int] = set()
         self._racks: tuple[float, dict[str, str]] | None = None
-        # delay-timer auto-tuner, online: starts from rack_wait_s x sensitivity, learns from releases
-        self.tuner = autotune.initial_state(timers={(s, "rack"): config.policy.rack_wait_s * f
-                                                    for s, f in SENSITIVITY_WAIT.items()})
         self._req_seq = 0
 
     # ---- requests ------------------------------------------------------------------------
@@ -138,7 +138,9 @@ class Pald:
                 return self.health()
             if isinstance(request, ReloadRequest):
                 self.refresh_store()
-                return ReloadReply(rank=self.service.rank_version, message=f"serving ranking v{self.service.rank_version}")
+                with self.lock:
+                    rank = self.service.rank_version
+                return ReloadReply(rank=rank, message=f"serving ranking v{rank}")
             return ErrorReply(ErrorCode.UNKNOWN_OP.value, f"unsupported request {type(request).__name__}")
         except Exception as exc:  # noqa: BLE001 - the hook must always get an answer
             log.exception("request failed")
@@ -159,12 +161,18 @@ class Pald:
             reply = PlaceReply(DecisionKind.PASS, reason=f"bad_comment:{exc.code}",
                                warning=f"pald ignored the pal: spec: {exc.message}")
         else:
-            reply = self.service.place(req, now, key=f"req:{key}")
-        self.counts[reply.decision.value] += 1
-        self._record(f"req:{key}", reply.decision, reply.reason, reply.nodes, reply.perf_class)
+            with self.lock:
+                reply = self.service.place(req, now, key=f"req:{key}")
+        with self.lock:
+            self.counts[reply.decision.value] += 1
+            self._record(f"req:{key}", reply.decision, reply.reason, reply.nodes, reply.perf_class)
         return reply
 
     def health(self) -> HealthReply:
+        with self.lock:
+            return self._health()
+
+    def _health(self) -> HealthReply:
         now = self.clock()
         degraded = self.store_ok is False or self.slurm_ok is False or self.service.view is None
         return HealthReply(
@@ -223,10 +231,12 @@ class Pald:
         except Exception as exc:  # noqa: BLE001
             self._store_failed(exc)
             return
-        self.service.set_class_map(classes)
-        if snapshot is not None and (self.service.snapshot is None or snapshot.version != self.service.snapshot.version):
-            log.info("serving ranking snapshot v%s (%d entries)", snapshot.version, len(snapshot.entries))
-            self.service.set_snapshot(snapshot)
+        with self.lock:
+            self.service.set_class_map(classes)
+            if snapshot is not None and (self.service.snapshot is None
+                                         or snapshot.version != self.service.snapshot.version):
+                log.info("serving ranking snapshot v%s (%d entries)", snapshot.version, len(snapshot.entries))
+                self.service.set_snapshot(snapshot)
         if self.store_ok is not True:
             self.errors.clear("store")
         self.store_ok = True
@@ -243,7 +253,7 @@ class Pald:
     # ---- Slurm -----------------------------------------------------------------------------
     def rack_timers(self) -> dict[str, float]:
         """Seconds a multi-node job of each network sensitivity waits for one rack (tuned)."""
-        return {sens: round(secs, 1) for (sens, level), secs in autotune.timers(self.tuner).items() if level == "rack"}
+        return self.service.rack_timers()
 
     def racks(self) -> dict[str, str] | None:
         """node -> leaf switch from [slurm] topology_conf (re-read when the file changes)."""
@@ -285,9 +295,10 @@ class Pald:
             return
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
-        self.service.observe_cluster(cluster_view(nodes, jobs, self.racks()), now, held_jobs=len(held),
-                                     started=started_keys(jobs))
-        self.last_sync = now
+        view = cluster_view(nodes, jobs, self.racks())
+        with self.lock:
+            self.service.observe_cluster(view, now, held_jobs=len(held), started=started_keys(jobs))
+            self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")
         self.slurm_ok = True
@@ -296,20 +307,25 @@ class Pald:
         self._track_held(held)
         if not held:
             return
-        plan = plan_releases(held, self.service, self.config.policy.queue, self.config.daemon.backfill,
-                             now=now, rack_wait_s=self.config.policy.rack_wait_s, rack_limits=self.rack_timers())
+        with self.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
+            plan = self.service.plan_cycle(held, now)
 
-        def record(rel):
-            self.counts["released"] += 1
-            obs = tuner_observation(rel, self.config.policy.locality_penalty)
-            if obs is not None:
-                self.tuner = autotune.observe(self.tuner, obs)
-            nodes = rel.choice.nodes if rel.choice else {}
-            kind = DecisionKind.PLACE if rel.choice else DecisionKind.PASS
-            self._record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, rel.perf_class)
+        def done(rel):
+            with self.lock:
+                self.service.released()
+                self.counts["released"] += 1
+                if rel.request is not None and rel.choice is not None:
+                    self.service.engine.observe_start(rel.request, rel.choice.gpu_ids, self.service.view, now)
+                nodes = rel.choice.nodes if rel.choice else {}
+                kind = DecisionKind.PLACE if rel.choice else DecisionKind.PASS
+                self._record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, rel.perf_class)
             self._mark_released(rel.job_id)
 
-        for job_id, err in apply_releases(plan, self.actuator, self.service, now, record=record):
+        def failed(rel, exc):
+            with self.lock:
+                self.service.unreserve(rel.key)
+
+        for job_id, err in apply_releases(plan, self.actuator, done=done, failed=failed):
             self._note_error("release", RuntimeError(f"job {job_id}: {err}"))
 
     def _track_held(self, held) -> None:
@@ -343,8 +359,10 @@ class Pald:
     # ---- heartbeat -------------------------------------------------------------------------
     def heartbeat(self) -> None:
         path = Path(self.config.daemon.heartbeat_file)
-        doc = {"pid": os.getpid(), "host": socket.gethostname(), "at": self.clock(), "rank": self.service.rank_version,
-               "held_jobs": self.service.held_jobs}
+        with self.lock:
+            rank, held_jobs = self.service.rank_version, self.service.held_jobs
+        doc = {"pid": os.getpid(), "host": socket.gethostname(), "at": self.clock(), "rank": rank,
+               "held_jobs": held_jobs}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")

@@ -1,44 +1,59 @@
-"""pald's decision core: the in-memory state and the `place` answer. No I/O, no clock of its own.
+"""pald's decision state and its two answers, both through the engine. No I/O, no clock of its own.
 
 It holds the last cluster view read from Slurm, the ranking snapshot, the application -> class
-map, and *tentative reservations*: GPUs promised to a job that Slurm does not show as busy yet
-(the hook answers before the job exists). Two submissions in the same second therefore never
-get the same GPUs. Reservations end when a later Slurm view shows their GPUs busy, or after a
-TTL (a job that never started must not block GPUs for ever).
+map, and *reservations*: GPUs promised to a job that Slurm does not show as busy yet (the hook
+answers before the job exists; a released job starts a moment later). Two decisions therefore
+never get the same GPUs. Reservations end when a later Slurm view shows the job started (or its
+GPUs busy), or after a TTL (a job that never started must not block GPUs for ever).
 
-A new job is placed now when it fits and no older PAL job is held (so pald's queue order is
-kept); otherwise it is deferred (the hook holds it and pald's cycle releases it later), or,
-with `mode=now`, passed to Slurm untouched.
+- `place` (the submit hook): a new job is placed now when it fits and no older PAL job is held
+  (so the queue order is kept); otherwise it is deferred (the hook holds it and the cycle
+  releases it later), or, with `mode=now`, passed to Slurm untouched.
+- `plan_cycle` (every cycle): the held jobs through the engine's cycle; the GPUs of every
+  release are reserved here, before pald acts on Slurm.
+
+The object is not thread-safe on purpose: it has one owner (pald holds its lock around every
+call), so the state is never seen half-changed.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
-from pal_slurm.daemon.comment_grammar import CommentSpec
+from pal_slurm.daemon.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.ranking_map import ranking_for
-from pal_slurm.model import ClusterView, DecisionKind
+from pal_slurm.engine import Engine, EngineSettings
+from pal_slurm.model import ClusterView, DecisionKind, JobRequest
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
-from pal_slurm.policy import PlacementContext, placement as placement_by_name
-from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice, per_node_choice, stock_slurm_choice, total_choice
+from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of
 from pal_slurm.ranking import Ranking
-from pal_slurm.slurm.gres import tres_per_node
+from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
 MODES = ("auto", "now", "defer")
+DEFAULT_NET = "medium"  # network sensitivity of a job whose comment has no net=
 
 
 @dataclass(frozen=True)
 class ServiceSettings:
-    placement: str = "pal"  # registered placement used for --gpus=N (total) requests
+    placement: str = "pal"  # registered placement, for every job shape
+    queue: str = "fifo"  # registered queue order of the held jobs
     locality_penalty: float = 1.7
+    backfill: bool = False  # held jobs: later jobs may pass one that does not fit
+    delay_timers: Mapping | None = None  # network-aware placements' delay timers (None: theirs)
     default_class: str = "A"  # unknown applications: the most variability-sensitive class
     default_mode: str = "auto"  # auto: place if it fits now, else defer
     reservation_ttl_s: float = 30.0
 
+    def engine(self) -> EngineSettings:
+        return EngineSettings(placement=self.placement, queue=self.queue, locality_penalty=self.locality_penalty,
+                              running_jobs_move=False, backfill=self.backfill, delay_timers=self.delay_timers)
 
+
+# ---- Slurm's view of a job -> the engine's --------------------------------------------------
 def submit_shape(job: JobFields, spec: CommentSpec | None) -> JobShape:
     """The shape of a job at submit time (the hook's fields, `gpus=` from the comment)."""
     return job_shape(
@@ -59,6 +74,46 @@ def held_shape(job, spec: CommentSpec | None) -> JobShape:
     )
 
 
+def job_request(job_id, shape: JobShape, perf_class: str, spec: CommentSpec | None, submitted: float,
+                time_limit_s: float | None = None) -> JobRequest:
+    """The engine's view of a Slurm job that waits (submitted at `submitted`)."""
+    return JobRequest(
+        job_id=job_id, num_gpus=shape.total, shape=shape, perf_class=perf_class,
+        app=spec.perf_class if spec else "", submit_time=submitted, waiting_since=submitted,
+        remaining_time=time_limit_s or 0.0, net_sensitivity=((spec.net if spec else None) or DEFAULT_NET).lower(),
+    )
+
+
+def gres_for_release(shape: JobShape, choice: ShapeChoice) -> str | None:
+    """scontrol Gres= for a released job: the exact slots when they are the same on every node,
+    else the per-node count; None for a total request (it keeps its own --gpus, pinned to nodes)."""
+    if not shape.is_per_node:
+        return None
+    if choice.same_slots_everywhere():
+        return gres_update_spec(next(iter(choice.nodes.values())))
+    return f"gpu:{shape.per_node}"
+
+
+@dataclass(frozen=True)
+class Release:
+    job_id: int
+    perf_class: str
+    choice: ShapeChoice | None  # None: release untouched (fail open)
+    gres_spec: str | None  # scontrol Gres= value, or None to keep the job's own
+    reason: str
+    request: JobRequest | None = None  # the engine's view of the job (None when released untouched)
+
+    @property
+    def key(self) -> str:
+        return f"job:{self.job_id}"
+
+
+@dataclass
+class CycleResult:
+    releases: list[Release] = field(default_factory=list)
+    waiting: int = 0  # held jobs the plan leaves waiting
+
+
 @dataclass
 class Reservation:
     key: str
@@ -76,8 +131,13 @@ class PlacementService:
     ranking: Ranking | None = None
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
     reservations: dict[str, Reservation] = field(default_factory=dict)
-    _indexes: dict[str, FreeIndex] = field(default_factory=dict)  # per class, for view - reservations
-    _rng: random.Random = field(default_factory=lambda: random.Random(0))
+    engine: Engine | None = None
+    _available: ClusterView | None = None  # view minus reservations (cached until either changes)
+    _shape_index: ShapeIndex | None = None  # per-node index of _available
+
+    def __post_init__(self) -> None:
+        if self.engine is None:
+            self.engine = Engine(self.settings.engine(), rng=random.Random(0))
 
     # ---- inputs ------------------------------------------------------------------------
     def observe_cluster(self, view: ClusterView, now: float, held_jobs: int | None = None,
@@ -101,16 +161,20 @@ class PlacementService:
                 del self.reservations[key]
         if held_jobs is not None:
             self.held_jobs = held_jobs
-        self._indexes.clear()
+        self._changed()
 
     def set_snapshot(self, snapshot) -> None:
         self.snapshot = snapshot
         if self.view is not None:
             self.ranking = ranking_for(self.view, snapshot)
-        self._indexes.clear()
+        self._changed()
 
     def set_class_map(self, mapping: dict[str, str]) -> None:
         self.class_map = AppClassMap(dict(mapping), default=self.settings.default_class)
+
+    def _changed(self) -> None:
+        self._available = None
+        self._shape_index = None
 
     @property
     def rank_version(self) -> int:
@@ -118,16 +182,14 @@ class PlacementService:
 
     # ---- queries -----------------------------------------------------------------------
     def free_now(self) -> frozenset[int]:
-        taken = set().union(*[r.gpu_ids for r in self.reservations.values()]) if self.reservations else set()
-        return frozenset(self.view.free - taken) if self.view else frozenset()
+        return self.available().free if self.view is not None else frozenset()
 
-    def context(self) -> PlacementContext:
-        return PlacementContext(
-            cluster=self.view.with_free(self.free_now()),
-            ranking=self.ranking,
-            rng=self._rng,
-            locality_penalty=self.settings.locality_penalty,
-        )
+    def available(self) -> ClusterView:
+        """The view with reserved GPUs taken out: what the engine may place on."""
+        if self._available is None:
+            taken = set().union(*[r.gpu_ids for r in self.reservations.values()])
+            self._available = self.view.with_free(self.view.free - taken)
+        return self._available
 
     def resolve_class(self, app: str) -> tuple[str, str | None]:
         """(class, warning for the user or None)."""
@@ -137,32 +199,28 @@ class PlacementService:
         return cls, (f"pal: unknown class '{app}', placed as class {cls} (most variability-sensitive); "
                      f"ask your admin to add it (palctl classes add)")
 
-    def index(self, perf_class: str) -> FreeIndex:
-        """The per-node index of the GPUs free now (view minus reservations) for a class."""
-        if perf_class not in self._indexes:
-            self._indexes[perf_class] = FreeIndex(self.view, self.free_now(), self.ranking.sf(perf_class))
-        return self._indexes[perf_class]
+    def rack_timers(self) -> dict[str, float]:
+        """Seconds a job of each network sensitivity waits for one rack (the placement's delay
+        timers, tuned when it is a tuned placement)."""
+        timers = self.engine.delay_timers() or self.engine.policy.delay_timers
+        return {sens: round(secs, 1) for (sens, level), secs in timers.items() if level == "rack"}
 
-    def choose(self, shape: JobShape, perf_class: str, ctx: PlacementContext | None = None,
-               index: FreeIndex | None = None, one_rack: bool = False) -> ShapeChoice | None:
-        """GPUs for a shape: against the service's state, or against `ctx` (+ its `index`)."""
-        if shape.is_per_node:
-            if ctx is None:
-                ctx = PlacementContext(cluster=self.view, ranking=self.ranking)
-                index = self.index(perf_class)
-            return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx, index=index, one_rack=one_rack)
-        return total_choice(shape.total, perf_class, ctx or self.context(), placement_by_name(self.settings.placement))
+    # ---- reservations --------------------------------------------------------------------
+    def reserve(self, key: str, gpu_ids, now: float) -> None:
+        self.reservations[key] = Reservation(key, frozenset(gpu_ids), now)
+        if self._available is not None:
+            self._available = self._available.with_free(self._available.free - set(gpu_ids))
+            if self._shape_index is not None:
+                self._shape_index.take(gpu_ids)
 
-    def stock_choice(self, shape: JobShape, perf_class: str) -> ShapeChoice | None:
-        """What stock Slurm would pick (reports and `palctl explain`)."""
-        if not shape.is_per_node:
-            return None
-        return stock_slurm_choice(shape.nodes or 1, shape.per_node, perf_class, self.context())
+    def clear_reservations(self) -> None:
+        self.reservations.clear()
+        self._changed()
 
-    def reserve(self, key: str, choice: ShapeChoice, now: float) -> None:
-        self.reservations[key] = Reservation(key, frozenset(choice.gpu_ids), now)
-        for idx in self._indexes.values():
-            idx.take(choice.gpu_ids)
+    def unreserve(self, key: str) -> None:
+        """A decision that could not be carried out: its GPUs are free again."""
+        if self.reservations.pop(key, None) is not None:
+            self._changed()
 
     # ---- the submit-time answer ----------------------------------------------------------
     def place(self, req: PlaceRequest, now: float, key: str) -> PlaceReply:
@@ -182,14 +240,60 @@ class PlacementService:
         if mode == "defer" or (mode == "auto" and self.held_jobs > 0):
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="queued" if mode == "auto" else "asked", **base)
-        choice = self.choose(shape, perf_class)
-        if choice is None:
+        job = job_request(key, shape, perf_class, req.pal, now)
+        available = self.available()
+        if self._shape_index is None:
+            self._shape_index = ShapeIndex(available)
+        gpus = self.engine.place_new(job, available, self.ranking, now, shape_index=self._shape_index)
+        if gpus is None:
             if mode == "now":
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
-        self.reserve(key, choice, now)
+        choice = choice_of(gpus, self.view)
+        self.reserve(key, gpus, now)
         gres = None
         if shape.is_per_node and choice.same_slots_everywhere():
             gres = tres_per_node(next(iter(choice.nodes.values())))
         return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres, **base)
+
+    # ---- the cycle -------------------------------------------------------------------------
+    def plan_cycle(self, held: Sequence, now: float) -> CycleResult:
+        """Which held PAL jobs (slurm JobInfo records) to release now, and where: the engine's
+        cycle over them. Every release's GPUs are reserved before this returns; the caller
+        acts on Slurm and calls `unreserve(release.key)` for a release that failed."""
+        out = CycleResult()
+        if self.view is None or self.ranking is None:
+            return out
+        requests: list[JobRequest] = []
+        by_id = {}
+        for j in held:
+            try:
+                spec = parse_comment(j.comment)
+            except CommentError as exc:
+                out.releases.append(Release(j.job_id, "?", None, None, f"bad_comment:{exc}"))
+                continue
+            perf_class, _warning = self.resolve_class(spec.perf_class if spec else "unknown")
+            try:
+                shape = held_shape(j, spec)
+            except ShapeError as exc:
+                out.releases.append(Release(j.job_id, perf_class, None, None, str(exc)))
+                continue
+            req = job_request(j.job_id, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
+            requests.append(req)
+            by_id[j.job_id] = req
+        if not requests:
+            return out
+        plan = self.engine.decide(requests, self.available(), self.ranking, now)
+        for job_id, gpus in plan.launch.items():
+            req = by_id[job_id]
+            choice = choice_of(gpus, self.view)
+            rel = Release(job_id, req.perf_class, choice, gres_for_release(req.shape, choice),
+                          self.settings.placement, request=req)
+            self.reserve(rel.key, gpus, now)
+            out.releases.append(rel)
+        out.waiting = len(requests) - len(plan.launch)
+        return out
+
+    def released(self, count: int = 1) -> None:
+        self.held_jobs = max(0, self.held_jobs - count)

@@ -37,6 +37,13 @@ DEFAULT_TIMERS: Mapping[tuple[str, str], float] = {
 }
 
 
+def rack_timers(rack_wait_s: float) -> dict[tuple[str, str], float]:
+    """Rack timers for a site's `rack_wait_s` (a medium-sensitivity job's wait for one rack):
+    the other sensitivities scale as the defaults do (low 0x, high 3x)."""
+    base = DEFAULT_TIMERS[("medium", "rack")]
+    return {(s, "rack"): rack_wait_s * DEFAULT_TIMERS[(s, "rack")] / base for s in SENSITIVITIES}
+
+
 @dataclass(frozen=True)
 class TunerConfig:
     window: int = 64  # samples kept per (sensitivity, level)

@@ -194,17 +194,19 @@ class ShapeIndex:
     passes it in the context only while it matches `ctx.cluster.free` exactly."""
 
     def __init__(self, cluster: ClusterView):
-        self.cluster = cluster
+        self.cluster = cluster  # layout (node_of, racks); its free set as of construction
+        self.free = set(cluster.free)  # the free set now (after every take)
         self._by_sf: dict[int, tuple[object, FreeIndex]] = {}
 
     def pick(self, shape: JobShape, sf, one_rack: bool = False) -> tuple[int, ...] | None:
         hit = self._by_sf.get(id(sf))
         if hit is None or hit[0] is not sf:
-            hit = self._by_sf[id(sf)] = (sf, FreeIndex(self.cluster, self.cluster.free, sf))
+            hit = self._by_sf[id(sf)] = (sf, FreeIndex(self.cluster, self.free, sf))
         return hit[1].choose(shape.nodes or 1, shape.per_node or shape.total,
                              self.cluster.rack_of_node if one_rack else None)
 
     def take(self, gpu_ids) -> None:
+        self.free.difference_update(gpu_ids)
         for _sf, idx in self._by_sf.values():
             idx.take(gpu_ids)
 

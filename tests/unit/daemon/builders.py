@@ -17,7 +17,7 @@ def view(nodes=4, gpus=4, busy=()):
 
 
 def request(cls="resnet", gpn=None, gpj=None, nodes=None, mode=None, gpus=None, rid=None):
-    comment = f"pal:class={cls}"
+    comment = f"pal:class={cls}" + (f",gpus={gpus}" if gpus else "") + (f",mode={mode}" if mode else "")
     return PlaceRequest(
         job=JobFields(uid=1000, comment=comment, gpus_per_node=gpn, gpus_per_job=gpj, min_nodes=nodes),
         pal=CommentSpec(cls, gpus=gpus, mode=mode),

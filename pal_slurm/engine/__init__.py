@@ -4,6 +4,6 @@ what differs between them (wall clock and Slurm; virtual time and an in-memory j
 
 from pal_slurm.engine.actuator import Actuator, Launch
 from pal_slurm.engine.clock import Clock, ManualClock, WallClock
-from pal_slurm.engine.cycle import Engine, EngineSettings, eligible_view
+from pal_slurm.engine.cycle import Cycle, Engine, EngineSettings, eligible_view
 
-__all__ = ["Actuator", "Clock", "Engine", "EngineSettings", "Launch", "ManualClock", "WallClock", "eligible_view"]
+__all__ = ["Actuator", "Clock", "Cycle", "Engine", "EngineSettings", "Launch", "ManualClock", "WallClock", "eligible_view"]

@@ -52,6 +52,15 @@ def eligible_view(cluster: ClusterView, jobs: Sequence[JobRequest]) -> ClusterVi
     return cluster
 
 
+@dataclass(frozen=True)
+class Cycle:
+    """One decision: the jobs in queue order, the context the placement saw, its plan."""
+
+    order: list[JobRequest]
+    ctx: PlacementContext
+    plan: RoundPlan
+
+
 class Engine:
     def __init__(self, settings: EngineSettings = EngineSettings(), rng: random.Random | None = None,
                  network: object | None = None, policy: PlacementPolicy | None = None):
@@ -85,16 +94,18 @@ class Engine:
             jobs = [j for j in jobs if not j.running_on]
         return self.order(jobs)
 
-    def decide(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float,
-               order: list[JobRequest] | None = None) -> RoundPlan:
+    def cycle(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float) -> Cycle:
         """One cycle: queue order -> eligible view -> placement -> plan. `cluster.free` holds
-        the GPUs no running job holds; `order` reuses an order_jobs(jobs) the caller made."""
-        order = self.order_jobs(jobs) if order is None else order
+        the GPUs no running job holds."""
+        order = self.order_jobs(jobs)
         ctx = self.context(eligible_view(cluster, order), ranking, now)
         plan = self.policy.plan(order, ctx)
         if self.settings.backfill and not self.policy.traits.backfills:
             plan = self._backfill(order, ctx, plan)
-        return plan
+        return Cycle(order, ctx, plan)
+
+    def decide(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float) -> RoundPlan:
+        return self.cycle(jobs, cluster, ranking, now).plan
 
     def _backfill(self, order: Sequence[JobRequest], ctx: PlacementContext, plan: RoundPlan) -> RoundPlan:
         """Give every job the plan left waiting a chance, in order, on what is still free."""
@@ -121,9 +132,9 @@ class Engine:
         ctx = self.context(eligible_view(cluster, [job]), ranking, now, shape_index)
         return self.policy.place_one(job, ctx)
 
-    def next_wakeup(self, order: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking,
-                    now: float) -> float | None:
-        return self.policy.next_wakeup(order, self.context(cluster, ranking, now))
+    def next_wakeup(self, cycle: Cycle) -> float | None:
+        """When the jobs this cycle left waiting may get more options by time alone."""
+        return self.policy.next_wakeup(cycle.order, cycle.ctx)
 
     # ---- learning --------------------------------------------------------------------------
     def observe_start(self, job: JobRequest, gpus: Sequence[int], cluster: ClusterView, now: float,

@@ -24,7 +24,8 @@ from typing import Callable, Iterator
 
 from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.classes import AppClassMap
-from pal_slurm.policy import PlacementContext, placement as placement_by_name, queue_order
+from pal_slurm.engine import Engine, EngineSettings
+from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import artifact_profiles
 from pal_slurm.sim.metrics import JobOutcome, RunResult
@@ -116,8 +117,9 @@ class CompatSimulator:
         cfg = self.config
         G = self.cluster.size
         placement = placement_by_name(policy)
-        order_fn = queue_order(cfg.queue)
         perfvar, rng = artifact_profiles(G, cfg.variability_seed)
+        engine = Engine(EngineSettings(placement=placement.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty),
+                        rng=rng, policy=placement)
         ranking = Ranking.from_scores(perfvar, cfg.binning)
         node_of = self.cluster.node_of
         deterministic = not placement.traits.randomised
@@ -135,7 +137,6 @@ class CompatSimulator:
         R = cfg.round_s
         rounds = 0
         idle_plan = False
-        memo: dict = {}  # the placement's reuse of last round's allocations (see PlacementContext)
         while True:
             rounds += 1
             if rounds > cfg.max_rounds:
@@ -179,16 +180,7 @@ class CompatSimulator:
                 pending_arrival = next(source)
             # (3) schedule, unless nothing can have changed since an idle deterministic round
             if changed or not idle_plan or not deterministic:
-                order = order_fn([j.request() for j in active.values()])
-                ctx = PlacementContext(
-                    cluster=self.cluster.with_free(free),
-                    ranking=ranking,
-                    rng=rng,
-                    locality_penalty=cfg.locality_penalty,
-                    now=t,
-                    memo=memo,
-                )
-                plan = placement.plan(order, ctx)
+                plan = engine.decide([j.request() for j in active.values()], self.cluster.with_free(free), ranking, t)
                 for jid in plan.suspend:
                     job = active[jid]
                     free.update(job.gpus)

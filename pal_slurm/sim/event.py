@@ -29,19 +29,30 @@ import heapq
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
-from pal_slurm.model import ClusterView, JobRequest
+from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import AppClassMap
-from pal_slurm.policy import PlacementContext, placement as placement_by_name, queue_order
+from pal_slurm.engine import Cycle, Engine, EngineSettings
+from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.policy import autotune
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
 from pal_slurm.sim.metrics import JobOutcome, RunResult
-from pal_slurm.sim.network import cluster_from_racks, NODE, RACK, SPINE, Congestion, NetworkModel, tier_of
+from pal_slurm.sim.network import Congestion, NetworkModel, cluster_from_racks
 from pal_slurm.sim.trace import Trace, TraceJob
 
 ARRIVAL, FINISH, WAKE = 0, 1, 2
+
+
+
+class Decider(Protocol):
+    """Another decider in place of the engine's plan (pald's service, in the test that proves
+    both decide alike). It sees what the engine would: the jobs, the view, the ranking."""
+
+    def start(self, cluster: ClusterView, ranking: Ranking) -> None: ...
+
+    def decide(self, now: float, jobs: list[JobRequest], view: ClusterView, ranking: Ranking) -> RoundPlan: ...
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,10 @@ class EventConfig:
     classes: AppClassMap = field(default_factory=lambda: AppClassMap(
         {"resnet50": "A", "vgg19": "C", "pointnet": "D", "gpt2": "B", "dcgan": "B", "bert": "B"}, default="A"))
     tuner: autotune.TunerConfig = autotune.TunerConfig()
+    # Slurm's rule: a started job keeps its GPUs until it ends (nobody moves or stops it); the
+    # placement sees only the waiting jobs. False: the artifact's model (non-sticky placements
+    # move running jobs, preempting ones stop them).
+    jobs_stay_put: bool = False
     max_events: int = 50_000_000  # a guard: a policy that never finishes is an error, not a hang
 
     def build_cluster(self) -> ClusterView:
@@ -118,6 +133,7 @@ class _Job:
             net_sensitivity=self.sensitivity,
             waiting_since=self.started_at if self.gpus else self.waiting_since,
             preemptions=self.preemptions,
+            shape=self.src.shape,
         )
         return self._req
 
@@ -146,8 +162,12 @@ class EventSimulator:
         return self.netmodel.factor(app, n, nodes, racks)
 
     # ---- the run --------------------------------------------------------------------------
-    def run(self, trace: Trace, policy, progress: Callable[[float], None] | None = None) -> RunResult:
-        """Simulate `trace` under `policy` (a registered name, or a placement object)."""
+    def run(self, trace: Trace, policy, progress: Callable[[float], None] | None = None,
+            decider: Decider | None = None) -> RunResult:
+        """Simulate `trace` under `policy` (a registered name, or a placement object).
+
+        `decider` replaces the engine's plan with another decider's (pald's service, in the test
+        that proves both decide alike); wake-ups and the tuner stay the engine's."""
         cfg = self.config
         cluster = self.cluster
         G = cluster.size
@@ -156,14 +176,16 @@ class EventSimulator:
                 raise ValueError(f"{trace.name}: job {job.job_id} needs {job.num_gpus} GPUs; the cluster has {G}")
         pol = placement_by_name(policy) if isinstance(policy, str) else policy
         policy = pol.name
-        order_fn = queue_order(cfg.queue)
         scores = gpu_profiles(G, cfg.variability_seed)
         ranking = Ranking.from_scores(scores, cfg.binning)
         sorted_scores = {c: sorted(v) for c, v in scores.items()}
-        rng = random.Random(cfg.seed)
-        net_for_policy = self.netmodel if cfg.network else None
+        engine = Engine(
+            EngineSettings(placement=pol.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty,
+                           running_jobs_move=not cfg.jobs_stay_put, tuner=cfg.tuner),
+            rng=random.Random(cfg.seed), network=self.netmodel if cfg.network else None, policy=pol)
         tuning = pol.traits.tuned
-        tuner_state = autotune.initial_state(cfg.tuner, pol.delay_timers)
+        if decider is not None:
+            decider.start(cluster, ranking)
         sens_cache: dict[str, str] = {}
 
         heap: list = []
@@ -187,7 +209,6 @@ class EventSimulator:
         n_total = len(trace.jobs)
         events = 0
         plans = 0
-        memo: dict = {}  # the placement reuses last plan's allocations (see PlacementContext.memo)
         restarts = 0
 
         while heap:
@@ -254,18 +275,14 @@ class EventSimulator:
             # schedule
             for job in active.values():
                 job.advance(t)
-            order = order_fn([j.request() for j in active.values()])
-            ctx = PlacementContext(
-                cluster=cluster.with_free(free),
-                ranking=ranking,
-                rng=rng,
-                locality_penalty=cfg.locality_penalty,
-                now=t,
-                network=net_for_policy,
-                delay_timers=autotune.timers(tuner_state) if tuning else None,
-                memo=memo,
-            )
-            plan = pol.plan(order, ctx)
+            requests = [j.request() for j in active.values()]
+            view = cluster.with_free(free)
+            if decider is None:
+                cyc = engine.cycle(requests, view, ranking, t)
+            else:
+                order = engine.order_jobs(requests)
+                cyc = Cycle(order, engine.context(view, ranking, t), decider.decide(t, requests, view, ranking))
+            plan = cyc.plan
             plans += 1
             for jid in plan.suspend:
                 job = active[jid]
@@ -284,6 +301,7 @@ class EventSimulator:
                 if len(gpus) != job.src.num_gpus or not free.issuperset(gpus):
                     raise RuntimeError(f"{policy}: bad allocation {gpus} for job {jid} ({job.src.num_gpus} GPUs)")
                 free.difference_update(gpus)
+                as_seen = job.request()  # as the placement saw it (the tuner learns from its wait)
                 job.gpus = gpus
                 job._req = None
                 job.version += 1
@@ -297,19 +315,9 @@ class EventSimulator:
                 job.resume_at = t + cost
                 job.last = t
                 if tuning:
-                    tier = tier_of(gpus, cluster)[0]
-                    tuner_state = autotune.observe(
-                        tuner_state,
-                        autotune.Observation(
-                            sensitivity=job.sensitivity,
-                            wanted=_wanted_tier(job.src.num_gpus, cluster),
-                            got=tier,
-                            waited_s=t - job.waiting_since,
-                            comm_loss_s=job.src.ideal_runtime * (job.net - self._best_net(job.src.model, job.src.num_gpus)),
-                            time=t,
-                        ),
-                        cfg.tuner,
-                    )
+                    engine.observe_start(as_seen, gpus, cluster, t, factor=job.net,
+                                         best_factor=self._best_net(job.src.model, job.src.num_gpus),
+                                         work_s=job.src.ideal_runtime)
                 if job.first_start is None:
                     job.first_start = t
                 job.started_at = t
@@ -317,7 +325,7 @@ class EventSimulator:
             busy_now = G - len(free)
             if util[-1][1] != busy_now:
                 util.append((t, busy_now))
-            w = pol.next_wakeup(order, ctx)
+            w = engine.next_wakeup(cyc)
             if w is not None and t < w < pending_wake:
                 pending_wake = w
                 push(w, WAKE, None)
@@ -345,18 +353,9 @@ class EventSimulator:
                 "variability_seed": cfg.variability_seed,
                 "congestion_leaf": cfg.congestion.leaf,
                 "congestion_spine": cfg.congestion.spine,
-                "timers": {f"{k[0]}/{k[1]}": v for k, v in autotune.timers(tuner_state).items()} if tuning else None,
+                "timers": {f"{k[0]}/{k[1]}": v for k, v in autotune.timers(engine.tuner).items()} if tuning else None,
             },
         )
-
-
-def _wanted_tier(n: int, cluster: ClusterView) -> int:
-    """The most consolidated tier a job of n GPUs could get on an empty cluster."""
-    if n <= cluster.gpus_per_node:
-        return NODE
-    racks = cluster.rack_of_node
-    per_rack = max(racks.count(r) for r in set(racks)) * cluster.gpus_per_node
-    return RACK if n <= per_rack else SPINE
 
 
 def simulate(trace: Trace, policy: str, config: EventConfig = EventConfig()) -> RunResult:

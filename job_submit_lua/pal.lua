@@ -389,6 +389,7 @@ function M.build_request(job_desc, spec, submit_uid, request_id)
     gpus_per_job = M.gpu_count(tres_job),
     min_nodes = count_or_nil(job_desc.min_nodes),
     max_nodes = count_or_nil(job_desc.max_nodes),
+    time_limit = count_or_nil(job_desc.time_limit), -- --time in minutes (nil: not given, unlimited)
   }
   local pal = { class = spec.class, gpus = spec.gpus, mode = spec.mode, net = spec.net }
   return { v = M.PROTOCOL_VERSION, op = "place", id = request_id, job = job, pal = pal }

@@ -285,6 +285,12 @@ class Pald:
     def sync_and_cycle(self) -> None:
         """Read Slurm, refresh the view, release deferred jobs that fit (blocking: run it in a
         thread; the socket loop keeps answering meanwhile)."""
+        held = self.sync()
+        if held:
+            self.cycle(held)
+
+    def sync(self) -> list | None:
+        """Read Slurm and refresh the view; the PAL-held jobs to plan (None: nothing to act on)."""
         self.check_leadership()
         try:
             nodes = self.reader.nodes()
@@ -292,7 +298,7 @@ class Pald:
         except Exception as exc:  # noqa: BLE001
             self.slurm_ok = False
             self._note_error("slurm", exc)
-            return
+            return None
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
         view = cluster_view(nodes, jobs, self.racks())
@@ -303,10 +309,13 @@ class Pald:
             self.errors.clear("slurm")
         self.slurm_ok = True
         if not self.leading:
-            return  # standby: keep the view warm, act on nothing
+            return None  # standby: keep the view warm, act on nothing
         self._track_held(held)
-        if not held:
-            return
+        return held
+
+    def cycle(self, held) -> None:
+        """Plan the held jobs through the engine and release those that fit."""
+        now = self.clock()
         with self.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
             plan = self.service.plan_cycle(held, now)
 

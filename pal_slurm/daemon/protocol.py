@@ -89,6 +89,7 @@ class JobFields:
     tres_per_socket: str | None = None  # raw tres_per_socket (--gpus-per-socket)
     min_nodes: int | None = None  # -N min (None: not given, Slurm's NO_VAL)
     max_nodes: int | None = None  # -N max (None: not given)
+    time_limit: int | None = None  # --time in minutes (None: not given or unlimited)
 
     def __post_init__(self) -> None:
         _check_int("job.uid", self.uid, minimum=0)
@@ -96,7 +97,7 @@ class JobFields:
         for name in ("name", "user", "partition", "tres_per_node", "tres_per_job",
                      "tres_per_task", "tres_per_socket"):
             _check_opt_str(f"job.{name}", getattr(self, name))
-        for name in ("gpus_per_node", "gpus_per_job", "min_nodes", "max_nodes"):
+        for name in ("gpus_per_node", "gpus_per_job", "min_nodes", "max_nodes", "time_limit"):
             _check_opt_int(f"job.{name}", getattr(self, name), minimum=0)
 
 
@@ -391,7 +392,7 @@ def decode_request(line: bytes | str) -> Request:
         **{k: job.get(k) for k in (
             "name", "user", "partition", "gpus_per_node", "gpus_per_job",
             "tres_per_node", "tres_per_job", "tres_per_task", "tres_per_socket",
-            "min_nodes", "max_nodes")},
+            "min_nodes", "max_nodes", "time_limit")},
     )
     spec = CommentSpec(
         perf_class=_field(pal, "class", "pal."),

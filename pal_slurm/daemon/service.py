@@ -240,7 +240,8 @@ class PlacementService:
         if mode == "defer" or (mode == "auto" and self.held_jobs > 0):
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="queued" if mode == "auto" else "asked", **base)
-        job = job_request(key, shape, perf_class, req.pal, now)
+        limit_s = req.job.time_limit * 60.0 if req.job.time_limit else None
+        job = job_request(key, shape, perf_class, req.pal, now, limit_s)
         available = self.available()
         if self._shape_index is None:
             self._shape_index = ShapeIndex(available)

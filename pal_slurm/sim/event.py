@@ -163,11 +163,13 @@ class EventSimulator:
 
     # ---- the run --------------------------------------------------------------------------
     def run(self, trace: Trace, policy, progress: Callable[[float], None] | None = None,
-            decider: Decider | None = None) -> RunResult:
+            decider: Decider | None = None,
+            on_start: Callable[[float, int, tuple[int, ...]], None] | None = None) -> RunResult:
         """Simulate `trace` under `policy` (a registered name, or a placement object).
 
         `decider` replaces the engine's plan with another decider's (pald's service, in the test
-        that proves both decide alike); wake-ups and the tuner stay the engine's."""
+        that proves both decide alike); wake-ups and the tuner stay the engine's. `on_start(t,
+        trace job id, gpus)` hears every (re)start."""
         cfg = self.config
         cluster = self.cluster
         G = cluster.size
@@ -321,6 +323,8 @@ class EventSimulator:
                 if job.first_start is None:
                     job.first_start = t
                 job.started_at = t
+                if on_start is not None:
+                    on_start(t, job.src.job_id, gpus)
                 push(job.resume_at + max(0.0, job.work_left) / job.rate, FINISH, (jid, job.version))
             busy_now = G - len(free)
             if util[-1][1] != busy_now:

@@ -49,8 +49,9 @@ def test_the_request_is_what_pald_decodes():
     hook = Hook()
     hook.reply(PLACE)
     _, job = hook.submit({**JOB, "min_nodes": 1, "max_nodes": 2, "tres_per_job": "gres:gpu:4",
-                          "tres_per_task": "gres:gpu:1"})
+                          "tres_per_task": "gres:gpu:1", "time_limit": 90})
     req = decode_request(json.dumps(hook.sent))
+    assert req.job.time_limit == 90  # minutes: pald's estimate of the job's length
     assert isinstance(req, PlaceRequest)
     assert req.job.uid == 1001 and req.job.user == "ann" and req.job.name == "train"
     assert req.job.partition == "gpu" and req.job.gpus_per_node == 2

@@ -29,6 +29,7 @@ from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.policy import PlacementContext, autotune, netaware
 from pal_slurm.policy import placement as placement_by_name, queue_order
 from pal_slurm.policy.base import PlacementPolicy
+from pal_slurm.policy.cache import RunCache
 from pal_slurm.policy.shapes import ShapeIndex
 from pal_slurm.ranking import Ranking
 
@@ -70,6 +71,7 @@ class Engine:
         self.rng = rng if rng is not None else random.Random(0)
         self.network = network  # the network model placements may consult (None: tier penalties)
         self.memo: dict = {}  # the non-sticky placements' reuse of the last plan (PlacementContext.memo)
+        self.cache = RunCache()  # values derived from the run's inputs (PlacementContext.cache)
         self.tuner = autotune.initial_state(settings.tuner, {**self.policy.delay_timers,
                                                              **(settings.delay_timers or {})})
 
@@ -85,7 +87,7 @@ class Engine:
         return PlacementContext(
             cluster=cluster, ranking=ranking, rng=self.rng, locality_penalty=self.settings.locality_penalty,
             now=now, network=self.network, delay_timers=self.delay_timers(), memo=self.memo,
-            shape_index=shape_index,
+            shape_index=shape_index, cache=self.cache,
         )
 
     # ---- the cycle -------------------------------------------------------------------------

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.model.cluster import Topology
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import Traits
 from pal_slurm.policy.shapes import is_per_node, per_node_pick, uniform_sf
@@ -83,41 +84,9 @@ class PreemptConfig:
 # topology helpers
 
 
-@dataclass(frozen=True)
-class Topo:
-    """Derived topology of a cluster's node list (shared by every free-set copy of it)."""
-
-    node_of: tuple[int, ...]  # gpu -> node index
-    rack_idx: tuple[int, ...]  # node index -> dense rack index
-    gpus_per_node: int
-    rack_cap: int  # GPUs under the largest leaf
-    rack_nodes: int  # nodes under the largest leaf
-
-
-_TOPO: dict[int, tuple[object, Topo]] = {}
-
-
-def topo(cluster: ClusterView) -> Topo:
-    """Topo of `cluster`, cached by its node tuple (ClusterView.with_free keeps it)."""
-    hit = _TOPO.get(id(cluster.nodes))
-    if hit is not None and hit[0] is cluster.nodes:
-        return hit[1]
-    names: dict[str, int] = {}
-    rack_idx = tuple(names.setdefault(n.rack, len(names)) for n in cluster.nodes)
-    node_of = [0] * cluster.size
-    cap: dict[int, int] = {}
-    members: dict[int, int] = {}
-    for node in cluster.nodes:
-        for g in node.gpu_ids:
-            node_of[g] = node.index
-        cap[rack_idx[node.index]] = cap.get(rack_idx[node.index], 0) + len(node.gpu_ids)
-        members[rack_idx[node.index]] = members.get(rack_idx[node.index], 0) + 1
-    t = Topo(tuple(node_of), rack_idx, cluster.gpus_per_node, max(cap.values()) if cap else 0,
-             max(members.values()) if members else 0)
-    if len(_TOPO) > 64:
-        _TOPO.clear()
-    _TOPO[id(cluster.nodes)] = (cluster.nodes, t)
-    return t
+def topo(cluster: ClusterView) -> Topology:
+    """The cluster's derived topology (computed once per layout: with_free copies share it)."""
+    return cluster.topology
 
 
 def _rack_index(cluster: ClusterView) -> tuple[int, ...]:

@@ -57,9 +57,10 @@ def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder:
     # Every round starts from the same free set, so a deterministic allocator gives the same
     # GPUs to the same leading jobs as last round: reuse them up to the first change.
     memo = getattr(ctx, "memo", None) if deterministic else None
-    sig = (alloc, id(ctx.ranking), ctx.locality_penalty, tuple(free))
+    sig = (alloc, ctx.locality_penalty, tuple(free))
     allocs: list = []
-    if memo is not None and memo.get("sig") == sig:
+    # the ranking by identity (the memo keeps it alive, so its id cannot be reused meanwhile)
+    if memo is not None and memo.get("ranking") is ctx.ranking and memo.get("sig") == sig:
         prev_keys, prev_allocs = memo["keys"], memo["allocs"]
         for i, (a, b) in enumerate(zip(prev_keys, keys)):
             if a != b or i >= len(prev_allocs):
@@ -79,7 +80,7 @@ def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder:
             launch[job.job_id] = tuple(gpus)
             _remove(free, gpus)
     if memo is not None:
-        memo.update(sig=sig, keys=keys[: len(allocs)], allocs=allocs)
+        memo.update(sig=sig, ranking=ctx.ranking, keys=keys[: len(allocs)], allocs=allocs)
     suspend = set()
     for jid, gpus in held.items():
         if jid in launch and tuple(sorted(launch[jid])) == gpus:

@@ -23,8 +23,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Mapping
 
-LEVELS = ("node", "rack")  # tiers 0 and 1; the spine ("any") needs no timer
-SENSITIVITIES = ("low", "medium", "high")
+from pal_slurm.model.network import LEVELS, SENSITIVITIES
+
 
 # Seconds a job waits for each level before accepting the next one, by network sensitivity.
 DEFAULT_TIMERS: Mapping[tuple[str, str], float] = {

@@ -56,13 +56,11 @@ from typing import Mapping, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.cluster import Topology
+from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, sensitivity_rank
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import Traits
 from pal_slurm.policy.shapes import is_per_node, per_node_pick, uniform_sf
 
-NODE, RACK, SPINE = 0, 1, 2
-LEVEL_NAMES = ("node", "rack")
-SENS_RANK = {"none": 0, "low": 1, "medium": 2, "high": 3}
 
 # Tier penalties when the context has no network model: (node, rack, spine) per sensitivity.
 FALLBACK_PENALTY: Mapping[str, tuple[float, float, float]] = {
@@ -396,7 +394,7 @@ class NetAwarePlacement:
         timers = self._timers(ctx)
         t = start
         for tier in range(want, SPINE):
-            wait = float(timers.get((job.net_sensitivity, LEVEL_NAMES[tier]), 0.0))
+            wait = float(timers.get((job.net_sensitivity, LEVELS[tier]), 0.0))
             if self.cost_aware and job.remaining_time > 0:  # unknown length (0): class timer only
                 # the class timer, stretched to `patience` x the saving for jobs that would lose
                 # much by spreading, and never longer than the saving itself
@@ -537,12 +535,12 @@ class NetAwarePlacement:
         want = wanted_tier(job, cluster)
         if want == SPINE:
             return []
-        rank = SENS_RANK.get(job.net_sensitivity, 3)
+        rank = sensitivity_rank(job.net_sensitivity)
         now = ctx.now
         victims = [
             v for jid, v in running.items()
             if jid not in suspend
-            and SENS_RANK.get(v.net_sensitivity, 3) < rank
+            and sensitivity_rank(v.net_sensitivity) < rank
             and now - v.waiting_since < cfg.recent_s
             and v.preemptions < cfg.max_preemptions
         ]

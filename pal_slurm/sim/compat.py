@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from pal_slurm.model import ClusterView, JobRequest
-from pal_slurm.model.classes import AppClassMap
+from pal_slurm.model.classes import ARTIFACT_CLASSES
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.ranking import Ranking
@@ -31,10 +31,6 @@ from pal_slurm.ranking.profiles import artifact_profiles
 from pal_slurm.sim.metrics import JobOutcome, RunResult
 from pal_slurm.sim.trace import Trace, TraceJob
 
-# The artifact's Sia-Philly class mapping: anything unknown is class A.
-ARTIFACT_CLASSES = AppClassMap(
-    {"resnet50": "A", "vgg19": "C", "pointnet": "D", "gpt2": "B", "dcgan": "B", "bert": "B"}, default="A"
-)
 
 
 @dataclass(frozen=True)

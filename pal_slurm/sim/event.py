@@ -28,11 +28,11 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
-from pal_slurm.model.classes import AppClassMap
+from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
 from pal_slurm.engine import Cycle, Engine, EngineSettings
 from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.policy import autotune
@@ -69,8 +69,7 @@ class EventConfig:
     congestion: Congestion = Congestion()
     network: bool = True  # False: no network slowdown at all (variability only)
     locality_penalty: float = 1.7  # PAL's L x V weight, passed to the placements
-    classes: AppClassMap = field(default_factory=lambda: AppClassMap(
-        {"resnet50": "A", "vgg19": "C", "pointnet": "D", "gpt2": "B", "dcgan": "B", "bert": "B"}, default="A"))
+    classes: AppClassMap = ARTIFACT_CLASSES
     tuner: autotune.TunerConfig = autotune.TunerConfig()
     # Slurm's rule: a started job keeps its GPUs until it ends (nobody moves or stops it); the
     # placement sees only the waiting jobs. False: the artifact's model (non-sticky placements

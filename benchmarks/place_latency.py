@@ -22,7 +22,6 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -111,7 +110,7 @@ def main() -> None:
             pald.service.clear_reservations()
     print(f"in-process place (mode=now, full PAL choice): p50 {pct(times, 50):.3f} ms  p99 {pct(times, 99):.3f} ms")
     auto = []
-    for i in range(args.n):
+    for _ in range(args.n):
         r = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=2), CommentSpec("resnet"))
         t = time.perf_counter()
         pald.handle(r)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from pal_slurm.daemon.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
@@ -29,7 +29,7 @@ from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
-from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of
+from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of
 from pal_slurm.ranking import Ranking
 from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
@@ -127,21 +127,20 @@ class PlacementService:
     class_map: AppClassMap = field(default_factory=AppClassMap)
     view: ClusterView | None = None
     view_time: float = float("-inf")
-    snapshot: object = None  # store RankingSnapshot or None
+    snapshot: Any = None  # the store's RankingSnapshot (version, method, entries) or None
     ranking: Ranking | None = None
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
     reservations: dict[str, Reservation] = field(default_factory=dict)
-    engine: Engine | None = None
+    engine: Engine = field(init=False)
     _available: ClusterView | None = None  # view minus reservations (cached until either changes)
     _shape_index: ShapeIndex | None = None  # per-node index of _available
 
     def __post_init__(self) -> None:
-        if self.engine is None:
-            self.engine = Engine(self.settings.engine(), rng=random.Random(0))
+        self.engine = Engine(self.settings.engine(), rng=random.Random(0))
 
     # ---- inputs ------------------------------------------------------------------------
     def observe_cluster(self, view: ClusterView, now: float, held_jobs: int | None = None,
-                        started: set[str] = frozenset()) -> None:
+                        started: Collection[str] = frozenset()) -> None:
         """A fresh Slurm view (taken at `now`): drop reservations it confirms or that expired.
 
         `started`: reservation keys whose job Slurm shows started or finished (a short job can
@@ -186,6 +185,7 @@ class PlacementService:
 
     def available(self) -> ClusterView:
         """The view with reserved GPUs taken out: what the engine may place on."""
+        assert self.view is not None, "no cluster view yet"
         if self._available is None:
             taken = set().union(*[r.gpu_ids for r in self.reservations.values()])
             self._available = self.view.with_free(self.view.free - taken)
@@ -227,7 +227,7 @@ class PlacementService:
         if self.view is None or self.ranking is None:
             return PlaceReply(DecisionKind.PASS, reason="no_cluster_view")
         perf_class, warning = self.resolve_class(req.pal.perf_class)
-        base = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
+        base: dict[str, Any] = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
         try:
             shape = submit_shape(req.job, req.pal)
         except ShapeError as exc:
@@ -289,7 +289,7 @@ class PlacementService:
         for job_id, gpus in plan.launch.items():
             req = by_id[job_id]
             choice = choice_of(gpus, self.view)
-            rel = Release(job_id, req.perf_class, choice, gres_for_release(req.shape, choice),
+            rel = Release(int(job_id), req.perf_class, choice, gres_for_release(shape_of(req), choice),
                           self.settings.placement, request=req)
             self.reserve(rel.key, gpus, now)
             out.releases.append(rel)

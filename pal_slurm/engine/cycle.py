@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.policy import PlacementContext, autotune, netaware
 from pal_slurm.policy import placement as placement_by_name, queue_order
-from pal_slurm.policy.base import PlacementPolicy
+from pal_slurm.policy.base import PlacementPolicy, QueueOrder
 from pal_slurm.policy.cache import RunCache
 from pal_slurm.policy.shapes import ShapeIndex
 from pal_slurm.ranking import Ranking
+
+
+Timers = Mapping[tuple[str, str], float]  # {(sensitivity, level): seconds}
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class EngineSettings:
     locality_penalty: float = 1.7  # PAL's across-node weight
     running_jobs_move: bool = True  # False under Slurm: a started job keeps its GPUs
     backfill: bool = False  # later jobs may pass one that does not fit (placements without their own)
-    delay_timers: Mapping | None = None  # overrides the placement's delay timers {(sens, level): s}
+    delay_timers: Timers | None = None  # overrides the placement's delay timers {(sens, level): s}
     tuner: autotune.TunerConfig = autotune.TunerConfig()
 
 
@@ -67,16 +70,16 @@ class Engine:
                  network: object | None = None, policy: PlacementPolicy | None = None):
         self.settings = settings
         self.policy: PlacementPolicy = policy if policy is not None else placement_by_name(settings.placement)
-        self.order = queue_order(settings.queue)
+        self.order: QueueOrder = queue_order(settings.queue)
         self.rng = rng if rng is not None else random.Random(0)
         self.network = network  # the network model placements may consult (None: tier penalties)
-        self.memo: dict = {}  # the non-sticky placements' reuse of the last plan (PlacementContext.memo)
+        self.memo: dict[str, Any] = {}  # the non-sticky placements' reuse of the last plan (PlacementContext.memo)
         self.cache = RunCache()  # values derived from the run's inputs (PlacementContext.cache)
         self.tuner = autotune.initial_state(settings.tuner, {**self.policy.delay_timers,
                                                              **(settings.delay_timers or {})})
 
     # ---- context ---------------------------------------------------------------------------
-    def delay_timers(self) -> Mapping | None:
+    def delay_timers(self) -> Timers | None:
         """Timers the placement uses now: the tuner's when it is tuned, else the override."""
         if self.policy.traits.tuned:
             return autotune.timers(self.tuner)
@@ -115,7 +118,8 @@ class Engine:
         free = set(ctx.cluster.free) - {g for gpus in launch.values() for g in gpus}
         free.update(g for j in order if j.job_id in plan.suspend for g in j.running_on)
         cur = replace(ctx, cluster=ctx.cluster.with_free(free), memo=None)
-        cur = replace(cur, shape_index=ShapeIndex(cur.cluster))
+        index = ShapeIndex(cur.cluster)
+        cur = replace(cur, shape_index=index)
         for job in order:
             if job.running_on or job.job_id in launch or len(free) < job.num_gpus:
                 continue
@@ -124,7 +128,7 @@ class Engine:
                 continue
             launch[job.job_id] = tuple(gpus)
             free.difference_update(gpus)
-            cur.shape_index.take(gpus)
+            index.take(gpus)
             cur = replace(cur, cluster=cur.cluster.with_free(free))
         return RoundPlan(plan.suspend, launch)
 

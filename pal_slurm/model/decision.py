@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping
 
+JobId = int | str  # the simulator's arrival counter, a Slurm job id, or a submit request's key
+
 
 @dataclass(frozen=True)
 class RoundPlan:
@@ -16,8 +18,8 @@ class RoundPlan:
     `launch`: job id -> GPU ids for jobs to (re)start. A job may be in both (moved).
     """
 
-    suspend: frozenset = field(default_factory=frozenset)
-    launch: Mapping = field(default_factory=dict)
+    suspend: frozenset[JobId] = field(default_factory=frozenset)
+    launch: Mapping[JobId, tuple[int, ...]] = field(default_factory=dict)
 
 
 class DecisionKind(str, Enum):

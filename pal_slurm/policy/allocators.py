@@ -6,7 +6,6 @@ included, because the simulator's compat mode must reproduce the artifact's numb
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter
 
 import numpy as np

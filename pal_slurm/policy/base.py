@@ -19,6 +19,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.policy.cache import RunCache
+from pal_slurm.policy.shapes import ShapeIndex
 from pal_slurm.ranking import Ranking
 
 
@@ -45,7 +46,7 @@ class PlacementContext:
     # policy.shapes.ShapeIndex over exactly `cluster.free`, kept by the caller that owns the free
     # set (pald's service): per-node requests in `place_one` answered in microseconds. None:
     # computed from `cluster.free`; the answer is the same.
-    shape_index: object | None = None
+    shape_index: ShapeIndex | None = None
     # Values derived from the run's inputs (policy.cache): the run's owner passes its own, so
     # they are made once per run; by default a context has its own (they last one plan).
     cache: RunCache = field(default_factory=RunCache)

@@ -59,7 +59,7 @@ from pal_slurm.model.cluster import Topology
 from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, sensitivity_rank
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import Traits
-from pal_slurm.policy.shapes import is_per_node, per_node_pick, uniform_sf
+from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
 
 
 # Tier penalties when the context has no network model: (node, rack, spine) per sensitivity.
@@ -115,7 +115,7 @@ def wanted_tier(job: JobRequest, cluster: ClusterView) -> int:
     """The most consolidated tier this job can ever get: by its size, or for a per-node
     request (-N k) by its node count (one node; k nodes under one leaf; else the spine)."""
     if is_per_node(job):
-        k = job.shape.nodes or 1
+        k = shape_of(job).nodes or 1
         return NODE if k == 1 else RACK if k <= topo(cluster).rack_nodes else SPINE
     return preferred_tier(job.num_gpus, cluster)
 
@@ -141,7 +141,7 @@ class NodeLocality:
 def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx) -> float:
     """Estimated network factor of the tightest placement of `job` at `tier`."""
     gpn = max(1, cluster.gpus_per_node)
-    nodes = job.shape.nodes or 1 if is_per_node(job) else max(1, math.ceil(job.num_gpus / gpn))
+    nodes = (shape_of(job).nodes or 1) if is_per_node(job) else max(1, math.ceil(job.num_gpus / gpn))
     if tier == NODE:
         return 1.0
     if tier == RACK:
@@ -253,7 +253,7 @@ def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx, variability:
     """A per-node request (k nodes x g GPUs): the best k nodes under one leaf, or (from the
     spine tier on) anywhere when that is cheaper. Same result shape as best_allocation."""
     cluster = ctx.cluster
-    shape = job.shape
+    shape = shape_of(job)
     sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(cluster)
     if (shape.nodes or 1) == 1:
         picks = [per_node_pick(shape, free, sf, cluster)]
@@ -531,6 +531,8 @@ class NetAwarePlacement:
     def _preempt(self, job, free: set, running: dict, suspend: set, launch: dict, ctx, rack_idx) -> list:
         """Stop victims so that `job` gets its preferred tier; returns the victims' ids."""
         cfg = self.preempt
+        if cfg is None:
+            return []
         cluster = ctx.cluster
         want = wanted_tier(job, cluster)
         if want == SPINE:

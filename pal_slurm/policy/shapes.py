@@ -114,7 +114,7 @@ def shape_aware(alloc: Allocator, variability: bool = True) -> Allocator:
         if not is_per_node(job):
             return alloc(job, free, ctx)
         sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(ctx.cluster)
-        return per_node_pick(job.shape, free, sf, ctx.cluster)
+        return per_node_pick(shape_of(job), free, sf, ctx.cluster)
 
     allocate.__name__ = allocate.__qualname__ = f"shape_aware({getattr(alloc, '__name__', alloc)})"
     return allocate
@@ -215,10 +215,9 @@ def place_one_per_node(job: JobRequest, ctx, variability: bool = True) -> tuple[
     """A per-node request against ctx.cluster.free (the submit path): through the context's
     ShapeIndex when it has one, else a vectorised pick. Same answer either way."""
     sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(ctx.cluster)
-    index = getattr(ctx, "shape_index", None)
-    if index is not None:
-        return index.pick(job.shape, sf)
-    return per_node_pick(job.shape, sorted(ctx.cluster.free), sf, ctx.cluster)
+    if ctx.shape_index is not None:
+        return ctx.shape_index.pick(shape_of(job), sf)
+    return per_node_pick(shape_of(job), sorted(ctx.cluster.free), sf, ctx.cluster)
 
 
 def stock_slurm_choice(shape: JobShape, ctx) -> ShapeChoice | None:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.classes import ARTIFACT_CLASSES
+from pal_slurm.model.decision import JobId
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.ranking import Ranking
@@ -117,14 +118,13 @@ class CompatSimulator:
         engine = Engine(EngineSettings(placement=placement.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty),
                         rng=rng, policy=placement)
         ranking = Ranking.from_scores(perfvar, cfg.binning)
-        node_of = self.cluster.node_of
         deterministic = not placement.traits.randomised
         n_tracked = len(trace.jobs)
         sorted_pv = {c: sorted(v) for c, v in perfvar.items()}
 
         source = arrivals(trace, cfg.jobs_per_hour, cfg.arrival_seed)
         pending_arrival = next(source)
-        active: dict[int, _Job] = {}
+        active: dict[JobId, _Job] = {}
         free = set(range(G))
         outcomes: dict[int, JobOutcome] = {}
         busy_gpu_s = 0.0
@@ -159,7 +159,7 @@ class CompatSimulator:
                             num_gpus=n,
                             model=job.src.model,
                             submit=job.submit,
-                            first_start=job.first_start,
+                            first_start=job.first_start if job.first_start is not None else t,
                             finish=t,
                             ideal_runtime=job.src.ideal_runtime,
                             lower_bound_s=job.src.ideal_runtime * best_pm * best_loc,

@@ -33,6 +33,7 @@ from typing import Callable, Protocol
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
+from pal_slurm.model.decision import JobId
 from pal_slurm.engine import Cycle, Engine, EngineSettings
 from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.policy import autotune
@@ -172,9 +173,9 @@ class EventSimulator:
         cfg = self.config
         cluster = self.cluster
         G = cluster.size
-        for job in trace.jobs:
-            if job.num_gpus > G:
-                raise ValueError(f"{trace.name}: job {job.job_id} needs {job.num_gpus} GPUs; the cluster has {G}")
+        for row in trace.jobs:
+            if row.num_gpus > G:
+                raise ValueError(f"{trace.name}: job {row.job_id} needs {row.num_gpus} GPUs; the cluster has {G}")
         pol = placement_by_name(policy) if isinstance(policy, str) else policy
         policy = pol.name
         scores = gpu_profiles(G, cfg.variability_seed)
@@ -197,10 +198,10 @@ class EventSimulator:
             heapq.heappush(heap, (t, seq, kind, payload))
             seq += 1
 
-        for idx, job in enumerate(trace.jobs):
-            push(job.submit_time, ARRIVAL, idx)
+        for idx, row in enumerate(trace.jobs):
+            push(row.submit_time, ARRIVAL, idx)
 
-        active: dict[int, _Job] = {}
+        active: dict[JobId, _Job] = {}
         free = set(range(G))
         outcomes: list[JobOutcome] = []
         busy_gpu_s = 0.0
@@ -255,7 +256,7 @@ class EventSimulator:
                             num_gpus=n,
                             model=job.src.model,
                             submit=job.submit,
-                            first_start=job.first_start,
+                            first_start=job.first_start if job.first_start is not None else t,
                             finish=t,
                             ideal_runtime=job.src.ideal_runtime,
                             lower_bound_s=lb,

@@ -53,7 +53,7 @@ def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder:
     held = {j.job_id: tuple(sorted(j.running_on)) for j in order if j.running_on}
     free = sorted(set(ctx.cluster.free).union(*[set(g) for g in held.values()]))
     seq = class_first(order, ctx.cluster.size) if reorder else list(order)
-    keys = [(j.job_id, j.num_gpus, j.perf_class) for j in seq]
+    keys = [(j.job_id, j.num_gpus, j.perf_class, j.shape) for j in seq]
     # Every round starts from the same free set, so a deterministic allocator gives the same
     # GPUs to the same leading jobs as last round: reuse them up to the first change.
     memo = getattr(ctx, "memo", None) if deterministic else None

@@ -7,11 +7,15 @@ included, because the simulator's compat mode must reproduce the artifact's numb
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pal_slurm.model import JobRequest
 from pal_slurm.policy.cache import RunCache
+
+if TYPE_CHECKING:
+    from pal_slurm.policy.base import PlacementContext
 
 
 def group_by_node(free: list, node_of) -> dict[int, list[int]]:
@@ -22,7 +26,7 @@ def group_by_node(free: list, node_of) -> dict[int, list[int]]:
     return dict(sorted(out.items()))
 
 
-def packed(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
+def packed(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
     """Consolidated placement: an exact-fit node, else the tightest node that fits, else
     fill from the nodes with the most free GPUs (ties: lowest node)."""
     n = job.num_gpus
@@ -48,7 +52,7 @@ def packed(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def random_pick(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
+def random_pick(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
     """Uniform sample of the free GPUs (in id order) from the context's RNG."""
     if len(free) < job.num_gpus:
         return None
@@ -97,7 +101,7 @@ def _pm_first_arrays(c, s, nodes, codes, n: int) -> tuple[int, ...]:
     return tuple(c[order[:n]].tolist())
 
 
-def pm_first(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
+def pm_first(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
     if len(free) < job.num_gpus:
         return None
     return pm_first_pick(free, job.num_gpus, ctx.ranking.sf(job.perf_class), ctx.cluster.node_of, ctx.cache)
@@ -129,7 +133,7 @@ def _lxv_order(sf: tuple, locality_penalty: float) -> tuple[tuple[float, bool, f
     return tuple(options)
 
 
-def pal(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
+def pal(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
     """PAL: for jobs of 2..gpus_per_node GPUs walk the L x V order and take the first option
     that fits (best single node by worst GPU bin, or PM-First across nodes); other sizes use
     PM-First directly."""
@@ -170,7 +174,7 @@ def pal(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
     return None
 
 
-def first_fit(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
+def first_fit(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
     """Stock Slurm cons_tres, roughly: nodes by (weight, name); a job that fits one node gets
     the first such node's lowest free GPUs; a bigger job fills whole nodes in that order."""
     n = job.num_gpus

@@ -58,7 +58,7 @@ from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.cluster import Topology
 from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, sensitivity_rank
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
-from pal_slurm.policy.base import Traits
+from pal_slurm.policy.base import PlacementContext, Traits
 from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
 
 
@@ -120,7 +120,7 @@ def wanted_tier(job: JobRequest, cluster: ClusterView) -> int:
     return preferred_tier(job.num_gpus, cluster)
 
 
-def net_factor(job: JobRequest, nodes: int, racks: int, ctx) -> float:
+def net_factor(job: JobRequest, nodes: int, racks: int, ctx: PlacementContext) -> float:
     net = getattr(ctx, "network", None)
     if net is not None:
         return net.factor(job.app, job.num_gpus, nodes, racks)
@@ -138,7 +138,7 @@ class NodeLocality:
         return self.penalty if nodes > 1 else 1.0
 
 
-def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx) -> float:
+def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx: PlacementContext) -> float:
     """Estimated network factor of the tightest placement of `job` at `tier`."""
     gpn = max(1, cluster.gpus_per_node)
     nodes = (shape_of(job).nodes or 1) if is_per_node(job) else max(1, math.ceil(job.num_gpus / gpn))
@@ -211,7 +211,7 @@ def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx, max_tier:
     return tuple(out), SPINE, len({node_of[g] for g in out}), racks_used
 
 
-def best_allocation(job: JobRequest, free: Sequence[int], ctx, variability: bool = True,
+def best_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool = True,
                     max_tier: int = SPINE, rack_idx=None):
     """Cheapest (variability bin x network factor) allocation with tier <= max_tier.
 
@@ -249,7 +249,7 @@ def best_allocation(job: JobRequest, free: Sequence[int], ctx, variability: bool
     return best[1], best[2], best[3]
 
 
-def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx, variability: bool, max_tier: int):
+def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool, max_tier: int):
     """A per-node request (k nodes x g GPUs): the best k nodes under one leaf, or (from the
     spine tier on) anywhere when that is cheaper. Same result shape as best_allocation."""
     cluster = ctx.cluster
@@ -379,11 +379,11 @@ class NetAwarePlacement:
             raise ValueError(f"backfill must be easy, greedy or none, not {self.backfill!r}")
 
     # ---- delay scheduling ------------------------------------------------------------------
-    def _timers(self, ctx) -> Mapping:
+    def _timers(self, ctx: PlacementContext) -> Mapping:
         t = getattr(ctx, "delay_timers", None)
         return self.timers if not t else {**self.timers, **t}
 
-    def tier_deadlines(self, job: JobRequest, ctx) -> list[tuple[float, int]]:
+    def tier_deadlines(self, job: JobRequest, ctx: PlacementContext) -> list[tuple[float, int]]:
         """[(time, tier)]: from `time` on, the job accepts placements up to `tier`."""
         cluster = ctx.cluster
         want = wanted_tier(job, cluster)
@@ -404,7 +404,7 @@ class NetAwarePlacement:
             out.append((min(t, start + self.max_wait_s), tier + 1))
         return out
 
-    def allowed_tier(self, job: JobRequest, ctx) -> int:
+    def allowed_tier(self, job: JobRequest, ctx: PlacementContext) -> int:
         allowed = NODE
         for when, tier in self.tier_deadlines(job, ctx):
             if ctx.now >= when:
@@ -413,7 +413,7 @@ class NetAwarePlacement:
             allowed = SPINE
         return allowed
 
-    def next_wakeup(self, order: Sequence[JobRequest], ctx) -> float | None:
+    def next_wakeup(self, order: Sequence[JobRequest], ctx: PlacementContext) -> float | None:
         """Earliest future instant at which a waiting job's accepted tier widens."""
         if not self.delay:
             return None
@@ -427,7 +427,7 @@ class NetAwarePlacement:
                     break
         return soon if soon < math.inf else None
 
-    def place_one(self, job: JobRequest, ctx) -> tuple[int, ...] | None:
+    def place_one(self, job: JobRequest, ctx: PlacementContext) -> tuple[int, ...] | None:
         """Allocation for one new job against ctx.cluster.free (pald's submit-time path): what
         a plan of that job alone gives (delay, finish-aware choice), or None (defer)."""
         got = self.plan([job], ctx).launch.get(job.job_id)
@@ -443,20 +443,20 @@ class NetAwarePlacement:
         return self.timers if self.delay else {}
 
     # ---- estimates --------------------------------------------------------------------------
-    def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx) -> float:
+    def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx: PlacementContext) -> float:
         scores = ctx.ranking.scores(job.perf_class)
         pm = max(scores[g] for g in gpus) if gpus else 1.0
         _tier, nodes, racks = span(gpus, ctx.cluster)
         return job.remaining_time * pm * net_factor(job, nodes, racks, ctx)
 
     # ---- the plan ---------------------------------------------------------------------------
-    def _view(self, ctx):
+    def _view(self, ctx: PlacementContext) -> PlacementContext:
         """The context as this policy sees it (node-only locality when not topology-aware)."""
         if self.topology_aware:
             return ctx
         return dataclasses.replace(ctx, network=NodeLocality(getattr(ctx, "locality_penalty", 1.7)))
 
-    def plan(self, order: Sequence[JobRequest], ctx) -> RoundPlan:
+    def plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
         ctx = self._view(ctx)
         cluster = ctx.cluster
         now = ctx.now
@@ -528,7 +528,7 @@ class NetAwarePlacement:
             holding[job.job_id] = tuple(gpus)
         return RoundPlan(frozenset(suspend), launch)
 
-    def _preempt(self, job, free: set, running: dict, suspend: set, launch: dict, ctx, rack_idx) -> list:
+    def _preempt(self, job, free: set, running: dict, suspend: set, launch: dict, ctx: PlacementContext, rack_idx) -> list:
         """Stop victims so that `job` gets its preferred tier; returns the victims' ids."""
         cfg = self.preempt
         if cfg is None:

@@ -25,13 +25,16 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.shape import JobShape
 from pal_slurm.policy.skeletons import Allocator
+
+if TYPE_CHECKING:
+    from pal_slurm.policy.base import PlacementContext
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,18 @@ def _uniform(size: int) -> tuple[float, ...]:
     return (1.0,) * size
 
 
+def first_rack_to_collect(candidates: Sequence[int], rack_of: Callable[[int], str], k: int) -> list[int] | None:
+    """The first `k` candidates (in preference order) that share a rack: walking the order, the
+    first rack to collect k of them, so the rack whose k-th best node is best. None: no rack has k."""
+    per_rack: dict[str, list[int]] = {}
+    for c in candidates:
+        got = per_rack.setdefault(rack_of(c), [])
+        got.append(c)
+        if len(got) == k:
+            return got
+    return None
+
+
 # ---- the vectorised pick -------------------------------------------------------------------
 def per_node_pick(shape: JobShape, free: Sequence[int], sf, cluster: ClusterView,
                   one_rack: bool = False) -> tuple[int, ...] | None:
@@ -92,14 +107,7 @@ def per_node_pick(shape: JobShape, free: Sequence[int], sf, cluster: ClusterView
     pref = np.lexsort((nodes, counts, s[starts + g - 1]))  # (worst of best g, free count, node)
     if one_rack and k > 1:
         racks = cluster.rack_of_node
-        per_rack: dict[str, list[int]] = {}
-        chosen = None
-        for i in pref.tolist():
-            got = per_rack.setdefault(racks[int(nodes[i])], [])
-            got.append(i)
-            if len(got) == k:
-                chosen = got
-                break
+        chosen = first_rack_to_collect(pref.tolist(), lambda i: racks[int(nodes[i])], k)
         if chosen is None:
             return None
     else:
@@ -110,7 +118,7 @@ def per_node_pick(shape: JobShape, free: Sequence[int], sf, cluster: ClusterView
 def shape_aware(alloc: Allocator, variability: bool = True) -> Allocator:
     """An allocator that answers per-node requests by shape and the rest with `alloc`."""
 
-    def allocate(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
+    def allocate(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
         if not is_per_node(job):
             return alloc(job, free, ctx)
         sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(ctx.cluster)
@@ -174,14 +182,7 @@ class FreeIndex:
         if rack_of_node is None or k == 1:
             picked = [node for (_c, _n, node) in lst[:k]]
         else:
-            per_rack: dict[str, list[int]] = {}
-            found = None
-            for _c, _n, node in lst:
-                nodes = per_rack.setdefault(rack_of_node[node], [])
-                nodes.append(node)
-                if len(nodes) == k:
-                    found = nodes
-                    break
+            found = first_rack_to_collect([node for _c, _n, node in lst], lambda n: rack_of_node[n], k)
             if found is None:
                 return None
             picked = found
@@ -211,7 +212,7 @@ class ShapeIndex:
             idx.take(gpu_ids)
 
 
-def place_one_per_node(job: JobRequest, ctx, variability: bool = True) -> tuple[int, ...] | None:
+def place_one_per_node(job: JobRequest, ctx: PlacementContext, variability: bool = True) -> tuple[int, ...] | None:
     """A per-node request against ctx.cluster.free (the submit path): through the context's
     ShapeIndex when it has one, else a vectorised pick. Same answer either way."""
     sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(ctx.cluster)
@@ -220,7 +221,7 @@ def place_one_per_node(job: JobRequest, ctx, variability: bool = True) -> tuple[
     return per_node_pick(shape_of(job), sorted(ctx.cluster.free), sf, ctx.cluster)
 
 
-def stock_slurm_choice(shape: JobShape, ctx) -> ShapeChoice | None:
+def stock_slurm_choice(shape: JobShape, ctx: PlacementContext) -> ShapeChoice | None:
     """What Slurm's cons_tres picks: nodes by (weight, name), the lowest free slots on each."""
     k, g = shape.nodes or 1, shape.per_node or shape.total
     by_node: dict[int, list[int]] = {}

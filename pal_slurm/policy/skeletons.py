@@ -15,12 +15,15 @@ of free GPU ids; it must return exactly `job.num_gpus` distinct ids from `free` 
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from pal_slurm.model import JobRequest, RoundPlan
 from pal_slurm.model.classes import class_rank
 
-Allocator = Callable[[JobRequest, list, object], "tuple[int, ...] | None"]
+if TYPE_CHECKING:
+    from pal_slurm.policy.base import PlacementContext
+
+Allocator = Callable[[JobRequest, list, "PlacementContext"], "tuple[int, ...] | None"]
 
 
 def head_window(order: Sequence[JobRequest], capacity: int) -> list[JobRequest]:
@@ -48,7 +51,7 @@ def _remove(free: list, gpus) -> None:
             del free[i]
 
 
-def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder: bool = False,
+def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator, reorder: bool = False,
                     deterministic: bool = True) -> RoundPlan:
     held = {j.job_id: tuple(sorted(j.running_on)) for j in order if j.running_on}
     free = sorted(set(ctx.cluster.free).union(*[set(g) for g in held.values()]))
@@ -90,7 +93,7 @@ def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder:
     return RoundPlan(frozenset(suspend), launch)
 
 
-def sticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, preempt: bool = True) -> RoundPlan:
+def sticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator, preempt: bool = True) -> RoundPlan:
     order = list(order)
     running = {j.job_id: tuple(j.running_on) for j in order if j.running_on}
     free = sorted(ctx.cluster.free)

@@ -3,6 +3,7 @@ import pytest
 from pal_slurm.daemon.service import PlacementService, ServiceSettings, held_shape, submit_shape
 from pal_slurm.model.shape import JobShape, ShapeError
 from pal_slurm.model import DecisionKind
+from pal_slurm.policy import PLACEMENTS
 
 from .builders import request, snapshot, view
 
@@ -134,3 +135,18 @@ def test_a_job_that_started_and_ended_between_two_views_frees_its_reservation():
     assert started_keys([done, held_job(10)]) == {"job:9", "req:h1"}
     s.observe_cluster(view(), now=2.0, started=started_keys([done]))
     assert not s.reservations
+
+
+@pytest.mark.parametrize("name", sorted(PLACEMENTS))
+def test_every_registered_placement_answers_every_shape(name):
+    from .builders import held_job
+
+    s = service(busy=(0, 1, 4), placement=name)
+    for req in (request("resnet", gpn=2), request("bert", gpn=2, nodes=2), request("vgg19", gpj=3)):
+        r = s.place(req, now=1.0, key=f"{name}-{req.job}")
+        assert r.decision is DecisionKind.PLACE, (name, r)
+        slots = [x for v in r.nodes.values() for x in v]
+        assert len(slots) == (req.job.gpus_per_node or 0) * (req.job.min_nodes or 1) or len(slots) == req.job.gpus_per_job
+    plan = s.plan_cycle([held_job(7, gpn=1, nodes=2, submit=0), held_job(8, gpj=2, submit=1)], now=2.0)
+    assert {r.job_id for r in plan.releases} == {7, 8} and all(r.choice for r in plan.releases)
+    assert len(s.free_now()) == 16 - 3 - 2 - 4 - 3 - 2 - 2  # every answer reserved its GPUs

@@ -184,7 +184,8 @@ class PlacementService:
         return self.available().free if self.view is not None else frozenset()
 
     def available(self) -> ClusterView:
-        """The view with reserved GPUs taken out: what the engine may place on."""
+        """The view with reserved GPUs taken out: what the engine may place on (built when
+        asked, after a change)."""
         assert self.view is not None, "no cluster view yet"
         if self._available is None:
             taken = set().union(*[r.gpu_ids for r in self.reservations.values()])
@@ -208,10 +209,9 @@ class PlacementService:
     # ---- reservations --------------------------------------------------------------------
     def reserve(self, key: str, gpu_ids, now: float) -> None:
         self.reservations[key] = Reservation(key, frozenset(gpu_ids), now)
-        if self._available is not None:
-            self._available = self._available.with_free(self._available.free - set(gpu_ids))
-            if self._shape_index is not None:
-                self._shape_index.take(gpu_ids)
+        self._available = None  # rebuilt when asked; the shape index stays in step
+        if self._shape_index is not None:
+            self._shape_index.take(gpu_ids)
 
     def clear_reservations(self) -> None:
         self.reservations.clear()
@@ -232,7 +232,7 @@ class PlacementService:
             shape = submit_shape(req.job, req.pal)
         except ShapeError as exc:
             return PlaceReply(DecisionKind.PASS, reason=str(exc), **base)
-        if shape.per_node and shape.per_node > max((len(n.gpu_ids) for n in self.view.nodes), default=0):
+        if shape.per_node and shape.per_node > self.view.max_gpus_per_node:
             return PlaceReply(DecisionKind.PASS, reason="too_many_gpus_per_node", **base)
         if shape.total > self.view.size:
             return PlaceReply(DecisionKind.PASS, reason="bigger_than_cluster", **base)
@@ -242,10 +242,10 @@ class PlacementService:
             return PlaceReply(DecisionKind.DEFER, reason="queued" if mode == "auto" else "asked", **base)
         limit_s = req.job.time_limit * 60.0 if req.job.time_limit else None
         job = job_request(key, shape, perf_class, req.pal, now, limit_s)
-        available = self.available()
         if self._shape_index is None:
-            self._shape_index = ShapeIndex(available)
-        gpus = self.engine.place_new(job, available, self.ranking, now, shape_index=self._shape_index)
+            self._shape_index = ShapeIndex(self.available())
+        # the index holds the free GPUs (view minus reservations), kept in step by reserve()
+        gpus = self.engine.place_new(job, self.view, self.ranking, now, shape_index=self._shape_index)
         if gpus is None:
             if mode == "now":
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
@@ -268,17 +268,33 @@ class PlacementService:
             return out
         requests: list[JobRequest] = []
         by_id = {}
+        # held jobs share few comments and shapes: parse each once per cycle
+        specs: dict[str, CommentSpec | None | CommentError] = {}
+        classes: dict[str, str] = {}
+        shapes: dict[tuple, JobShape | ShapeError] = {}
         for j in held:
-            try:
-                spec = parse_comment(j.comment)
-            except CommentError as exc:
-                out.releases.append(Release(j.job_id, "?", None, None, f"bad_comment:{exc}"))
+            if j.comment not in specs:
+                try:
+                    specs[j.comment] = parse_comment(j.comment)
+                except CommentError as exc:
+                    specs[j.comment] = exc
+            spec = specs[j.comment]
+            if isinstance(spec, CommentError):
+                out.releases.append(Release(j.job_id, "?", None, None, f"bad_comment:{spec}"))
                 continue
-            perf_class, _warning = self.resolve_class(spec.perf_class if spec else "unknown")
-            try:
-                shape = held_shape(j, spec)
-            except ShapeError as exc:
-                out.releases.append(Release(j.job_id, perf_class, None, None, str(exc)))
+            app = spec.perf_class if spec else "unknown"
+            if app not in classes:
+                classes[app] = self.resolve_class(app)[0]
+            perf_class = classes[app]
+            key = (j.tres_per_node, j.tres_per_job, j.node_count, spec.gpus if spec else None)
+            if key not in shapes:
+                try:
+                    shapes[key] = held_shape(j, spec)
+                except ShapeError as exc:
+                    shapes[key] = exc
+            shape = shapes[key]
+            if isinstance(shape, ShapeError):
+                out.releases.append(Release(j.job_id, perf_class, None, None, str(shape)))
                 continue
             req = job_request(j.job_id, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
             requests.append(req)

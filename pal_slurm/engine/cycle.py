@@ -117,19 +117,16 @@ class Engine:
         launch = dict(plan.launch)
         free = set(ctx.cluster.free) - {g for gpus in launch.values() for g in gpus}
         free.update(g for j in order if j.job_id in plan.suspend for g in j.running_on)
-        cur = replace(ctx, cluster=ctx.cluster.with_free(free), memo=None)
-        index = ShapeIndex(cur.cluster)
-        cur = replace(cur, shape_index=index)
+        index = ShapeIndex(ctx.cluster.with_free(free))  # the free set from here on
+        cur = replace(ctx, memo=None, shape_index=index)
         for job in order:
-            if job.running_on or job.job_id in launch or len(free) < job.num_gpus:
+            if job.running_on or job.job_id in launch or len(index.free) < job.num_gpus:
                 continue
             gpus = self.policy.place_one(job, cur)
             if gpus is None:
                 continue
             launch[job.job_id] = tuple(gpus)
-            free.difference_update(gpus)
             index.take(gpus)
-            cur = replace(cur, cluster=cur.cluster.with_free(free))
         return RoundPlan(plan.suspend, launch)
 
     def place_new(self, job: JobRequest, cluster: ClusterView, ranking: Ranking, now: float,

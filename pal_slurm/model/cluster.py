@@ -106,7 +106,7 @@ class ClusterView:
     def with_free(self, free: Iterable[int]) -> "ClusterView":
         """The same cluster with another free set (layout caches are shared, not recomputed)."""
         out = ClusterView(self.gpus, self.nodes, frozenset(free))
-        for name in ("gpus_per_node", "node_of", "rack_of_node", "topology"):
+        for name in ("gpus_per_node", "max_gpus_per_node", "node_of", "rack_of_node", "topology"):
             if name in self.__dict__:
                 out.__dict__[name] = self.__dict__[name]
         return out
@@ -120,6 +120,11 @@ class ClusterView:
     def gpus_per_node(self) -> int:
         """GPUs on the first node (the artifact assumes homogeneous nodes)."""
         return len(self.nodes[0].gpu_ids) if self.nodes else 0
+
+    @cached_property
+    def max_gpus_per_node(self) -> int:
+        """GPUs on the biggest node (no per-node request can ask for more)."""
+        return max((len(n.gpu_ids) for n in self.nodes), default=0)
 
     @cached_property
     def node_of(self) -> tuple[int, ...]:

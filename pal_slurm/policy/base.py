@@ -43,13 +43,18 @@ class PlacementContext:
     # job whose position changed. Explicit state, not hidden: the plan is the same with or
     # without it (tests check that); None disables it.
     memo: dict | None = None
-    # policy.shapes.ShapeIndex over exactly `cluster.free`, kept by the caller that owns the free
-    # set (pald's service): per-node requests in `place_one` answered in microseconds. None:
-    # computed from `cluster.free`; the answer is the same.
+    # policy.shapes.ShapeIndex: the free GPUs for `place_one`, indexed and kept in step by the
+    # caller that owns the free set (pald's service: a burst of requests, microseconds each).
+    # When given it is the truth and `cluster.free` may lag behind it (the caller need not
+    # rebuild the view after every reservation); see `free_gpus`. None: `cluster.free`.
     shape_index: ShapeIndex | None = None
     # Values derived from the run's inputs (policy.cache): the run's owner passes its own, so
     # they are made once per run; by default a context has its own (they last one plan).
     cache: RunCache = field(default_factory=RunCache)
+
+    def free_gpus(self) -> frozenset[int] | set[int]:
+        """The free GPUs `place_one` may use (the shape index's when there is one)."""
+        return self.shape_index.free if self.shape_index is not None else self.cluster.free
 
 
 @dataclass(frozen=True)

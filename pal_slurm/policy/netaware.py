@@ -430,6 +430,8 @@ class NetAwarePlacement:
     def place_one(self, job: JobRequest, ctx: PlacementContext) -> tuple[int, ...] | None:
         """Allocation for one new job against ctx.cluster.free (pald's submit-time path): what
         a plan of that job alone gives (delay, finish-aware choice), or None (defer)."""
+        if ctx.shape_index is not None:  # its free set is the truth; plan() reads cluster.free
+            ctx = dataclasses.replace(ctx, cluster=ctx.cluster.with_free(ctx.shape_index.free), shape_index=None)
         got = self.plan([job], ctx).launch.get(job.job_id)
         return None if got is None else tuple(got)
 

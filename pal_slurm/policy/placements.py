@@ -31,7 +31,7 @@ class NonStickyPlacement:
         """Allocation for a single new job against ctx.cluster.free (pald's submit-time path)."""
         if is_per_node(job):
             return place_one_per_node(job, ctx, self.traits.variability)
-        return self.alloc(job, sorted(ctx.cluster.free), ctx)
+        return self.alloc(job, sorted(ctx.free_gpus()), ctx)
 
     def next_wakeup(self, order: Sequence[JobRequest], ctx: PlacementContext) -> float | None:
         return None
@@ -53,7 +53,7 @@ class StickyPlacement:
     def place_one(self, job: JobRequest, ctx: PlacementContext) -> tuple[int, ...] | None:
         if is_per_node(job):
             return place_one_per_node(job, ctx, self.traits.variability)
-        return self.alloc(job, sorted(ctx.cluster.free), ctx)
+        return self.alloc(job, sorted(ctx.free_gpus()), ctx)
 
     def next_wakeup(self, order: Sequence[JobRequest], ctx: PlacementContext) -> float | None:
         return None

@@ -190,9 +190,9 @@ class FreeIndex:
 
 
 class ShapeIndex:
-    """Per-class FreeIndexes over one free set, built on first use and kept in step by
-    `take`. Whoever owns the free set owns its ShapeIndex (pald's PlacementService), and
-    passes it in the context only while it matches `ctx.cluster.free` exactly."""
+    """A free set (`free`, the truth) and per-class FreeIndexes over it, built on first use and
+    kept in step by `take`. Whoever owns the free set owns its ShapeIndex (pald's
+    PlacementService) and passes it in the context (PlacementContext.shape_index)."""
 
     def __init__(self, cluster: ClusterView):
         self.cluster = cluster  # layout (node_of, racks); its free set as of construction

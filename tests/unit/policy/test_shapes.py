@@ -79,3 +79,21 @@ def test_stock_slurm_takes_the_lowest_slots_of_the_first_nodes():
     c = cluster(3, 4, free=set(range(12)) - {0})
     got = stock_slurm_choice(JobShape.on_nodes(2, 2), ctx(c))
     assert got.nodes == {"node00": (1, 2), "node01": (0, 1)}
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=25, deadline=None)
+@given(state=states(), cls=st.sampled_from("ABCD"), seed=st.integers(0, 1000), taken=st.integers(0, 6))
+def test_with_a_shape_index_the_index_is_the_free_set(name, state, cls, seed, taken):
+    """pald keeps the index in step and does not rebuild the view after every reservation:
+    place_one on (stale view + index) answers as on the exact view."""
+    from dataclasses import replace
+
+    c, scores, shape = state
+    gone = set(random.Random(seed).sample(sorted(c.free), min(taken, len(c.free))))
+    index = ShapeIndex(c)
+    index.take(gone)
+    j = job("new", shape.total, cls, shape=shape, remaining_time=600.0)
+    exact = placement(name).place_one(j, ctx(c.with_free(c.free - gone), scores, seed))
+    stale = placement(name).place_one(j, replace(ctx(c, scores, seed), shape_index=index))
+    assert exact == stale

@@ -104,13 +104,10 @@ class PaldDecider:
                 assert reply.decision is DecisionKind.DEFER, reply
                 self.held[job.job_id] = job
         held = self.pald.sync()
-        before = len(self.pald.pending_records)
-        if held:
-            self.pald.cycle(held)
-        for rec in list(self.pald.pending_records)[before:]:
-            assert rec.kind is DecisionKind.PLACE, rec
-            launch[int(rec.job_id)] = self.gpus(rec.nodes)
-            self.held.pop(int(rec.job_id))
+        for rel in self.pald.cycle(held) if held else ():
+            assert rel.choice is not None, rel
+            launch[rel.job_id] = self.gpus(rel.choice.nodes)
+            self.held.pop(rel.job_id)
         return RoundPlan(frozenset(), launch)
 
     def gpus(self, nodes) -> tuple[int, ...]:

@@ -61,15 +61,14 @@ def random_pick(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int
 
 def _arrays(values: tuple, cache: RunCache) -> tuple[np.ndarray, np.ndarray]:
     """(values as an array, each value's rank among the distinct values), once per run."""
-
-    def make() -> tuple[np.ndarray, np.ndarray]:
-        arr = np.asarray(values)
-        codes = np.unique(arr, return_inverse=True)[1].astype(np.int64).reshape(arr.shape)
-        arr.setflags(write=False)
-        codes.setflags(write=False)
-        return arr, codes
-
-    return cache.get("arrays", values, make)
+    hit = cache.lookup("arrays", values)
+    if hit is not None:
+        return hit  # type: ignore[return-value]
+    arr = np.asarray(values)
+    codes = np.unique(arr, return_inverse=True)[1].astype(np.int64).reshape(arr.shape)
+    arr.setflags(write=False)
+    codes.setflags(write=False)
+    return cache.put("arrays", values, (arr, codes))
 
 
 def _as_array(values: tuple, cache: RunCache) -> np.ndarray:
@@ -112,7 +111,10 @@ def lxv_order(sf, locality_penalty: float, cache: RunCache | None = None) -> lis
     penalty = float(locality_penalty)
     if cache is None:
         return list(_lxv_order(tuple(sf), penalty))
-    return list(cache.get(("lxv", penalty), sf, lambda: _lxv_order(tuple(sf), penalty)))
+    hit = cache.lookup(("lxv", penalty), sf)
+    if hit is None:
+        hit = cache.put(("lxv", penalty), sf, _lxv_order(tuple(sf), penalty))
+    return list(hit)  # type: ignore[call-overload]
 
 
 def _lxv_order(sf: tuple, locality_penalty: float) -> tuple[tuple[float, bool, float], ...]:

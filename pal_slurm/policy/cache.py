@@ -22,14 +22,20 @@ class RunCache:
 
     def get(self, kind: Hashable, source: object, make: Callable[[], T]) -> T:
         """The value `make()` derives from `source` (for this `kind`), made once per run."""
-        key = (kind, id(source))
-        hit = self._entries.get(key)
+        hit = self._entries.get((kind, id(source)))
         if hit is not None and hit[0] is source:
             return hit[1]  # type: ignore[return-value]
+        return self.put(kind, source, make())
+
+    def lookup(self, kind: Hashable, source: object) -> object | None:
+        """The value kept for `source`, or None (hot paths: no closure to build per call)."""
+        hit = self._entries.get((kind, id(source)))
+        return hit[1] if hit is not None and hit[0] is source else None
+
+    def put(self, kind: Hashable, source: object, value: T) -> T:
         if len(self._entries) >= self.limit:
             self._entries.pop(next(iter(self._entries)))
-        value = make()
-        self._entries[key] = (source, value)
+        self._entries[(kind, id(source))] = (source, value)
         return value
 
     def __len__(self) -> int:

@@ -119,7 +119,8 @@ def shape_aware(alloc: Allocator, variability: bool = True) -> Allocator:
     """An allocator that answers per-node requests by shape and the rest with `alloc`."""
 
     def allocate(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
-        if not is_per_node(job):
+        shape = job.shape
+        if shape is None or shape.per_node is None:  # (is_per_node, inlined: the hot path)
             return alloc(job, free, ctx)
         sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(ctx.cluster)
         return per_node_pick(shape_of(job), free, sf, ctx.cluster)

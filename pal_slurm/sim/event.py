@@ -332,7 +332,7 @@ class _EventRun:
         if len(gpus) != job.src.num_gpus or not self.free.issuperset(gpus):
             raise RuntimeError(f"{name}: bad allocation {gpus} for job {job.key} ({job.src.num_gpus} GPUs)")
         self.free.difference_update(gpus)
-        as_seen = job.request()  # as the placement saw it (the tuner learns from its wait)
+        as_seen = job.request() if self.tuning else None  # as the placement saw it (the tuner learns its wait)
         job.gpus = gpus
         job._req = None
         job.version += 1
@@ -345,7 +345,7 @@ class _EventRun:
             job.restarts += 1
         job.resume_at = t + cost
         job.last = t
-        if self.tuning:
+        if as_seen is not None:
             self.engine.observe_start(as_seen, gpus, self.cluster, t, factor=job.net,
                                       best_factor=self.sim._best_net(job.src.model, job.src.num_gpus),
                                       work_s=job.src.ideal_runtime)

@@ -332,6 +332,7 @@ class Pald:
         try:
             nodes = self.reader.nodes()
             jobs = self.reader.jobs()
+            site = self.reader.site(nodes)
         except Exception as exc:  # noqa: BLE001
             self.slurm_ok = False
             self._note_error("slurm", exc)
@@ -341,6 +342,8 @@ class Pald:
         view = cluster_view(nodes, jobs, self.racks())
         with self.lock:
             self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
+            if site is not None:
+                self.service.observe_site(site)
             self.service.observe_cluster(view, now, held_jobs=len(held), started=started_keys(jobs))
             self.last_sync = now
         if self.slurm_ok is not True:

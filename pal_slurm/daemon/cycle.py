@@ -11,9 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from pal_slurm.daemon.service import CycleResult, Release, gres_for_release
+from pal_slurm.daemon.service import CycleResult, Release
 from pal_slurm.engine import Launch
-from pal_slurm.policy.shapes import shape_of
 
 log = logging.getLogger("pald.cycle")
 
@@ -34,11 +33,11 @@ class SlurmLauncher:
 
     def start(self, launch: Launch) -> None:
         job_id, nodes = launch.job.job_id, list(launch.choice.nodes)
-        gres_spec = gres_for_release(shape_of(launch.job), launch.choice)
-        if gres_spec:
-            self.actuator.place_held_job(job_id, nodes, gres_spec, release=True)
+        where = {"partition": launch.partition} if launch.partition else {}
+        if launch.gres_spec:
+            self.actuator.place_held_job(job_id, nodes, launch.gres_spec, release=True, **where)
         else:
-            self.actuator.place_nodes(job_id, nodes, release=True)
+            self.actuator.place_nodes(job_id, nodes, release=True, **where)
 
 
 def apply_releases(result: CycleResult, actuator, done: Callable[[Release], None] | None = None,
@@ -53,7 +52,7 @@ def apply_releases(result: CycleResult, actuator, done: Callable[[Release], None
             if rel.choice is None or rel.request is None:
                 actuator.release(rel.job_id)
             else:
-                launcher.start(Launch(rel.request, rel.choice))
+                launcher.start(Launch(rel.request, rel.choice, rel.gres_spec, rel.partition))
         except Exception as exc:  # noqa: BLE001 - one bad job must not stop the others
             errors.append((rel.job_id, str(exc)))
             log.warning("release of job %s failed: %s", rel.job_id, exc)

@@ -12,6 +12,10 @@ GPUs busy), or after a TTL (a job that never started must not block GPUs for eve
 - `plan_cycle` (every cycle): the held jobs through the engine's cycle; the GPUs of every
   release are reserved here, before pald acts on Slurm.
 
+Where a job may run (partitions, features, exclusions, reservations, CPUs/memory: the site
+view and policy/eligibility) restricts the view the engine places on: one node group per
+partition the job may use, the best answer over them. A job pald cannot judge passes.
+
 The object is not thread-safe on purpose: it has one owner (pald holds its lock around every
 call), so the state is never seen half-changed.
 """
@@ -25,13 +29,18 @@ from typing import Any, Collection, Mapping, Sequence
 from pal_slurm.daemon.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.ranking_map import ranking_for
+from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
+from pal_slurm.model.site import SiteView
+from pal_slurm.policy.eligibility import Eligibility, JobRestrictions, NodeGroup, eligible_nodes
+from pal_slurm.policy.passthrough import pass_reason
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of
 from pal_slurm.ranking import Ranking
-from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
+from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.gres import gres_update_spec, parse_slot_type, tres_per_node
 
 MODES = ("auto", "now", "defer")
 DEFAULT_NET = "medium"  # network sensitivity of a job whose comment has no net=
@@ -84,10 +93,11 @@ def job_request(job_id, shape: JobShape, perf_class: str, spec: CommentSpec | No
     )
 
 
-def gres_for_release(shape: JobShape, choice: ShapeChoice) -> str | None:
-    """scontrol Gres= for a released job: the exact slots when they are the same on every node,
-    else the per-node count; None for a total request (it keeps its own --gpus, pinned to nodes)."""
-    if not shape.is_per_node:
+def gres_for_release(shape: JobShape, choice: ShapeChoice, binds_slots: bool = True) -> str | None:
+    """scontrol Gres= for a released job: the exact slots when they are the same on every node
+    (and the site types every GPU by slot), else the per-node count; None for a total request
+    or nodes without slot types (the job keeps its own request, pinned to nodes)."""
+    if not shape.is_per_node or not binds_slots:
         return None
     if choice.same_slots_everywhere():
         return gres_update_spec(next(iter(choice.nodes.values())))
@@ -102,6 +112,7 @@ class Release:
     gres_spec: str | None  # scontrol Gres= value, or None to keep the job's own
     reason: str
     request: JobRequest | None = None  # the engine's view of the job (None when released untouched)
+    partition: str | None = None  # the one partition to set (a job that asked for several)
 
     @property
     def key(self) -> str:
@@ -126,6 +137,7 @@ class PlacementService:
     settings: ServiceSettings = field(default_factory=ServiceSettings)
     class_map: AppClassMap = field(default_factory=AppClassMap)
     view: ClusterView | None = None
+    site: SiteView | None = None  # partitions, features, CPUs/memory; None: every GPU node is eligible
     view_time: float = float("-inf")
     snapshot: Any = None  # the store's RankingSnapshot (version, method, entries) or None
     ranking: Ranking | None = None
@@ -133,7 +145,10 @@ class PlacementService:
     reservations: dict[str, Reservation] = field(default_factory=dict)
     engine: Engine = field(init=False)
     _available: ClusterView | None = None  # view minus reservations (cached until either changes)
-    _shape_index: ShapeIndex | None = None  # per-node index of _available
+    _shape_index: ShapeIndex | None = None  # the free GPUs (view minus reservations), indexed
+    _eligibility: dict[JobRestrictions, Eligibility] = field(default_factory=dict)  # per Slurm read
+    _allowed: dict[NodeGroup, frozenset[int] | None] = field(default_factory=dict)  # per Slurm read
+    _slot_typed: frozenset[str] | None = None  # nodes whose GPUs all have slot types (per Slurm read)
 
     def __post_init__(self) -> None:
         self.engine = Engine(self.settings.engine(), rng=random.Random(0))
@@ -152,6 +167,7 @@ class PlacementService:
             self.reservations.clear()  # gpu ids changed meaning
         self.view = view
         self.view_time = now
+        self._allowed.clear()  # node indices may change meaning
         if layout_changed or self.ranking is None:
             self.ranking = ranking_for(view, self.snapshot)
         for key, r in list(self.reservations.items()):
@@ -161,6 +177,13 @@ class PlacementService:
         if held_jobs is not None:
             self.held_jobs = held_jobs
         self._changed()
+
+    def observe_site(self, site: SiteView) -> None:
+        """Partitions, features, reservations and free CPUs/memory from the same Slurm read."""
+        self.site = site
+        self._eligibility.clear()
+        self._allowed.clear()
+        self._slot_typed = None
 
     def set_snapshot(self, snapshot) -> None:
         self.snapshot = snapshot
@@ -206,6 +229,72 @@ class PlacementService:
         timers = self.engine.delay_timers() or self.engine.policy.delay_timers
         return {sens: round(secs, 1) for (sens, level), secs in timers.items() if level == "rack"}
 
+    # ---- where a job may run (policy/eligibility) ---------------------------------------
+    def eligibility(self, job: JobRestrictions, now: float) -> Eligibility:
+        """The nodes `job` may use. Memoised per Slurm read: most jobs share their restrictions."""
+        if self.site is None:
+            names = frozenset(n.name for n in self.view.nodes) if self.view else frozenset()
+            return Eligibility((NodeGroup(None, names, names),))
+        if job not in self._eligibility:
+            self._eligibility[job] = eligible_nodes(job, self.site, now)
+        return self._eligibility[job]
+
+    def allowed_nodes(self, group: NodeGroup, free, exclusive: bool = False) -> frozenset[int] | None:
+        """Node indices of `group` that fit now (None: every node); exclusive jobs only get
+        nodes whose GPUs are all in `free`."""
+        assert self.view is not None
+        nodes = self.view.nodes
+        if exclusive:
+            return frozenset(n.index for n in nodes if n.name in group.fits_now and n.gpu_ids
+                             and all(g in free for g in n.gpu_ids))
+        if group not in self._allowed:
+            everywhere = len(group.fits_now) >= len(nodes) and all(n.name in group.fits_now for n in nodes)
+            self._allowed[group] = None if everywhere else frozenset(
+                n.index for n in nodes if n.name in group.fits_now)
+        return self._allowed[group]
+
+    def binds_slots(self, choice: ShapeChoice) -> bool:
+        """Whether exact GPU slots can be bound on the chosen nodes: only where the site gave
+        every GPU its own slot type (s0..). On nodes typed by GPU model (gpu:a100:4) or untyped
+        ones, pald pins the nodes and Slurm picks the slots (the job keeps its own request)."""
+        if self.site is None:
+            return True
+        if self._slot_typed is None:
+            self._slot_typed = frozenset(name for name, facts in self.site.nodes.items() if facts.gpu_types
+                                         and all(parse_slot_type(t) is not None for t in facts.gpu_types))
+        return all(name in self._slot_typed for name in choice.nodes)
+
+    def _index(self) -> ShapeIndex:
+        if self._shape_index is None:
+            self._shape_index = ShapeIndex(self.available())
+        return self._shape_index
+
+    def place_eligible(self, job: JobRequest, eligibility: Eligibility, exclusive: bool,
+                       now: float) -> tuple[tuple[int, ...], NodeGroup] | None:
+        """The engine's answer for a new job on the nodes it may use: one answer per node group
+        (partition), the one whose slowest GPU is fastest. The unrestricted case (every node)
+        goes through the shared index; a restricted one gets the view narrowed to its nodes."""
+        assert self.view is not None and self.ranking is not None
+        index = self._index()
+        sf = self.ranking.sf(job.perf_class)
+        best: tuple[float, tuple[int, ...], NodeGroup] | None = None
+        for group in eligibility.groups:
+            allowed = self.allowed_nodes(group, index.free, exclusive)
+            if allowed is not None and not allowed:
+                continue
+            if allowed is None:
+                gpus = self.engine.place_new(job, self.view, self.ranking, now, shape_index=index)
+            else:
+                node_of = self.view.node_of
+                narrowed = self.view.with_free(g for g in index.free if node_of[g] in allowed)
+                gpus = self.engine.place_new(job, narrowed, self.ranking, now)
+            if gpus is None:
+                continue
+            worst = max(sf[g] for g in gpus)
+            if best is None or worst < best[0]:
+                best = (worst, tuple(gpus), group)
+        return None if best is None else (best[1], best[2])
+
     # ---- reservations --------------------------------------------------------------------
     def reserve(self, key: str, gpu_ids, now: float) -> None:
         self.reservations[key] = Reservation(key, frozenset(gpu_ids), now)
@@ -228,10 +317,20 @@ class PlacementService:
             return PlaceReply(DecisionKind.PASS, reason="no_cluster_view")
         perf_class, warning = self.resolve_class(req.pal.perf_class)
         base: dict[str, Any] = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
+        passing = pass_reason(traits_from_fields(req.job, now))
+        if passing:
+            return PlaceReply(DecisionKind.PASS, reason=passing, **base)
         try:
             shape = submit_shape(req.job, req.pal)
         except ShapeError as exc:
             return PlaceReply(DecisionKind.PASS, reason=str(exc), **base)
+        try:
+            restrictions = restrictions_from_fields(req.job, shape.nodes, shape.per_node or 1)
+        except SlurmError:
+            return PlaceReply(DecisionKind.PASS, reason="bad_nodelist", **base)
+        eligibility = self.eligibility(restrictions, now)
+        if eligibility.passed:
+            return PlaceReply(DecisionKind.PASS, reason=eligibility.passed, **base)
         if shape.per_node and shape.per_node > self.view.max_gpus_per_node:
             return PlaceReply(DecisionKind.PASS, reason="too_many_gpus_per_node", **base)
         if shape.total > self.view.size:
@@ -242,21 +341,20 @@ class PlacementService:
             return PlaceReply(DecisionKind.DEFER, reason="queued" if mode == "auto" else "asked", **base)
         limit_s = req.job.time_limit * 60.0 if req.job.time_limit else None
         job = job_request(key, shape, perf_class, req.pal, now, limit_s)
-        if self._shape_index is None:
-            self._shape_index = ShapeIndex(self.available())
-        # the index holds the free GPUs (view minus reservations), kept in step by reserve()
-        gpus = self.engine.place_new(job, self.view, self.ranking, now, shape_index=self._shape_index)
-        if gpus is None:
+        found = self.place_eligible(job, eligibility, restrictions.exclusive, now)
+        if found is None:
             if mode == "now":
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
+        gpus, group = found
         choice = choice_of(gpus, self.view)
         self.reserve(key, gpus, now)
         gres = None
-        if shape.is_per_node and choice.same_slots_everywhere():
+        if shape.is_per_node and choice.same_slots_everywhere() and self.binds_slots(choice):
             gres = tres_per_node(next(iter(choice.nodes.values())))
-        return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres, **base)
+        return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres,
+                          partition=group.partition, site_checked=True, **base)
 
     # ---- the cycle -------------------------------------------------------------------------
     def plan_cycle(self, held: Sequence, now: float) -> CycleResult:
@@ -266,7 +364,9 @@ class PlacementService:
         out = CycleResult()
         if self.view is None or self.ranking is None:
             return out
-        requests: list[JobRequest] = []
+        requests: list[JobRequest] = []  # may use every node: one engine cycle over them all
+        restricted: list[tuple[JobRequest, Eligibility, bool]] = []  # placed after, each on its nodes
+        groups: dict[int, NodeGroup] = {}
         by_id = {}
         # held jobs share few comments and shapes: parse each once per cycle
         specs: dict[str, CommentSpec | None | CommentError] = {}
@@ -296,21 +396,48 @@ class PlacementService:
             if isinstance(shape, ShapeError):
                 out.releases.append(Release(j.job_id, perf_class, None, None, str(shape)))
                 continue
+            try:
+                restrictions = restrictions_from_squeue(j, shape.nodes, shape.per_node or 1)
+            except SlurmError:
+                out.releases.append(Release(j.job_id, perf_class, None, None, "bad_nodelist"))
+                continue
+            eligibility = self.eligibility(restrictions, now)
+            if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
+                out.releases.append(Release(j.job_id, perf_class, None, None, eligibility.passed))
+                continue
             req = job_request(j.job_id, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
-            requests.append(req)
             by_id[j.job_id] = req
-        if not requests:
-            return out
-        plan = self.engine.decide(requests, self.available(), self.ranking, now)
-        for job_id, gpus in plan.launch.items():
-            req = by_id[job_id]
-            choice = choice_of(gpus, self.view)
-            rel = Release(int(job_id), req.perf_class, choice, gres_for_release(shape_of(req), choice),
-                          self.settings.placement, request=req)
-            self.reserve(rel.key, gpus, now)
-            out.releases.append(rel)
-        out.waiting = len(requests) - len(plan.launch)
+            group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
+            if (group is not None and not restrictions.exclusive
+                    and self.allowed_nodes(group, frozenset(), False) is None):
+                requests.append(req)
+                groups[j.job_id] = group
+            else:
+                restricted.append((req, eligibility, restrictions.exclusive))
+        launched = 0
+        if requests:
+            plan = self.engine.decide(requests, self.available(), self.ranking, now)
+            for job_id, gpus in plan.launch.items():
+                self._release(out, by_id[job_id], gpus, groups[int(job_id)], now)
+            launched += len(plan.launch)
+        rank = {r.job_id: i for i, r in enumerate(self.engine.order_jobs([r for r, _e, _x in restricted]))}
+        for req, eligibility, exclusive in sorted(restricted, key=lambda r: rank[r[0].job_id]):
+            # in queue order, on what the cycle left
+            found = self.place_eligible(req, eligibility, exclusive, now)
+            if found is not None:
+                self._release(out, req, found[0], found[1], now)
+                launched += 1
+        out.waiting = len(requests) + len(restricted) - launched
         return out
+
+    def _release(self, out: CycleResult, req: JobRequest, gpus, group: NodeGroup, now: float) -> None:
+        assert self.view is not None
+        choice = choice_of(gpus, self.view)
+        rel = Release(int(req.job_id), req.perf_class, choice,
+                      gres_for_release(shape_of(req), choice, self.binds_slots(choice)),
+                      self.settings.placement, request=req, partition=group.partition)
+        self.reserve(rel.key, gpus, now)
+        out.releases.append(rel)
 
     def released(self, count: int = 1) -> None:
         self.held_jobs = max(0, self.held_jobs - count)

@@ -20,6 +20,8 @@ class Launch:
 
     job: JobRequest
     choice: ShapeChoice
+    gres_spec: str | None = None  # Slurm: the GPU slots to bind (None: pin the nodes, keep the request)
+    partition: str | None = None  # Slurm: the one partition to set (a job that asked for several)
 
 
 class Actuator(Protocol):

@@ -35,6 +35,9 @@ class FakeSlurm:
                     used.setdefault(node, set()).update(slots)
             return [node_info(n, used=sorted(used.get(n, ()))) for n in NODES]
 
+    def site(self, nodes):
+        return None  # no partitions: every GPU node is eligible
+
     def jobs(self):
         with self.lock:
             out = list(self.held.values())
@@ -43,14 +46,14 @@ class FakeSlurm:
                                    nodes=tuple(alloc), gpu_slots={n: frozenset(s) for n, s in alloc.items()}))
             return out
 
-    def place_held_job(self, job_id, nodes, gres_spec, release=True):
+    def place_held_job(self, job_id, nodes, gres_spec, release=True, partition=None):
         slots = tuple(int(s) for s in re.findall(r"s(\d+)", gres_spec))
         with self.lock:
             self.held.pop(job_id)
             self.running[job_id] = {n: slots for n in nodes}
             self.promises += [(f"job:{job_id}", n, s) for n in nodes for s in slots]
 
-    def place_nodes(self, job_id, nodes, release=True):
+    def place_nodes(self, job_id, nodes, release=True, partition=None):
         raise AssertionError("per-node jobs with equal slots are pinned to slots")
 
     def release(self, job_id):

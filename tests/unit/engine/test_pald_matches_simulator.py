@@ -149,13 +149,16 @@ class PaldDecider:
             submit_time=self.submitted[job.job_id], start_time=0, time_limit_s=job.remaining_time,
             tres_per_job="" if shape.is_per_node else f"gres:gpu:{shape.total}")
 
+    def site(self, nodes):
+        return None  # no partitions: every GPU node is eligible
+
     def jobs(self) -> list[JobInfo]:
         return [self.jobs_info(j) for j in self.active.values() if j.running_on or j.job_id in self.held]
 
-    def place_held_job(self, job_id, nodes, gres_spec, release=True):
+    def place_held_job(self, job_id, nodes, gres_spec, release=True, partition=None):
         self.acted.append(("gres", job_id, tuple(nodes), gres_spec))
 
-    def place_nodes(self, job_id, nodes, release=True):
+    def place_nodes(self, job_id, nodes, release=True, partition=None):
         self.acted.append(("nodes", job_id, tuple(nodes)))
 
     def release(self, job_id):

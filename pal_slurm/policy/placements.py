@@ -13,8 +13,24 @@ from pal_slurm.policy.shapes import is_per_node, place_one_per_node, shape_aware
 from pal_slurm.policy.skeletons import Allocator, nonsticky_round, sticky_round
 
 
+class _RoundPlacement:
+    """What the two round skeletons' placements share: one new job, and no wake-ups."""
+
+    alloc: Allocator
+    traits: Traits
+
+    def place_one(self, job: JobRequest, ctx: PlacementContext) -> tuple[int, ...] | None:
+        """Allocation for a single new job against the free GPUs (pald's submit-time path)."""
+        if is_per_node(job):
+            return place_one_per_node(job, ctx, self.traits.variability)
+        return self.alloc(job, sorted(ctx.free_gpus()), ctx)
+
+    def next_wakeup(self, order: Sequence[JobRequest], ctx: PlacementContext) -> float | None:
+        return None
+
+
 @dataclass(frozen=True)
-class NonStickyPlacement:
+class NonStickyPlacement(_RoundPlacement):
     """Re-places every job each round (jobs may move between rounds)."""
 
     name: str
@@ -27,18 +43,9 @@ class NonStickyPlacement:
         return nonsticky_round(order, ctx, self.alloc, reorder=self.class_first,
                                deterministic=not self.traits.randomised)
 
-    def place_one(self, job: JobRequest, ctx: PlacementContext) -> tuple[int, ...] | None:
-        """Allocation for a single new job against ctx.cluster.free (pald's submit-time path)."""
-        if is_per_node(job):
-            return place_one_per_node(job, ctx, self.traits.variability)
-        return self.alloc(job, sorted(ctx.free_gpus()), ctx)
-
-    def next_wakeup(self, order: Sequence[JobRequest], ctx: PlacementContext) -> float | None:
-        return None
-
 
 @dataclass(frozen=True)
-class StickyPlacement:
+class StickyPlacement(_RoundPlacement):
     """Running jobs keep their GPUs; optional preemption from the tail of the queue."""
 
     name: str
@@ -49,14 +56,6 @@ class StickyPlacement:
 
     def plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
         return sticky_round(order, ctx, self.alloc, preempt=self.preempt)
-
-    def place_one(self, job: JobRequest, ctx: PlacementContext) -> tuple[int, ...] | None:
-        if is_per_node(job):
-            return place_one_per_node(job, ctx, self.traits.variability)
-        return self.alloc(job, sorted(ctx.free_gpus()), ctx)
-
-    def next_wakeup(self, order: Sequence[JobRequest], ctx: PlacementContext) -> float | None:
-        return None
 
 
 _BLIND = Traits(variability=False)

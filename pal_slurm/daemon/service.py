@@ -147,6 +147,7 @@ class PlacementService:
     _available: ClusterView | None = None  # view minus reservations (cached until either changes)
     _shape_index: ShapeIndex | None = None  # the free GPUs (view minus reservations), indexed
     _eligibility: dict[JobRestrictions, Eligibility] = field(default_factory=dict)  # per Slurm read
+    _eligibility_any: dict[None, Eligibility] = field(default_factory=dict)  # no site: per Slurm read
     _allowed: dict[NodeGroup, frozenset[int] | None] = field(default_factory=dict)  # per Slurm read
     _slot_typed: frozenset[str] | None = None  # nodes whose GPUs all have slot types (per Slurm read)
 
@@ -168,6 +169,7 @@ class PlacementService:
         self.view = view
         self.view_time = now
         self._allowed.clear()  # node indices may change meaning
+        self._eligibility_any.clear()
         if layout_changed or self.ranking is None:
             self.ranking = ranking_for(view, self.snapshot)
         for key, r in list(self.reservations.items()):
@@ -232,9 +234,11 @@ class PlacementService:
     # ---- where a job may run (policy/eligibility) ---------------------------------------
     def eligibility(self, job: JobRestrictions, now: float) -> Eligibility:
         """The nodes `job` may use. Memoised per Slurm read: most jobs share their restrictions."""
-        if self.site is None:
-            names = frozenset(n.name for n in self.view.nodes) if self.view else frozenset()
-            return Eligibility((NodeGroup(None, names, names),))
+        if self.site is None:  # every GPU node (one group, made once per Slurm read)
+            if None not in self._eligibility_any:
+                names = frozenset(n.name for n in self.view.nodes) if self.view else frozenset()
+                self._eligibility_any[None] = Eligibility((NodeGroup(None, names, names),))
+            return self._eligibility_any[None]
         if job not in self._eligibility:
             self._eligibility[job] = eligible_nodes(job, self.site, now)
         return self._eligibility[job]
@@ -282,12 +286,8 @@ class PlacementService:
             allowed = self.allowed_nodes(group, index.free, exclusive)
             if allowed is not None and not allowed:
                 continue
-            if allowed is None:
-                gpus = self.engine.place_new(job, self.view, self.ranking, now, shape_index=index)
-            else:
-                node_of = self.view.node_of
-                narrowed = self.view.with_free(g for g in index.free if node_of[g] in allowed)
-                gpus = self.engine.place_new(job, narrowed, self.ranking, now)
+            # the index is the free set; narrowed, it skips the nodes the job may not use
+            gpus = self.engine.place_new(job, self.view, self.ranking, now, shape_index=index.narrowed(allowed))
             if gpus is None:
                 continue
             worst = max(sf[g] for g in gpus)
@@ -422,11 +422,15 @@ class PlacementService:
             launched += len(plan.launch)
         rank = {r.job_id: i for i, r in enumerate(self.engine.order_jobs([r for r, _e, _x in restricted]))}
         for req, eligibility, exclusive in sorted(restricted, key=lambda r: rank[r[0].job_id]):
-            # in queue order, on what the cycle left
+            # in queue order, on what the cycle left; without backfill the first that waits
+            # holds the ones behind it
             found = self.place_eligible(req, eligibility, exclusive, now)
-            if found is not None:
-                self._release(out, req, found[0], found[1], now)
-                launched += 1
+            if found is None:
+                if not self.settings.backfill:
+                    break
+                continue
+            self._release(out, req, found[0], found[1], now)
+            launched += 1
         out.waiting = len(requests) + len(restricted) - launched
         return out
 

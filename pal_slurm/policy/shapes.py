@@ -23,9 +23,10 @@ weight then name, lowest free slots): the baseline pald reports next to its own 
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def _uniform(size: int) -> tuple[float, ...]:
     return (1.0,) * size
 
 
-def first_rack_to_collect(candidates: Sequence[int], rack_of: Callable[[int], str], k: int) -> list[int] | None:
+def first_rack_to_collect(candidates: Iterable[int], rack_of: Callable[[int], str], k: int) -> list[int] | None:
     """The first `k` candidates (in preference order) that share a rack: walking the order, the
     first rack to collect k of them, so the rack whose k-th best node is best. None: no rack has k."""
     per_rack: dict[str, list[int]] = {}
@@ -172,18 +173,24 @@ class FreeIndex:
             for g, key in self._keys(node).items():
                 bisect.insort(self.orders[g], key)
 
-    def choose(self, k: int, g: int, rack_of_node=None) -> tuple[int, ...] | None:
+    def choose(self, k: int, g: int, rack_of_node=None, allowed: frozenset[int] | None = None) -> tuple[int, ...] | None:
         """The best `k` nodes for `g` GPUs each; with `rack_of_node`, all in one rack (the rack
-        whose k-th best node is best: walking the global order, the first rack to collect k)."""
+        whose k-th best node is best: walking the global order, the first rack to collect k).
+        `allowed`: the node indices the job may use (None: all); the walk skips the others, so
+        a restricted job costs no rebuilt index."""
         if g > self.max_g:
             return None
         lst = self.orders[g]
         if len(lst) < k:
             return None
+        nodes = (node for (_c, _n, node) in lst) if allowed is None else (
+            node for (_c, _n, node) in lst if node in allowed)
         if rack_of_node is None or k == 1:
-            picked = [node for (_c, _n, node) in lst[:k]]
+            picked = list(itertools.islice(nodes, k))
+            if len(picked) < k:
+                return None
         else:
-            found = first_rack_to_collect([node for _c, _n, node in lst], lambda n: rack_of_node[n], k)
+            found = first_rack_to_collect(nodes, lambda n: rack_of_node[n], k)
             if found is None:
                 return None
             picked = found
@@ -193,24 +200,45 @@ class FreeIndex:
 class ShapeIndex:
     """A free set (`free`, the truth) and per-class FreeIndexes over it, built on first use and
     kept in step by `take`. Whoever owns the free set owns its ShapeIndex (pald's
-    PlacementService) and passes it in the context (PlacementContext.shape_index)."""
+    PlacementService) and passes it in the context (PlacementContext.shape_index).
+    `narrowed(allowed)` is the same index seen by a job that may use only some nodes: it
+    shares the indexes and the free set (a take through either is seen by both)."""
 
-    def __init__(self, cluster: ClusterView):
-        self.cluster = cluster  # layout (node_of, racks); its free set as of construction
-        self.free = set(cluster.free)  # the free set now (after every take)
-        self._by_sf: dict[int, tuple[object, FreeIndex]] = {}
+    def __init__(self, cluster: ClusterView, allowed: frozenset[int] | None = None,
+                 _shared: _Shared | None = None):
+        self.cluster = cluster  # layout (node_of, racks)
+        self.allowed = allowed  # node indices this view of the index may use (None: all)
+        self._shared = _shared if _shared is not None else _Shared(set(cluster.free))
+
+    @property
+    def free(self) -> set[int]:
+        """The free GPUs (on the allowed nodes)."""
+        if self.allowed is None:
+            return self._shared.free
+        node_of, allowed = self.cluster.node_of, self.allowed
+        return {g for g in self._shared.free if node_of[g] in allowed}
+
+    def narrowed(self, allowed: frozenset[int] | None) -> "ShapeIndex":
+        return self if allowed is None else ShapeIndex(self.cluster, allowed, self._shared)
 
     def pick(self, shape: JobShape, sf, one_rack: bool = False) -> tuple[int, ...] | None:
-        hit = self._by_sf.get(id(sf))
+        by_sf = self._shared.by_sf
+        hit = by_sf.get(id(sf))
         if hit is None or hit[0] is not sf:
-            hit = self._by_sf[id(sf)] = (sf, FreeIndex(self.cluster, self.free, sf))
+            hit = by_sf[id(sf)] = (sf, FreeIndex(self.cluster, self._shared.free, sf))
         return hit[1].choose(shape.nodes or 1, shape.per_node or shape.total,
-                             self.cluster.rack_of_node if one_rack else None)
+                             self.cluster.rack_of_node if one_rack else None, self.allowed)
 
     def take(self, gpu_ids) -> None:
-        self.free.difference_update(gpu_ids)
-        for _sf, idx in self._by_sf.values():
+        self._shared.free.difference_update(gpu_ids)
+        for _sf, idx in self._shared.by_sf.values():
             idx.take(gpu_ids)
+
+
+class _Shared:
+    def __init__(self, free: set[int]):
+        self.free = free
+        self.by_sf: dict[int, tuple[object, FreeIndex]] = {}
 
 
 def place_one_per_node(job: JobRequest, ctx: PlacementContext, variability: bool = True) -> tuple[int, ...] | None:

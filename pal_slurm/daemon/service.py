@@ -22,6 +22,7 @@ call), so the state is never seen half-changed.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping, Sequence
@@ -75,12 +76,14 @@ def submit_shape(job: JobFields, spec: CommentSpec | None) -> JobShape:
 
 def held_shape(job, spec: CommentSpec | None) -> JobShape:
     """The shape of a job squeue shows (a slurm JobInfo): the same parser as at submit time."""
-    return job_shape(
-        gpus_per_node=gpu_count(job.tres_per_node),
-        gpus_per_job=gpu_count(job.tres_per_job),
-        nodes=job.node_count,
-        comment_gpus=spec.gpus if spec else None,
-    )
+    return _squeue_shape(job.tres_per_node, job.tres_per_job, job.node_count, spec.gpus if spec else None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _squeue_shape(tres_per_node: str, tres_per_job: str, node_count: int, comment_gpus: int | None) -> JobShape:
+    """Memoised on the strings (a pure parse; thousands of held jobs share a few shapes)."""
+    return job_shape(gpus_per_node=gpu_count(tres_per_node), gpus_per_job=gpu_count(tres_per_job),
+                     nodes=node_count, comment_gpus=comment_gpus)
 
 
 def job_request(job_id, shape: JobShape, perf_class: str, spec: CommentSpec | None, submitted: float,

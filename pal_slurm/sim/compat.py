@@ -19,21 +19,19 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from pal_slurm.model import ClusterView, JobRequest
-from pal_slurm.model.classes import AppClassMap
-from pal_slurm.policy import PlacementContext, placement as placement_by_name, queue_order
+from pal_slurm.model.classes import ARTIFACT_CLASSES
+from pal_slurm.model.decision import JobId
+from pal_slurm.engine import Engine, EngineSettings
+from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import artifact_profiles
 from pal_slurm.sim.metrics import JobOutcome, RunResult
 from pal_slurm.sim.trace import Trace, TraceJob
 
-# The artifact's Sia-Philly class mapping: anything unknown is class A.
-ARTIFACT_CLASSES = AppClassMap(
-    {"resnet50": "A", "vgg19": "C", "pointnet": "D", "gpt2": "B", "dcgan": "B", "bert": "B"}, default="A"
-)
 
 
 @dataclass(frozen=True)
@@ -116,17 +114,17 @@ class CompatSimulator:
         cfg = self.config
         G = self.cluster.size
         placement = placement_by_name(policy)
-        order_fn = queue_order(cfg.queue)
         perfvar, rng = artifact_profiles(G, cfg.variability_seed)
+        engine = Engine(EngineSettings(placement=placement.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty),
+                        rng=rng, policy=placement)
         ranking = Ranking.from_scores(perfvar, cfg.binning)
-        node_of = self.cluster.node_of
-        deterministic = placement.name != "random-nonsticky"
+        deterministic = not placement.traits.randomised
         n_tracked = len(trace.jobs)
         sorted_pv = {c: sorted(v) for c, v in perfvar.items()}
 
         source = arrivals(trace, cfg.jobs_per_hour, cfg.arrival_seed)
         pending_arrival = next(source)
-        active: dict[int, _Job] = {}
+        active: dict[JobId, _Job] = {}
         free = set(range(G))
         outcomes: dict[int, JobOutcome] = {}
         busy_gpu_s = 0.0
@@ -135,7 +133,6 @@ class CompatSimulator:
         R = cfg.round_s
         rounds = 0
         idle_plan = False
-        memo: dict = {}  # the placement's reuse of last round's allocations (see PlacementContext)
         while True:
             rounds += 1
             if rounds > cfg.max_rounds:
@@ -162,7 +159,7 @@ class CompatSimulator:
                             num_gpus=n,
                             model=job.src.model,
                             submit=job.submit,
-                            first_start=job.first_start,
+                            first_start=job.first_start if job.first_start is not None else t,
                             finish=t,
                             ideal_runtime=job.src.ideal_runtime,
                             lower_bound_s=job.src.ideal_runtime * best_pm * best_loc,
@@ -179,16 +176,7 @@ class CompatSimulator:
                 pending_arrival = next(source)
             # (3) schedule, unless nothing can have changed since an idle deterministic round
             if changed or not idle_plan or not deterministic:
-                order = order_fn([j.request() for j in active.values()])
-                ctx = PlacementContext(
-                    cluster=self.cluster.with_free(free),
-                    ranking=ranking,
-                    rng=rng,
-                    locality_penalty=cfg.locality_penalty,
-                    now=t,
-                    memo=memo,
-                )
-                plan = placement.plan(order, ctx)
+                plan = engine.decide([j.request() for j in active.values()], self.cluster.with_free(free), ranking, t)
                 for jid in plan.suspend:
                     job = active[jid]
                     free.update(job.gpus)

@@ -107,7 +107,7 @@ def write_plots(directory: str | Path, results: Sequence[RunResult], baseline: s
     d.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     traces = sorted({r.trace for r in results})
-    first_seed = {}
+    first_seed: dict[tuple[str, str], RunResult] = {}
     for r in results:
         first_seed.setdefault((r.trace, r.policy), r)
     for trace in traces:

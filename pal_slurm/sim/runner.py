@@ -3,8 +3,8 @@ traces, policies and simulators together for `palctl simulate` and the benchmark
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from pal_slurm.sim.compat import CompatConfig, CompatSimulator
 from pal_slurm.sim.metrics import RunResult

@@ -14,6 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
+from pal_slurm.model.shape import JobShape
+
 # Seconds per iteration per model (PAL artifact, workload.py::get_per_iter_time).
 ITER_TIME_S = {
     "BERT": 0.179,
@@ -37,6 +39,11 @@ class TraceJob:
     submit_time: float  # seconds
     iterations: float  # total iterations
     model: str
+    shape: JobShape | None = None  # a Slurm shape (-N k --gres=gpu:g); None: num_gpus anywhere
+
+    def __post_init__(self) -> None:
+        if self.shape is not None and self.shape.total != self.num_gpus:
+            raise TraceError(f"job {self.job_id}: shape {self.shape} is not {self.num_gpus} GPUs")
 
     @property
     def iter_time(self) -> float:

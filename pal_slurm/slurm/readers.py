@@ -268,6 +268,7 @@ class JobInfo:
     start_time: int
     partition: str = ""
     time_limit_s: float | None = None  # --time in seconds; None when unlimited or not set
+    tres_per_job: str = ""  # e.g. gres:gpu:8 (--gpus=N)
     placement_request: "JobPlacementRequest | None" = None  # where it may run (parse_job_placement_request)
     unreadable: str = ""  # why the full record could not be parsed ("" when it could)
 
@@ -334,6 +335,7 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             start_time=int(raw.get("start_time") or 0),
             partition=raw.get("partition") or "",
             time_limit_s=_time_limit_s(raw.get("time_limit")),
+            tres_per_job=raw.get("tres_per_job") or "",
             placement_request=parse_job_placement_request(raw),
         )
     except SlurmParseError as exc:

@@ -173,3 +173,14 @@ def test_example_documents_every_key():
         for f in dataclasses.fields(cls):
             # a key line, active or commented out, inside its section
             assert re.search(rf"^#? ?{f.name} = ", body, re.M), f"{section}.{f.name} undocumented"
+
+
+def test_placement_and_queue_choices_come_from_the_registry(tmp_path):
+    from pal_slurm.policy import PLACEMENTS
+
+    for name in sorted(PLACEMENTS):  # every registered placement is configurable (pal-net, dally, ...)
+        assert load_config(write(tmp_path, f'[policy]\nplacement = "{name}"\n')).policy.placement == name
+    with pytest.raises(ConfigError, match="pal-net"):  # the message lists the registered ones
+        load_config(write(tmp_path, '[policy]\nplacement = "best-effort"\n'))
+    with pytest.raises(ConfigError, match="srtf"):
+        load_config(write(tmp_path, '[policy]\nqueue = "lifo"\n'))

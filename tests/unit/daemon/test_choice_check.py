@@ -3,7 +3,6 @@
 from dataclasses import replace
 
 from pal_slurm.daemon.choice_check import Binding, vet
-from pal_slurm.daemon.cycle import plan_releases
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.site import PartitionFacts, SiteView
@@ -81,5 +80,5 @@ def test_place_passes_on_a_view_older_than_allowed():
 
 def test_deferred_job_on_plain_gres_nodes_is_pinned_to_nodes_only():
     s = service_on([node_info("gpu01", gres="gpu:4"), node_info("gpu02", gres="gpu:4")])
-    (rel,) = plan_releases([held_job(1, gpn=2)], s).releases
+    (rel,) = s.plan_cycle([held_job(1, gpn=2)], 0.0).releases
     assert rel.choice is not None and len(rel.choice.nodes) == 1 and rel.gres_spec is None

@@ -14,7 +14,7 @@ from pal_slurm.ranking.datasets import (
 
 def test_bundled_runs_are_median_normalised():
     runs = artifact_class_runs()
-    for cls, rs in runs.items():
+    for rs in runs.values():
         assert statistics.median(rs.perf_norm) == pytest.approx(1.0)
     # the ResNet-50 file holds the Longhorn outlier runs (up to ~3.57x the median)
     assert max(runs["A"].perf_norm) == pytest.approx(3.5687, abs=1e-3)

@@ -27,6 +27,7 @@ from pal_slurm.model.classes import AppClassMap
 from pal_slurm.policy import PlacementContext, placement as placement_by_name, queue_order
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import artifact_profiles
+from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import JobOutcome, RunResult
 from pal_slurm.sim.trace import Trace, TraceJob
 
@@ -48,6 +49,7 @@ class CompatConfig:
     queue: str = "fifo"
     binning: str = "artifact"
     max_rounds: int = 200_000  # a guard: a policy that never finishes is an error, not a hang
+    max_job_rounds: int = 20_000_000  # and a bound on the work: backlogs grow with the extra arrivals
 
 
 @dataclass
@@ -124,6 +126,11 @@ class CompatSimulator:
         n_tracked = len(trace.jobs)
         sorted_pv = {c: sorted(v) for c, v in perfvar.items()}
 
+        horizon = max(j.submit_time + j.ideal_runtime for j in trace.jobs) / cfg.round_s
+        if horizon > cfg.max_rounds:
+            raise SimulationError(f"{trace.name}: needs at least {horizon:.0f} rounds of {cfg.round_s:g} s, more than "
+                                  f"compat mode's {cfg.max_rounds}; use --mode event for a trace this long")
+        job_rounds = 0
         source = arrivals(trace, cfg.jobs_per_hour, cfg.arrival_seed)
         pending_arrival = next(source)
         active: dict[int, _Job] = {}
@@ -139,7 +146,13 @@ class CompatSimulator:
         while True:
             rounds += 1
             if rounds > cfg.max_rounds:
-                raise RuntimeError(f"{trace.name}/{policy}: no end after {cfg.max_rounds} rounds")
+                raise SimulationError(f"{trace.name}/{policy}: no end after {cfg.max_rounds} rounds of {cfg.round_s:g} s "
+                                      "(compat mode); a trace this long needs --mode event")
+            job_rounds += len(active)
+            if job_rounds > cfg.max_job_rounds:
+                raise SimulationError(f"{trace.name}/{policy}: {len(active)} jobs still queued or running after "
+                                      f"{rounds} rounds (compat mode keeps adding {cfg.jobs_per_hour:g} jobs/h); "
+                                      "the cluster cannot keep up: use --mode event or a bigger --cluster")
             # (1) progress of the round that just ended
             changed = False
             for job in list(active.values()):

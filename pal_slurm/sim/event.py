@@ -38,6 +38,7 @@ from pal_slurm.policy import autotune
 from pal_slurm.policy.placements import StickyPlacement
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
+from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import JobOutcome, RunResult
 from pal_slurm.sim.network import cluster_from_racks, NODE, RACK, SPINE, Congestion, NetworkModel, tier_of
 from pal_slurm.sim.trace import Trace, TraceJob
@@ -172,6 +173,8 @@ class EventSimulator:
 
         def push(t: float, kind: int, payload) -> None:
             nonlocal seq
+            if not math.isfinite(t):  # NaN never equals itself: the loop below would spin forever
+                raise SimulationError(f"{trace.name}/{policy}: event at non-finite time {t!r} ({kind}, {payload})")
             heapq.heappush(heap, (t, seq, kind, payload))
             seq += 1
 
@@ -202,7 +205,7 @@ class EventSimulator:
                 _t, _s, kind, payload = heapq.heappop(heap)
                 events += 1
                 if events > cfg.max_events:
-                    raise RuntimeError(f"{trace.name}/{policy}: more than {cfg.max_events} events")
+                    raise SimulationError(f"{trace.name}/{policy}: more than {cfg.max_events} events")
                 if kind == ARRIVAL:
                     src = trace.jobs[payload]
                     if src.model not in sens_cache:
@@ -329,7 +332,7 @@ class EventSimulator:
 
         if len(outcomes) != n_total:
             stuck = sorted(active)[:5]
-            raise RuntimeError(f"{trace.name}/{policy}: {n_total - len(outcomes)} job(s) never ran (e.g. {stuck})")
+            raise SimulationError(f"{trace.name}/{policy}: {n_total - len(outcomes)} job(s) never ran (e.g. {stuck})")
         outcomes.sort(key=lambda o: o.job_id)
         return RunResult(
             trace=trace.name,

@@ -11,7 +11,9 @@ from pal_slurm.cli.progress import DelayedProgress
 from pal_slurm.policy import UnknownPolicy, placement, queue_order
 from pal_slurm.sim.report import format_table, normalised_gains, aggregate, write_json, write_plots
 from pal_slurm.sim.runner import MODES, RunSpec, parse_cluster, run_grid
-from pal_slurm.sim.trace import TraceError, bundled_trace_names, resolve_trace, synthetic_trace
+from pal_slurm.input_files import InputError
+from pal_slurm.sim.errors import SimulationError
+from pal_slurm.sim.trace import bundled_trace_names, resolve_trace, synthetic_trace
 
 ARTIFACT_POLICIES = "pal,pmfirst,packed-sticky,packed-nonsticky,random-sticky,random-nonsticky"
 
@@ -79,8 +81,11 @@ def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_tex
         raise click.BadParameter("no policy given", param_hint="--policies")
     try:
         traces = _traces(trace_specs, synthetic, synthetic_seed, num_nodes * gpus_per_node)
-    except TraceError as exc:
+    except InputError as exc:
         raise PalError(str(exc)) from None
+    for trace in traces:
+        for warning in trace.warnings:
+            click.echo(f"warning: {warning}", err=True)
     too_big = [(t.name, j.job_id, j.num_gpus) for t in traces for j in t.jobs if j.num_gpus > num_nodes * gpus_per_node]
     if too_big:
         name, jid, n = too_big[0]
@@ -90,7 +95,10 @@ def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_tex
                    congestion=congestion, racks=racks)
     start = time.monotonic()
     with DelayedProgress(f"simulating {len(traces)} trace(s) x {len(names)} policies x {seeds} seed(s)") as bar:
-        results = run_grid(traces, names, spec, on_progress=bar)
+        try:
+            results = run_grid(traces, names, spec, on_progress=bar)
+        except SimulationError as exc:
+            raise PalError(str(exc)) from None
     elapsed = time.monotonic() - start
     summaries = [r.summary() for r in results]
     rows = aggregate(summaries)

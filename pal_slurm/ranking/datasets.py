@@ -35,6 +35,9 @@ class DatasetError(InputError):
     """A variability file that cannot be read; the message names the file, the line and the column."""
 
 
+# Columns that name a GPU's slot on its node in a per-run file (with a `node` column).
+DEVICE_COLUMNS = ("device", "slot", "gpu", "local_gpu_id")
+
 # A GPU more than this many times slower (or faster) than the median is a unit mistake.
 MAX_RATIO = 1e6
 
@@ -78,12 +81,18 @@ def bundled_path(name: str) -> Path:
 def load_runs(path: str | Path) -> RunSet:
     """Read a per-run file and normalise `perf` by the median over all rows."""
     table = read_csv(path, what="variability file", error=DatasetError)
-    if "perf" not in table.header or "uuid" not in table.header:
-        raise DatasetError(f"a per-run file needs 'uuid' and 'perf' columns, found {list(table.header)}", path, 1)
+    device = next((c for c in DEVICE_COLUMNS if c in table.header), None)
+    # node/device columns place GPUs only where there is no uuid (Longhorn's node column is a
+    # number inside a cabinet; its uuid `cab-node-dev` is the full location)
+    located = "uuid" not in table.header and "node" in table.header and device is not None
+    if "perf" not in table.header or not ("uuid" in table.header or located):
+        raise DatasetError(f"a per-run file needs 'perf' and 'uuid' (or 'node' and 'device') columns, "
+                           f"found {list(table.header)}", path, 1)
     ids, perf = [], []
     for row in table.rows:
         perf.append(row.number("perf", above=0.0))
-        ids.append(row.text("uuid"))
+        # node/device say where the GPU is: its id becomes `node-slot`, which the importer places
+        ids.append(f"{row.text('node')}-{row.integer(device, minimum=0)}" if located else row.text("uuid"))
     if not perf:
         raise DatasetError("no rows (only a header)", path)
     med = statistics.median(perf)
@@ -127,7 +136,7 @@ def detect_format(path: str | Path) -> str:
     """'runs' or 'table' from the header; DatasetError otherwise."""
     text = read_text(path, what="variability file", error=DatasetError)
     header = [h.strip() for h in next(csv.reader(io.StringIO(text.split("\n", 1)[0])), [])]
-    if "perf" in header and "uuid" in header:
+    if "perf" in header and ("uuid" in header or ("node" in header and any(c in header for c in DEVICE_COLUMNS))):
         return "runs"
     if any(h.startswith("PerfVar_class") for h in header):
         return "table"

@@ -30,6 +30,7 @@ from pal_slurm.ranking.profiles import artifact_profiles
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import JobOutcome, RunResult
 from pal_slurm.sim.trace import Trace, TraceJob
+from pal_slurm.sim.variability import MeasuredGpus
 
 # The artifact's Sia-Philly class mapping: anything unknown is class A.
 ARTIFACT_CLASSES = AppClassMap(
@@ -50,6 +51,8 @@ class CompatConfig:
     binning: str = "artifact"
     max_rounds: int = 200_000  # a guard: a policy that never finishes is an error, not a hang
     max_job_rounds: int = 20_000_000  # and a bound on the work: backlogs grow with the extra arrivals
+    cluster: ClusterView | None = None  # overrides num_nodes x gpus_per_node (e.g. a measured cluster's nodes)
+    variability: MeasuredGpus | None = None  # measured classes replace the bundled draws (sim.variability)
 
 
 @dataclass
@@ -112,7 +115,7 @@ def arrivals(trace: Trace, jobs_per_hour: float, seed: int) -> Iterator[tuple[in
 class CompatSimulator:
     def __init__(self, config: CompatConfig = CompatConfig()):
         self.config = config
-        self.cluster = ClusterView.uniform(config.num_nodes, config.gpus_per_node)
+        self.cluster = config.cluster or ClusterView.uniform(config.num_nodes, config.gpus_per_node)
 
     def run(self, trace: Trace, policy: str, progress: Callable[[float], None] | None = None) -> RunResult:
         cfg = self.config
@@ -120,6 +123,8 @@ class CompatSimulator:
         placement = placement_by_name(policy)
         order_fn = queue_order(cfg.queue)
         perfvar, rng = artifact_profiles(G, cfg.variability_seed)
+        if cfg.variability is not None:
+            perfvar = {**perfvar, **cfg.variability.scores_for(self.cluster, cfg.variability_seed)}
         ranking = Ranking.from_scores(perfvar, cfg.binning)
         node_of = self.cluster.node_of
         deterministic = placement.name != "random-nonsticky"

@@ -42,6 +42,7 @@ from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import JobOutcome, RunResult
 from pal_slurm.sim.network import cluster_from_racks, NODE, RACK, SPINE, Congestion, NetworkModel, tier_of
 from pal_slurm.sim.trace import Trace, TraceJob
+from pal_slurm.sim.variability import MeasuredGpus
 
 ARRIVAL, FINISH, WAKE = 0, 1, 2
 
@@ -64,6 +65,7 @@ class EventConfig:
         {"resnet50": "A", "vgg19": "C", "pointnet": "D", "gpt2": "B", "dcgan": "B", "bert": "B"}, default="A"))
     tuner: autotune.TunerConfig = autotune.TunerConfig()
     max_events: int = 50_000_000  # a guard: a policy that never finishes is an error, not a hang
+    variability: MeasuredGpus | None = None  # measured classes replace the bundled draws (sim.variability)
 
     def build_cluster(self) -> ClusterView:
         if self.cluster is not None:
@@ -160,6 +162,8 @@ class EventSimulator:
         policy = pol.name
         order_fn = queue_order(cfg.queue)
         scores = gpu_profiles(G, cfg.variability_seed)
+        if cfg.variability is not None:
+            scores = {**scores, **cfg.variability.scores_for(cluster, cfg.variability_seed)}
         ranking = Ranking.from_scores(scores, cfg.binning)
         sorted_scores = {c: sorted(v) for c, v in scores.items()}
         rng = random.Random(cfg.seed)
@@ -387,6 +391,8 @@ def simulator_for(spec, seed_index: int = 0) -> EventSimulator:
         kw["nodes_per_rack"] = spec.nodes_per_rack
     if getattr(spec, "racks", None):
         kw["cluster"] = cluster_from_racks(dict(spec.racks), spec.gpus_per_node)
+    elif getattr(spec, "cluster", None) is not None:
+        kw["cluster"] = spec.cluster
     load = float(getattr(spec, "congestion", 0.0) or 0.0)
     return EventSimulator(
         EventConfig(
@@ -397,6 +403,7 @@ def simulator_for(spec, seed_index: int = 0) -> EventSimulator:
             variability_seed=seed_index,
             seed=seed_index,
             congestion=Congestion(load, load),
+            variability=getattr(spec, "variability", None),
             **kw,
         )
     )

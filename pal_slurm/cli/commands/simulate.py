@@ -13,12 +13,15 @@ from pal_slurm.sim.report import format_table, normalised_gains, aggregate, writ
 from pal_slurm.sim.runner import MODES, RunSpec, parse_cluster, run_grid
 from pal_slurm.input_files import InputError
 from pal_slurm.sim.errors import SimulationError
+from pal_slurm.model import ClusterView
+from pal_slurm.sim.network import cluster_from_racks
+from pal_slurm.sim.variability import MeasuredGpus, load_measured, merge
 from pal_slurm.sim.trace import bundled_trace_names, resolve_trace, synthetic_trace
 
 ARTIFACT_POLICIES = "pal,pmfirst,packed-sticky,packed-nonsticky,random-sticky,random-nonsticky"
 
 
-def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, max_gpus: int):
+def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, synthetic_rate: float, max_gpus: int):
     names: list[str] = []
     for spec in specs:
         for part in spec.split(","):
@@ -28,7 +31,7 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
             names.extend(bundled_trace_names() if part in ("sia-philly", "all") else [part])
     traces = [resolve_trace(n) for n in names]
     if synthetic:
-        traces.append(synthetic_trace(synthetic, seed=synthetic_seed, max_gpus=max_gpus))
+        traces.append(synthetic_trace(synthetic, seed=synthetic_seed, jobs_per_hour=synthetic_rate, max_gpus=max_gpus))
     if not traces:
         raise PalError("give --trace (a CSV path, a bundled name such as workload-1, or sia-philly) or --synthetic N")
     return traces
@@ -38,9 +41,16 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--trace", "trace_specs", multiple=True, help="CSV path, bundled name (workload-1..6), or 'sia-philly' for all; repeatable or comma-separated.")
 @click.option("--synthetic", type=click.IntRange(min=1), default=None, help="Add a synthetic Philly-like trace of N jobs.")
 @click.option("--synthetic-seed", type=int, default=0, show_default=True)
+@click.option("--synthetic-rate", type=click.FloatRange(min=0.0, min_open=True, max=1e6), default=20.0, show_default=True,
+              help="Arrivals per hour of the synthetic trace (Poisson).")
+@click.option("--variability", "variability_specs", multiple=True,
+              help="Measured GPUs instead of the bundled Longhorn data: 'store' (current ranking), 'store:vN', a file "
+                   "import-variability reads, or CLASS=FILE; repeatable, later ones win per class. The cluster "
+                   "follows the data unless --cluster/--topology say otherwise.")
 @click.option("--policies", default=ARTIFACT_POLICIES, show_default=True, help="Comma-separated placements.")
 @click.option("--mode", type=click.Choice(MODES), default="compat", show_default=True)
-@click.option("--cluster", "cluster_text", default="16x4", show_default=True, help="NODESxGPUS_PER_NODE.")
+@click.option("--cluster", "cluster_text", default=None,
+              help="NODESxGPUS_PER_NODE [default: the measured nodes with --variability, else 16x4].")
 @click.option("--nodes-per-rack", type=click.IntRange(min=1), default=None, help="Event mode: nodes under one leaf switch.")
 @click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
               help="Event mode: a Slurm topology.conf; its nodes (with --cluster's GPUs per node) and leaf switches.")
@@ -52,25 +62,14 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--baseline", default="packed-sticky", show_default=True, help="Policy the gains are relative to.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, writable=True), default=None, help="Write results as JSON.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="Write PNG plots into this folder.")
-def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_text, nodes_per_rack, topology_path,
-             seeds, queue_name, locality_penalty, round_s, congestion, baseline, json_out, plots_dir):
+@click.pass_context
+def simulate(ctx, trace_specs, synthetic, synthetic_seed, synthetic_rate, variability_specs, policies, mode,
+             cluster_text, nodes_per_rack, topology_path, seeds, queue_name, locality_penalty, round_s, congestion,
+             baseline, json_out, plots_dir):
     """Simulate traces under placement policies and print a comparison table."""
-    try:
-        num_nodes, gpus_per_node = parse_cluster(cluster_text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--cluster") from None
-    racks = None
-    if topology_path:
-        from pal_slurm.slurm.errors import SlurmParseError
-        from pal_slurm.slurm.topology import read_racks
-
-        if mode != "event":
-            raise click.BadParameter("a topology needs --mode event", param_hint="--topology")
-        try:
-            racks = tuple(read_racks(topology_path).items())
-        except SlurmParseError as exc:
-            raise PalError(str(exc)) from None
-        num_nodes = len(racks)
+    measured = _measured(ctx, variability_specs)
+    cluster, racks = resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured)
+    num_nodes, gpus_per_node = len(cluster.nodes), cluster.gpus_per_node
     names = [p.strip() for p in policies.split(",") if p.strip()]
     try:
         names = [placement(n).name for n in names]
@@ -80,7 +79,7 @@ def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_tex
     if not names:
         raise click.BadParameter("no policy given", param_hint="--policies")
     try:
-        traces = _traces(trace_specs, synthetic, synthetic_seed, num_nodes * gpus_per_node)
+        traces = _traces(trace_specs, synthetic, synthetic_seed, synthetic_rate, num_nodes * gpus_per_node)
     except InputError as exc:
         raise PalError(str(exc)) from None
     for trace in traces:
@@ -92,7 +91,8 @@ def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_tex
         raise PalError(f"{name}: job {jid} needs {n} GPUs but the cluster has {num_nodes * gpus_per_node}")
     spec = RunSpec(mode=mode, num_nodes=num_nodes, gpus_per_node=gpus_per_node, nodes_per_rack=nodes_per_rack,
                    seeds=seeds, queue=queue_name, locality_penalty=locality_penalty, round_s=round_s,
-                   congestion=congestion, racks=racks)
+                   congestion=congestion, racks=racks, variability=measured,
+                   cluster=cluster if measured and cluster_text is None and not racks else None)
     start = time.monotonic()
     with DelayedProgress(f"simulating {len(traces)} trace(s) x {len(names)} policies x {seeds} seed(s)") as bar:
         try:
@@ -107,7 +107,7 @@ def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_tex
     if gains:
         click.echo(f"\ngeomean avg JCT vs {baseline}: " + ", ".join(f"{p} {v:.3f}" for p, v in sorted(gains.items(), key=lambda kv: kv[1])))
     click.echo(f"{len(results)} run(s) in {elapsed:.1f} s ({mode} mode, {num_nodes}x{gpus_per_node} GPUs)", err=True)
-    meta = {"mode": mode, "cluster": f"{num_nodes}x{gpus_per_node}", "queue": queue_name, "seeds": seeds,
+    meta = {"mode": mode, "variability": measured.source if measured else "bundled Longhorn", "cluster": f"{num_nodes}x{gpus_per_node}", "queue": queue_name, "seeds": seeds,
             "locality_penalty": locality_penalty, "round_s": round_s, "congestion": congestion,
             "baseline": baseline, "geomean_avg_jct_vs_baseline": gains, "elapsed_s": elapsed}
     if json_out:
@@ -116,6 +116,75 @@ def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_tex
     if plots_dir:
         for p in write_plots(plots_dir, results, baseline):
             click.echo(f"wrote {p}", err=True)
+
+
+def _measured(ctx: click.Context, specs: tuple[str, ...]) -> MeasuredGpus | None:
+    """The --variability sources, merged class by class; PalError for anything unusable."""
+    if not specs:
+        return None
+
+    def store_ranking(version):
+        from pal_slurm.bench.repository import StoreError
+        from pal_slurm.cli.commands._profiling import open_profiling
+
+        try:
+            return open_profiling(ctx)[1].ranking(version)
+        except (StoreError, OSError) as exc:
+            raise PalError(f"--variability store: {exc}") from None
+
+    try:
+        merged = merge([load_measured(s, store_ranking) for s in specs])
+    except InputError as exc:
+        raise PalError(str(exc)) from None
+    click.echo(f"variability: {merged.source}; other classes bundled Longhorn", err=True)
+    return merged
+
+
+def resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured):
+    """(cluster, racks for the runner or None): --topology, else --cluster, else the measured nodes, else 16x4."""
+    gpus_per_node = None
+    if cluster_text is not None:
+        try:
+            num_nodes, gpus_per_node = parse_cluster(cluster_text)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--cluster") from None
+    if topology_path:
+        from pal_slurm.slurm.errors import SlurmParseError
+        from pal_slurm.slurm.topology import read_racks
+
+        if mode != "event":
+            raise click.BadParameter("a topology needs --mode event", param_hint="--topology")
+        try:
+            racks = tuple(read_racks(topology_path).items())
+        except SlurmParseError as exc:
+            raise PalError(str(exc)) from None
+        if gpus_per_node is None:
+            gpus_per_node = measured.layout()[0][1] if measured else 4
+        cluster = cluster_from_racks(dict(racks), gpus_per_node)
+        if measured:
+            _check_fit(measured, cluster, "--topology")
+        return cluster, racks
+    if cluster_text is None and measured is not None:
+        layout = measured.layout()
+        per_rack = nodes_per_rack or 4  # event mode's default leaf size
+        return ClusterView.from_layout(layout, racks={n: f"rack{i // per_rack}" for i, (n, _) in enumerate(layout)}), None
+    if cluster_text is None:
+        num_nodes, gpus_per_node = 16, 4
+    cluster = ClusterView.uniform(num_nodes, gpus_per_node, nodes_per_rack=nodes_per_rack)
+    if measured:
+        click.echo(f"variability: each of the {cluster.size} simulated GPUs is drawn from the "
+                   f"{len(measured.locations())} measured ones (seeded)", err=True)
+    return cluster, None
+
+
+def _check_fit(measured: MeasuredGpus, cluster: ClusterView, what: str) -> None:
+    """A named cluster must be the measured one: nodes without data are an error."""
+    gaps = measured.gaps(cluster)
+    missing = [g for g in gaps if g.startswith("no data")]
+    if missing:
+        raise PalError(f"{what} and --variability disagree: {missing[0]} ({measured.source})")
+    for g in gaps:
+        click.echo(f"warning: {g}", err=True)
 
 
 COMMAND = simulate

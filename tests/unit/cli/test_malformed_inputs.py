@@ -143,3 +143,7 @@ def test_import_variability_never_crashes_on_malformed_files(data):
         with time_limit(60):
             r = CliRunner(env=env).invoke(cli, ["import-variability", str(path), "--class", "A"])
         check(r, path)
+        with time_limit(60):
+            r = CliRunner(env=env).invoke(cli, ["simulate", "--synthetic", "5", "--mode", "event", "--cluster", "2x4",
+                                                "--variability", f"A={path}", "--policies", "pal"])
+        check(r, path)

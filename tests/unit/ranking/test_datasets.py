@@ -43,7 +43,7 @@ def test_malformed_rows_name_the_line(tmp_path):
 def test_missing_columns_and_missing_file(tmp_path):
     p = tmp_path / "x.csv"
     p.write_text("a,b\n1,2\n")
-    with pytest.raises(DatasetError, match="needs 'uuid' and 'perf'"):
+    with pytest.raises(DatasetError, match=r"needs 'perf' and 'uuid' \(or 'node' and 'device'\)"):
         load_runs(p)
     with pytest.raises(DatasetError, match="unknown variability format"):
         detect_format(p)

@@ -3,7 +3,7 @@
 # Debian python3-venv (the project's own .venv), Slurm 22.05 (controller, node daemon, clients), munge, Lua 5.1 with luasocket for the submit
 # hook, and PostgreSQL for the store tests. Run as root on Debian 12.
 set -euo pipefail
-PKGS=(python3-venv slurmctld slurmd slurm-client munge lua5.1 lua-socket postgresql bc)
+PKGS=(python3-venv slurmctld slurmd slurm-client munge lua5.1 lua-socket postgresql bc prometheus)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -151,6 +151,28 @@ MODEL_MIX: Sequence[tuple[str, float]] = (
 )
 
 
+def _mean_log_uniform_minutes(lo_exp: float, hi_exp: float) -> float:
+    return (10 ** hi_exp - 10 ** lo_exp) / ((hi_exp - lo_exp) * math.log(10))
+
+
+# Mean job length of `synthetic_trace` in hours: 80% log-uniform 10^1.5..10^3 min, 20% 10^3..10^4 min.
+MEAN_SYNTHETIC_HOURS = (0.8 * _mean_log_uniform_minutes(1.5, 3.0) + 0.2 * _mean_log_uniform_minutes(3.0, 4.0)) / 60.0
+
+
+def rate_for_load(load: float, num_gpus: int, gpu_mix: Sequence[tuple[int, float]] = PHILLY_GPU_MIX) -> float:
+    """Arrivals per hour at which the synthetic mix asks for `load` x the cluster's GPU-hours.
+
+    Load 1.0 is the most a cluster can serve; above it the queue grows without bound and a
+    simulation measures the backlog, not the placement. (The synthetic mix asks for ~85
+    GPU-hours per job: 20 jobs/h is ~1.6x the work 1,024 GPUs can do.)
+    """
+    gmix = [(g, w) for g, w in gpu_mix if g <= num_gpus]
+    if not gmix or load <= 0:
+        raise TraceError("a synthetic load needs GPUs and load > 0")
+    mean_gpus = sum(g * w for g, w in gmix) / sum(w for _, w in gmix)
+    return load * num_gpus / (mean_gpus * MEAN_SYNTHETIC_HOURS)
+
+
 def synthetic_trace(
     num_jobs: int,
     seed: int = 0,

@@ -16,7 +16,7 @@ from pal_slurm.sim.errors import SimulationError
 from pal_slurm.model import ClusterView
 from pal_slurm.sim.network import cluster_from_racks
 from pal_slurm.sim.variability import MeasuredGpus, load_measured, merge
-from pal_slurm.sim.trace import bundled_trace_names, resolve_trace, synthetic_trace
+from pal_slurm.sim.trace import bundled_trace_names, rate_for_load, resolve_trace, synthetic_trace
 
 ARTIFACT_POLICIES = "pal,pmfirst,packed-sticky,packed-nonsticky,random-sticky,random-nonsticky"
 
@@ -41,8 +41,10 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--trace", "trace_specs", multiple=True, help="CSV path, bundled name (workload-1..6), or 'sia-philly' for all; repeatable or comma-separated.")
 @click.option("--synthetic", type=click.IntRange(min=1), default=None, help="Add a synthetic Philly-like trace of N jobs.")
 @click.option("--synthetic-seed", type=int, default=0, show_default=True)
-@click.option("--synthetic-rate", type=click.FloatRange(min=0.0, min_open=True, max=1e6), default=20.0, show_default=True,
-              help="Arrivals per hour of the synthetic trace (Poisson).")
+@click.option("--synthetic-rate", type=click.FloatRange(min=0.0, min_open=True, max=1e6), default=None,
+              help="Arrivals per hour of the synthetic trace (Poisson) [default: from --synthetic-load].")
+@click.option("--synthetic-load", type=click.FloatRange(min=0.0, min_open=True, max=100.0), default=0.8, show_default=True,
+              help="Without --synthetic-rate: arrivals that ask for this fraction of the cluster's GPU-hours.")
 @click.option("--variability", "variability_specs", multiple=True,
               help="Measured GPUs instead of the bundled Longhorn data: 'store' (current ranking), 'store:vN', a file "
                    "import-variability reads, or CLASS=FILE; repeatable, later ones win per class. The cluster "
@@ -63,7 +65,7 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, writable=True), default=None, help="Write results as JSON.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="Write PNG plots into this folder.")
 @click.pass_context
-def simulate(ctx, trace_specs, synthetic, synthetic_seed, synthetic_rate, variability_specs, policies, mode,
+def simulate(ctx, trace_specs, synthetic, synthetic_seed, synthetic_rate, synthetic_load, variability_specs, policies, mode,
              cluster_text, nodes_per_rack, topology_path, seeds, queue_name, locality_penalty, round_s, congestion,
              baseline, json_out, plots_dir):
     """Simulate traces under placement policies and print a comparison table."""
@@ -79,6 +81,9 @@ def simulate(ctx, trace_specs, synthetic, synthetic_seed, synthetic_rate, variab
     if not names:
         raise click.BadParameter("no policy given", param_hint="--policies")
     try:
+        if synthetic and synthetic_rate is None:
+            synthetic_rate = rate_for_load(synthetic_load, cluster.size)
+            click.echo(f"synthetic: {synthetic_rate:.2f} jobs/h (load {synthetic_load:g} of {cluster.size} GPUs)", err=True)
         traces = _traces(trace_specs, synthetic, synthetic_seed, synthetic_rate, num_nodes * gpus_per_node)
     except InputError as exc:
         raise PalError(str(exc)) from None

@@ -147,10 +147,15 @@ class CsvTable:
 
 
 def parse_csv(text: str, path: str | Path, *, what: str = "file", required: Sequence[str] = (),
-              error: type[InputError] = InputError, max_rows: int = MAX_ROWS) -> CsvTable:
-    """Rows of a CSV with a header line. Blank lines are skipped; ragged rows are errors."""
+              error: type[InputError] = InputError, max_rows: int = MAX_ROWS, delimiter: str = ",",
+              quoting: bool = True) -> CsvTable:
+    """Rows of a CSV with a header line. Blank lines are skipped; ragged rows are errors.
+
+    `delimiter="|", quoting=False` reads `sacct -P` (which never quotes).
+    """
     path = str(path)
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
+                        quoting=csv.QUOTE_MINIMAL if quoting else csv.QUOTE_NONE)
     try:
         header = next(reader, None)
         if header is None:

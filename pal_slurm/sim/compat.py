@@ -29,7 +29,7 @@ from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import artifact_profiles
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import JobOutcome, RunResult
-from pal_slurm.sim.trace import Trace, TraceJob
+from pal_slurm.sim.trace import Trace, TraceJob, job_class, unclassed_scores
 from pal_slurm.sim.variability import MeasuredGpus
 
 # The artifact's Sia-Philly class mapping: anything unknown is class A.
@@ -125,6 +125,7 @@ class CompatSimulator:
         perfvar, rng = artifact_profiles(G, cfg.variability_seed)
         if cfg.variability is not None:
             perfvar = {**perfvar, **cfg.variability.scores_for(self.cluster, cfg.variability_seed)}
+        perfvar = {**perfvar, **unclassed_scores(trace, G)}
         ranking = Ranking.from_scores(perfvar, cfg.binning)
         node_of = self.cluster.node_of
         deterministic = placement.name != "random-nonsticky"
@@ -192,7 +193,7 @@ class CompatSimulator:
             # (2) arrivals
             while pending_arrival[1] <= t:
                 key, at, src = pending_arrival
-                active[key] = _Job(key, src, ARTIFACT_CLASSES.class_of(src.model), at)
+                active[key] = _Job(key, src, job_class(src, ARTIFACT_CLASSES), at)
                 changed = True
                 pending_arrival = next(source)
             # (3) schedule, unless nothing can have changed since an idle deterministic round

@@ -41,7 +41,7 @@ from pal_slurm.ranking.profiles import gpu_profiles
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import JobOutcome, RunResult
 from pal_slurm.sim.network import cluster_from_racks, NODE, RACK, SPINE, Congestion, NetworkModel, tier_of
-from pal_slurm.sim.trace import Trace, TraceJob
+from pal_slurm.sim.trace import Trace, TraceJob, job_class, unclassed_scores
 from pal_slurm.sim.variability import MeasuredGpus
 
 ARRIVAL, FINISH, WAKE = 0, 1, 2
@@ -164,6 +164,7 @@ class EventSimulator:
         scores = gpu_profiles(G, cfg.variability_seed)
         if cfg.variability is not None:
             scores = {**scores, **cfg.variability.scores_for(cluster, cfg.variability_seed)}
+        scores = {**scores, **unclassed_scores(trace, G)}
         ranking = Ranking.from_scores(scores, cfg.binning)
         sorted_scores = {c: sorted(v) for c, v in scores.items()}
         rng = random.Random(cfg.seed)
@@ -217,7 +218,7 @@ class EventSimulator:
                     active[payload] = _Job(
                         key=payload,
                         src=src,
-                        perf_class=cfg.classes.class_of(src.model),
+                        perf_class=job_class(src, cfg.classes),
                         sensitivity=sens_cache[src.model],
                         submit=t,
                         work_left=src.ideal_runtime,

@@ -31,6 +31,22 @@ class TraceError(InputError):
     """A trace that cannot be used; the message names the file, the line and the column."""
 
 
+UNCLASSED = "-"  # TraceJob.perf_class of a job with no class: no variability (every GPU 1.0 for it)
+
+
+def job_class(job: "TraceJob", classes) -> str:
+    """A job's class: UNCLASSED as is; else its explicit class (a name or an application, as a
+    `pal:class=` comment gives it) or its model, through the simulator's class map."""
+    if job.perf_class == UNCLASSED:
+        return UNCLASSED
+    return classes.class_of(job.perf_class or job.model)
+
+
+def unclassed_scores(trace: "Trace", num_gpus: int) -> dict[str, tuple[float, ...]]:
+    """{UNCLASSED: all 1.0} when the trace has unclassed jobs (else {}, leaving rankings as they were)."""
+    return {UNCLASSED: (1.0,) * num_gpus} if any(j.perf_class == UNCLASSED for j in trace.jobs) else {}
+
+
 # Bounds that no real trace reaches; past them a value is a unit mistake, not a workload.
 MAX_TIME_S = 1e9  # ~31 years of submit times
 MAX_RUNTIME_S = 1e9  # ideal runtime of one job

@@ -14,14 +14,17 @@ from pal_slurm.sim.runner import MODES, RunSpec, parse_cluster, run_grid
 from pal_slurm.input_files import InputError
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.model import ClusterView
+from pal_slurm.cli.context import cli_config
 from pal_slurm.sim.network import cluster_from_racks
+from pal_slurm.sim.sacct import load_accounting_trace, parse_class_rules
 from pal_slurm.sim.variability import MeasuredGpus, load_measured, merge
 from pal_slurm.sim.trace import bundled_trace_names, rate_for_load, resolve_trace, synthetic_trace
 
 ARTIFACT_POLICIES = "pal,pmfirst,packed-sticky,packed-nonsticky,random-sticky,random-nonsticky"
 
 
-def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, synthetic_rate: float, max_gpus: int):
+def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, synthetic_rate: float, max_gpus: int,
+            accounting=lambda path: None):
     names: list[str] = []
     for spec in specs:
         for part in spec.split(","):
@@ -29,7 +32,7 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
             if not part:
                 continue
             names.extend(bundled_trace_names() if part in ("sia-philly", "all") else [part])
-    traces = [resolve_trace(n) for n in names]
+    traces = [accounting(n[len("sacct:"):]) if n.startswith("sacct:") else resolve_trace(n) for n in names]
     if synthetic:
         traces.append(synthetic_trace(synthetic, seed=synthetic_seed, jobs_per_hour=synthetic_rate, max_gpus=max_gpus))
     if not traces:
@@ -38,7 +41,14 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 
 
 @click.command("simulate")
-@click.option("--trace", "trace_specs", multiple=True, help="CSV path, bundled name (workload-1..6), or 'sia-philly' for all; repeatable or comma-separated.")
+@click.option("--trace", "trace_specs", multiple=True,
+              help="CSV path, bundled name (workload-1..6), 'sia-philly' for all, or sacct:FILE (sacct --json or "
+                   "sacct -P output); repeatable or comma-separated.")
+@click.option("--days", type=click.FloatRange(min=0.0, min_open=True), default=None,
+              help="sacct: only jobs submitted in the last N days of the file.")
+@click.option("--class-rules", "rules_text", default=None,
+              help="sacct: 'FIELD:GLOB=CLASS; ...' (FIELD name|account|partition) for jobs without a pal:class= "
+                   "comment [default: [simulate] class_rules].")
 @click.option("--synthetic", type=click.IntRange(min=1), default=None, help="Add a synthetic Philly-like trace of N jobs.")
 @click.option("--synthetic-seed", type=int, default=0, show_default=True)
 @click.option("--synthetic-rate", type=click.FloatRange(min=0.0, min_open=True, max=1e6), default=None,
@@ -65,7 +75,7 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, writable=True), default=None, help="Write results as JSON.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="Write PNG plots into this folder.")
 @click.pass_context
-def simulate(ctx, trace_specs, synthetic, synthetic_seed, synthetic_rate, synthetic_load, variability_specs, policies, mode,
+def simulate(ctx, trace_specs, days, rules_text, synthetic, synthetic_seed, synthetic_rate, synthetic_load, variability_specs, policies, mode,
              cluster_text, nodes_per_rack, topology_path, seeds, queue_name, locality_penalty, round_s, congestion,
              baseline, json_out, plots_dir):
     """Simulate traces under placement policies and print a comparison table."""
@@ -84,7 +94,8 @@ def simulate(ctx, trace_specs, synthetic, synthetic_seed, synthetic_rate, synthe
         if synthetic and synthetic_rate is None:
             synthetic_rate = rate_for_load(synthetic_load, cluster.size)
             click.echo(f"synthetic: {synthetic_rate:.2f} jobs/h (load {synthetic_load:g} of {cluster.size} GPUs)", err=True)
-        traces = _traces(trace_specs, synthetic, synthetic_seed, synthetic_rate, num_nodes * gpus_per_node)
+        traces = _traces(trace_specs, synthetic, synthetic_seed, synthetic_rate, num_nodes * gpus_per_node,
+                         accounting=lambda path: load_accounting_trace(path, class_rules(ctx, rules_text), days))
     except InputError as exc:
         raise PalError(str(exc)) from None
     for trace in traces:
@@ -121,6 +132,15 @@ def simulate(ctx, trace_specs, synthetic, synthetic_seed, synthetic_rate, synthe
     if plots_dir:
         for p in write_plots(plots_dir, results, baseline):
             click.echo(f"wrote {p}", err=True)
+
+
+def class_rules(ctx: click.Context, text: str | None):
+    """--class-rules, else the configuration's [simulate] class_rules; PalError when malformed."""
+    where = "--class-rules"
+    if text is None:
+        config = cli_config(ctx)
+        text, where = config.simulate.class_rules, f"{config.source or 'configuration'}: [simulate] class_rules"
+    return parse_class_rules(text, where)
 
 
 def _measured(ctx: click.Context, specs: tuple[str, ...]) -> MeasuredGpus | None:

@@ -147,3 +147,37 @@ def test_import_variability_never_crashes_on_malformed_files(data):
             r = CliRunner(env=env).invoke(cli, ["simulate", "--synthetic", "5", "--mode", "event", "--cluster", "2x4",
                                                 "--variability", f"A={path}", "--policies", "pal"])
         check(r, path)
+
+
+@st.composite
+def accounting_files(draw) -> bytes:
+    times = st.sampled_from(["2024-03-01T10:00:00", "2024-03-01T11:00:00", "2024-03-02T00:00:00", "Unknown", "None"])
+    lines = ["JobID|JobName|Account|Partition|Submit|Start|End|Timelimit|AllocTRES|NNodes|State|Comment"]
+    for i in range(draw(st.integers(0, 6))):
+        fields = [
+            draw(st.one_of(st.sampled_from([str(i), f"{i}.batch", "7", f"{i}_2"]), st.text(max_size=4))),
+            draw(st.sampled_from(["bert", "resnet-train", "", "x"])), "acct", "gpu",
+            draw(st.one_of(times, st.text(max_size=6))), draw(st.one_of(times, st.text(max_size=6))),
+            draw(st.one_of(times, st.text(max_size=6))),
+            draw(st.one_of(st.sampled_from(["01:00:00", "1-00:00:00", "UNLIMITED", "30", "bad"]), st.text(max_size=5))),
+            draw(st.one_of(st.sampled_from(["gres/gpu=2,node=1", "gres/gpu:a100=9", "cpu=1", "", "gres/gpu=nan"]),
+                           st.text(max_size=8))),
+            draw(cell(st.integers(0, 3).map(str))), "COMPLETED",
+            draw(st.sampled_from(["", "pal:class=A", "pal:class=", "pal:gpus=0", "pal:class=B pal:class=C"])),
+        ]
+        lines.append("|".join(f.replace("|", "/").replace("\n", " ").replace("\r", " ") for f in fields))
+    return draw(damaged_bytes("\n".join(lines) + "\n"))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=accounting_files(), mode=st.sampled_from(["compat", "event"]))
+def test_simulate_never_crashes_on_malformed_accounting(data, mode):
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "acct.txt"
+        path.write_bytes(data)
+        env = {"PAL_CONFIG": str(Path(d) / "pal.toml")}
+        Path(env["PAL_CONFIG"]).write_text("")
+        with time_limit(60):
+            r = CliRunner(env=env).invoke(cli, ["simulate", "--trace", f"sacct:{path}", "--mode", mode,
+                                                "--cluster", "2x4", "--policies", "pal,packed-sticky"])
+        check(r, path)

@@ -21,6 +21,8 @@
 #   therefore the hook's os.getenv().
 #   LAB_GRES=typed  typed: one GRES type per GPU slot (Gres=gpu:s0:1,...; pal-slurm's binding);
 #                   plain: Gres=gpu:N (stock Slurm, for comparisons)
+#   LAB_SLURM_CONF_EXTRA=<lines>  appended to slurm.conf, after the defaults (a later key wins),
+#                   e.g. accounting through a slurmdbd (pal_slurm.slurm.accounting_lab)
 #   UTS=1        each slurmd in its own UTS namespace, so `hostname` in a job prints gpuNN
 #   WAIT_SCHED=1 wait for the scheduler's first pass (otherwise the first job waits ~3 s)
 #   START_TIMEOUT=20
@@ -33,7 +35,7 @@ NNODES=${NNODES:-4}; NGPUS=${NGPUS:-4}; NCPUS=${NCPUS:-16}; MEM_MB=${MEM_MB:-400
 CTLD_PORT=${CTLD_PORT:-26817}; NODE_PORT0=${NODE_PORT0:-26901}
 UTS=${UTS:-1}; WAIT_SCHED=${WAIT_SCHED:-1}; START_TIMEOUT=${START_TIMEOUT:-20}
 LAB_HOOK=${LAB_HOOK:-}; LAB_PROLOG=${LAB_PROLOG:-}; LAB_EPILOG=${LAB_EPILOG:-}
-LAB_TASK_PROLOG=${LAB_TASK_PROLOG:-}; LAB_GRES=${LAB_GRES:-typed}
+LAB_TASK_PROLOG=${LAB_TASK_PROLOG:-}; LAB_GRES=${LAB_GRES:-typed}; LAB_SLURM_CONF_EXTRA=${LAB_SLURM_CONF_EXTRA:-}
 SBIN=${SLURM_SBIN:-/usr/sbin}
 export SLURM_CONF=$LAB/etc/slurm.conf
 MARK="env SLURM_LAB_ID=$LAB"   # in the environment of every daemon we start
@@ -160,6 +162,7 @@ JobSubmitPlugins=lua
 ${scripts}NodeName=gpu[01-$LAST] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$NODE_PORT0-$LASTPORT] CPUs=$NCPUS RealMemory=$MEM_MB $gres_field State=UNKNOWN
 PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
+  [ -z "$LAB_SLURM_CONF_EXTRA" ] || printf '%s\n' "$LAB_SLURM_CONF_EXTRA" >> "$LAB/etc/slurm.conf"
 }
 
 pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }

@@ -101,16 +101,25 @@ def check(result, path: Path) -> None:
         assert str(path) in errors[0] or "job" in errors[0], errors[0]
 
 
+def run_on(data: bytes, name: str, *commands: list[str]) -> None:
+    """Write `data` as `name` in a fresh folder (empty config, private store), run each palctl
+    command ("{}" stands for the file's path) under a time limit, and check every answer."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / name
+        path.write_bytes(data)
+        env = {"PAL_CONFIG": str(Path(d) / "pal.toml"), "PAL_DB_URL": f"sqlite:///{d}/pal.db"}
+        Path(env["PAL_CONFIG"]).write_text("")
+        for args in commands:
+            with time_limit(60):
+                r = CliRunner(env=env).invoke(cli, [a.format(path) for a in args])
+            check(r, path)
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=traces(), mode=st.sampled_from(["compat", "event"]))
 def test_simulate_never_hangs_or_crashes_on_malformed_traces(data, mode):
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "trace.csv"
-        path.write_bytes(data)
-        with time_limit(60):
-            r = CliRunner().invoke(cli, ["simulate", "--trace", str(path), "--mode", mode, "--cluster", "2x4",
-                                         "--policies", "pal,packed-sticky"])
-        check(r, path)
+    run_on(data, "trace.csv",
+           ["simulate", "--trace", "{}", "--mode", mode, "--cluster", "2x4", "--policies", "pal,packed-sticky"])
 
 
 @st.composite
@@ -135,18 +144,9 @@ def variability_files(draw) -> bytes:
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=variability_files())
 def test_import_variability_never_crashes_on_malformed_files(data):
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "var.csv"
-        path.write_bytes(data)
-        env = {"PAL_CONFIG": str(Path(d) / "pal.toml"), "PAL_DB_URL": f"sqlite:///{d}/pal.db"}
-        Path(env["PAL_CONFIG"]).write_text("")
-        with time_limit(60):
-            r = CliRunner(env=env).invoke(cli, ["import-variability", str(path), "--class", "A"])
-        check(r, path)
-        with time_limit(60):
-            r = CliRunner(env=env).invoke(cli, ["simulate", "--synthetic", "5", "--mode", "event", "--cluster", "2x4",
-                                                "--variability", f"A={path}", "--policies", "pal"])
-        check(r, path)
+    run_on(data, "var.csv", ["import-variability", "{}", "--class", "A"],
+           ["simulate", "--synthetic", "5", "--mode", "event", "--cluster", "2x4", "--variability", "A={}",
+            "--policies", "pal"])
 
 
 @st.composite
@@ -172,12 +172,5 @@ def accounting_files(draw) -> bytes:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=accounting_files(), mode=st.sampled_from(["compat", "event"]))
 def test_simulate_never_crashes_on_malformed_accounting(data, mode):
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "acct.txt"
-        path.write_bytes(data)
-        env = {"PAL_CONFIG": str(Path(d) / "pal.toml")}
-        Path(env["PAL_CONFIG"]).write_text("")
-        with time_limit(60):
-            r = CliRunner(env=env).invoke(cli, ["simulate", "--trace", f"sacct:{path}", "--mode", mode,
-                                                "--cluster", "2x4", "--policies", "pal,packed-sticky"])
-        check(r, path)
+    run_on(data, "acct.txt",
+           ["simulate", "--trace", "sacct:{}", "--mode", mode, "--cluster", "2x4", "--policies", "pal,packed-sticky"])

@@ -24,6 +24,8 @@ import os
 import sys
 import time
 
+import psutil
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pal_slurm.policy import PLACEMENTS  # noqa: E402
@@ -85,9 +87,13 @@ def big(policies, jobs: int, rate: float | None, limit: float, nodes: int = 256)
         proc.start()
         proc.join(limit)
         if proc.is_alive():
+            try:
+                cpu = sum(psutil.Process(proc.pid).cpu_times()[:2])
+            except psutil.Error:
+                cpu = float("nan")
             proc.terminate()
             proc.join()
-            print(f"{p:18s} > {limit:.0f} s (stopped)")
+            print(f"{p:18s} > {limit:.0f} s wall (stopped after {cpu:.1f} s CPU)", flush=True)
             continue
         if q.empty():
             print(f"{p:18s} failed (exit {proc.exitcode})")

@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import click
 
+from pal_slurm.cli.context import cli_config
 from pal_slurm.cli.errors import PalError
 from pal_slurm.cli.progress import DelayedProgress
+from pal_slurm.input_files import InputError
+from pal_slurm.model import ClusterView
 from pal_slurm.policy import UnknownPolicy, placement, queue_order
+from pal_slurm.sim.errors import SimulationError
+from pal_slurm.sim.network import cluster_from_racks
 from pal_slurm.sim.report import format_table, normalised_gains, aggregate, write_json, write_plots
 from pal_slurm.sim.runner import MODES, RunSpec, parse_cluster, run_grid
-from pal_slurm.input_files import InputError
-from pal_slurm.sim.errors import SimulationError
-from pal_slurm.model import ClusterView
-from pal_slurm.cli.context import cli_config
-from pal_slurm.sim.network import cluster_from_racks
 from pal_slurm.sim.sacct import load_accounting_trace, parse_class_rules
+from pal_slurm.sim.trace import Trace, bundled_trace_names, rate_for_load, resolve_trace, synthetic_trace
 from pal_slurm.sim.variability import MeasuredGpus, load_measured, merge
-from pal_slurm.sim.trace import bundled_trace_names, rate_for_load, resolve_trace, synthetic_trace
 
 ARTIFACT_POLICIES = "pal,pmfirst,packed-sticky,packed-nonsticky,random-sticky,random-nonsticky"
 
 
-def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, synthetic_rate: float, max_gpus: int,
-            accounting=lambda path: None):
+def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, synthetic_rate: float | None,
+            max_gpus: int, accounting: Callable[[str], Trace]):
+    """The traces named by --trace (bundled names, CSV paths, sacct:FILE via `accounting`) and --synthetic."""
     names: list[str] = []
     for spec in specs:
         for part in spec.split(","):
@@ -79,7 +81,7 @@ def simulate(ctx, trace_specs, days, rules_text, synthetic, synthetic_seed, synt
              cluster_text, nodes_per_rack, topology_path, seeds, queue_name, locality_penalty, round_s, congestion,
              baseline, json_out, plots_dir):
     """Simulate traces under placement policies and print a comparison table."""
-    measured = _measured(ctx, variability_specs)
+    measured = measured_gpus(ctx, variability_specs)
     cluster, racks = resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured)
     num_nodes, gpus_per_node = len(cluster.nodes), cluster.gpus_per_node
     names = [p.strip() for p in policies.split(",") if p.strip()]
@@ -143,7 +145,7 @@ def class_rules(ctx: click.Context, text: str | None):
     return parse_class_rules(text, where)
 
 
-def _measured(ctx: click.Context, specs: tuple[str, ...]) -> MeasuredGpus | None:
+def measured_gpus(ctx: click.Context, specs: tuple[str, ...]) -> MeasuredGpus | None:
     """The --variability sources, merged class by class; PalError for anything unusable."""
     if not specs:
         return None

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import click
 
-from pal_slurm.cli.commands.simulate import _measured, class_rules, resolve_cluster
+from pal_slurm.cli.commands.simulate import class_rules, measured_gpus, resolve_cluster
 from pal_slurm.cli.errors import PalError
 from pal_slurm.cli.progress import DelayedProgress
 from pal_slurm.input_files import InputError
@@ -60,7 +60,7 @@ def whatif(ctx, accounting_path, days, variability_specs, topology_path, cluster
         raise click.BadParameter("give at least one baseline", param_hint="--baselines")
     names = list(dict.fromkeys(stock + candidates))
     baseline = stock[0]
-    measured = _measured(ctx, variability_specs)
+    measured = measured_gpus(ctx, variability_specs)
     cluster, racks = resolve_cluster(cluster_text, topology_path, "event", nodes_per_rack, measured)
     try:
         trace = load_accounting_trace(accounting_path, class_rules(ctx, rules_text), days)

@@ -87,3 +87,12 @@ def test_import_with_node_device_columns_and_rank_keeps_every_class(palctl, tmp_
     assert "ranking saved as v2 (classes A,B,C,D)" in r.output
     snap = palctl.repo().latest_ranking()
     assert {e.perf_class for e in snap.entries} == {"A", "B", "C", "D"}
+
+
+def test_topology_of_the_measured_nodes_sets_the_racks(palctl, tmp_path):
+    topo = tmp_path / "topology.conf"
+    topo.write_text("SwitchName=s1 Nodes=node[0-3]\nSwitchName=s2 Nodes=node[4-7]\nSwitchName=top Switches=s[1-2]\n")
+    r = palctl("simulate", "--synthetic", "20", "--mode", "event", "--variability", TABLE, "--topology", str(topo),
+               "--policies", "pal-net,firstfit")
+    assert r.exit_code == 0, r.output
+    assert "(event mode, 8x4 GPUs)" in r.output and "warning" not in r.output

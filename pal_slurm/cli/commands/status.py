@@ -70,7 +70,10 @@ def collect(cfg, stale_after: float) -> dict:
         d = health.details
         report["pald"] = {"up": True, "status": health.status, "rank": health.rank, **d}
         if health.status != "ok":
-            problems.append(f"pald is degraded: Slurm {d.get('slurm')}, store {d.get('store')}")
+            store_error = f" ({d['store_error']})" if d.get("store_error") else ""
+            problems.append(f"pald is degraded: Slurm {d.get('slurm')}, store {d.get('store')}{store_error}")
+        if not d.get("leader", True):
+            problems.append(f"pald is a standby ({d.get('leader_state', '')}): PAL jobs pass to Slurm")
     except PaldError as exc:
         report["pald"] = {"up": False, "error": str(exc), "socket": cfg.daemon.socket}
         problems.append("pald is not answering: PAL jobs pass to Slurm untouched; start it (systemctl start pald)")
@@ -111,6 +114,9 @@ def render(report: dict) -> None:
                              f"{p.get('uptime_s')} s, ranking v{p['rank']}, Slurm sync "
                              f"{'never' if sync is None else f'{sync} s ago'}, {p.get('free_gpus')}/{p.get('gpus')} GPUs free)"))
         rows.append(("decisions", ", ".join(f"{k} {v}" for k, v in (p.get("counts") or {}).items())))
+        if p.get("buffered_decisions") or p.get("store_dropped"):
+            rows.append(("buffered", f"{p.get('buffered_decisions')} store write(s) waiting in pald, "
+                                     f"{p.get('store_dropped') or 0} dropped (buffer full)"))
         errors = p.get("recent_errors") or []
     else:
         rows.append(("pald", f"DOWN: {p['error']} (socket {p['socket']})"))

@@ -368,6 +368,60 @@ local function string_or_nil(v)
   return nil
 end
 
+local NO_VAL16 = 65534 -- slurm.NO_VAL16: "not given" for 16-bit fields (shared, cpus_per_task)
+
+local function count16_or_nil(v)
+  v = tonumber(v)
+  if v == nil or v < 0 or v >= NO_VAL16 then return nil end
+  return v
+end
+
+-- Read a job_desc field without raising (a field a Slurm version lacks reads as nil).
+local function field(job_desc, name)
+  local ok, v = pcall(function() return job_desc[name] end)
+  if ok then return v end
+  return nil
+end
+
+-- The names of the partitions Slurm lets this user use (part_list is already filtered by
+-- Slurm for AllowGroups / RootOnly), sorted; nil when not given.
+function M.usable_partitions(part_list)
+  if type(part_list) ~= "table" then return nil end
+  local names = json.array()
+  for name in pairs(part_list) do
+    if type(name) == "string" then names[#names + 1] = name end
+  end
+  table.sort(names)
+  return names
+end
+
+-- job_desc fields sent to pald as they are, by kind: str (nil unless a string), n32 / n16
+-- (nil when unset: Slurm's NO_VAL / NO_VAL16).
+local READ = { str = string_or_nil, n32 = count_or_nil, n16 = count16_or_nil }
+
+-- What decides where the job may run: pald places it only on nodes Slurm would accept
+-- (pal_slurm/policy/eligibility.py).
+M.SITE_FIELDS = {
+  { "features", "str" }, { "exc_nodes", "str" }, { "req_nodes", "str" }, { "reservation", "str" },
+  { "account", "str" }, { "qos", "str" }, { "shared", "n16" }, { "time_limit", "n32" },
+  { "cpus_per_task", "n16" }, { "ntasks_per_node", "n16" }, { "num_tasks", "n32" },
+  { "pn_min_cpus", "n16" }, { "min_cpus", "n32" }, { "cpus_per_tres", "str" },
+  { "min_mem_per_node", "n32" }, { "min_mem_per_cpu", "n32" }, { "mem_per_tres", "str" },
+}
+
+-- What makes pald pass the job on purpose (arrays, hetjob components, dependencies, --begin,
+-- the user's --hold, tasks per GPU; pal_slurm/policy/passthrough.py).
+M.SHAPE_FIELDS = {
+  { "array_inx", "str" }, { "het_job_offset", "n32" }, { "dependency", "str" },
+  { "begin_time", "n32" }, { "priority", "n32" }, { "ntasks_per_tres", "n16" },
+}
+
+-- Copy the listed fields of job_desc into `into` (a field a Slurm version lacks reads as nil).
+function M.read_fields(job_desc, list, into)
+  for _, f in ipairs(list) do into[f[1]] = READ[f[2]](field(job_desc, f[1])) end
+  return into
+end
+
 local request_counter = 0
 
 -- A short id for one request: logged by both sides and written into admin_comment.
@@ -379,7 +433,8 @@ end
 -- The place request for a job, as a Lua table ready for json.encode. `deadline_ms` (epoch
 -- milliseconds, optional) is when the hook stops waiting: pald drops a request it reads after
 -- that instant and records nothing, since the hook has already passed the job (#10, item 3).
-function M.build_request(job_desc, spec, submit_uid, request_id, deadline_ms)
+-- `part_list` (slurmctld's partitions for this user) gives the partitions the job may use.
+function M.build_request(job_desc, spec, submit_uid, request_id, deadline_ms, part_list)
   local tres_node = string_or_nil(job_desc.tres_per_node)
   local tres_job = string_or_nil(job_desc.tres_per_job)
   local uid = count_or_nil(job_desc.user_id) or count_or_nil(submit_uid) or 0
@@ -398,6 +453,9 @@ function M.build_request(job_desc, spec, submit_uid, request_id, deadline_ms)
     min_nodes = count_or_nil(job_desc.min_nodes),
     max_nodes = count_or_nil(job_desc.max_nodes),
   }
+  job.usable_partitions = M.usable_partitions(part_list)
+  M.read_fields(job_desc, M.SITE_FIELDS, job)
+  M.read_fields(job_desc, M.SHAPE_FIELDS, job)
   local pal = { class = spec.class, gpus = spec.gpus, mode = spec.mode, net = spec.net }
   return { v = M.PROTOCOL_VERSION, op = "place", id = request_id, job = job, pal = pal,
     deadline_ms = deadline_ms }
@@ -547,6 +605,17 @@ local function is_node_name(name)
   return type(name) == "string" and #name <= 64 and name:find("^[A-Za-z0-9][A-Za-z0-9_%.%-]*$") ~= nil
 end
 
+-- The optional `partition` of a place reply (a job that asked for several partitions is
+-- narrowed to the one holding its nodes: Slurm leaves it pending otherwise). Returns the name
+-- or nil, and an error text when it is malformed.
+function M.check_partition(value)
+  if value == nil or value == json.null then return nil end
+  if type(value) ~= "string" or not value:find("^[A-Za-z0-9][A-Za-z0-9_%.%-]*$") then
+    return nil, "bad partition"
+  end
+  return value
+end
+
 -- Check a decoded reply's form. Returns a table {decision=, reason=, nodes={sorted names},
 -- slots={name -> list of slots}, gres= (nil: pin nodes only), rank=, warning=} or nil,
 -- reason, detail. Whether a placement fits the job is check_fit's business.
@@ -592,6 +661,10 @@ function M.check_reply(obj)
       out.gres = obj.gres
     end
     out.nodes, out.slots = names, obj.nodes
+    out.site_checked = obj.site_checked == true
+    local partition, perr = M.check_partition(obj.partition)
+    if perr then return nil, "bad-reply", perr end
+    out.partition = partition
   elseif obj.decision ~= "defer" and obj.decision ~= "pass" then
     return nil, "bad-reply", "unknown decision " .. tostring(obj.decision)
   end
@@ -802,7 +875,7 @@ end
 -- Write `changes` ({field, value} in order) into job_desc; on any error put back what was
 -- there, so a failed write leaves the job as submitted. Returns true or false, error.
 local STRING_FIELDS = { req_nodes = true, tres_per_node = true, tres_per_job = true,
-  admin_comment = true }
+  admin_comment = true, partition = true }
 
 function M.write_fields(job_desc, changes)
   local done = {}
@@ -829,6 +902,7 @@ function M.changes_for(job_desc, reply, request_id)
   local changes = {}
   if reply.decision == "place" then
     local n = #reply.nodes
+    if reply.partition then changes[#changes + 1] = { "partition", reply.partition } end
     changes[#changes + 1] = { "req_nodes", table.concat(reply.nodes, ",") }
     changes[#changes + 1] = { "min_nodes", n }
     changes[#changes + 1] = { "max_nodes", n }
@@ -878,9 +952,36 @@ end
 
 -- A place reply the job can use: in the job's shape and on nodes Slurm will give it.
 -- Returns true, or nil, detail.
+-- A job whose nodes the hook cannot check a placement against: Slurm refuses the job
+-- ("Requested node configuration is not available", tested on the lab) when pinned nodes
+-- lack its --constraint features or are outside its --reservation, and the hook cannot see
+-- node features or reservation nodes; a --nodelist is the user's own choice of nodes. Such a
+-- job is placed only when pald says it judged these restrictions against its Slurm view
+-- (`site_checked`: pald's eligibility, docs/decisions/site-compat.md); a pald that does not
+-- (an older one, or one that answers nonsense) gets the job passed. Returns the reason token,
+-- or nil.
+local PINNING_FIELDS = { { "features", "constraint" }, { "reservation", "reservation" },
+  { "req_nodes", "nodelist" } }
+
+local function unverifiable_pinning(job_desc)
+  for _, field in ipairs(PINNING_FIELDS) do
+    local value = job_desc[field[1]]
+    if type(value) == "string" and value ~= "" then return field[2] end
+  end
+  return nil
+end
+
 local function placement_usable(job_desc, request, reply, spec, cfg, part_list)
+  local pinned = unverifiable_pinning(job_desc)
+  if pinned and reply.site_checked ~= true then
+    return nil, "pald did not check the job's " .. pinned, pinned
+  end
   local ok, detail = M.check_fit(reply, M.job_shape(request.job, spec), cfg.max_gpus_per_node)
   if not ok then return nil, detail end
+  local wanted = string_or_nil(job_desc.req_nodes)
+  for _, name in ipairs(wanted and reply.nodes or {}) do
+    if not M.hostlist_has(wanted, name) then return nil, name .. " is outside the job's --nodelist" end
+  end
   return M.nodes_allowed(reply.nodes, request.job.partition, string_or_nil(job_desc.exc_nodes),
     part_list)
 end
@@ -895,7 +996,7 @@ local function place(job_desc, spec, submit_uid, ctx)
   -- One deadline: the hook waits until then, and pald drops the request after it.
   cfg.deadline = started + cfg.timeout_ms / 1000
   local request = M.build_request(job_desc, spec, submit_uid, request_id,
-    math.floor(cfg.deadline * 1000))
+    math.floor(cfg.deadline * 1000), ctx.part_list)
   local line = json.encode(request) .. "\n"
   if #line > M.MAX_LINE_BYTES then
     return pass(slurm, job_desc, "request-too-large", #line .. " bytes", request_id)
@@ -911,8 +1012,8 @@ local function place(job_desc, spec, submit_uid, ctx)
   local reply, rwhy, rdetail = M.check_reply(obj)
   if not reply then return pass(slurm, job_desc, rwhy, rdetail, request_id) end
   if reply.decision == "place" then
-    local usable, udetail = placement_usable(job_desc, request, reply, spec, cfg, ctx.part_list)
-    if not usable then return pass(slurm, job_desc, "bad-reply", udetail, request_id) end
+    local usable, udetail, why = placement_usable(job_desc, request, reply, spec, cfg, ctx.part_list)
+    if not usable then return pass(slurm, job_desc, why or "bad-reply", udetail, request_id) end
   end
   local warning = reply.warning and M.user_warning(reply.warning)
   if warning then log_user(slurm, warning) end
@@ -935,22 +1036,6 @@ local function refuse_long_comment(slurm, job_desc, comment)
   pass(slurm, job_desc, "comment-too-long", #comment .. " bytes")
 end
 
--- A job whose nodes the hook cannot check a placement against: Slurm refuses the job
--- ("Requested node configuration is not available", tested on the lab) when pinned nodes
--- lack its --constraint features or are outside its --reservation, and the hook cannot see
--- node features or reservation nodes; a --nodelist is the user's own choice of nodes. Such
--- jobs are not placed (pald is not asked). Returns the reason token, or nil.
-local PINNING_FIELDS = { { "features", "constraint" }, { "reservation", "reservation" },
-  { "req_nodes", "nodelist" } }
-
-local function unverifiable_pinning(job_desc)
-  for _, field in ipairs(PINNING_FIELDS) do
-    local value = job_desc[field[1]]
-    if type(value) == "string" and value ~= "" then return field[2] end
-  end
-  return nil
-end
-
 -- The whole submit-time path. ctx: slurm (the Slurm table), getenv (default os.getenv),
 -- overrides (socket/timeout_ms/max_gpus_per_node), part_list (slurmctld's partitions for this
 -- user, to check a placement against), and for tests ask/now. Always returns slurm.SUCCESS.
@@ -969,11 +1054,7 @@ function M.job_submit(job_desc, submit_uid, ctx)
     pass(slurm, job_desc, "bad-comment:" .. spec.code, spec.message)
     return slurm.SUCCESS
   end
-  local ok, err = pcall(function()
-    local pinned = unverifiable_pinning(job_desc)
-    if pinned then return pass(slurm, job_desc, pinned, "PAL does not place jobs with a " .. pinned) end
-    place(job_desc, spec, submit_uid, ctx)
-  end)
+  local ok, err = pcall(function() place(job_desc, spec, submit_uid, ctx) end)
   if not ok then pass(slurm, job_desc, "lua-error", err) end
   return slurm.SUCCESS
 end

@@ -7,7 +7,10 @@ Failure behaviour, on purpose:
   held jobs and releases are queued, reads arrive in memory, `reload` waits in a worker thread;
 - the store going away makes pald *degraded*, not dead: it keeps the last ranking and class
   map, buffers writes (bounded, drops counted) and writes them when the store is back;
-- a Slurm command failing is logged once per distinct message and retried next cycle;
+- a Slurm command failing is logged once per kind of error and retried next cycle;
+- the heartbeat carries the time of the last *complete* cycle, so a pald whose Slurm sync keeps
+  failing looks dead to pal-failsafe (which then releases the held jobs) however alive its
+  loop is;
 - every loop catches its own errors: a loop that dies would silently stop releasing jobs.
 """
 
@@ -27,10 +30,12 @@ from pathlib import Path
 
 from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
 from pal_slurm.daemon.cycle import (
+    DEFER_TAG,
     SENSITIVITY_WAIT,
     apply_releases,
     gpus_per_node,
     is_pal_held,
+    pal_tags,
     plan_releases,
     tuner_observation,
 )
@@ -56,6 +61,7 @@ from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat
 
 log = logging.getLogger("pald")
 
+MAX_RELEASE_FAILURES = 3  # then the job is released as submitted (see Pald._give_up_on)
 RELOAD_WAIT_S = DEADLINE_S  # `reload` waits this long for the store read (off the loop)
 _REQ_ID = re.compile(r"(?:^|[;\s])req=([^;\s]+)")
 
@@ -74,24 +80,37 @@ def started_keys(jobs) -> set[str]:
     return out
 
 
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+def error_kind(what: str, exc: BaseException) -> str:
+    """What makes two errors "the same" for logging: where, the exception type, and the
+    message with its numbers masked (a byte offset, a job id or a pid that changes every
+    cycle must not make a repeating error look new)."""
+    return f"{what}:{type(exc).__name__}:{_NUMBERS.sub('#', str(exc))}"
+
+
 @dataclass
 class OnceLogger:
-    """Logs each distinct error message once (until it clears), so a dead Slurm or database
-    does not flood the log every second."""
+    """Logs each kind of error once (until it clears), so a dead Slurm or database does not
+    flood the log every second; `repeats` counts what was not logged again."""
 
-    seen: set[str] = field(default_factory=set)
+    seen: dict[str, int] = field(default_factory=dict)
 
     def error(self, what: str, exc: BaseException) -> None:
-        msg = f"{what}: {exc}"
-        if msg not in self.seen:
-            self.seen.add(msg)
-            log.error(msg)
+        kind = error_kind(what, exc)
+        if kind in self.seen:
+            self.seen[kind] += 1
+            return
+        self.seen[kind] = 0
+        log.error("%s: %s", what, exc)
 
     def clear(self, what: str) -> None:
-        cleared = {m for m in self.seen if m.startswith(what + ":")}
+        cleared = [k for k in self.seen if k.startswith(what + ":")]
         if cleared:
-            log.info("%s: recovered", what)
-        self.seen -= cleared
+            log.info("%s: recovered (%d repeat(s) not logged)", what, sum(self.seen[k] for k in cleared))
+        for k in cleared:
+            del self.seen[k]
 
 
 class Pald:
@@ -114,16 +133,23 @@ class Pald:
                 default_class=p.default_class,
                 default_mode=d.default_mode,
                 reservation_ttl_s=d.reservation_ttl_s,
+                max_view_age_s=max(5.0 * d.cycle_s, 5.0),
             )
         )
         self.service.set_class_map({})
         self.started = clock()
         self.slurm_ok: bool | None = None
         self.last_sync: float | None = None
+        self.last_cycle: float | None = None  # end of the last complete sync + release cycle
         self.errors = OnceLogger()
         self.recent_errors: deque = deque(maxlen=20)
-        self.counts = {"place": 0, "defer": 0, "pass": 0, "standby": 0, "released": 0, "errors": 0}
+        self.counts = {"place": 0, "defer": 0, "pass": 0, "standby": 0, "released": 0, "errors": 0, "late": 0,
+                       "released_outside": 0}
         self.held_seen: set[int] = set()
+        self.deferred: set[int] = set()  # PAL-held jobs at the last sync, minus those pald released
+        self.released_by_pald: set[int] = set()  # deferred jobs this pald released (still in squeue)
+        self.noticed: set[int] = set()  # deferred jobs seen released by someone else (recorded once)
+        self.release_failures: dict[int, int] = {}  # job id -> cycles in a row Slurm refused its placement
         self.last_jobs: tuple = ()  # jobs of the last Slurm sync (read by the metrics publisher)
         self.held_ids: frozenset[int] = frozenset()  # PAL-held jobs among them
         self.cycle_observers: list = []  # called on the event loop with each cycle's duration (s)
@@ -150,6 +176,8 @@ class Pald:
             return ErrorReply(ErrorCode.INTERNAL.value, f"pald failed: {exc}")
 
     def _place(self, req: PlaceRequest) -> PlaceReply:
+        if req.deadline_ms is not None and req.expired(self.clock()):
+            return self._late(req)
         if not self.leading:
             # a standby pald must not promise GPUs: the active one does; the job passes
             self.counts["pass"] += 1
@@ -165,9 +193,19 @@ class Pald:
                                warning=f"pald ignored the pal: spec: {exc.message}")
         else:
             reply = self.service.place(req, now, key=f"req:{key}")
+            if req.deadline_ms is not None and req.expired(self.clock()):  # again, just before the reply
+                self.service.retract(f"req:{key}", reply.decision)
+                return self._late(req)
         self.counts[reply.decision.value] += 1
         self._record(f"req:{key}", reply.decision, reply.reason, reply.nodes, reply.perf_class)
         return reply
+
+    def _late(self, req: PlaceRequest) -> PlaceReply:
+        """The hook gave up on this request (it passed the job as submitted): answer, but
+        record, reserve and count nothing, since no placement was written into the job."""
+        self.counts["late"] += 1
+        log.debug("dropped request %s: past its deadline %s", req.request_id, req.deadline_ms)
+        return PlaceReply(DecisionKind.PASS, reason="late")
 
     async def _reload(self) -> ReloadReply:
         if self.link is not None:
@@ -204,6 +242,7 @@ class Pald:
                 "store": "none" if store is None else store.state,
                 "slurm": {None: "unknown", True: "ok", False: "unreachable"}[self.slurm_ok],
                 "last_sync_age_s": None if self.last_sync is None else round(now - self.last_sync, 1),
+                "last_cycle_age_s": None if self.last_cycle is None else round(now - self.last_cycle, 1),
                 "gpus": self.service.view.size if self.service.view else 0,
                 "free_gpus": len(self.service.free_now()),
                 "reservations": len(self.service.reservations),
@@ -315,6 +354,7 @@ class Pald:
         try:
             nodes = self.reader.nodes()
             jobs = self.reader.jobs()
+            site = self.reader.site(nodes)
         except Exception as exc:  # noqa: BLE001
             self.slurm_ok = False
             self._note_error("slurm", exc)
@@ -322,6 +362,8 @@ class Pald:
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
         self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
+        if site is not None:
+            self.service.observe_site(site)
         self.service.observe_cluster(cluster_view(nodes, jobs, self.racks()), now, held_jobs=len(held),
                                      started=started_keys(jobs))
         self.last_sync = now
@@ -329,9 +371,12 @@ class Pald:
             self.errors.clear("slurm")
         self.slurm_ok = True
         if not self.leading:
+            self.last_cycle = now
             return  # standby: keep the view warm, act on nothing
         self._track_held(held)
+        self._notice_outside_releases(jobs, held)
         if not held:
+            self.last_cycle = now
             return
         plan = plan_releases(held, self.service, self.config.policy.queue, self.config.daemon.backfill,
                              now=now, rack_wait_s=self.config.policy.rack_wait_s, rack_limits=self.rack_timers())
@@ -345,9 +390,71 @@ class Pald:
             kind = DecisionKind.PLACE if rel.choice else DecisionKind.PASS
             self._record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, rel.perf_class)
             self._mark_released(rel.job_id)
+            self.deferred.discard(rel.job_id)
+            self.released_by_pald.add(rel.job_id)
 
-        for job_id, err in apply_releases(plan, self.actuator, self.service, now, record=record):
+        failed = apply_releases(plan, self.actuator, self.service, now, record=record)
+        for job_id, err in failed:
             self._note_error("release", RuntimeError(f"job {job_id}: {err}"))
+        self._give_up_on(dict(failed))
+        self._admin_hold([j for j in held if j.job_id in self.deferred])
+        self.last_cycle = now
+
+    def _give_up_on(self, failed: dict[int, str]) -> None:
+        """A job whose placement Slurm refused MAX_RELEASE_FAILURES cycles in a row is released
+        as submitted: a PAL problem costs a job its placement, never its run."""
+        self.release_failures = {j: self.release_failures.get(j, 0) + 1 for j in failed}
+        for job_id, times in list(self.release_failures.items()):
+            if times < MAX_RELEASE_FAILURES:
+                continue
+            try:
+                self.actuator.release(job_id)
+            except Exception as exc:  # noqa: BLE001 - try again next cycle
+                self._note_error("release", RuntimeError(f"job {job_id}: {exc}"))
+                continue
+            log.warning("job %s: placement refused %d times (%s); released without PAL placement",
+                        job_id, times, failed[job_id])
+            self.counts["released"] += 1
+            self._record(str(job_id), DecisionKind.PASS, "released:placement_refused", {}, None)
+            self._mark_released(job_id)
+            self.deferred.discard(job_id)
+            self.released_by_pald.add(job_id)
+            self.service.held_jobs = max(0, self.service.held_jobs - 1)
+            del self.release_failures[job_id]
+
+    def _notice_outside_releases(self, jobs, held) -> None:
+        """A deferred job (`pal:defer` tag) that is no longer held and that pald did not
+        release was released behind its back (by its user before the admin hold, an operator,
+        pal-failsafe): record it once and forget it, so it is never placed a second time.
+        Jobs from before this pald started count only if it saw them held."""
+        held_now = {j.job_id for j in held}
+        for j in jobs:
+            if (j.job_id in held_now or j.job_id in self.released_by_pald or j.job_id in self.noticed
+                    or j.state == "CANCELLED" or DEFER_TAG not in pal_tags(j.admin_comment)
+                    or (j.job_id not in self.deferred and j.submit_time < self.started)):
+                continue
+            self.noticed.add(j.job_id)
+            self.counts["released_outside"] += 1
+            log.warning("job %s was released outside pald (now %s): it runs without PAL placement",
+                        j.job_id, j.state)
+            self._record(str(j.job_id), DecisionKind.PASS, "released_outside_pal", {}, None)
+            self._mark_released(j.job_id)
+        present = {j.job_id for j in jobs}
+        self.deferred = held_now
+        self.released_by_pald &= present
+        self.noticed &= present
+
+    def _admin_hold(self, held) -> None:
+        """Turn the hook's hold (priority 0, JobHeldUser: its user may `scontrol release` it and
+        jump pald's queue) into an admin hold (JobHeldAdmin), which only SlurmUser/root lifts.
+        pald runs as one of them, so `scontrol hold` here is an admin hold."""
+        user_held = [j.job_id for j in held if j.reason != "JobHeldAdmin"]
+        if not user_held:
+            return
+        try:
+            self.actuator.hold_many(user_held)
+        except Exception as exc:  # noqa: BLE001 - the jobs stay held as they were; next cycle retries
+            self._note_error("hold", exc)
 
     def _track_held(self, held) -> None:
         if self.link is None:
@@ -368,8 +475,11 @@ class Pald:
     # ---- heartbeat -------------------------------------------------------------------------
     def heartbeat(self) -> None:
         path = Path(self.config.daemon.heartbeat_file)
-        doc = {"pid": os.getpid(), "host": socket.gethostname(), "at": self.clock(), "rank": self.service.rank_version,
-               "held_jobs": self.service.held_jobs}
+        # synced_at: the last complete cycle (pald's start until there is one); pal-failsafe
+        # counts the heartbeat as old as the older of the two times.
+        doc = {"pid": os.getpid(), "host": socket.gethostname(), "at": self.clock(),
+               "synced_at": self.last_cycle if self.last_cycle is not None else self.started,
+               "rank": self.service.rank_version, "held_jobs": self.service.held_jobs}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")

@@ -151,7 +151,7 @@ def start_accounting_lab(root: str | os.PathLike[str], nodes: int = 2, gpus: int
         if reg.returncode != 0:
             raise LabError(f"sacctmgr add cluster lab: {reg.stderr.strip() or reg.stdout.strip()}")
         env = dict(lab_kw.pop("env", None) or {})
-        env["LAB_SLURM_CONF_EXTRA"] = accounting
+        env["LAB_EXTRA_CONF"] = accounting
         out.lab = start_lab(root / "lab", env=env, nodes=nodes, gpus=gpus, **lab_kw)
         return out
     except BaseException:

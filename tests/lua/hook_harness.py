@@ -121,15 +121,16 @@ class Hook:
 
     # -- running the hook
     def submit(self, fields: dict, submit_uid: int = 1000, fail_write=None, fail_read=None,
-               parts: dict | None = None):
-        """Run slurm_job_submit; returns (rc, final fields as a dict). `parts`: the part_list
-        slurmctld hands in, {name: {"nodes": hostlist, "flag_default": 0|1}}."""
+               part_list: dict | None = None, parts: dict | None = None):
+        """Run slurm_job_submit; returns (rc, final fields as a dict). `part_list` (or `parts`):
+        the part_list slurmctld hands in, partition name -> fields such as
+        {"nodes": hostlist, "flag_default": 0|1} (default: none)."""
         base = {"min_nodes": NO_VAL, "max_nodes": NO_VAL, "priority": NO_VAL}
         base.update(fields)
         job, store = self.g.make_job(self.lua.table_from(base), fail_write, fail_read)
-        part_list = self.lua.table_from(
-            {name: self.lua.table_from(rec) for name, rec in (parts or {}).items()})
-        rc = self.g.slurm_job_submit(job, part_list, submit_uid)
+        given = part_list if part_list is not None else parts
+        lua_parts = self.lua.table_from({k: self.lua.table_from(v) for k, v in (given or {}).items()})
+        rc = self.g.slurm_job_submit(job, lua_parts, submit_uid)
         return rc, to_py(store)
 
     def modify(self, fields: dict):

@@ -338,13 +338,24 @@ def test_error_details_reach_the_log_as_one_safe_line():
 @pytest.mark.parametrize("field, value, reason", [
     ("features", "a100&fast", "constraint"),  # pinned nodes without the features: sbatch fails
     ("reservation", "maint", "reservation"),  # pinned nodes outside it: sbatch fails
-    ("req_nodes", "gpu01", "nodelist"),  # the user chose the nodes
+    ("req_nodes", "gpu[02-03]", "nodelist"),  # the user chose the nodes
 ])
-def test_jobs_pinned_by_the_user_are_not_placed_and_pald_not_asked(field, value, reason):
+def test_jobs_pinned_by_the_user_are_placed_only_when_pald_checked_them(field, value, reason):
     hook = Hook()
-    hook.reply(PLACE)
+    hook.reply(PLACE)  # a pald that does not say it judged the job's restrictions
     _, job = hook.submit({**JOB, field: value})
-    assert hook.sockets_created == 0
+    assert hook.sockets_created == 1
     assert [w[0] for w in hook.writes] == ["admin_comment"]
-    assert job["admin_comment"] == "pal:pass=" + reason and job[field] == value
+    assert job["admin_comment"].startswith("pal:pass=" + reason) and job[field] == value
     assert job["tres_per_node"] == "gres:gpu:2" and job["priority"] == NO_VAL
+    checked = Hook()
+    checked.reply({**PLACE, "site_checked": True})
+    _, job = checked.submit({**JOB, field: value})
+    assert job["admin_comment"].startswith("pal:placed=")
+    # the user's restriction stays (Slurm still enforces it); a nodelist narrows to pald's choice in it
+    assert job[field] == ("gpu03" if field == "req_nodes" else value)
+    if field == "req_nodes":  # a placement outside the user's own nodes is refused
+        outside = Hook()
+        outside.reply({**PLACE, "site_checked": True})
+        _, job = outside.submit({**JOB, field: "gpu01"})
+        assert job["admin_comment"].startswith("pal:pass=bad-reply") and job[field] == "gpu01"

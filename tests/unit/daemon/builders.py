@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pal_slurm.daemon.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.model import ClusterView
+from pal_slurm.slurm.gres import node_gres_field
 from pal_slurm.slurm.readers import JobInfo, NodeInfo
 from pal_slurm.store.records import RankingEntry, RankingSnapshot
 
@@ -41,9 +42,11 @@ def held_job(job_id, gpn=2, nodes=1, cls="resnet", submit=0, tag="pal:defer;req=
                    submit_time=submit, start_time=0)
 
 
-def node_info(name, gpus=4, used=()):
+def node_info(name, gpus=4, used=(), gres=None):
+    """A node as sinfo shows it; per-slot typed GRES (as on the lab) unless `gres` says otherwise."""
     return NodeInfo(name=name, state="idle" if not used else "mixed", state_flags=(), gpus=gpus,
-                    gpus_used=len(used), used_slots=frozenset(used), weight=1, features=(), partitions=("debug",))
+                    gpus_used=len(used), used_slots=frozenset(used), weight=1, features=(), partitions=("debug",),
+                    gres=node_gres_field(gpus) if gres is None else gres)
 
 
 class FakeReader:
@@ -51,6 +54,7 @@ class FakeReader:
         self._nodes = list(nodes)
         self._jobs = list(jobs)
         self.fail = None
+        self.site_view = None
 
     def nodes(self):
         if self.fail:
@@ -61,6 +65,12 @@ class FakeReader:
         if self.fail:
             raise self.fail
         return self._jobs
+
+    def site(self, nodes):
+        """A site with partitions only when a test gives them (None: every GPU node eligible)."""
+        if self.fail:
+            raise self.fail
+        return self.site_view
 
 
 class FakeActuator:
@@ -74,13 +84,18 @@ class FakeActuator:
 
             raise SlurmError(f"scontrol refused job {job_id}")
 
-    def place_held_job(self, job_id, nodes, gres_spec, release=True):
+    def place_held_job(self, job_id, nodes, gres_spec, release=True, partition=None):
         self._maybe_fail(job_id)
-        self.calls.append(("place", job_id, tuple(nodes), gres_spec))
+        self.calls.append(("place", job_id, tuple(nodes), gres_spec) + ((partition,) if partition else ()))
 
-    def place_nodes(self, job_id, nodes, release=True):
+    def place_nodes(self, job_id, nodes, release=True, partition=None):
         self._maybe_fail(job_id)
-        self.calls.append(("nodes", job_id, tuple(nodes)))
+        self.calls.append(("nodes", job_id, tuple(nodes)) + ((partition,) if partition else ()))
+
+    def hold_many(self, job_ids):
+        for job_id in job_ids:
+            self._maybe_fail(job_id)
+        self.calls.append(("hold", tuple(job_ids)))
 
     def release(self, job_id):
         self._maybe_fail(job_id)

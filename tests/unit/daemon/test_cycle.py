@@ -102,3 +102,20 @@ def test_tuner_learns_from_releases_of_jobs_that_wanted_a_rack():
     assert autotune.timers(state)[("medium", "rack")] < 120  # slots show up fast: wait less
     single = plan_releases([held_job(2, gpn=1, submit=0)], s, now=5).releases[0]
     assert tuner_observation(single, 1.7) is None  # nothing to learn from one-node jobs
+
+
+def test_defer_tag_matches_exactly_not_as_a_substring():
+    assert is_pal_held(held_job(1, tag="pal:defer"))
+    assert is_pal_held(held_job(2, tag="site-note pal:defer;rank=v3;req=ab"))
+    assert not is_pal_held(held_job(3, tag="pal:pass=pal:defer;req=x"))  # a forged reason
+    assert not is_pal_held(held_job(4, tag="pal:deferred"))
+    assert not is_pal_held(held_job(5, tag=""))
+
+
+def test_held_job_whose_record_did_not_parse_is_released_untouched():
+    s = svc()
+    bad = held_job(6)
+    bad = bad.__class__(**{**bad.__dict__, "unreadable": "bad gres_detail", "tres_per_node": ""})
+    plan = plan_releases([bad, held_job(7, submit=1)], s)
+    assert [(r.job_id, r.choice is None, r.reason) for r in plan.releases][0] == (6, True, "unreadable_record")
+    assert plan.releases[1].job_id == 7 and plan.releases[1].choice is not None

@@ -150,9 +150,8 @@ def start_accounting_lab(root: str | os.PathLike[str], nodes: int = 2, gpus: int
                              env={**os.environ, "SLURM_CONF": str(client_conf)}, timeout=30)
         if reg.returncode != 0:
             raise LabError(f"sacctmgr add cluster lab: {reg.stderr.strip() or reg.stdout.strip()}")
-        env = dict(lab_kw.pop("env", None) or {})
-        env["LAB_EXTRA_CONF"] = accounting
-        out.lab = start_lab(root / "lab", env=env, nodes=nodes, gpus=gpus, **lab_kw)
+        extra = "\n".join(x for x in (lab_kw.pop("extra_conf", ""), accounting) if x)
+        out.lab = start_lab(root / "lab", nodes=nodes, gpus=gpus, extra_conf=extra, **lab_kw)
         return out
     except BaseException:
         if out.lab is not None:

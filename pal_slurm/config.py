@@ -115,6 +115,15 @@ class DriftConfig:
 
 
 @dataclass(frozen=True)
+class SimulateConfig:
+    """`palctl simulate` / `palctl whatif` on the site's own accounting."""
+
+    # jobs without a `pal:class=` comment: "FIELD:GLOB=CLASS; ..." with FIELD name|account|partition,
+    # first match wins (e.g. "name:bert*=B; account:vision=A"); unmatched jobs are simulated unclassed
+    class_rules: str = ""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; `source` is the file it was read from (None: defaults only)."""
 
@@ -125,6 +134,7 @@ class Config:
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     drift: DriftConfig = field(default_factory=DriftConfig)
+    simulate: SimulateConfig = field(default_factory=SimulateConfig)
     source: str | None = None
 
 
@@ -136,6 +146,7 @@ SECTIONS: Mapping[str, type] = {
     "slurm": SlurmConfig,
     "metrics": MetricsConfig,
     "drift": DriftConfig,
+    "simulate": SimulateConfig,
 }
 
 # Values restricted to a set (section, key) -> allowed.

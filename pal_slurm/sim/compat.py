@@ -29,8 +29,10 @@ from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import artifact_profiles
+from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import JobOutcome, RunResult
-from pal_slurm.sim.trace import Trace, TraceJob
+from pal_slurm.sim.trace import Trace, TraceJob, job_class, unclassed_scores
+from pal_slurm.sim.variability import MeasuredGpus
 
 
 
@@ -46,6 +48,9 @@ class CompatConfig:
     queue: str = "fifo"
     binning: str = "artifact"
     max_rounds: int = 200_000  # a guard: a policy that never finishes is an error, not a hang
+    max_job_rounds: int = 20_000_000  # and a bound on the work: backlogs grow with the extra arrivals
+    cluster: ClusterView | None = None  # overrides num_nodes x gpus_per_node (e.g. a measured cluster's nodes)
+    variability: MeasuredGpus | None = None  # measured classes replace the bundled draws (sim.variability)
 
 
 @dataclass
@@ -108,13 +113,16 @@ def arrivals(trace: Trace, jobs_per_hour: float, seed: int) -> Iterator[tuple[in
 class CompatSimulator:
     def __init__(self, config: CompatConfig = CompatConfig()):
         self.config = config
-        self.cluster = ClusterView.uniform(config.num_nodes, config.gpus_per_node)
+        self.cluster = config.cluster or ClusterView.uniform(config.num_nodes, config.gpus_per_node)
 
     def run(self, trace: Trace, policy: str, progress: Callable[[float], None] | None = None) -> RunResult:
         cfg = self.config
         G = self.cluster.size
         placement = placement_by_name(policy)
         perfvar, rng = artifact_profiles(G, cfg.variability_seed)
+        if cfg.variability is not None:
+            perfvar = {**perfvar, **cfg.variability.scores_for(self.cluster, cfg.variability_seed)}
+        perfvar = {**perfvar, **unclassed_scores(trace, G)}
         engine = Engine(EngineSettings(placement=placement.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty),
                         rng=rng, policy=placement)
         ranking = Ranking.from_scores(perfvar, cfg.binning)
@@ -122,6 +130,11 @@ class CompatSimulator:
         n_tracked = len(trace.jobs)
         sorted_pv = {c: sorted(v) for c, v in perfvar.items()}
 
+        horizon = max(j.submit_time + j.ideal_runtime for j in trace.jobs) / cfg.round_s
+        if horizon > cfg.max_rounds:
+            raise SimulationError(f"{trace.name}: needs at least {horizon:.0f} rounds of {cfg.round_s:g} s, more than "
+                                  f"compat mode's {cfg.max_rounds}; use --mode event for a trace this long")
+        job_rounds = 0
         source = arrivals(trace, cfg.jobs_per_hour, cfg.arrival_seed)
         pending_arrival = next(source)
         active: dict[JobId, _Job] = {}
@@ -136,7 +149,13 @@ class CompatSimulator:
         while True:
             rounds += 1
             if rounds > cfg.max_rounds:
-                raise RuntimeError(f"{trace.name}/{policy}: no end after {cfg.max_rounds} rounds")
+                raise SimulationError(f"{trace.name}/{policy}: no end after {cfg.max_rounds} rounds of {cfg.round_s:g} s "
+                                      "(compat mode); a trace this long needs --mode event")
+            job_rounds += len(active)
+            if job_rounds > cfg.max_job_rounds:
+                raise SimulationError(f"{trace.name}/{policy}: {len(active)} jobs still queued or running after "
+                                      f"{rounds} rounds (compat mode keeps adding {cfg.jobs_per_hour:g} jobs/h); "
+                                      "the cluster cannot keep up: use --mode event or a bigger --cluster")
             # (1) progress of the round that just ended
             changed = False
             for job in list(active.values()):
@@ -171,7 +190,7 @@ class CompatSimulator:
             # (2) arrivals
             while pending_arrival[1] <= t:
                 key, at, src = pending_arrival
-                active[key] = _Job(key, src, ARTIFACT_CLASSES.class_of(src.model), at)
+                active[key] = _Job(key, src, job_class(src, ARTIFACT_CLASSES), at)
                 changed = True
                 pending_arrival = next(source)
             # (3) schedule, unless nothing can have changed since an idle deterministic round

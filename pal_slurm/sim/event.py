@@ -40,9 +40,11 @@ from pal_slurm.policy.base import PlacementPolicy
 from pal_slurm.policy import autotune
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
+from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import JobOutcome, RunResult
 from pal_slurm.sim.network import Congestion, NetworkModel, cluster_from_racks
-from pal_slurm.sim.trace import Trace, TraceJob
+from pal_slurm.sim.trace import Trace, TraceJob, job_class, unclassed_scores
+from pal_slurm.sim.variability import MeasuredGpus
 
 ARRIVAL, FINISH, WAKE = 0, 1, 2
 
@@ -78,6 +80,7 @@ class EventConfig:
     # move running jobs, preempting ones stop them).
     jobs_stay_put: bool = False
     max_events: int = 50_000_000  # a guard: a policy that never finishes is an error, not a hang
+    variability: MeasuredGpus | None = None  # measured classes replace the bundled draws (sim.variability)
 
     def build_cluster(self) -> ClusterView:
         if self.cluster is not None:
@@ -190,6 +193,9 @@ class _EventRun:
         self.sim, self.trace, self.pol, self.decider, self.on_start = sim, trace, pol, decider, on_start
         self.cluster = sim.cluster
         self.scores = gpu_profiles(self.cluster.size, cfg.variability_seed)
+        if cfg.variability is not None:
+            self.scores = {**self.scores, **cfg.variability.scores_for(self.cluster, cfg.variability_seed)}
+        self.scores = {**self.scores, **unclassed_scores(trace, self.cluster.size)}
         self.ranking = Ranking.from_scores(self.scores, cfg.binning)
         self.sorted_scores = {c: sorted(v) for c, v in self.scores.items()}
         self.engine = Engine(
@@ -214,6 +220,8 @@ class _EventRun:
             self.push(row.submit_time, ARRIVAL, idx)
 
     def push(self, t: float, kind: int, payload: object) -> None:
+        if not math.isfinite(t):  # NaN never equals itself: the event loop would spin forever
+            raise SimulationError(f"{self.trace.name}/{self.pol.name}: event at non-finite time {t!r} ({kind}, {payload})")
         heapq.heappush(self.heap, (t, self.seq, kind, payload))
         self.seq += 1
 
@@ -234,8 +242,8 @@ class _EventRun:
                 progress(len(self.outcomes) / n_total)
         if len(self.outcomes) != n_total:
             stuck = sorted(self.active)[:5]
-            raise RuntimeError(f"{self.trace.name}/{self.pol.name}: {n_total - len(self.outcomes)} job(s) "
-                               f"never ran (e.g. {stuck})")
+            raise SimulationError(f"{self.trace.name}/{self.pol.name}: {n_total - len(self.outcomes)} job(s) "
+                                  f"never ran (e.g. {stuck})")
         return self.result()
 
     def apply_events(self, t: float) -> bool:
@@ -246,7 +254,7 @@ class _EventRun:
             _t, _s, kind, payload = heapq.heappop(heap)
             self.events += 1
             if self.events > self.cfg.max_events:
-                raise RuntimeError(f"{self.trace.name}/{self.pol.name}: more than {self.cfg.max_events} events")
+                raise SimulationError(f"{self.trace.name}/{self.pol.name}: more than {self.cfg.max_events} events")
             if kind == ARRIVAL:
                 changed |= self.arrive(payload, t)  # type: ignore[arg-type]
             elif kind == FINISH:
@@ -260,7 +268,7 @@ class _EventRun:
         src = self.trace.jobs[idx]
         if src.model not in self.sens_cache:
             self.sens_cache[src.model] = self.sim.netmodel.sensitivity(src.model)
-        self.active[idx] = _Job(key=idx, src=src, perf_class=self.cfg.classes.class_of(src.model),
+        self.active[idx] = _Job(key=idx, src=src, perf_class=job_class(src, self.cfg.classes),
                                 sensitivity=self.sens_cache[src.model], submit=t, work_left=src.ideal_runtime,
                                 last=t, waiting_since=t)
         return True
@@ -400,6 +408,8 @@ def simulator_for(spec, seed_index: int = 0) -> EventSimulator:
         kw["nodes_per_rack"] = spec.nodes_per_rack
     if getattr(spec, "racks", None):
         kw["cluster"] = cluster_from_racks(dict(spec.racks), spec.gpus_per_node)
+    elif getattr(spec, "cluster", None) is not None:
+        kw["cluster"] = spec.cluster
     load = float(getattr(spec, "congestion", 0.0) or 0.0)
     return EventSimulator(
         EventConfig(
@@ -410,6 +420,7 @@ def simulator_for(spec, seed_index: int = 0) -> EventSimulator:
             variability_seed=seed_index,
             seed=seed_index,
             congestion=Congestion(load, load),
+            variability=getattr(spec, "variability", None),
             **kw,
         )
     )

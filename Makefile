@@ -12,7 +12,7 @@ PYTHON := $(VENV_BIN)/python
 STAMP := $(VENV)/.installed
 export PATH := $(VENV_BIN):$(PATH)
 
-.PHONY: deps venv test test-fast demo clean distclean
+.PHONY: deps venv test test-fast lint demo clean distclean
 
 deps:
 	bash scripts/install-deps.sh
@@ -24,8 +24,12 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test,postgres]'
 	@touch $@
 
-test: deps venv
+test: deps venv lint
 	$(PYTHON) -m pytest -q -p no:cacheprovider
+
+lint: venv
+	$(VENV_BIN)/ruff check .
+	$(VENV_BIN)/mypy
 
 test-fast: venv
 	$(PYTHON) -m pytest -q -p no:cacheprovider -m 'not slurm and not postgres'

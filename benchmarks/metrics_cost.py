@@ -113,7 +113,7 @@ def main() -> None:
                 s.sendall(line)
                 reader.readline()
                 times[name].append(time.perf_counter() - t)
-            pald.service.reservations.clear()
+            pald.service.clear_reservations()
     outcomes = {k[0]: v for k, v in _decisions(metrics).items()}
     print(f"cluster: {args.nodes} x {args.gpus} GPUs, 4 ranked classes, {args.pending} held jobs; "
           f"instrumented answers: {outcomes}")

@@ -82,7 +82,7 @@ def main() -> None:
           f"(16x4 GPUs, 4 nodes/rack; congestion = leaf {CONGESTED.leaf}, spine {CONGESTED.spine}; "
           f"restart cost {args.restart_cost:g} s)")
 
-    for label, spec, cong in scenarios(args.quick):
+    for label, _spec, _cong in scenarios(args.quick):
         keys = sorted({(k[1], k[2]) for k in results if k[0] == label})
         print(f"\n== {label}: {len(keys)} (trace, seed) runs per policy; geomean ratio to pal (< 1 is better) ==")
         print(f"{'policy':18s} {'avg JCT':>8s} {'makespan':>9s} {'comm':>8s} {'p99 JCT':>8s}   mean avg JCT h  mean makespan h")

@@ -22,7 +22,6 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pal_slurm.config import Config, DaemonConfig  # noqa: E402
 from pal_slurm.daemon.app import Pald  # noqa: E402
 from pal_slurm.daemon.comment_grammar import CommentSpec  # noqa: E402
-from pal_slurm.daemon.cycle import plan_releases  # noqa: E402
+from pal_slurm.daemon.service import PlacementService, ServiceSettings  # noqa: E402
 from pal_slurm.daemon.protocol import HealthReply, JobFields, PlaceRequest, encode_request  # noqa: E402
 from pal_slurm.daemon.server import SocketServer  # noqa: E402
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView  # noqa: E402
@@ -77,6 +76,9 @@ class NoActuator:
     def release(self, *a, **k):
         pass
 
+    def hold_many(self, *a, **k):
+        pass
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -108,9 +110,14 @@ def main() -> None:
           f"{sum(len(n.used_slots) for n in nodes)} busy, {args.pending} held PAL jobs")
     print(f"one sync + cycle (plan {args.pending} held jobs, no Slurm I/O): {sync_s * 1000:.1f} ms")
 
+    # requests carry the hook's deadline (far ahead: every one is answered) where the protocol has it
+    deadline = {"deadline_ms": int(time.time() * 1000) + 3_600_000} \
+        if "deadline_ms" in PlaceRequest.__dataclass_fields__ else {}
+    print(f"requests carry deadline_ms: {'yes' if deadline else 'no'}")
+
     def req(i):
         return PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet,mode=now", gpus_per_node=rng.choice([1, 2, 4])),
-                            CommentSpec("resnet", mode="now"), request_id=f"b{i}")
+                            CommentSpec("resnet", mode="now"), request_id=f"b{i}", **deadline)
 
     # In-process: the decision itself. Reservations accumulate as in a burst of submissions;
     # a fresh view every 200 requests plays the role of the 1 s sync.
@@ -122,11 +129,12 @@ def main() -> None:
             pald.handle(r)
             out.append(time.perf_counter() - t)
             if i % 200 == 199:
-                pald.service.reservations.clear()
+                pald.service.clear_reservations()
         return out
 
     times = timed(req)
-    print(f"in-process place (mode=now, full PAL choice): p50 {pct(times, 50):.3f} ms  p99 {pct(times, 99):.3f} ms")
+    print(f"in-process place (mode=now, full PAL choice): p50 {pct(times, 50):.3f} ms  p99 {pct(times, 99):.3f} ms"
+          f"  (answers: {pald.counts['place']} place, {pald.counts['pass']} pass)")
 
     # What judging eligibility costs: the same requests with the site view (partitions, features,
     # a reservation: every request is judged), restricted ones (-p half --constraint=fast), and
@@ -147,7 +155,7 @@ def main() -> None:
     print(f"  without a site view (baseline): p50 {pct(no_site, 50):.3f} ms  p99 {pct(no_site, 99):.3f} ms; "
           f"ratio p50 {pct(with_site, 50) / pct(no_site, 50):.2f}x, restricted {pct(narrow, 50) / pct(no_site, 50):.2f}x")
     auto = []
-    for i in range(args.n):
+    for _ in range(args.n):
         r = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=2), CommentSpec("resnet"))
         t = time.perf_counter()
         pald.handle(r)
@@ -157,8 +165,11 @@ def main() -> None:
 
     plan_t = []
     for _ in range(5):
+        service = PlacementService(ServiceSettings(backfill=True))  # a fresh state: planning reserves
+        service.set_snapshot(pald.service.snapshot)
+        service.observe_cluster(pald.service.view, now=0.0)
         t = time.perf_counter()
-        plan_releases(held, pald.service, "fifo", backfill=True)
+        service.plan_cycle(held, now=0.0)
         plan_t.append(time.perf_counter() - t)
     print(f"deferred cycle plan over {args.pending} held jobs (backfill): median {sorted(plan_t)[2] * 1000:.1f} ms")
 
@@ -190,7 +201,7 @@ def main() -> None:
                 f.readline()
                 out.append(time.perf_counter() - t)
                 if i % 200 == 199:
-                    pald.service.reservations.clear()
+                    pald.service.clear_reservations()
         return out
 
     loop1, srv1 = serve(pald.handle, f"{tmp}/real.sock")

@@ -116,6 +116,15 @@ class DriftConfig:
 
 
 @dataclass(frozen=True)
+class SimulateConfig:
+    """`palctl simulate` / `palctl whatif` on the site's own accounting."""
+
+    # jobs without a `pal:class=` comment: "FIELD:GLOB=CLASS; ..." with FIELD name|account|partition,
+    # first match wins (e.g. "name:bert*=B; account:vision=A"); unmatched jobs are simulated unclassed
+    class_rules: str = ""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; `source` is the file it was read from (None: defaults only)."""
 
@@ -126,6 +135,7 @@ class Config:
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     drift: DriftConfig = field(default_factory=DriftConfig)
+    simulate: SimulateConfig = field(default_factory=SimulateConfig)
     source: str | None = None
 
 
@@ -137,11 +147,11 @@ SECTIONS: Mapping[str, type] = {
     "slurm": SlurmConfig,
     "metrics": MetricsConfig,
     "drift": DriftConfig,
+    "simulate": SimulateConfig,
 }
 
 # Values restricted to a set (section, key) -> allowed.
 CHOICES: Mapping[tuple[str, str], tuple[str, ...]] = {
-    ("policy", "queue"): ("fifo", "las", "srtf"),
     ("daemon", "default_mode"): ("auto", "now", "defer"),
     ("policy", "binning"): ("optimal", "artifact"),
     ("policy", "default_class"): CLASS_ORDER,
@@ -233,10 +243,22 @@ def _parse_env(raw: str, hint: Any, where: str) -> Any:
     return raw
 
 
+def registry_choices() -> dict[tuple[str, str], tuple[str, ...]]:
+    """Allowed values that come from the policy registry (placements with their aliases, queue
+    orders): whatever is registered is configurable. Imported here, not at module load, so
+    reading a config (the prolog does) does not load the policies."""
+    from pal_slurm.policy.registry import ALIASES, PLACEMENTS, QUEUE_ORDERS
+
+    return {("policy", "placement"): (*sorted(PLACEMENTS), *sorted(ALIASES)),
+            ("policy", "queue"): tuple(QUEUE_ORDERS)}
+
+
 def _check_value(section: str, key: str, value: Any, where: str) -> None:
     if value is None:
         return
     allowed = CHOICES.get((section, key))
+    if allowed is None and section == "policy":
+        allowed = registry_choices().get((section, key))
     if allowed is not None and value not in allowed:
         raise ConfigError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
     if (section, key) in POSITIVE and not value > 0:

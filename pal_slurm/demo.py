@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from pal_slurm.daemon.client import PaldClient
+from pal_slurm.model.classes import AppClassMap
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
 from pal_slurm.slurm.lab import LAB_SCRIPT, missing_binaries, start_lab
 
@@ -42,7 +43,6 @@ WORKLOAD = [
     ("vgg-b", "vgg19", 2, 6),
     ("resnet-e", "resnet50", 4, 6),
 ]
-APP_CLASS = {"resnet50": "A", "bert": "B", "gpt2": "B", "vgg19": "C", "pagerank": "D"}
 
 
 class DemoError(RuntimeError):
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n   job        class GPUs  PAL chose              slowdown | stock Slurm chose      slowdown")
         tot_pal = tot_stock = 0.0
         for name, app, gpus, _secs in WORKLOAD:
-            cls = APP_CLASS[app]
+            cls = AppClassMap().class_of(app)  # the default app -> class map
             pn, pc = pal[name]
             sn, sc = stock[name]
             sp, ss = slowdown(snapshot, cls, pn, pc), slowdown(snapshot, cls, sn, sc)

@@ -85,8 +85,9 @@ class StoreProfilingRepository:
         snap = self.repo.latest_ranking()
         return None if snap is None else snapshot_from_record(snap)
 
-    def ranking(self, version: int) -> RankingSnapshot | None:
-        snap = self.repo.ranking(version)
+    def ranking(self, version: int | None = None) -> RankingSnapshot | None:
+        """Snapshot `version` (None: the latest), or None when there is no such one."""
+        snap = self.repo.latest_ranking() if version is None else self.repo.ranking(version)
         return None if snap is None else snapshot_from_record(snap)
 
     def save_ranking(self, snapshot: RankingSnapshot) -> RankingSnapshot:

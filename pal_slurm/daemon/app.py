@@ -7,7 +7,10 @@ Failure behaviour, on purpose:
   held jobs and releases are queued, reads arrive in memory, `reload` waits in a worker thread;
 - the store going away makes pald *degraded*, not dead: it keeps the last ranking and class
   map, buffers writes (bounded, drops counted) and writes them when the store is back;
-- a Slurm command failing is logged once per distinct message and retried next cycle;
+- a Slurm command failing is logged once per kind of error and retried next cycle;
+- the heartbeat carries the time of the last *complete* cycle, so a pald whose Slurm sync keeps
+  failing looks dead to pal-failsafe (which then releases the held jobs) however alive its
+  loop is;
 - every loop catches its own errors: a loop that dies would silently stop releasing jobs.
 """
 
@@ -19,6 +22,7 @@ import logging
 import os
 import re
 import socket
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -26,14 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
-from pal_slurm.daemon.cycle import (
-    SENSITIVITY_WAIT,
-    apply_releases,
-    gpus_per_node,
-    is_pal_held,
-    plan_releases,
-    tuner_observation,
-)
+from pal_slurm.daemon.cycle import DEFER_TAG, apply_releases, is_pal_held, pal_tags
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     ErrorReply,
@@ -45,9 +42,11 @@ from pal_slurm.daemon.protocol import (
     ReloadRequest,
 )
 from pal_slurm.daemon.leadership import LeaderWatch
-from pal_slurm.daemon.service import PlacementService, ServiceSettings
+from pal_slurm.daemon.service import PlacementService, Release, ServiceSettings, held_shape
 from pal_slurm.daemon.store_link import DEADLINE_S, StoreLink
+from pal_slurm.engine import Clock, WallClock
 from pal_slurm.model import DecisionKind
+from pal_slurm.model.shape import ShapeError
 from pal_slurm.policy import autotune
 from pal_slurm.slurm.readers import cluster_view
 from pal_slurm.slurm.topology import read_racks
@@ -56,6 +55,7 @@ from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat
 
 log = logging.getLogger("pald")
 
+MAX_RELEASE_FAILURES = 3  # then the job is released as submitted (see Pald._give_up_on)
 RELOAD_WAIT_S = DEADLINE_S  # `reload` waits this long for the store read (off the loop)
 _REQ_ID = re.compile(r"(?:^|[;\s])req=([^;\s]+)")
 
@@ -74,63 +74,87 @@ def started_keys(jobs) -> set[str]:
     return out
 
 
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+def error_kind(what: str, exc: BaseException) -> str:
+    """What makes two errors "the same" for logging: where, the exception type, and the
+    message with its numbers masked (a byte offset, a job id or a pid that changes every
+    cycle must not make a repeating error look new)."""
+    return f"{what}:{type(exc).__name__}:{_NUMBERS.sub('#', str(exc))}"
+
+
 @dataclass
 class OnceLogger:
-    """Logs each distinct error message once (until it clears), so a dead Slurm or database
-    does not flood the log every second."""
+    """Logs each kind of error once (until it clears), so a dead Slurm or database does not
+    flood the log every second; `repeats` counts what was not logged again."""
 
-    seen: set[str] = field(default_factory=set)
+    seen: dict[str, int] = field(default_factory=dict)
 
     def error(self, what: str, exc: BaseException) -> None:
-        msg = f"{what}: {exc}"
-        if msg not in self.seen:
-            self.seen.add(msg)
-            log.error(msg)
+        kind = error_kind(what, exc)
+        if kind in self.seen:
+            self.seen[kind] += 1
+            return
+        self.seen[kind] = 0
+        log.error("%s: %s", what, exc)
 
     def clear(self, what: str) -> None:
-        cleared = {m for m in self.seen if m.startswith(what + ":")}
+        cleared = [k for k in self.seen if k.startswith(what + ":")]
         if cleared:
-            log.info("%s: recovered", what)
-        self.seen -= cleared
+            log.info("%s: recovered (%d repeat(s) not logged)", what, sum(self.seen[k] for k in cleared))
+        for k in cleared:
+            del self.seen[k]
 
 
 class Pald:
     """One daemon instance. `store` may be None (memory only); `reader`/`actuator` are the
     Slurm adapter's SlurmReader / SlurmActuator (or fakes with the same methods in tests)."""
 
-    def __init__(self, config, store, reader, actuator, clock=time.time, leader=None):
+    def __init__(self, config, store, reader, actuator, clock: Clock | None = None, leader=None):
         self.config = config
         self.leadership = LeaderWatch(leader or AlwaysLeader(), grace_s=config.daemon.leader_grace_s,
                                       every_s=config.daemon.cycle_s)
         self.link = StoreLink(store) if store is not None else None
         self.reader = reader
         self.actuator = actuator
-        self.clock = clock
+        self.clock = (clock or WallClock()).now
         d, p = config.daemon, config.policy
+        # The decision state (placement service, engine, reservations) has one owner: whoever
+        # holds this lock. The socket loop (place, health) and the cycle's worker thread take it
+        # around every read or change of it; Slurm and store I/O happen outside it.
+        self.lock = threading.RLock()
         self.service = PlacementService(
             ServiceSettings(
                 placement=p.placement,
+                queue=p.queue,
                 locality_penalty=p.locality_penalty,
+                backfill=d.backfill,
+                delay_timers=autotune.rack_timers(p.rack_wait_s),
                 default_class=p.default_class,
                 default_mode=d.default_mode,
                 reservation_ttl_s=d.reservation_ttl_s,
+                max_view_age_s=max(5.0 * d.cycle_s, 5.0),
             )
         )
         self.service.set_class_map({})
-        self.started = clock()
+        self.started = self.clock()
         self.slurm_ok: bool | None = None
         self.last_sync: float | None = None
+        self.last_cycle: float | None = None  # end of the last complete sync + release cycle
         self.errors = OnceLogger()
         self.recent_errors: deque = deque(maxlen=20)
-        self.counts = {"place": 0, "defer": 0, "pass": 0, "standby": 0, "released": 0, "errors": 0}
+        self.counts = {"place": 0, "defer": 0, "pass": 0, "standby": 0, "released": 0, "errors": 0, "late": 0,
+                       "released_outside": 0}
         self.held_seen: set[int] = set()
+        self.deferred: set[int] = set()  # PAL-held jobs at the last sync, minus those pald released
+        self.released_by_pald: set[int] = set()  # deferred jobs this pald released (still in squeue)
+        self.noticed: set[int] = set()  # deferred jobs seen released by someone else (recorded once)
+        self.release_failures: dict[int, int] = {}  # job id -> cycles in a row Slurm refused its placement
         self.last_jobs: tuple = ()  # jobs of the last Slurm sync (read by the metrics publisher)
         self.held_ids: frozenset[int] = frozenset()  # PAL-held jobs among them
         self.cycle_observers: list = []  # called on the event loop with each cycle's duration (s)
         self._racks: tuple[float, dict[str, str]] | None = None
-        # delay-timer auto-tuner, online: starts from rack_wait_s x sensitivity, learns from releases
-        self.tuner = autotune.initial_state(timers={(s, "rack"): config.policy.rack_wait_s * f
-                                                    for s, f in SENSITIVITY_WAIT.items()})
         self._req_seq = 0
 
     # ---- requests ------------------------------------------------------------------------
@@ -150,6 +174,8 @@ class Pald:
             return ErrorReply(ErrorCode.INTERNAL.value, f"pald failed: {exc}")
 
     def _place(self, req: PlaceRequest) -> PlaceReply:
+        if req.deadline_ms is not None and req.expired(self.clock()):
+            return self._late(req)
         if not self.leading:
             # a standby pald must not promise GPUs: the active one does; the job passes
             self.counts["pass"] += 1
@@ -164,10 +190,25 @@ class Pald:
             reply = PlaceReply(DecisionKind.PASS, reason=f"bad_comment:{exc.code}",
                                warning=f"pald ignored the pal: spec: {exc.message}")
         else:
-            reply = self.service.place(req, now, key=f"req:{key}")
-        self.counts[reply.decision.value] += 1
-        self._record(f"req:{key}", reply.decision, reply.reason, reply.nodes, reply.perf_class)
+            with self.lock:
+                reply = self.service.place(req, now, key=f"req:{key}")
+                expired = req.deadline_ms is not None and req.expired(self.clock())  # again, just before the reply
+                if expired:
+                    self.service.retract(f"req:{key}", reply.decision)
+            if expired:
+                return self._late(req)
+        with self.lock:
+            self.counts[reply.decision.value] += 1
+            self._record(f"req:{key}", reply.decision, reply.reason, reply.nodes, reply.perf_class)
         return reply
+
+    def _late(self, req: PlaceRequest) -> PlaceReply:
+        """The hook gave up on this request (it passed the job as submitted): answer, but
+        record, reserve and count nothing, since no placement was written into the job."""
+        with self.lock:
+            self.counts["late"] += 1
+        log.debug("dropped request %s: past its deadline %s", req.request_id, req.deadline_ms)
+        return PlaceReply(DecisionKind.PASS, reason="late")
 
     async def _reload(self) -> ReloadReply:
         if self.link is not None:
@@ -178,7 +219,9 @@ class Pald:
             self.apply_store_read()
         store = self.store_status()
         note = "" if store is None or store.healthy else f" (store {store.state}: kept the last ranking)"
-        return ReloadReply(rank=self.service.rank_version, message=f"serving ranking v{self.service.rank_version}{note}")
+        with self.lock:
+            rank = self.service.rank_version
+        return ReloadReply(rank=rank, message=f"serving ranking v{rank}{note}")
 
     def store_status(self):
         """The store link's LinkStatus, None without a store."""
@@ -192,8 +235,12 @@ class Pald:
         return None if status is None or status.state == "unknown" else status.state == "ok"
 
     def health(self) -> HealthReply:
+        store = self.store_status()  # the link's own state, outside pald's lock
+        with self.lock:
+            return self._health(store)
+
+    def _health(self, store) -> HealthReply:
         now = self.clock()
-        store = self.store_status()
         degraded = (store is not None and not store.healthy) or self.slurm_ok is False or self.service.view is None
         return HealthReply(
             status="degraded" if degraded else "ok",
@@ -204,6 +251,7 @@ class Pald:
                 "store": "none" if store is None else store.state,
                 "slurm": {None: "unknown", True: "ok", False: "unreachable"}[self.slurm_ok],
                 "last_sync_age_s": None if self.last_sync is None else round(now - self.last_sync, 1),
+                "last_cycle_age_s": None if self.last_cycle is None else round(now - self.last_cycle, 1),
                 "gpus": self.service.view.size if self.service.view else 0,
                 "free_gpus": len(self.service.free_now()),
                 "reservations": len(self.service.reservations),
@@ -262,11 +310,13 @@ class Pald:
         read = None if self.link is None else self.link.take_read()
         if read is None:
             return
-        self.service.set_class_map(read.classes)
-        snapshot = read.snapshot
-        if snapshot is not None and (self.service.snapshot is None or snapshot.version != self.service.snapshot.version):
-            log.info("serving ranking snapshot v%s (%d entries)", snapshot.version, len(snapshot.entries))
-            self.service.set_snapshot(snapshot)
+        with self.lock:
+            self.service.set_class_map(read.classes)
+            snapshot = read.snapshot
+            if snapshot is not None and (self.service.snapshot is None
+                                         or snapshot.version != self.service.snapshot.version):
+                log.info("serving ranking snapshot v%s (%d entries)", snapshot.version, len(snapshot.entries))
+                self.service.set_snapshot(snapshot)
 
     def _note_error(self, what: str, exc: BaseException) -> None:
         self.counts["errors"] += 1
@@ -276,7 +326,8 @@ class Pald:
     # ---- Slurm -----------------------------------------------------------------------------
     def rack_timers(self) -> dict[str, float]:
         """Seconds a multi-node job of each network sensitivity waits for one rack (tuned)."""
-        return {sens: round(secs, 1) for (sens, level), secs in autotune.timers(self.tuner).items() if level == "rack"}
+        with self.lock:
+            return self.service.rack_timers()
 
     def racks(self) -> dict[str, str] | None:
         """node -> leaf switch from [slurm] topology_conf (re-read when the file changes)."""
@@ -311,6 +362,12 @@ class Pald:
     def sync_and_cycle(self) -> None:
         """Read Slurm, refresh the view, release deferred jobs that fit (blocking: run it in a
         thread; the socket loop keeps answering meanwhile)."""
+        held = self.sync()
+        if held:
+            self.cycle(held)
+
+    def sync(self) -> list | None:
+        """Read Slurm and refresh the view; the PAL-held jobs to plan (None: nothing to act on)."""
         self.check_leadership()
         try:
             nodes = self.reader.nodes()
@@ -319,38 +376,118 @@ class Pald:
         except Exception as exc:  # noqa: BLE001
             self.slurm_ok = False
             self._note_error("slurm", exc)
-            return
+            return None
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
-        self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
-        if site is not None:
-            self.service.observe_site(site)
-        self.service.observe_cluster(cluster_view(nodes, jobs, self.racks()), now, held_jobs=len(held),
-                                     started=started_keys(jobs))
-        self.last_sync = now
+        view = cluster_view(nodes, jobs, self.racks())
+        with self.lock:
+            self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
+            if site is not None:
+                self.service.observe_site(site)
+            self.service.observe_cluster(view, now, held_jobs=len(held), started=started_keys(jobs))
+            self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")
         self.slurm_ok = True
         if not self.leading:
-            return  # standby: keep the view warm, act on nothing
+            self.last_cycle = now
+            return None  # standby: keep the view warm, act on nothing
         self._track_held(held)
+        self._notice_outside_releases(jobs, held)
         if not held:
-            return
-        plan = plan_releases(held, self.service, self.config.policy.queue, self.config.daemon.backfill,
-                             now=now, rack_wait_s=self.config.policy.rack_wait_s, rack_limits=self.rack_timers())
+            self.last_cycle = now
+        return held
 
-        def record(rel):
-            self.counts["released"] += 1
-            obs = tuner_observation(rel, self.config.policy.locality_penalty)
-            if obs is not None:
-                self.tuner = autotune.observe(self.tuner, obs)
-            nodes = rel.choice.nodes if rel.choice else {}
-            kind = DecisionKind.PLACE if rel.choice else DecisionKind.PASS
-            self._record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, rel.perf_class)
+    def cycle(self, held) -> list[Release]:
+        """Plan the held jobs through the engine and release those that fit; the releases done."""
+        now = self.clock()
+        with self.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
+            plan = self.service.plan_cycle(held, now)
+        done_releases: list[Release] = []
+
+        def done(rel):
+            with self.lock:
+                self.service.released()
+                self.counts["released"] += 1
+                if rel.request is not None and rel.choice is not None:
+                    self.service.engine.observe_start(rel.request, rel.choice.gpu_ids, self.service.view, now)
+                nodes = rel.choice.nodes if rel.choice else {}
+                kind = DecisionKind.PLACE if rel.choice else DecisionKind.PASS
+                self._record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, rel.perf_class)
             self._mark_released(rel.job_id)
+            self.deferred.discard(rel.job_id)
+            self.released_by_pald.add(rel.job_id)
+            done_releases.append(rel)
 
-        for job_id, err in apply_releases(plan, self.actuator, self.service, now, record=record):
+        def failed(rel, exc):
+            with self.lock:
+                self.service.unreserve(rel.key)
+
+        errors = apply_releases(plan, self.actuator, done=done, failed=failed)
+        for job_id, err in errors:
             self._note_error("release", RuntimeError(f"job {job_id}: {err}"))
+        self._give_up_on(dict(errors))
+        self._admin_hold([j for j in held if j.job_id in self.deferred])
+        self.last_cycle = now
+        return done_releases
+
+    def _give_up_on(self, failed: dict[int, str]) -> None:
+        """A job whose placement Slurm refused MAX_RELEASE_FAILURES cycles in a row is released
+        as submitted: a PAL problem costs a job its placement, never its run."""
+        self.release_failures = {j: self.release_failures.get(j, 0) + 1 for j in failed}
+        for job_id, times in list(self.release_failures.items()):
+            if times < MAX_RELEASE_FAILURES:
+                continue
+            try:
+                self.actuator.release(job_id)
+            except Exception as exc:  # noqa: BLE001 - try again next cycle
+                self._note_error("release", RuntimeError(f"job {job_id}: {exc}"))
+                continue
+            log.warning("job %s: placement refused %d times (%s); released without PAL placement",
+                        job_id, times, failed[job_id])
+            with self.lock:
+                self.counts["released"] += 1
+                self._record(str(job_id), DecisionKind.PASS, "released:placement_refused", {}, None)
+                self.service.released()
+            self._mark_released(job_id)
+            self.deferred.discard(job_id)
+            self.released_by_pald.add(job_id)
+            del self.release_failures[job_id]
+
+    def _notice_outside_releases(self, jobs, held) -> None:
+        """A deferred job (`pal:defer` tag) that is no longer held and that pald did not
+        release was released behind its back (by its user before the admin hold, an operator,
+        pal-failsafe): record it once and forget it, so it is never placed a second time.
+        Jobs from before this pald started count only if it saw them held."""
+        held_now = {j.job_id for j in held}
+        for j in jobs:
+            if (j.job_id in held_now or j.job_id in self.released_by_pald or j.job_id in self.noticed
+                    or j.state == "CANCELLED" or DEFER_TAG not in pal_tags(j.admin_comment)
+                    or (j.job_id not in self.deferred and j.submit_time < self.started)):
+                continue
+            self.noticed.add(j.job_id)
+            with self.lock:
+                self.counts["released_outside"] += 1
+            log.warning("job %s was released outside pald (now %s): it runs without PAL placement",
+                        j.job_id, j.state)
+            self._record(str(j.job_id), DecisionKind.PASS, "released_outside_pal", {}, None)
+            self._mark_released(j.job_id)
+        present = {j.job_id for j in jobs}
+        self.deferred = held_now
+        self.released_by_pald &= present
+        self.noticed &= present
+
+    def _admin_hold(self, held) -> None:
+        """Turn the hook's hold (priority 0, JobHeldUser: its user may `scontrol release` it and
+        jump pald's queue) into an admin hold (JobHeldAdmin), which only SlurmUser/root lifts.
+        pald runs as one of them, so `scontrol hold` here is an admin hold."""
+        user_held = [j.job_id for j in held if j.reason != "JobHeldAdmin"]
+        if not user_held:
+            return
+        try:
+            self.actuator.hold_many(user_held)
+        except Exception as exc:  # noqa: BLE001 - the jobs stay held as they were; next cycle retries
+            self._note_error("hold", exc)
 
     def _track_held(self, held) -> None:
         if self.link is None:
@@ -358,9 +495,13 @@ class Pald:
         for j in held:
             if j.job_id in self.held_seen:
                 continue
+            try:
+                gpus = held_shape(j, None).total
+            except ShapeError:
+                gpus = 0  # no GPU request: the cycle releases it untouched
             self.link.add_held_job(HeldJob(
                 job_id=str(j.job_id), perf_class=self.service.settings.default_class,
-                gpus=(gpus_per_node(j.tres_per_node) or 1) * max(1, j.node_count or 1),
+                gpus=gpus,
                 submitted_at=datetime.fromtimestamp(j.submit_time or self.clock(), timezone.utc)))
             self.held_seen.add(j.job_id)
 
@@ -371,8 +512,13 @@ class Pald:
     # ---- heartbeat -------------------------------------------------------------------------
     def heartbeat(self) -> None:
         path = Path(self.config.daemon.heartbeat_file)
-        doc = {"pid": os.getpid(), "host": socket.gethostname(), "at": self.clock(), "rank": self.service.rank_version,
-               "held_jobs": self.service.held_jobs}
+        with self.lock:
+            rank, held_jobs = self.service.rank_version, self.service.held_jobs
+        # synced_at: the last complete cycle (pald's start until there is one); pal-failsafe
+        # counts the heartbeat as old as the older of the two times.
+        doc = {"pid": os.getpid(), "host": socket.gethostname(), "at": self.clock(),
+               "synced_at": self.last_cycle if self.last_cycle is not None else self.started,
+               "rank": rank, "held_jobs": held_jobs}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")

@@ -19,12 +19,19 @@ log = logging.getLogger("pal-failsafe")
 
 
 def heartbeat_age(path: str, now: float | None = None) -> float | None:
-    """Seconds since pald's last heartbeat, or None if there never was one."""
+    """Seconds since pald's last heartbeat, or None if there never was one.
+
+    A heartbeat with `synced_at` (the end of pald's last complete Slurm sync and cycle) is as
+    old as the older of its two times: a pald whose loop runs but whose sync keeps failing
+    releases nothing, so it counts as dead."""
     p = Path(path)
     now = time.time() if now is None else now
     try:
         doc = json.loads(p.read_text())
-        return now - float(doc["at"])
+        at = float(doc["at"])
+        if doc.get("synced_at") is not None:
+            at = min(at, float(doc["synced_at"]))
+        return now - at
     except (OSError, ValueError, KeyError, TypeError):
         try:
             return now - p.stat().st_mtime

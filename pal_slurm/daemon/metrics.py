@@ -219,12 +219,12 @@ class Publisher:
         self._slowdowns: tuple[GpuSlowdown, ...] = ()
 
     def publish(self, pald) -> PaldState:
-        snapshot = pald.service.snapshot
+        with pald.lock:  # pald's decision state has one owner: read it under its lock
+            snapshot, jobs, held_ids = pald.service.snapshot, pald.last_jobs, pald.held_ids
         if snapshot is not self._snapshot:
             self._ranking_changed(snapshot)
-        jobs = pald.last_jobs
         self.hook.observe_jobs(jobs)
-        held = [j.submit_time for j in jobs if j.job_id in pald.held_ids and j.submit_time]
+        held = [j.submit_time for j in jobs if j.job_id in held_ids and j.submit_time]
         health = pald.health().details
         state = PaldState(
             at=time.time(),

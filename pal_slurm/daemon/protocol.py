@@ -2,7 +2,8 @@
 
 One JSON object per line (UTF-8, `\\n`-terminated), one request and one reply per exchange:
 
-    -> {"v":1,"op":"place","id":"h1a2b","job":{...},"pal":{"class":"resnet","gpus":4}}
+    -> {"v":1,"op":"place","id":"h1a2b","deadline_ms":1732380000150,"job":{...},
+        "pal":{"class":"resnet","gpus":4}}
     <- {"v":1,"ok":true,"decision":"place","reason":"pal","nodes":{"gpu03":[2,3]},
         "gres":"gres:gpu:s2:1,gres:gpu:s3:1","rank":7}
     <- {"v":1,"ok":false,"error":{"code":"bad_field","message":"job.uid: expected an integer"}}
@@ -12,6 +13,10 @@ answers is written into a job. Every line is therefore bounded (MAX_LINE_BYTES),
 (`v`), and checked field by field; anything malformed becomes one typed `ProtocolError`, never
 another exception. Unknown extra fields are ignored so that either side can add optional
 fields without a version bump; a new *meaning* needs a new `v`.
+
+`deadline_ms` (optional, epoch milliseconds) is when the hook stops waiting: pald drops a
+request it reads after that (a frozen or overloaded pald must not record, reserve or count a
+placement the hook never wrote into the job). Old hooks that do not send it still work.
 
 Text fields come from Slurm's C strings, which need not be UTF-8 (a Latin-1 comment). Invalid
 bytes are replaced (U+FFFD) rather than rejected, so such a job still gets PAL placement; the
@@ -148,6 +153,7 @@ class PlaceRequest:
     job: JobFields  # the job as Slurm describes it
     pal: CommentSpec  # the hook's parse of the comment's pal: spec
     request_id: str | None = None  # hook-made id; also in admin_comment, joins logs and jobs
+    deadline_ms: int | None = None  # epoch ms after which the hook no longer waits (None: unknown)
 
     op = "place"
 
@@ -158,6 +164,11 @@ class PlaceRequest:
             raise ProtocolError(ErrorCode.BAD_FIELD, "pal: expected CommentSpec")
         _check_spec(self.pal)
         _check_opt_str("id", self.request_id)
+        _check_opt_int("deadline_ms", self.deadline_ms, minimum=0)
+
+    def expired(self, now_s: float) -> bool:
+        """Has the hook stopped waiting for the answer (at wall-clock time `now_s`)?"""
+        return self.deadline_ms is not None and now_s * 1000.0 > self.deadline_ms
 
 
 @dataclass(frozen=True)
@@ -417,6 +428,8 @@ def encode_request(request: Request) -> bytes:
     if isinstance(request, PlaceRequest):
         if request.request_id is not None:
             obj["id"] = request.request_id
+        if request.deadline_ms is not None:
+            obj["deadline_ms"] = request.deadline_ms
         job = request.job
         obj["job"] = {k: v for k, v in job.__dict__.items() if v is not None}
         obj["pal"] = request.pal.to_wire()
@@ -446,7 +459,8 @@ def decode_request(line: bytes | str) -> Request:
         mode=pal.get("mode"),
         net=pal.get("net"),
     )
-    return PlaceRequest(job=job_fields, pal=spec, request_id=obj.get("id"))
+    return PlaceRequest(job=job_fields, pal=spec, request_id=obj.get("id"),
+                        deadline_ms=obj.get("deadline_ms"))
 
 
 # ------------------------------------------------------------------------------------ replies

@@ -1,77 +1,133 @@
-"""pald's decision core: the in-memory state and the `place` answer. No I/O, no clock of its own.
+"""pald's decision state and its two answers, both through the engine. No I/O, no clock of its own.
 
 It holds the last cluster view read from Slurm, the ranking snapshot, the application -> class
-map, and *tentative reservations*: GPUs promised to a job that Slurm does not show as busy yet
-(the hook answers before the job exists). Two submissions in the same second therefore never
-get the same GPUs. Reservations end when a later Slurm view shows their GPUs busy, or after a
-TTL (a job that never started must not block GPUs for ever).
+map, and *reservations*: GPUs promised to a job that Slurm does not show as busy yet (the hook
+answers before the job exists; a released job starts a moment later). Two decisions therefore
+never get the same GPUs. Reservations end when a later Slurm view shows the job started (or its
+GPUs busy), or after a TTL (a job that never started must not block GPUs for ever).
 
-A new job is placed now when it fits and no older PAL job is held (so pald's queue order is
-kept); otherwise it is deferred (the hook holds it and pald's cycle releases it later), or,
-with `mode=now`, passed to Slurm untouched.
+- `place` (the submit hook): a new job is placed now when it fits and no older PAL job is held
+  (so the queue order is kept); otherwise it is deferred (the hook holds it and the cycle
+  releases it later), or, with `mode=now`, passed to Slurm untouched.
+- `plan_cycle` (every cycle): the held jobs through the engine's cycle; the GPUs of every
+  release are reserved here, before pald acts on Slurm.
+
+Where a job may run (partitions, features, exclusions, reservations, CPUs/memory: the site
+view and policy/eligibility) restricts the view the engine places on: one node group per
+partition the job may use, the best answer over them. A job pald cannot judge passes.
+
+The object is not thread-safe on purpose: it has one owner (pald holds its lock around every
+call), so the state is never seen half-changed.
 """
 
 from __future__ import annotations
 
+import functools
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Any, Collection, Mapping, Sequence
 
-from pal_slurm.daemon.comment_grammar import CommentSpec
+from pal_slurm.daemon.choice_check import Binding, vet
+from pal_slurm.daemon.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.ranking_map import ranking_for
-from pal_slurm.daemon.restrictions import restrictions_from_fields, traits_from_fields
-from pal_slurm.model import ClusterView, DecisionKind
+from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields
+from pal_slurm.engine import Engine, EngineSettings
+from pal_slurm.model import ClusterView, DecisionKind, JobRequest
 from pal_slurm.model.classes import AppClassMap
+from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
 from pal_slurm.model.site import SiteView
-from pal_slurm.policy import PlacementContext, placement as placement_by_name
 from pal_slurm.policy.eligibility import Eligibility, JobRestrictions, NodeGroup, eligible_nodes
 from pal_slurm.policy.passthrough import pass_reason
-from pal_slurm.policy.slurm_shape import (FreeIndex, ShapeChoice, as_slurm_picks, per_node_choice, stock_slurm_choice,
-                                         total_choice)
+from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of, slurm_picks
 from pal_slurm.ranking import Ranking
 from pal_slurm.slurm.errors import SlurmError
-from pal_slurm.slurm.gres import parse_slot_type, tres_per_node
+from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
 MODES = ("auto", "now", "defer")
+DEFAULT_NET = "medium"  # network sensitivity of a job whose comment has no net=
 
 
 @dataclass(frozen=True)
 class ServiceSettings:
-    placement: str = "pal"  # registered placement used for --gpus=N (total) requests
+    placement: str = "pal"  # registered placement, for every job shape
+    queue: str = "fifo"  # registered queue order of the held jobs
     locality_penalty: float = 1.7
+    backfill: bool = False  # held jobs: later jobs may pass one that does not fit
+    delay_timers: Mapping | None = None  # network-aware placements' delay timers (None: theirs)
     default_class: str = "A"  # unknown applications: the most variability-sensitive class
     default_mode: str = "auto"  # auto: place if it fits now, else defer
     reservation_ttl_s: float = 30.0
+    max_view_age_s: float = float("inf")  # pass instead of placing from an older Slurm view
+
+    def engine(self) -> EngineSettings:
+        return EngineSettings(placement=self.placement, queue=self.queue, locality_penalty=self.locality_penalty,
+                              running_jobs_move=False, backfill=self.backfill, delay_timers=self.delay_timers)
+
+
+# ---- Slurm's view of a job -> the engine's --------------------------------------------------
+def submit_shape(job: JobFields, spec: CommentSpec | None) -> JobShape:
+    """The shape of a job at submit time (the hook's fields, `gpus=` from the comment)."""
+    return job_shape(
+        gpus_per_node=job.gpus_per_node or gpu_count(job.tres_per_node),
+        gpus_per_job=job.gpus_per_job or gpu_count(job.tres_per_job),
+        nodes=job.min_nodes,
+        comment_gpus=spec.gpus if spec else None,
+    )
+
+
+def held_shape(job, spec: CommentSpec | None) -> JobShape:
+    """The shape of a job squeue shows (a slurm JobInfo): the same parser as at submit time."""
+    return _squeue_shape(job.tres_per_node, job.tres_per_job, job.node_count, spec.gpus if spec else None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _squeue_shape(tres_per_node: str, tres_per_job: str, node_count: int, comment_gpus: int | None) -> JobShape:
+    """Memoised on the strings (a pure parse; thousands of held jobs share a few shapes)."""
+    return job_shape(gpus_per_node=gpu_count(tres_per_node), gpus_per_job=gpu_count(tres_per_job),
+                     nodes=node_count, comment_gpus=comment_gpus)
+
+
+def job_request(job_id, shape: JobShape, perf_class: str, spec: CommentSpec | None, submitted: float,
+                time_limit_s: float | None = None) -> JobRequest:
+    """The engine's view of a Slurm job that waits (submitted at `submitted`)."""
+    return JobRequest(
+        job_id=job_id, num_gpus=shape.total, shape=shape, perf_class=perf_class,
+        app=spec.perf_class if spec else "", submit_time=submitted, waiting_since=submitted,
+        remaining_time=time_limit_s or 0.0, net_sensitivity=((spec.net if spec else None) or DEFAULT_NET).lower(),
+    )
+
+
+def gres_for_release(shape: JobShape, choice: ShapeChoice, binds_slots: bool = True) -> str | None:
+    """scontrol Gres= for a released job: the exact slots when they are the same on every node
+    (and the site types every GPU by slot), else the per-node count; None for a total request
+    or nodes without slot types (the job keeps its own request, pinned to nodes)."""
+    if not shape.is_per_node or not binds_slots:
+        return None
+    if choice.same_slots_everywhere():
+        return gres_update_spec(next(iter(choice.nodes.values())))
+    return f"gpu:{shape.per_node}"
 
 
 @dataclass(frozen=True)
-class Shape:
-    """What a job asks for in Slurm's terms."""
-
-    nodes: int | None  # -N (None: any number, only with a total count)
-    per_node: int | None  # GPUs per node (--gres=gpu:g)
-    total: int  # GPUs in all
+class Release:
+    job_id: int
+    perf_class: str
+    choice: ShapeChoice | None  # None: release untouched (fail open)
+    gres_spec: str | None  # scontrol Gres= value, or None to keep the job's own
+    reason: str
+    request: JobRequest | None = None  # the engine's view of the job (None when released untouched)
+    partition: str | None = None  # the one partition to set (a job that asked for several)
 
     @property
-    def per_node_shape(self) -> bool:
-        return self.per_node is not None
+    def key(self) -> str:
+        return f"job:{self.job_id}"
 
 
-class ShapeError(ValueError):
-    """The job's GPU request cannot be placed by PAL (the reason goes into pal:pass=...)."""
-
-
-def job_shape(job: JobFields, spec: CommentSpec | None) -> Shape:
-    """Derive the request shape from Slurm's fields (and `gpus=` in the comment)."""
-    k = job.min_nodes if job.min_nodes else None
-    if job.gpus_per_node:
-        return Shape(k or 1, job.gpus_per_node, job.gpus_per_node * (k or 1))
-    total = job.gpus_per_job or (spec.gpus if spec and spec.gpus else None)
-    if not total:
-        raise ShapeError("no_gpus")
-    if k and total % k == 0:
-        return Shape(k, total // k, total)
-    return Shape(None, None, total)
+@dataclass
+class CycleResult:
+    releases: list[Release] = field(default_factory=list)
+    waiting: int = 0  # held jobs the plan leaves waiting
 
 
 @dataclass
@@ -88,19 +144,23 @@ class PlacementService:
     view: ClusterView | None = None
     site: SiteView | None = None  # partitions, features, CPUs/memory; None: every GPU node is eligible
     view_time: float = float("-inf")
-    snapshot: object = None  # store RankingSnapshot or None
+    snapshot: Any = None  # the store's RankingSnapshot (version, method, entries) or None
     ranking: Ranking | None = None
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
     reservations: dict[str, Reservation] = field(default_factory=dict)
+    engine: Engine = field(init=False)
+    _available: ClusterView | None = None  # view minus reservations (cached until either changes)
+    _shape_index: ShapeIndex | None = None  # the free GPUs (view minus reservations), indexed
     _eligibility: dict[JobRestrictions, Eligibility] = field(default_factory=dict)  # per Slurm read
+    _eligibility_any: dict[None, Eligibility] = field(default_factory=dict)  # no site: per Slurm read
     _allowed: dict[NodeGroup, frozenset[int] | None] = field(default_factory=dict)  # per Slurm read
-    _slot_typed: frozenset[str] | None = None  # nodes whose GPUs all have slot types (per Slurm read)
-    _indexes: dict[str, FreeIndex] = field(default_factory=dict)  # per class, for view - reservations
-    _rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    def __post_init__(self) -> None:
+        self.engine = Engine(self.settings.engine(), rng=random.Random(0))
 
     # ---- inputs ------------------------------------------------------------------------
     def observe_cluster(self, view: ClusterView, now: float, held_jobs: int | None = None,
-                        started: set[str] = frozenset()) -> None:
+                        started: Collection[str] = frozenset()) -> None:
         """A fresh Slurm view (taken at `now`): drop reservations it confirms or that expired.
 
         `started`: reservation keys whose job Slurm shows started or finished (a short job can
@@ -113,6 +173,7 @@ class PlacementService:
         self.view = view
         self.view_time = now
         self._allowed.clear()  # node indices may change meaning
+        self._eligibility_any.clear()
         if layout_changed or self.ranking is None:
             self.ranking = ranking_for(view, self.snapshot)
         for key, r in list(self.reservations.items()):
@@ -121,23 +182,26 @@ class PlacementService:
                 del self.reservations[key]
         if held_jobs is not None:
             self.held_jobs = held_jobs
-        self._indexes.clear()
+        self._changed()
 
     def observe_site(self, site: SiteView) -> None:
         """Partitions, features, reservations and free CPUs/memory from the same Slurm read."""
         self.site = site
         self._eligibility.clear()
         self._allowed.clear()
-        self._slot_typed = None
 
     def set_snapshot(self, snapshot) -> None:
         self.snapshot = snapshot
         if self.view is not None:
             self.ranking = ranking_for(self.view, snapshot)
-        self._indexes.clear()
+        self._changed()
 
     def set_class_map(self, mapping: dict[str, str]) -> None:
         self.class_map = AppClassMap(dict(mapping), default=self.settings.default_class)
+
+    def _changed(self) -> None:
+        self._available = None
+        self._shape_index = None
 
     @property
     def rank_version(self) -> int:
@@ -145,16 +209,16 @@ class PlacementService:
 
     # ---- queries -----------------------------------------------------------------------
     def free_now(self) -> frozenset[int]:
-        taken = set().union(*[r.gpu_ids for r in self.reservations.values()]) if self.reservations else set()
-        return frozenset(self.view.free - taken) if self.view else frozenset()
+        return self.available().free if self.view is not None else frozenset()
 
-    def context(self) -> PlacementContext:
-        return PlacementContext(
-            cluster=self.view.with_free(self.free_now()),
-            ranking=self.ranking,
-            rng=self._rng,
-            locality_penalty=self.settings.locality_penalty,
-        )
+    def available(self) -> ClusterView:
+        """The view with reserved GPUs taken out: what the engine may place on (built when
+        asked, after a change)."""
+        assert self.view is not None, "no cluster view yet"
+        if self._available is None:
+            taken = set().union(*[r.gpu_ids for r in self.reservations.values()])
+            self._available = self.view.with_free(self.view.free - taken)
+        return self._available
 
     def resolve_class(self, app: str) -> tuple[str, str | None]:
         """(class, warning for the user or None)."""
@@ -164,34 +228,20 @@ class PlacementService:
         return cls, (f"pal: unknown class '{app}', placed as class {cls} (most variability-sensitive); "
                      f"ask your admin to add it (palctl classes add)")
 
-    def index(self, perf_class: str) -> FreeIndex:
-        """The per-node index of the GPUs free now (view minus reservations) for a class."""
-        if perf_class not in self._indexes:
-            self._indexes[perf_class] = FreeIndex(self.view, self.free_now(), self.ranking.sf(perf_class))
-        return self._indexes[perf_class]
+    def rack_timers(self) -> dict[str, float]:
+        """Seconds a job of each network sensitivity waits for one rack (the placement's delay
+        timers, tuned when it is a tuned placement)."""
+        timers = self.engine.delay_timers() or self.engine.policy.delay_timers
+        return {sens: round(secs, 1) for (sens, level), secs in timers.items() if level == "rack"}
 
-    def choose(self, shape: Shape, perf_class: str, ctx: PlacementContext | None = None,
-               index: FreeIndex | None = None, one_rack: bool = False, allowed=None) -> ShapeChoice | None:
-        """GPUs for a shape: against the service's state, or against `ctx` (+ its `index`).
-        `allowed`: node indices the job may use (None: all)."""
-        if shape.per_node_shape:
-            if ctx is None:
-                ctx = PlacementContext(cluster=self.view, ranking=self.ranking)
-                index = self.index(perf_class)
-            return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx, index=index,
-                                   one_rack=one_rack, allowed=allowed)
-        ctx = ctx or self.context()
-        if allowed is not None:
-            node_of = ctx.cluster.node_of
-            ctx = replace(ctx, cluster=ctx.cluster.with_free(g for g in ctx.cluster.free if node_of[g] in allowed))
-        return total_choice(shape.total, perf_class, ctx, placement_by_name(self.settings.placement))
-
+    # ---- where a job may run (policy/eligibility) ---------------------------------------
     def eligibility(self, job: JobRestrictions, now: float) -> Eligibility:
-        """The nodes `job` may use (the one place placements learn it; see policy/eligibility).
-        Memoised per Slurm read: most jobs share their restrictions."""
-        if self.site is None:
-            names = frozenset(n.name for n in self.view.nodes) if self.view else frozenset()
-            return Eligibility((NodeGroup(None, names, names),))
+        """The nodes `job` may use. Memoised per Slurm read: most jobs share their restrictions."""
+        if self.site is None:  # every GPU node (one group, made once per Slurm read)
+            if None not in self._eligibility_any:
+                names = frozenset(n.name for n in self.view.nodes) if self.view else frozenset()
+                self._eligibility_any[None] = Eligibility((NodeGroup(None, names, names),))
+            return self._eligibility_any[None]
         if job not in self._eligibility:
             self._eligibility[job] = eligible_nodes(job, self.site, now)
         return self._eligibility[job]
@@ -199,6 +249,7 @@ class PlacementService:
     def allowed_nodes(self, group: NodeGroup, free, exclusive: bool = False) -> frozenset[int] | None:
         """Node indices of `group` that fit now (None: every node); exclusive jobs only get
         nodes whose GPUs are all in `free`."""
+        assert self.view is not None
         nodes = self.view.nodes
         if exclusive:
             return frozenset(n.index for n in nodes if n.name in group.fits_now and n.gpu_ids
@@ -209,54 +260,74 @@ class PlacementService:
                 n.index for n in nodes if n.name in group.fits_now)
         return self._allowed[group]
 
-    def choose_eligible(self, shape: Shape, perf_class: str, eligibility: Eligibility, free,
-                        ctx: PlacementContext, index: FreeIndex | None, exclusive: bool = False,
-                        one_rack: bool = False) -> tuple[ShapeChoice, NodeGroup] | None:
-        """The best choice over the eligible node groups (one per partition): GPUs in `free`
-        (what `ctx` and `index` hold) on nodes of the group that fit now."""
-        best = None
+    def vet(self, choice: ShapeChoice) -> tuple[Binding | None, str]:
+        """How `choice` can be written into a job (choice_check.Binding), or (None, why) when
+        Slurm might not have what it names (checked against the last Slurm read's node facts):
+        the caller passes then. Without a site view (tests, the simulator) the view is trusted."""
+        return (Binding.SLOTS, "") if self.site is None else vet(choice.nodes, self.site.nodes)
+
+    def _index(self) -> ShapeIndex:
+        if self._shape_index is None:
+            self._shape_index = ShapeIndex(self.available())
+        return self._shape_index
+
+    def place_eligible(self, job: JobRequest, eligibility: Eligibility, exclusive: bool,
+                       now: float) -> tuple[tuple[int, ...], NodeGroup] | None:
+        """The engine's answer for a new job on the nodes it may use: one answer per node group
+        (partition), the one whose slowest GPU is fastest. The unrestricted case (every node)
+        goes through the shared index; a restricted one gets the view narrowed to its nodes."""
+        assert self.view is not None and self.ranking is not None
+        index = self._index()
+        sf = self.ranking.sf(job.perf_class)
+        best: tuple[float, tuple[int, ...], NodeGroup] | None = None
         for group in eligibility.groups:
-            allowed = self.allowed_nodes(group, free, exclusive)
+            allowed = self.allowed_nodes(group, index.free, exclusive)
             if allowed is not None and not allowed:
                 continue
-            choice = self.choose(shape, perf_class, ctx, index=index, one_rack=one_rack, allowed=allowed)
-            if choice is not None and (best is None or choice.worst_sf < best[0].worst_sf):
-                best = (choice, group)
-        return best
+            # the index is the free set; narrowed, it skips the nodes the job may not use
+            gpus = self.engine.place_new(job, self.view, self.ranking, now, shape_index=index.narrowed(allowed))
+            if gpus is None:
+                continue
+            worst = max(sf[g] for g in gpus)
+            if best is None or worst < best[0]:
+                best = (worst, tuple(gpus), group)
+        return None if best is None else (best[1], best[2])
 
-    def binds_slots(self, choice: ShapeChoice) -> bool:
-        """Whether exact GPU slots can be bound on the chosen nodes: only where the site gave
-        every GPU its own slot type (s0..). On nodes typed by GPU model (gpu:a100:4) or untyped
-        ones, pald pins the nodes and Slurm picks the slots (the job keeps its own request)."""
-        if self.site is None:
-            return True
-        if self._slot_typed is None:
-            self._slot_typed = frozenset(name for name, facts in self.site.nodes.items() if facts.gpu_types
-                                         and all(parse_slot_type(t) is not None for t in facts.gpu_types))
-        return all(name in self._slot_typed for name in choice.nodes)
+    # ---- reservations --------------------------------------------------------------------
+    def reserve(self, key: str, gpu_ids, now: float) -> None:
+        self.reservations[key] = Reservation(key, frozenset(gpu_ids), now)
+        self._available = None  # rebuilt when asked; the shape index stays in step
+        if self._shape_index is not None:
+            self._shape_index.take(gpu_ids)
 
-    def stock_choice(self, shape: Shape, perf_class: str) -> ShapeChoice | None:
-        """What stock Slurm would pick (reports and `palctl explain`)."""
-        if not shape.per_node_shape:
-            return None
-        return stock_slurm_choice(shape.nodes or 1, shape.per_node, perf_class, self.context())
+    def clear_reservations(self) -> None:
+        self.reservations.clear()
+        self._changed()
 
-    def reserve(self, key: str, choice: ShapeChoice, now: float) -> None:
-        self.reservations[key] = Reservation(key, frozenset(choice.gpu_ids), now)
-        for idx in self._indexes.values():
-            idx.take(choice.gpu_ids)
+    def unreserve(self, key: str) -> None:
+        """A decision that could not be carried out: its GPUs are free again."""
+        if self.reservations.pop(key, None) is not None:
+            self._changed()
+
+    def retract(self, key: str, decision: DecisionKind) -> None:
+        """Undo what `place` did for an answer that will not be used (the hook gave up)."""
+        self.unreserve(key)
+        if decision is DecisionKind.DEFER:
+            self.held_jobs = max(0, self.held_jobs - 1)
 
     # ---- the submit-time answer ----------------------------------------------------------
     def place(self, req: PlaceRequest, now: float, key: str) -> PlaceReply:
         if self.view is None or self.ranking is None:
             return PlaceReply(DecisionKind.PASS, reason="no_cluster_view")
+        if now - self.view_time > self.settings.max_view_age_s:
+            return PlaceReply(DecisionKind.PASS, reason="stale_view")
         perf_class, warning = self.resolve_class(req.pal.perf_class)
-        base = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
+        base: dict[str, Any] = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
         passing = pass_reason(traits_from_fields(req.job, now))
         if passing:
             return PlaceReply(DecisionKind.PASS, reason=passing, **base)
         try:
-            shape = job_shape(req.job, req.pal)
+            shape = submit_shape(req.job, req.pal)
         except ShapeError as exc:
             return PlaceReply(DecisionKind.PASS, reason=str(exc), **base)
         try:
@@ -266,7 +337,7 @@ class PlacementService:
         eligibility = self.eligibility(restrictions, now)
         if eligibility.passed:
             return PlaceReply(DecisionKind.PASS, reason=eligibility.passed, **base)
-        if shape.per_node and shape.per_node > max((len(n.gpu_ids) for n in self.view.nodes), default=0):
+        if shape.per_node and shape.per_node > self.view.max_gpus_per_node:
             return PlaceReply(DecisionKind.PASS, reason="too_many_gpus_per_node", **base)
         if shape.total > self.view.size:
             return PlaceReply(DecisionKind.PASS, reason="bigger_than_cluster", **base)
@@ -274,21 +345,124 @@ class PlacementService:
         if mode == "defer" or (mode == "auto" and self.held_jobs > 0):
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="queued" if mode == "auto" else "asked", **base)
-        ctx = self.context()
-        found = self.choose_eligible(shape, perf_class, eligibility, ctx.cluster.free, ctx,
-                                     self.index(perf_class) if shape.per_node_shape else None,
-                                     exclusive=restrictions.exclusive)
-        choice, group = found if found else (None, None)
-        if choice is None:
+        limit_s = req.job.time_limit * 60.0 if req.job.time_limit else None
+        job = job_request(key, shape, perf_class, req.pal, now, limit_s)
+        found = self.place_eligible(job, eligibility, restrictions.exclusive, now)
+        if found is None:
             if mode == "now":
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
+        gpus, group = found
+        choice = choice_of(gpus, self.view)
+        bound, why = self.vet(choice)
+        if bound is None:  # Slurm may not have what the view says: the job runs as submitted
+            return PlaceReply(DecisionKind.PASS, reason=f"doubt:{why}", **base)
+        if shape.is_per_node and not (bound is Binding.SLOTS and choice.same_slots_everywhere()):
+            gpus = slurm_picks(gpus, self.view, self.available().free)  # Slurm picks the slots: reserve those
+        self.reserve(key, gpus, now)
         gres = None
-        if shape.per_node_shape and choice.same_slots_everywhere() and self.binds_slots(choice):
+        if bound is Binding.SLOTS and shape.is_per_node and choice.same_slots_everywhere():
             gres = tres_per_node(next(iter(choice.nodes.values())))
-        elif shape.per_node_shape:
-            choice = as_slurm_picks(choice, ctx.cluster, ctx.cluster.free)
-        self.reserve(key, choice, now)
         return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres,
                           partition=group.partition, site_checked=True, **base)
+
+    # ---- the cycle -------------------------------------------------------------------------
+    def plan_cycle(self, held: Sequence, now: float) -> CycleResult:
+        """Which held PAL jobs (slurm JobInfo records) to release now, and where: the engine's
+        cycle over them. Every release's GPUs are reserved before this returns; the caller
+        acts on Slurm and calls `unreserve(release.key)` for a release that failed."""
+        out = CycleResult()
+        if self.view is None or self.ranking is None:
+            return out
+        requests: list[JobRequest] = []  # may use every node: one engine cycle over them all
+        restricted: list[tuple[JobRequest, Eligibility, bool]] = []  # placed after, each on its nodes
+        groups: dict[int, NodeGroup] = {}
+        by_id = {}
+        # held jobs share few comments and shapes: parse each once per cycle
+        specs: dict[str, CommentSpec | None | CommentError] = {}
+        classes: dict[str, str] = {}
+        shapes: dict[tuple, JobShape | ShapeError] = {}
+        for j in held:
+            if getattr(j, "unreadable", ""):  # Slurm's record of it did not parse: fail open
+                out.releases.append(Release(j.job_id, "?", None, None, "unreadable_record"))
+                continue
+            if j.comment not in specs:
+                try:
+                    specs[j.comment] = parse_comment(j.comment)
+                except CommentError as exc:
+                    specs[j.comment] = exc
+            spec = specs[j.comment]
+            if isinstance(spec, CommentError):
+                out.releases.append(Release(j.job_id, "?", None, None, f"bad_comment:{spec}"))
+                continue
+            app = spec.perf_class if spec else "unknown"
+            if app not in classes:
+                classes[app] = self.resolve_class(app)[0]
+            perf_class = classes[app]
+            key = (j.tres_per_node, j.tres_per_job, j.node_count, spec.gpus if spec else None)
+            if key not in shapes:
+                try:
+                    shapes[key] = held_shape(j, spec)
+                except ShapeError as exc:
+                    shapes[key] = exc
+            shape = shapes[key]
+            if isinstance(shape, ShapeError):
+                out.releases.append(Release(j.job_id, perf_class, None, None, str(shape)))
+                continue
+            try:
+                restrictions = restrictions_from_squeue(j, shape.nodes, shape.per_node or 1)
+            except SlurmError:
+                out.releases.append(Release(j.job_id, perf_class, None, None, "bad_nodelist"))
+                continue
+            eligibility = self.eligibility(restrictions, now)
+            if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
+                out.releases.append(Release(j.job_id, perf_class, None, None, eligibility.passed))
+                continue
+            req = job_request(j.job_id, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
+            by_id[j.job_id] = req
+            group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
+            if (group is not None and not restrictions.exclusive
+                    and self.allowed_nodes(group, frozenset(), False) is None):
+                requests.append(req)
+                groups[j.job_id] = group
+            else:
+                restricted.append((req, eligibility, restrictions.exclusive))
+        launched = 0
+        if requests:
+            plan = self.engine.decide(requests, self.available(), self.ranking, now)
+            for job_id, gpus in plan.launch.items():
+                self._release(out, by_id[job_id], gpus, groups[int(job_id)], now)
+            launched += len(plan.launch)
+        rank = {r.job_id: i for i, r in enumerate(self.engine.order_jobs([r for r, _e, _x in restricted]))}
+        for req, eligibility, exclusive in sorted(restricted, key=lambda r: rank[r[0].job_id]):
+            # in queue order, on what the cycle left; without backfill the first that waits
+            # holds the ones behind it
+            found = self.place_eligible(req, eligibility, exclusive, now)
+            if found is None:
+                if not self.settings.backfill:
+                    break
+                continue
+            self._release(out, req, found[0], found[1], now)
+            launched += 1
+        out.waiting = len(requests) + len(restricted) - launched
+        return out
+
+    def _release(self, out: CycleResult, req: JobRequest, gpus, group: NodeGroup, now: float) -> None:
+        assert self.view is not None
+        choice = choice_of(gpus, self.view)
+        bound, why = self.vet(choice)
+        if bound is None:  # Slurm may not have what the view says: release it as submitted
+            out.releases.append(Release(int(req.job_id), req.perf_class, None, None, f"doubt:{why}"))
+            return
+        if shape_of(req).is_per_node and not (bound is Binding.SLOTS and choice.same_slots_everywhere()):
+            gpus = slurm_picks(gpus, self.view, self.available().free)  # Slurm picks the slots: reserve those
+            choice = choice_of(gpus, self.view)
+        rel = Release(int(req.job_id), req.perf_class, choice,
+                      gres_for_release(shape_of(req), choice, bound is Binding.SLOTS),
+                      self.settings.placement, request=req, partition=group.partition)
+        self.reserve(rel.key, gpus, now)
+        out.releases.append(rel)
+
+    def released(self, count: int = 1) -> None:
+        self.held_jobs = max(0, self.held_jobs - count)

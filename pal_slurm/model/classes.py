@@ -25,6 +25,12 @@ DEFAULT_APP_CLASSES: Mapping[str, str] = {
 }
 
 
+# The PAL artifact's Sia-Philly mapping of the trace models (the simulators' default).
+ARTIFACT_APP_CLASSES: Mapping[str, str] = {
+    "resnet50": "A", "vgg19": "C", "pointnet": "D", "gpt2": "B", "dcgan": "B", "bert": "B",
+}
+
+
 def class_rank(perf_class: str) -> int:
     """Sort key: most variability-sensitive first; unknown classes sort last."""
     try:
@@ -51,3 +57,7 @@ class AppClassMap:
 
     def class_of(self, app: str) -> str:
         return self.lookup(app)[0]
+
+
+# The artifact's map as the simulators use it: anything unknown is class A.
+ARTIFACT_CLASSES = AppClassMap(dict(ARTIFACT_APP_CLASSES), default="A")

@@ -34,6 +34,17 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Topology:
+    """What the network-aware placements derive from the node list (once per layout)."""
+
+    node_of: tuple[int, ...]  # gpu -> node index
+    rack_idx: tuple[int, ...]  # node index -> dense rack index (racks in order of first node)
+    gpus_per_node: int
+    rack_cap: int  # GPUs under the largest leaf
+    rack_nodes: int  # nodes under the largest leaf
+
+
+@dataclass(frozen=True)
 class ClusterView:
     """An immutable snapshot: topology plus which GPUs are free right now."""
 
@@ -95,7 +106,7 @@ class ClusterView:
     def with_free(self, free: Iterable[int]) -> "ClusterView":
         """The same cluster with another free set (layout caches are shared, not recomputed)."""
         out = ClusterView(self.gpus, self.nodes, frozenset(free))
-        for name in ("gpus_per_node", "node_of", "rack_of_node"):
+        for name in ("gpus_per_node", "max_gpus_per_node", "node_of", "rack_of_node", "topology"):
             if name in self.__dict__:
                 out.__dict__[name] = self.__dict__[name]
         return out
@@ -111,6 +122,11 @@ class ClusterView:
         return len(self.nodes[0].gpu_ids) if self.nodes else 0
 
     @cached_property
+    def max_gpus_per_node(self) -> int:
+        """GPUs on the biggest node (no per-node request can ask for more)."""
+        return max((len(n.gpu_ids) for n in self.nodes), default=0)
+
+    @cached_property
     def node_of(self) -> tuple[int, ...]:
         """gpu_id -> node index."""
         return tuple(g.node_index for g in self.gpus)
@@ -118,6 +134,19 @@ class ClusterView:
     @cached_property
     def rack_of_node(self) -> tuple[str, ...]:
         return tuple(n.rack for n in self.nodes)
+
+    @cached_property
+    def topology(self) -> Topology:
+        names: dict[str, int] = {}
+        rack_idx = tuple(names.setdefault(n.rack, len(names)) for n in self.nodes)
+        cap: dict[int, int] = {}
+        members: dict[int, int] = {}
+        for node in self.nodes:
+            r = rack_idx[node.index]
+            cap[r] = cap.get(r, 0) + len(node.gpu_ids)
+            members[r] = members.get(r, 0) + 1
+        return Topology(self.node_of, rack_idx, self.gpus_per_node, max(cap.values(), default=0),
+                        max(members.values(), default=0))
 
     def free_by_node(self) -> dict[int, list[int]]:
         """{node index: [free GPU ids ascending]} for nodes with at least one free GPU, in node order."""

@@ -1,4 +1,5 @@
-"""Outputs of policies: one round's plan (simulator / pald cycle) and one submit-time decision."""
+"""Outputs of decisions: one round's plan (engine, simulators, pald's cycle) and the kind of
+answer pald gives the submit hook."""
 
 from __future__ import annotations
 
@@ -6,13 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping
 
-
-@dataclass(frozen=True)
-class Placement:
-    """Where one job goes: GPU ids of a ClusterView."""
-
-    job_id: int | str
-    gpu_ids: tuple[int, ...]
+JobId = int | str  # the simulator's arrival counter, a Slurm job id, or a submit request's key
 
 
 @dataclass(frozen=True)
@@ -23,8 +18,8 @@ class RoundPlan:
     `launch`: job id -> GPU ids for jobs to (re)start. A job may be in both (moved).
     """
 
-    suspend: frozenset = field(default_factory=frozenset)
-    launch: Mapping = field(default_factory=dict)
+    suspend: frozenset[JobId] = field(default_factory=frozenset)
+    launch: Mapping[JobId, tuple[int, ...]] = field(default_factory=dict)
 
 
 class DecisionKind(str, Enum):
@@ -33,14 +28,3 @@ class DecisionKind(str, Enum):
     PLACE = "place"  # run now on these GPUs
     DEFER = "defer"  # hold the job; pald releases it later
     PASS = "pass"  # leave the job to Slurm untouched
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A submit-time answer. `nodes`/`slots` only for PLACE: {node name: [slots]}."""
-
-    kind: DecisionKind
-    reason: str = ""
-    nodes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    ranking_version: int | None = None
-    perf_class: str | None = None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pal_slurm.model.shape import JobShape
+
 
 @dataclass(frozen=True)
 class JobRequest:
@@ -25,6 +27,7 @@ class JobRequest:
     priority: int = 999  # artifact FIFO priority field (lower sorts first)
     waiting_since: float = 0.0  # when the job last started waiting (delay scheduling); running: when it started
     preemptions: int = 0  # times the job was stopped by preemption (bounded by preempting policies)
+    shape: JobShape | None = None  # how its GPUs must be spread (Slurm shapes); None: num_gpus anywhere
 
     @property
     def is_running(self) -> bool:

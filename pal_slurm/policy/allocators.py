@@ -6,13 +6,16 @@ included, because the simulator's compat mode must reproduce the artifact's numb
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter
-from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pal_slurm.model import JobRequest
+from pal_slurm.policy.cache import RunCache
+
+if TYPE_CHECKING:
+    from pal_slurm.policy.base import PlacementContext
 
 
 def group_by_node(free: list, node_of) -> dict[int, list[int]]:
@@ -23,7 +26,7 @@ def group_by_node(free: list, node_of) -> dict[int, list[int]]:
     return dict(sorted(out.items()))
 
 
-def packed(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
+def packed(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
     """Consolidated placement: an exact-fit node, else the tightest node that fits, else
     fill from the nodes with the most free GPUs (ties: lowest node)."""
     n = job.num_gpus
@@ -49,44 +52,35 @@ def packed(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def random_pick(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
+def random_pick(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
     """Uniform sample of the free GPUs (in id order) from the context's RNG."""
     if len(free) < job.num_gpus:
         return None
     return tuple(ctx.rng.sample(free, job.num_gpus))
 
 
-# NumPy copies of per-GPU tuples (a ranking's sf, a cluster's node_of), memoised by identity:
-# hashing a 1,000-element tuple on every call would cost more than the work itself. Each entry
-# keeps its tuple alive, so an id is never reused while cached. A pure function's memo.
-_ARRAYS: dict[int, tuple] = {}
-
-
-def _arrays(values: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """(values as an array, each value's rank among the distinct values)."""
-    hit = _ARRAYS.get(id(values))
-    if hit is not None and hit[0] is values:
-        return hit[1], hit[2]
+def _arrays(values: tuple, cache: RunCache) -> tuple[np.ndarray, np.ndarray]:
+    """(values as an array, each value's rank among the distinct values), once per run."""
+    hit = cache.lookup("arrays", values)
+    if hit is not None:
+        return hit  # type: ignore[return-value]
     arr = np.asarray(values)
     codes = np.unique(arr, return_inverse=True)[1].astype(np.int64).reshape(arr.shape)
     arr.setflags(write=False)
     codes.setflags(write=False)
-    if len(_ARRAYS) >= 64:
-        _ARRAYS.clear()
-    _ARRAYS[id(values)] = (values, arr, codes)
-    return arr, codes
+    return cache.put("arrays", values, (arr, codes))
 
 
-def _as_array(values: tuple) -> np.ndarray:
-    return _arrays(values)[0]
+def _as_array(values: tuple, cache: RunCache) -> np.ndarray:
+    return _arrays(values, cache)[0]
 
 
-def _bin_codes(values: tuple) -> np.ndarray:
+def _bin_codes(values: tuple, cache: RunCache) -> np.ndarray:
     """Each GPU's bin as a small integer (index of its sf among the distinct values)."""
-    return _arrays(values)[1]
+    return _arrays(values, cache)[1]
 
 
-def pm_first_pick(candidates: list, n: int, sf, node_of) -> tuple[int, ...]:
+def pm_first_pick(candidates: list, n: int, sf, node_of, cache: RunCache) -> tuple[int, ...]:
     """PM-First: lowest slowdown bin first; within a bin prefer GPUs whose (bin, node) group
     size best matches the request; ties by GPU id (`candidates` come in id order).
 
@@ -94,7 +88,8 @@ def pm_first_pick(candidates: list, n: int, sf, node_of) -> tuple[int, ...]:
     (sf, |group size - n|, GPU id).
     """
     c = np.asarray(candidates, dtype=np.int64)
-    return _pm_first_arrays(c, _as_array(tuple(sf))[c], _as_array(tuple(node_of))[c], _bin_codes(tuple(sf))[c], n)
+    return _pm_first_arrays(c, _as_array(tuple(sf), cache)[c], _as_array(tuple(node_of), cache)[c],
+                            _bin_codes(tuple(sf), cache)[c], n)
 
 
 def _pm_first_arrays(c, s, nodes, codes, n: int) -> tuple[int, ...]:
@@ -105,27 +100,23 @@ def _pm_first_arrays(c, s, nodes, codes, n: int) -> tuple[int, ...]:
     return tuple(c[order[:n]].tolist())
 
 
-def pm_first(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
+def pm_first(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
     if len(free) < job.num_gpus:
         return None
-    return pm_first_pick(free, job.num_gpus, ctx.ranking.sf(job.perf_class), ctx.cluster.node_of)
+    return pm_first_pick(free, job.num_gpus, ctx.ranking.sf(job.perf_class), ctx.cluster.node_of, ctx.cache)
 
 
-_LXV: dict[tuple[int, float], tuple] = {}
+def lxv_order(sf, locality_penalty: float, cache: RunCache | None = None) -> list[tuple[float, bool, float]]:
+    """PAL's locality x variability order for these binned factors (once per run)."""
+    penalty = float(locality_penalty)
+    if cache is None:
+        return list(_lxv_order(tuple(sf), penalty))
+    hit = cache.lookup(("lxv", penalty), sf)
+    if hit is None:
+        hit = cache.put(("lxv", penalty), sf, _lxv_order(tuple(sf), penalty))
+    return list(hit)  # type: ignore[call-overload]
 
 
-def lxv_order(sf, locality_penalty: float) -> list[tuple[float, bool, float]]:
-    """PAL's locality x variability order for these binned factors (memoised by identity)."""
-    key = (id(sf), float(locality_penalty))
-    hit = _LXV.get(key)
-    if hit is None or hit[0] is not sf:
-        if len(_LXV) >= 64:
-            _LXV.clear()
-        hit = _LXV[key] = (sf, _lxv_order(tuple(sf), float(locality_penalty)))
-    return list(hit[1])
-
-
-@lru_cache(maxsize=64)
 def _lxv_order(sf: tuple, locality_penalty: float) -> tuple[tuple[float, bool, float], ...]:
     """PAL's locality x variability matrix as an ordered list of (bin sf, within-node?, cost).
 
@@ -144,7 +135,7 @@ def _lxv_order(sf: tuple, locality_penalty: float) -> tuple[tuple[float, bool, f
     return tuple(options)
 
 
-def pal(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
+def pal(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
     """PAL: for jobs of 2..gpus_per_node GPUs walk the L x V order and take the first option
     that fits (best single node by worst GPU bin, or PM-First across nodes); other sizes use
     PM-First directly."""
@@ -154,9 +145,9 @@ def pal(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
     sf = ctx.ranking.sf(job.perf_class)
     node_of = ctx.cluster.node_of
     c = np.asarray(free, dtype=np.int64)
-    s = _as_array(tuple(sf))[c]
-    nodes = _as_array(tuple(node_of))[c]
-    codes = _bin_codes(tuple(sf))[c]
+    s = _as_array(tuple(sf), ctx.cache)[c]
+    nodes = _as_array(tuple(node_of), ctx.cache)[c]
+    codes = _bin_codes(tuple(sf), ctx.cache)[c]
     if not (1 < n <= ctx.cluster.gpus_per_node):
         return _pm_first_arrays(c, s, nodes, codes, n)
     num_nodes = len(ctx.cluster.nodes)
@@ -166,7 +157,7 @@ def pal(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
     has_n = seg_len >= n
     nth = np.full(num_nodes, np.inf)
     nth[has_n] = sorted_s[seg_start[has_n] + n - 1]
-    for v, within, _cost in lxv_order(sf, ctx.locality_penalty):
+    for v, within, _cost in lxv_order(sf, ctx.locality_penalty, ctx.cache):
         if within:
             # The artifact scans nodes by (GPUs with sf <= v, descending; node id) and keeps the
             # first node with the smallest n-th best sf: the minimum of (n-th sf, -count, node).
@@ -185,7 +176,7 @@ def pal(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
     return None
 
 
-def first_fit(job: JobRequest, free: list, ctx) -> tuple[int, ...] | None:
+def first_fit(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
     """Stock Slurm cons_tres, roughly: nodes by (weight, name); a job that fits one node gets
     the first such node's lowest free GPUs; a bigger job fills whole nodes in that order."""
     n = job.num_gpus

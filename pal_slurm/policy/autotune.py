@@ -23,8 +23,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Mapping
 
-LEVELS = ("node", "rack")  # tiers 0 and 1; the spine ("any") needs no timer
-SENSITIVITIES = ("low", "medium", "high")
+from pal_slurm.model.network import LEVELS, SENSITIVITIES
+
 
 # Seconds a job waits for each level before accepting the next one, by network sensitivity.
 DEFAULT_TIMERS: Mapping[tuple[str, str], float] = {
@@ -35,6 +35,13 @@ DEFAULT_TIMERS: Mapping[tuple[str, str], float] = {
     ("low", "node"): 0.0,
     ("low", "rack"): 0.0,
 }
+
+
+def rack_timers(rack_wait_s: float) -> dict[tuple[str, str], float]:
+    """Rack timers for a site's `rack_wait_s` (a medium-sensitivity job's wait for one rack):
+    the other sensitivities scale as the defaults do (low 0x, high 3x)."""
+    base = DEFAULT_TIMERS[("medium", "rack")]
+    return {(s, "rack"): rack_wait_s * DEFAULT_TIMERS[(s, "rack")] / base for s in SENSITIVITIES}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The two policy axes (as Flux's Fluxion separates them) and the context they get.
+"""The two policy axes (as Flux's Fluxion separates them), the context they get, and the one
+interface every placement implements.
 
 - A queue order decides *which job next*: a pure function of the pending/running jobs.
 - A placement decides *which GPUs*: given the ordered jobs, the cluster (with its free GPUs
@@ -6,7 +7,8 @@
   RoundPlan. It never mutates its inputs and performs no I/O.
 
 Randomness comes only from the `rng` passed in (a `random.Random`): the same seed gives the
-same plan, and the simulator can hand over the artifact's exact RNG stream.
+same plan, and the simulator can hand over the artifact's exact RNG stream. Callers never probe
+a placement by name or attribute: what they may rely on is in its `Traits`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.policy.cache import RunCache
+from pal_slurm.policy.shapes import ShapeIndex
 from pal_slurm.ranking import Ranking
 
 
@@ -28,7 +32,7 @@ class PlacementContext:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     locality_penalty: float = 1.7  # PAL's across-node weight in the L x V order
     now: float = 0.0  # current time (delay scheduling); policies never read a clock
-    # Network-aware placements (optional; None = unknown). `network` is duck-typed: it has
+    # Network-aware placements (optional; None = unknown). `network` has
     # `factor(app, num_gpus, nodes, racks) -> float >= 1` (sim.network.NetworkModel is one);
     # `delay_timers` overrides a placement's delay timers {(sensitivity, level): seconds}
     # (the auto-tuner's current output).
@@ -39,12 +43,45 @@ class PlacementContext:
     # job whose position changed. Explicit state, not hidden: the plan is the same with or
     # without it (tests check that); None disables it.
     memo: dict | None = None
+    # policy.shapes.ShapeIndex: the free GPUs for `place_one`, indexed and kept in step by the
+    # caller that owns the free set (pald's service: a burst of requests, microseconds each).
+    # When given it is the truth and `cluster.free` may lag behind it (the caller need not
+    # rebuild the view after every reservation); see `free_gpus`. None: `cluster.free`.
+    shape_index: ShapeIndex | None = None
+    # Values derived from the run's inputs (policy.cache): the run's owner passes its own, so
+    # they are made once per run; by default a context has its own (they last one plan).
+    cache: RunCache = field(default_factory=RunCache)
+
+    def free_gpus(self) -> frozenset[int] | set[int]:
+        """The free GPUs `place_one` may use (the shape index's when there is one)."""
+        return self.shape_index.free if self.shape_index is not None else self.cluster.free
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What callers may rely on about a placement (instead of probing its name or type)."""
+
+    sticky: bool = False  # running jobs keep their GPUs: with nobody waiting a plan changes nothing
+    randomised: bool = False  # draws from ctx.rng: the same inputs may give another plan
+    tuned: bool = False  # wants ctx.delay_timers from the delay-timer auto-tuner
+    backfills: bool = False  # lets later jobs pass one that does not fit (callers add no backfill)
+    variability: bool = True  # reads the ranking (False: every GPU is the same to it)
 
 
 class PlacementPolicy(Protocol):
+    """A placement: `plan` a round; `place_one` a new job (== plan([job]) when nothing runs:
+    tested for every registered placement); `next_wakeup` when a waiting job's options widen
+    with time alone (delay scheduling; None: never)."""
+
     name: str
+    traits: Traits
+    delay_timers: Mapping  # its own delay timers {(sensitivity, level): s}; {} without delay
 
     def plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan: ...
+
+    def place_one(self, job: JobRequest, ctx: PlacementContext) -> tuple[int, ...] | None: ...
+
+    def next_wakeup(self, order: Sequence[JobRequest], ctx: PlacementContext) -> float | None: ...
 
 
 QueueOrder = Callable[[Sequence[JobRequest]], list[JobRequest]]

@@ -55,11 +55,12 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.model.cluster import Topology
+from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, sensitivity_rank
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
+from pal_slurm.policy.base import PlacementContext, Traits
+from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
 
-NODE, RACK, SPINE = 0, 1, 2
-LEVEL_NAMES = ("node", "rack")
-SENS_RANK = {"none": 0, "low": 1, "medium": 2, "high": 3}
 
 # Tier penalties when the context has no network model: (node, rack, spine) per sensitivity.
 FALLBACK_PENALTY: Mapping[str, tuple[float, float, float]] = {
@@ -81,37 +82,9 @@ class PreemptConfig:
 # topology helpers
 
 
-@dataclass(frozen=True)
-class Topo:
-    """Derived topology of a cluster's node list (shared by every free-set copy of it)."""
-
-    node_of: tuple[int, ...]  # gpu -> node index
-    rack_idx: tuple[int, ...]  # node index -> dense rack index
-    gpus_per_node: int
-    rack_cap: int  # GPUs under the largest leaf
-
-
-_TOPO: dict[int, tuple[object, Topo]] = {}
-
-
-def topo(cluster: ClusterView) -> Topo:
-    """Topo of `cluster`, cached by its node tuple (ClusterView.with_free keeps it)."""
-    hit = _TOPO.get(id(cluster.nodes))
-    if hit is not None and hit[0] is cluster.nodes:
-        return hit[1]
-    names: dict[str, int] = {}
-    rack_idx = tuple(names.setdefault(n.rack, len(names)) for n in cluster.nodes)
-    node_of = [0] * cluster.size
-    cap: dict[int, int] = {}
-    for node in cluster.nodes:
-        for g in node.gpu_ids:
-            node_of[g] = node.index
-        cap[rack_idx[node.index]] = cap.get(rack_idx[node.index], 0) + len(node.gpu_ids)
-    t = Topo(tuple(node_of), rack_idx, cluster.gpus_per_node, max(cap.values()) if cap else 0)
-    if len(_TOPO) > 64:
-        _TOPO.clear()
-    _TOPO[id(cluster.nodes)] = (cluster.nodes, t)
-    return t
+def topo(cluster: ClusterView) -> Topology:
+    """The cluster's derived topology (computed once per layout: with_free copies share it)."""
+    return cluster.topology
 
 
 def _rack_index(cluster: ClusterView) -> tuple[int, ...]:
@@ -138,7 +111,16 @@ def preferred_tier(n: int, cluster: ClusterView) -> int:
     return RACK if n <= t.rack_cap else SPINE
 
 
-def net_factor(job: JobRequest, nodes: int, racks: int, ctx) -> float:
+def wanted_tier(job: JobRequest, cluster: ClusterView) -> int:
+    """The most consolidated tier this job can ever get: by its size, or for a per-node
+    request (-N k) by its node count (one node; k nodes under one leaf; else the spine)."""
+    if is_per_node(job):
+        k = shape_of(job).nodes or 1
+        return NODE if k == 1 else RACK if k <= topo(cluster).rack_nodes else SPINE
+    return preferred_tier(job.num_gpus, cluster)
+
+
+def net_factor(job: JobRequest, nodes: int, racks: int, ctx: PlacementContext) -> float:
     net = getattr(ctx, "network", None)
     if net is not None:
         return net.factor(job.app, job.num_gpus, nodes, racks)
@@ -156,10 +138,10 @@ class NodeLocality:
         return self.penalty if nodes > 1 else 1.0
 
 
-def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx) -> float:
+def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx: PlacementContext) -> float:
     """Estimated network factor of the tightest placement of `job` at `tier`."""
     gpn = max(1, cluster.gpus_per_node)
-    nodes = max(1, math.ceil(job.num_gpus / gpn))
+    nodes = (shape_of(job).nodes or 1) if is_per_node(job) else max(1, math.ceil(job.num_gpus / gpn))
     if tier == NODE:
         return 1.0
     if tier == RACK:
@@ -229,7 +211,7 @@ def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx, max_tier:
     return tuple(out), SPINE, len({node_of[g] for g in out}), racks_used
 
 
-def best_allocation(job: JobRequest, free: Sequence[int], ctx, variability: bool = True,
+def best_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool = True,
                     max_tier: int = SPINE, rack_idx=None):
     """Cheapest (variability bin x network factor) allocation with tier <= max_tier.
 
@@ -237,6 +219,8 @@ def best_allocation(job: JobRequest, free: Sequence[int], ctx, variability: bool
     n = job.num_gpus
     if len(free) < n:
         return None
+    if is_per_node(job):
+        return _per_node_allocation(job, free, ctx, variability, max_tier)
     cluster = ctx.cluster
     rack_idx = rack_idx if rack_idx is not None else _rack_index(cluster)
     sf = ctx.ranking.sf(job.perf_class) if variability else None
@@ -263,6 +247,32 @@ def best_allocation(job: JobRequest, free: Sequence[int], ctx, variability: bool
     if best is None:
         return None
     return best[1], best[2], best[3]
+
+
+def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool, max_tier: int):
+    """A per-node request (k nodes x g GPUs): the best k nodes under one leaf, or (from the
+    spine tier on) anywhere when that is cheaper. Same result shape as best_allocation."""
+    cluster = ctx.cluster
+    shape = shape_of(job)
+    sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(cluster)
+    if (shape.nodes or 1) == 1:
+        picks = [per_node_pick(shape, free, sf, cluster)]
+    elif max_tier < RACK:
+        return None
+    else:
+        picks = [per_node_pick(shape, free, sf, cluster, one_rack=True)]
+        if max_tier >= SPINE:
+            picks.append(per_node_pick(shape, free, sf, cluster))
+    best = None
+    for gpus in picks:
+        if gpus is None:
+            continue
+        tier, nodes, racks = span(gpus, cluster)
+        factor = net_factor(job, nodes, racks, ctx)
+        cost = max(sf[g] for g in gpus) * factor
+        if best is None or cost < best[0] - 1e-12:
+            best = (cost, gpus, tier, factor)
+    return None if best is None else best[1:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,14 +379,14 @@ class NetAwarePlacement:
             raise ValueError(f"backfill must be easy, greedy or none, not {self.backfill!r}")
 
     # ---- delay scheduling ------------------------------------------------------------------
-    def _timers(self, ctx) -> Mapping:
+    def _timers(self, ctx: PlacementContext) -> Mapping:
         t = getattr(ctx, "delay_timers", None)
         return self.timers if not t else {**self.timers, **t}
 
-    def tier_deadlines(self, job: JobRequest, ctx) -> list[tuple[float, int]]:
+    def tier_deadlines(self, job: JobRequest, ctx: PlacementContext) -> list[tuple[float, int]]:
         """[(time, tier)]: from `time` on, the job accepts placements up to `tier`."""
         cluster = ctx.cluster
-        want = preferred_tier(job.num_gpus, cluster)
+        want = wanted_tier(job, cluster)
         start = job.waiting_since
         out = [(start, want)]
         if not self.delay or want == SPINE:
@@ -384,7 +394,7 @@ class NetAwarePlacement:
         timers = self._timers(ctx)
         t = start
         for tier in range(want, SPINE):
-            wait = float(timers.get((job.net_sensitivity, LEVEL_NAMES[tier]), 0.0))
+            wait = float(timers.get((job.net_sensitivity, LEVELS[tier]), 0.0))
             if self.cost_aware and job.remaining_time > 0:  # unknown length (0): class timer only
                 # the class timer, stretched to `patience` x the saving for jobs that would lose
                 # much by spreading, and never longer than the saving itself
@@ -394,7 +404,7 @@ class NetAwarePlacement:
             out.append((min(t, start + self.max_wait_s), tier + 1))
         return out
 
-    def allowed_tier(self, job: JobRequest, ctx) -> int:
+    def allowed_tier(self, job: JobRequest, ctx: PlacementContext) -> int:
         allowed = NODE
         for when, tier in self.tier_deadlines(job, ctx):
             if ctx.now >= when:
@@ -403,7 +413,7 @@ class NetAwarePlacement:
             allowed = SPINE
         return allowed
 
-    def next_wakeup(self, order: Sequence[JobRequest], ctx) -> float | None:
+    def next_wakeup(self, order: Sequence[JobRequest], ctx: PlacementContext) -> float | None:
         """Earliest future instant at which a waiting job's accepted tier widens."""
         if not self.delay:
             return None
@@ -417,28 +427,38 @@ class NetAwarePlacement:
                     break
         return soon if soon < math.inf else None
 
-    def place_one(self, job: JobRequest, ctx) -> tuple[int, ...] | None:
-        """Allocation for one new job against ctx.cluster.free (pald's submit-time path):
-        the best placement at the tier its delay state accepts now, or None (defer)."""
-        ctx = self._view(ctx)
-        got = best_allocation(job, sorted(ctx.cluster.free), ctx, self.variability, self.allowed_tier(job, ctx))
-        return None if got is None else tuple(got[0])
+    def place_one(self, job: JobRequest, ctx: PlacementContext) -> tuple[int, ...] | None:
+        """Allocation for one new job against ctx.cluster.free (pald's submit-time path): what
+        a plan of that job alone gives (delay, finish-aware choice), or None (defer)."""
+        if ctx.shape_index is not None:  # its free set is the truth; plan() reads cluster.free
+            ctx = dataclasses.replace(ctx, cluster=ctx.cluster.with_free(ctx.shape_index.free), shape_index=None)
+        got = self.plan([job], ctx).launch.get(job.job_id)
+        return None if got is None else tuple(got)
+
+    @property
+    def traits(self) -> Traits:
+        return Traits(sticky=self.keeps_running, tuned=self.autotune, backfills=self.backfill != "none",
+                      variability=self.variability)
+
+    @property
+    def delay_timers(self) -> Mapping:
+        return self.timers if self.delay else {}
 
     # ---- estimates --------------------------------------------------------------------------
-    def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx) -> float:
+    def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx: PlacementContext) -> float:
         scores = ctx.ranking.scores(job.perf_class)
         pm = max(scores[g] for g in gpus) if gpus else 1.0
         _tier, nodes, racks = span(gpus, ctx.cluster)
         return job.remaining_time * pm * net_factor(job, nodes, racks, ctx)
 
     # ---- the plan ---------------------------------------------------------------------------
-    def _view(self, ctx):
+    def _view(self, ctx: PlacementContext) -> PlacementContext:
         """The context as this policy sees it (node-only locality when not topology-aware)."""
         if self.topology_aware:
             return ctx
         return dataclasses.replace(ctx, network=NodeLocality(getattr(ctx, "locality_penalty", 1.7)))
 
-    def plan(self, order: Sequence[JobRequest], ctx) -> RoundPlan:
+    def plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
         ctx = self._view(ctx)
         cluster = ctx.cluster
         now = ctx.now
@@ -460,16 +480,16 @@ class NetAwarePlacement:
             allowed = self.allowed_tier(job, ctx)
             if len(free) >= n:
                 got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
-            if (got is None or got[1] > preferred_tier(n, cluster)) and self.preempt is not None:
+            if (got is None or got[1] > wanted_tier(job, cluster)) and self.preempt is not None:
                 freed = self._preempt(job, free, running, suspend, launch, ctx, rack_idx)
                 for jid in freed:
                     ends.pop(jid, None)
                     holding.pop(jid, None)
                 if freed:
                     got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
-            if got is not None and self.finish_aware and got[1] > preferred_tier(n, cluster):
+            if got is not None and self.finish_aware and got[1] > wanted_tier(job, cluster):
                 # a spread placement now, or the consolidated one when the running jobs free it?
-                want = preferred_tier(n, cluster)
+                want = wanted_tier(job, cluster)
                 r = _Reservation.make(n, want, free, holding, ends, cluster, rack_idx, now)
                 if r.group is not None and r.shadow <= now:
                     # consolidated GPUs are free now but cost more by variability: take the faster
@@ -478,7 +498,7 @@ class NetAwarePlacement:
                         got = tight_now
                 elif r.group is not None and r.shadow < math.inf:
                     spread = self._runtime(job, got[0], ctx)
-                    tight = spread / got[2] * tier_factor(job, preferred_tier(n, cluster), cluster, ctx)
+                    tight = spread / got[2] * tier_factor(job, wanted_tier(job, cluster), cluster, ctx)
                     if r.shadow + tight < now + spread:
                         got = None
                         if self.backfill == "easy" and len(res) < self.reservations:
@@ -510,19 +530,21 @@ class NetAwarePlacement:
             holding[job.job_id] = tuple(gpus)
         return RoundPlan(frozenset(suspend), launch)
 
-    def _preempt(self, job, free: set, running: dict, suspend: set, launch: dict, ctx, rack_idx) -> list:
+    def _preempt(self, job, free: set, running: dict, suspend: set, launch: dict, ctx: PlacementContext, rack_idx) -> list:
         """Stop victims so that `job` gets its preferred tier; returns the victims' ids."""
         cfg = self.preempt
+        if cfg is None:
+            return []
         cluster = ctx.cluster
-        want = preferred_tier(job.num_gpus, cluster)
+        want = wanted_tier(job, cluster)
         if want == SPINE:
             return []
-        rank = SENS_RANK.get(job.net_sensitivity, 3)
+        rank = sensitivity_rank(job.net_sensitivity)
         now = ctx.now
         victims = [
             v for jid, v in running.items()
             if jid not in suspend
-            and SENS_RANK.get(v.net_sensitivity, 3) < rank
+            and sensitivity_rank(v.net_sensitivity) < rank
             and now - v.waiting_since < cfg.recent_s
             and v.preemptions < cfg.max_preemptions
         ]
@@ -574,13 +596,3 @@ DALLY = NetAwarePlacement(
 # ablation: PAL's allocation (variability bins, node locality only) + EASY backfill, no delay
 PAL_BACKFILL = NetAwarePlacement("pal-backfill", delay=False, finish_aware=False, topology_aware=False)
 NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, DALLY)
-
-
-def _register() -> None:
-    from pal_slurm.policy.registry import register_placement
-
-    for p in NAMED:
-        register_placement(p)
-
-
-_register()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pal_slurm.policy import placements, queue
+from pal_slurm.policy import netaware, placements, queue
 
 PLACEMENTS = {
     p.name: p
@@ -14,6 +14,7 @@ PLACEMENTS = {
         placements.RANDOM_STICKY,
         placements.RANDOM_NONSTICKY,
         placements.FIRST_FIT,
+        *netaware.NAMED,
     )
 }
 
@@ -38,11 +39,6 @@ class UnknownPolicy(KeyError):
         return self.args[0]
 
 
-def register_placement(policy) -> None:
-    """Add a placement (extensions such as the network-aware policies register here)."""
-    PLACEMENTS[policy.name] = policy
-
-
 def placement(name: str):
     key = ALIASES.get(name, name)
     if key not in PLACEMENTS:
@@ -54,4 +50,3 @@ def queue_order(name: str):
     if name not in QUEUE_ORDERS:
         raise UnknownPolicy(f"unknown queue order {name!r}; known: {', '.join(QUEUE_ORDERS)}")
     return QUEUE_ORDERS[name]
-from pal_slurm.policy import netaware  # noqa: E402,F401  registers the network-aware placements

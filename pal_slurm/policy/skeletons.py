@@ -15,12 +15,15 @@ of free GPU ids; it must return exactly `job.num_gpus` distinct ids from `free` 
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from pal_slurm.model import JobRequest, RoundPlan
 from pal_slurm.model.classes import class_rank
 
-Allocator = Callable[[JobRequest, list, object], "tuple[int, ...] | None"]
+if TYPE_CHECKING:
+    from pal_slurm.policy.base import PlacementContext
+
+Allocator = Callable[[JobRequest, list, "PlacementContext"], "tuple[int, ...] | None"]
 
 
 def head_window(order: Sequence[JobRequest], capacity: int) -> list[JobRequest]:
@@ -48,18 +51,19 @@ def _remove(free: list, gpus) -> None:
             del free[i]
 
 
-def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder: bool = False,
+def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator, reorder: bool = False,
                     deterministic: bool = True) -> RoundPlan:
     held = {j.job_id: tuple(sorted(j.running_on)) for j in order if j.running_on}
     free = sorted(set(ctx.cluster.free).union(*[set(g) for g in held.values()]))
     seq = class_first(order, ctx.cluster.size) if reorder else list(order)
-    keys = [(j.job_id, j.num_gpus, j.perf_class) for j in seq]
+    keys = [(j.job_id, j.num_gpus, j.perf_class, j.shape) for j in seq]
     # Every round starts from the same free set, so a deterministic allocator gives the same
     # GPUs to the same leading jobs as last round: reuse them up to the first change.
     memo = getattr(ctx, "memo", None) if deterministic else None
-    sig = (alloc, id(ctx.ranking), ctx.locality_penalty, tuple(free))
+    sig = (alloc, ctx.locality_penalty, tuple(free))
     allocs: list = []
-    if memo is not None and memo.get("sig") == sig:
+    # the ranking by identity (the memo keeps it alive, so its id cannot be reused meanwhile)
+    if memo is not None and memo.get("ranking") is ctx.ranking and memo.get("sig") == sig:
         prev_keys, prev_allocs = memo["keys"], memo["allocs"]
         for i, (a, b) in enumerate(zip(prev_keys, keys)):
             if a != b or i >= len(prev_allocs):
@@ -79,7 +83,7 @@ def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder:
             launch[job.job_id] = tuple(gpus)
             _remove(free, gpus)
     if memo is not None:
-        memo.update(sig=sig, keys=keys[: len(allocs)], allocs=allocs)
+        memo.update(sig=sig, ranking=ctx.ranking, keys=keys[: len(allocs)], allocs=allocs)
     suspend = set()
     for jid, gpus in held.items():
         if jid in launch and tuple(sorted(launch[jid])) == gpus:
@@ -89,7 +93,7 @@ def nonsticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, reorder:
     return RoundPlan(frozenset(suspend), launch)
 
 
-def sticky_round(order: Sequence[JobRequest], ctx, alloc: Allocator, preempt: bool = True) -> RoundPlan:
+def sticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator, preempt: bool = True) -> RoundPlan:
     order = list(order)
     running = {j.job_id: tuple(j.running_on) for j in order if j.running_on}
     free = sorted(ctx.cluster.free)

@@ -12,11 +12,14 @@ because every consumer wants it and the artifact defines it per file.
 from __future__ import annotations
 
 import csv
+import io
 import statistics
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Mapping
+
+from pal_slurm.input_files import InputError, read_csv, read_text
 
 # Which bundled per-run file stands for which class (the artifact's profiles.json; class C
 # reuses the BERT file with independent draws).
@@ -28,8 +31,15 @@ ARTIFACT_CLASS_FILES: Mapping[str, str] = {
 }
 
 
-class DatasetError(ValueError):
-    """A variability file that cannot be read; the message names the file and the row."""
+class DatasetError(InputError):
+    """A variability file that cannot be read; the message names the file, the line and the column."""
+
+
+# Columns that name a GPU's slot on its node in a per-run file (with a `node` column).
+DEVICE_COLUMNS = ("device", "slot", "gpu", "local_gpu_id")
+
+# A GPU more than this many times slower (or faster) than the median is a unit mistake.
+MAX_RATIO = 1e6
 
 
 @dataclass(frozen=True)
@@ -68,88 +78,72 @@ def bundled_path(name: str) -> Path:
     return Path(str(resources.files("pal_slurm") / "data" / "variability" / name))
 
 
-def _float(value: str, where: str) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise DatasetError(f"{where}: not a number: {value!r}") from None
-    if out != out or out <= 0:
-        raise DatasetError(f"{where}: must be a positive number, got {value!r}")
-    return out
-
-
 def load_runs(path: str | Path) -> RunSet:
     """Read a per-run file and normalise `perf` by the median over all rows."""
-    path = Path(path)
-    try:
-        with path.open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            fields = reader.fieldnames or []
-            if "perf" not in fields or "uuid" not in fields:
-                raise DatasetError(
-                    f"{path}: a per-run file needs 'uuid' and 'perf' columns, found {fields}"
-                )
-            ids, perf = [], []
-            for lineno, row in enumerate(reader, start=2):
-                perf.append(_float(row["perf"], f"{path}:{lineno} perf"))
-                ids.append(row["uuid"].strip())
-    except OSError as exc:
-        raise DatasetError(f"{path}: {exc.strerror or exc}") from None
+    table = read_csv(path, what="variability file", error=DatasetError)
+    device = next((c for c in DEVICE_COLUMNS if c in table.header), None)
+    # node/device columns place GPUs only where there is no uuid (Longhorn's node column is a
+    # number inside a cabinet; its uuid `cab-node-dev` is the full location)
+    located = "uuid" not in table.header and "node" in table.header and device is not None
+    if "perf" not in table.header or not ("uuid" in table.header or located):
+        raise DatasetError(f"a per-run file needs 'perf' and 'uuid' (or 'node' and 'device') columns, "
+                           f"found {list(table.header)}", path, 1)
+    ids, perf = [], []
+    for row in table.rows:
+        perf.append(row.number("perf", above=0.0))
+        # node/device say where the GPU is: its id becomes `node-slot`, which the importer places
+        ids.append(f"{row.text('node')}-{row.integer(device, minimum=0)}" if located else row.text("uuid"))
     if not perf:
-        raise DatasetError(f"{path}: no rows")
+        raise DatasetError("no rows (only a header)", path)
     med = statistics.median(perf)
-    return RunSet(str(path), tuple(ids), tuple(p / med for p in perf))
+    norm = tuple(p / med for p in perf)
+    _check_spread(path, table.rows, norm, "perf")
+    return RunSet(str(path), tuple(ids), norm)
+
+
+def _check_spread(path, rows, values, column: str) -> None:
+    for row, v in zip(rows, values):
+        if not (1.0 / MAX_RATIO <= v <= MAX_RATIO):
+            raise row.fail(f"{v:.3g} x the median; a unit mistake?", column)
 
 
 def load_perfvar_table(path: str | Path) -> list[PerfVarRow]:
     """Read a per-GPU table with columns GPU_ID, GPU_UUID, Local_GPU_ID, Node_ID, PerfVar_classX."""
-    path = Path(path)
-    try:
-        with path.open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            fields = reader.fieldnames or []
-            classes = [f[len("PerfVar_class"):] for f in fields if f.startswith("PerfVar_class")]
-            if not classes or "GPU_ID" not in fields:
-                raise DatasetError(
-                    f"{path}: a per-GPU table needs GPU_ID and PerfVar_class* columns, found {fields}"
-                )
-            rows = []
-            for lineno, row in enumerate(reader, start=2):
-                where = f"{path}:{lineno}"
-                try:
-                    gid = int(row["GPU_ID"])
-                    slot = int(row.get("Local_GPU_ID") or 0)
-                except ValueError:
-                    raise DatasetError(f"{where}: GPU_ID/Local_GPU_ID must be integers") from None
-                rows.append(
-                    PerfVarRow(
-                        gpu_id=gid,
-                        uuid=(row.get("GPU_UUID") or f"gpu-{gid}").strip(),
-                        node=str(row.get("Node_ID", "0")).strip(),
-                        slot=slot,
-                        perfvar={c: _float(row[f"PerfVar_class{c}"], f"{where} PerfVar_class{c}") for c in classes},
-                    )
-                )
-    except OSError as exc:
-        raise DatasetError(f"{path}: {exc.strerror or exc}") from None
+    table = read_csv(path, what="variability file", error=DatasetError)
+    fields = table.header
+    classes = [f[len("PerfVar_class"):] for f in fields if f.startswith("PerfVar_class")]
+    if not classes or "GPU_ID" not in fields:
+        raise DatasetError(f"a per-GPU table needs GPU_ID and PerfVar_class* columns, found {list(fields)}", path, 1)
+    rows = []
+    first: dict[object, int] = {}
+    for row in table.rows:
+        gid = row.integer("GPU_ID", minimum=0)
+        slot = row.integer("Local_GPU_ID", minimum=0) if row.get("Local_GPU_ID") else 0
+        node = row.get("Node_ID", "0") or "0"
+        for key, column in ((gid, "GPU_ID"), (("slot", node, slot), "Local_GPU_ID")):
+            if key in first:
+                raise row.fail(f"GPU {'id' if column == 'GPU_ID' else 'slot'} appears twice (first on line {first[key]})", column)
+            first[key] = row.line
+        perfvar = {c: row.number(f"PerfVar_class{c}", above=1.0 / MAX_RATIO, maximum=MAX_RATIO) for c in classes}
+        rows.append(PerfVarRow(gpu_id=gid, uuid=row.get("GPU_UUID") or f"gpu-{gid}", node=node, slot=slot,
+                               perfvar=perfvar))
     if not rows:
-        raise DatasetError(f"{path}: no rows")
+        raise DatasetError("no rows (only a header)", path)
     return rows
 
 
 def detect_format(path: str | Path) -> str:
     """'runs' or 'table' from the header; DatasetError otherwise."""
-    path = Path(path)
-    try:
-        with path.open(newline="") as fh:
-            header = next(csv.reader(fh), [])
-    except OSError as exc:
-        raise DatasetError(f"{path}: {exc.strerror or exc}") from None
-    if "perf" in header and "uuid" in header:
+    text = read_text(path, what="variability file", error=DatasetError)
+    header = [h.strip() for h in next(csv.reader(io.StringIO(text.split("\n", 1)[0])), [])]
+    if "perf" in header and ("uuid" in header or ("node" in header and any(c in header for c in DEVICE_COLUMNS))):
         return "runs"
     if any(h.startswith("PerfVar_class") for h in header):
         return "table"
-    raise DatasetError(f"{path}: unknown variability format (header {header[:8]})")
+    if not text.strip():
+        raise DatasetError("empty variability file", path)
+    raise DatasetError(f"unknown variability format (header {header[:8]}); expected a per-run file "
+                       "(uuid,perf) or a per-GPU table (GPU_ID,PerfVar_class*)", path, 1)
 
 
 def artifact_class_runs() -> dict[str, RunSet]:

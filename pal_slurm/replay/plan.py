@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from pal_slurm.daemon.service import Shape
+from pal_slurm.model import JobShape
 from pal_slurm.model import ClusterView
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.sim.network import NetworkModel
@@ -34,14 +34,14 @@ class PlanError(ValueError):
     """A trace that cannot be replayed on this cluster (the message says which job and why)."""
 
 
-def slurm_shape(num_gpus: int, gpus_per_node: int) -> Shape:
+def slurm_shape(num_gpus: int, gpus_per_node: int) -> JobShape:
     """The per-node Slurm shape of a job of `num_gpus` GPUs (see module docstring)."""
     if num_gpus <= 0:
         raise PlanError(f"a job needs at least one GPU, not {num_gpus}")
     k = math.ceil(num_gpus / gpus_per_node)
     if num_gpus % k:
         raise PlanError(f"{num_gpus} GPUs do not split evenly over {k} nodes of {gpus_per_node} GPUs")
-    return Shape(k, num_gpus // k, num_gpus)
+    return JobShape.on_nodes(k, num_gpus // k)
 
 
 def time_limit_minutes(ideal_s: float, scale: float) -> int:
@@ -55,7 +55,7 @@ class ReplayJob:
 
     trace_job: TraceJob
     perf_class: str
-    shape: Shape
+    shape: JobShape
     submit_s: float  # trace seconds after the first submission
     limit_minutes: int  # Slurm --time (wall minutes)
     scale: float

@@ -19,21 +19,21 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from pal_slurm.model import ClusterView, JobRequest
-from pal_slurm.model.classes import AppClassMap
-from pal_slurm.policy import PlacementContext, placement as placement_by_name, queue_order
+from pal_slurm.model.classes import ARTIFACT_CLASSES
+from pal_slurm.model.decision import JobId
+from pal_slurm.engine import Engine, EngineSettings
+from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import artifact_profiles
+from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import JobOutcome, RunResult
-from pal_slurm.sim.trace import Trace, TraceJob
+from pal_slurm.sim.trace import Trace, TraceJob, job_class, unclassed_scores
+from pal_slurm.sim.variability import MeasuredGpus
 
-# The artifact's Sia-Philly class mapping: anything unknown is class A.
-ARTIFACT_CLASSES = AppClassMap(
-    {"resnet50": "A", "vgg19": "C", "pointnet": "D", "gpt2": "B", "dcgan": "B", "bert": "B"}, default="A"
-)
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ class CompatConfig:
     queue: str = "fifo"
     binning: str = "artifact"
     max_rounds: int = 200_000  # a guard: a policy that never finishes is an error, not a hang
+    max_job_rounds: int = 20_000_000  # and a bound on the work: backlogs grow with the extra arrivals
+    cluster: ClusterView | None = None  # overrides num_nodes x gpus_per_node (e.g. a measured cluster's nodes)
+    variability: MeasuredGpus | None = None  # measured classes replace the bundled draws (sim.variability)
 
 
 @dataclass
@@ -110,23 +113,31 @@ def arrivals(trace: Trace, jobs_per_hour: float, seed: int) -> Iterator[tuple[in
 class CompatSimulator:
     def __init__(self, config: CompatConfig = CompatConfig()):
         self.config = config
-        self.cluster = ClusterView.uniform(config.num_nodes, config.gpus_per_node)
+        self.cluster = config.cluster or ClusterView.uniform(config.num_nodes, config.gpus_per_node)
 
     def run(self, trace: Trace, policy: str, progress: Callable[[float], None] | None = None) -> RunResult:
         cfg = self.config
         G = self.cluster.size
         placement = placement_by_name(policy)
-        order_fn = queue_order(cfg.queue)
         perfvar, rng = artifact_profiles(G, cfg.variability_seed)
+        if cfg.variability is not None:
+            perfvar = {**perfvar, **cfg.variability.scores_for(self.cluster, cfg.variability_seed)}
+        perfvar = {**perfvar, **unclassed_scores(trace, G)}
+        engine = Engine(EngineSettings(placement=placement.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty),
+                        rng=rng, policy=placement)
         ranking = Ranking.from_scores(perfvar, cfg.binning)
-        node_of = self.cluster.node_of
-        deterministic = placement.name != "random-nonsticky"
+        deterministic = not placement.traits.randomised
         n_tracked = len(trace.jobs)
         sorted_pv = {c: sorted(v) for c, v in perfvar.items()}
 
+        horizon = max(j.submit_time + j.ideal_runtime for j in trace.jobs) / cfg.round_s
+        if horizon > cfg.max_rounds:
+            raise SimulationError(f"{trace.name}: needs at least {horizon:.0f} rounds of {cfg.round_s:g} s, more than "
+                                  f"compat mode's {cfg.max_rounds}; use --mode event for a trace this long")
+        job_rounds = 0
         source = arrivals(trace, cfg.jobs_per_hour, cfg.arrival_seed)
         pending_arrival = next(source)
-        active: dict[int, _Job] = {}
+        active: dict[JobId, _Job] = {}
         free = set(range(G))
         outcomes: dict[int, JobOutcome] = {}
         busy_gpu_s = 0.0
@@ -135,11 +146,16 @@ class CompatSimulator:
         R = cfg.round_s
         rounds = 0
         idle_plan = False
-        memo: dict = {}  # the placement's reuse of last round's allocations (see PlacementContext)
         while True:
             rounds += 1
             if rounds > cfg.max_rounds:
-                raise RuntimeError(f"{trace.name}/{policy}: no end after {cfg.max_rounds} rounds")
+                raise SimulationError(f"{trace.name}/{policy}: no end after {cfg.max_rounds} rounds of {cfg.round_s:g} s "
+                                      "(compat mode); a trace this long needs --mode event")
+            job_rounds += len(active)
+            if job_rounds > cfg.max_job_rounds:
+                raise SimulationError(f"{trace.name}/{policy}: {len(active)} jobs still queued or running after "
+                                      f"{rounds} rounds (compat mode keeps adding {cfg.jobs_per_hour:g} jobs/h); "
+                                      "the cluster cannot keep up: use --mode event or a bigger --cluster")
             # (1) progress of the round that just ended
             changed = False
             for job in list(active.values()):
@@ -162,7 +178,7 @@ class CompatSimulator:
                             num_gpus=n,
                             model=job.src.model,
                             submit=job.submit,
-                            first_start=job.first_start,
+                            first_start=job.first_start if job.first_start is not None else t,
                             finish=t,
                             ideal_runtime=job.src.ideal_runtime,
                             lower_bound_s=job.src.ideal_runtime * best_pm * best_loc,
@@ -174,21 +190,12 @@ class CompatSimulator:
             # (2) arrivals
             while pending_arrival[1] <= t:
                 key, at, src = pending_arrival
-                active[key] = _Job(key, src, ARTIFACT_CLASSES.class_of(src.model), at)
+                active[key] = _Job(key, src, job_class(src, ARTIFACT_CLASSES), at)
                 changed = True
                 pending_arrival = next(source)
             # (3) schedule, unless nothing can have changed since an idle deterministic round
             if changed or not idle_plan or not deterministic:
-                order = order_fn([j.request() for j in active.values()])
-                ctx = PlacementContext(
-                    cluster=self.cluster.with_free(free),
-                    ranking=ranking,
-                    rng=rng,
-                    locality_penalty=cfg.locality_penalty,
-                    now=t,
-                    memo=memo,
-                )
-                plan = placement.plan(order, ctx)
+                plan = engine.decide([j.request() for j in active.values()], self.cluster.with_free(free), ranking, t)
                 for jid in plan.suspend:
                     job = active[jid]
                     free.update(job.gpus)

@@ -28,21 +28,35 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Protocol
 
-from pal_slurm.model import ClusterView, JobRequest
-from pal_slurm.model.classes import AppClassMap
-from pal_slurm.policy import PlacementContext, placement as placement_by_name, queue_order
+from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
+from pal_slurm.model.decision import JobId
+from pal_slurm.engine import Cycle, Engine, EngineSettings
+from pal_slurm.policy import placement as placement_by_name
+from pal_slurm.policy.base import PlacementPolicy
 from pal_slurm.policy import autotune
-from pal_slurm.policy.placements import StickyPlacement
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
+from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import JobOutcome, RunResult
-from pal_slurm.sim.network import cluster_from_racks, NODE, RACK, SPINE, Congestion, NetworkModel, tier_of
-from pal_slurm.sim.trace import Trace, TraceJob
+from pal_slurm.sim.network import Congestion, NetworkModel, cluster_from_racks
+from pal_slurm.sim.trace import Trace, TraceJob, job_class, unclassed_scores
+from pal_slurm.sim.variability import MeasuredGpus
 
 ARRIVAL, FINISH, WAKE = 0, 1, 2
+
+
+
+class Decider(Protocol):
+    """Another decider in place of the engine's plan (pald's service, in the test that proves
+    both decide alike). It sees what the engine would: the jobs, the view, the ranking."""
+
+    def start(self, cluster: ClusterView, ranking: Ranking) -> None: ...
+
+    def decide(self, now: float, jobs: list[JobRequest], view: ClusterView, ranking: Ranking) -> RoundPlan: ...
 
 
 @dataclass(frozen=True)
@@ -59,10 +73,14 @@ class EventConfig:
     congestion: Congestion = Congestion()
     network: bool = True  # False: no network slowdown at all (variability only)
     locality_penalty: float = 1.7  # PAL's L x V weight, passed to the placements
-    classes: AppClassMap = field(default_factory=lambda: AppClassMap(
-        {"resnet50": "A", "vgg19": "C", "pointnet": "D", "gpt2": "B", "dcgan": "B", "bert": "B"}, default="A"))
+    classes: AppClassMap = ARTIFACT_CLASSES
     tuner: autotune.TunerConfig = autotune.TunerConfig()
+    # Slurm's rule: a started job keeps its GPUs until it ends (nobody moves or stops it); the
+    # placement sees only the waiting jobs. False: the artifact's model (non-sticky placements
+    # move running jobs, preempting ones stop them).
+    jobs_stay_put: bool = False
     max_events: int = 50_000_000  # a guard: a policy that never finishes is an error, not a hang
+    variability: MeasuredGpus | None = None  # measured classes replace the bundled draws (sim.variability)
 
     def build_cluster(self) -> ClusterView:
         if self.cluster is not None:
@@ -119,6 +137,7 @@ class _Job:
             net_sensitivity=self.sensitivity,
             waiting_since=self.started_at if self.gpus else self.waiting_since,
             preemptions=self.preemptions,
+            shape=self.src.shape,
         )
         return self._req
 
@@ -147,224 +166,229 @@ class EventSimulator:
         return self.netmodel.factor(app, n, nodes, racks)
 
     # ---- the run --------------------------------------------------------------------------
-    def run(self, trace: Trace, policy, progress: Callable[[float], None] | None = None) -> RunResult:
-        """Simulate `trace` under `policy` (a registered name, or a placement object)."""
-        cfg = self.config
-        cluster = self.cluster
-        G = cluster.size
-        for job in trace.jobs:
-            if job.num_gpus > G:
-                raise ValueError(f"{trace.name}: job {job.job_id} needs {job.num_gpus} GPUs; the cluster has {G}")
+    def run(self, trace: Trace, policy, progress: Callable[[float], None] | None = None,
+            decider: Decider | None = None,
+            on_start: Callable[[float, int, tuple[int, ...]], None] | None = None) -> RunResult:
+        """Simulate `trace` under `policy` (a registered name, or a placement object).
+
+        `decider` replaces the engine's plan with another decider's (pald's service, in the test
+        that proves both decide alike); wake-ups and the tuner stay the engine's. `on_start(t,
+        trace job id, gpus)` hears every (re)start."""
+        for row in trace.jobs:
+            if row.num_gpus > self.cluster.size:
+                raise ValueError(f"{trace.name}: job {row.job_id} needs {row.num_gpus} GPUs; "
+                                 f"the cluster has {self.cluster.size}")
         pol = placement_by_name(policy) if isinstance(policy, str) else policy
-        policy = pol.name
-        order_fn = queue_order(cfg.queue)
-        scores = gpu_profiles(G, cfg.variability_seed)
-        ranking = Ranking.from_scores(scores, cfg.binning)
-        sorted_scores = {c: sorted(v) for c, v in scores.items()}
-        rng = random.Random(cfg.seed)
-        net_for_policy = self.netmodel if cfg.network else None
-        tuning = bool(getattr(pol, "autotune", False))
-        tuner_state = autotune.initial_state(cfg.tuner, getattr(pol, "timers", None))
-        sens_cache: dict[str, str] = {}
+        return _EventRun(self, trace, pol, decider, on_start).run(progress)
 
-        heap: list = []
-        seq = 0
 
-        def push(t: float, kind: int, payload) -> None:
-            nonlocal seq
-            heapq.heappush(heap, (t, seq, kind, payload))
-            seq += 1
+class _EventRun:
+    """One run's state, and its phases: events at an instant (arrive / finish / wake), then
+    one decision (the engine's cycle, or the decider's) applied by the in-memory actuator
+    (`stop` / `start`)."""
 
-        for idx, job in enumerate(trace.jobs):
-            push(job.submit_time, ARRIVAL, idx)
+    def __init__(self, sim: EventSimulator, trace: Trace, pol: PlacementPolicy, decider: Decider | None,
+                 on_start: Callable[[float, int, tuple[int, ...]], None] | None):
+        cfg = self.cfg = sim.config
+        self.sim, self.trace, self.pol, self.decider, self.on_start = sim, trace, pol, decider, on_start
+        self.cluster = sim.cluster
+        self.scores = gpu_profiles(self.cluster.size, cfg.variability_seed)
+        if cfg.variability is not None:
+            self.scores = {**self.scores, **cfg.variability.scores_for(self.cluster, cfg.variability_seed)}
+        self.scores = {**self.scores, **unclassed_scores(trace, self.cluster.size)}
+        self.ranking = Ranking.from_scores(self.scores, cfg.binning)
+        self.sorted_scores = {c: sorted(v) for c, v in self.scores.items()}
+        self.engine = Engine(
+            EngineSettings(placement=pol.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty,
+                           running_jobs_move=not cfg.jobs_stay_put, tuner=cfg.tuner),
+            rng=random.Random(cfg.seed), network=sim.netmodel if cfg.network else None, policy=pol)
+        self.tuning = pol.traits.tuned
+        if decider is not None:
+            decider.start(self.cluster, self.ranking)
+        self.sens_cache: dict[str, str] = {}
+        self.heap: list[tuple[float, int, int, object]] = []
+        self.seq = 0
+        self.active: dict[JobId, _Job] = {}
+        self.free = set(range(self.cluster.size))
+        self.outcomes: list[JobOutcome] = []
+        self.busy_gpu_s = 0.0
+        self.util: list[tuple[float, int]] = [(0.0, 0)]
+        self.last_t = 0.0
+        self.pending_wake = math.inf
+        self.events = self.plans = self.restarts = 0
+        for idx, row in enumerate(trace.jobs):
+            self.push(row.submit_time, ARRIVAL, idx)
 
-        active: dict[int, _Job] = {}
-        free = set(range(G))
-        outcomes: list[JobOutcome] = []
-        busy_gpu_s = 0.0
-        util: list[tuple[float, int]] = [(0.0, 0)]
-        last_t = 0.0
-        pending_wake = math.inf
-        n_total = len(trace.jobs)
-        events = 0
-        plans = 0
-        memo: dict = {}  # the placement reuses last plan's allocations (see PlacementContext.memo)
-        restarts = 0
+    def push(self, t: float, kind: int, payload: object) -> None:
+        if not math.isfinite(t):  # NaN never equals itself: the event loop would spin forever
+            raise SimulationError(f"{self.trace.name}/{self.pol.name}: event at non-finite time {t!r} ({kind}, {payload})")
+        heapq.heappush(self.heap, (t, self.seq, kind, payload))
+        self.seq += 1
 
+    # ---- the loop ------------------------------------------------------------------------
+    def run(self, progress: Callable[[float], None] | None) -> RunResult:
+        heap, G = self.heap, self.cluster.size
+        n_total = len(self.trace.jobs)
         while heap:
             t = heap[0][0]
-            busy = G - len(free)
-            busy_gpu_s += busy * (t - last_t)
-            last_t = t
-            changed = False
-            # apply every event at this instant
-            while heap and heap[0][0] == t:
-                _t, _s, kind, payload = heapq.heappop(heap)
-                events += 1
-                if events > cfg.max_events:
-                    raise RuntimeError(f"{trace.name}/{policy}: more than {cfg.max_events} events")
-                if kind == ARRIVAL:
-                    src = trace.jobs[payload]
-                    if src.model not in sens_cache:
-                        sens_cache[src.model] = self.netmodel.sensitivity(src.model)
-                    active[payload] = _Job(
-                        key=payload,
-                        src=src,
-                        perf_class=cfg.classes.class_of(src.model),
-                        sensitivity=sens_cache[src.model],
-                        submit=t,
-                        work_left=src.ideal_runtime,
-                        last=t,
-                        waiting_since=t,
-                    )
-                    changed = True
-                elif kind == FINISH:
-                    key, version = payload
-                    job = active.get(key)
-                    if job is None or job.version != version:
-                        continue  # stale: the job was moved or stopped since
-                    job.advance(t)
-                    free.update(job.gpus)
-                    del active[key]
-                    n = job.src.num_gpus
-                    lb = job.src.ideal_runtime * sorted_scores[job.perf_class][n - 1] * self._best_net(job.src.model, n)
-                    outcomes.append(
-                        JobOutcome(
-                            job_id=job.src.job_id,
-                            num_gpus=n,
-                            model=job.src.model,
-                            submit=job.submit,
-                            first_start=job.first_start,
-                            finish=t,
-                            ideal_runtime=job.src.ideal_runtime,
-                            lower_bound_s=lb,
-                            comm_overhead_s=job.comm_s,
-                            preemptions=job.preemptions,
-                        )
-                    )
-                    changed = True
-                else:  # WAKE
-                    if t >= pending_wake:
-                        pending_wake = math.inf
-                    changed = True
-            if not changed or not active:
+            self.busy_gpu_s += (G - len(self.free)) * (t - self.last_t)
+            self.last_t = t
+            if not self.apply_events(t) or not self.active:
                 continue
-            waiting = any(not j.gpus for j in active.values())
-            if not waiting and _is_sticky(pol):
+            if self.pol.traits.sticky and all(j.gpus for j in self.active.values()):
                 continue  # nothing to place and a sticky policy never moves running jobs
-            # schedule
-            for job in active.values():
-                job.advance(t)
-            order = order_fn([j.request() for j in active.values()])
-            ctx = PlacementContext(
-                cluster=cluster.with_free(free),
-                ranking=ranking,
-                rng=rng,
-                locality_penalty=cfg.locality_penalty,
-                now=t,
-                network=net_for_policy,
-                delay_timers=autotune.timers(tuner_state) if tuning else None,
-                memo=memo,
-            )
-            plan = pol.plan(order, ctx)
-            plans += 1
-            for jid in plan.suspend:
-                job = active[jid]
-                free.update(job.gpus)
-                job.gpus = ()
-                job._req = None
-                job.version += 1
-                job.waiting_since = t
-                if jid not in plan.launch:
-                    job.preemptions += 1
-            for jid, gpus in plan.launch.items():
-                job = active[jid]
-                if job.gpus:
-                    raise RuntimeError(f"{policy}: launched job {jid} that is still running")
-                gpus = tuple(gpus)
-                if len(gpus) != job.src.num_gpus or not free.issuperset(gpus):
-                    raise RuntimeError(f"{policy}: bad allocation {gpus} for job {jid} ({job.src.num_gpus} GPUs)")
-                free.difference_update(gpus)
-                job.gpus = gpus
-                job._req = None
-                job.version += 1
-                pm = max(scores[job.perf_class][g] for g in gpus)
-                job.net = self._net_factor(job.src.model, gpus)
-                job.rate = 1.0 / (pm * job.net)
-                cost = cfg.restart_cost_s if job.first_start is not None else 0.0
-                if cost:
-                    restarts += 1
-                    job.restarts += 1
-                job.resume_at = t + cost
-                job.last = t
-                if tuning:
-                    tier = tier_of(gpus, cluster)[0]
-                    tuner_state = autotune.observe(
-                        tuner_state,
-                        autotune.Observation(
-                            sensitivity=job.sensitivity,
-                            wanted=_wanted_tier(job.src.num_gpus, cluster),
-                            got=tier,
-                            waited_s=t - job.waiting_since,
-                            comm_loss_s=job.src.ideal_runtime * (job.net - self._best_net(job.src.model, job.src.num_gpus)),
-                            time=t,
-                        ),
-                        cfg.tuner,
-                    )
-                if job.first_start is None:
-                    job.first_start = t
-                job.started_at = t
-                push(job.resume_at + max(0.0, job.work_left) / job.rate, FINISH, (jid, job.version))
-            busy_now = G - len(free)
-            if util[-1][1] != busy_now:
-                util.append((t, busy_now))
-            wake = getattr(pol, "next_wakeup", None)
-            if wake is not None:
-                w = wake(order, ctx)
-                if w is not None and t < w < pending_wake:
-                    pending_wake = w
-                    push(w, WAKE, None)
+            self.schedule(t)
             if progress is not None:
-                progress(len(outcomes) / n_total)
+                progress(len(self.outcomes) / n_total)
+        if len(self.outcomes) != n_total:
+            stuck = sorted(self.active)[:5]
+            raise SimulationError(f"{self.trace.name}/{self.pol.name}: {n_total - len(self.outcomes)} job(s) "
+                                  f"never ran (e.g. {stuck})")
+        return self.result()
 
-        if len(outcomes) != n_total:
-            stuck = sorted(active)[:5]
-            raise RuntimeError(f"{trace.name}/{policy}: {n_total - len(outcomes)} job(s) never ran (e.g. {stuck})")
-        outcomes.sort(key=lambda o: o.job_id)
+    def apply_events(self, t: float) -> bool:
+        """Every event at instant t; whether anything happened that calls for a decision."""
+        changed = False
+        heap = self.heap
+        while heap and heap[0][0] == t:
+            _t, _s, kind, payload = heapq.heappop(heap)
+            self.events += 1
+            if self.events > self.cfg.max_events:
+                raise SimulationError(f"{self.trace.name}/{self.pol.name}: more than {self.cfg.max_events} events")
+            if kind == ARRIVAL:
+                changed |= self.arrive(payload, t)  # type: ignore[arg-type]
+            elif kind == FINISH:
+                changed |= self.finish(payload, t)  # type: ignore[arg-type]
+            else:
+                changed |= self.wake(t)
+        return changed
+
+    # ---- events --------------------------------------------------------------------------
+    def arrive(self, idx: int, t: float) -> bool:
+        src = self.trace.jobs[idx]
+        if src.model not in self.sens_cache:
+            self.sens_cache[src.model] = self.sim.netmodel.sensitivity(src.model)
+        self.active[idx] = _Job(key=idx, src=src, perf_class=job_class(src, self.cfg.classes),
+                                sensitivity=self.sens_cache[src.model], submit=t, work_left=src.ideal_runtime,
+                                last=t, waiting_since=t)
+        return True
+
+    def finish(self, payload: tuple[int, int], t: float) -> bool:
+        key, version = payload
+        job = self.active.get(key)
+        if job is None or job.version != version:
+            return False  # stale: the job was moved or stopped since
+        job.advance(t)
+        self.free.update(job.gpus)
+        del self.active[key]
+        n = job.src.num_gpus
+        lb = job.src.ideal_runtime * self.sorted_scores[job.perf_class][n - 1] * self.sim._best_net(job.src.model, n)
+        self.outcomes.append(JobOutcome(
+            job_id=job.src.job_id, num_gpus=n, model=job.src.model, submit=job.submit,
+            first_start=job.first_start if job.first_start is not None else t, finish=t,
+            ideal_runtime=job.src.ideal_runtime, lower_bound_s=lb, comm_overhead_s=job.comm_s,
+            preemptions=job.preemptions,
+        ))
+        return True
+
+    def wake(self, t: float) -> bool:
+        if t >= self.pending_wake:
+            self.pending_wake = math.inf
+        return True
+
+    # ---- one decision --------------------------------------------------------------------
+    def schedule(self, t: float) -> None:
+        for job in self.active.values():
+            job.advance(t)
+        cyc = self.decide(t)
+        self.plans += 1
+        for jid in cyc.plan.suspend:
+            self.stop(self.active[jid], t, moved=jid in cyc.plan.launch)
+        for jid, gpus in cyc.plan.launch.items():
+            self.start(self.active[jid], tuple(gpus), t)
+        busy_now = self.cluster.size - len(self.free)
+        if self.util[-1][1] != busy_now:
+            self.util.append((t, busy_now))
+        w = self.engine.next_wakeup(cyc)
+        if w is not None and t < w < self.pending_wake:
+            self.pending_wake = w
+            self.push(w, WAKE, None)
+
+    def decide(self, t: float) -> Cycle:
+        requests = [j.request() for j in self.active.values()]
+        view = self.cluster.with_free(self.free)
+        if self.decider is None:
+            return self.engine.cycle(requests, view, self.ranking, t)
+        order = self.engine.order_jobs(requests)
+        return Cycle(order, self.engine.context(view, self.ranking, t),
+                     self.decider.decide(t, requests, view, self.ranking))
+
+    # ---- the in-memory actuator ----------------------------------------------------------
+    def stop(self, job: _Job, t: float, moved: bool) -> None:
+        self.free.update(job.gpus)
+        job.gpus = ()
+        job._req = None
+        job.version += 1
+        job.waiting_since = t
+        if not moved:
+            job.preemptions += 1
+
+    def start(self, job: _Job, gpus: tuple[int, ...], t: float) -> None:
+        name = self.pol.name
+        if job.gpus:
+            raise RuntimeError(f"{name}: launched job {job.key} that is still running")
+        if len(gpus) != job.src.num_gpus or not self.free.issuperset(gpus):
+            raise RuntimeError(f"{name}: bad allocation {gpus} for job {job.key} ({job.src.num_gpus} GPUs)")
+        self.free.difference_update(gpus)
+        as_seen = job.request() if self.tuning else None  # as the placement saw it (the tuner learns its wait)
+        job.gpus = gpus
+        job._req = None
+        job.version += 1
+        pm = max(self.scores[job.perf_class][g] for g in gpus)
+        job.net = self.sim._net_factor(job.src.model, gpus)
+        job.rate = 1.0 / (pm * job.net)
+        cost = self.cfg.restart_cost_s if job.first_start is not None else 0.0
+        if cost:
+            self.restarts += 1
+            job.restarts += 1
+        job.resume_at = t + cost
+        job.last = t
+        if as_seen is not None:
+            self.engine.observe_start(as_seen, gpus, self.cluster, t, factor=job.net,
+                                      best_factor=self.sim._best_net(job.src.model, job.src.num_gpus),
+                                      work_s=job.src.ideal_runtime)
+        if job.first_start is None:
+            job.first_start = t
+        job.started_at = t
+        if self.on_start is not None:
+            self.on_start(t, job.src.job_id, gpus)
+        self.push(job.resume_at + max(0.0, job.work_left) / job.rate, FINISH, (job.key, job.version))
+
+    # ---- the outcome ---------------------------------------------------------------------
+    def result(self) -> RunResult:
+        cfg = self.cfg
+        self.outcomes.sort(key=lambda o: o.job_id)
         return RunResult(
-            trace=trace.name,
-            policy=pol.name,
+            trace=self.trace.name,
+            policy=self.pol.name,
             seed=cfg.seed,
             mode="event",
-            num_gpus=G,
-            jobs=outcomes,
-            busy_gpu_s=busy_gpu_s,
-            util_series=util,
+            num_gpus=self.cluster.size,
+            jobs=self.outcomes,
+            busy_gpu_s=self.busy_gpu_s,
+            util_series=self.util,
             extra={
-                "last_finish_s": last_t,
-                "events": events,
-                "plans": plans,
-                "restarts": restarts,
+                "last_finish_s": self.last_t,
+                "events": self.events,
+                "plans": self.plans,
+                "restarts": self.restarts,
                 "variability_seed": cfg.variability_seed,
                 "congestion_leaf": cfg.congestion.leaf,
                 "congestion_spine": cfg.congestion.spine,
-                "timers": {f"{k[0]}/{k[1]}": v for k, v in autotune.timers(tuner_state).items()} if tuning else None,
+                "timers": ({f"{k[0]}/{k[1]}": v for k, v in autotune.timers(self.engine.tuner).items()}
+                           if self.tuning else None),
             },
         )
-
-
-def _is_sticky(pol) -> bool:
-    """Whether a policy keeps running jobs where they are (then a plan with nobody waiting is a no-op)."""
-    return bool(getattr(pol, "keeps_running", False)) or isinstance(pol, StickyPlacement)
-
-
-def _wanted_tier(n: int, cluster: ClusterView) -> int:
-    """The most consolidated tier a job of n GPUs could get on an empty cluster."""
-    if n <= cluster.gpus_per_node:
-        return NODE
-    racks = cluster.rack_of_node
-    per_rack = max(racks.count(r) for r in set(racks)) * cluster.gpus_per_node
-    return RACK if n <= per_rack else SPINE
 
 
 def simulate(trace: Trace, policy: str, config: EventConfig = EventConfig()) -> RunResult:
@@ -384,6 +408,8 @@ def simulator_for(spec, seed_index: int = 0) -> EventSimulator:
         kw["nodes_per_rack"] = spec.nodes_per_rack
     if getattr(spec, "racks", None):
         kw["cluster"] = cluster_from_racks(dict(spec.racks), spec.gpus_per_node)
+    elif getattr(spec, "cluster", None) is not None:
+        kw["cluster"] = spec.cluster
     load = float(getattr(spec, "congestion", 0.0) or 0.0)
     return EventSimulator(
         EventConfig(
@@ -394,6 +420,7 @@ def simulator_for(spec, seed_index: int = 0) -> EventSimulator:
             variability_seed=seed_index,
             seed=seed_index,
             congestion=Congestion(load, load),
+            variability=getattr(spec, "variability", None),
             **kw,
         )
     )

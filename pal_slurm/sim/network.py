@@ -64,9 +64,8 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from pal_slurm.model import ClusterView
+from pal_slurm.model.network import NODE, RACK, SPINE, TIERS
 
-TIERS = ("node", "rack", "spine")
-NODE, RACK, SPINE = 0, 1, 2
 
 DEFAULT_MODEL_MAP: Mapping[str, str] = {
     "resnet50": "ResNet50",
@@ -84,9 +83,8 @@ DEFAULT_MODEL_MAP: Mapping[str, str] = {
 }
 DEFAULT_TABLE_MODEL = "BERT"
 
-# Network sensitivity classes (JobRequest.net_sensitivity), by the factor of a 2-rack, 8-GPU
+# Network sensitivity classes (model.network.SENSITIVITIES), by the factor of a 2-rack, 8-GPU
 # placement at no congestion: >= HIGH_AT -> high, >= MEDIUM_AT -> medium, else low.
-SENSITIVITY_CLASSES = ("low", "medium", "high")
 HIGH_AT = 3.0
 MEDIUM_AT = 1.25
 

@@ -86,13 +86,18 @@ def write_json(path: str | Path, results: Sequence[RunResult], meta: dict) -> No
         "results": summaries,
         "aggregate": aggregate(summaries),
     }
-    Path(path).write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
+    Path(path).write_text(json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n")
 
 
-def _json_default(v):
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
-    raise TypeError(type(v))
+def _finite(v):
+    """NaN and infinities as null: json.dumps would write the non-JSON tokens NaN/Infinity."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
 
 
 def write_plots(directory: str | Path, results: Sequence[RunResult], baseline: str) -> list[Path]:
@@ -107,7 +112,7 @@ def write_plots(directory: str | Path, results: Sequence[RunResult], baseline: s
     d.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     traces = sorted({r.trace for r in results})
-    first_seed = {}
+    first_seed: dict[tuple[str, str], RunResult] = {}
     for r in results:
         first_seed.setdefault((r.trace, r.policy), r)
     for trace in traces:

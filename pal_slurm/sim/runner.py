@@ -3,12 +3,14 @@ traces, policies and simulators together for `palctl simulate` and the benchmark
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from pal_slurm.sim.compat import CompatConfig, CompatSimulator
+from pal_slurm.model import ClusterView
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.trace import Trace
+from pal_slurm.sim.variability import MeasuredGpus
 
 MODES = ("compat", "event")
 
@@ -25,6 +27,8 @@ class RunSpec:
     round_s: float = 360.0
     congestion: float = 0.0
     racks: tuple[tuple[str, str], ...] | None = None  # event mode: (node, leaf switch) from topology.conf
+    cluster: ClusterView | None = None  # a named cluster (the measured one), instead of num_nodes x gpus
+    variability: MeasuredGpus | None = None  # measured per-GPU data; None: the bundled Longhorn draws
 
 
 def parse_cluster(text: str) -> tuple[int, int]:
@@ -49,6 +53,8 @@ def _simulator(spec: RunSpec, seed_index: int):
             queue=spec.queue,
             variability_seed=42 + seed_index,  # seed index 0 is the artifact's draw
             arrival_seed=1 + seed_index,
+            cluster=spec.cluster,
+            variability=spec.variability,
         )
         return CompatSimulator(cfg)
     if spec.mode == "event":

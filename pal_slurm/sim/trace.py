@@ -6,13 +6,15 @@ of *iterations* (the artifact multiplies it by a per-model iteration time).
 
 from __future__ import annotations
 
-import csv
 import math
 import random
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Sequence
+
+from pal_slurm.model.shape import JobShape
+from pal_slurm.input_files import InputError, read_csv, where
 
 # Seconds per iteration per model (PAL artifact, workload.py::get_per_iter_time).
 ITER_TIME_S = {
@@ -26,8 +28,30 @@ ITER_TIME_S = {
 DEFAULT_ITER_TIME_S = 1.0
 
 
-class TraceError(ValueError):
-    """A trace that cannot be used; the message names the file and the line."""
+class TraceError(InputError):
+    """A trace that cannot be used; the message names the file, the line and the column."""
+
+
+UNCLASSED = "-"  # TraceJob.perf_class of a job with no class: no variability (every GPU 1.0 for it)
+
+
+def job_class(job: "TraceJob", classes) -> str:
+    """A job's class: UNCLASSED as is; else its explicit class (a name or an application, as a
+    `pal:class=` comment gives it) or its model, through the simulator's class map."""
+    if job.perf_class == UNCLASSED:
+        return UNCLASSED
+    return classes.class_of(job.perf_class or job.model)
+
+
+def unclassed_scores(trace: "Trace", num_gpus: int) -> dict[str, tuple[float, ...]]:
+    """{UNCLASSED: all 1.0} when the trace has unclassed jobs (else {}, leaving rankings as they were)."""
+    return {UNCLASSED: (1.0,) * num_gpus} if any(j.perf_class == UNCLASSED for j in trace.jobs) else {}
+
+
+# Bounds that no real trace reaches; past them a value is a unit mistake, not a workload.
+MAX_TIME_S = 1e9  # ~31 years of submit times
+MAX_RUNTIME_S = 1e9  # ideal runtime of one job
+MAX_GPUS_PER_JOB = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -37,9 +61,31 @@ class TraceJob:
     submit_time: float  # seconds
     iterations: float  # total iterations
     model: str
+    shape: JobShape | None = None  # a Slurm shape (-N k --gres=gpu:g); None: num_gpus anywhere
+
+    iter_s: float | None = None  # seconds per iteration when not the model's (accounting traces: 1.0)
+    perf_class: str | None = None  # explicit variability class; None: from the model (sim's class map)
+
+    def __post_init__(self) -> None:
+        # The simulators loop on these numbers: NaN or inf would never finish. No path (file,
+        # generator, accounting) can build a job that would.
+        if not (isinstance(self.num_gpus, int) and 0 < self.num_gpus <= MAX_GPUS_PER_JOB):
+            raise TraceError(f"job {self.job_id}: num_gpus must be an integer in 1..{MAX_GPUS_PER_JOB}, got {self.num_gpus!r}")
+        if not (math.isfinite(self.submit_time) and 0 <= self.submit_time <= MAX_TIME_S):
+            raise TraceError(f"job {self.job_id}: submit_time must be finite, in 0..{MAX_TIME_S:g} s, got {self.submit_time!r}")
+        if not (math.isfinite(self.iterations) and self.iterations > 0):
+            raise TraceError(f"job {self.job_id}: duration must be finite and > 0, got {self.iterations!r}")
+        if self.iter_s is not None and not (math.isfinite(self.iter_s) and self.iter_s > 0):
+            raise TraceError(f"job {self.job_id}: iter_s must be finite and > 0, got {self.iter_s!r}")
+        if self.shape is not None and self.shape.total != self.num_gpus:
+            raise TraceError(f"job {self.job_id}: shape {self.shape} is not {self.num_gpus} GPUs")
+        if not self.ideal_runtime <= MAX_RUNTIME_S:
+            raise TraceError(f"job {self.job_id}: runs {self.ideal_runtime:.3g} s, more than {MAX_RUNTIME_S:g} s")
 
     @property
     def iter_time(self) -> float:
+        if self.iter_s is not None:
+            return self.iter_s
         return ITER_TIME_S.get(self.model, DEFAULT_ITER_TIME_S)
 
     @property
@@ -52,42 +98,50 @@ class TraceJob:
 class Trace:
     name: str
     jobs: tuple[TraceJob, ...]
+    warnings: tuple[str, ...] = ()  # things the run can go on with (unknown models, ...)
 
 
 REQUIRED = ("job_id", "num_gpus", "submit_time", "duration", "model")
+_MODEL_BY_KEY = {m.lower(): m for m in ITER_TIME_S}
 
 
 def load_trace(path: str | Path, name: str | None = None) -> Trace:
-    """Read a Sia-Philly CSV. Bad rows raise TraceError naming file, line and field."""
+    """Read a Sia-Philly CSV. Bad content raises TraceError naming file, line and column."""
     path = Path(path)
-    try:
-        fh = path.open(newline="")
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot open trace: {exc.strerror or exc}") from None
-    with fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-        if missing:
-            raise TraceError(f"{path}: missing column(s) {', '.join(missing)}; expected {','.join(REQUIRED)}")
-        jobs = []
-        for lineno, row in enumerate(reader, start=2):
-            where = f"{path}:{lineno}"
-            try:
-                job = TraceJob(
-                    job_id=int(row["job_id"]),
-                    num_gpus=int(row["num_gpus"]),
-                    submit_time=float(row["submit_time"]),
-                    iterations=float(row["duration"]),
-                    model=(row["model"] or "").strip(),
-                )
-            except (TypeError, ValueError):
-                raise TraceError(f"{where}: malformed row {dict(row)}") from None
-            if job.num_gpus <= 0 or job.iterations <= 0 or job.submit_time < 0 or not job.model:
-                raise TraceError(f"{where}: num_gpus and duration must be > 0, submit_time >= 0, model set")
-            jobs.append(job)
+    table = read_csv(path, what="trace", required=REQUIRED, error=TraceError)
+    jobs = []
+    first_line: dict[int, int] = {}
+    unknown: dict[str, int] = {}
+    for row in table.rows:
+        job_id = row.integer("job_id", minimum=0)
+        if job_id in first_line:
+            raise row.fail(f"duplicate job_id {job_id} (first on line {first_line[job_id]})", "job_id")
+        first_line[job_id] = row.line
+        raw_model = row.text("model")
+        model = _MODEL_BY_KEY.get(raw_model.lower())
+        if model is None:
+            model = raw_model
+            unknown.setdefault(raw_model, row.line)
+        iterations = row.number("duration", above=0.0)
+        iter_time = ITER_TIME_S.get(model, DEFAULT_ITER_TIME_S)
+        if iterations * iter_time > MAX_RUNTIME_S:
+            raise row.fail(f"{iterations:g} iterations x {iter_time:g} s is more than {MAX_RUNTIME_S:g} s; "
+                           "duration counts iterations", "duration")
+        jobs.append(TraceJob(
+            job_id=job_id,
+            num_gpus=row.integer("num_gpus", minimum=1, maximum=MAX_GPUS_PER_JOB),
+            submit_time=row.number("submit_time", minimum=0.0, maximum=MAX_TIME_S),
+            iterations=iterations,
+            model=model,
+        ))
     if not jobs:
-        raise TraceError(f"{path}: no jobs")
-    return Trace(name or path.stem, tuple(sorted(jobs, key=lambda j: (j.submit_time, j.job_id))))
+        raise TraceError("no jobs (only a header)", path)
+    warnings = tuple(
+        f"{where(path, line, table.header.index('model') + 1)}unknown model {m!r}: "
+        f"{DEFAULT_ITER_TIME_S:g} s per iteration, the default class; known: {', '.join(sorted(ITER_TIME_S))}"
+        for m, line in unknown.items()
+    )
+    return Trace(name or path.stem, tuple(sorted(jobs, key=lambda j: (j.submit_time, j.job_id))), warnings)
 
 
 def bundled_trace(name: str) -> Trace:
@@ -116,6 +170,28 @@ PHILLY_GPU_MIX: Sequence[tuple[int, float]] = ((1, 0.45), (2, 0.08), (4, 0.15), 
 MODEL_MIX: Sequence[tuple[str, float]] = (
     ("vgg19", 0.3), ("PointNet", 0.3), ("resnet50", 0.15), ("DCGAN", 0.1), ("BERT", 0.1), ("GPT2", 0.05),
 )
+
+
+def _mean_log_uniform_minutes(lo_exp: float, hi_exp: float) -> float:
+    return (10 ** hi_exp - 10 ** lo_exp) / ((hi_exp - lo_exp) * math.log(10))
+
+
+# Mean job length of `synthetic_trace` in hours: 80% log-uniform 10^1.5..10^3 min, 20% 10^3..10^4 min.
+MEAN_SYNTHETIC_HOURS = (0.8 * _mean_log_uniform_minutes(1.5, 3.0) + 0.2 * _mean_log_uniform_minutes(3.0, 4.0)) / 60.0
+
+
+def rate_for_load(load: float, num_gpus: int, gpu_mix: Sequence[tuple[int, float]] = PHILLY_GPU_MIX) -> float:
+    """Arrivals per hour at which the synthetic mix asks for `load` x the cluster's GPU-hours.
+
+    Load 1.0 is the most a cluster can serve; above it the queue grows without bound and a
+    simulation measures the backlog, not the placement. (The synthetic mix asks for ~85
+    GPU-hours per job: 20 jobs/h is ~1.6x the work 1,024 GPUs can do.)
+    """
+    gmix = [(g, w) for g, w in gpu_mix if g <= num_gpus]
+    if not gmix or load <= 0:
+        raise TraceError("a synthetic load needs GPUs and load > 0")
+    mean_gpus = sum(g * w for g, w in gmix) / sum(w for _, w in gmix)
+    return load * num_gpus / (mean_gpus * MEAN_SYNTHETIC_HOURS)
 
 
 def synthetic_trace(

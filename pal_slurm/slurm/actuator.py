@@ -96,7 +96,24 @@ class SlurmActuator:
         return parse_show_job(self.runner.run(["scontrol", "-o", "show", "job", str(int(job_id))]))
 
     def hold(self, job_id: int) -> None:
+        """Hold a pending job. Run as SlurmUser or root (as pald is) this is an *admin* hold
+        (Reason=JobHeldAdmin) that the job's user cannot `scontrol release`; it also turns a
+        user hold (JobHeldUser, priority 0 set at submit) into one. Slurm 22.05, lab-tested in
+        tests/integration/test_faults.py."""
         self.runner.run(["scontrol", "hold", str(int(job_id))])
+
+    def hold_many(self, job_ids: Iterable[int], chunk: int = 200) -> None:
+        """`hold` for many jobs, one scontrol per `chunk` ids (`scontrol hold 1,2,3`). Slurm
+        holds every valid id and exits non-zero if any failed (a job gone meanwhile)."""
+        ids = [str(int(j)) for j in job_ids]
+        failures = []
+        for i in range(0, len(ids), chunk):
+            try:
+                self.runner.run(["scontrol", "hold", ",".join(ids[i:i + chunk])])
+            except SlurmError as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
     def release(self, job_id: int) -> None:
         self.runner.run(["scontrol", "release", str(int(job_id))])

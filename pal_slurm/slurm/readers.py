@@ -268,7 +268,9 @@ class JobInfo:
     start_time: int
     partition: str = ""
     time_limit_s: float | None = None  # --time in seconds; None when unlimited or not set
+    tres_per_job: str = ""  # e.g. gres:gpu:8 (--gpus=N)
     placement_request: "JobPlacementRequest | None" = None  # where it may run (parse_job_placement_request)
+    unreadable: str = ""  # why the full record could not be parsed ("" when it could)
 
     @property
     def held(self) -> bool:
@@ -333,19 +335,52 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             start_time=int(raw.get("start_time") or 0),
             partition=raw.get("partition") or "",
             time_limit_s=_time_limit_s(raw.get("time_limit")),
+            tres_per_job=raw.get("tres_per_job") or "",
             placement_request=parse_job_placement_request(raw),
         )
     except SlurmParseError as exc:
         raise SlurmParseError(f"job {job_id}: {exc}") from None
 
 
+def salvage_job(raw: Mapping[str, Any], problem: str) -> JobInfo | None:
+    """The identity and hold state of a job whose full record did not parse, or None when
+    even its id is unusable. Enough to release it (the failsafe, pald's fail-open path);
+    nothing about its GPUs, which sinfo's per-node counts still cover."""
+    try:
+        job_id = int(raw["job_id"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    priority = raw.get("priority")
+    return JobInfo(
+        job_id=job_id, name="", state=str(raw.get("job_state") or ""),
+        reason=str(raw.get("state_reason") or ""), user_id=0, comment="",
+        admin_comment=raw.get("admin_comment") if isinstance(raw.get("admin_comment"), str) else "",
+        nodes=(), required_nodes=(), node_count=0, tres_per_node="", gpu_slots={},
+        priority=priority if isinstance(priority, int) else 0, submit_time=0, start_time=0,
+        unreadable=problem or "unreadable record",
+    )
+
+
 def parse_squeue(doc: str | bytes | Mapping[str, Any]) -> list[JobInfo]:
-    """Jobs of `squeue --json` (22.05 ignores -j filters: this is every job)."""
+    """Jobs of `squeue --json` (22.05 ignores -j filters: this is every job).
+
+    One malformed job record never hides the others: it is salvaged (`salvage_job`, its
+    `unreadable` says why) or, without a usable id, left out."""
     data = _load(doc, "squeue")
     jobs = _require(data, "jobs", "squeue --json")
     if not isinstance(jobs, list):
         raise SlurmParseError("squeue --json: 'jobs' is not a list")
-    return [parse_job(j) for j in jobs]
+    out = []
+    for raw in jobs:
+        if not isinstance(raw, Mapping):
+            continue
+        try:
+            out.append(parse_job(raw))
+        except (SlurmParseError, TypeError, ValueError, AttributeError) as exc:
+            salvaged = salvage_job(raw, str(exc))
+            if salvaged is not None:
+                out.append(salvaged)
+    return out
 
 
 # ---- what decides where a job may run (pal_slurm/policy/eligibility.py) --------------------

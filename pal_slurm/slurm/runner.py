@@ -5,6 +5,13 @@ Everything else asks a `Runner` (a protocol), so unit tests inject a fake and pa
 `SlurmCommandMissing`, a non-zero exit `SlurmCommandFailed` (argv, rc, stderr), a hang
 `SlurmCommandTimeout`. Commands get a timeout because slurmctld can block RPCs for seconds
 (e.g. while a job_submit hook holds its locks) and pald must never hang on it.
+
+Output is decoded as UTF-8 with invalid bytes replaced (U+FFFD), never strictly: Slurm prints
+users' free text (job comments, names) byte for byte, and one job submitted with a Latin-1
+`--comment=caf\xe9` must not make `squeue --json` unreadable for every other job. Replacing
+(rather than surrogateescape) keeps every string safe to log, store and re-encode; nothing
+pal-slurm acts on (ids, states, node names, GRES, the ASCII `pal:` spec) can contain such a
+byte, so no decision changes meaning.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from pal_slurm.slurm.errors import (
 
 SLURM_COMMANDS = frozenset({"sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun"})
 DEFAULT_TIMEOUT_S = 15.0
+OUTPUT_ENCODING = "utf-8"
+OUTPUT_ERRORS = "replace"  # see the module docstring: one user's bad byte must not stop pald
 
 
 class Runner(Protocol):
@@ -77,10 +86,12 @@ class CommandRunner:
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
+                encoding=OUTPUT_ENCODING,
+                errors=OUTPUT_ERRORS,
                 timeout=limit,
             )
         except subprocess.TimeoutExpired as exc:
-            stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+            stderr = exc.stderr.decode(OUTPUT_ENCODING, OUTPUT_ERRORS) if isinstance(exc.stderr, bytes) else (exc.stderr or "")
             raise SlurmCommandTimeout(argv, limit, stderr) from None
         except OSError as exc:  # exists but cannot be executed
             raise SlurmCommandFailed(argv, -1, str(exc)) from None

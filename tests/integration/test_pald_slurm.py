@@ -9,7 +9,6 @@ import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -226,15 +225,17 @@ def test_explain_tells_why_a_job_got_its_gpus(env):
 
 
 def test_multi_node_job_waits_for_one_rack_while_a_small_job_passes(env, tmp_path):
-    """Delay scheduling through pald: racks from a topology.conf; a 2-node job waits for two
-    nodes under one leaf switch instead of taking one free node in each rack."""
+    """Delay scheduling through pald (the network-aware placement's delay rule, the one the
+    simulator runs): racks from a topology.conf; a 2-node job waits for two nodes under one
+    leaf switch instead of taking one free node in each rack."""
     lab, pald, db = env
     wait_quiet(pald)
     topo = tmp_path / "topology.conf"
     topo.write_text("SwitchName=leaf1 Nodes=gpu[01-02]\nSwitchName=leaf2 Nodes=gpu[03-04]\n"
                     "SwitchName=spine Switches=leaf[1-2]\n")
     cfg = tmp_path / "pal.toml"
-    cfg.write_text(pald.config.read_text().replace("[slurm]", f'[slurm]\ntopology_conf = "{topo}"'))
+    cfg.write_text(pald.config.read_text().replace("[slurm]", f'[slurm]\ntopology_conf = "{topo}"')
+                   .replace('placement = "pal"', 'placement = "pal-net"'))
     pald.stop()
     racked = PaldProcess(cfg, pald.socket, tmp_path / "pald.log").start()
     try:

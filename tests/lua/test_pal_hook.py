@@ -2,6 +2,7 @@
 every decision and every failure path. Real lua5.1 + luasocket: test_pal_real_lua51.py."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -48,8 +49,9 @@ def test_the_request_is_what_pald_decodes():
     hook = Hook()
     hook.reply(PLACE)
     _, job = hook.submit({**JOB, "min_nodes": 1, "max_nodes": 2, "tres_per_job": "gres:gpu:4",
-                          "tres_per_task": "gres:gpu:1"})
+                          "tres_per_task": "gres:gpu:1", "time_limit": 90})
     req = decode_request(json.dumps(hook.sent))
+    assert req.job.time_limit == 90  # minutes: pald's estimate of the job's length
     assert isinstance(req, PlaceRequest)
     assert req.job.uid == 1001 and req.job.user == "ann" and req.job.name == "train"
     assert req.job.partition == "gpu" and req.job.gpus_per_node == 2
@@ -379,13 +381,10 @@ def test_request_ids_differ_between_jobs():
     assert hook.sent["id"] != first
 
 
-@pytest.mark.parametrize(
-    "tres, count",
-    [("gres:gpu:2", 2), ("gres:gpu:s2:1,gres:gpu:s3:1", 2), ("gres/gpu:4", 4),
-     ("gres:gpu:a100:3", 3), ("gres:gpu", 1), ("gres:gpu:a100", 1), ("gpu:2", 2),
-     ("gres:mps:100", None), ("gres:gpu:2,gres:mps:50", 2), ("", None), (None, None),
-     ("gres:gpu:a:b:c", None)],
-)
+GPU_COUNT_CASES = json.loads((Path(__file__).parents[1] / "golden" / "gpu_count.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("tres, count", [(c["tres"], c["gpus"]) for c in GPU_COUNT_CASES])
 def test_gpu_count_from_tres(tres, count):
     assert Hook().pal.gpu_count(tres) == count
 

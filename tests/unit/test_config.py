@@ -183,3 +183,14 @@ def test_replay_cluster_is_checked_and_read(tmp_path):
     assert parse_replay_cluster("") is None
     with pytest.raises(ConfigError, match="expected NODELISTxGPUS"):
         load_config(write(tmp_path, '[profiling]\nreplay_cluster = "gpu[01-03]"\n'), env={})
+
+
+def test_placement_and_queue_choices_come_from_the_registry(tmp_path):
+    from pal_slurm.policy import PLACEMENTS
+
+    for name in sorted(PLACEMENTS):  # every registered placement is configurable (pal-net, dally, ...)
+        assert load_config(write(tmp_path, f'[policy]\nplacement = "{name}"\n')).policy.placement == name
+    with pytest.raises(ConfigError, match="pal-net"):  # the message lists the registered ones
+        load_config(write(tmp_path, '[policy]\nplacement = "best-effort"\n'))
+    with pytest.raises(ConfigError, match="srtf"):
+        load_config(write(tmp_path, '[policy]\nqueue = "lifo"\n'))

@@ -23,7 +23,12 @@ from pal_slurm.ranking.datasets import DatasetError
 @click.option("--rank/--no-rank", "do_rank", default=False, help="Also build and save a ranking snapshot now.")
 @click.pass_context
 def import_variability(ctx, file, node_expr, gpus_per_node, perf_class, do_rank):
-    """Load FILE (a per-GPU PerfVar table or a Longhorn per-run file) into the sample store."""
+    """Load FILE (a per-GPU PerfVar table or a per-run file) into the sample store.
+
+    Files that say where each GPU is (a table's Node_ID/Local_GPU_ID, a per-run file's node and
+    device columns or `node-slot` ids) need no --map-to-nodes. --rank ranks every class in the
+    store (samples within profiling.window_s), so importing class B keeps class A ranked.
+    """
     nodes = None
     if node_expr is not None:
         try:
@@ -50,12 +55,17 @@ def import_variability(ctx, file, node_expr, gpus_per_node, perf_class, do_rank)
     if do_rank:
         try:
             previous = repo.latest_ranking()
-            snap = rank_samples(samples, now=now, window_s=1.0, method=settings.method,
+            # every class in the store, not only the imported ones: a new version replaces the old
+            in_window = repo.samples(since=now - settings.window_s)
+            # the store keeps microseconds: a sample read back may sit a hair after `now`
+            rank_now = max([now, *(s.taken_at for s in in_window)])
+            snap = rank_samples(in_window, now=rank_now, window_s=settings.window_s, method=settings.method,
                                 version=(previous.version if previous else 0) + 1)
             snap = repo.save_ranking(snap)
         except (StoreError, OSError) as exc:
             raise PalError(f"samples imported, but the ranking could not be saved: {exc}") from None
-        click.echo(f"ranking saved as v{snap.version}; {len(diff(previous, snap))} change(s) since the last one")
+        click.echo(f"ranking saved as v{snap.version} (classes {','.join(snap.classes())}); "
+                   f"{len(diff(previous, snap))} change(s) since the last one")
 
 
 COMMAND = import_variability

@@ -3,20 +3,30 @@
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import click
 
+from pal_slurm.cli.context import cli_config
 from pal_slurm.cli.errors import PalError
 from pal_slurm.cli.progress import DelayedProgress
+from pal_slurm.input_files import InputError
+from pal_slurm.model import ClusterView
 from pal_slurm.policy import UnknownPolicy, placement, queue_order
+from pal_slurm.sim.errors import SimulationError
+from pal_slurm.sim.network import cluster_from_racks
 from pal_slurm.sim.report import format_table, normalised_gains, aggregate, write_json, write_plots
 from pal_slurm.sim.runner import MODES, RunSpec, parse_cluster, run_grid
-from pal_slurm.sim.trace import TraceError, bundled_trace_names, resolve_trace, synthetic_trace
+from pal_slurm.sim.sacct import load_accounting_trace, parse_class_rules
+from pal_slurm.sim.trace import Trace, bundled_trace_names, rate_for_load, resolve_trace, synthetic_trace
+from pal_slurm.sim.variability import MeasuredGpus, load_measured, merge
 
 ARTIFACT_POLICIES = "pal,pmfirst,packed-sticky,packed-nonsticky,random-sticky,random-nonsticky"
 
 
-def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, max_gpus: int):
+def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, synthetic_rate: float | None,
+            max_gpus: int, accounting: Callable[[str], Trace]):
+    """The traces named by --trace (bundled names, CSV paths, sacct:FILE via `accounting`) and --synthetic."""
     names: list[str] = []
     for spec in specs:
         for part in spec.split(","):
@@ -24,21 +34,37 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
             if not part:
                 continue
             names.extend(bundled_trace_names() if part in ("sia-philly", "all") else [part])
-    traces = [resolve_trace(n) for n in names]
+    traces = [accounting(n[len("sacct:"):]) if n.startswith("sacct:") else resolve_trace(n) for n in names]
     if synthetic:
-        traces.append(synthetic_trace(synthetic, seed=synthetic_seed, max_gpus=max_gpus))
+        traces.append(synthetic_trace(synthetic, seed=synthetic_seed, jobs_per_hour=synthetic_rate, max_gpus=max_gpus))
     if not traces:
         raise PalError("give --trace (a CSV path, a bundled name such as workload-1, or sia-philly) or --synthetic N")
     return traces
 
 
 @click.command("simulate")
-@click.option("--trace", "trace_specs", multiple=True, help="CSV path, bundled name (workload-1..6), or 'sia-philly' for all; repeatable or comma-separated.")
+@click.option("--trace", "trace_specs", multiple=True,
+              help="CSV path, bundled name (workload-1..6), 'sia-philly' for all, or sacct:FILE (sacct --json or "
+                   "sacct -P output); repeatable or comma-separated.")
+@click.option("--days", type=click.FloatRange(min=0.0, min_open=True), default=None,
+              help="sacct: only jobs submitted in the last N days of the file.")
+@click.option("--class-rules", "rules_text", default=None,
+              help="sacct: 'FIELD:GLOB=CLASS; ...' (FIELD name|account|partition) for jobs without a pal:class= "
+                   "comment [default: [simulate] class_rules].")
 @click.option("--synthetic", type=click.IntRange(min=1), default=None, help="Add a synthetic Philly-like trace of N jobs.")
 @click.option("--synthetic-seed", type=int, default=0, show_default=True)
+@click.option("--synthetic-rate", type=click.FloatRange(min=0.0, min_open=True, max=1e6), default=None,
+              help="Arrivals per hour of the synthetic trace (Poisson) [default: from --synthetic-load].")
+@click.option("--synthetic-load", type=click.FloatRange(min=0.0, min_open=True, max=100.0), default=0.8, show_default=True,
+              help="Without --synthetic-rate: arrivals that ask for this fraction of the cluster's GPU-hours.")
+@click.option("--variability", "variability_specs", multiple=True,
+              help="Measured GPUs instead of the bundled Longhorn data: 'store' (current ranking), 'store:vN', a file "
+                   "import-variability reads, or CLASS=FILE; repeatable, later ones win per class. The cluster "
+                   "follows the data unless --cluster/--topology say otherwise.")
 @click.option("--policies", default=ARTIFACT_POLICIES, show_default=True, help="Comma-separated placements.")
 @click.option("--mode", type=click.Choice(MODES), default="compat", show_default=True)
-@click.option("--cluster", "cluster_text", default="16x4", show_default=True, help="NODESxGPUS_PER_NODE.")
+@click.option("--cluster", "cluster_text", default=None,
+              help="NODESxGPUS_PER_NODE [default: the measured nodes with --variability, else 16x4].")
 @click.option("--nodes-per-rack", type=click.IntRange(min=1), default=None, help="Event mode: nodes under one leaf switch.")
 @click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
               help="Event mode: a Slurm topology.conf; its nodes (with --cluster's GPUs per node) and leaf switches.")
@@ -50,14 +76,105 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--baseline", default="packed-sticky", show_default=True, help="Policy the gains are relative to.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, writable=True), default=None, help="Write results as JSON.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="Write PNG plots into this folder.")
-def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_text, nodes_per_rack, topology_path,
-             seeds, queue_name, locality_penalty, round_s, congestion, baseline, json_out, plots_dir):
+@click.pass_context
+def simulate(ctx, trace_specs, days, rules_text, synthetic, synthetic_seed, synthetic_rate, synthetic_load, variability_specs, policies, mode,
+             cluster_text, nodes_per_rack, topology_path, seeds, queue_name, locality_penalty, round_s, congestion,
+             baseline, json_out, plots_dir):
     """Simulate traces under placement policies and print a comparison table."""
+    measured = measured_gpus(ctx, variability_specs)
+    cluster, racks = resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured)
+    num_nodes, gpus_per_node = len(cluster.nodes), cluster.gpus_per_node
+    names = [p.strip() for p in policies.split(",") if p.strip()]
     try:
-        num_nodes, gpus_per_node = parse_cluster(cluster_text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--cluster") from None
-    racks = None
+        names = [placement(n).name for n in names]
+        queue_order(queue_name)
+    except UnknownPolicy as exc:
+        raise click.BadParameter(str(exc), param_hint="--policies/--queue") from None
+    if not names:
+        raise click.BadParameter("no policy given", param_hint="--policies")
+    try:
+        if synthetic and synthetic_rate is None:
+            synthetic_rate = rate_for_load(synthetic_load, cluster.size)
+            click.echo(f"synthetic: {synthetic_rate:.2f} jobs/h (load {synthetic_load:g} of {cluster.size} GPUs)", err=True)
+        traces = _traces(trace_specs, synthetic, synthetic_seed, synthetic_rate, num_nodes * gpus_per_node,
+                         accounting=lambda path: load_accounting_trace(path, class_rules(ctx, rules_text), days))
+    except InputError as exc:
+        raise PalError(str(exc)) from None
+    for trace in traces:
+        for warning in trace.warnings:
+            click.echo(f"warning: {warning}", err=True)
+    too_big = [(t.name, j.job_id, j.num_gpus) for t in traces for j in t.jobs if j.num_gpus > num_nodes * gpus_per_node]
+    if too_big:
+        name, jid, n = too_big[0]
+        raise PalError(f"{name}: job {jid} needs {n} GPUs but the cluster has {num_nodes * gpus_per_node}")
+    spec = RunSpec(mode=mode, num_nodes=num_nodes, gpus_per_node=gpus_per_node, nodes_per_rack=nodes_per_rack,
+                   seeds=seeds, queue=queue_name, locality_penalty=locality_penalty, round_s=round_s,
+                   congestion=congestion, racks=racks, variability=measured,
+                   cluster=cluster if measured and cluster_text is None and not racks else None)
+    start = time.monotonic()
+    with DelayedProgress(f"simulating {len(traces)} trace(s) x {len(names)} policies x {seeds} seed(s)") as bar:
+        try:
+            results = run_grid(traces, names, spec, on_progress=bar)
+        except SimulationError as exc:
+            raise PalError(str(exc)) from None
+    elapsed = time.monotonic() - start
+    summaries = [r.summary() for r in results]
+    rows = aggregate(summaries)
+    click.echo(format_table(rows))
+    gains = normalised_gains(rows, baseline)
+    if gains:
+        click.echo(f"\ngeomean avg JCT vs {baseline}: " + ", ".join(f"{p} {v:.3f}" for p, v in sorted(gains.items(), key=lambda kv: kv[1])))
+    click.echo(f"{len(results)} run(s) in {elapsed:.1f} s ({mode} mode, {num_nodes}x{gpus_per_node} GPUs)", err=True)
+    meta = {"mode": mode, "variability": measured.source if measured else "bundled Longhorn", "cluster": f"{num_nodes}x{gpus_per_node}", "queue": queue_name, "seeds": seeds,
+            "locality_penalty": locality_penalty, "round_s": round_s, "congestion": congestion,
+            "baseline": baseline, "geomean_avg_jct_vs_baseline": gains, "elapsed_s": elapsed}
+    if json_out:
+        write_json(json_out, results, meta)
+        click.echo(f"wrote {json_out}", err=True)
+    if plots_dir:
+        for p in write_plots(plots_dir, results, baseline):
+            click.echo(f"wrote {p}", err=True)
+
+
+def class_rules(ctx: click.Context, text: str | None):
+    """--class-rules, else the configuration's [simulate] class_rules; PalError when malformed."""
+    where = "--class-rules"
+    if text is None:
+        config = cli_config(ctx)
+        text, where = config.simulate.class_rules, f"{config.source or 'configuration'}: [simulate] class_rules"
+    return parse_class_rules(text, where)
+
+
+def measured_gpus(ctx: click.Context, specs: tuple[str, ...]) -> MeasuredGpus | None:
+    """The --variability sources, merged class by class; PalError for anything unusable."""
+    if not specs:
+        return None
+
+    def store_ranking(version):
+        from pal_slurm.bench.repository import StoreError
+        from pal_slurm.cli.commands._profiling import open_profiling
+
+        try:
+            return open_profiling(ctx)[1].ranking(version)
+        except (StoreError, OSError) as exc:
+            raise PalError(f"--variability store: {exc}") from None
+
+    try:
+        merged = merge([load_measured(s, store_ranking) for s in specs])
+    except InputError as exc:
+        raise PalError(str(exc)) from None
+    click.echo(f"variability: {merged.source}; other classes bundled Longhorn", err=True)
+    return merged
+
+
+def resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured):
+    """(cluster, racks for the runner or None): --topology, else --cluster, else the measured nodes, else 16x4."""
+    gpus_per_node = None
+    if cluster_text is not None:
+        try:
+            num_nodes, gpus_per_node = parse_cluster(cluster_text)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--cluster") from None
     if topology_path:
         from pal_slurm.slurm.errors import SlurmParseError
         from pal_slurm.slurm.topology import read_racks
@@ -68,46 +185,33 @@ def simulate(trace_specs, synthetic, synthetic_seed, policies, mode, cluster_tex
             racks = tuple(read_racks(topology_path).items())
         except SlurmParseError as exc:
             raise PalError(str(exc)) from None
-        num_nodes = len(racks)
-    names = [p.strip() for p in policies.split(",") if p.strip()]
-    try:
-        names = [placement(n).name for n in names]
-        queue_order(queue_name)
-    except UnknownPolicy as exc:
-        raise click.BadParameter(str(exc), param_hint="--policies/--queue") from None
-    if not names:
-        raise click.BadParameter("no policy given", param_hint="--policies")
-    try:
-        traces = _traces(trace_specs, synthetic, synthetic_seed, num_nodes * gpus_per_node)
-    except TraceError as exc:
-        raise PalError(str(exc)) from None
-    too_big = [(t.name, j.job_id, j.num_gpus) for t in traces for j in t.jobs if j.num_gpus > num_nodes * gpus_per_node]
-    if too_big:
-        name, jid, n = too_big[0]
-        raise PalError(f"{name}: job {jid} needs {n} GPUs but the cluster has {num_nodes * gpus_per_node}")
-    spec = RunSpec(mode=mode, num_nodes=num_nodes, gpus_per_node=gpus_per_node, nodes_per_rack=nodes_per_rack,
-                   seeds=seeds, queue=queue_name, locality_penalty=locality_penalty, round_s=round_s,
-                   congestion=congestion, racks=racks)
-    start = time.monotonic()
-    with DelayedProgress(f"simulating {len(traces)} trace(s) x {len(names)} policies x {seeds} seed(s)") as bar:
-        results = run_grid(traces, names, spec, on_progress=bar)
-    elapsed = time.monotonic() - start
-    summaries = [r.summary() for r in results]
-    rows = aggregate(summaries)
-    click.echo(format_table(rows))
-    gains = normalised_gains(rows, baseline)
-    if gains:
-        click.echo(f"\ngeomean avg JCT vs {baseline}: " + ", ".join(f"{p} {v:.3f}" for p, v in sorted(gains.items(), key=lambda kv: kv[1])))
-    click.echo(f"{len(results)} run(s) in {elapsed:.1f} s ({mode} mode, {num_nodes}x{gpus_per_node} GPUs)", err=True)
-    meta = {"mode": mode, "cluster": f"{num_nodes}x{gpus_per_node}", "queue": queue_name, "seeds": seeds,
-            "locality_penalty": locality_penalty, "round_s": round_s, "congestion": congestion,
-            "baseline": baseline, "geomean_avg_jct_vs_baseline": gains, "elapsed_s": elapsed}
-    if json_out:
-        write_json(json_out, results, meta)
-        click.echo(f"wrote {json_out}", err=True)
-    if plots_dir:
-        for p in write_plots(plots_dir, results, baseline):
-            click.echo(f"wrote {p}", err=True)
+        if gpus_per_node is None:
+            gpus_per_node = measured.layout()[0][1] if measured else 4
+        cluster = cluster_from_racks(dict(racks), gpus_per_node)
+        if measured:
+            _check_fit(measured, cluster, "--topology")
+        return cluster, racks
+    if cluster_text is None and measured is not None:
+        layout = measured.layout()
+        per_rack = nodes_per_rack or 4  # event mode's default leaf size
+        return ClusterView.from_layout(layout, racks={n: f"rack{i // per_rack}" for i, (n, _) in enumerate(layout)}), None
+    if cluster_text is None:
+        num_nodes, gpus_per_node = 16, 4
+    cluster = ClusterView.uniform(num_nodes, gpus_per_node, nodes_per_rack=nodes_per_rack)
+    if measured:
+        click.echo(f"variability: each of the {cluster.size} simulated GPUs is drawn from the "
+                   f"{len(measured.locations())} measured ones (seeded)", err=True)
+    return cluster, None
+
+
+def _check_fit(measured: MeasuredGpus, cluster: ClusterView, what: str) -> None:
+    """A named cluster must be the measured one: nodes without data are an error."""
+    gaps = measured.gaps(cluster)
+    missing = [g for g in gaps if g.startswith("no data")]
+    if missing:
+        raise PalError(f"{what} and --variability disagree: {missing[0]} ({measured.source})")
+    for g in gaps:
+        click.echo(f"warning: {g}", err=True)
 
 
 COMMAND = simulate

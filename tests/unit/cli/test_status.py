@@ -23,7 +23,6 @@ def test_status_with_everything_down_says_what_to_do(tmp_path):
 def test_status_all_good_with_a_live_pald(tmp_path):
     from pal_slurm.config import load_config
     from pal_slurm.daemon.app import Pald
-    from pal_slurm.daemon.server import SocketServer
     from tests.unit.daemon.builders import FakeActuator, FakeReader, ServerThread, node_info
 
     db = f"sqlite:///{tmp_path}/pal.db"

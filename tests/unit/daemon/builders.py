@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pal_slurm.daemon.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.model import ClusterView
+from pal_slurm.slurm.gres import node_gres_field
 from pal_slurm.slurm.readers import JobInfo, NodeInfo
 from pal_slurm.store.records import RankingEntry, RankingSnapshot
 
@@ -17,7 +18,7 @@ def view(nodes=4, gpus=4, busy=()):
 
 
 def request(cls="resnet", gpn=None, gpj=None, nodes=None, mode=None, gpus=None, rid=None):
-    comment = f"pal:class={cls}"
+    comment = f"pal:class={cls}" + (f",gpus={gpus}" if gpus else "") + (f",mode={mode}" if mode else "")
     return PlaceRequest(
         job=JobFields(uid=1000, comment=comment, gpus_per_node=gpn, gpus_per_job=gpj, min_nodes=nodes),
         pal=CommentSpec(cls, gpus=gpus, mode=mode),
@@ -34,16 +35,20 @@ def snapshot(scores: dict, version=3, nodes=4, gpus=4):
     return RankingSnapshot(version, datetime.now(timezone.utc), "optimal", tuple(entries))
 
 
-def held_job(job_id, gpn=2, nodes=1, cls="resnet", submit=0, tag="pal:defer;req=x"):
+def held_job(job_id, gpn=2, nodes=1, cls="resnet", submit=0, tag="pal:defer;req=x", gpj=None, time_limit_s=None):
+    """A job the hook held: `gpn` GPUs per node (--gres), or `gpj` in total (--gpus) when given."""
     return JobInfo(job_id=job_id, name="j", state="PENDING", reason="JobHeldUser", user_id=1000,
                    comment=f"pal:class={cls}", admin_comment=tag, nodes=(), required_nodes=(),
-                   node_count=nodes, tres_per_node=f"gres:gpu:{gpn}", gpu_slots={}, priority=0,
-                   submit_time=submit, start_time=0)
+                   node_count=nodes, tres_per_node="" if gpj else f"gres:gpu:{gpn}", gpu_slots={}, priority=0,
+                   submit_time=submit, start_time=0, time_limit_s=time_limit_s,
+                   tres_per_job=f"gres:gpu:{gpj}" if gpj else "")
 
 
-def node_info(name, gpus=4, used=()):
+def node_info(name, gpus=4, used=(), gres=None):
+    """A node as sinfo shows it; per-slot typed GRES (as on the lab) unless `gres` says otherwise."""
     return NodeInfo(name=name, state="idle" if not used else "mixed", state_flags=(), gpus=gpus,
-                    gpus_used=len(used), used_slots=frozenset(used), weight=1, features=(), partitions=("debug",))
+                    gpus_used=len(used), used_slots=frozenset(used), weight=1, features=(), partitions=("debug",),
+                    gres=node_gres_field(gpus) if gres is None else gres)
 
 
 class FakeReader:
@@ -88,6 +93,11 @@ class FakeActuator:
     def place_nodes(self, job_id, nodes, release=True, partition=None):
         self._maybe_fail(job_id)
         self.calls.append(("nodes", job_id, tuple(nodes)) + ((partition,) if partition else ()))
+
+    def hold_many(self, job_ids):
+        for job_id in job_ids:
+            self._maybe_fail(job_id)
+        self.calls.append(("hold", tuple(job_ids)))
 
     def release(self, job_id):
         self._maybe_fail(job_id)

@@ -184,3 +184,122 @@ def test_standby_passes_and_does_not_release(tmp_path):
     first.leader.release()  # the active pald dies
     second.sync_and_cycle()
     assert second.leading and second.handle(request(gpn=1)).decision is DecisionKind.PLACE
+
+
+def test_a_failing_sync_is_logged_once_per_kind_and_stales_the_heartbeat(tmp_path, caplog):
+    """Finding 1: the decode error's byte offset changed every cycle and flooded the log;
+    and the heartbeat stayed fresh, so pal-failsafe never released the held jobs."""
+    from pal_slurm.daemon.failsafe import heartbeat_age
+
+    clock = [1000.0]
+    pald = make_pald(tmp_path)
+    pald.clock = lambda: clock[0]
+    pald.sync_and_cycle()
+    pald.heartbeat()
+    assert heartbeat_age(str(tmp_path / "hb"), now=clock[0]) == 0.0
+    caplog.set_level("ERROR", logger="pald")
+    for offset in range(5):
+        clock[0] += 1.0
+        pald.reader.fail = UnicodeDecodeError("utf-8", b"caf\xe9", 1000 + offset, 1001 + offset,
+                                              "invalid continuation byte")
+        pald.sync_and_cycle()
+        pald.heartbeat()
+    assert len([r for r in caplog.records if r.name == "pald" and r.levelname == "ERROR"]) == 1
+    assert heartbeat_age(str(tmp_path / "hb"), now=clock[0]) == 5.0  # age of the last good cycle
+    assert pald.health().status == "degraded"
+    pald.reader.fail = None
+    pald.sync_and_cycle()
+    pald.heartbeat()
+    assert heartbeat_age(str(tmp_path / "hb"), now=clock[0]) == 0.0
+
+
+def _with_deadline(req, deadline_ms):
+    from dataclasses import replace
+
+    return replace(req, deadline_ms=deadline_ms)
+
+
+def test_a_request_read_after_its_deadline_records_reserves_and_counts_nothing(tmp_path):
+    """Finding 3: a frozen pald answered requests the hook had given up on."""
+    clock = [1000.0]
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store)
+    pald.clock = lambda: clock[0]
+    pald.sync_and_cycle()
+    late = pald.handle(_with_deadline(request(gpn=2, rid="late"), 999_999))  # 1 ms ago
+    assert (late.decision, late.reason) == (DecisionKind.PASS, "late")
+    assert pald.service.reservations == {} and pald.service.held_jobs == 0
+    assert pald.counts["place"] == 0 and pald.counts["late"] == 1
+    ok = pald.handle(_with_deadline(request(gpn=2, rid="ok"), 1_000_150))
+    assert ok.decision is DecisionKind.PLACE and list(pald.service.reservations) == ["req:ok"]
+    pald.flush_decisions()
+    assert store.decisions("req:late") == [] and [d.job_id for d in store.decisions("req:ok")] == ["req:ok"]
+
+
+def test_a_deadline_passing_while_pald_decides_undoes_the_decision(tmp_path):
+    """The second check, just before the reply is written: the reservation and the held-job
+    count that `place` made are taken back."""
+    from pal_slurm.daemon.comment_grammar import CommentSpec
+    from pal_slurm.daemon.protocol import JobFields, PlaceRequest
+
+    ticks = iter([1000.0, 1000.0])  # the first check and `now`; then the deadline has passed
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store)
+    pald.sync_and_cycle()
+    pald.clock = lambda: next(ticks, 1000.2)
+    req = PlaceRequest(JobFields(uid=1, comment="pal:class=resnet,mode=defer", gpus_per_node=2),
+                       CommentSpec("resnet", mode="defer"), request_id="slow", deadline_ms=1_000_100)
+    reply = pald.handle(req)
+    assert reply.reason == "late"
+    assert pald.service.held_jobs == 0 and pald.service.reservations == {}
+    pald.flush_decisions()
+    assert store.decisions("req:slow") == []
+
+
+def test_deferred_jobs_get_an_admin_hold_and_an_outside_release_is_recorded_once(tmp_path):
+    """Finding 8: the hook's priority-0 hold is a user hold its owner can lift."""
+    store = MemoryRepository()
+    jobs = [held_job(1, gpn=4, submit=1), held_job(2, gpn=4, submit=2)]
+    pald = make_pald(tmp_path, store=store, jobs=jobs)
+    pald.reader._nodes = [node_info(f"gpu{i:02d}", used=range(4)) for i in range(1, 5)]  # full
+    pald.sync_and_cycle()
+    assert pald.actuator.calls == [("hold", (1, 2))]  # nothing fits: both made admin holds
+    pald.reader._jobs = [held_job(1, gpn=4, submit=1).__class__(
+        **{**held_job(1, gpn=4, submit=1).__dict__, "reason": "JobHeldAdmin"}),
+        held_job(2, gpn=4, submit=2).__class__(**{**held_job(2).__dict__, "state": "RUNNING", "priority": 1})]
+    pald.sync_and_cycle()  # job 2 was released by someone else and runs
+    assert pald.actuator.calls == [("hold", (1, 2))]  # admin-held already: no second hold
+    assert pald.counts["released_outside"] == 1 and pald.deferred == {1}
+    pald.flush_decisions()
+    assert [d.reason for d in store.decisions("2")] == ["released_outside_pal"]
+    pald.sync_and_cycle()
+    assert pald.counts["released_outside"] == 1  # once
+
+
+def test_a_job_whose_placement_slurm_keeps_refusing_is_released_as_submitted(tmp_path):
+    from pal_slurm.daemon.app import MAX_RELEASE_FAILURES
+
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store, jobs=[held_job(7, gpn=2)])
+    refusing = pald.actuator
+    refusing.place_held_job = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("Invalid node name specified"))
+    for _ in range(MAX_RELEASE_FAILURES - 1):
+        pald.sync_and_cycle()
+    assert ("release", 7) not in refusing.calls
+    pald.sync_and_cycle()
+    assert ("release", 7) in refusing.calls and pald.release_failures == {}
+    pald.flush_decisions()
+    assert [d.reason for d in store.decisions("7")] == ["released:placement_refused"]
+
+
+def test_a_deferred_job_released_by_its_user_before_pald_ever_saw_it_is_noticed(tmp_path):
+    from dataclasses import replace
+
+    pald = make_pald(tmp_path)
+    pald.started = 100.0
+    mine = replace(held_job(3, submit=150), state="PENDING", priority=1, reason="Priority")  # user-released
+    old = replace(held_job(4, submit=50), state="RUNNING", priority=1)  # an earlier pald's release
+    pald.reader._jobs = [mine, old]
+    pald.sync_and_cycle()
+    assert pald.counts["released_outside"] == 1 and pald.noticed == {3}
+    assert pald.actuator.calls == []  # never placed

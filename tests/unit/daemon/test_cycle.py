@@ -1,24 +1,23 @@
-from pal_slurm.daemon.cycle import apply_releases, gpus_per_node, is_pal_held, plan_releases
-from pal_slurm.daemon.service import PlacementService
+from pal_slurm.daemon.cycle import apply_releases, is_pal_held
+from pal_slurm.daemon.service import PlacementService, ServiceSettings
+from pal_slurm.engine import ManualClock
 
 from .builders import FakeActuator, held_job, view
 
 
-def svc(busy=()):
-    s = PlacementService()
+def svc(busy=(), **settings):
+    s = PlacementService(ServiceSettings(**settings))
     s.observe_cluster(view(busy=busy), now=0)
     return s
+
+
+def plan_releases(jobs, s, now=0.0):
+    return s.plan_cycle(jobs, now)
 
 
 def test_only_jobs_held_by_the_hook_count():
     assert is_pal_held(held_job(1))
     assert not is_pal_held(held_job(2, tag="pal:placed=gpu01"))
-
-
-def test_gpus_per_node_parses_typed_and_plain():
-    assert gpus_per_node("gres:gpu:4") == 4
-    assert gpus_per_node("gres:gpu:s2:1,gres:gpu:s3:1") == 2
-    assert gpus_per_node("") is None
 
 
 def test_fifo_releases_in_submit_order_and_stops_at_the_first_that_does_not_fit():
@@ -33,23 +32,22 @@ def test_fifo_releases_in_submit_order_and_stops_at_the_first_that_does_not_fit(
 
 
 def test_without_backfill_a_big_head_blocks_and_with_backfill_it_does_not():
-    s = svc(busy=range(14))
     jobs = [held_job(1, gpn=4, submit=1), held_job(2, gpn=1, submit=2)]
-    assert plan_releases(jobs, s).releases == []
-    assert [r.job_id for r in plan_releases(jobs, s, backfill=True).releases] == [2]
+    assert plan_releases(jobs, svc(busy=range(14))).releases == []
+    assert [r.job_id for r in plan_releases(jobs, svc(busy=range(14), backfill=True)).releases] == [2]
 
 
-def test_apply_releases_reserves_and_keeps_failures_held():
+def test_planning_reserves_and_a_failed_release_gives_its_gpus_back():
     s = svc()
-    s.held_jobs = 2
     plan = plan_releases([held_job(1, gpn=2, submit=1), held_job(2, gpn=2, submit=2)], s)
+    assert len(s.reservations) == 2 and len(s.free_now()) == 12  # reserved before acting
     act = FakeActuator(fail_for={2})
     recorded = []
-    errors = apply_releases(plan, act, s, now=1.0, record=recorded.append)
+    errors = apply_releases(plan, act, done=recorded.append, failed=lambda rel, exc: s.unreserve(rel.key))
     assert [c[1] for c in act.calls] == [1]
     assert errors and errors[0][0] == 2 and "refused" in errors[0][1]
     assert [r.job_id for r in recorded] == [1]
-    assert len(s.reservations) == 1 and s.held_jobs == 1
+    assert list(s.reservations) == ["job:1"] and len(s.free_now()) == 14
 
 
 def test_held_job_with_malformed_comment_is_released_untouched():
@@ -60,45 +58,94 @@ def test_held_job_with_malformed_comment_is_released_untouched():
     assert plan.releases[0].choice is None and plan.releases[0].reason.startswith("bad_comment")
 
 
-def racked_service(busy=()):
+def racked_service(busy=(), **settings):
     from pal_slurm.model import ClusterView
 
     v = ClusterView.from_layout([(f"gpu{i + 1:02d}", 4) for i in range(4)],
                                 racks={"gpu01": "leaf1", "gpu02": "leaf1", "gpu03": "leaf2", "gpu04": "leaf2"})
-    s = PlacementService()
+    s = PlacementService(ServiceSettings(**{"placement": "pal-net", **settings}))
     s.observe_cluster(v.with_free(set(range(16)) - set(busy)), now=0)
     return s
 
 
 def test_multi_node_jobs_wait_for_one_rack_then_spread():
+    """pal-net's delay rule (the simulator's): a 2-node job waits for one leaf switch for its
+    rack timer (600 s for medium), then takes the best nodes anywhere."""
     s = racked_service(busy=(0, 1, 2, 3, 8, 9, 10, 11))  # gpu01 and gpu03 busy: one free node per rack
     job = held_job(1, gpn=4, nodes=2, submit=100)
-    waiting = plan_releases([job, held_job(2, gpn=2, submit=200)], s, now=300, rack_wait_s=600)
-    assert [r.job_id for r in waiting.releases] == [2] and waiting.delayed == 1  # the small job passes it
-    later = plan_releases([job], s, now=800, rack_wait_s=600)  # waited 700 s > 600 s
+    waiting = plan_releases([job, held_job(2, gpn=2, submit=200)], s, now=300)
+    assert [r.job_id for r in waiting.releases] == [2] and waiting.waiting == 1  # the small job passes it
+    s = racked_service(busy=(0, 1, 2, 3, 8, 9, 10, 11))
+    later = plan_releases([job], s, now=800)  # waited 700 s > 600 s
     assert later.releases[0].choice.nodes.keys() == {"gpu02", "gpu04"}
     impatient = held_job(3, gpn=4, nodes=2, submit=100)
     impatient = impatient.__class__(**{**impatient.__dict__, "comment": "pal:class=bert,net=low"})
-    assert plan_releases([impatient], s, now=101, rack_wait_s=600).releases[0].choice is not None
+    fresh = racked_service(busy=(0, 1, 2, 3, 8, 9, 10, 11))
+    assert plan_releases([impatient], fresh, now=101).releases[0].choice is not None  # low: no wait
+
+
+def test_rack_wait_s_sets_the_rack_timers():
+    from pal_slurm.policy import autotune
+
+    s = racked_service(busy=(0, 1, 2, 3, 8, 9, 10, 11), delay_timers=autotune.rack_timers(60.0))
+    assert s.rack_timers() == {"low": 0.0, "medium": 60.0, "high": 180.0}
+    assert plan_releases([held_job(1, gpn=4, nodes=2, submit=100)], s, now=170).releases  # 70 s > 60 s
 
 
 def test_one_rack_is_preferred_when_available():
     s = racked_service(busy=(0,))
-    plan = plan_releases([held_job(1, gpn=4, nodes=2, submit=0)], s, now=1, rack_wait_s=600)
+    plan = plan_releases([held_job(1, gpn=4, nodes=2, submit=0)], s, now=1)
     assert set(plan.releases[0].choice.nodes) == {"gpu03", "gpu04"}
 
 
-def test_tuner_learns_from_releases_of_jobs_that_wanted_a_rack():
-    from pal_slurm.daemon.cycle import tuner_observation
-    from pal_slurm.policy import autotune
+def test_tuned_placements_learn_from_releases():
+    s = racked_service(placement="pal-net-tuned")
+    before = s.rack_timers()["medium"]
+    for i in range(30):
+        rel = plan_releases([held_job(i, gpn=4, nodes=2, submit=0)], s, now=50).releases[0]
+        s.engine.observe_start(rel.request, rel.choice.gpu_ids, s.view, now=50)
+        s.unreserve(rel.key)
+    assert s.rack_timers()["medium"] < before / 4  # one-rack slots show up fast: wait less
 
-    s = racked_service()
-    got = plan_releases([held_job(1, gpn=4, nodes=2, submit=0)], s, now=50, rack_wait_s=600).releases[0]
-    obs = tuner_observation(got, spine_penalty=1.7)
-    assert obs.got == 1 and obs.waited_s == 50
-    state = autotune.initial_state(timers={("medium", "rack"): 600.0})
-    for _ in range(30):
-        state = autotune.observe(state, obs)
-    assert autotune.timers(state)[("medium", "rack")] < 120  # slots show up fast: wait less
-    single = plan_releases([held_job(2, gpn=1, submit=0)], s, now=5).releases[0]
-    assert tuner_observation(single, 1.7) is None  # nothing to learn from one-node jobs
+
+def test_a_deferred_gpus_n_job_is_placed_by_pal_when_the_cluster_frees(tmp_path):
+    """Regression: `sbatch --gpus=4 --comment=pal:class=resnet` on a full cluster is deferred;
+    when GPUs free, the cycle must place it (PAL's choice), not release it untouched."""
+    from pal_slurm.config import Config, DaemonConfig
+    from pal_slurm.daemon.app import Pald
+    from pal_slurm.model import DecisionKind
+
+    from .builders import FakeReader, node_info, request
+
+    cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "s"), heartbeat_file=str(tmp_path / "hb")))
+    full = [node_info(f"gpu{i:02d}", used=range(4)) for i in range(1, 5)]
+    reader = FakeReader(full)
+    act = FakeActuator()
+    pald = Pald(cfg, None, reader, act, clock=ManualClock(100.0))
+    pald.sync_and_cycle()
+    reply = pald.handle(request("resnet", gpj=4))
+    assert reply.decision is DecisionKind.DEFER and reply.reason == "no_room"
+
+    reader._nodes = [node_info("gpu01", used=range(4)), node_info("gpu02", used=(0, 1)),
+                     node_info("gpu03"), node_info("gpu04", used=range(4))]
+    reader._jobs = [held_job(7, gpj=4, nodes=1, submit=90)]
+    pald.sync_and_cycle()
+    assert act.calls == [("nodes", 7, ("gpu03",))]  # PAL packed it on the free node
+    assert pald.counts["released"] == 1
+
+
+def test_defer_tag_matches_exactly_not_as_a_substring():
+    assert is_pal_held(held_job(1, tag="pal:defer"))
+    assert is_pal_held(held_job(2, tag="site-note pal:defer;rank=v3;req=ab"))
+    assert not is_pal_held(held_job(3, tag="pal:pass=pal:defer;req=x"))  # a forged reason
+    assert not is_pal_held(held_job(4, tag="pal:deferred"))
+    assert not is_pal_held(held_job(5, tag=""))
+
+
+def test_held_job_whose_record_did_not_parse_is_released_untouched():
+    s = svc()
+    bad = held_job(6)
+    bad = bad.__class__(**{**bad.__dict__, "unreadable": "bad gres_detail", "tres_per_node": ""})
+    plan = plan_releases([bad, held_job(7, submit=1)], s)
+    assert [(r.job_id, r.choice is None, r.reason) for r in plan.releases][0] == (6, True, "unreadable_record")
+    assert plan.releases[1].job_id == 7 and plan.releases[1].choice is not None

@@ -33,3 +33,13 @@ def test_corrupt_heartbeat_falls_back_to_mtime(tmp_path):
     p.write_text("garbage")
     age = heartbeat_age(str(p))
     assert age is not None and age < 60
+
+
+def test_heartbeat_of_a_pald_whose_sync_fails_counts_as_stale(tmp_path):
+    """pald's loop still beats (`at` fresh) but its last complete cycle is old: release."""
+    (tmp_path / "hb").write_text(json.dumps({"at": 1095.0, "synced_at": 1000.0}))
+    assert heartbeat_age(str(tmp_path / "hb"), now=1100.0) == 100.0
+    why, released = run(cfg(tmp_path), FakeReader([], [held_job(1)]), FakeActuator(), now=1100.0)
+    assert released == [1] and "100 s old" in why
+    (tmp_path / "hb").write_text(json.dumps({"at": 1095.0, "synced_at": 1094.0}))
+    assert run(cfg(tmp_path), FakeReader([], [held_job(1)]), FakeActuator(), now=1100.0)[1] == []

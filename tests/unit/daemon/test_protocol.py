@@ -136,6 +136,18 @@ def test_place_request_from_the_hook_decodes_with_nulls_absent():
         pal=CommentSpec("bert", gpus=4), request_id="h-17")
 
 
+def test_deadline_is_optional_and_checked():
+    assert decode_request(place_line()).deadline_ms is None  # old hooks still work
+    req = decode_request(place_line(deadline_ms=1732380000150))
+    assert req.deadline_ms == 1732380000150
+    assert not req.expired(1732380000.149) and req.expired(1732380000.151)
+    assert decode_request(encode_request(req)) == req
+    for bad in ("soon", -1, 1.5, True):
+        with pytest.raises(ProtocolError) as err:
+            decode_request(place_line(deadline_ms=bad))
+        assert err.value.code is ErrorCode.BAD_FIELD and "deadline_ms" in err.value.message
+
+
 @pytest.mark.parametrize(
     "obj, code",
     [
@@ -311,7 +323,8 @@ jobs = st.builds(
     user=st.none() | names, partition=st.none() | names, gpus_per_node=opt_int,
     gpus_per_job=opt_int, tres_per_node=st.none() | names, tres_per_job=st.none() | names,
     min_nodes=opt_int, max_nodes=opt_int)
-requests = st.builds(PlaceRequest, job=jobs, pal=specs, request_id=st.none() | names) | st.just(
+requests = st.builds(PlaceRequest, job=jobs, pal=specs, request_id=st.none() | names,
+                     deadline_ms=st.none() | st.integers(0, 2**53)) | st.just(
     HealthRequest()) | st.just(ReloadRequest())
 
 node_names = st.from_regex(r"[a-z][a-z0-9\-]{0,10}", fullmatch=True)

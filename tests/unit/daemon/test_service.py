@@ -1,7 +1,9 @@
 import pytest
 
-from pal_slurm.daemon.service import PlacementService, ServiceSettings, Shape, ShapeError, job_shape
+from pal_slurm.daemon.service import PlacementService, ServiceSettings, held_shape, submit_shape
+from pal_slurm.model.shape import JobShape, ShapeError
 from pal_slurm.model import DecisionKind
+from pal_slurm.policy import PLACEMENTS
 
 from .builders import request, snapshot, view
 
@@ -102,16 +104,23 @@ def test_multi_node_per_node_shape_and_total_shape():
     assert r.gres is None  # a total request keeps its own GRES; the hook pins the nodes
 
 
-def test_job_shape():
-    from pal_slurm.daemon.protocol import JobFields
+def test_submit_and_held_shapes_come_from_one_parser():
     from pal_slurm.daemon.comment_grammar import CommentSpec
+    from pal_slurm.daemon.protocol import JobFields
 
-    assert job_shape(JobFields(uid=1, comment="", gpus_per_node=2, min_nodes=3), None) == Shape(3, 2, 6)
-    assert job_shape(JobFields(uid=1, comment="", gpus_per_job=8, min_nodes=2), None) == Shape(2, 4, 8)
-    assert job_shape(JobFields(uid=1, comment="", gpus_per_job=7, min_nodes=2), None) == Shape(None, None, 7)
-    assert job_shape(JobFields(uid=1, comment=""), CommentSpec("x", gpus=3)) == Shape(None, None, 3)
+    from .builders import held_job
+
+    assert submit_shape(JobFields(uid=1, comment="", gpus_per_node=2, min_nodes=3), None) == JobShape.on_nodes(3, 2)
+    assert submit_shape(JobFields(uid=1, comment="", gpus_per_job=8, min_nodes=2), None) == JobShape.on_nodes(2, 4)
+    assert submit_shape(JobFields(uid=1, comment="", gpus_per_job=7, min_nodes=2), None) == JobShape.anywhere(7)
+    assert submit_shape(JobFields(uid=1, comment="", tres_per_job="gres:gpu:4"), None) == JobShape.anywhere(4)
+    assert submit_shape(JobFields(uid=1, comment=""), CommentSpec("x", gpus=3)) == JobShape.anywhere(3)
     with pytest.raises(ShapeError):
-        job_shape(JobFields(uid=1, comment=""), CommentSpec("x"))
+        submit_shape(JobFields(uid=1, comment=""), CommentSpec("x"))
+    # the same jobs as squeue shows them once held
+    assert held_shape(held_job(1, gpn=2, nodes=3), None) == JobShape.on_nodes(3, 2)
+    assert held_shape(held_job(1, gpj=4, nodes=1), None) == JobShape.anywhere(4)
+    assert held_shape(held_job(1, gpj=8, nodes=2), None) == JobShape.on_nodes(2, 4)
 
 
 def test_a_job_that_started_and_ended_between_two_views_frees_its_reservation():
@@ -126,6 +135,21 @@ def test_a_job_that_started_and_ended_between_two_views_frees_its_reservation():
     assert started_keys([done, held_job(10)]) == {"job:9", "req:h1"}
     s.observe_cluster(view(), now=2.0, started=started_keys([done]))
     assert not s.reservations
+
+
+@pytest.mark.parametrize("name", sorted(PLACEMENTS))
+def test_every_registered_placement_answers_every_shape(name):
+    from .builders import held_job
+
+    s = service(busy=(0, 1, 4), placement=name)
+    for req in (request("resnet", gpn=2), request("bert", gpn=2, nodes=2), request("vgg19", gpj=3)):
+        r = s.place(req, now=1.0, key=f"{name}-{req.job}")
+        assert r.decision is DecisionKind.PLACE, (name, r)
+        slots = [x for v in r.nodes.values() for x in v]
+        assert len(slots) == (req.job.gpus_per_node or 0) * (req.job.min_nodes or 1) or len(slots) == req.job.gpus_per_job
+    plan = s.plan_cycle([held_job(7, gpn=1, nodes=2, submit=0), held_job(8, gpj=2, submit=1)], now=2.0)
+    assert {r.job_id for r in plan.releases} == {7, 8} and all(r.choice for r in plan.releases)
+    assert len(s.free_now()) == 16 - 3 - 2 - 4 - 3 - 2 - 2  # every answer reserved its GPUs
 
 
 def test_unbound_slots_reserve_what_slurm_will_take():

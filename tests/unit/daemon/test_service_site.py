@@ -4,7 +4,7 @@ only among the nodes Slurm would give the job (the decision path's one eligibili
 from __future__ import annotations
 
 from pal_slurm.daemon.comment_grammar import CommentSpec
-from pal_slurm.daemon.cycle import apply_releases, plan_releases
+from pal_slurm.daemon.cycle import apply_releases
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.daemon.service import PlacementService
 from pal_slurm.model import DecisionKind
@@ -99,9 +99,9 @@ def test_cycle_keeps_a_model_request_and_pins_nodes_only():
     m = service(models={"gpu01": "a100", "gpu02": "a100", "gpu03": "v100", "gpu04": "v100"})
     job = held_job(9, gpn=1)
     job = job.__class__(**{**job.__dict__, "tres_per_node": "gres:gpu:v100:1"})
-    plan = plan_releases([job], m, now=NOW)
+    plan = m.plan_cycle([job], NOW)
     act = FakeActuator()
-    apply_releases(plan, act, m, now=NOW)
+    apply_releases(plan, act)
     assert len(act.calls) == 1 and act.calls[0][0] == "nodes" and act.calls[0][2][0] in {"gpu03", "gpu04"}
 
 
@@ -114,11 +114,11 @@ def test_cycle_places_held_jobs_by_the_same_rules_and_narrows_the_partition():
     s = service()
     job = held_job(7, gpn=1)
     job = job.__class__(**{**job.__dict__, "partition": "one,gpu"})
-    plan = plan_releases([job], s, now=NOW)
+    plan = s.plan_cycle([job], NOW)
     (rel,) = plan.releases
     assert set(rel.choice.nodes) == {"gpu04"} and rel.partition == "one"
     act = FakeActuator()
-    apply_releases(plan, act, s, now=NOW)
+    apply_releases(plan, act)
     assert act.calls == [("place", 7, ("gpu04",), "gpu:s0:1", "one")]
 
 
@@ -126,5 +126,5 @@ def test_cycle_releases_untouched_what_it_cannot_judge():
     s = service()
     job = held_job(8, gpn=1)
     job = job.__class__(**{**job.__dict__, "partition": "nope"})
-    (rel,) = plan_releases([job], s, now=NOW).releases
+    (rel,) = s.plan_cycle([job], NOW).releases
     assert rel.choice is None and rel.reason == "unknown_partition"

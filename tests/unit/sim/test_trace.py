@@ -46,3 +46,73 @@ def test_synthetic_is_seeded_and_bounded():
     assert times == sorted(times)
     # Poisson at 20 jobs/hour: 200 jobs span roughly 10 hours
     assert 5 * 3600 < times[-1] < 15 * 3600
+
+
+HEADER = "job_id,num_gpus,submit_time,duration,model\n"
+
+
+@pytest.mark.parametrize(
+    "row, where, what",
+    [
+        ("0,1,0,nan,vgg19", ":2:4:", "duration: must be a finite number"),
+        ("0,1,0,inf,vgg19", ":2:4:", "duration: must be a finite number"),
+        ("0,1,nan,10,vgg19", ":2:3:", "submit_time: must be a finite number"),
+        ("0,1,-5,10,vgg19", ":2:3:", "submit_time: must be >= 0"),
+        ("0,1,0,-10,vgg19", ":2:4:", "duration: must be > 0"),
+        ("0,1.5,0,10,vgg19", ":2:2:", "num_gpus: not an integer"),
+        ("0,1,0,1e300,vgg19", ":2:4:", "duration counts iterations"),
+        ("0,1,0,10", ":2:5:", "4 field(s), the header has 5"),
+        ("0,1,0,10,", ":2:5:", "model: empty"),
+    ],
+)
+def test_bad_cells_name_file_line_and_column(tmp_path, row, where, what):
+    p = tmp_path / "t.csv"
+    p.write_text(HEADER + row + "\n")
+    with pytest.raises(TraceError) as exc:
+        load_trace(p)
+    msg = str(exc.value)
+    assert msg.startswith(f"{p}{where}") and what in msg and "\n" not in msg
+
+
+def test_bom_is_stripped_and_crlf_read(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"\xef\xbb\xbf" + (HEADER + "0,1,0,10,vgg19\n1,2,5,10,resnet50\n").replace("\n", "\r\n").encode())
+    t = load_trace(p)
+    assert [j.job_id for j in t.jobs] == [0, 1] and t.warnings == ()
+
+
+def test_non_utf8_names_line_and_column(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_bytes(HEADER.encode() + b"0,1,0,10,vgg19\n1,1,0,10,r\xe9snet\n")
+    with pytest.raises(TraceError, match=r"t.csv:3:11: not UTF-8"):
+        load_trace(p)
+
+
+def test_duplicate_ids_rejected_unknown_models_warned(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text(HEADER + "0,1,0,10,vgg19\n1,1,0,10,vgg19\n0,1,0,10,vgg19\n")
+    with pytest.raises(TraceError, match=r"t.csv:4:1: job_id: duplicate job_id 0 \(first on line 2\)"):
+        load_trace(p)
+    p.write_text(HEADER + "0,1,0,10,VGG19\n1,1,0,10,llama\n2,1,0,10,llama\n")
+    t = load_trace(p)
+    assert t.jobs[0].model == "vgg19"  # known models are matched without case
+    assert len(t.warnings) == 1 and t.warnings[0].startswith(f"{p}:3:5: unknown model 'llama'")
+
+
+def test_empty_and_header_only(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("")
+    with pytest.raises(TraceError, match="empty trace"):
+        load_trace(p)
+    p.write_text(HEADER)
+    with pytest.raises(TraceError, match="no jobs"):
+        load_trace(p)
+
+
+def test_no_job_can_carry_a_non_finite_number():
+    from pal_slurm.sim.trace import TraceJob
+
+    for kw in ({"submit_time": float("nan")}, {"iterations": float("inf")}, {"num_gpus": 0}, {"iterations": -1.0}):
+        args = {"job_id": 0, "num_gpus": 1, "submit_time": 0.0, "iterations": 10.0, "model": "vgg19", **kw}
+        with pytest.raises(TraceError):
+            TraceJob(**args)

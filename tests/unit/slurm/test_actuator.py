@@ -121,6 +121,13 @@ def test_hold_and_release() -> None:
     assert runner.calls == [["scontrol", "hold", "7"], ["scontrol", "release", "7"]]
 
 
+def test_hold_many_holds_in_chunks_and_reports_a_failed_chunk_after_trying_all() -> None:
+    runner = FakeRunner(fail="hold 3,4")
+    with pytest.raises(SlurmCommandFailed):
+        SlurmActuator(runner).hold_many([1, 2, 3, 4, 5], chunk=2)
+    assert runner.calls == [["scontrol", "hold", "1,2"], ["scontrol", "hold", "3,4"], ["scontrol", "hold", "5"]]
+
+
 @pytest.mark.parametrize(
     "spec, expected",
     [

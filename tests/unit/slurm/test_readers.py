@@ -16,6 +16,7 @@ from pal_slurm.slurm.readers import (
     gpu_indices,
     parse_gres,
     parse_index_list,
+    parse_job,
     parse_sinfo,
     parse_squeue,
 )
@@ -155,7 +156,21 @@ def test_squeue_rejects_detail_node_mismatch() -> None:
     data = json.loads(load("squeue_plain_busy.json"))
     data["jobs"][2]["gres_detail"] = data["jobs"][2]["gres_detail"][:1]
     with pytest.raises(SlurmParseError, match="job 3: 1 gres_detail entries for 2 nodes"):
-        parse_squeue(data)
+        parse_job(data["jobs"][2])
+
+
+def test_one_malformed_job_is_salvaged_and_never_hides_the_others() -> None:
+    data = json.loads(load("squeue_typed_busy.json"))
+    good = parse_squeue(data)
+    held = next(j for j in data["jobs"] if j["name"] == "held")
+    held["gres_detail"] = ["gpu:x(IDX:oops)"]  # unparseable, and a count mismatch
+    data["jobs"].append({"job_id": "not a number", "job_state": "PENDING"})  # no usable id: left out
+    jobs = parse_squeue(data)
+    assert [j.job_id for j in jobs] == [j.job_id for j in good]
+    bad = next(j for j in jobs if j.job_id == held["job_id"])
+    assert bad.unreadable and "gres_detail" in bad.unreadable
+    assert bad.held and bad.admin_comment == held["admin_comment"] and bad.gpu_slots == {}
+    assert all(not j.unreadable for j in jobs if j.job_id != held["job_id"])
 
 
 # ---- cluster view ------------------------------------------------------------------------

@@ -77,3 +77,16 @@ def test_not_executable(bin_dir: Path) -> None:
 def test_only_slurm_commands(bin_dir: Path, argv: list[str]) -> None:
     with pytest.raises(SlurmError):
         CommandRunner(bin_dir=str(bin_dir)).run(argv)
+
+
+def test_output_with_a_non_utf8_byte_is_decoded_with_replacement(tmp_path: Path) -> None:
+    """A user's Latin-1 comment (`caf\\xe9`) in squeue's output must not break the read."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    _command(d, "squeue", """printf '{"comment": "caf\\351"}\\n'; printf 'warn \\351\\n' >&2""")
+    _command(d, "scontrol", r"printf 'bad \351 byte\n' >&2; exit 1")
+    runner = CommandRunner(bin_dir=str(d), env={"LANG": "C", "LC_ALL": "C"})
+    assert runner.run(["squeue", "--json"]) == '{"comment": "caf\ufffd"}\n'
+    with pytest.raises(SlurmCommandFailed) as err:
+        runner.run(["scontrol", "show", "job", "1"])
+    assert err.value.stderr == "bad \ufffd byte"

@@ -1,0 +1,112 @@
+"""palctl whatif: what PAL and pal-net would gain on this cluster, from its own ranking and accounting."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+
+import click
+
+from pal_slurm.cli.commands.simulate import class_rules, measured_gpus, resolve_cluster
+from pal_slurm.cli.errors import PalError
+from pal_slurm.cli.progress import DelayedProgress
+from pal_slurm.input_files import InputError
+from pal_slurm.policy import UnknownPolicy, placement
+from pal_slurm.sim.errors import SimulationError
+from pal_slurm.sim.runner import RunSpec, run_grid
+from pal_slurm.sim.sacct import load_accounting_trace
+from pal_slurm.sim.trace import Trace
+from pal_slurm.sim.whatif import DEFAULT_BASELINES, DEFAULT_POLICIES, compare, format_page, resample, write_plot
+
+
+def _names(text: str, what: str) -> list[str]:
+    try:
+        return [placement(n.strip()).name for n in text.split(",") if n.strip()]
+    except UnknownPolicy as exc:
+        raise click.BadParameter(str(exc), param_hint=what) from None
+
+
+@click.command("whatif")
+@click.option("--accounting", "accounting_path", required=True, type=click.Path(dir_okay=False),
+              help="The site's accounting: `sacct -a -X --json -S now-30days` output (or sacct -P, see docs/whatif.md).")
+@click.option("--days", type=click.FloatRange(min=0.0, min_open=True), default=30.0, show_default=True,
+              help="Only jobs submitted in the last N days of the file.")
+@click.option("--variability", "variability_specs", multiple=True, default=("store",), show_default=True,
+              help="Measured GPUs: 'store' (current ranking), 'store:vN', a variability file or CLASS=FILE.")
+@click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
+              help="The site's topology.conf: racks (leaf switches) of the measured nodes.")
+@click.option("--cluster", "cluster_text", default=None, help="NODESxGPUS instead of the measured nodes.")
+@click.option("--nodes-per-rack", type=click.IntRange(min=1), default=None, help="Without --topology: nodes per leaf switch.")
+@click.option("--policies", default=",".join(DEFAULT_POLICIES), show_default=True, help="Candidate placements.")
+@click.option("--baselines", default=",".join(DEFAULT_BASELINES), show_default=True,
+              help="Stock-like placements; gains are relative to the first (firstfit = stock Slurm's choice).")
+@click.option("--samples", type=click.IntRange(min=1, max=100), default=5, show_default=True,
+              help="Workload samples: the recorded one plus bootstrap resamples (confidence intervals).")
+@click.option("--class-rules", "rules_text", default=None,
+              help="'FIELD:GLOB=CLASS; ...' for jobs without a pal:class= comment [default: [simulate] class_rules].")
+@click.option("--congestion", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="Background network load.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default="whatif.png", show_default=True,
+              help="Where to write the plot ('' for none).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the numbers as JSON.")
+@click.pass_context
+def whatif(ctx, accounting_path, days, variability_specs, topology_path, cluster_text, nodes_per_rack, policies,
+           baselines, samples, rules_text, congestion, plot_path, json_out):
+    """What would PAL gain here? This cluster's measured GPUs, its last N days of jobs, PAL and
+    pal-net against stock-like placement, with 95% confidence intervals and a plot."""
+    candidates = _names(policies, "--policies")
+    stock = _names(baselines, "--baselines")
+    if not stock:
+        raise click.BadParameter("give at least one baseline", param_hint="--baselines")
+    names = list(dict.fromkeys(stock + candidates))
+    baseline = stock[0]
+    measured = measured_gpus(ctx, variability_specs)
+    cluster, racks = resolve_cluster(cluster_text, topology_path, "event", nodes_per_rack, measured)
+    try:
+        trace = load_accounting_trace(accounting_path, class_rules(ctx, rules_text), days)
+    except InputError as exc:
+        raise PalError(str(exc)) from None
+    fits = tuple(j for j in trace.jobs if j.num_gpus <= cluster.size)
+    if not fits:
+        raise PalError(f"{accounting_path}: every job needs more GPUs than the {cluster.size} simulated ones")
+    dropped = len(trace.jobs) - len(fits)
+    trace = Trace(trace.name, fits, trace.warnings + ((f"{trace.name}: dropped {dropped} job(s) larger than the "
+                                                       f"{cluster.size}-GPU cluster",) if dropped else ()))
+    for w in trace.warnings:
+        click.echo(f"note: {w}", err=True)
+    spec = RunSpec(mode="event", num_nodes=len(cluster.nodes), gpus_per_node=cluster.gpus_per_node,
+                   nodes_per_rack=nodes_per_rack, racks=racks, congestion=congestion, variability=measured,
+                   cluster=cluster if measured and cluster_text is None and not racks else None)
+    start = time.monotonic()
+    runs = []
+    with DelayedProgress(f"simulating {samples} workload sample(s) x {len(names)} policies") as bar:
+        try:
+            for s in range(samples):
+                runs.append(run_grid([resample(trace, s)], names, spec,
+                                     on_progress=lambda f, s=s: bar((s + f) / samples)))
+        except SimulationError as exc:
+            raise PalError(str(exc)) from None
+    rows = compare(runs, baseline)
+    header = [
+        "What would PAL gain on this cluster?",
+        f"  GPUs: {cluster.size} on {len(cluster.nodes)} node(s), {len(set(cluster.rack_of_node))} rack(s); "
+        f"variability: {measured.source if measured else 'bundled Longhorn'}",
+        f"  workload: {accounting_path}, last {days:g} days, {len(trace.jobs)} GPU job(s)",
+        f"  {samples} workload sample(s) (1 as recorded + bootstrap resamples), event mode, FIFO queue, "
+        f"{time.monotonic() - start:.0f} s",
+    ]
+    click.echo(format_page(rows, baseline, header))
+    if plot_path:
+        out = write_plot(plot_path, rows, runs[0], baseline,
+                         f"{len(trace.jobs)} jobs on {cluster.size} GPUs: candidates vs {baseline}")
+        click.echo(f"wrote {out}", err=True)
+    if json_out:
+        doc = {"baseline": baseline, "samples": samples, "gpus": cluster.size, "jobs": len(trace.jobs),
+               "variability": measured.source if measured else "bundled Longhorn",
+               "rows": [asdict(r) for r in rows]}
+        with open(json_out, "w") as fh:
+            json.dump(doc, fh, indent=1)
+        click.echo(f"wrote {json_out}", err=True)
+
+
+COMMAND = whatif

@@ -1,0 +1,166 @@
+"""The decision cycle: queue order -> eligible view -> placement (shape-aware) -> plan.
+
+One `Engine` per run (a simulation, a pald process). It holds the run's context: the
+placement and queue order picked by name from the registry, the RNG, the non-sticky memo and
+the delay-timer auto-tuner's state. Both simulator modes and pald decide through it:
+
+- `decide(jobs, cluster, ranking, now)`: one cycle over the jobs that wait (and, where
+  running jobs may move, the running ones): the simulator's every event/round, pald's cycle
+  over the jobs it holds;
+- `place_new(job, ...)`: the submit path, a job that arrives when nobody waits before it; by
+  the placements' contract equal to `decide([job])` (tested for every registered placement);
+- `observe_start(...)`: what the auto-tuner learns from a job starting (one loss estimate);
+- `next_wakeup(...)`: when a waiting job's options widen by time alone (delay scheduling).
+
+Under Slurm a started job cannot be moved or stopped by us (`running_jobs_move=False`): the
+engine then gives the placement only the waiting jobs, with the running jobs' GPUs busy in
+the view. The delay rule is the placements' (network-aware ones wait for one node, then one
+leaf switch); the engine adds one queue rule of its own: `backfill` lets later jobs pass one
+that does not fit, for placements that do not backfill themselves.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.policy import PlacementContext, autotune, netaware
+from pal_slurm.policy import placement as placement_by_name, queue_order
+from pal_slurm.policy.base import PlacementPolicy, QueueOrder
+from pal_slurm.policy.cache import RunCache
+from pal_slurm.policy.shapes import ShapeIndex
+from pal_slurm.ranking import Ranking
+
+
+Timers = Mapping[tuple[str, str], float]  # {(sensitivity, level): seconds}
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    placement: str = "pal"  # a registered placement (policy.registry)
+    queue: str = "fifo"  # a registered queue order
+    locality_penalty: float = 1.7  # PAL's across-node weight
+    running_jobs_move: bool = True  # False under Slurm: a started job keeps its GPUs
+    backfill: bool = False  # later jobs may pass one that does not fit (placements without their own)
+    delay_timers: Timers | None = None  # overrides the placement's delay timers {(sens, level): s}
+    tuner: autotune.TunerConfig = autotune.TunerConfig()
+
+
+def eligible_view(cluster: ClusterView, jobs: Sequence[JobRequest]) -> ClusterView:
+    """The one place where the view is restricted to the nodes these jobs may use.
+
+    Today every job may use every GPU node the view holds (the view already leaves out nodes
+    that accept no work); node eligibility by partition/feature plugs in here."""
+    return cluster
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """One decision: the jobs in queue order, the context the placement saw, its plan."""
+
+    order: list[JobRequest]
+    ctx: PlacementContext
+    plan: RoundPlan
+
+
+class Engine:
+    def __init__(self, settings: EngineSettings = EngineSettings(), rng: random.Random | None = None,
+                 network: object | None = None, policy: PlacementPolicy | None = None):
+        self.settings = settings
+        self.policy: PlacementPolicy = policy if policy is not None else placement_by_name(settings.placement)
+        self.order: QueueOrder = queue_order(settings.queue)
+        self.rng = rng if rng is not None else random.Random(0)
+        self.network = network  # the network model placements may consult (None: tier penalties)
+        self.memo: dict[str, Any] = {}  # the non-sticky placements' reuse of the last plan (PlacementContext.memo)
+        self.cache = RunCache()  # values derived from the run's inputs (PlacementContext.cache)
+        self.tuner = autotune.initial_state(settings.tuner, {**self.policy.delay_timers,
+                                                             **(settings.delay_timers or {})})
+
+    # ---- context ---------------------------------------------------------------------------
+    def delay_timers(self) -> Timers | None:
+        """Timers the placement uses now: the tuner's when it is tuned, else the override."""
+        if self.policy.traits.tuned:
+            return autotune.timers(self.tuner)
+        return self.settings.delay_timers or None
+
+    def context(self, cluster: ClusterView, ranking: Ranking, now: float,
+                shape_index: ShapeIndex | None = None) -> PlacementContext:
+        return PlacementContext(
+            cluster=cluster, ranking=ranking, rng=self.rng, locality_penalty=self.settings.locality_penalty,
+            now=now, network=self.network, delay_timers=self.delay_timers(), memo=self.memo,
+            shape_index=shape_index, cache=self.cache,
+        )
+
+    # ---- the cycle -------------------------------------------------------------------------
+    def order_jobs(self, jobs: Sequence[JobRequest]) -> list[JobRequest]:
+        if not self.settings.running_jobs_move:
+            jobs = [j for j in jobs if not j.running_on]
+        return self.order(jobs)
+
+    def cycle(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float) -> Cycle:
+        """One cycle: queue order -> eligible view -> placement -> plan. `cluster.free` holds
+        the GPUs no running job holds."""
+        order = self.order_jobs(jobs)
+        ctx = self.context(eligible_view(cluster, order), ranking, now)
+        plan = self.policy.plan(order, ctx)
+        if self.settings.backfill and not self.policy.traits.backfills:
+            plan = self._backfill(order, ctx, plan)
+        return Cycle(order, ctx, plan)
+
+    def decide(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float) -> RoundPlan:
+        return self.cycle(jobs, cluster, ranking, now).plan
+
+    def _backfill(self, order: Sequence[JobRequest], ctx: PlacementContext, plan: RoundPlan) -> RoundPlan:
+        """Give every job the plan left waiting a chance, in order, on what is still free."""
+        launch = dict(plan.launch)
+        free = set(ctx.cluster.free) - {g for gpus in launch.values() for g in gpus}
+        free.update(g for j in order if j.job_id in plan.suspend for g in j.running_on)
+        index = ShapeIndex(ctx.cluster.with_free(free))  # the free set from here on
+        cur = replace(ctx, memo=None, shape_index=index)
+        for job in order:
+            if job.running_on or job.job_id in launch or len(index.free) < job.num_gpus:
+                continue
+            gpus = self.policy.place_one(job, cur)
+            if gpus is None:
+                continue
+            launch[job.job_id] = tuple(gpus)
+            index.take(gpus)
+        return RoundPlan(plan.suspend, launch)
+
+    def place_new(self, job: JobRequest, cluster: ClusterView, ranking: Ranking, now: float,
+                  shape_index: ShapeIndex | None = None) -> tuple[int, ...] | None:
+        """The submit path: GPUs for a job nobody waits before (== decide([job])), or None."""
+        ctx = self.context(eligible_view(cluster, [job]), ranking, now, shape_index)
+        return self.policy.place_one(job, ctx)
+
+    def next_wakeup(self, cycle: Cycle) -> float | None:
+        """When the jobs this cycle left waiting may get more options by time alone."""
+        return self.policy.next_wakeup(cycle.order, cycle.ctx)
+
+    # ---- learning --------------------------------------------------------------------------
+    def observe_start(self, job: JobRequest, gpus: Sequence[int], cluster: ClusterView, now: float,
+                      factor: float | None = None, best_factor: float | None = None,
+                      work_s: float | None = None) -> None:
+        """Feed the auto-tuner one start (tuned placements only). The loss estimate, the one
+        used everywhere: the job's work (`work_s`, default its remaining time) x how much
+        slower its placement's network factor is than the most consolidated one it could have
+        had. Factors default to the placements' own estimates (the context's network model,
+        else per-sensitivity tier penalties); the simulator passes the ones it applies."""
+        if not self.policy.traits.tuned:
+            return
+        wanted = netaware.wanted_tier(job, cluster)
+        got, nodes, racks = netaware.span(gpus, cluster)
+        if factor is None or best_factor is None:
+            ctx = self.context(cluster, Ranking.uniform(cluster.size), now)
+            factor = netaware.net_factor(job, nodes, racks, ctx) if factor is None else factor
+            best_factor = netaware.tier_factor(job, wanted, cluster, ctx) if best_factor is None else best_factor
+        work = job.remaining_time if work_s is None else work_s
+        self.tuner = autotune.observe(
+            self.tuner,
+            autotune.Observation(sensitivity=job.net_sensitivity, wanted=wanted, got=got,
+                                 waited_s=now - job.waiting_since, comm_loss_s=work * (factor - best_factor),
+                                 time=now),
+            self.settings.tuner,
+        )

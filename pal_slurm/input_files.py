@@ -1,0 +1,194 @@
+"""Reading files a user hands us (traces, variability data, accounting dumps): one error type.
+
+Everything from outside goes through here so that every malformed input gets the same kind of
+answer: an `InputError` whose message starts `FILE:LINE:COLUMN:` (compiler style; line and column
+1-based, column = CSV field position or character position) and says what was wrong and what was
+expected. Nothing here raises anything else for bad content: a non-UTF-8 byte, a NUL, a ragged
+row, a NaN, an infinity, a negative or absurdly large number, a file too big to be a trace.
+A UTF-8 byte-order mark is accepted and stripped (spreadsheets write one).
+
+Why one module: the simulator loops on the numbers it is given. A NaN duration never reaches
+its iteration count (a hang), a NaN time never compares equal to itself (another hang), an
+infinity ends up as "inf" in a report. Stopping those at the border, with the file and the
+cell, is both the friendliest and the safest place.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+MAX_INPUT_BYTES = 512 * 1024 * 1024  # larger than any trace or dataset we have seen by 100x
+MAX_ROWS = 5_000_000
+
+
+class InputError(ValueError):
+    """A file (or value) that cannot be used; `str()` is one line naming file, line and column."""
+
+    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None,
+                 column: int | None = None):
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.column = column
+        self.reason = message
+        super().__init__(where(path, line, column) + message)
+
+
+def where(path: str | Path | None, line: int | None = None, column: int | None = None) -> str:
+    """'file:line:column: ' (the parts that are known), or '' when nothing is."""
+    parts = [str(p) for p in (path, line, column) if p is not None]
+    return ":".join(parts) + ": " if parts else ""
+
+
+def read_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX_INPUT_BYTES,
+              error: type[InputError] = InputError) -> str:
+    """The file's text: UTF-8 (a BOM is stripped), no NULs, at most `max_bytes`."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise error(f"{what} is {size} bytes; more than the {max_bytes} this reads", path)
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise error(f"cannot open {what}: is a directory", path) from None
+    except OSError as exc:
+        raise error(f"cannot open {what}: {exc.strerror or exc}", path) from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, col = _line_col(data, exc.start)
+        raise error(f"not UTF-8 text (byte 0x{data[exc.start]:02x}); save the {what} as UTF-8", path, line, col) from None
+    nul = text.find("\0")
+    if nul >= 0:
+        line, col = _line_col(text, nul)
+        raise error(f"NUL character: not a text {what}", path, line, col)
+    return text
+
+
+def _line_col(buf, index: int) -> tuple[int, int]:
+    nl = "\n" if isinstance(buf, str) else b"\n"
+    line = buf.count(nl, 0, index) + 1
+    start = buf.rfind(nl, 0, index) + 1
+    return line, index - start + 1
+
+
+@dataclass(frozen=True)
+class CsvRow:
+    """One data row: values by column name, with the file/line to name in errors."""
+
+    path: str
+    line: int
+    values: Mapping[str, str]
+    columns: Mapping[str, int]  # column name -> 1-based position
+    error: type[InputError] = InputError
+
+    def fail(self, message: str, column: str | None = None) -> InputError:
+        col = self.columns.get(column) if column else None
+        label = f"{column}: " if column else ""
+        return self.error(label + message, self.path, self.line, col)
+
+    def get(self, name: str, default: str = "") -> str:
+        v = self.values.get(name)
+        return default if v is None else v.strip()
+
+    def text(self, name: str) -> str:
+        v = self.get(name)
+        if not v:
+            raise self.fail("empty; a value is required", name)
+        return v
+
+    def number(self, name: str, *, minimum: float | None = None, above: float | None = None,
+               maximum: float | None = None) -> float:
+        """A finite float in range; NaN, inf and out-of-range values are errors."""
+        raw = self.get(name)
+        try:
+            v = float(raw)
+        except ValueError:
+            raise self.fail(f"not a number: {raw!r}", name) from None
+        return self._check(name, raw, v, minimum, above, maximum)
+
+    def integer(self, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+        raw = self.get(name)
+        try:
+            v = int(raw)
+        except ValueError:
+            try:
+                f = float(raw)
+            except ValueError:
+                raise self.fail(f"not an integer: {raw!r}", name) from None
+            if not (math.isfinite(f) and f == int(f)):
+                raise self.fail(f"not an integer: {raw!r}", name) from None
+            v = int(f)
+        return int(self._check(name, raw, v, minimum, None, maximum))
+
+    def _check(self, name, raw, v, minimum, above, maximum):
+        if not math.isfinite(v):
+            raise self.fail(f"must be a finite number, got {raw!r}", name)
+        if minimum is not None and v < minimum:
+            raise self.fail(f"must be >= {minimum:g}, got {raw!r}", name)
+        if above is not None and v <= above:
+            raise self.fail(f"must be > {above:g}, got {raw!r}", name)
+        if maximum is not None and v > maximum:
+            raise self.fail(f"must be <= {maximum:g}, got {raw!r}", name)
+        return v
+
+
+@dataclass(frozen=True)
+class CsvTable:
+    path: str
+    header: tuple[str, ...]
+    rows: tuple[CsvRow, ...]
+
+
+def parse_csv(text: str, path: str | Path, *, what: str = "file", required: Sequence[str] = (),
+              error: type[InputError] = InputError, max_rows: int = MAX_ROWS, delimiter: str = ",",
+              quoting: bool = True) -> CsvTable:
+    """Rows of a CSV with a header line. Blank lines are skipped; ragged rows are errors.
+
+    `delimiter="|", quoting=False` reads `sacct -P` (which never quotes).
+    """
+    path = str(path)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
+                        quoting=csv.QUOTE_MINIMAL if quoting else csv.QUOTE_NONE)
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise error(f"empty {what}", path)
+        header = [h.strip() for h in header]
+        if required:
+            missing = [c for c in required if c not in header]
+            if missing:
+                raise error(f"missing column(s) {', '.join(missing)}; the header is {','.join(header)!r}, "
+                            f"expected {','.join(required)}", path, 1)
+        dupes = sorted({h for h in header if h and header.count(h) > 1})
+        if dupes:
+            raise error(f"column(s) {', '.join(dupes)} appear more than once in the header", path, 1)
+        columns = {h: i + 1 for i, h in enumerate(header) if h}
+        rows = []
+        for fields in reader:
+            line = reader.line_num
+            if not fields or all(not f.strip() for f in fields):
+                continue
+            if len(fields) != len(header):
+                raise error(f"{len(fields)} field(s), the header has {len(header)}", path, line,
+                            min(len(fields), len(header)) + 1 if len(fields) < len(header) else len(header) + 1)
+            if len(rows) >= max_rows:
+                raise error(f"more than {max_rows} rows; split the {what}", path, line)
+            rows.append(CsvRow(path, line, dict(zip(header, fields)), columns, error))
+    except csv.Error as exc:
+        raise error(f"malformed CSV: {exc}", path, reader.line_num) from None
+    return CsvTable(path, tuple(header), tuple(rows))
+
+
+def read_csv(path: str | Path, *, what: str = "file", required: Sequence[str] = (),
+             error: type[InputError] = InputError) -> CsvTable:
+    """`parse_csv(read_text(path))`: the one way user CSVs are read."""
+    return parse_csv(read_text(path, what=what, error=error), path, what=what, required=required, error=error)
+
+

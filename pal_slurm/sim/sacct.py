@@ -1,0 +1,368 @@
+"""A site's own workload: Slurm accounting (`sacct --json`, `sacct -P`) as a simulator trace.
+
+What the simulator takes from each job: submit time, runtime (end - start: what the job took on
+the GPUs stock Slurm gave it, used as its ideal runtime), allocated GPUs, nodes, time limit, and
+a variability class. The class comes, in order, from the job's `pal:class=` comment (parsed by
+the hook's grammar, `daemon.comment_grammar`), then from the admin's rules (job name / account /
+partition glob -> class, `[simulate] class_rules` in pal.toml), else the job is *unclassed*:
+simulated with no variability (every GPU 1.0 for it) but still occupying its GPUs.
+
+Skipped with a count in the warnings, never silently: jobs that never started, jobs without
+GPUs, jobs still running (job steps, `123.batch` / `123.0`, are part of their job's row).
+
+`sacct -P` needs these fields (any order, header line included):
+
+    sacct -a -X -P --format=JobID,JobName,Account,Partition,Submit,Start,End,Timelimit,AllocTRES,NNodes,State,Comment
+
+(`Comment` is recorded only with `AccountingStoreFlags=job_comment`; GPUs appear in AllocTRES only
+with `AccountingStorageTRES=gres/gpu`.) `sacct --json` (Slurm 22.05's data_parser 0.0.38 and
+later ones) has all of it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from pal_slurm.daemon.comment_grammar import CommentError, parse_comment
+from pal_slurm.input_files import InputError, parse_csv, read_text
+from pal_slurm.sim.trace import MAX_RUNTIME_S, UNCLASSED, Trace, TraceError, TraceJob
+
+SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "Submit", "Start", "End", "Timelimit", "AllocTRES",
+                "NNodes", "State", "Comment")
+REQUIRED_FIELDS = ("JobID", "Submit", "Start", "End", "AllocTRES")
+RULE_FIELDS = ("name", "account", "partition")
+
+
+@dataclass(frozen=True)
+class ClassRule:
+    """`field:pattern=CLASS`: jobs whose `field` matches the glob `pattern` are of CLASS."""
+
+    field: str  # name | account | partition
+    pattern: str
+    perf_class: str
+
+    def matches(self, job: "AccountingJob") -> bool:
+        return fnmatch.fnmatchcase(getattr(job, self.field) or "", self.pattern)
+
+
+def parse_class_rules(text: str, where: str = "class_rules") -> tuple[ClassRule, ...]:
+    """'name:bert*=B; account:vision=A; partition:big=C' -> rules, first match wins."""
+    rules = []
+    for part in (text or "").replace("\n", ";").split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        m = re.fullmatch(r"(\w+):(.+)=([A-Za-z0-9_.\-]{1,64})", part)
+        if not m or m.group(1) not in RULE_FIELDS:
+            raise InputError(f"{where}: bad rule {part!r}; expected FIELD:PATTERN=CLASS with FIELD one of "
+                             f"{', '.join(RULE_FIELDS)} (e.g. name:bert*=B)")
+        rules.append(ClassRule(m.group(1), m.group(2).strip(), m.group(3)))
+    return tuple(rules)
+
+
+@dataclass(frozen=True)
+class AccountingJob:
+    """One job allocation as accounting recorded it (times in epoch seconds; None: not recorded)."""
+
+    job_id: str
+    name: str
+    account: str
+    partition: str
+    submit: float
+    start: float | None
+    end: float | None
+    gpus: int
+    nodes: int
+    time_limit_s: float | None
+    state: str
+    comment: str
+    where: str  # file:line (or file: job N) for messages
+
+
+# ---- reading ------------------------------------------------------------------------------
+
+def read_accounting(path: str | Path) -> list[AccountingJob]:
+    """Jobs of a `sacct --json` or `sacct -P` file (format from the content)."""
+    text = read_text(path, what="accounting file", error=TraceError)
+    stripped = text.lstrip()
+    if not stripped:
+        raise TraceError("empty accounting file", path)
+    if stripped.startswith("{"):
+        return _read_json(text, path)
+    return _read_pipe(text, path)
+
+
+def _read_json(text: str, path) -> list[AccountingJob]:
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"not valid JSON: {exc.msg}", path, exc.lineno, exc.colno) from None
+    except ValueError as exc:
+        raise TraceError(f"not valid JSON: {exc}", path) from None
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    if not isinstance(jobs, list):
+        raise TraceError("no 'jobs' list: expected the output of sacct --json", path)
+    out = []
+    for i, j in enumerate(jobs):
+        where = f"{path}: jobs[{i}]"
+        if not isinstance(j, dict):
+            raise TraceError(f"jobs[{i}] is not an object", path)
+        t = j.get("time") or {}
+        comment = j.get("comment")
+        if isinstance(comment, dict):
+            comment = comment.get("job") or ""
+        out.append(AccountingJob(
+            job_id=str(_json_job_id(j, where)),
+            name=str(j.get("name") or ""),
+            account=str(j.get("account") or ""),
+            partition=str(j.get("partition") or ""),
+            submit=_json_time(t.get("submission"), where, "time.submission", required=True),
+            start=_json_time(t.get("start"), where, "time.start"),
+            end=_json_time(t.get("end"), where, "time.end"),
+            gpus=_json_gpus(j, where),
+            nodes=int(_json_number(j.get("allocation_nodes"), where, "allocation_nodes") or 0),
+            time_limit_s=_json_limit(t.get("limit"), where),
+            state=_json_state(j.get("state")),
+            comment=str(comment or ""),
+            where=where,
+        ))
+    return out
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number sacct writes")
+
+
+def _json_job_id(j: Mapping, where: str) -> str:
+    jid = j.get("job_id")
+    if jid is None:
+        raise TraceError(f"{where}: no job_id")
+    array = j.get("array") or {}
+    task = _json_number(array.get("task_id"), where, "array.task_id") if isinstance(array, dict) else None
+    if task is not None and array.get("job_id"):
+        return f"{array['job_id']}_{int(task)}"
+    return str(jid)
+
+
+def _json_number(v: Any, where: str, what: str) -> float | None:
+    """A number, or sacct's {"set": .., "infinite": .., "number": ..} wrapper (Slurm >= 23.02)."""
+    if isinstance(v, dict):
+        if not v.get("set", True) or v.get("infinite"):
+            return None
+        v = v.get("number")
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise TraceError(f"{where}: {what} is not a number: {v!r}")
+    return float(v)
+
+
+def _json_time(v: Any, where: str, what: str, required: bool = False) -> float | None:
+    n = _json_number(v, where, what)
+    if n is None or n <= 0:  # sacct writes 0 for "not yet" (a job that never started has start 0)
+        if required:
+            raise TraceError(f"{where}: no {what}")
+        return None
+    return n
+
+
+def _json_limit(v: Any, where: str) -> float | None:
+    n = _json_number(v, where, "time.limit")
+    return None if n is None or n <= 0 or n >= 0xFFFFFFFE else n * 60.0  # minutes; INFINITE as None
+
+
+def _json_state(v: Any) -> str:
+    if isinstance(v, dict):
+        v = v.get("current")
+    if isinstance(v, list):
+        v = v[0] if v else ""
+    return str(v or "")
+
+
+def _json_gpus(j: Mapping, where: str) -> int:
+    tres = (j.get("tres") or {}).get("allocated") or []
+    total_plain, total_typed = 0, 0
+    for t in tres if isinstance(tres, list) else []:
+        if not isinstance(t, dict) or t.get("type") != "gres":
+            continue
+        name = str(t.get("name") or "")
+        count = int(_json_number(t.get("count"), where, "tres count") or 0)
+        if name == "gpu":
+            total_plain += count
+        elif name.startswith("gpu:"):
+            total_typed += count
+    return total_plain or total_typed
+
+
+def _read_pipe(text: str, path) -> list[AccountingJob]:
+    lines = text.splitlines()
+    if "|" not in lines[0]:
+        raise TraceError("neither sacct --json nor sacct -P output (no '|' in the header line); expected "
+                         f"sacct -P --format={','.join(SACCT_FIELDS)}", path, 1)
+    table = parse_csv(text, path, what="accounting file", required=REQUIRED_FIELDS, error=TraceError,
+                      delimiter="|", quoting=False)
+    out = []
+    for row in table.rows:
+        jid = row.text("JobID")
+        if "." in jid:
+            continue  # a step (123.batch, 123.0, 123.extern); the allocation row carries the job
+        out.append(AccountingJob(
+            job_id=jid,
+            name=row.get("JobName"),
+            account=row.get("Account"),
+            partition=row.get("Partition"),
+            submit=_pipe_time(row, "Submit", required=True),
+            start=_pipe_time(row, "Start"),
+            end=_pipe_time(row, "End"),
+            gpus=_pipe_gpus(row),
+            nodes=row.integer("NNodes", minimum=0) if row.get("NNodes") else 0,
+            time_limit_s=_pipe_limit(row),
+            state=row.get("State").split(" ")[0],
+            comment=row.get("Comment"),
+            where=f"{path}:{row.line}",
+        ))
+    return out
+
+
+_NO_TIME = ("", "unknown", "none", "n/a")
+
+
+def _pipe_time(row, column: str, required: bool = False) -> float | None:
+    raw = row.get(column)
+    if raw.lower() in _NO_TIME:
+        if required:
+            raise row.fail("no time recorded", column)
+        return None
+    try:
+        dt = datetime.fromisoformat(raw)
+    except ValueError:
+        raise row.fail(f"not a time: {raw!r} (sacct writes YYYY-MM-DDTHH:MM:SS)", column) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)  # only differences matter; one zone for all rows
+    return dt.timestamp()
+
+
+def parse_slurm_duration(text: str) -> float | None:
+    """Slurm's [D-]HH:MM:SS / MM:SS / MM -> seconds; None for UNLIMITED / Partition_Limit / empty."""
+    t = text.strip()
+    if not t or t.lower() in ("unlimited", "partition_limit", "infinite", "none", "invalid"):
+        return None
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", t)
+    if not m:
+        raise ValueError(f"not a Slurm duration: {text!r}")
+    days = int(m.group(1) or 0)
+    parts = [int(p) for p in m.groups()[1:] if p is not None]
+    if m.group(1) is not None:  # D-HH[:MM[:SS]]
+        h, mi, s = (parts + [0, 0])[:3]
+    elif len(parts) == 3:
+        h, mi, s = parts
+    elif len(parts) == 2:
+        h, mi, s = 0, parts[0], parts[1]
+    else:
+        h, mi, s = 0, parts[0], 0
+    return float(((days * 24 + h) * 60 + mi) * 60 + s)
+
+
+def _pipe_limit(row) -> float | None:
+    try:
+        return parse_slurm_duration(row.get("Timelimit"))
+    except ValueError as exc:
+        raise row.fail(str(exc), "Timelimit") from None
+
+
+def _pipe_gpus(row) -> int:
+    plain, typed = 0, 0
+    for item in row.get("AllocTRES").split(","):
+        key, _, value = item.partition("=")
+        if key == "gres/gpu" or key.startswith("gres/gpu:"):
+            try:
+                n = int(value)
+            except ValueError:
+                raise row.fail(f"{item!r}: GPU count is not an integer", "AllocTRES") from None
+            if key == "gres/gpu":
+                plain += n
+            else:
+                typed += n
+    return plain or typed
+
+
+# ---- accounting -> trace ------------------------------------------------------------------
+
+def accounting_trace(
+    jobs: Sequence[AccountingJob],
+    rules: Sequence[ClassRule] = (),
+    *,
+    name: str,
+    days: float | None = None,
+) -> Trace:
+    """The jobs that used GPUs as a trace (submit times from the first kept job's)."""
+    skipped = {"no GPUs": 0, "never started": 0, "still running": 0, "older than the window": 0}
+    bad_comments: list[str] = []
+    classes = {"comment": 0, "rule": 0, "unclassed": 0}
+    seen: dict[str, str] = {}
+    kept: list[tuple[AccountingJob, str]] = []
+    latest = max((j.submit for j in jobs), default=0.0)
+    for j in jobs:
+        if j.job_id in seen:
+            raise TraceError(f"{j.where}: job {j.job_id} appears twice (first at {seen[j.job_id]})")
+        seen[j.job_id] = j.where
+        if days is not None and j.submit < latest - days * 86400.0:
+            skipped["older than the window"] += 1
+            continue
+        if j.start is None:
+            skipped["never started"] += 1
+            continue
+        if j.gpus <= 0:
+            skipped["no GPUs"] += 1
+            continue
+        if j.end is None:
+            skipped["still running"] += 1
+            continue
+        if j.end < j.start or j.start < j.submit - 1.0:
+            raise TraceError(f"{j.where}: job {j.job_id}: times out of order (submit {j.submit:.0f}, "
+                             f"start {j.start:.0f}, end {j.end:.0f})")
+        cls, how = _class_of(j, rules, bad_comments)
+        classes[how] += 1
+        kept.append((j, cls))
+    if not kept:
+        raise TraceError(f"{name}: no job that used GPUs and finished "
+                         f"({', '.join(f'{v} {k}' for k, v in skipped.items() if v) or 'no jobs'})")
+    t0 = min(j.submit for j, _ in kept)
+    out = []
+    for index, (j, cls) in enumerate(sorted(kept, key=lambda jc: (jc[0].submit, jc[0].job_id))):
+        runtime = max(1.0, j.end - j.start)  # whole seconds in accounting; a 0 s job still occupies a slot
+        if runtime > MAX_RUNTIME_S:
+            raise TraceError(f"{j.where}: job {j.job_id} ran {runtime:.0f} s, more than {MAX_RUNTIME_S:g} s")
+        out.append(TraceJob(job_id=index, num_gpus=j.gpus, submit_time=j.submit - t0, iterations=runtime,
+                            model=j.name or f"job{j.job_id}", iter_s=1.0, perf_class=cls))
+    warnings = [f"{name}: {len(out)} job(s) kept; classes from comments {classes['comment']}, rules "
+                f"{classes['rule']}, unclassed {classes['unclassed']} (simulated without variability)"]
+    warnings += [f"{name}: skipped {v} job(s): {k}" for k, v in skipped.items() if v]
+    warnings += bad_comments[:5]
+    return Trace(name, tuple(out), tuple(warnings))
+
+
+def _class_of(job: AccountingJob, rules: Iterable[ClassRule], bad: list[str]) -> tuple[str, str]:
+    try:
+        spec = parse_comment(job.comment)
+    except CommentError as exc:
+        bad.append(f"{job.where}: job {job.job_id}: comment ignored ({exc}); using the rules")
+        spec = None
+    if spec is not None:
+        return spec.perf_class, "comment"
+    for rule in rules:
+        if rule.matches(job):
+            return rule.perf_class, "rule"
+    return UNCLASSED, "unclassed"
+
+
+def load_accounting_trace(path: str | Path, rules: Sequence[ClassRule] = (), days: float | None = None) -> Trace:
+    """`palctl simulate --trace sacct:FILE`."""
+    return accounting_trace(read_accounting(path), rules, name=Path(path).stem, days=days)

@@ -1,0 +1,659 @@
+"""Fault injection on the real lab (issue #10): nothing PAL does may stop a job.
+
+Each fault is replayed against a real cluster (slurmctld + 4 slurmd x 4 emulated GPUs, the
+real job_submit.lua, the real pald process on SQLite) while N >= 100 short jobs are submitted,
+several in flight, half of them deferred to pald's queue. One shared checker counts, for every
+fault, what an operator cares about:
+
+- lost: a submitted job that never finished;
+- rejected / failed: sbatch refused it, or it ended in any state but COMPLETED;
+- ghosts: job records nobody submitted (a failed sbatch can leave a FAILED one);
+- double-booked GPUs: two jobs running on one GPU at once (from the jobs' own outputs);
+- drained nodes;
+- held too long: a deferred job that waited longer than pal-failsafe promises (heartbeat
+  stale time + its period; run every 2 s here, as cron would every minute).
+
+A fault is one `Fault` entry: how to inject it, how to heal it, and what else to check.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from pal_slurm.daemon import failsafe
+from pal_slurm.daemon.process import REPO, PaldProcess, write_config
+from pal_slurm.slurm.lab import LabCluster, missing_binaries, start_lab
+from pal_slurm.store.bootstrap import open_store
+from pal_slurm.store.records import RankingEntry
+from tests.fixtures.postgres import start_postgres
+from tests.fixtures.store_faults import delete_sqlite_file, frozen_postgres, sqlite_write_lock
+
+pytestmark = pytest.mark.slurm
+
+N_JOBS = 100
+IN_FLIGHT = 6  # <= 2 GPUs each: the 16 GPUs are never all taken, so no job waits for room
+JOB = 'echo "CVD=$CUDA_VISIBLE_DEVICES NODE=$SLURMD_NODENAME START=$(date +%s.%N)"; sleep 0.3; echo "END=$(date +%s.%N)"'
+HEARTBEAT_STALE_S = 5.0  # write_config's heartbeat_stale_s
+FAILSAFE_PERIOD_S = 2.0
+PROMISE_S = HEARTBEAT_STALE_S + FAILSAFE_PERIOD_S + 3.0  # + Slurm's start tick, 1 s timestamps
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+            "DEADLINE", "PREEMPTED"}
+USER = "nobody"  # an ordinary user, for the faults that need one
+
+
+# ------------------------------------------------------------------------------ the rig
+
+
+@dataclass
+class Rig:
+    """One lab + its pald, started once for the module."""
+
+    lab: LabCluster
+    pald: PaldProcess
+    db: str
+    fault_flag: Path  # while it exists, pald's sinfo/squeue fail (see `pald_bin_dir`)
+    log: Path
+    postgres: object = None  # tests.fixtures.postgres.PostgresServer when the store is PostgreSQL
+
+    @property
+    def db_path(self) -> Path:
+        return Path(self.db.removeprefix("sqlite:///"))
+
+    def slurm(self, *argv: str, user: str | None = None) -> subprocess.CompletedProcess:
+        prefix = ["runuser", "-u", user, "--"] if user else []
+        return subprocess.run(prefix + list(argv), env=self.lab.client_env(), capture_output=True,
+                              text=True, errors="replace", cwd="/tmp")
+
+
+def pald_bin_dir(root: Path, flag: Path) -> Path:
+    """Slurm commands for pald only: the real ones, except that sinfo and squeue fail while
+    `flag` exists (pald's view of Slurm goes stale; the hook and users see Slurm as usual)."""
+    bin_dir = root / "pald-bin"
+    bin_dir.mkdir()
+    for cmd in ("sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun"):
+        real = shutil.which(cmd)
+        gate = (f'[ -e "{flag}" ] && {{ echo "fault: slurmctld unreachable" >&2; exit 1; }}\n'
+                if cmd in ("sinfo", "squeue") else "")
+        (bin_dir / cmd).write_text(f'#!/bin/sh\n{gate}exec {real} "$@"\n')
+        (bin_dir / cmd).chmod(0o755)
+    return bin_dir
+
+
+def start_rig(root: Path, gres: str = "typed", db: str | None = None) -> Rig:
+    sock = root / "pald.sock"
+    lab = start_lab(root / "lab", hook=str(REPO / "job_submit_lua" / "job_submit.lua"),
+                    env={"PAL_SOCKET": str(sock)}, gres=gres)
+    (lab.lab_dir / "out").chmod(0o1777)  # jobs of USER write their output there
+    db = db or f"sqlite:///{root}/pal.db"
+    store = open_store(db)
+    store.write_ranking("optimal", [RankingEntry(n, s, c, 1.0 + 0.1 * s, 1.0 + 0.1 * s, 0)
+                                    for n in lab.nodes for s in range(4) for c in "ABCD"])
+    store.close()
+    flag = root / "slurm-unreachable"
+    cfg = write_config(root / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf, heartbeat=root / "hb")
+    cfg.write_text(cfg.read_text().replace("[slurm]\n", f'[slurm]\nbin_dir = "{pald_bin_dir(root, flag)}"\n'))
+    log = root / "pald.log"
+    try:
+        pald = PaldProcess(cfg, sock, log).start()
+    except Exception:
+        lab.stop()
+        raise
+    return Rig(lab, pald, db, flag, log)
+
+
+@contextmanager
+def rig_in(gres: str, postgres=None):
+    if missing_binaries():
+        pytest.skip("Slurm lab cluster unavailable, missing: " + ", ".join(missing_binaries()))
+    # Not under pytest's 0700 tmp: USER must reach slurm.conf, munge's socket and the outputs.
+    root = Path(tempfile.mkdtemp(prefix="pal-faults-"))
+    root.chmod(0o755)
+    try:
+        rig = start_rig(root, gres, db=postgres.url(postgres.create_database("pal")) if postgres else None)
+    except Exception:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    rig.postgres = postgres
+    try:
+        yield rig
+    finally:
+        rig.fault_flag.unlink(missing_ok=True)
+        rig.pald.stop()
+        rig.lab.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def rig():
+    with rig_in("typed") as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def pg_rig():
+    """The rig on its own PostgreSQL server (which the faults freeze and stop)."""
+    try:
+        server = start_postgres()
+    except (FileNotFoundError, KeyError) as err:
+        pytest.skip(f"no PostgreSQL server: {err}")
+    try:
+        with rig_in("typed", postgres=server) as r:
+            yield r
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="module")
+def plain_rig():
+    with rig_in("plain") as r:
+        yield r
+
+
+# ---------------------------------------------------------------------------- workload
+
+
+@dataclass
+class Submission:
+    index: int
+    rc: int
+    job_id: int | None
+    stderr: str
+    submitted_at: float
+
+
+@dataclass
+class Workload:
+    submissions: list[Submission] = field(default_factory=list)
+    first_id_before: int = 0  # every job id above this that we did not submit is a ghost
+    helper_ids: set[int] = field(default_factory=set)  # the fault's own jobs (not ghosts)
+    notes: dict = field(default_factory=dict)  # what a fault's inject wants its check to know
+    wall_s: float = 0.0
+
+    @property
+    def job_ids(self) -> list[int]:
+        return [s.job_id for s in self.submissions if s.job_id is not None]
+
+
+def job_args(i: int) -> list[str]:
+    """Half deferred to pald's queue, half placed at submit; 1 or 2 GPUs."""
+    gres = "--gres=gpu:2" if i % 3 == 0 else "--gres=gpu:1"
+    comment = "--comment=pal:class=resnet,mode=defer" if i % 2 == 0 else "--comment=pal:class=bert"
+    return [gres, comment]
+
+
+def last_job_id(rig: Rig) -> int:
+    return max((j.job_id for j in rig.lab.reader.jobs()), default=0)
+
+
+def run_workload(rig: Rig, user: str | None = None, on_submitted: Callable[[int], None] | None = None,
+                 n: int = N_JOBS, in_flight: int = IN_FLIGHT, wait_s: float = 60.0) -> Workload:
+    """Submit `n` jobs from `in_flight` workers, each waiting for its job to end before the
+    next (so the cluster never runs out of GPUs); one poller reads squeue for all of them."""
+    work = Workload(first_id_before=last_job_id(rig))
+    states: dict[int, str] = {}
+    lock = threading.Lock()
+    next_index = iter(range(n))
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            try:
+                seen = {j.job_id: j.state for j in rig.lab.reader.jobs()}
+            except Exception:  # noqa: BLE001 - a busy slurmctld: try again
+                seen = {}
+            with lock:
+                states.update(seen)
+            time.sleep(0.25)
+
+    def worker():
+        while True:
+            with lock:
+                i = next(next_index, None)
+            if i is None:
+                return
+            argv = ["sbatch", "--parsable", f"--output={rig.lab.lab_dir}/out/%j.out", *job_args(i), "--wrap", JOB]
+            p = rig.slurm(*argv, user=user)
+            job_id = int(p.stdout.strip().split(";")[0]) if p.returncode == 0 else None
+            with lock:
+                work.submissions.append(Submission(i, p.returncode, job_id, p.stderr, time.time()))
+            if job_id is None:
+                continue
+            if on_submitted:
+                on_submitted(job_id)
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                with lock:
+                    if states.get(job_id) in TERMINAL:
+                        break
+                time.sleep(0.1)
+
+    t0 = time.monotonic()
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    workers = [threading.Thread(target=worker) for _ in range(in_flight)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    done.set()
+    poller.join(5)
+    work.wall_s = time.monotonic() - t0
+    return work
+
+
+# -------------------------------------------------------------------------- the checker
+
+
+@dataclass
+class Counts:
+    submitted: int
+    rejected: list = field(default_factory=list)
+    lost: list = field(default_factory=list)
+    failed: list = field(default_factory=list)
+    ghosts: list = field(default_factory=list)
+    double_booked: list = field(default_factory=list)
+    drained: list = field(default_factory=list)
+    held_too_long: list = field(default_factory=list)
+    deferred: int = 0  # jobs the hook held for pald (admin_comment pal:defer)
+
+    def problems(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if isinstance(v, list) and v}
+
+
+def parse_out(text: str) -> dict:
+    return dict(kv.split("=", 1) for line in text.splitlines() for kv in line.split() if "=" in kv)
+
+
+def settle(rig: Rig, ids, timeout: float = 90.0) -> dict:
+    """squeue's records once every job in `ids` has ended (or `timeout` passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+        if all(i in jobs and jobs[i].state in TERMINAL for i in ids) or time.monotonic() > deadline:
+            return jobs
+        time.sleep(0.5)
+
+
+def check(rig: Rig, work: Workload) -> Counts:
+    """The one checker every fault is counted by."""
+    ids = work.job_ids
+    jobs = settle(rig, ids)
+    counts = Counts(submitted=len(work.submissions))
+    counts.rejected = [(s.index, s.stderr.strip()) for s in work.submissions if s.rc != 0]
+    counts.lost = [i for i in ids if i not in jobs or jobs[i].state not in TERMINAL]
+    counts.failed = [(i, jobs[i].state) for i in ids if i in jobs and jobs[i].state in TERMINAL
+                     and jobs[i].state != "COMPLETED"]
+    mine = set(ids) | work.helper_ids
+    counts.ghosts = [(j.job_id, j.state) for j in jobs.values() if j.job_id > work.first_id_before
+                     and j.job_id not in mine]
+    runs = []
+    for i in ids:
+        out = parse_out(rig.lab.job_output(i))
+        if i in jobs and jobs[i].state == "COMPLETED":
+            if not {"NODE", "CVD", "START", "END"} <= set(out):
+                counts.failed.append((i, "no output"))
+                continue
+            for gpu in out["CVD"].split(","):
+                runs.append(((out["NODE"], gpu), float(out["START"]), float(out["END"]), i))
+    runs.sort()
+    for a, b in zip(runs, runs[1:]):
+        if a[0] == b[0] and b[1] < a[2]:
+            counts.double_booked.append((a[0], a[3], b[3]))
+    # drained: DRAIN/FAIL or down (a loaded host can show a passing NOT_RESPONDING: not a drain)
+    counts.drained = [(n.name, n.state, n.state_flags) for n in rig.lab.reader.nodes()
+                      if n.state == "down" or {"DRAIN", "FAIL", "DOWN"} & set(n.state_flags)]
+    for i in ids:
+        j = jobs.get(i)
+        if j is None or "pal:defer" not in j.admin_comment:
+            continue
+        counts.deferred += 1
+        waited = (j.start_time or time.time()) - j.submit_time
+        if waited > PROMISE_S:
+            counts.held_too_long.append((i, waited))
+    return counts
+
+
+@contextmanager
+def failsafe_cron(rig: Rig, period_s: float = FAILSAFE_PERIOD_S):
+    """pal-failsafe every `period_s`, as cron runs it every minute."""
+    stop = threading.Event()
+    rcs: list[int] = []
+
+    def loop():
+        while not stop.wait(period_s):
+            rcs.append(failsafe.main(["--config", str(rig.pald.config)]))
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        yield rcs
+    finally:
+        stop.set()
+        t.join(30)
+
+
+def quiet(rig: Rig, timeout: float = 30.0) -> None:
+    """Between faults: no job left, pald synced, every node idle."""
+    rig.slurm("scancel", "--partition=gpu")
+    rig.lab.wait_idle(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        d = rig.pald.health().details
+        if d["slurm"] == "ok" and d["held_jobs"] == 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"pald never quiet: {rig.pald.health().details}")
+
+
+# ------------------------------------------------------------------------------- faults
+
+
+@dataclass
+class Fault:
+    """One fault: `inject(rig, work)` before the workload, `heal(rig, work)` after it,
+    `check(rig, work, counts)` for what is specific to it (beyond the shared counts)."""
+
+    name: str
+    inject: Callable[[Rig, Workload], None] = lambda rig, work: None
+    heal: Callable[[Rig, Workload], None] = lambda rig, work: None
+    check: Callable[[Rig, Workload, Counts], None] = lambda rig, work, counts: None
+    user: str | None = None  # submit as this user (default root)
+    on_submitted: Callable[[Rig, int], None] | None = None
+    during: Callable[[Rig, threading.Event], None] | None = None  # runs in a thread meanwhile
+
+
+def around(name: str, fault_cm: Callable[[Rig], object], **more) -> Fault:
+    """A fault given as a context manager (tests/fixtures' store faults): entered before the
+    workload, left after it."""
+    active: list = []
+
+    def inject(rig: Rig, work: Workload) -> None:
+        cm = fault_cm(rig)
+        cm.__enter__()
+        active.append(cm)
+
+    def heal(rig: Rig, work: Workload) -> None:
+        while active:
+            active.pop().__exit__(None, None, None)
+
+    return Fault(name, inject=inject, heal=heal, **more)
+
+
+# -- finding 1: one job with a non-UTF-8 byte in its comment -------------------------------
+def inject_bad_byte(rig: Rig, work: Workload) -> None:
+    p = rig.slurm("sbatch", "--parsable", "--hold", "--comment=caf\udce9", "--wrap", "true")
+    assert p.returncode == 0, p.stderr
+    work.helper_ids.add(int(p.stdout.strip()))
+
+
+def heal_bad_byte(rig: Rig, work: Workload) -> None:
+    # pal-failsafe --force died on the same decode error: it must work with the job present
+    assert failsafe.main(["--config", str(rig.pald.config), "--force"]) == 0
+    for job_id in work.helper_ids:
+        rig.slurm("scancel", str(job_id))
+
+
+def check_bad_byte(rig: Rig, work: Workload, counts: Counts) -> None:
+    health = rig.pald.health().details
+    assert health["slurm"] == "ok", health
+    assert counts.deferred > 0  # the deferred path was exercised, and released by pald
+    assert "codec can't decode" not in rig.log.read_text(errors="replace")
+
+
+# -- finding 2: pald's view of Slurm is stale (its sync fails) and a node was drained since ---
+def inject_stale_view(rig: Rig, work: Workload) -> None:
+    rig.fault_flag.touch()
+    deadline = time.monotonic() + 20
+    while rig.pald.health().details["slurm"] != "unreachable" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert rig.slurm("scontrol", "update", "nodename=gpu04", "state=drain", "reason=fault").returncode == 0
+    time.sleep(HEARTBEAT_STALE_S + 0.5)  # older than pald's view age limit (5 cycles, >= 5 s)
+
+
+def heal_stale_view(rig: Rig, work: Workload) -> None:
+    rig.fault_flag.unlink(missing_ok=True)
+    assert rig.slurm("scontrol", "update", "nodename=gpu04", "state=resume").returncode == 0
+
+
+def check_stale_view(rig: Rig, work: Workload, counts: Counts) -> None:
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    on_drained = [i for i in work.job_ids if "gpu04" in jobs[i].nodes]
+    assert on_drained == []  # nothing was sent to (or ran on) the drained node
+    passes = [i for i in work.job_ids if "pal:pass=stale_view" in jobs[i].admin_comment]
+    assert len(passes) >= N_JOBS // 2, "pald kept answering from its stale view"
+
+
+# -- finding 2: gres.conf without per-slot types (pald's typed answer would make sbatch fail) --
+def check_plain_gres(rig: Rig, work: Workload, counts: Counts) -> None:
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    by_pal = [i for i in work.job_ids if jobs[i].admin_comment.startswith(("pal:placed=", "pal:defer"))]
+    assert len(by_pal) >= N_JOBS * 9 // 10  # PAL still chose the nodes (at submit or on release)
+    assert all("gres:gpu:s" not in jobs[i].tres_per_node for i in work.job_ids)
+
+
+# -- finding 3: late answers (pald frozen while the hook waits) ---------------------------------
+def freeze_pald_now_and_then(rig: Rig, stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        rig.pald.send(signal.SIGSTOP)
+        time.sleep(0.4)
+        rig.pald.send(signal.SIGCONT)
+
+
+def check_late(rig: Rig, work: Workload, counts: Counts) -> None:
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    timed_out = {}
+    for i in work.job_ids:
+        tag = jobs[i].admin_comment
+        if "pal:pass=timeout" in tag and ";req=" in tag:
+            timed_out[i] = tag.split(";req=", 1)[1].split(";")[0].split()[0]
+    assert timed_out, "the freezes never made the hook give up: the fault was not exercised"
+    time.sleep(1.0)  # pald flushes decisions every cycle
+    store = open_store(rig.db)
+    try:
+        recorded = {i: store.decisions(f"req:{req}") for i, req in timed_out.items()}
+    finally:
+        store.close()
+    contradicted = {i: [d.kind.value for d in ds] for i, ds in recorded.items() if ds}
+    assert contradicted == {}, "pald recorded decisions for requests the hook had given up on"
+    late = rig.pald.health().details["counts"]["late"]
+    print(f"late answers: the hook gave up on {len(timed_out)} jobs; pald dropped {late} late requests")
+    assert late >= 1
+
+
+# -- finding 8: users release their own deferred jobs ---------------------------------------
+USER_RELEASES: dict[int, int] = {}  # job id -> rc of its user's `scontrol release`
+
+
+def count_outside_releases(rig: Rig, work: Workload) -> None:
+    USER_RELEASES.clear()
+    work.notes["outside_before"] = rig.pald.health().details["counts"]["released_outside"]
+
+
+def user_releases(rig: Rig, job_id: int) -> None:
+    p = rig.slurm("scontrol", "release", str(job_id), user=USER)
+    USER_RELEASES[job_id] = p.returncode
+
+
+def check_user_release(rig: Rig, work: Workload, counts: Counts) -> None:
+    assert set(USER_RELEASES) == set(work.job_ids)
+    time.sleep(1.0)  # one cycle: decisions flushed
+    store = open_store(rig.db)
+    try:
+        outside = 0
+        for i in work.job_ids:
+            released = [d for d in store.decisions(str(i)) if d.reason.startswith("released:")]
+            behind = [d for d in store.decisions(str(i)) if d.reason == "released_outside_pal"]
+            assert len(released) + len(behind) <= 1, f"job {i} placed or released twice"
+            outside += len(behind)
+    finally:
+        store.close()
+    refused = sum(1 for rc in USER_RELEASES.values() if rc != 0)
+    print(f"user releases: {len(USER_RELEASES) - refused} accepted, {refused} refused; "
+          f"pald recorded {outside} released behind its back")
+    assert outside == rig.pald.health().details["counts"]["released_outside"] - work.notes["outside_before"]
+
+
+def job_field(rig: Rig, job_id: int, key: str) -> str:
+    out = rig.slurm("scontrol", "-o", "show", "job", str(job_id)).stdout
+    return next((w.split("=", 1)[1] for w in out.split() if w.startswith(key + "=")), "")
+
+
+def test_user_cannot_release_a_job_pald_has_seen_and_pald_notices_one_released_before(rig):
+    """Finding 8 on Slurm 22.05: the hook's priority-0 hold is a user hold (JobHeldUser, its
+    owner may `scontrol release` it); pald's `scontrol hold` makes it JobHeldAdmin, which the
+    user cannot lift. A job its user released before pald's next cycle is recorded, not placed."""
+    quiet(rig)
+    blockers = [rig.lab.sbatch("--gres=gpu:4", "--comment=pal:class=bert,mode=now", wrap="sleep 8")
+                for _ in rig.lab.nodes]
+    for b in blockers:
+        rig.lab.wait_job(b, timeout=30, states=("RUNNING",))
+
+    def submit_as_user() -> int:
+        p = rig.slurm("sbatch", "--parsable", f"--output={rig.lab.lab_dir}/out/%j.out", "--gres=gpu:1",
+                      "--comment=pal:class=resnet,mode=defer", "--wrap", JOB, user=USER)
+        assert p.returncode == 0, p.stderr
+        return int(p.stdout.strip())
+
+    seen = submit_as_user()
+    assert job_field(rig, seen, "Reason") in ("JobHeldUser", "JobHeldAdmin")
+    deadline = time.monotonic() + 10
+    while job_field(rig, seen, "Reason") != "JobHeldAdmin" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert job_field(rig, seen, "Reason") == "JobHeldAdmin"
+    p = rig.slurm("scontrol", "release", str(seen), user=USER)
+    assert p.returncode != 0 and "permission denied" in p.stderr.lower(), p.stderr
+    assert job_field(rig, seen, "JobState") == "PENDING"
+
+    before = rig.pald.health().details["counts"]["released_outside"]
+    early = submit_as_user()
+    rig.pald.send(signal.SIGSTOP)  # pald's next cycle comes after the user's release
+    try:
+        p = rig.slurm("scontrol", "release", str(early), user=USER)
+    finally:
+        rig.pald.send(signal.SIGCONT)
+    if p.returncode == 0:  # the user was faster than pald's admin hold: pald must notice
+        deadline = time.monotonic() + 10
+        while rig.pald.health().details["counts"]["released_outside"] == before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert rig.pald.health().details["counts"]["released_outside"] == before + 1
+    else:  # pald was faster: the hold was already the admin's
+        assert "permission denied" in p.stderr.lower(), p.stderr
+    for j in blockers + [seen, early]:
+        assert rig.lab.wait_job(j, timeout=60) == "COMPLETED", j
+
+
+# -- findings 6, 7 (store side): a locked or deleted SQLite file -----------------------------
+def decisions_kept(rig: Rig, work: Workload, counts: Counts) -> None:
+    """Once the store is back, every job pald placed or deferred has its decision in it."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        d = rig.pald.health().details
+        if d["store"] == "ok" and d["buffered_decisions"] == 0:
+            break
+        time.sleep(0.2)
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    reqs = {i: jobs[i].admin_comment.split(";req=", 1)[1].split(";")[0].split()[0] for i in work.job_ids
+            if jobs[i].admin_comment.startswith(("pal:placed", "pal:defer")) and ";req=" in jobs[i].admin_comment}
+    store = open_store(rig.db)
+    try:
+        missing = [i for i, req in reqs.items() if not store.decisions(f"req:{req}")]
+    finally:
+        store.close()
+    assert len(reqs) >= N_JOBS // 2 and missing == [], f"{len(missing)} of {len(reqs)} decisions lost"
+
+
+def no_standby_passes(rig: Rig, work: Workload, counts: Counts) -> None:
+    """A store outage must not switch PAL off (finding 5: 94/100 jobs `pass=standby`)."""
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    assert [i for i in work.job_ids if "pal:pass=standby" in jobs[i].admin_comment] == []
+    decisions_kept(rig, work, counts)
+
+
+PG_FAULTS = [
+    around("frozen-postgres", lambda rig: frozen_postgres(rig.postgres), check=no_standby_passes),
+    Fault("stopped-postgres", inject=lambda rig, work: rig.postgres.stop(),
+          heal=lambda rig, work: rig.postgres.start(), check=no_standby_passes),
+]
+
+
+def recreate_store(rig: Rig, work: Workload) -> None:
+    open_store(rig.db).close()  # what the operator does: `palctl db upgrade` makes a new, empty store
+
+
+FAULTS = [
+    Fault("bad-comment-byte", inject=inject_bad_byte, heal=heal_bad_byte, check=check_bad_byte),
+    Fault("stale-view-drained-node", inject=inject_stale_view, heal=heal_stale_view, check=check_stale_view),
+    Fault("late-answers", during=freeze_pald_now_and_then, check=check_late),
+    Fault("user-releases", user=USER, inject=count_outside_releases, on_submitted=user_releases,
+          check=check_user_release),
+    around("locked-sqlite", lambda rig: sqlite_write_lock(rig.db_path), check=decisions_kept),
+    Fault("deleted-sqlite", inject=lambda rig, work: delete_sqlite_file(rig.db_path), heal=recreate_store,
+          check=decisions_kept),  # last: the store it leaves is a new, empty one
+]
+
+
+def replay(rig: Rig, fault: Fault) -> tuple[Workload, Counts]:
+    quiet(rig)
+    work = Workload(first_id_before=last_job_id(rig))
+    fault.inject(rig, work)
+    stop = threading.Event()
+    during = threading.Thread(target=fault.during, args=(rig, stop), daemon=True) if fault.during else None
+    try:
+        with failsafe_cron(rig):
+            if during:
+                during.start()
+            try:
+                ran = run_workload(rig, user=fault.user,
+                                   on_submitted=(lambda j: fault.on_submitted(rig, j)) if fault.on_submitted else None)
+            finally:
+                stop.set()
+                if during:
+                    during.join(10)
+                rig.pald.send(signal.SIGCONT)
+    finally:
+        fault.heal(rig, work)
+    ran.first_id_before, ran.helper_ids, ran.notes = work.first_id_before, work.helper_ids, work.notes
+    counts = check(rig, ran)
+    print(f"\n{fault.name}: {counts.submitted} submitted in {ran.wall_s:.1f} s, {counts.deferred} deferred, "
+          f"problems {json.dumps(counts.problems(), default=str)}")
+    return ran, counts
+
+
+def assert_clean(counts: Counts) -> None:
+    assert counts.submitted >= N_JOBS
+    assert counts.problems() == {}
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
+def test_fault(rig, fault):
+    work, counts = replay(rig, fault)
+    assert_clean(counts)
+    fault.check(rig, work, counts)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("fault", PG_FAULTS, ids=[f.name for f in PG_FAULTS])
+def test_store_fault_on_postgres(pg_rig, fault):
+    work, counts = replay(pg_rig, fault)
+    assert_clean(counts)
+    fault.check(pg_rig, work, counts)
+
+
+def test_fault_gres_without_per_slot_types(plain_rig):
+    """gres.conf with plain `Gres=gpu:4` (e.g. changed since pald's view): pald must not answer
+    with per-slot types the nodes lack; it pins nodes and the job keeps its GPU request."""
+    work, counts = replay(plain_rig, Fault("plain-gres"))
+    assert_clean(counts)
+    check_plain_gres(plain_rig, work, counts)

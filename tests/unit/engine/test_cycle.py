@@ -1,0 +1,58 @@
+import random
+
+from pal_slurm.engine import Engine, EngineSettings, ManualClock, WallClock
+from pal_slurm.model import ClusterView, JobRequest, JobShape
+from pal_slurm.ranking import Ranking
+
+VIEW = ClusterView.uniform(4, 4, nodes_per_rack=2)
+RANKING = Ranking.uniform(VIEW.size)
+
+
+def job(jid, n, submit=0.0, running_on=(), **kw):
+    return JobRequest(job_id=jid, num_gpus=n, submit_time=submit, waiting_since=submit, running_on=tuple(running_on), **kw)
+
+
+def test_under_slurm_running_jobs_are_not_moved():
+    running = job("r", 2, running_on=(0, 4))  # spread over two nodes: pal would move it
+    view = VIEW.with_free(set(range(16)) - {0, 4})
+    moving = Engine(EngineSettings(placement="pal")).decide([running, job("w", 2, 1.0)], view, RANKING, 1.0)
+    assert "r" in moving.suspend  # the artifact's model: non-sticky placements move jobs
+    slurm = Engine(EngineSettings(placement="pal", running_jobs_move=False))
+    plan = slurm.decide([running, job("w", 2, 1.0)], view, RANKING, 1.0)
+    assert not plan.suspend and set(plan.launch) == {"w"} and not set(plan.launch["w"]) & {0, 4}
+
+
+def test_backfill_lets_later_jobs_pass_for_placements_that_do_not_backfill():
+    view = VIEW.with_free(range(12, 16))  # 4 GPUs free on node03
+    jobs = [job("big", 8, 0.0), job("small", 2, 1.0, shape=JobShape.on_nodes(1, 2))]
+    strict = Engine(EngineSettings(placement="pal", running_jobs_move=False))
+    assert not strict.decide(jobs, view, RANKING, 2.0).launch
+    passing = Engine(EngineSettings(placement="pal", running_jobs_move=False, backfill=True))
+    assert passing.decide(jobs, view, RANKING, 2.0).launch == {"small": (12, 13)}
+
+
+def test_the_submit_path_is_a_cycle_of_one_job():
+    view = VIEW.with_free(set(range(16)) - {0, 1, 2, 5})
+    for name in ("pal", "pmfirst", "pal-net", "dally", "firstfit"):
+        eng = Engine(EngineSettings(placement=name, running_jobs_move=False), rng=random.Random(1))
+        for shape in (JobShape.anywhere(3), JobShape.on_nodes(2, 2), JobShape.on_nodes(1, 4)):
+            j = job("n", shape.total, 5.0, shape=shape, remaining_time=100.0)
+            assert eng.place_new(j, view, RANKING, 5.0) == eng.decide([j], view, RANKING, 5.0).launch.get("n"), (name, shape)
+
+
+def test_only_tuned_placements_learn_and_the_loss_is_the_work_times_the_factor_gap():
+    spread = job("s", 8, 0.0, remaining_time=1000.0, net_sensitivity="high")  # 8 GPUs: best is one rack
+    plain = Engine(EngineSettings(placement="pal-net"))
+    plain.observe_start(spread, (0, 1, 2, 3, 8, 9, 10, 11), VIEW, 50.0)
+    assert plain.tuner.updates == 0
+    tuned = Engine(EngineSettings(placement="pal-net-tuned"))
+    tuned.observe_start(spread, (0, 1, 2, 3, 8, 9, 10, 11), VIEW, 50.0)
+    losses = dict(tuned.tuner.losses)
+    assert tuned.tuner.updates == 1 and losses[("high", "rack")] == (1000.0 * (4.0 - 1.5),)  # spine vs rack penalty
+
+
+def test_clocks():
+    c = ManualClock(5.0)
+    c.set(7)
+    assert c.now() == 7.0
+    assert WallClock().now() > 1.7e9

@@ -1,0 +1,99 @@
+"""Slurm shapes in the placements: per-node requests get g GPUs on each of k nodes from every
+registered placement; `place_one` is `plan` of one job; the two per-node pickers agree."""
+
+import random
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pal_slurm.model import JobShape
+from pal_slurm.policy import PLACEMENTS, placement
+from pal_slurm.policy.shapes import ShapeIndex, per_node_pick, stock_slurm_choice
+from pal_slurm.ranking import Ranking
+
+from .builders import cluster, ctx, job
+
+ALL = sorted(PLACEMENTS)
+
+
+@st.composite
+def states(draw):
+    nodes, gpn = draw(st.integers(1, 6)), draw(st.integers(1, 8))
+    size = nodes * gpn
+    scores = {c: [draw(st.sampled_from([0.95, 1.0, 1.05, 1.3, 2.8])) for _ in range(size)] for c in "ABCD"}
+    free = {g for g in range(size) if draw(st.booleans())}
+    racks = draw(st.sampled_from([None, 1, 2]))
+    k = draw(st.integers(1, 3))
+    g = draw(st.integers(1, gpn))
+    shape = draw(st.sampled_from([JobShape.on_nodes(k, g), JobShape.anywhere(draw(st.integers(1, size)))]))
+    return cluster(nodes, gpn, free=free, racks=racks), scores, shape
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=40, deadline=None)
+@given(state=states(), cls=st.sampled_from("ABCD"), seed=st.integers(0, 1000))
+def test_place_one_is_a_plan_of_that_job_alone_for_every_shape(name, state, cls, seed):
+    c, scores, shape = state
+    pol = placement(name)
+    j = job("new", shape.total, cls, shape=shape, remaining_time=600.0)
+    alone = pol.plan([j], ctx(c, scores, seed)).launch.get("new")
+    one = pol.place_one(j, ctx(c, scores, seed))
+    assert (None if alone is None else tuple(sorted(alone))) == (None if one is None else tuple(sorted(one)))
+    if one is not None:
+        assert len(one) == shape.total and set(one) <= c.free
+        if shape.is_per_node:
+            per = {}
+            for gid in one:
+                per[c.node_of[gid]] = per.get(c.node_of[gid], 0) + 1
+            assert len(per) == shape.nodes and set(per.values()) == {shape.per_node}
+
+
+@settings(max_examples=200, deadline=None)
+@given(state=states(), cls=st.sampled_from("ABCD"), one_rack=st.booleans(), takes=st.integers(0, 3))
+def test_the_index_and_the_vectorised_pick_agree(state, cls, one_rack, takes):
+    c, scores, shape = state
+    sf = Ranking.from_scores(scores).sf(cls)
+    index = ShapeIndex(c)
+    free = set(c.free)
+    rng = random.Random(takes)
+    for _ in range(takes):  # the index must stay right as GPUs are taken
+        gone = set(rng.sample(sorted(free), min(len(free), 2)))
+        index.take(gone)
+        free -= gone
+    shape = shape if shape.is_per_node else JobShape.on_nodes(1, min(shape.total, c.gpus_per_node))
+    assert index.pick(shape, sf, one_rack) == per_node_pick(shape, sorted(free), sf, c, one_rack)
+
+
+def test_per_node_prefers_fast_gpus_then_best_fit_and_one_rack_when_asked():
+    c = cluster(4, 4, free=set(range(16)) - {4, 5}, racks=2)  # node01 has 2 free
+    scores = {"A": [1.0] * 16}
+    scores["A"][0] = 2.8  # node00 slot 0 is slow
+    sf = Ranking.from_scores(scores).sf("A")
+    assert per_node_pick(JobShape.on_nodes(1, 2), sorted(c.free), sf, c) == (6, 7)  # best fit: node01
+    assert per_node_pick(JobShape.on_nodes(1, 4), sorted(c.free), sf, c) == (8, 9, 10, 11)  # not node00
+    assert per_node_pick(JobShape.on_nodes(2, 4), sorted(c.free), sf, c, one_rack=True) == tuple(range(8, 16))
+    assert per_node_pick(JobShape.on_nodes(4, 4), sorted(c.free), sf, c) is None  # node01 has 2
+
+
+def test_stock_slurm_takes_the_lowest_slots_of_the_first_nodes():
+    c = cluster(3, 4, free=set(range(12)) - {0})
+    got = stock_slurm_choice(JobShape.on_nodes(2, 2), ctx(c))
+    assert got.nodes == {"node00": (1, 2), "node01": (0, 1)}
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=25, deadline=None)
+@given(state=states(), cls=st.sampled_from("ABCD"), seed=st.integers(0, 1000), taken=st.integers(0, 6))
+def test_with_a_shape_index_the_index_is_the_free_set(name, state, cls, seed, taken):
+    """pald keeps the index in step and does not rebuild the view after every reservation:
+    place_one on (stale view + index) answers as on the exact view."""
+    from dataclasses import replace
+
+    c, scores, shape = state
+    gone = set(random.Random(seed).sample(sorted(c.free), min(taken, len(c.free))))
+    index = ShapeIndex(c)
+    index.take(gone)
+    j = job("new", shape.total, cls, shape=shape, remaining_time=600.0)
+    exact = placement(name).place_one(j, ctx(c.with_free(c.free - gone), scores, seed))
+    stale = placement(name).place_one(j, replace(ctx(c, scores, seed), shape_index=index))
+    assert exact == stale

@@ -1,0 +1,94 @@
+"""Slurm accounting (sacct --json / sacct -P) read as a simulator trace."""
+
+from pathlib import Path
+
+import pytest
+
+from pal_slurm.sim.sacct import (
+    accounting_trace,
+    load_accounting_trace,
+    parse_class_rules,
+    parse_slurm_duration,
+    read_accounting,
+)
+from pal_slurm.sim.trace import UNCLASSED, TraceError
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_json_jobs_fields():
+    jobs = {j.job_id: j for j in read_accounting(DATA / "sacct-22.05.json")}
+    assert set(jobs) == {"101", "102", "103", "104", "105", "106_3"}
+    j = jobs["101"]
+    assert (j.gpus, j.nodes, j.submit, j.start, j.end, j.time_limit_s) == (2, 1, 1700000000, 1700000060, 1700003660, 7200)
+    assert j.comment == "pal:class=A" and j.account == "vision" and j.state == "COMPLETED"
+    assert jobs["102"].gpus == 8  # typed GRES counts when there is no plain one
+    assert jobs["103"].time_limit_s is None  # INFINITE
+    assert jobs["105"].start is None  # never started: sacct writes 0
+    assert jobs["106_3"].submit == 1700003000 and jobs["106_3"].time_limit_s == 1800  # Slurm >= 23.02 wrappers
+
+
+def test_json_trace_classes_rules_and_skips():
+    rules = parse_class_rules("name:bert*=B; account:misc=D")
+    t = load_accounting_trace(DATA / "sacct-22.05.json", rules)
+    by_name = {j.model: j for j in t.jobs}
+    assert set(by_name) == {"resnet-train", "bert-large", "notebook", "sweep"}
+    assert by_name["resnet-train"].perf_class == "A"  # comment
+    assert by_name["bert-large"].perf_class == "B"  # rule on the name
+    assert by_name["notebook"].perf_class == "D"  # rule on the account ("just a note" is no spec)
+    assert by_name["sweep"].perf_class == "resnet50"  # comment names an application: the class map decides
+    assert by_name["resnet-train"].submit_time == 0 and by_name["bert-large"].submit_time == 500
+    assert by_name["resnet-train"].ideal_runtime == 3600 and by_name["bert-large"].num_gpus == 8
+    text = "\n".join(t.warnings)
+    assert "4 job(s) kept; classes from comments 2, rules 2, unclassed 0" in text
+    assert "skipped 1 job(s): no GPUs" in text and "skipped 1 job(s): never started" in text
+    assert load_accounting_trace(DATA / "sacct-22.05.json").jobs[1].perf_class == UNCLASSED
+
+
+def test_pipe_format_steps_typed_gres_running_and_pending():
+    jobs = read_accounting(DATA / "sacct-p.txt")
+    assert [j.job_id for j in jobs] == ["201", "202", "203", "204"]
+    j = {j.job_id: j for j in jobs}
+    assert j["201"].gpus == 2 and j["201"].end - j["201"].start == 3600 and j["201"].time_limit_s == 7200
+    assert j["202"].gpus == 8 and j["202"].time_limit_s == 86400 and j["202"].state == "CANCELLED"
+    assert j["203"].end is None and j["203"].time_limit_s is None
+    t = accounting_trace(jobs, name="p")
+    assert [x.model for x in t.jobs] == ["resnet-train", "bert-large"]
+    assert any("still running" in w for w in t.warnings) and any("never started" in w for w in t.warnings)
+
+
+@pytest.mark.parametrize("text, seconds", [("1-02:03:04", 93784), ("02:03:04", 7384), ("05:06", 306), ("45", 2700),
+                                           ("2-12", 216000), ("UNLIMITED", None), ("Partition_Limit", None)])
+def test_slurm_durations(text, seconds):
+    assert parse_slurm_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("JobID|Submit|Start|End|AllocTRES\n1|2024-03-01T10:00:00|soon|2024-03-01T11:00:00|gres/gpu=1\n",
+         ":2:3: Start: not a time: 'soon'"),
+        ("JobID|Submit|Start|End|AllocTRES\n1|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T11:00:00|gres/gpu=x\n",
+         ":2:5: AllocTRES: 'gres/gpu=x': GPU count is not an integer"),
+        ("JobID|Submit|Start\n1|2|3\n", ":1: missing column(s) End, AllocTRES"),
+        ('{"jobs": [{"job_id": 1, "time": {"submission": NaN}}]}', ": not valid JSON: NaN is not a number"),
+        ('{"jobs": [', ":1:11: not valid JSON"),
+        ("just text\n", ":1: neither sacct --json nor sacct -P output"),
+        ("JobID|Submit|Start|End|AllocTRES\n1|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T11:00:00|gres/gpu=1\n"
+         "1|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T11:00:00|gres/gpu=1\n", ":3: job 1 appears twice (first at"),
+        ("JobID|Submit|Start|End|AllocTRES\n1|2024-03-01T10:00:00|2024-03-01T12:00:00|2024-03-01T11:00:00|gres/gpu=1\n",
+         ":2: job 1: times out of order"),
+    ],
+)
+def test_malformed_accounting_names_file_and_line(tmp_path, content, message):
+    p = tmp_path / "acct.txt"
+    p.write_text(content)
+    with pytest.raises(TraceError) as exc:
+        load_accounting_trace(p)
+    assert str(exc.value).startswith(str(p)) and message in str(exc.value), str(exc.value)
+
+
+def test_bad_rules():
+    with pytest.raises(ValueError, match="bad rule 'user:x=A'"):
+        parse_class_rules("user:x=A")
+    assert parse_class_rules(" ;name:a*=B\n") [0].pattern == "a*"

@@ -1,0 +1,42 @@
+import pytest
+
+from pal_slurm.input_files import InputError, parse_csv, read_csv, read_text
+
+
+def test_oversized_file_is_refused_before_reading(tmp_path):
+    p = tmp_path / "big.csv"
+    p.write_text("a\n" + "1\n" * 100)
+    with pytest.raises(InputError, match=r"big.csv: trace is 202 bytes; more than the 100"):
+        read_text(p, what="trace", max_bytes=100)
+
+
+def test_nul_and_directory(tmp_path):
+    p = tmp_path / "n.csv"
+    p.write_bytes(b"a,b\n1,\x002\n")
+    with pytest.raises(InputError, match=r"n.csv:2:3: NUL"):
+        read_text(p)
+    with pytest.raises(InputError, match="is a directory"):
+        read_text(tmp_path)
+
+
+def test_rows_and_cells():
+    t = parse_csv("x, y\n\n1,2.5\n", "f.csv", required=("x", "y"))
+    assert t.header == ("x", "y") and len(t.rows) == 1
+    row = t.rows[0]
+    assert row.line == 3 and row.integer("x", minimum=1) == 1 and row.number("y", maximum=3) == 2.5
+    with pytest.raises(InputError, match=r"^f.csv:3:2: y: must be <= 2"):
+        row.number("y", maximum=2)
+    with pytest.raises(InputError, match=r"^f.csv:1: missing column\(s\) z"):
+        parse_csv("x,y\n", "f.csv", required=("z",))
+    with pytest.raises(InputError, match=r"^f.csv:1: column\(s\) x appear more than once"):
+        parse_csv("x,x\n", "f.csv")
+    with pytest.raises(InputError, match=r"^f.csv:3: more than 1 rows"):
+        parse_csv("x\n1\n2\n", "f.csv", max_rows=1)
+
+
+def test_read_csv_error_type_is_the_callers(tmp_path):
+    class MyError(InputError):
+        pass
+
+    with pytest.raises(MyError, match="cannot open"):
+        read_csv(tmp_path / "none.csv", error=MyError)

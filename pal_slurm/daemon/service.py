@@ -39,7 +39,7 @@ from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.eligibility import Eligibility, JobRestrictions, NodeGroup, eligible_nodes
 from pal_slurm.policy.passthrough import pass_reason
-from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of, slurm_picks
+from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of
 from pal_slurm.ranking import Ranking
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
@@ -358,8 +358,6 @@ class PlacementService:
         bound, why = self.vet(choice)
         if bound is None:  # Slurm may not have what the view says: the job runs as submitted
             return PlaceReply(DecisionKind.PASS, reason=f"doubt:{why}", **base)
-        if shape.is_per_node and not (bound is Binding.SLOTS and choice.same_slots_everywhere()):
-            gpus = slurm_picks(gpus, self.view, self.available().free)  # Slurm picks the slots: reserve those
         self.reserve(key, gpus, now)
         gres = None
         if bound is Binding.SLOTS and shape.is_per_node and choice.same_slots_everywhere():
@@ -455,9 +453,6 @@ class PlacementService:
         if bound is None:  # Slurm may not have what the view says: release it as submitted
             out.releases.append(Release(int(req.job_id), req.perf_class, None, None, f"doubt:{why}"))
             return
-        if shape_of(req).is_per_node and not (bound is Binding.SLOTS and choice.same_slots_everywhere()):
-            gpus = slurm_picks(gpus, self.view, self.available().free)  # Slurm picks the slots: reserve those
-            choice = choice_of(gpus, self.view)
         rel = Release(int(req.job_id), req.perf_class, choice,
                       gres_for_release(shape_of(req), choice, bound is Binding.SLOTS),
                       self.settings.placement, request=req, partition=group.partition)

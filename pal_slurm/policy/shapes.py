@@ -57,21 +57,6 @@ def choice_of(gpu_ids: Sequence[int], cluster: ClusterView) -> ShapeChoice:
     return ShapeChoice(tuple(sorted(gpu_ids)), {n: tuple(s) for n, s in nodes.items()})
 
 
-def slurm_picks(gpu_ids: Sequence[int], cluster: ClusterView, free) -> tuple[int, ...]:
-    """The GPUs Slurm itself takes when pald pins only the nodes (the slots cannot be bound:
-    different slots on different nodes, or nodes without slot types): cons_tres gives a job the
-    lowest-index free GPUs of each node. Reserving PAL's own slots instead hands the slots Slurm
-    really takes to the next job, which then waits behind a job it was meant to avoid (seen in
-    a replay on the lab: 13.5 trace hours). `free`: GPU ids free for this job."""
-    chosen = set(gpu_ids)
-    out: list[int] = []
-    for node in {cluster.gpus[g].node_index for g in gpu_ids}:
-        mine = [g for g in chosen if cluster.gpus[g].node_index == node]
-        lowest = [g for g in sorted(cluster.nodes[node].gpu_ids) if g in free or g in chosen][:len(mine)]
-        out += lowest if len(lowest) == len(mine) else mine
-    return tuple(sorted(out))
-
-
 def shape_of(job: JobRequest) -> JobShape:
     """A job's shape; jobs built without one ask for `num_gpus` anywhere."""
     return job.shape if job.shape is not None else JobShape.anywhere(job.num_gpus)

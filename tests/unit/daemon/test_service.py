@@ -152,6 +152,9 @@ def test_every_registered_placement_answers_every_shape(name):
     assert len(s.free_now()) == 16 - 3 - 2 - 4 - 3 - 2 - 2  # every answer reserved its GPUs
 
 
+@pytest.mark.xfail(strict=True, reason="known fault, fixed before the engine merge (branch replay, 7966ffe) but "
+                   "the fix breaks pald == simulator (test_pald_matches_simulator) until the simulator "
+                   "models Slurm's own slot choice on pinned nodes (issue 12 item 4)")
 def test_unbound_slots_reserve_what_slurm_will_take():
     """Fault seen in a replay on the lab: a 2 x 3 GPU job got different slots on its two nodes,
     so pald pinned only the nodes (Slurm then takes the lowest free slots), but reserved its own

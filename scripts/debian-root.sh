@@ -1,116 +1,130 @@
 #!/usr/bin/env bash
-# debian-root.sh - a cached Debian root (debootstrap) in which the project's real parts run: Slurm,
-# munge, Lua + LuaSocket, PostgreSQL, Python + venv. Used to test other Debian/Slurm versions than
-# the host's (Debian 13: Slurm 24.11, Python 3.13, PostgreSQL 17, LuaSocket 3.1) without a VM.
+# A bare Debian root to try the project as a new user would (see scripts/fresh-debian-check.sh).
 #
-#   scripts/debian-root.sh build SUITE DIR   debootstrap SUITE into DIR and install the packages;
-#                                            reused as is when DIR/.pal-root-ready exists
-#   scripts/debian-root.sh run DIR CMD...    run CMD (as root) inside DIR with /proc, /sys, /dev,
-#                                            /dev/pts, /dev/shm and a private /tmp and /run mounted
-#                                            in a private mount + PID namespace: the mounts vanish
-#                                            and every process left behind is killed when CMD ends
-#   scripts/debian-root.sh clean DIR         remove DIR (refuses while something runs inside)
+#   debian-root.sh build SUITE DIR   debootstrap --variant=minbase SUITE (bookworm = Debian 12,
+#                                    trixie = Debian 13) into DIR; a finished DIR is reused
+#   debian-root.sh run DIR CMD...    run CMD as root inside DIR (clean environment, cwd /root)
+#   debian-root.sh clean DIR         stop what still runs in DIR, unmount, remove DIR
 #
-# Knobs: MIRROR (default: the host's first deb.debian.org-style URI in its apt sources, else
-# http://deb.debian.org/debian), ROOT_PKGS (extra packages), BIND="host:inside ..." (extra binds
-# for `run`, read-only unless suffixed :rw). Needs root, debootstrap, util-linux unshare.
-# Never point DIR inside a git worktree (the tree would be carried along by git tools).
+# Packages come from the Debian mirror the host's apt is configured with (the first .../debian
+# URI in /etc/apt/sources.list{,.d/*}; $DEBIAN_MIRROR overrides it). The host's apt proxy
+# settings and system pip configuration are copied in, so the root reaches Debian's packages and
+# PyPI the way the host does. Needs root (debootstrap, chroot, mount) and util-linux's unshare.
+#
+# `run` works in private namespaces (unshare): mount, so every mount below vanishes when the
+# command ends, whether it succeeds or fails, and nothing propagates to the host; PID, so any
+# daemon left behind (slurmd, munged, postgres) dies with it; UTS, so the root has its own
+# hostname without renaming the host. The network is the host's (apt, PyPI, loopback tests).
 set -euo pipefail
 
-# Everything the project needs inside: Slurm (controller, node daemon, clients), munge, Lua 5.1 +
-# LuaSocket for the submit hook, PostgreSQL, Python with venv/pip, and the small tools scripts use.
-PKGS=(slurmctld slurmd slurm-client munge lua5.1 lua-socket postgresql python3 python3-venv
-      python3-pip bc procps make ca-certificates util-linux iproute2)
+die() { echo "debian-root: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "run as root"
 
-log() { echo "[debian-root $(date +%T)] $*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-host_mirror() {
-  local uri
-  uri=$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-        | grep -v security | head -1 | awk '{print $2}') || true
-  echo "${uri:-http://deb.debian.org/debian}"
+host_mirror() {   # the host's Debian mirror (deb822 "URIs:" or one-line "deb URI suite ...")
+  local suffix=$1
+  if [ -n "${DEBIAN_MIRROR:-}" ] && [ "$suffix" = debian ]; then echo "$DEBIAN_MIRROR"; return; fi
+  cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources \
+      2>/dev/null | sed -n -E 's/^(URIs:|deb)[[:space:]]+(\[[^]]*\][[:space:]]+)?//p' \
+    | tr ' ' '\n' | grep -E "^https?://[^ ]+/${suffix}/?$" | head -n1 | sed 's,/$,,'; true
 }
 
-ready_mark() { echo "$1/.pal-root-ready"; }
+root_hostname() { echo "pal-$(basename "$1" | tr -c 'a-zA-Z0-9-\n' '-')"; }
 
-build() {
-  local suite=$1 dir=$2 mirror=${MIRROR:-$(host_mirror)}
-  if [ -f "$(ready_mark "$dir")" ]; then
-    log "reusing $dir ($(cat "$(ready_mark "$dir")"))"
-    return 0
-  fi
-  command -v debootstrap >/dev/null || die "debootstrap missing (apt-get install debootstrap)"
-  local t0=$SECONDS
-  if [ ! -x "$dir/usr/bin/apt-get" ]; then
-    rm -rf "$dir"
-    mkdir -p "$(dirname "$dir")"
-    log "debootstrap $suite from $mirror into $dir"
-    debootstrap --variant=minbase "$suite" "$dir" "$mirror" >"$dir.debootstrap.log" 2>&1 \
-      || { tail -20 "$dir.debootstrap.log" >&2; die "debootstrap failed (log: $dir.debootstrap.log)"; }
-  fi
-  cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
-  # No services start inside a root: the tests start their own private daemons.
-  printf '#!/bin/sh\nexit 101\n' > "$dir/usr/sbin/policy-rc.d"
-  chmod 755 "$dir/usr/sbin/policy-rc.d"
-  log "installing ${PKGS[*]} ${ROOT_PKGS:-}"
-  # shellcheck disable=SC2086
-  run "$dir" env DEBIAN_FRONTEND=noninteractive sh -c \
-    "apt-get update -qq && apt-get install -y -qq ${PKGS[*]} ${ROOT_PKGS:-} >/dev/null" \
-    || die "apt-get install inside $dir failed"
-  run "$dir" apt-get clean
-  local slurm python pg
-  slurm=$(run "$dir" sinfo --version 2>/dev/null || echo '?')
-  python=$(run "$dir" python3 --version 2>/dev/null || echo '?')
-  pg=$(run "$dir" sh -c 'ls /usr/lib/postgresql' 2>/dev/null || echo '?')
-  echo "$suite: $slurm, $python, postgresql $pg; built in $((SECONDS - t0)) s" > "$(ready_mark "$dir")"
-  log "ready: $(cat "$(ready_mark "$dir")")"
+cmd_build() {
+  local suite=$1 dir=$2 mirror security
+  [ -f "$dir/.debian-root-$suite" ] && { echo "debian-root: reusing $dir ($suite)"; return; }
+  [ -e "$dir" ] && die "$dir exists but is not a finished $suite root (debian-root.sh clean $dir)"
+  mirror=$(host_mirror debian); security=$(host_mirror debian-security)
+  [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+  [ -n "$security" ] || security=${mirror%/debian}/debian-security
+  command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap; }
+  echo "debian-root: debootstrap --variant=minbase $suite $dir $mirror"
+  mkdir -p "$(dirname "$dir")"
+  debootstrap --variant=minbase "$suite" "$dir.part" "$mirror" >"$dir.debootstrap.log" 2>&1 \
+    || { tail -n 20 "$dir.debootstrap.log" >&2; die "debootstrap failed (log: $dir.debootstrap.log)"; }
+  # The suite's updates and security fixes, as a Debian install has them.
+  cat >"$dir.part/etc/apt/sources.list" <<EOF
+deb $mirror $suite main
+deb $mirror $suite-updates main
+deb $security $suite-security main
+EOF
+  root_hostname "$dir" >"$dir.part/etc/hostname"
+  # A hostname that resolves: Slurm and munge look the node up; localhost is the test network.
+  printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' \
+    "$(root_hostname "$dir")" >"$dir.part/etc/hosts"
+  mv "$dir.part" "$dir"
+  touch "$dir/.debian-root-$suite"
+  echo "debian-root: built $dir"
 }
 
-# The body that runs inside the new namespaces (as PID 1's child of unshare --fork).
-inner() {
-  local dir=$1; shift
-  mount --make-rprivate / 2>/dev/null || true
-  mount -t proc proc "$dir/proc"
-  mount --rbind /sys "$dir/sys"
-  mount --rbind /dev "$dir/dev"
-  mkdir -p "$dir/dev/pts" "$dir/dev/shm"
-  mount -t tmpfs -o mode=1777 tmpfs "$dir/dev/shm" 2>/dev/null || true
-  mount -t tmpfs -o mode=755 tmpfs "$dir/run"
-  mkdir -p "$dir/run/lock" && chmod 1777 "$dir/run/lock"
-  local b host inside mode
-  for b in ${BIND:-}; do
-    IFS=: read -r host inside mode <<<"$b"
-    mkdir -p "$dir$inside"
-    mount --bind "$host" "$dir$inside"
-    [ "${mode:-ro}" = rw ] || mount -o remount,bind,ro "$dir$inside"
+copy_host_config() {   # what the root needs to reach the network the way the host does
+  local dir=$1 f
+  cp -L /etc/resolv.conf "$dir/etc/resolv.conf"       # name resolution for apt and pip
+  for f in /etc/apt/apt.conf.d/*; do                   # an apt proxy, if the host uses one
+    [ -f "$f" ] && grep -qi 'proxy' "$f" && cp "$f" "$dir/etc/apt/apt.conf.d/"
   done
-  cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
-  exec chroot "$dir" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" ${PASS_ENV:-} "$@"
+  [ -f /etc/pip.conf ] && cp /etc/pip.conf "$dir/etc/pip.conf"   # system pip config (index, cert)
+  [ -d /etc/xdg/pip ] && { mkdir -p "$dir/etc/xdg"; cp -r /etc/xdg/pip "$dir/etc/xdg/"; }
+  # The host's local CAs (a TLS-inspecting proxy's, say), where Debian keeps them; Debian's
+  # ca-certificates adds them to the bundle when it is installed or updated (see `run`).
+  CA_CHANGED=
+  for f in /usr/local/share/ca-certificates/*.crt; do
+    [ -f "$f" ] || continue
+    mkdir -p "$dir/usr/local/share/ca-certificates"
+    cmp -s "$f" "$dir/usr/local/share/ca-certificates/${f##*/}" && continue
+    cp "$f" "$dir/usr/local/share/ca-certificates/" && CA_CHANGED=1
+  done
+  return 0
 }
 
-run() {
-  local dir=$1; shift
-  [ -d "$dir/usr" ] || die "$dir is not a root (build it first)"
-  [ $# -gt 0 ] || set -- /bin/bash
-  # --kill-child: when CMD ends, everything it left running (daemons, stray jobs) dies with the
-  # PID namespace; the mount namespace takes the mounts along.
-  unshare --mount --pid --fork --kill-child -- "$0" __inner "$dir" "$@"
+cmd_run() {
+  local dir; dir=$(readlink -f "$1"); shift
+  ls "$dir"/.debian-root-* >/dev/null 2>&1 || die "$dir is not a root built by debian-root.sh"
+  copy_host_config "$dir"
+  local name; name=$(cat "$dir/etc/hostname")
+  # Inside the new namespaces: the mounts, each for a reason; then chroot with a clean environment.
+  DIR=$dir NAME=$name CA_CHANGED=$CA_CHANGED unshare --mount --uts --pid --fork --propagation private -- bash -c '
+    set -e
+    hostname "$NAME"
+    mount -t proc proc "$DIR/proc"                  # ps, psutil, slurmd, munge, postgres read /proc
+    mount -t sysfs sysfs "$DIR/sys"                 # slurmd and hwloc read the topology and cgroups
+    mount --bind /dev "$DIR/dev"                    # /dev/null, /dev/urandom (munge keys), ttys
+    mount -t devpts -o newinstance,ptmxmode=0666 devpts "$DIR/dev/pts" 2>/dev/null \
+      || mount --bind /dev/pts "$DIR/dev/pts"       # pseudo-terminals (apt, su, pytest capture)
+    mount -t tmpfs -o mode=1777 shm "$DIR/dev/shm"  # POSIX shared memory: PostgreSQL, multiprocessing
+    mount -t tmpfs -o mode=0755 run "$DIR/run"      # pid files and sockets: munge, slurm, postgres
+    mkdir -p -m 1777 "$DIR/run/lock"
+    mount -t tmpfs -o mode=1777 tmp "$DIR/tmp"      # scratch dirs of the labs and pg fixtures
+    if [ -n "$CA_CHANGED" ] && [ -x "$DIR/usr/sbin/update-ca-certificates" ]; then
+      chroot "$DIR" /usr/sbin/update-ca-certificates >/dev/null 2>&1 || true
+    fi
+    exec chroot "$DIR" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
+      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+      /bin/bash -c "cd /root && exec \"\$@\"" bash "$@"
+  ' bash "$@"
 }
 
-clean() {
-  local dir=$1
-  [ -d "$dir" ] || return 0
-  if grep -q " $dir/" /proc/mounts; then die "$dir has mounts (something runs inside)"; fi
-  rm -rf --one-file-system "$dir" "$dir.debootstrap.log"
+cmd_clean() {
+  local dir=$1 pid root
+  [ -e "$dir" ] || [ -e "$dir.part" ] || return 0
+  for d in "$dir" "$dir.part"; do
+    [ -e "$d" ] || continue
+    d=$(readlink -f "$d")
+    for pid in $(ls /proc | grep -E '^[0-9]+$'); do   # processes still running inside this root
+      root=$(readlink "/proc/$pid/root" 2>/dev/null) || continue
+      [ "$root" = "$d" ] && kill -9 "$pid" 2>/dev/null || true
+    done
+    # Mounts exist only in `run`'s private namespace; any under DIR in ours are stale leftovers.
+    { grep -o " $d/[^ ]*" /proc/self/mounts || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
+    rm -rf --one-file-system "$d"
+  done
+  rm -f "$dir.debootstrap.log"
+  echo "debian-root: removed $dir"
 }
 
-cmd=${1:-}; shift || true
-case "$cmd" in
-  build) [ $# -eq 2 ] || die "usage: $0 build SUITE DIR"; build "$1" "$(realpath -m "$2")" ;;
-  run) [ $# -ge 1 ] || die "usage: $0 run DIR CMD..."; d=$(realpath -m "$1"); shift; run "$d" "$@" ;;
-  clean) [ $# -eq 1 ] || die "usage: $0 clean DIR"; clean "$(realpath -m "$1")" ;;
-  __inner) inner "$@" ;;
-  *) die "usage: $0 build SUITE DIR | run DIR CMD... | clean DIR" ;;
+case "${1:-}" in
+  build) [ $# = 3 ] || die "usage: $0 build SUITE DIR"; cmd_build "$2" "$3" ;;
+  run)   [ $# -ge 3 ] || die "usage: $0 run DIR CMD..."; cmd_run "$2" "${@:3}" ;;
+  clean) [ $# = 2 ] || die "usage: $0 clean DIR"; cmd_clean "$2" ;;
+  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

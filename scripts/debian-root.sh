@@ -88,6 +88,9 @@ cmd_run() {
     hostname "$NAME"
     mount -t proc proc "$DIR/proc"                  # ps, psutil, slurmd, munge, postgres read /proc
     mount -t sysfs sysfs "$DIR/sys"                 # slurmd and hwloc read the topology and cgroups
+    if [ -d /sys/fs/cgroup ] && [ -d "$DIR/sys/fs/cgroup" ]; then
+      mount --rbind /sys/fs/cgroup "$DIR/sys/fs/cgroup"  # slurmd 24.11 (Debian 13) will not start without
+    fi
     mount --bind /dev "$DIR/dev"                    # /dev/null, /dev/urandom (munge keys), ttys
     mount -t devpts -o newinstance,ptmxmode=0666 devpts "$DIR/dev/pts" 2>/dev/null \
       || mount --bind /dev/pts "$DIR/dev/pts"       # pseudo-terminals (apt, su, pytest capture)

@@ -45,6 +45,7 @@ from pal_slurm.daemon.protocol import (
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy import autotune
+from pal_slurm.slurm.errors import SlurmError, SlurmUnsupported
 from pal_slurm.slurm.readers import cluster_view
 from pal_slurm.slurm.topology import read_racks
 from pal_slurm.store.leader import AlwaysLeader
@@ -116,6 +117,7 @@ class Pald:
         self.started = clock()
         self.store_ok: bool | None = None
         self.slurm_ok: bool | None = None
+        self.slurm_problem: SlurmError | Exception | None = None  # why the last Slurm read failed
         self.last_sync: float | None = None
         self.pending_records: deque = deque(maxlen=MAX_BUFFERED_DECISIONS)
         self.errors = OnceLogger()
@@ -174,7 +176,9 @@ class Pald:
                 "pid": os.getpid(),
                 "uptime_s": round(now - self.started, 1),
                 "store": {None: "unknown", True: "ok", False: "unreachable"}[self.store_ok],
-                "slurm": {None: "unknown", True: "ok", False: "unreachable"}[self.slurm_ok],
+                "slurm": self._slurm_state(),
+                "slurm_release": self.reader.release,
+                "slurm_error": None if self.slurm_problem is None else str(self.slurm_problem)[:500],
                 "last_sync_age_s": None if self.last_sync is None else round(now - self.last_sync, 1),
                 "gpus": self.service.view.size if self.service.view else 0,
                 "free_gpus": len(self.service.free_now()),
@@ -187,6 +191,15 @@ class Pald:
                 "recent_errors": list(self.recent_errors),
             },
         )
+
+    def _slurm_state(self) -> str:
+        """ok / unknown (no read yet) / unreachable / unsupported (a release or JSON shape this
+        pal-slurm does not read: upgrade pal-slurm; PAL jobs pass meanwhile)."""
+        if self.slurm_ok is None:
+            return "unknown"
+        if self.slurm_ok:
+            return "ok"
+        return "unsupported" if isinstance(self.slurm_problem, SlurmUnsupported) else "unreachable"
 
     # ---- store -----------------------------------------------------------------------------
     def _record(self, job_id: str, kind: DecisionKind, reason: str, nodes, perf_class) -> None:
@@ -281,6 +294,7 @@ class Pald:
             jobs = self.reader.jobs()
         except Exception as exc:  # noqa: BLE001
             self.slurm_ok = False
+            self.slurm_problem = exc
             self._note_error("slurm", exc)
             return
         now = self.clock()
@@ -291,6 +305,7 @@ class Pald:
         if self.slurm_ok is not True:
             self.errors.clear("slurm")
         self.slurm_ok = True
+        self.slurm_problem = None
         if not self.leading:
             return  # standby: keep the view warm, act on nothing
         self._track_held(held)

@@ -44,7 +44,8 @@ class PaldProcess:
         self.config, self.socket, self.log = config, socket, log
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 20.0) -> "PaldProcess":
+    def start(self, timeout: float = 20.0, synced: bool = True) -> "PaldProcess":
+        """Start pald; return once it answers health and (`synced`) has read Slurm once."""
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         env.pop("PAL_CONFIG", None)
@@ -58,7 +59,7 @@ class PaldProcess:
                 raise RuntimeError(f"pald exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
             try:
                 h = PaldClient(str(self.socket), timeout_s=1.0).health()
-                if h.details.get("last_sync_age_s") is not None:
+                if not synced or h.details.get("last_sync_age_s") is not None:
                     return self
             except PaldError:
                 pass

@@ -439,6 +439,15 @@ class SlurmReader:
             self._dialect = detect(self.runner)  # not cached on failure: retried next read
         return self._dialect
 
+    @property
+    def release(self) -> str | None:
+        """The release found ("Slurm 24.11.5 (data_parser v0.0.42)", with why it is untested
+        when it is); None before the first read. No I/O."""
+        if self._dialect is None:
+            return None
+        d = self._dialect
+        return d.describe() + (f" - {d.note}" if d.note else "")
+
     def _parse(self, argv: list[str], parse) -> Any:
         dialect = self.dialect
         text = self.runner.run(argv)

@@ -61,8 +61,13 @@ def status(ctx: click.Context, stale_after: float) -> None:
                              f"{d.get('uptime_s')} s, ranking v{health.rank}, Slurm sync "
                              f"{'never' if sync is None else f'{sync} s ago'}, {d.get('free_gpus')}/{d.get('gpus')} GPUs free)"))
         rows.append(("decisions", ", ".join(f"{k} {v}" for k, v in (d.get("counts") or {}).items())))
+        if d.get("slurm_release"):
+            rows.append(("slurm", d["slurm_release"]))
         if health.status != "ok":
             problems.append(f"pald is degraded: Slurm {d.get('slurm')}, store {d.get('store')}")
+        if d.get("slurm") == "unsupported":
+            problems.append(f"pal-slurm cannot read this Slurm, PAL jobs pass to Slurm untouched: "
+                            f"{d.get('slurm_error')}")
         errors = d.get("recent_errors") or []
     except PaldError as exc:
         rows.append(("pald", f"DOWN: {exc} (socket {cfg.daemon.socket})"))

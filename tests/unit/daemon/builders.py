@@ -51,6 +51,7 @@ class FakeReader:
         self._nodes = list(nodes)
         self._jobs = list(jobs)
         self.fail = None
+        self.release = "Slurm 22.05.8 (openapi v0.0.38)"
 
     def nodes(self):
         if self.fail:

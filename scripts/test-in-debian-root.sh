@@ -25,7 +25,7 @@ SUITE=${1:?usage: $0 SUITE [PYTEST ARGS...]}; shift
 ROOTS=${PAL_ROOTS:-/var/tmp/pal-roots}
 ROOT=$ROOTS/$SUITE
 DR="$HERE/debian-root.sh"
-HOST_PY=${HOST_PYTHON:-$REPO/.venv/bin/python}
+HOST_PY=${PAL_HOST_PYTHON:-$REPO/.venv/bin/python}
 [ -x "$HOST_PY" ] || HOST_PY=python3
 case "$ROOT" in "$REPO"/*) echo "test-in-debian-root: $ROOT is inside the work tree" >&2; exit 2 ;; esac
 

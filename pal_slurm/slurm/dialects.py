@@ -10,7 +10,9 @@ pal-slurm reads Slurm through `sinfo/squeue/scontrol --json`, whose shape change
   --json` then groups nodes by partition, so nodes come from `scontrol show nodes --json`
   (23.02+); states are lists (``["MIXED", "DRAIN"]``), most numbers are
   ``{"set", "infinite", "number"}`` objects, job states lists, TRES ``gres/gpu:2``, and
-  job_resources changed twice (v0.0.41 moved the allocation under ``nodes.allocation``).
+  job_resources changed twice (v0.0.41 moved the allocation under ``nodes.allocation``), and
+  `squeue --json` applies squeue's filters (22.05 printed every job): finished jobs need
+  ``--states=all``.
 
 `detect` asks `sinfo --version` once, and for 23.02+ `scontrol --json=list`, and pins the newest
 data_parser version pal-slurm knows that the clients offer: a site that upgrades Slurm keeps the
@@ -173,7 +175,9 @@ class Dialect:
 
     @property
     def jobs_argv(self) -> list[str]:
-        return ["squeue", self._json_flag()]
+        if self.uses_data_parser:  # 23.02+ applies squeue's default filter (no finished jobs)
+            return ["squeue", self._json_flag(), "--states=all"]
+        return ["squeue", "--json"]  # 22.05 prints every job whatever the filters
 
     def describe(self) -> str:
         shape = (f"data_parser {self.data_parser or 'default'}" if self.uses_data_parser

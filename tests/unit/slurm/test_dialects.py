@@ -72,7 +72,7 @@ def test_data_parser_releases_pin_the_newest_known_parser(version, offered, pinn
     d = dialect_for(version, offered)
     assert d.data_parser == pinned
     assert d.nodes_argv == ["scontrol", "show", "nodes", f"--json={pinned}"]
-    assert d.jobs_argv == ["squeue", f"--json={pinned}"]
+    assert d.jobs_argv == ["squeue", f"--json={pinned}", "--states=all"]
     assert d.tested == (version.release == (24, 11))
 
 
@@ -86,7 +86,7 @@ def test_future_release_keeps_a_known_parser_and_says_it_is_untested() -> None:
     assert d.data_parser == "v0.0.44" and not d.tested
     assert "Slurm 26.05.0 is newer than pal-slurm knows" in d.note
     bare = dialect_for(SlurmVersion(27, 5, 0), ["v0.0.46"])
-    assert bare.data_parser is None and bare.jobs_argv == ["squeue", "--json"]
+    assert bare.data_parser is None and bare.jobs_argv == ["squeue", "--json", "--states=all"]
     assert "offer no data_parser version pal-slurm reads (v0.0.46" in bare.note
 
 

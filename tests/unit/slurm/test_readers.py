@@ -284,7 +284,7 @@ def test_reader_detects_24_11_and_pins_its_newest_known_parser() -> None:
         "sinfo --version": load("24.11/version.txt"),
         "scontrol --json=list": listing,
         "scontrol show nodes --json=v0.0.42": load("24.11/nodes_plain_busy.json"),
-        "squeue --json=v0.0.42": load("24.11/squeue_plain_busy.json"),
+        "squeue --json=v0.0.42 --states=all": load("24.11/squeue_plain_busy.json"),
     })
     reader = SlurmReader(runner)
     assert reader.cluster_view().free == {3, 4, 5, 6, 7, 11, 15}

@@ -114,7 +114,7 @@ def data_parser_node(raw: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _allocated_nodes(resources: Any) -> Any:
+def _job_resources_as_22_05(resources: Any) -> Any:
     """job_resources in 22.05's form ``{"allocated_nodes": [{"nodename": n}], "nodes": hl}``."""
     if not isinstance(resources, Mapping):
         return resources
@@ -137,7 +137,7 @@ def data_parser_job(raw: Mapping[str, Any]) -> dict[str, Any]:
         out["job_state"] = shown or (names[0] if names else "")
     if "priority" in out and out["priority"] is None:
         out["priority"] = NO_VAL
-    out["job_resources"] = _allocated_nodes(raw.get("job_resources"))
+    out["job_resources"] = _job_resources_as_22_05(raw.get("job_resources"))
     return out
 
 

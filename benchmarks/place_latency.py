@@ -96,7 +96,7 @@ def main() -> None:
     print(f"one sync + cycle (plan {args.pending} held jobs, no Slurm I/O): {sync_s * 1000:.1f} ms")
 
     def req(i):
-        return PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=rng.choice([1, 2, 4])),
+        return PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet,mode=now", gpus_per_node=rng.choice([1, 2, 4])),
                             CommentSpec("resnet", mode="now"), request_id=f"b{i}")
 
     # In-process: the decision itself. Reservations accumulate as in a burst of submissions;

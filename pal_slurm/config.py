@@ -85,6 +85,7 @@ class ProfilingConfig:
     duration_s: float = 2.0  # measuring time of one benchmark call (all GPUs of a job)
     window_s: float = 604800.0  # palctl rank: median over samples of this window (7 days)
     replay_seed: int = 0  # replay backend: which dataset GPU each (node, slot) replays
+    replay_slowdown: str = ""  # replay backend: "node:slot=factor,..." emulates degraded GPUs
     max_load_per_cpu: float = 0.8  # 1-min load per CPU above which a sample is flagged busy
 
 
@@ -98,6 +99,21 @@ class SlurmConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """pald's Prometheus endpoint (GET /metrics over HTTP)."""
+
+    listen: str = "127.0.0.1:9464"  # host:port to serve /metrics on; "" = off
+
+
+@dataclass(frozen=True)
+class DriftConfig:
+    """What counts as a GPU that got slower between two rankings, and what `palctl rank` does."""
+
+    threshold: float = 0.05  # a GPU whose class score got this much worse (0.05 = 5%) has drifted
+    action: str = "none"  # none | comment (node Comment=) | drain (State=DRAIN Reason=)
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; `source` is the file it was read from (None: defaults only)."""
 
@@ -106,6 +122,8 @@ class Config:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     profiling: ProfilingConfig = field(default_factory=ProfilingConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    drift: DriftConfig = field(default_factory=DriftConfig)
     source: str | None = None
 
 
@@ -115,6 +133,8 @@ SECTIONS: Mapping[str, type] = {
     "policy": PolicyConfig,
     "profiling": ProfilingConfig,
     "slurm": SlurmConfig,
+    "metrics": MetricsConfig,
+    "drift": DriftConfig,
 }
 
 # Values restricted to a set (section, key) -> allowed.
@@ -124,6 +144,7 @@ CHOICES: Mapping[tuple[str, str], tuple[str, ...]] = {
     ("policy", "binning"): ("optimal", "artifact"),
     ("policy", "default_class"): CLASS_ORDER,
     ("profiling", "backend"): ("auto", "nvml", "kernel", "replay"),
+    ("drift", "action"): ("none", "comment", "drain"),
 }
 
 # Numbers that must be strictly positive.
@@ -137,6 +158,7 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
         ("profiling", "timeout_s"),
         ("profiling", "window_s"),
         ("profiling", "max_load_per_cpu"),
+        ("drift", "threshold"),
     }
 )
 
@@ -218,6 +240,43 @@ def _check_value(section: str, key: str, value: Any, where: str) -> None:
         raise ConfigError(f"{where}: must be greater than 0, got {value!r}")
     if (section, key) in NON_EMPTY and not str(value).strip():
         raise ConfigError(f"{where}: must not be empty")
+    if (section, key) == ("profiling", "replay_slowdown") and value:
+        try:
+            parse_slowdowns(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    if (section, key) == ("metrics", "listen") and value:
+        try:
+            parse_listen(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+
+
+def parse_slowdowns(text: str) -> dict[tuple[str, int], float]:
+    """'gpu02:1=1.6,gpu03:0=2' -> {('gpu02', 1): 1.6, ('gpu03', 0): 2.0}; '' -> {}."""
+    out: dict[tuple[str, int], float] = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        where, sep, factor = item.partition("=")
+        node, sep2, slot = where.rpartition(":")
+        try:
+            value = float(factor)
+            if not (sep and sep2 and node and slot.isdigit()) or not 0 < value < 1000:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"{item!r} is not node:slot=factor (e.g. gpu02:1=1.5, factor > 0)") from None
+        out[(node, int(slot))] = value
+    return out
+
+
+def parse_listen(text: str) -> tuple[str, int] | None:
+    """'127.0.0.1:9464' / '[::1]:9464' / ':9464' -> (address, port); '' -> None (off)."""
+    text = text.strip()
+    if not text:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not host:port (e.g. 127.0.0.1:9464; empty = off)")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def _read_toml(path: str) -> dict[str, Any]:

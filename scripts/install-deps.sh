@@ -4,7 +4,7 @@
 # hook, PostgreSQL for the store tests, procps (ps: the lab finds its processes). Run as root on
 # Debian 12 or 13 (tested: Slurm 22.05 and 24.11; scripts/test-in-debian-root.sh trixie).
 set -euo pipefail
-PKGS=(python3-venv slurmctld slurmd slurm-client munge lua5.1 lua-socket postgresql bc procps)
+PKGS=(python3-venv slurmctld slurmd slurm-client munge lua5.1 lua-socket postgresql bc procps prometheus)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

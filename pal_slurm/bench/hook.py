@@ -69,7 +69,8 @@ class HookContext:
 def _default_backend(settings: ProfilingSettings, job_id: str) -> Backend:
     from pal_slurm.bench.select import select_backend
 
-    return select_backend(settings.backend, seed=settings.replay_seed, nonce=job_id or None)
+    return select_backend(settings.backend, seed=settings.replay_seed, nonce=job_id or None,
+                          replay_slowdown=settings.replay_slowdown)
 
 
 def _default_sink(settings: ProfilingSettings) -> SampleSink:

@@ -35,8 +35,10 @@ class ReplayBackend:
         class_runs: Mapping[str, RunSet] | None = None,
         nonce: object | None = None,
         clock: Callable[[], float] = time.time,
+        slowdown: Mapping[tuple[str, int], float] | None = None,
     ) -> None:
         self.seed = seed
+        self._slowdown = dict(slowdown or {})  # (node, slot) -> factor: an emulated degraded GPU
         self._class_runs = class_runs
         self._nonce = nonce  # e.g. the job id: same job, same draw
         self._calls: dict[str, int] = {}
@@ -96,7 +98,7 @@ class ReplayBackend:
         for g in gpus:
             gid = self.dataset_gpu(g.node, g.slot, perf_class)
             runs = self._dataset(perf_class)[1][gid]
-            value = runs[self._draw_index(g, perf_class, len(runs), draw_key)]
+            value = runs[self._draw_index(g, perf_class, len(runs), draw_key)] * self._slowdown.get((g.node, g.slot), 1.0)
             out.append(
                 Sample(
                     node=g.node,

@@ -85,6 +85,10 @@ class StoreProfilingRepository:
         snap = self.repo.latest_ranking()
         return None if snap is None else snapshot_from_record(snap)
 
+    def ranking(self, version: int) -> RankingSnapshot | None:
+        snap = self.repo.ranking(version)
+        return None if snap is None else snapshot_from_record(snap)
+
     def save_ranking(self, snapshot: RankingSnapshot) -> RankingSnapshot:
         """Store it; the store assigns the version (latest + 1), returned in the result."""
         entries = [

@@ -16,15 +16,16 @@ BACKENDS = ("auto", "kernel", "nvml", "replay")
 AUTO_ORDER = ("kernel", "nvml")
 
 
-def _default_factories(seed: int, nonce: object | None) -> dict[str, Callable[[], Backend]]:
+def _default_factories(seed: int, nonce: object | None, slowdown: str) -> dict[str, Callable[[], Backend]]:
     from pal_slurm.bench.kernel import KernelBackend
     from pal_slurm.bench.nvml import NvmlBackend
     from pal_slurm.bench.replay import ReplayBackend
+    from pal_slurm.config import parse_slowdowns
 
     return {
         "kernel": KernelBackend,
         "nvml": NvmlBackend,
-        "replay": lambda: ReplayBackend(seed=seed, nonce=nonce),
+        "replay": lambda: ReplayBackend(seed=seed, nonce=nonce, slowdown=parse_slowdowns(slowdown)),
     }
 
 
@@ -33,13 +34,14 @@ def select_backend(
     *,
     seed: int = 0,
     nonce: object | None = None,
+    replay_slowdown: str = "",
     factories: Mapping[str, Callable[[], Backend]] | None = None,
 ) -> Backend:
     """The backend to use; ValueError for an unknown name, NoGpuAvailable when none can run."""
     name = (name or "auto").strip().lower()
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
-    made = dict(factories) if factories is not None else _default_factories(seed, nonce)
+    made = dict(factories) if factories is not None else _default_factories(seed, nonce, replay_slowdown)
     if name != "auto":
         backend = made[name]()
         avail = backend.available()

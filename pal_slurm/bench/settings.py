@@ -24,6 +24,7 @@ class ProfilingSettings:
     store_url: str = "memory://"  # store URL ([store] url)
     default_class: str = "A"  # class for jobs without pal:class= ([policy] default_class)
     replay_seed: int = 0
+    replay_slowdown: str = ""  # node:slot=factor,... (replay backend: emulated degraded GPUs)
     window_s: float = 7 * 86400.0  # ranking window
     method: str = "optimal"  # binning method ([policy] binning)
     max_load_per_cpu: float = 0.8
@@ -39,6 +40,7 @@ class ProfilingSettings:
             store_url=cfg.store.url,
             default_class=cfg.policy.default_class,
             replay_seed=p.replay_seed,
+            replay_slowdown=p.replay_slowdown,
             window_s=p.window_s,
             method=cfg.policy.binning,
             max_load_per_cpu=p.max_load_per_cpu,

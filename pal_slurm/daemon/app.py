@@ -124,6 +124,9 @@ class Pald:
         self.recent_errors: deque = deque(maxlen=20)
         self.counts = {"place": 0, "defer": 0, "pass": 0, "released": 0, "errors": 0}
         self.held_seen: set[int] = set()
+        self.last_jobs: tuple = ()  # jobs of the last Slurm sync (read by the metrics publisher)
+        self.held_ids: frozenset[int] = frozenset()  # PAL-held jobs among them
+        self.cycle_observers: list = []  # called on the event loop with each cycle's duration (s)
         self._racks: tuple[float, dict[str, str]] | None = None
         # delay-timer auto-tuner, online: starts from rack_wait_s x sensitivity, learns from releases
         self.tuner = autotune.initial_state(timers={(s, "rack"): config.policy.rack_wait_s * f
@@ -299,6 +302,7 @@ class Pald:
             return
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
+        self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
         self.service.observe_cluster(cluster_view(nodes, jobs, self.racks()), now, held_jobs=len(held),
                                      started=started_keys(jobs))
         self.last_sync = now
@@ -380,9 +384,13 @@ class Pald:
                 if time.monotonic() - last_store >= max(5 * cycle, 5.0) or self.store_ok is False:
                     await asyncio.to_thread(self.refresh_store)
                     last_store = time.monotonic()
+                cycle_started = time.monotonic()
                 await asyncio.to_thread(self.sync_and_cycle)
+                cycle_s = time.monotonic() - cycle_started
                 await asyncio.to_thread(self.flush_decisions)
                 await asyncio.to_thread(self.heartbeat)
+                for observe in self.cycle_observers:
+                    observe(cycle_s)
             except Exception as exc:  # noqa: BLE001 - never let the loop die
                 self._note_error("loop", exc)
             delay = max(0.05, cycle - (time.monotonic() - started))

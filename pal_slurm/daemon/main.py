@@ -43,10 +43,37 @@ def build(config) -> Pald:
     return Pald(config, store, SlurmReader(runner), SlurmActuator(runner), leader=leader)
 
 
+def with_metrics(config, pald: Pald):
+    """(request handler, metrics HTTP server or None). Metrics are optional: an address that
+    cannot be bound is logged and pald serves placements without them."""
+    from pal_slurm.config import parse_listen
+
+    listen = parse_listen(config.metrics.listen)
+    if listen is None:
+        return pald.handle, None
+    from pal_slurm.daemon.metrics import PaldMetrics, Publisher, instrument, serve_metrics
+
+    metrics = PaldMetrics()
+    try:
+        http = serve_metrics(metrics, *listen)
+    except OSError as exc:
+        log.error("metrics endpoint %s unavailable (%s): serving without metrics", config.metrics.listen, exc)
+        return pald.handle, None
+    publisher = Publisher(metrics, config.drift.threshold)
+
+    def cycle_done(seconds: float) -> None:
+        metrics.observe_cycle(seconds)
+        publisher.publish(pald)
+
+    pald.cycle_observers.append(cycle_done)
+    return instrument(pald.handle, metrics), http
+
+
 async def serve(config, pald: Pald) -> None:
     slurm_uid = _uid_of(config.daemon.slurm_user)
     allowed = {0, os.geteuid()} | ({slurm_uid} if slurm_uid is not None else set())
-    server = SocketServer(pald.handle, config.daemon.socket, allowed, owner_uid=slurm_uid)
+    handler, metrics_http = with_metrics(config, pald)
+    server = SocketServer(handler, config.daemon.socket, allowed, owner_uid=slurm_uid)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -57,6 +84,8 @@ async def serve(config, pald: Pald) -> None:
         await pald.run_loops(stop)
     finally:
         await server.close()
+        if metrics_http is not None:
+            metrics_http.shutdown()
         await asyncio.to_thread(pald.flush_decisions)
         log.info("stopped")
 

@@ -122,7 +122,7 @@ def _summarise(samples) -> list[str]:
 def _run_local(settings, repo, backend_name, nodes, classes, gpus_per_node, rounds, seed, duration):
     job_id = os.environ.get("SLURM_JOB_ID") or None
     try:
-        backend = select_backend(backend_name, seed=seed)
+        backend = select_backend(backend_name, seed=seed, replay_slowdown=settings.replay_slowdown)
         targets = _local_targets(backend, nodes, gpus_per_node)
     except NoGpuAvailable as exc:
         raise PalError(str(exc)) from None

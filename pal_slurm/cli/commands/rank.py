@@ -8,7 +8,9 @@ import click
 
 from pal_slurm.bench.rank import diff, parse_duration, rank_samples
 from pal_slurm.bench.repository import StoreError
+from pal_slurm.cli.commands._drift import drift_between, log_drift, mark_nodes
 from pal_slurm.cli.commands._profiling import open_profiling
+from pal_slurm.cli.context import cli_config
 from pal_slurm.cli.errors import PalError
 from pal_slurm.ranking.binning import METHODS
 
@@ -31,7 +33,8 @@ def format_moves(moves) -> list[str]:
 @click.option("--window", default=None, help="Use samples from this long ago until now (e.g. 12h, 7d; default profiling.window_s).")
 @click.option("--method", type=click.Choice(METHODS), default=None, help="Binning method (default profiling.method).")
 @click.option("--classes", default=None, help="Comma-separated classes to rank (default: every class with samples).")
-@click.option("--dry-run", is_flag=True, help="Show what would move without saving a new version.")
+@click.option("--dry-run", is_flag=True, help="Show what would move (and the scontrol calls of [drift] action) "
+              "without saving a new version or marking nodes.")
 @click.pass_context
 def rank(ctx, window, method, classes, dry_run):
     """Recompute per-class GPU rankings from recent samples (busy samples dropped, outliers flagged)."""
@@ -75,6 +78,23 @@ def rank(ctx, window, method, classes, dry_run):
         click.echo(f"{len(moves)} change(s) since v{previous.version}:")
         for line in format_moves(moves):
             click.echo(line)
+    if previous is not None:
+        _report_drift(ctx, previous, snap, version, dry_run)
+
+
+def _report_drift(ctx, previous, snap, version: int, dry_run: bool) -> None:
+    """GPUs that got slower beyond [drift] threshold: printed, logged, and their nodes marked
+    when [drift] action asks for it (a failure to mark is reported, the ranking stays saved)."""
+    drift_cfg = cli_config(ctx).drift
+    drifts = drift_between(previous, snap, drift_cfg.threshold)
+    if not drifts:
+        return
+    click.echo(f"{len(drifts)} GPU(s) drifted (slower by more than {drift_cfg.threshold:.0%} or another bin):")
+    for d in drifts:
+        click.echo("  " + d.describe())
+    log_drift(drifts, version)
+    if mark_nodes(ctx, drifts, drift_cfg.action, dry_run):
+        click.echo("some nodes could not be marked (see above); the ranking is saved", err=True)
 
 
 COMMAND = rank

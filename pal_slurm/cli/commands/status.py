@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timezone
 
@@ -43,64 +44,96 @@ def _redact(url: str) -> str:
 @click.command("status")
 @click.option("--stale-after", type=click.FloatRange(min=0.1), default=168.0, show_default=True,
               help="Hours after which a ranking snapshot counts as stale.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object (for scripts).")
 @click.pass_context
-def status(ctx: click.Context, stale_after: float) -> None:
+def status(ctx: click.Context, stale_after: float, as_json: bool) -> None:
     """Is pald up, the store reachable, the ranking fresh? Jobs held, last errors.
 
-    Exits 0 when everything is fine, 1 when something needs attention (usable from monitoring).
+    Exit codes: 0 everything is fine; 1 something needs attention (the report says what);
+    2 palctl itself could not run (bad configuration or option). Usable from monitoring.
     """
-    cfg = cli_config(ctx)
-    problems = []
-    rows = []
+    report = collect(cli_config(ctx), stale_after)
+    if as_json:
+        click.echo(json.dumps(report, indent=1, sort_keys=True, default=str))
+    else:
+        render(report)
+    if report["problems"]:
+        ctx.exit(1)
 
+
+def collect(cfg, stale_after: float) -> dict:
+    """The whole status as plain data: what `--json` prints and the text view renders."""
+    problems: list[str] = []
+    report: dict = {"problems": problems}
     try:
         health = PaldClient(cfg.daemon.socket, timeout_s=1.0).health()
         d = health.details
-        sync = d.get("last_sync_age_s")
-        rows.append(("pald", f"{'up' if health.status == 'ok' else 'DEGRADED'} (pid {d.get('pid')}, uptime "
-                             f"{d.get('uptime_s')} s, ranking v{health.rank}, Slurm sync "
-                             f"{'never' if sync is None else f'{sync} s ago'}, {d.get('free_gpus')}/{d.get('gpus')} GPUs free)"))
-        rows.append(("decisions", ", ".join(f"{k} {v}" for k, v in (d.get("counts") or {}).items())))
-        if d.get("slurm_release"):
-            rows.append(("slurm", d["slurm_release"]))
+        report["pald"] = {"up": True, "status": health.status, "rank": health.rank, **d}
         if health.status != "ok":
             problems.append(f"pald is degraded: Slurm {d.get('slurm')}, store {d.get('store')}")
         if d.get("slurm") == "unsupported":
             problems.append(f"pal-slurm cannot read this Slurm, PAL jobs pass to Slurm untouched: "
                             f"{d.get('slurm_error')}")
-        errors = d.get("recent_errors") or []
     except PaldError as exc:
-        rows.append(("pald", f"DOWN: {exc} (socket {cfg.daemon.socket})"))
+        report["pald"] = {"up": False, "error": str(exc), "socket": cfg.daemon.socket}
         problems.append("pald is not answering: PAL jobs pass to Slurm untouched; start it (systemctl start pald)")
-        errors = []
 
     age = heartbeat_age(cfg.daemon.heartbeat_file)
-    if age is None:
-        rows.append(("heartbeat", f"none at {cfg.daemon.heartbeat_file}"))
-    else:
-        stale = age > cfg.daemon.heartbeat_stale_s
-        rows.append(("heartbeat", f"{age:.1f} s ago{' (STALE: pal-failsafe releases held jobs)' if stale else ''}"))
-        if stale:
-            problems.append("pald's heartbeat is stale")
+    stale = age is not None and age > cfg.daemon.heartbeat_stale_s
+    report["heartbeat"] = {"file": cfg.daemon.heartbeat_file, "age_s": None if age is None else round(age, 1),
+                           "stale": stale}
+    if stale:
+        problems.append("pald's heartbeat is stale")
 
     ok, line, snap, held = _store_report(cfg.store.url)
-    rows.append(("store", line))
+    report["store"] = {"ok": ok, "detail": line}
     if not ok:
         problems.append("the store is unreachable: pald serves its last ranking from memory")
     if snap is None:
-        rows.append(("rankings", "none yet: run `palctl profile-nodes` then `palctl rank`"))
+        report["ranking"] = None
         problems.append("no ranking: PAL places by locality only")
     else:
         hours = (datetime.now(timezone.utc) - snap.created_at).total_seconds() / 3600
-        classes = sorted({e.perf_class for e in snap.entries})
-        gpus = len({(e.node, e.slot) for e in snap.entries})
         fresh = hours <= stale_after
-        rows.append(("rankings", f"v{snap.version} ({snap.method}), {hours:.1f} h old, {gpus} GPUs x "
-                                 f"{len(classes)} classes ({'fresh' if fresh else 'STALE'})"))
+        report["ranking"] = {"version": snap.version, "method": snap.method, "age_h": round(hours, 2),
+                             "gpus": len({(e.node, e.slot) for e in snap.entries}),
+                             "classes": sorted({e.perf_class for e in snap.entries}), "fresh": fresh}
         if not fresh:
             problems.append(f"the ranking is older than {stale_after:g} h: re-profile (cron.d/pal-reprofile)")
-    if held is not None:
-        rows.append(("held jobs", f"{held} waiting for pald"))
+    report["held_jobs"] = held
+    report["ok"] = not problems
+    return report
+
+
+def render(report: dict) -> None:
+    rows = []
+    p = report["pald"]
+    if p["up"]:
+        sync = p.get("last_sync_age_s")
+        rows.append(("pald", f"{'up' if p['status'] == 'ok' else 'DEGRADED'} (pid {p.get('pid')}, uptime "
+                             f"{p.get('uptime_s')} s, ranking v{p['rank']}, Slurm sync "
+                             f"{'never' if sync is None else f'{sync} s ago'}, {p.get('free_gpus')}/{p.get('gpus')} GPUs free)"))
+        rows.append(("decisions", ", ".join(f"{k} {v}" for k, v in (p.get("counts") or {}).items())))
+        if p.get("slurm_release"):
+            rows.append(("slurm", p["slurm_release"]))
+        errors = p.get("recent_errors") or []
+    else:
+        rows.append(("pald", f"DOWN: {p['error']} (socket {p['socket']})"))
+        errors = []
+    hb = report["heartbeat"]
+    if hb["age_s"] is None:
+        rows.append(("heartbeat", f"none at {hb['file']}"))
+    else:
+        rows.append(("heartbeat", f"{hb['age_s']:.1f} s ago{' (STALE: pal-failsafe releases held jobs)' if hb['stale'] else ''}"))
+    rows.append(("store", report["store"]["detail"]))
+    r = report["ranking"]
+    if r is None:
+        rows.append(("rankings", "none yet: run `palctl profile-nodes` then `palctl rank`"))
+    else:
+        rows.append(("rankings", f"v{r['version']} ({r['method']}), {r['age_h']:.1f} h old, {r['gpus']} GPUs x "
+                                 f"{len(r['classes'])} classes ({'fresh' if r['fresh'] else 'STALE'})"))
+    if report["held_jobs"] is not None:
+        rows.append(("held jobs", f"{report['held_jobs']} waiting for pald"))
     rows.append(("errors", "none" if not errors else f"{len(errors)} recent"))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
@@ -108,12 +141,12 @@ def status(ctx: click.Context, stale_after: float) -> None:
     for e in errors[-5:]:
         when = time.strftime("%H:%M:%S", time.localtime(e.get("at", 0)))
         click.echo(f"  {when} {e.get('what')}: {e.get('error')}")
-    if problems:
+    if report["problems"]:
         click.echo("\nneeds attention:")
-        for p in problems:
-            click.echo(f"  - {p}")
-        ctx.exit(1)
-    click.echo("\nall good")
+        for problem in report["problems"]:
+            click.echo(f"  - {problem}")
+    else:
+        click.echo("\nall good")
 
 
 COMMAND = status

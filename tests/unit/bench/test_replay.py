@@ -92,3 +92,23 @@ def test_successive_rounds_walk_the_runs_without_replacement():
 def test_unknown_class_is_a_clear_error():
     with pytest.raises(ValueError, match="no dataset for class 'Z'"):
         ReplayBackend().sample(LAYOUT[:1], "Z")
+
+
+def test_replay_slowdown_emulates_a_degraded_gpu():
+    from pal_slurm.bench.base import GpuTarget
+    from pal_slurm.bench.replay import ReplayBackend
+
+    gpus = [GpuTarget("gpu02", 0), GpuTarget("gpu02", 1)]
+    plain = ReplayBackend(seed=3).sample(gpus, "A")
+    slowed = ReplayBackend(seed=3, slowdown={("gpu02", 1): 1.5}).sample(gpus, "A")
+    assert slowed[0].value == plain[0].value
+    assert slowed[1].value == pytest.approx(1.5 * plain[1].value)
+
+
+def test_replay_slowdown_config_is_checked():
+    from pal_slurm.config import ConfigError, from_mapping, parse_slowdowns
+
+    assert parse_slowdowns("gpu02:1=1.5, gpu[03]:0=2") == {("gpu02", 1): 1.5, ("gpu[03]", 0): 2.0}
+    for bad in ("gpu02=1.5", "gpu02:x=2", "gpu02:1=-1", "gpu02:1=fast"):
+        with pytest.raises(ConfigError):
+            from_mapping({"profiling": {"replay_slowdown": bad}})

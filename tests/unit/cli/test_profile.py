@@ -133,7 +133,7 @@ def test_local_kernel_inside_a_job_maps_cuda_devices_to_slots(palctl, monkeypatc
             return [Sample(g.node, g.slot, cls, "kernel", 100.0, True) for g in gpus]
 
     k = Kernel()
-    monkeypatch.setattr(profile, "select_backend", lambda name, seed=0: k)
+    monkeypatch.setattr(profile, "select_backend", lambda name, seed=0, replay_slowdown="": k)
     monkeypatch.setenv("SLURM_JOB_GPUS", "2,3")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     monkeypatch.setenv("SLURMD_NODENAME", "gpu07")

@@ -63,3 +63,33 @@ def test_bad_config_and_unreachable_store_are_clear_errors(palctl, tmp_path, mon
     monkeypatch.setenv("PAL_DB_URL", "postgresql://pal@127.0.0.1:1/pal")
     r = palctl("rankings")
     assert r.exit_code == 1 and "Traceback" not in r.output and r.output.startswith("Error:")
+
+
+def test_a_slowed_gpu_is_flagged_as_drift_by_rank_and_rankings_changed(palctl, monkeypatch):
+    r = palctl("profile-nodes", "--local", "--backend", "replay", "--nodes", "gpu[01-04]", "--classes", "A",
+               "--rounds", "1")
+    assert r.exit_code == 0, r.output
+    assert palctl("rank").exit_code == 0
+    r = palctl("rankings", "--changed")
+    assert r.exit_code == 1 and "no ranking v0" in r.output
+    monkeypatch.setenv("PAL_PROFILING_REPLAY_SLOWDOWN", "gpu02:1=1.6")
+    r = palctl("profile-nodes", "--local", "--backend", "replay", "--nodes", "gpu[01-04]", "--classes", "A",
+               "--rounds", "8")
+    assert r.exit_code == 0, r.output
+    r = palctl("rank", "--dry-run")
+    assert "GPU(s) drifted" in r.output and "gpu02:1 class A" in r.output
+    r = palctl("rank")
+    assert r.exit_code == 0 and "saved as v2" in r.output
+    r = palctl("rankings", "--changed")
+    assert r.exit_code == 3, r.output
+    lines = r.output.splitlines()
+    assert lines[0].startswith("ranking v1 -> v2:") and lines[1].strip().startswith("gpu02:1 class A")
+    doc = json.loads(palctl("rankings", "--changed", "--json").output)
+    worst = doc["drifted"][0]
+    assert (worst["node"], worst["slot"], doc["from_version"], doc["to_version"]) == ("gpu02", 1, 1, 2)
+    assert worst["change"] > 0.3
+    r = palctl("rankings", "--changed", "--action", "drain", "--dry-run")
+    assert r.exit_code == 3
+    assert "would run: scontrol update NodeName=gpu02 State=DRAIN \"Reason=pal drift: GPU 1 class A" in r.output
+    r = palctl("rankings", "--changed", "--since", "2")
+    assert r.exit_code == 1 and "not older" in r.output

@@ -41,3 +41,15 @@ def test_status_all_good_with_a_live_pald(tmp_path):
     assert r.exit_code == 0, r.output
     assert "up (pid" in r.output and "ranking v1" in r.output
     assert "fresh" in r.output and "all good" in r.output
+
+
+def test_status_json_is_the_same_report_with_the_same_exit_code(tmp_path):
+    import json
+
+    cfg = write_cfg(tmp_path, f"sqlite:///{tmp_path}/nope/dir/pal.db")
+    r = CliRunner().invoke(cli, ["--config", str(cfg), "status", "--json"])
+    assert r.exit_code == 1
+    doc = json.loads(r.output)
+    assert doc["ok"] is False and doc["pald"]["up"] is False and doc["store"]["ok"] is False
+    assert any("pald is not answering" in p for p in doc["problems"])
+    assert doc["ranking"] is None and doc["heartbeat"]["age_s"] is None

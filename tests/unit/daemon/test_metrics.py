@@ -1,0 +1,104 @@
+"""pald's metrics in process: a real HTTP endpoint, scraped and parsed with prometheus_client's
+own parser; fake Slurm (the real pald + lab + Prometheus server path is in tests/integration)."""
+
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from pal_slurm.daemon.metrics import PaldMetrics, Publisher, instrument, reason_label, serve_metrics
+from pal_slurm.store.memory import MemoryRepository
+
+from .builders import held_job, request, snapshot
+from .test_app_server import make_pald
+
+
+def scrape(port: int) -> dict:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+@pytest.fixture
+def endpoint():
+    metrics = PaldMetrics()
+    server = serve_metrics(metrics, "127.0.0.1", 0)
+    yield metrics, server.server_port
+    server.shutdown()
+
+
+def test_reason_labels_stay_few_and_clean():
+    assert reason_label("bad_comment:E_GPUS") == "bad_comment"
+    assert reason_label("no room for 4 GPUs") == "no_room_for_4_gpus"
+    assert set(reason_label("\x1b[31mX;\n" * 40)) <= set("abcdefghijklmnopqrstuvwxyz0123456789_-")
+    assert len(reason_label("a" * 100)) == 32
+    assert reason_label(None) == reason_label("") == "none"
+
+
+def test_place_decisions_latency_state_and_hook_tags_are_scraped(tmp_path, endpoint):
+    metrics, port = endpoint
+    jobs = [held_job(11, submit=1000), held_job(12, tag="pal:pass=timeout;req=a"),
+            held_job(13, tag="pal:pass=pald-down"), held_job(14, tag="pal:placed=gpu01;rank=v3;req=b"),
+            held_job(15, tag="")]
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store, jobs=jobs)
+    pald.leading = True
+    pald.refresh_store()
+    pald.service.set_snapshot(snapshot({"A": {("gpu01", 0): (1.3, 1.4), ("gpu01", 1): (0.9, 1.0)}}, version=7))
+    pald.sync_and_cycle()
+    handle = instrument(pald.handle, metrics)
+    for _ in range(3):
+        handle(request(gpn=2))
+    publisher = Publisher(metrics, drift_threshold=0.05)
+    publisher.publish(pald)
+    publisher.publish(pald)  # the same jobs seen again are not counted twice
+    m = scrape(port)
+    placed = {k: v for k, v in m.items() if k[0] == "pal_decisions_total"}
+    assert placed == {("pal_decisions_total", (("outcome", "placed"), ("reason", "pal"))): 3}
+    assert m[("pal_place_duration_seconds_count", ())] == 3
+    assert 0 < m[("pal_place_duration_seconds_sum", ())] < 1
+    assert m[("pal_hook_outcomes_total", (("outcome", "passed"), ("reason", "timeout")))] == 1
+    assert m[("pal_hook_outcomes_total", (("outcome", "passed"), ("reason", "pald-down")))] == 1
+    assert m[("pal_hook_outcomes_total", (("outcome", "placed"), ("reason", "none")))] == 1
+    assert m[("pal_ranking_version", ())] == 7
+    assert m[("pal_gpu_slowdown", (("gpu", "0"), ("node", "gpu01"), ("perf_class", "A")))] == pytest.approx(1.4)
+    assert m[("pal_gpus", ())] == 16
+    assert m[("pal_store_up", ())] == 1 and m[("pal_leader", ())] == 1
+    assert m[("pal_held_job_oldest_age_seconds", ())] > 0  # job 11 is still held in the view
+    assert ("pal_rack_wait_timer_seconds", (("sensitivity", "high"),)) in m
+
+
+def test_a_new_ranking_with_a_slower_gpu_counts_drift(tmp_path, endpoint):
+    metrics, port = endpoint
+    pald = make_pald(tmp_path)
+    publisher = Publisher(metrics, drift_threshold=0.05)
+    pald.service.set_snapshot(snapshot({"A": {("gpu01", 0): (1.0, 1.0), ("gpu01", 1): (1.0, 1.0)}}, version=1))
+    publisher.publish(pald)
+    pald.service.set_snapshot(snapshot({"A": {("gpu01", 0): (1.5, 1.5), ("gpu01", 1): (1.01, 1.0)}}, version=2))
+    publisher.publish(pald)
+    m = scrape(port)
+    assert m[("pal_gpu_drift_total", (("perf_class", "A"),))] == 1
+    assert m[("pal_ranking_version", ())] == 2
+
+
+def test_metrics_listen_config_and_a_busy_port_does_not_stop_pald(tmp_path):
+    import socket
+
+    from pal_slurm.config import ConfigError, from_mapping, parse_listen
+    from pal_slurm.daemon.main import with_metrics
+
+    assert parse_listen("") is None
+    assert parse_listen("[::1]:9464") == ("::1", 9464)
+    with pytest.raises(ConfigError):
+        from_mapping({"metrics": {"listen": "localhost"}})
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    cfg = from_mapping({"metrics": {"listen": f"127.0.0.1:{busy.getsockname()[1]}"}})
+    pald = make_pald(tmp_path)
+    handler, http = with_metrics(cfg, pald)
+    assert http is None and handler == pald.handle  # logged, pald goes on without metrics
+    busy.close()

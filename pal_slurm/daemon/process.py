@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[2]  # source checkout (PYTHONPATH for th
 
 
 def write_config(path: Path, *, socket: Path, db_url: str, slurm_conf: str, heartbeat: Path,
-                 cycle_s: float = 0.3, metrics_listen: str = "", extra: str = "") -> Path:
+                 cycle_s: float = 0.3, metrics_listen: str = "", extra: str = "",
+                 slurm_bin_dir: str = "") -> Path:
     path.write_text(f"""
 [store]
 url = "{db_url}"
@@ -34,6 +35,7 @@ placement = "pal"
 
 [slurm]
 conf = "{slurm_conf}"
+{f'bin_dir = "{slurm_bin_dir}"' if slurm_bin_dir else ""}
 
 [metrics]
 listen = "{metrics_listen}"

@@ -86,7 +86,7 @@ def test_a_slurm_pald_cannot_read_is_reported_and_pal_jobs_pass(lab_factory, tmp
             answers = {"--json=list": "data_parser/v0.0.47", "show nodes --json": '{"cluster": {"node_list": []}}'}
         _wrapper(bin_dir / cmd, real, answers)
     cfg = write_config(tmp_path / "pal.toml", socket=sock, db_url=f"sqlite:///{tmp_path}/pal.db",
-                       slurm_conf=lab.slurm_conf, heartbeat=tmp_path / "hb", extra=f'bin_dir = "{bin_dir}"')
+                       slurm_conf=lab.slurm_conf, heartbeat=tmp_path / "hb", slurm_bin_dir=str(bin_dir))
     pald = PaldProcess(cfg, sock, tmp_path / "pald.log").start(synced=False)
     try:
         for _ in range(50):

@@ -11,11 +11,11 @@
 # settings and system pip configuration are copied in, so the root reaches Debian's packages and
 # PyPI the way the host does. Needs root (debootstrap, chroot, mount) and util-linux's unshare.
 #
-# `run` works in private namespaces (unshare), with bash as the PID namespace's init so that
-# orphaned processes (a postmaster after pg_ctl, daemons) are reaped rather than left zombies: mount, so every mount below vanishes when the
+# `run` works in private namespaces (unshare): mount, so every mount below vanishes when the
 # command ends, whether it succeeds or fails, and nothing propagates to the host; PID, so any
-# daemon left behind (slurmd, munged, postgres) dies with it; UTS, so the root has its own
-# hostname without renaming the host. The network is the host's (apt, PyPI, loopback tests).
+# daemon left behind (slurmd, munged, postgres) dies with it (bash stays that namespace's init
+# and reaps orphans such as a postmaster after pg_ctl, which would otherwise stay zombies); UTS,
+# so the root has its own hostname without renaming the host. The network is the host's (apt, PyPI, loopback tests).
 set -euo pipefail
 
 die() { echo "debian-root: $*" >&2; exit 1; }

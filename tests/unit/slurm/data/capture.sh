@@ -3,11 +3,14 @@
 # tests/unit/slurm/data/<X.Y>/ (X.Y: the Slurm release of the commands on PATH). The readers' and
 # the actuator's unit tests run on these files, so they test what each Slurm really prints.
 #
-#   tests/unit/slurm/data/capture.sh                      Slurm of this host (Debian 12: 22.05)
-#   scripts/debian-root.sh build trixie /work/roots/debian13      (Debian 13: Slurm 24.11)
-#   BIND=$PWD:/src scripts/debian-root.sh run /work/roots/debian13 \
-#       sh -c 'cd /src && PATH=/opt/pal/bin:$PATH tests/unit/slurm/data/capture.sh'
-#                                 (needs the project's venv at /opt/pal: scripts/debian-root-test.sh)
+#   tests/unit/slurm/data/capture.sh         Slurm of this host (Debian 12: 22.05), with the
+#                                            project's venv first on PATH (the lab runs palctl)
+# Slurm 24.11, in the Debian 13 root of `make test-debian13` (built and filled by its first run):
+#   R=${PAL_ROOTS:-/var/tmp/pal-roots}/trixie
+#   scripts/test-in-debian-root.sh trixie tests/unit/slurm      (copies this tree to $R/root/pal-slurm)
+#   scripts/debian-root.sh run $R bash -c \
+#     'cd /root/pal-slurm && PATH=/root/pal-venv/bin:$PATH tests/unit/slurm/data/capture.sh'
+#   cp -r $R/root/pal-slurm/tests/unit/slurm/data/24.11 tests/unit/slurm/data/
 # Uses ports 27817/27901+ and LAB=/tmp/pal-capture-lab.
 #
 # Per version: version.txt (`sinfo --version`), json_list.txt (the data_parser versions each

@@ -60,7 +60,7 @@ def build(args):
                 Reader(nodes, held), NoActuator())
     pald.refresh_store()
     pald.sync_and_cycle()
-    pald.leading = True
+    pald.check_leadership()  # the default AlwaysLeader: leading
     return pald, rng
 
 

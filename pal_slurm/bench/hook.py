@@ -5,6 +5,12 @@ returns 0, and the work runs in a daemon thread with a deadline (profiling.timeo
 5 s): a hung driver call cannot hold the job. Samples go to the repository; when it is
 unreachable they are appended to the local spool (profiling.spool_dir); when even that fails
 (missing directory, read-only, full disk) a log line says so and the hook still exits 0.
+
+The store gets what is left of the deadline minus `SPOOL_RESERVE_S`, not more: a store that
+accepts TCP and never answers used to eat the whole deadline and the samples with it. A store
+call still running when its time is up is abandoned (the process exits right after) and the
+samples are spooled; in the rare case that call commits in its last moment, the samples are
+stored twice (a duplicate sample moves no median), never lost.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class HookContext:
     sink: Callable[[ProfilingSettings], SampleSink] | None = None
     busy: BusyProbe | None = None
     clock: Callable[[], float] = time.time
+    deadline: float | None = None  # time.monotonic() by which the hook must be done (run_script)
 
     @property
     def job_id(self) -> str:
@@ -122,42 +129,69 @@ def measure(ctx: HookContext, gpus: Sequence[int], perf_class: str) -> list[Samp
     return [replace(s, job_id=ctx.job_id or None) for s in samples]
 
 
+SPOOL_RESERVE_S = 0.5  # of the hook's deadline, kept for spooling when the store is slow
+
+
 def deliver(ctx: HookContext, samples: Sequence[Sample]) -> str:
-    """Send to the repository, else spool. Returns 'stored', 'spooled' or 'lost' (logged)."""
+    """Send to the repository within the time left, else spool. Returns 'stored', 'spooled'
+    or 'lost' (logged)."""
     if not samples:
         return "stored"
-    sink = None
-    try:
+    store_by = None if ctx.deadline is None else ctx.deadline - SPOOL_RESERVE_S
+    stored = threading.Event()
+    failure: list[BaseException] = []
+
+    def store() -> None:
+        sink = None
         try:
             sink = (ctx.sink or _default_sink)(ctx.settings)
-        except Exception as exc:  # noqa: BLE001 - store away: spool below
-            log.warning("cannot open the store: %s", exc)
-        return _deliver_to(ctx, sink, samples)
-    finally:
-        close = getattr(sink, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - closing must not fail the hook
-                pass
+            sink.add_samples(samples)
+            stored.set()
+            _drain_spool(ctx, sink)
+        except BaseException as exc:  # noqa: BLE001 - any store failure means "spool it"
+            failure.append(exc)
+        finally:
+            _close(sink)
+
+    worker = threading.Thread(target=store, name="pal-store", daemon=True)
+    started = time.monotonic()
+    worker.start()
+    while worker.is_alive() and not stored.is_set():
+        left = None if store_by is None else store_by - time.monotonic()
+        if left is not None and left <= 0:
+            break  # out of time: abandon the store call, spool
+        stored.wait(0.05 if left is None else min(0.05, left))
+    if stored.is_set():
+        if ctx.deadline is not None:  # let the spool drain finish while there is time
+            worker.join(max(0.0, ctx.deadline - time.monotonic() - 0.1))
+        return "stored"
+    why = str(failure[0]) if failure else f"no answer in {time.monotonic() - started:.1f} s"
+    return _spool(ctx, samples, why)
 
 
-def _deliver_to(ctx: HookContext, sink: SampleSink | None, samples: Sequence[Sample]) -> str:
+def _spool(ctx: HookContext, samples: Sequence[Sample], why: str) -> str:
+    log.warning("store unreachable (%s); spooling %d sample(s)", why, len(samples))
     try:
-        if sink is None:
-            raise ConnectionError("no store")
-        sink.add_samples(samples)
-    except Exception as exc:  # noqa: BLE001 - any store failure means "spool it"
-        log.warning("store unreachable (%s); spooling %d sample(s)", exc, len(samples))
+        spool.append(ctx.settings.spool_dir, samples)
+        return "spooled"
+    except OSError as exc:
+        log.error(
+            "cannot spool %d sample(s) to %s: %s; samples lost",
+            len(samples), ctx.settings.spool_dir, exc.strerror or exc,
+        )
+        return "lost"
+
+
+def _close(sink: SampleSink | None) -> None:
+    close = getattr(sink, "close", None)
+    if close is not None:
         try:
-            spool.append(ctx.settings.spool_dir, samples)
-            return "spooled"
-        except OSError as exc2:
-            log.error(
-                "cannot spool %d sample(s) to %s: %s; samples lost",
-                len(samples), ctx.settings.spool_dir, exc2.strerror or exc2,
-            )
-            return "lost"
+            close()
+        except Exception:  # noqa: BLE001 - closing must not fail the hook
+            pass
+
+
+def _drain_spool(ctx: HookContext, sink: SampleSink) -> None:
     try:  # the store is back: send what waited in the spool
         if spool.pending(ctx.settings.spool_dir):
             report = spool.drain(sink, ctx.settings.spool_dir)
@@ -166,7 +200,6 @@ def _deliver_to(ctx: HookContext, sink: SampleSink | None, samples: Sequence[Sam
                 log.warning("corrupt spool line skipped: %s", bad)
     except Exception as exc:  # noqa: BLE001 - leave the spool for next time
         log.warning("spool drain failed: %s", exc)
-    return "stored"
 
 
 def run_bounded(work: Callable[[], object], timeout_s: float, what: str) -> int:
@@ -196,6 +229,7 @@ def run_script(record: Callable[["HookContext"], object], what: str,
     try:
         setup_logging()
         ctx = ctx or make_context(env)
+        ctx.deadline = time.monotonic() + ctx.settings.timeout_s
         return run_bounded(lambda: record(ctx), ctx.settings.timeout_s, what)
     except BaseException as exc:  # noqa: BLE001 - never drain the node
         log.error("%s failed before starting: %s", what, exc)

@@ -3,8 +3,10 @@ runs the loops (Slurm sync + deferred-job cycle, store refresh, heartbeat, decis
 
 Failure behaviour, on purpose:
 - the `place` answer never waits on Slurm or the database: it reads memory only;
+- nothing but the store link's own thread waits on the database (store_link.py): decisions,
+  held jobs and releases are queued, reads arrive in memory, `reload` waits in a worker thread;
 - the store going away makes pald *degraded*, not dead: it keeps the last ranking and class
-  map, buffers decisions (bounded) and writes them when the store is back;
+  map, buffers writes (bounded, drops counted) and writes them when the store is back;
 - a Slurm command failing is logged once per distinct message and retried next cycle;
 - every loop catches its own errors: a loop that dies would silently stop releasing jobs.
 """
@@ -42,7 +44,9 @@ from pal_slurm.daemon.protocol import (
     ReloadReply,
     ReloadRequest,
 )
+from pal_slurm.daemon.leadership import LeaderWatch
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
+from pal_slurm.daemon.store_link import DEADLINE_S, StoreLink
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy import autotune
 from pal_slurm.slurm.errors import SlurmError, SlurmUnsupported
@@ -53,7 +57,7 @@ from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat
 
 log = logging.getLogger("pald")
 
-MAX_BUFFERED_DECISIONS = 10_000
+RELOAD_WAIT_S = DEADLINE_S  # `reload` waits this long for the store read (off the loop)
 _REQ_ID = re.compile(r"(?:^|[;\s])req=([^;\s]+)")
 
 
@@ -97,9 +101,9 @@ class Pald:
 
     def __init__(self, config, store, reader, actuator, clock=time.time, leader=None):
         self.config = config
-        self.leader = leader or AlwaysLeader()
-        self.leading: bool = False
-        self.store = store
+        self.leadership = LeaderWatch(leader or AlwaysLeader(), grace_s=config.daemon.leader_grace_s,
+                                      every_s=config.daemon.cycle_s)
+        self.link = StoreLink(store) if store is not None else None
         self.reader = reader
         self.actuator = actuator
         self.clock = clock
@@ -115,14 +119,12 @@ class Pald:
         )
         self.service.set_class_map({})
         self.started = clock()
-        self.store_ok: bool | None = None
         self.slurm_ok: bool | None = None
         self.slurm_problem: SlurmError | Exception | None = None  # why the last Slurm read failed
         self.last_sync: float | None = None
-        self.pending_records: deque = deque(maxlen=MAX_BUFFERED_DECISIONS)
         self.errors = OnceLogger()
         self.recent_errors: deque = deque(maxlen=20)
-        self.counts = {"place": 0, "defer": 0, "pass": 0, "released": 0, "errors": 0}
+        self.counts = {"place": 0, "defer": 0, "pass": 0, "standby": 0, "released": 0, "errors": 0}
         self.held_seen: set[int] = set()
         self.last_jobs: tuple = ()  # jobs of the last Slurm sync (read by the metrics publisher)
         self.held_ids: frozenset[int] = frozenset()  # PAL-held jobs among them
@@ -142,8 +144,7 @@ class Pald:
             if isinstance(request, HealthRequest):
                 return self.health()
             if isinstance(request, ReloadRequest):
-                self.refresh_store()
-                return ReloadReply(rank=self.service.rank_version, message=f"serving ranking v{self.service.rank_version}")
+                return self._reload()  # awaited by the server: the store read runs off the loop
             return ErrorReply(ErrorCode.UNKNOWN_OP.value, f"unsupported request {type(request).__name__}")
         except Exception as exc:  # noqa: BLE001 - the hook must always get an answer
             log.exception("request failed")
@@ -154,6 +155,7 @@ class Pald:
         if not self.leading:
             # a standby pald must not promise GPUs: the active one does; the job passes
             self.counts["pass"] += 1
+            self.counts["standby"] += 1  # visible in health / palctl status
             return PlaceReply(DecisionKind.PASS, reason="standby")
         self._req_seq += 1
         key = req.request_id or f"pald-{os.getpid()}-{self._req_seq}"
@@ -169,16 +171,39 @@ class Pald:
         self._record(f"req:{key}", reply.decision, reply.reason, reply.nodes, reply.perf_class)
         return reply
 
+    async def _reload(self) -> ReloadReply:
+        if self.link is not None:
+            if self.link.running:
+                await asyncio.to_thread(self.link.request_refresh, RELOAD_WAIT_S)
+            else:
+                await asyncio.to_thread(self.link.read_now)
+            self.apply_store_read()
+        store = self.store_status()
+        note = "" if store is None or store.healthy else f" (store {store.state}: kept the last ranking)"
+        return ReloadReply(rank=self.service.rank_version, message=f"serving ranking v{self.service.rank_version}{note}")
+
+    def store_status(self):
+        """The store link's LinkStatus, None without a store."""
+        return None if self.link is None else self.link.status()
+
+    @property
+    def store_ok(self) -> bool | None:
+        """Whether the store's last call worked (False also while one is stalled); None before
+        the first call or without a store."""
+        status = self.store_status()
+        return None if status is None or status.state == "unknown" else status.state == "ok"
+
     def health(self) -> HealthReply:
         now = self.clock()
-        degraded = self.store_ok is False or self.slurm_ok is False or self.service.view is None
+        store = self.store_status()
+        degraded = (store is not None and not store.healthy) or self.slurm_ok is False or self.service.view is None
         return HealthReply(
             status="degraded" if degraded else "ok",
             rank=self.service.rank_version,
             details={
                 "pid": os.getpid(),
                 "uptime_s": round(now - self.started, 1),
-                "store": {None: "unknown", True: "ok", False: "unreachable"}[self.store_ok],
+                "store": "none" if store is None else store.state,
                 "slurm": self._slurm_state(),
                 "slurm_release": self.reader.release,
                 "slurm_error": None if self.slurm_problem is None else str(self.slurm_problem)[:500],
@@ -188,8 +213,11 @@ class Pald:
                 "reservations": len(self.service.reservations),
                 "held_jobs": self.service.held_jobs,
                 "leader": self.leading,
+                "leader_state": self.leadership.state(),
                 "rack_timers_s": self.rack_timers(),
-                "buffered_decisions": len(self.pending_records),
+                "buffered_decisions": 0 if store is None else store.buffered,
+                "store_dropped": 0 if store is None else store.dropped,
+                "store_error": "" if store is None else store.error,
                 "counts": dict(self.counts),
                 "recent_errors": list(self.recent_errors),
             },
@@ -204,52 +232,54 @@ class Pald:
             return "ok"
         return "unsupported" if isinstance(self.slurm_problem, SlurmUnsupported) else "unreachable"
 
-    # ---- store -----------------------------------------------------------------------------
+    # ---- store (through the link: nothing here waits on the database) --------------------
     def _record(self, job_id: str, kind: DecisionKind, reason: str, nodes, perf_class) -> None:
-        self.pending_records.append(
+        if self.link is None:
+            return
+        self.link.record_decision(
             DecisionRecord(job_id=job_id, kind=kind, reason=reason or "", nodes=dict(nodes or {}),
                            ranking_version=self.service.rank_version, perf_class=perf_class,
                            created_at=datetime.now(timezone.utc))
         )
 
+    def start_store(self) -> None:
+        """Start the store link's and the leadership's threads (pald's run); without them,
+        store work and lock checks happen on demand on the caller's thread. Blocks up to a
+        lock check's deadline: call it off the event loop."""
+        self.leadership.start()
+        if self.link is not None:
+            self.link.start()
+
+    def stop_store(self, timeout_s: float = RELOAD_WAIT_S) -> None:
+        """Stop the link after one last try to write what waits (bounded), then leadership."""
+        if self.link is not None:
+            self.link.stop(timeout_s)
+        self.leadership.stop()
+
     def flush_decisions(self) -> int:
-        """Write buffered decisions; on a store failure keep them for the next try."""
-        if self.store is None:
-            self.pending_records.clear()
-            return 0
-        written = 0
-        while self.pending_records:
-            rec = self.pending_records[0]
-            try:
-                self.store.record_decision(rec)
-            except Exception as exc:  # noqa: BLE001
-                self._store_failed(exc)
-                return written
-            self.pending_records.popleft()
-            written += 1
-        return written
+        """One synchronous pass of store work (tests, tools; never while the link runs):
+        writes what is queued until a failure; returns how many writes were done."""
+        return 0 if self.link is None else self.link.write_now()
 
     def refresh_store(self) -> None:
-        """Reload the ranking snapshot and the class map; keep the old ones if the store fails."""
-        if self.store is None:
+        """Read the store now and apply it (synchronous: tests, tools, benchmarks; pald's
+        running loops use apply_store_read with the link's thread doing the reading)."""
+        if self.link is None:
             return
-        try:
-            snapshot = self.store.latest_ranking()
-            classes = self.store.app_classes()
-        except Exception as exc:  # noqa: BLE001
-            self._store_failed(exc)
+        self.link.read_now()
+        self.apply_store_read()
+
+    def apply_store_read(self) -> None:
+        """Serve the newest ranking snapshot and class map the link read (memory only); with
+        no new read (store away) the old ones stay."""
+        read = None if self.link is None else self.link.take_read()
+        if read is None:
             return
-        self.service.set_class_map(classes)
+        self.service.set_class_map(read.classes)
+        snapshot = read.snapshot
         if snapshot is not None and (self.service.snapshot is None or snapshot.version != self.service.snapshot.version):
             log.info("serving ranking snapshot v%s (%d entries)", snapshot.version, len(snapshot.entries))
             self.service.set_snapshot(snapshot)
-        if self.store_ok is not True:
-            self.errors.clear("store")
-        self.store_ok = True
-
-    def _store_failed(self, exc: BaseException) -> None:
-        self.store_ok = False
-        self._note_error("store", exc)
 
     def _note_error(self, what: str, exc: BaseException) -> None:
         self.counts["errors"] += 1
@@ -275,18 +305,21 @@ class Pald:
             self._note_error("topology", exc)
         return self._racks[1] if self._racks else None
 
+    @property
+    def leader(self):
+        return self.leadership.leader
+
+    @property
+    def leading(self) -> bool:
+        """Whether we act on Slurm now (a memory read: the lock is checked on its own thread,
+        and a store outage does not end the leadership: store/lease.py)."""
+        return self.leadership.leading()
+
     def check_leadership(self) -> bool:
-        """Lead if we can. If the lock cannot be checked (database away) keep the last state:
-        a standby cannot take the lock then either, so at most the old leader goes on."""
-        try:
-            leading = self.leader.try_acquire()
-        except Exception as exc:  # noqa: BLE001
-            self._note_error("leader", exc)
-            return self.leading
-        if leading != self.leading:
-            log.warning("%s", "now the active pald" if leading else "lost leadership: standby")
-        self.leading = leading
-        return leading
+        """Without the leadership thread (tests, tools): check the lock here, once."""
+        if not self.leadership.running:
+            self.leadership.check_now()
+        return self.leading
 
     def sync_and_cycle(self) -> None:
         """Read Slurm, refresh the view, release deferred jobs that fit (blocking: run it in a
@@ -332,28 +365,20 @@ class Pald:
             self._note_error("release", RuntimeError(f"job {job_id}: {err}"))
 
     def _track_held(self, held) -> None:
-        if self.store is None:
+        if self.link is None:
             return
         for j in held:
             if j.job_id in self.held_seen:
                 continue
-            try:
-                self.store.add_held_job(HeldJob(
-                    job_id=str(j.job_id), perf_class=self.service.settings.default_class,
-                    gpus=(gpus_per_node(j.tres_per_node) or 1) * max(1, j.node_count or 1),
-                    submitted_at=datetime.fromtimestamp(j.submit_time or self.clock(), timezone.utc)))
-                self.held_seen.add(j.job_id)
-            except Exception as exc:  # noqa: BLE001
-                self._store_failed(exc)
-                return
+            self.link.add_held_job(HeldJob(
+                job_id=str(j.job_id), perf_class=self.service.settings.default_class,
+                gpus=(gpus_per_node(j.tres_per_node) or 1) * max(1, j.node_count or 1),
+                submitted_at=datetime.fromtimestamp(j.submit_time or self.clock(), timezone.utc)))
+            self.held_seen.add(j.job_id)
 
     def _mark_released(self, job_id: int) -> None:
-        if self.store is None:
-            return
-        try:
-            self.store.mark_released(str(job_id))
-        except Exception as exc:  # noqa: BLE001
-            self._store_failed(exc)
+        if self.link is not None:
+            self.link.mark_released(str(job_id))  # queued: a release never waits on the store
 
     # ---- heartbeat -------------------------------------------------------------------------
     def heartbeat(self) -> None:
@@ -367,27 +392,20 @@ class Pald:
             os.replace(tmp, path)
         except OSError as exc:
             self._note_error("heartbeat", exc)
-        if self.store is not None:
-            try:
-                self.store.write_heartbeat(Heartbeat("pald", f"{doc['host']}:{doc['pid']}", datetime.now(timezone.utc),
-                                                     {"rank": doc["rank"]}))
-            except Exception as exc:  # noqa: BLE001
-                self._store_failed(exc)
+        if self.link is not None:
+            self.link.heartbeat(Heartbeat("pald", f"{doc['host']}:{doc['pid']}", datetime.now(timezone.utc),
+                                          {"rank": doc["rank"]}))
 
     # ---- loops -----------------------------------------------------------------------------
     async def run_loops(self, stop: asyncio.Event) -> None:
         cycle = self.config.daemon.cycle_s
-        last_store = 0.0
         while not stop.is_set():
             started = time.monotonic()
             try:
-                if time.monotonic() - last_store >= max(5 * cycle, 5.0) or self.store_ok is False:
-                    await asyncio.to_thread(self.refresh_store)
-                    last_store = time.monotonic()
+                self.apply_store_read()
                 cycle_started = time.monotonic()
                 await asyncio.to_thread(self.sync_and_cycle)
                 cycle_s = time.monotonic() - cycle_started
-                await asyncio.to_thread(self.flush_decisions)
                 await asyncio.to_thread(self.heartbeat)
                 for observe in self.cycle_observers:
                     observe(cycle_s)

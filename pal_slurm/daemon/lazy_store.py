@@ -54,6 +54,12 @@ class LazyStore:
 
         return call
 
+    def interrupt(self) -> int:
+        """Break calls stuck in the open repository (from a watchdog thread). An open in
+        progress cannot be broken; the connect timeout bounds it."""
+        repo = self._repo
+        return 0 if repo is None else repo.interrupt()
+
     def close(self) -> None:
         if self._repo is not None:
             try:

@@ -11,7 +11,7 @@ import signal
 import sys
 
 from pal_slurm.config import ConfigError, load_config
-from pal_slurm.daemon.app import Pald
+from pal_slurm.daemon.app import RELOAD_WAIT_S, Pald
 from pal_slurm.daemon.lazy_store import LazyStore
 from pal_slurm.daemon.server import SocketServer
 
@@ -78,7 +78,10 @@ async def serve(config, pald: Pald) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await asyncio.to_thread(pald.refresh_store)
+    await asyncio.to_thread(pald.start_store)
+    if pald.link is not None:  # the ranking, if the store answers in time; else it comes later
+        await asyncio.to_thread(pald.link.request_refresh, RELOAD_WAIT_S)
+        pald.apply_store_read()
     await server.start()
     try:
         await pald.run_loops(stop)
@@ -86,7 +89,7 @@ async def serve(config, pald: Pald) -> None:
         await server.close()
         if metrics_http is not None:
             metrics_http.shutdown()
-        await asyncio.to_thread(pald.flush_decisions)
+        await asyncio.to_thread(pald.stop_store)
         log.info("stopped")
 
 

@@ -9,6 +9,7 @@ malformed line gets a typed error and the connection stays usable.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import socket
@@ -82,6 +83,8 @@ class SocketServer:
                     reply = self.handler(decode_request(line))
                 except ProtocolError as exc:
                     reply = ErrorReply.from_error(exc)
+                if inspect.iscoroutine(reply):  # a handler that must wait (reload) does it off the loop
+                    reply = await reply
                 writer.write(encode_reply(reply))
                 await writer.drain()
         except (ConnectionError, BrokenPipeError):

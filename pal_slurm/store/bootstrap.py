@@ -16,15 +16,18 @@ def open_store(url: str, *, upgrade: bool = True) -> Repository:
 
     `sqlite:////path/pal.db` (WAL, busy timeout) or `postgresql://...` (psycopg2);
     `memory://` gives a fresh in-memory store (tests, dry runs). Raises StoreUnavailable
-    with a clear message when the database cannot be reached or created.
+    with a clear message when the database cannot be reached or created. Only `upgrade=True`
+    creates a missing SQLite file: a reader (`palctl status`, the prolog) gets "no store
+    database at PATH" instead of silently making an empty one.
     """
     if url == MEMORY_URL:
         return MemoryRepository()
-    engine = make_engine(url)
+    engine = make_engine(url, create=upgrade)
+    repo = SqlRepository(engine)  # before the first connection: it tracks them all
     try:
         if upgrade:
             migrate.upgrade(engine)
     except BaseException:
         engine.dispose()
         raise
-    return SqlRepository(engine)
+    return repo

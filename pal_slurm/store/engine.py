@@ -1,10 +1,13 @@
 """Engines for the two supported databases, and the one place driver errors become store errors.
 
-SQLite: WAL (readers never block the writer: palctl can read while pald writes), a busy
-timeout instead of instant "database is locked", foreign keys on. The parent directory is
-created when missing (as whoever runs us); there is no silent fallback to another path.
+SQLite: WAL (readers never block the writer: palctl can read while pald writes), a bounded
+busy timeout instead of instant "database is locked", foreign keys on. Only an engine made with
+`create=True` creates the file (and its directory); every connection opens the file with
+`mode=rw`, so a pooled reconnect after the file was deleted fails loudly instead of creating an
+empty database that silently swallows writes. There is no fallback to another path.
 PostgreSQL (psycopg2): pre-ping so a restarted server costs one retry, a connect timeout so a
-dead server costs seconds, not minutes.
+dead server costs seconds, not minutes, and a statement timeout so a stuck server cannot hold
+a caller for longer than that.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import os
 import sqlite3
 import time
 from typing import Any, NoReturn
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import make_url
@@ -23,6 +27,7 @@ from pal_slurm.store.errors import InvalidRecord, StoreError, StoreFull, StoreUn
 
 SQLITE_BUSY_TIMEOUT_MS = 5000
 PG_CONNECT_TIMEOUT_S = 5
+PG_STATEMENT_TIMEOUT_MS = 10_000
 
 # PostgreSQL SQLSTATEs meaning "no room": disk_full, out_of_memory-ish insufficient resources.
 PG_FULL_CODES = frozenset({"53100"})
@@ -84,6 +89,16 @@ def _ensure_wal(cur: Any) -> None:
             time.sleep(0.01)
 
 
+def _pg_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    # A SET, not a startup `options` parameter: connection poolers (pgbouncer) refuse those.
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute(f"SET statement_timeout = {PG_STATEMENT_TIMEOUT_MS}")
+    finally:
+        cur.close()
+    dbapi_conn.commit()
+
+
 def _sqlite_on_begin(conn: Any) -> None:
     if conn.get_execution_options().get(WRITE_OPTION):
         conn.exec_driver_sql("BEGIN IMMEDIATE")
@@ -99,9 +114,43 @@ def sqlite_path(url: URL) -> str | None:
     return db
 
 
-def make_engine(url: str | URL, **kwargs: Any) -> Engine:
+def missing_sqlite_message(path: str) -> str:
+    """What to tell someone whose SQLite store file is not there."""
+    parent = os.path.dirname(os.path.abspath(path))
+    where = "" if os.path.isdir(parent) else f" (nor its directory {parent})"
+    return (f"no store database at {path}: the file does not exist{where}; create it with "
+            "`palctl db upgrade` (pald creates it at its first start), or fix [store] url")
+
+
+def _create_sqlite_file(path: str) -> None:
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(parent, mode=0o750, exist_ok=True)
+    except OSError as err:
+        raise StoreUnavailable(
+            f"cannot create the store directory {parent}: {err.strerror}; "
+            "set [store] url in pal.toml or PAL_DB_URL to a writable place"
+        ) from None
+    if not os.path.exists(path):
+        try:
+            sqlite3.connect(path).close()
+        except sqlite3.Error as err:
+            raise StoreUnavailable(f"cannot create the store database {path}: {err}") from None
+
+
+def _sqlite_rw_creator(path: str, timeout_s: float):  # type: ignore[no-untyped-def]
+    """Connections that open an existing file read-write and never create one."""
+    uri = f"file:{quote(os.path.abspath(path))}?mode=rw"
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, timeout=timeout_s, check_same_thread=False)
+
+    return connect
+
+
+def make_engine(url: str | URL, *, create: bool = True, **kwargs: Any) -> Engine:
     """An Engine for `url` with our per-backend settings. Raises StoreUnavailable early when a
-    SQLite directory cannot be created or the driver is missing."""
+    SQLite file is missing (`create=False`) or cannot be created, or the driver is missing."""
     parsed = parse_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
@@ -110,18 +159,11 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
             kwargs.setdefault("poolclass", StaticPool)
             kwargs.setdefault("connect_args", {"check_same_thread": False})
         else:
-            parent = os.path.dirname(os.path.abspath(path))
-            try:
-                os.makedirs(parent, mode=0o750, exist_ok=True)
-            except OSError as err:
-                raise StoreUnavailable(
-                    f"cannot create the store directory {parent}: {err.strerror}; "
-                    "set [store] url in pal.toml or PAL_DB_URL to a writable place"
-                ) from None
-            kwargs.setdefault(
-                "connect_args",
-                {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
-            )
+            if create:
+                _create_sqlite_file(path)
+            elif not os.path.exists(path):
+                raise StoreUnavailable(missing_sqlite_message(path))
+            kwargs.setdefault("creator", _sqlite_rw_creator(path, SQLITE_BUSY_TIMEOUT_MS / 1000))
         engine = create_engine(parsed, **kwargs)
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
@@ -133,11 +175,13 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
         connect_args.setdefault("application_name", "pal-slurm")
         kwargs.setdefault("pool_pre_ping", True)
         try:
-            return create_engine(parsed, connect_args=connect_args, **kwargs)
+            engine = create_engine(parsed, connect_args=connect_args, **kwargs)
         except ImportError as err:
             raise StoreUnavailable(
                 f"no PostgreSQL driver ({err.name}): install pal-slurm[postgres] (psycopg2)"
             ) from None
+        event.listen(engine, "connect", _pg_on_connect)
+        return engine
     raise StoreUnavailable(
         f"unsupported store URL {safe_url(parsed)}: use sqlite:////path or postgresql://..."
     )
@@ -158,6 +202,10 @@ def translate(err: BaseException, url: str | URL) -> StoreError:
         return err
     if _is_full(err):
         return StoreFull(f"store {where} is full: {_first_line(err)}")
+    if "no such table" in _first_line(err):
+        return StoreUnavailable(
+            f"store {where} has no PAL tables ({_first_line(err)}): run `palctl db upgrade`"
+        )
     if isinstance(err, exc.IntegrityError):
         return InvalidRecord(f"store {where} refused the record: {_first_line(err)}")
     if isinstance(err, (exc.OperationalError, exc.InterfaceError, exc.DisconnectionError)) or (

@@ -15,10 +15,18 @@ Usage in a daemon's cycle:
 
 Guarantee: at any moment at most one contender holds the lock (the database's, or the
 kernel's for a file). A leader learns it lost the lock only when it next calls
-`try_acquire()`/`is_leader()`, so call one right before acting. On PostgreSQL the lock is a
-session-level advisory lock held on a dedicated connection: it goes when that connection goes
-(process killed, host dead: the server drops the session after TCP keepalives fail, set here to
-about 10 s; `tcp_user_timeout` bounds how long the leader itself can stay blind).
+`try_acquire()`/`is_leader()`/`check()`, so call one right before acting. On PostgreSQL the lock
+is a session-level advisory lock held on a dedicated connection: it goes when that connection
+goes (process killed, host dead: the server drops the session after TCP keepalives fail, set
+here to about 10 s; `tcp_user_timeout` bounds how long the leader itself can stay blind). Every
+contender also holds a shared "contender" lock on its connection, so a leader can count the
+other pald connected (`LockCheck.peers`).
+
+`check()` tells "another holds the lock" from "the lock cannot be checked" (LockState); what a
+daemon does with an unreachable lock is the lease's business (lease.py), not the lock's.
+With SQLite the lock file lives beside the database; when it cannot be created (read-only
+directory) the directory itself is flocked instead, so a read-only store never costs the
+leadership (the two are checked against each other: one leader either way).
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import NullPool
 
 from pal_slurm.store.engine import make_engine, parse_url, safe_url, sqlite_path
+from pal_slurm.store.interrupt import OpenConnections
+from pal_slurm.store.lease import LockCheck, LockState
 
 DEFAULT_NAME = "pald"
 
@@ -69,6 +79,13 @@ def holder_id() -> str:
 @runtime_checkable
 class Leadership(Protocol):
     name: str
+    exact: bool  # a live holder can never be cut off from the lock (local flock): see lease.py
+
+    def check(self) -> LockCheck:
+        """Hold or take the lock if possible and say how it stands. Never raises."""
+
+    def interrupt(self) -> int:
+        """Break a check stuck in I/O on another thread (a watchdog's tool)."""
 
     def try_acquire(self) -> bool:
         """Lead if possible; True when we lead now. Never raises for a database outage."""
@@ -83,13 +100,21 @@ class Leadership(Protocol):
 class AlwaysLeader:
     """One process by construction (in-memory store): always the leader."""
 
+    exact = True
+
     def __init__(self, name: str = DEFAULT_NAME) -> None:
         self.name = name
         self._held = False
 
-    def try_acquire(self) -> bool:
+    def check(self) -> LockCheck:
         self._held = True
-        return True
+        return LockCheck(LockState.HELD, peers=0)
+
+    def interrupt(self) -> int:
+        return 0
+
+    def try_acquire(self) -> bool:
+        return self.check().state is LockState.HELD
 
     def is_leader(self) -> bool:
         return self._held
@@ -99,29 +124,71 @@ class AlwaysLeader:
 
 
 class FileLockLeader:
-    """flock(2) on `<path>`: held while our file descriptor is open (and dies with us)."""
+    """flock(2) on `<path>` (held while our descriptor is open; dies with us), or on the
+    directory holding it when `<path>` cannot be created (read-only directory)."""
+
+    exact = True
 
     def __init__(self, path: str, name: str = DEFAULT_NAME) -> None:
         self.name = name
         self.path = path
+        self.directory = os.path.dirname(os.path.abspath(path))
         self._fd: int | None = None
+        self.last_error: str | None = None
+
+    def check(self) -> LockCheck:
+        if self._fd is not None:
+            return LockCheck(LockState.HELD)
+        fd = self._open_lock_file()
+        on_directory = fd is None
+        if on_directory:
+            try:
+                fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as err:
+                self.last_error = f"cannot open {self.path} or its directory: {err.strerror}"
+                return LockCheck(LockState.UNREACHABLE, error=self.last_error)
+        if not _try_flock(fd) or self._other_lock_held(on_directory):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            return LockCheck(LockState.TAKEN)
+        if not on_directory:
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{holder_id()}\n".encode())
+            except OSError:
+                pass  # a read-only lock file still locks; the holder note is for humans
+        self._fd = fd
+        self.last_error = None
+        return LockCheck(LockState.HELD)
+
+    def _open_lock_file(self) -> int | None:
+        for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
+            try:
+                return os.open(self.path, flags | os.O_CLOEXEC, 0o640)
+            except OSError:
+                continue
+        return None
+
+    def _other_lock_held(self, on_directory: bool) -> bool:
+        """A holder of one of the two locks (file, directory) checks nobody holds the other."""
+        try:
+            other = os.open(self.path if on_directory else self.directory,
+                            (os.O_RDONLY if on_directory else os.O_RDONLY | os.O_DIRECTORY) | os.O_CLOEXEC)
+        except OSError:
+            return False  # no lock file (yet): nobody can hold it
+        try:
+            if not _try_flock(other):
+                return True
+            fcntl.flock(other, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(other)
+
+    def interrupt(self) -> int:
+        return 0  # flock with LOCK_NB never blocks
 
     def try_acquire(self) -> bool:
-        if self._fd is not None:
-            return True
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{holder_id()}\n".encode())
-        self._fd = fd
-        return True
+        return self.check().state is LockState.HELD
 
     def is_leader(self) -> bool:
         return self._fd is not None
@@ -135,28 +202,47 @@ class FileLockLeader:
                 os.close(fd)
 
 
+def _try_flock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _advisory_ids(key: int) -> tuple[int, int]:
+    """(classid, objid) under which pg_locks shows a bigint advisory key."""
+    k = key & 0xFFFFFFFFFFFFFFFF
+    return k >> 32, k & 0xFFFFFFFF
+
+
 class PgAdvisoryLeader:
-    """`pg_try_advisory_lock` on a dedicated connection (never a pooled one)."""
+    """`pg_try_advisory_lock` on a dedicated connection (never a pooled one). The connection
+    stays open while we are a standby too: it holds our shared contender lock."""
+
+    exact = False  # a leader cut off from the server still runs; the server drops its lock
 
     def __init__(self, url: str, name: str = DEFAULT_NAME) -> None:
         self.name = name
         self.key = lock_key(name)
+        self.contender_key = lock_key(f"{name}:contenders")
         self._where = safe_url(url)
         self._engine = make_engine(
             url, poolclass=NullPool, connect_args=dict(PG_CONNECT_ARGS), pool_pre_ping=False
         )
-        self._conn: Any = None  # sqlalchemy Connection while we lead
+        self._connections = OpenConnections(self._engine)
+        self._conn: Any = None  # sqlalchemy Connection (contender; leader when _holding)
+        self._holding = False
+        self._pid: int | None = None
         self.last_error: str | None = None
 
     @property
     def backend_pid(self) -> int | None:
         """The server process holding our lock (for operators and tests)."""
-        if self._conn is None:
-            return None
-        return self._pid
+        return self._pid if self._holding else None
 
     def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._holding = self._conn, None, False
         if conn is not None:
             try:
                 conn.invalidate()
@@ -164,59 +250,73 @@ class PgAdvisoryLeader:
             except Exception:  # noqa: BLE001 - a dead connection may fail to close; it is gone
                 pass
 
-    def try_acquire(self) -> bool:
-        if self._conn is not None and self.is_leader():
-            return True
-        conn = None
+    def _connect(self) -> Any:
+        conn = self._engine.connect()
         try:
-            conn = self._engine.connect()
             is_tcp = conn.exec_driver_sql("SELECT inet_server_addr() IS NOT NULL").scalar()
             for stmt in PG_SESSION_SETTINGS:
                 if is_tcp or "tcp_" not in stmt:
                     conn.exec_driver_sql(stmt)
-            got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self.key}).scalar()
-            pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-            conn.commit()  # leave no transaction open; the session lock outlives it
-        except (sa_exc.SQLAlchemyError, OSError) as err:
-            self.last_error = f"{self._where}: {str(err).splitlines()[0]}"
-            if conn is not None:
-                try:
-                    conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
-            return False
-        if not got:
+            conn.execute(text("SELECT pg_advisory_lock_shared(:k)"), {"k": self.contender_key})
+            self._pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+            conn.commit()  # leave no transaction open; session locks outlive it
+        except BaseException:
             conn.close()
-            return False
-        self._conn, self._pid = conn, pid
-        self.last_error = None
-        return True
+            raise
+        return conn
+
+    def _peers(self) -> int:
+        classid, objid = _advisory_ids(self.contender_key)
+        n = self._conn.execute(
+            text("SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                 "AND classid = :c AND objid = :o AND objsubid = 1"),
+            {"c": classid, "o": objid},
+        ).scalar()
+        return max(0, int(n or 0) - 1)
+
+    def check(self) -> LockCheck:
+        try:
+            with self._connections.in_call():
+                if self._conn is None:
+                    self._conn = self._connect()
+                if not self._holding:
+                    got = self._conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self.key}).scalar()
+                    self._holding = bool(got)
+                peers = self._peers()
+                self._conn.commit()
+        except (sa_exc.SQLAlchemyError, OSError) as err:
+            lost = " lost the lock connection:" if self._holding else ""
+            self.last_error = f"{self._where}:{lost} {str(err).splitlines()[0]}"
+            self._drop()
+            return LockCheck(LockState.UNREACHABLE, error=self.last_error)
+        if self._holding:
+            self.last_error = None
+        return LockCheck(LockState.HELD if self._holding else LockState.TAKEN, peers=peers)
+
+    def interrupt(self) -> int:
+        return self._connections.interrupt()
+
+    def try_acquire(self) -> bool:
+        return self.check().state is LockState.HELD
 
     def is_leader(self) -> bool:
-        if self._conn is None:
+        if not self._holding:
             return False
-        try:
-            self._conn.exec_driver_sql("SELECT 1").scalar()
-            self._conn.commit()
-        except (sa_exc.SQLAlchemyError, OSError) as err:
-            self.last_error = f"{self._where}: lost the lock connection: {str(err).splitlines()[0]}"
-            self._drop()
-            return False
-        return True
+        return self.check().state is LockState.HELD
 
     def release(self) -> None:
-        if self._conn is None:
+        if self._conn is None or not self._holding:
             return
         try:
             self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
             self._conn.commit()
+            self._holding = False
         except (sa_exc.SQLAlchemyError, OSError):
-            pass  # a dead connection has released the lock already
-        finally:
-            self._drop()
+            self._drop()  # a dead connection has released the lock already
 
     def close(self) -> None:
         self.release()
+        self._drop()
         self._engine.dispose()
 
 

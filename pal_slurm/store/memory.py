@@ -261,5 +261,8 @@ class MemoryRepository:
                 "held_jobs": len(done),
             }
 
+    def interrupt(self) -> int:
+        return 0  # memory calls never get stuck
+
     def close(self) -> None:
         pass

@@ -110,6 +110,10 @@ class Repository(Protocol):
         """Delete samples and decisions older than `before`, and held-job rows that left the
         HELD state before it; ranking snapshots are kept. Returns rows deleted per kind."""
 
+    def interrupt(self) -> int:
+        """Break calls stuck in the database driver on other threads (a watchdog's tool);
+        returns how many were broken. Those calls raise StoreUnavailable."""
+
     def close(self) -> None:
         """Release connections."""
 

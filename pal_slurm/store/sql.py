@@ -4,6 +4,8 @@ Every driver failure leaves this module as a store error (`engine.translate`): p
 `StoreUnavailable` and keeps serving from memory; nothing above the store sees SQLAlchemy.
 Upserts are select-then-write in one transaction, portable across both backends; a concurrent
 writer that wins a race makes the loser retry (IntegrityError), a bounded number of times.
+On SQLite a file guard (file_guard.py) refuses to read or write a file deleted under us;
+`interrupt()` breaks a call stuck in the driver (interrupt.py), for a caller's watchdog.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from pal_slurm.model.decision import DecisionKind
-from pal_slurm.store.engine import WRITE_OPTION, translate
+from pal_slurm.store.engine import WRITE_OPTION, sqlite_path, translate
 from pal_slurm.store.errors import InvalidRecord
+from pal_slurm.store.file_guard import SqliteFileGuard
+from pal_slurm.store.interrupt import OpenConnections
 from pal_slurm.store.models import (
     AppClassRow,
     DecisionRow,
@@ -72,22 +76,41 @@ class SqlRepository:
         self._write_sessions = sessionmaker(
             engine.execution_options(**{WRITE_OPTION: True}), expire_on_commit=False
         )
+        self._in_use = OpenConnections(engine)
+        path = sqlite_path(engine.url) if engine.dialect.name == "sqlite" else None
+        self._guard = SqliteFileGuard(path, engine.dispose) if path else None
+
+    def interrupt(self) -> int:
+        """Break the calls in flight on other threads (they fail with StoreUnavailable)."""
+        return self._in_use.interrupt()
 
     # ---- plumbing ---------------------------------------------------------------------
     @contextmanager
     def _read(self) -> Iterator[Session]:
-        try:
-            with self._sessions() as session:
-                yield session
-        except (sa_exc.SQLAlchemyError, OSError) as err:
-            raise translate(err, self.url) from err
+        with self._in_use.in_call():
+            if self._guard is not None:
+                self._guard.before()
+            try:
+                with self._sessions() as session:
+                    yield session
+            except (sa_exc.SQLAlchemyError, OSError) as err:
+                raise translate(err, self.url) from err
 
     def _write(self, work: Callable[[Session], T]) -> T:
         """Run `work` in one transaction; retry on a lost race; translate failures."""
+        with self._in_use.in_call():
+            return self._write_now(work)
+
+    def _write_now(self, work: Callable[[Session], T]) -> T:
+        if self._guard is not None:
+            self._guard.before()
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
                 with self._write_sessions.begin() as session:
-                    return work(session)
+                    result = work(session)
+                if self._guard is not None:
+                    self._guard.after_write()
+                return result
             except sa_exc.IntegrityError as err:
                 if attempt == CONFLICT_RETRIES:
                     raise translate(err, self.url) from err

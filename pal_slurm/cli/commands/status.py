@@ -70,7 +70,10 @@ def collect(cfg, stale_after: float) -> dict:
         d = health.details
         report["pald"] = {"up": True, "status": health.status, "rank": health.rank, **d}
         if health.status != "ok":
-            problems.append(f"pald is degraded: Slurm {d.get('slurm')}, store {d.get('store')}")
+            store_error = f" ({d['store_error']})" if d.get("store_error") else ""
+            problems.append(f"pald is degraded: Slurm {d.get('slurm')}, store {d.get('store')}{store_error}")
+        if not d.get("leader", True):
+            problems.append(f"pald is a standby ({d.get('leader_state', '')}): PAL jobs pass to Slurm")
         if d.get("slurm") == "unsupported":
             problems.append(f"pal-slurm cannot read this Slurm, PAL jobs pass to Slurm untouched: "
                             f"{d.get('slurm_error')}")
@@ -116,6 +119,9 @@ def render(report: dict) -> None:
         rows.append(("decisions", ", ".join(f"{k} {v}" for k, v in (p.get("counts") or {}).items())))
         if p.get("slurm_release"):
             rows.append(("slurm", p["slurm_release"]))
+        if p.get("buffered_decisions") or p.get("store_dropped"):
+            rows.append(("buffered", f"{p.get('buffered_decisions')} store write(s) waiting in pald, "
+                                     f"{p.get('store_dropped') or 0} dropped (buffer full)"))
         errors = p.get("recent_errors") or []
     else:
         rows.append(("pald", f"DOWN: {p['error']} (socket {p['socket']})"))

@@ -43,6 +43,16 @@ def test_status_all_good_with_a_live_pald(tmp_path):
     assert "fresh" in r.output and "all good" in r.output
 
 
+def test_status_never_creates_an_empty_store(tmp_path):
+    """Issue #10 (#6): after `rm pal.db`, `palctl status` used to recreate an empty file."""
+    db = tmp_path / "pal.db"
+    cfg = write_cfg(tmp_path, f"sqlite:///{db}")
+    r = CliRunner().invoke(cli, ["--config", str(cfg), "status"])
+    assert r.exit_code == 1
+    assert f"no store database at {db}" in r.output and "palctl db upgrade" in r.output
+    assert not db.exists()
+
+
 def test_status_json_is_the_same_report_with_the_same_exit_code(tmp_path):
     import json
 

@@ -20,10 +20,10 @@ from pal_slurm.store.memory import MemoryRepository
 from .builders import FakeActuator, FakeReader, ServerThread, held_job, node_info, request, snapshot
 
 
-def make_pald(tmp_path, store=None, jobs=()):
+def make_pald(tmp_path, store=None, jobs=(), leader=None):
     cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "pald.sock"), heartbeat_file=str(tmp_path / "hb")))
     reader = FakeReader([node_info(f"gpu{i:02d}") for i in range(1, 5)], jobs)
-    return Pald(cfg, store, reader, FakeActuator())
+    return Pald(cfg, store, reader, FakeActuator(), leader=leader)
 
 
 class FlakyStore:
@@ -60,10 +60,10 @@ def test_place_records_decisions_and_survives_the_store_going_down(tmp_path):
     pald.refresh_store()  # keeps the ranking it had
     r2 = pald.handle(request("resnet", gpn=4, rid="def"))
     assert r2.decision is DecisionKind.PLACE and "gpu01" not in r2.nodes
-    assert pald.flush_decisions() == 0 and len(pald.pending_records) == 1
+    assert pald.flush_decisions() == 0 and pald.link.buffered == 1
     health = pald.handle(HealthRequest())
     assert health.status == "degraded" and health.details["store"] == "unreachable"
-    assert any(e["what"] == "store" for e in health.details["recent_errors"])
+    assert health.details["buffered_decisions"] == 1 and "database down" in health.details["store_error"]
 
     store.down = False
     pald.refresh_store()
@@ -192,10 +192,8 @@ def test_standby_passes_and_does_not_release(tmp_path):
     from pal_slurm.store.leader import FileLockLeader
 
     lock = str(tmp_path / "pald.leader")
-    first = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)])
-    first.leader = FileLockLeader(lock)
-    second = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)])
-    second.leader = FileLockLeader(lock)
+    first = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)], leader=FileLockLeader(lock))
+    second = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)], leader=FileLockLeader(lock))
     first.sync_and_cycle()
     second.sync_and_cycle()
     assert first.leading and not second.leading
@@ -203,6 +201,7 @@ def test_standby_passes_and_does_not_release(tmp_path):
     r = second.handle(request(gpn=1))
     assert r.decision is DecisionKind.PASS and r.reason == "standby"
     assert second.health().details["leader"] is False
+    assert second.health().details["counts"]["standby"] == 1  # standby passes are counted
     first.leader.release()  # the active pald dies
     second.sync_and_cycle()
     assert second.leading and second.handle(request(gpn=1)).decision is DecisionKind.PLACE

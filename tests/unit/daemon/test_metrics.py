@@ -45,7 +45,7 @@ def test_place_decisions_latency_state_and_hook_tags_are_scraped(tmp_path, endpo
             held_job(15, tag="")]
     store = MemoryRepository()
     pald = make_pald(tmp_path, store=store, jobs=jobs)
-    pald.leading = True
+    pald.check_leadership()  # the default AlwaysLeader: leading
     pald.refresh_store()
     pald.service.set_snapshot(snapshot({"A": {("gpu01", 0): (1.3, 1.4), ("gpu01", 1): (0.9, 1.0)}}, version=7))
     pald.sync_and_cycle()

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from pal_slurm.store.lease import LockCheck, LockState
+from tests.support.waiting import wait_until
 from pal_slurm.store.leader import (
     AlwaysLeader,
     FileLockLeader,
@@ -26,15 +28,6 @@ from pal_slurm.store.leader import (
 )
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def wait_until(predicate, timeout: float = 20.0, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
 
 
 def spawn_leader(url: str) -> subprocess.Popen:
@@ -233,5 +226,81 @@ def test_pg_outage_means_nobody_leads_and_no_exception(postgres_factory):
         assert leader.last_error and f":{server.port}/postgres" in leader.last_error
         server.start()
         assert wait_until(leader.try_acquire, timeout=10)
+    finally:
+        leader.close()
+
+
+# ---- store faults (issue #10): the lock survives what the store does not -------------------
+
+
+def test_file_lock_in_a_read_only_directory_still_elects_exactly_one_leader(tmp_path):
+    from tests.fixtures.store_faults import read_only_dir
+
+    store_dir = tmp_path / "store"
+    store_dir.mkdir()
+    url = f"sqlite:///{store_dir}/pal.db"
+    with read_only_dir(store_dir):
+        a, b = make_leader(url), make_leader(url)
+        assert a.check().state is LockState.HELD  # the directory itself is the lock
+        assert b.check().state is LockState.TAKEN
+        a.release()
+        assert b.try_acquire() and not a.try_acquire()
+        b.release()
+        assert no_two_leaders([make_leader(url) for _ in range(3)]) > 0
+
+
+def test_file_lock_and_directory_lock_exclude_each_other(tmp_path):
+    """One pald locked the directory (lock file not creatable then); another that can create
+    the lock file later must still see it."""
+    from tests.fixtures.store_faults import read_only_dir
+
+    store_dir = tmp_path / "store"
+    store_dir.mkdir()
+    url = f"sqlite:///{store_dir}/pal.db"
+    with read_only_dir(store_dir):
+        on_dir = make_leader(url)
+        assert on_dir.try_acquire()
+    on_file = make_leader(url)  # the directory is writable again: this one uses the lock file
+    assert on_file.check().state is LockState.TAKEN
+    on_dir.release()
+    assert on_file.try_acquire() and (store_dir / "pal.db.pald.leader").exists()
+    assert not make_leader(url).try_acquire()
+    on_file.release()
+
+
+@pytest.mark.postgres
+def test_pg_check_counts_the_other_contenders(postgres_url):
+    a, b, c = (PgAdvisoryLeader(postgres_url) for _ in range(3))
+    try:
+        assert a.check() == LockCheck(LockState.HELD, peers=0)
+        assert b.check().state is LockState.TAKEN
+        assert a.check().peers == 1
+        c.check()
+        assert a.check().peers == 2
+        b.close()  # its backend exits a moment after the client hangs up
+        assert wait_until(lambda: a.check().peers == 1, timeout=5)
+    finally:
+        for lead in (a, b, c):
+            lead.close()
+
+
+@pytest.mark.postgres
+def test_pg_frozen_server_check_is_interrupted_and_reported_unreachable(postgres_factory):
+    from tests.fixtures.store_faults import frozen_postgres
+
+    server = postgres_factory()
+    leader = PgAdvisoryLeader(server.url("postgres"))
+    try:
+        assert leader.check().state is LockState.HELD
+        with frozen_postgres(server):
+            out: list = []
+            t = threading.Thread(target=lambda: out.append(leader.check()), daemon=True)
+            t.start()
+            t.join(0.5)
+            assert t.is_alive()  # nothing in the driver times out on a frozen server
+            assert leader.interrupt() >= 1
+            t.join(2)
+            assert not t.is_alive() and out[0].state is LockState.UNREACHABLE
+        assert wait_until(lambda: leader.check().state is LockState.HELD, timeout=10)
     finally:
         leader.close()

@@ -70,6 +70,7 @@ def test_open_store_migrates_and_seeds_once(empty_url):
 
 
 def test_open_store_without_upgrade_leaves_the_database_alone(empty_url):
+    make_engine(empty_url).dispose()  # the database exists (for SQLite: an empty file)
     repo = open_store(empty_url, upgrade=False)
     try:
         assert migrate.current(repo.engine) is None

@@ -48,6 +48,12 @@ else
   step "2. Debian packages: cached"
 fi
 
+# The lab's node names resolve, as a site's do: Slurm 24.11's slurmctld looks up the batch
+# node's name (srun there answers under it, UTS namespaces name each node), and waits ~10 s per
+# multi-node step when it cannot (22.05 took the address). Only inside the root.
+grep -qs 'pal-slurm lab nodes' "$ROOT/etc/hosts" || {
+  printf '127.0.0.1\t%s # pal-slurm lab nodes\n' "$(seq -f 'gpu%02g' -s ' ' 1 32)" >>"$ROOT/etc/hosts"; }
+
 PYVER=$(inside python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 WHEELS=$ROOT/root/pal-wheels
 wheels_mark=$WHEELS/.deps-$(fingerprint "$REPO/setup.cfg" "$REPO/pyproject.toml")

@@ -33,6 +33,7 @@ from pal_slurm.daemon.comment_grammar import CommentSpec  # noqa: E402
 from pal_slurm.daemon.cycle import plan_releases  # noqa: E402
 from pal_slurm.daemon.protocol import HealthReply, JobFields, PlaceRequest, encode_request  # noqa: E402
 from pal_slurm.daemon.server import SocketServer  # noqa: E402
+from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView  # noqa: E402
 from pal_slurm.slurm.readers import JobInfo, NodeInfo  # noqa: E402
 from pal_slurm.store.memory import MemoryRepository  # noqa: E402
 from pal_slurm.store.records import RankingEntry  # noqa: E402
@@ -52,6 +53,18 @@ class Reader:
 
     def jobs(self):
         return self._j
+
+    def site(self, nodes):
+        """A site as pald reads it: a default partition of every node, a second one of half of
+        them, a feature on every fourth node, per-slot GPU types, one reservation."""
+        names = [n.name for n in nodes]
+        facts = {n.name: NodeFacts(n.name, True, ("p",), frozenset({"fast"} if i % 4 == 0 else ()), 64, 48,
+                                   512000, 400000, n.gpus, frozenset(f"s{s}" for s in range(n.gpus)))
+                 for i, n in enumerate(nodes)}
+        parts = {"p": PartitionFacts("p", frozenset(names), default=True),
+                 "half": PartitionFacts("half", frozenset(names[: len(names) // 2]))}
+        resv = {"r": ReservationFacts("r", frozenset(names[-4:]), 0.0, 4e9, True)}
+        return SiteView(facts, parts, resv)
 
 
 class NoActuator:
@@ -101,15 +114,38 @@ def main() -> None:
 
     # In-process: the decision itself. Reservations accumulate as in a burst of submissions;
     # a fresh view every 200 requests plays the role of the 1 s sync.
-    times = []
-    for i in range(args.n):
-        r = req(i)
-        t = time.perf_counter()
-        pald.handle(r)
-        times.append(time.perf_counter() - t)
-        if i % 200 == 199:
-            pald.service.reservations.clear()
+    def timed(make):
+        out = []
+        for i in range(args.n):
+            r = make(i)
+            t = time.perf_counter()
+            pald.handle(r)
+            out.append(time.perf_counter() - t)
+            if i % 200 == 199:
+                pald.service.reservations.clear()
+        return out
+
+    times = timed(req)
     print(f"in-process place (mode=now, full PAL choice): p50 {pct(times, 50):.3f} ms  p99 {pct(times, 99):.3f} ms")
+
+    # What judging eligibility costs: the same requests with the site view (partitions, features,
+    # a reservation: every request is judged), restricted ones (-p half --constraint=fast), and
+    # without a site view (no eligibility judged: the baseline).
+
+    def restricted(i):
+        return PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet,mode=now", gpus_per_node=rng.choice([1, 2]),
+                                      partition="half", features="fast"),
+                            CommentSpec("resnet", mode="now"), request_id=f"x{i}")
+
+    with_site = timed(req)
+    narrow = timed(restricted)
+    site, pald.service.site = pald.service.site, None
+    no_site = timed(req)
+    pald.service.site = site
+    print(f"  with the site view (eligibility judged): p50 {pct(with_site, 50):.3f} ms  p99 {pct(with_site, 99):.3f} ms")
+    print(f"  -p half --constraint=fast (1/8 of the nodes): p50 {pct(narrow, 50):.3f} ms  p99 {pct(narrow, 99):.3f} ms")
+    print(f"  without a site view (baseline): p50 {pct(no_site, 50):.3f} ms  p99 {pct(no_site, 99):.3f} ms; "
+          f"ratio p50 {pct(with_site, 50) / pct(no_site, 50):.2f}x, restricted {pct(narrow, 50) / pct(no_site, 50):.2f}x")
     auto = []
     for i in range(args.n):
         r = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=2), CommentSpec("resnet"))

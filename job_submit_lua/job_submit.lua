@@ -4,11 +4,13 @@
 -- PAL_LUA_DIR / the Lua path, and JobSubmitPlugins=lua in slurm.conf. slurmctld reloads this
 -- file when its mtime changes; after updating pal.lua alone, `touch job_submit.lua`.
 -- slurmctld's environment: PAL_SOCKET or PAL_DAEMON_SOCKET (default /run/pal/pald.sock),
--- PAL_TIMEOUT_MS or PAL_DAEMON_HOOK_TIMEOUT_MS (default 150, never above 150).
+-- PAL_TIMEOUT_MS or PAL_DAEMON_HOOK_TIMEOUT_MS (default 150, never above 150),
+-- PAL_MAX_GPUS_PER_NODE (default 16: the most GPUs any node has; a reply beyond it passes).
 --
 -- Fail open: if pal.lua cannot be loaded or raises, the job is accepted as submitted.
 
--- Site overrides of the environment, e.g. { socket = "/run/pal/pald.sock", timeout_ms = 80 }.
+-- Site overrides of the environment, e.g. { socket = "/run/pal/pald.sock", timeout_ms = 80,
+-- max_gpus_per_node = 8 }.
 PAL_OVERRIDES = PAL_OVERRIDES or {}
 
 local function add_lua_dir(dir)
@@ -40,7 +42,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     return slurm.SUCCESS
   end
   local ok, err = pcall(pal.job_submit, job_desc, submit_uid,
-    { slurm = slurm, getenv = os.getenv, overrides = PAL_OVERRIDES })
+    { slurm = slurm, getenv = os.getenv, overrides = PAL_OVERRIDES, part_list = part_list })
   if not ok then pcall(slurm.log_info, "%s", "pal: hook error, job passes: " .. tostring(err)) end
   return slurm.SUCCESS
 end

@@ -3,10 +3,12 @@
 -- Why it exists: slurmctld runs job_submit.lua for every submission while holding its job,
 -- node and partition locks, one submission at a time. This module therefore does the least
 -- that can place a job: parse the --comment spec, ask pald over a unix socket with one hard
--- deadline (<= 150 ms), and write pald's answer into the job. Every failure of ours leaves
--- the job as the user submitted it, tagged `pal:pass=<reason>` in admin_comment and logged:
--- a PAL problem must never stop or reject a job. Jobs without a `pal:` spec are not touched
--- and cost no socket call.
+-- deadline (<= 150 ms, sent along so pald can drop a request nobody waits for), read at most
+-- 64 KiB back, check the answer against the job, and write it into the job. Every failure of
+-- ours, and every answer that does not fit the job or that Slurm would refuse, leaves the job
+-- as the user submitted it, tagged `pal:pass=<reason>` in admin_comment and logged: a PAL
+-- problem must never stop or reject a job. Jobs without a `pal:` spec are not touched and
+-- cost no socket call.
 --
 -- Pure apart from `M.ask` (the socket) and the `slurm` table handed in by job_submit.lua;
 -- the luasocket modules are loaded lazily so that tests can stand in for them through
@@ -20,6 +22,10 @@ M.MAX_LINE_BYTES = 64 * 1024 -- one wire line, newline included (pal_slurm/daemo
 M.DEFAULT_SOCKET = "/run/pal/pald.sock"
 M.DEFAULT_TIMEOUT_MS = 150 -- pal.toml [daemon] hook_timeout_ms default
 M.MAX_TIMEOUT_MS = 150 -- a hook slower than MessageTimeout makes ghost jobs; stay far below
+M.DEFAULT_MAX_GPUS_PER_NODE = 16 -- no node has more unless PAL_MAX_GPUS_PER_NODE says so
+M.MAX_COMMENT_BYTES = 1024 -- slurmctld 22.05 refuses a longer --comment (after this hook)
+M.MAX_WARNING_BYTES = 200 -- a pald warning shown to the user
+M.MAX_LOG_DETAIL_BYTES = 300 -- a failure's detail in slurmctld's log
 M.GRAMMAR = "pal:class=<name>[,gpus=<n>][,mode=now|defer][,net=<sensitivity>]"
 
 local NO_VAL32 = 4294967294 -- slurm.NO_VAL: "not given" for min_nodes, max_nodes, priority
@@ -362,6 +368,60 @@ local function string_or_nil(v)
   return nil
 end
 
+local NO_VAL16 = 65534 -- slurm.NO_VAL16: "not given" for 16-bit fields (shared, cpus_per_task)
+
+local function count16_or_nil(v)
+  v = tonumber(v)
+  if v == nil or v < 0 or v >= NO_VAL16 then return nil end
+  return v
+end
+
+-- Read a job_desc field without raising (a field a Slurm version lacks reads as nil).
+local function field(job_desc, name)
+  local ok, v = pcall(function() return job_desc[name] end)
+  if ok then return v end
+  return nil
+end
+
+-- The names of the partitions Slurm lets this user use (part_list is already filtered by
+-- Slurm for AllowGroups / RootOnly), sorted; nil when not given.
+function M.usable_partitions(part_list)
+  if type(part_list) ~= "table" then return nil end
+  local names = json.array()
+  for name in pairs(part_list) do
+    if type(name) == "string" then names[#names + 1] = name end
+  end
+  table.sort(names)
+  return names
+end
+
+-- job_desc fields sent to pald as they are, by kind: str (nil unless a string), n32 / n16
+-- (nil when unset: Slurm's NO_VAL / NO_VAL16).
+local READ = { str = string_or_nil, n32 = count_or_nil, n16 = count16_or_nil }
+
+-- What decides where the job may run: pald places it only on nodes Slurm would accept
+-- (pal_slurm/policy/eligibility.py).
+M.SITE_FIELDS = {
+  { "features", "str" }, { "exc_nodes", "str" }, { "req_nodes", "str" }, { "reservation", "str" },
+  { "account", "str" }, { "qos", "str" }, { "shared", "n16" }, { "time_limit", "n32" },
+  { "cpus_per_task", "n16" }, { "ntasks_per_node", "n16" }, { "num_tasks", "n32" },
+  { "pn_min_cpus", "n16" }, { "min_cpus", "n32" }, { "cpus_per_tres", "str" },
+  { "min_mem_per_node", "n32" }, { "min_mem_per_cpu", "n32" }, { "mem_per_tres", "str" },
+}
+
+-- What makes pald pass the job on purpose (arrays, hetjob components, dependencies, --begin,
+-- the user's --hold, tasks per GPU; pal_slurm/policy/passthrough.py).
+M.SHAPE_FIELDS = {
+  { "array_inx", "str" }, { "het_job_offset", "n32" }, { "dependency", "str" },
+  { "begin_time", "n32" }, { "priority", "n32" }, { "ntasks_per_tres", "n16" },
+}
+
+-- Copy the listed fields of job_desc into `into` (a field a Slurm version lacks reads as nil).
+function M.read_fields(job_desc, list, into)
+  for _, f in ipairs(list) do into[f[1]] = READ[f[2]](field(job_desc, f[1])) end
+  return into
+end
+
 local request_counter = 0
 
 -- A short id for one request: logged by both sides and written into admin_comment.
@@ -370,8 +430,11 @@ function M.new_request_id(now)
   return string.format("h%x-%x", math.floor((now or os.time()) * 1000), request_counter)
 end
 
--- The place request for a job, as a Lua table ready for json.encode.
-function M.build_request(job_desc, spec, submit_uid, request_id)
+-- The place request for a job, as a Lua table ready for json.encode. `deadline_ms` (epoch
+-- milliseconds, optional) is when the hook stops waiting: pald drops a request it reads after
+-- that instant and records nothing, since the hook has already passed the job (#10, item 3).
+-- `part_list` (slurmctld's partitions for this user) gives the partitions the job may use.
+function M.build_request(job_desc, spec, submit_uid, request_id, deadline_ms, part_list)
   local tres_node = string_or_nil(job_desc.tres_per_node)
   local tres_job = string_or_nil(job_desc.tres_per_job)
   local uid = count_or_nil(job_desc.user_id) or count_or_nil(submit_uid) or 0
@@ -390,17 +453,39 @@ function M.build_request(job_desc, spec, submit_uid, request_id)
     min_nodes = count_or_nil(job_desc.min_nodes),
     max_nodes = count_or_nil(job_desc.max_nodes),
   }
+  job.usable_partitions = M.usable_partitions(part_list)
+  M.read_fields(job_desc, M.SITE_FIELDS, job)
+  M.read_fields(job_desc, M.SHAPE_FIELDS, job)
   local pal = { class = spec.class, gpus = spec.gpus, mode = spec.mode, net = spec.net }
-  return { v = M.PROTOCOL_VERSION, op = "place", id = request_id, job = job, pal = pal }
+  return { v = M.PROTOCOL_VERSION, op = "place", id = request_id, job = job, pal = pal,
+    deadline_ms = deadline_ms }
+end
+
+-- What the job asks for in Slurm's terms, from the request's job table; the same rules as
+-- pald's job_shape (pal_slurm/daemon/service.py), so that the hook can tell whether a reply
+-- is in the job's shape. per_node: GPUs on each node (--gres=gpu:g), total: GPUs in all
+-- (--gpus=N, or gpus= in the comment), min/max: the node count bounds (nil: not given).
+function M.job_shape(job, spec)
+  local min_n = job.min_nodes
+  if min_n == 0 then min_n = nil end
+  local max_n = job.max_nodes
+  if max_n == 0 then max_n = nil end
+  local per_node = job.gpus_per_node
+  if per_node == 0 then per_node = nil end
+  local total = job.gpus_per_job
+  if not total or total == 0 then total = spec.gpus end
+  return { per_node = per_node, total = (not per_node) and total or nil,
+    min_nodes = min_n, max_nodes = max_n }
 end
 
 ----------------------------------------------------------------------------------- config
 
--- Socket path and timeout from slurmctld's environment, under the names pal.toml's
--- environment overrides use (PAL_DAEMON_SOCKET or its short form PAL_SOCKET,
--- PAL_DAEMON_HOOK_TIMEOUT_MS or PAL_TIMEOUT_MS), with `overrides` (a table set in
--- job_submit.lua) taking precedence. The timeout is clamped to 1..MAX_TIMEOUT_MS whatever is
--- asked. (The hook does not read pal.toml itself: no TOML parser inside slurmctld.)
+-- Socket path, timeout and the most GPUs a node can have, from slurmctld's environment under
+-- the names pal.toml's environment overrides use (PAL_DAEMON_SOCKET or its short form
+-- PAL_SOCKET, PAL_DAEMON_HOOK_TIMEOUT_MS or PAL_TIMEOUT_MS, PAL_MAX_GPUS_PER_NODE), with
+-- `overrides` (a table set in job_submit.lua) taking precedence. The timeout is clamped to
+-- 1..MAX_TIMEOUT_MS whatever is asked. (The hook does not read pal.toml itself: no TOML
+-- parser inside slurmctld.)
 function M.config(getenv, overrides)
   getenv = getenv or os.getenv
   overrides = overrides or {}
@@ -414,7 +499,9 @@ function M.config(getenv, overrides)
     path = getenv(name)
   end
   if type(path) ~= "string" or path == "" then path = M.DEFAULT_SOCKET end
-  return { socket = path, timeout_ms = timeout }
+  local max_gpus = tonumber(overrides.max_gpus_per_node) or tonumber(getenv("PAL_MAX_GPUS_PER_NODE"))
+  if not max_gpus or max_gpus ~= max_gpus or max_gpus < 1 then max_gpus = M.DEFAULT_MAX_GPUS_PER_NODE end
+  return { socket = path, timeout_ms = timeout, max_gpus_per_node = math.floor(max_gpus) }
 end
 
 ------------------------------------------------------------------------------------ socket
@@ -435,17 +522,50 @@ local function failure_reason(err)
   return "socket-error"
 end
 
--- Send one line to pald and read one line back, all within cfg.timeout_ms.
+-- Read one line (without its newline) of at most max_bytes, newline included, by `deadline`.
+-- Why not receive("*l"): LuaSocket buffers a line without any limit until the newline or the
+-- timeout, so a pald streaming bytes without a newline grew slurmctld by hundreds of MB inside
+-- its locks (#10, item 9). Here each round waits (up to the deadline) for one byte, then takes
+-- whatever else has already arrived without waiting, never asking for more than the cap.
+-- Returns the line, or nil, "timeout" | "closed" | "too-long" | another socket error.
+local function receive_line(sock, deadline, now, max_bytes)
+  local parts, got = {}, 0
+  while true do
+    local left = deadline - now()
+    if left <= 0 then return nil, "timeout" end
+    sock:settimeout(left, "t")
+    local first, err = sock:receive(1)
+    if not first then return nil, err end
+    local chunk = first
+    if got + 1 < max_bytes then
+      sock:settimeout(0, "t")
+      local more, more_err, partial = sock:receive(max_bytes - got - 1)
+      chunk = first .. (more or partial or "")
+      if not more and more_err ~= "timeout" and more_err ~= "closed" then return nil, more_err end
+    end
+    local newline = chunk:find("\n", 1, true)
+    if newline then
+      parts[#parts + 1] = chunk:sub(1, newline - 1)
+      return table.concat(parts)
+    end
+    got = got + #chunk
+    if got >= max_bytes then return nil, "too-long" end
+    parts[#parts + 1] = chunk
+  end
+end
+
+-- Send one line to pald and read one line back, all by one deadline: cfg.deadline (seconds
+-- on socket.gettime's clock, the instant sent to pald as deadline_ms) or now + cfg.timeout_ms.
 -- Returns the reply line, or nil, reason (a short token), detail.
 function M.ask(line, cfg)
   local core, unix = load_socket()
   if not core then return nil, "no-luasocket", "require socket/socket.unix failed" end
   local now = core.gettime
-  local deadline = now() + cfg.timeout_ms / 1000
+  local deadline = cfg.deadline or (now() + cfg.timeout_ms / 1000)
   local function remaining()
     return math.max(0, deadline - now())
   end
-  -- LuaSocket 3 (Debian 12): socket.unix is a table with stream(); LuaSocket 2: a function.
+  -- LuaSocket 3 (Debian 12, 13): socket.unix is a table with stream(); LuaSocket 2: a function.
   local create = unix
   if type(unix) == "table" and unix.stream then create = unix.stream end
   local sock, err = create()
@@ -462,12 +582,16 @@ function M.ask(line, cfg)
   local sent, send_err = sock:send(line)
   if not sent and send_err ~= "closed" then return fail(send_err) end
   -- On "closed", pald may have answered before reading (e.g. a refused peer): read it.
-  sock:settimeout(remaining(), "t")
   local reply
-  reply, err = sock:receive("*l")
-  if not reply then return fail(sent and err or send_err) end
+  reply, err = receive_line(sock, deadline, now, M.MAX_LINE_BYTES)
+  if not reply then
+    if err == "too-long" then
+      sock:close()
+      return nil, "bad-reply", "reply longer than " .. M.MAX_LINE_BYTES .. " bytes"
+    end
+    return fail(sent and err or send_err)
+  end
   sock:close()
-  if #reply >= M.MAX_LINE_BYTES then return nil, "bad-reply", "reply line too long" end
   return reply
 end
 
@@ -477,18 +601,24 @@ local function is_count(v)
   return type(v) == "number" and v >= 0 and v == math.floor(v) and v < 2 ^ 53
 end
 
-local function valid_gres(gres)
-  if type(gres) ~= "string" or gres == "" then return false end
-  for item in (gres .. ","):gmatch("([^,]*),") do
-    if not (item:find("^gres:gpu:%d+$") or item:find("^gres:gpu:[A-Za-z0-9_%.%-]+:%d+$")) then
-      return false
-    end
-  end
-  return true
+local function is_node_name(name)
+  return type(name) == "string" and #name <= 64 and name:find("^[A-Za-z0-9][A-Za-z0-9_%.%-]*$") ~= nil
 end
 
--- Check a decoded reply. Returns a table {decision=, reason=, nodes={sorted names},
--- gres= (nil: pin nodes only), rank=, warning=} or nil, reason, detail.
+-- The optional `partition` of a place reply (a job that asked for several partitions is
+-- narrowed to the one holding its nodes: Slurm leaves it pending otherwise). Returns the name
+-- or nil, and an error text when it is malformed.
+function M.check_partition(value)
+  if value == nil or value == json.null then return nil end
+  if type(value) ~= "string" or not value:find("^[A-Za-z0-9][A-Za-z0-9_%.%-]*$") then
+    return nil, "bad partition"
+  end
+  return value
+end
+
+-- Check a decoded reply's form. Returns a table {decision=, reason=, nodes={sorted names},
+-- slots={name -> list of slots}, gres= (nil: pin nodes only), rank=, warning=} or nil,
+-- reason, detail. Whether a placement fits the job is check_fit's business.
 function M.check_reply(obj)
   if type(obj) ~= "table" or getmetatable(obj) == array_mt then
     return nil, "bad-reply", "not an object"
@@ -515,9 +645,7 @@ function M.check_reply(obj)
     end
     local names = {}
     for name, slots in pairs(obj.nodes) do
-      if type(name) ~= "string" or not name:find("^[A-Za-z0-9][A-Za-z0-9_%.%-]*$") then
-        return nil, "bad-reply", "bad node name"
-      end
+      if not is_node_name(name) then return nil, "bad-reply", "bad node name" end
       if type(slots) ~= "table" or #slots == 0 then return nil, "bad-reply", "node without slots" end
       for _, slot in ipairs(slots) do
         if not is_count(slot) then return nil, "bad-reply", "bad GPU slot" end
@@ -529,23 +657,214 @@ function M.check_reply(obj)
     -- No gres: pin the nodes only, the job keeps its own GPU request (e.g. --gpus=N spread
     -- unevenly over nodes cannot be bound slot by slot).
     if obj.gres ~= nil and obj.gres ~= json.null then
-      if not valid_gres(obj.gres) then return nil, "bad-reply", "bad gres" end
+      if type(obj.gres) ~= "string" then return nil, "bad-reply", "bad gres" end
       out.gres = obj.gres
     end
-    out.nodes = names
+    out.nodes, out.slots = names, obj.nodes
+    out.site_checked = obj.site_checked == true
+    local partition, perr = M.check_partition(obj.partition)
+    if perr then return nil, "bad-reply", perr end
+    out.partition = partition
   elseif obj.decision ~= "defer" and obj.decision ~= "pass" then
     return nil, "bad-reply", "unknown decision " .. tostring(obj.decision)
   end
   return out
 end
 
+-- The GPU slots a reply's gres binds on every node, per the binding scheme of
+-- docs/decisions/slurm-shapes.md and pal_slurm/slurm/gres.py: "gres:gpu:s<k>:1,..." (one
+-- item per slot, slot types s0..s<max-1>, each once), or one untyped "gres:gpu:<n>".
+-- Returns the GPU count and a set {slot -> true} (nil for untyped), or nil, detail.
+function M.gres_slots(gres, max_gpus)
+  local set, count = {}, 0
+  for item in (gres .. ","):gmatch("([^,]*),") do
+    local digits = item:match("^gres:gpu:s(%d+):1$")
+    if digits then
+      local slot = tonumber(digits)
+      if digits ~= tostring(slot) or slot >= max_gpus then return nil, "bad slot type s" .. digits end
+      if set[slot] then return nil, "slot s" .. digits .. " twice" end
+      set[slot], count = true, count + 1
+    else
+      local n = item:match("^gres:gpu:([1-9]%d*)$")
+      if not n or gres ~= item then return nil, "gres item '" .. item .. "' is not a slot binding" end
+      return tonumber(n), nil
+    end
+  end
+  return count, set
+end
+
+-- Does a placement fit the job it is for? pald answers in the job's own shape
+-- (docs/decisions/slurm-shapes.md); a reply that does not would change what the job runs
+-- with (a GPU job without GPUs, four nodes for a one-GPU job) or make sbatch fail (a slot
+-- type the node lacks), so anything else is a bad reply and the job passes. pald checks its
+-- answer against its own Slurm view; this is the hook's independent check against the job.
+-- Returns true, or nil, detail.
+function M.check_fit(reply, shape, max_gpus)
+  local n = #reply.nodes
+  local lo = shape.min_nodes or 1
+  -- --gres=gpu:g without -N is one node; --gpus=N without -N is at most N nodes.
+  local hi = shape.max_nodes or (shape.per_node and lo) or shape.total
+  if not shape.per_node and not shape.total then return nil, "the job asks for no GPUs" end
+  if n < lo or n > hi then
+    return nil, string.format("%d nodes for a job of %d..%d nodes", n, lo, hi)
+  end
+  local gres_count, gres_set
+  if reply.gres then
+    gres_count, gres_set = M.gres_slots(reply.gres, max_gpus)
+    if not gres_count then return nil, gres_set end
+  end
+  local total = 0
+  for _, name in ipairs(reply.nodes) do
+    local slots = reply.slots[name]
+    local seen = {}
+    for _, slot in ipairs(slots) do
+      if slot >= max_gpus or seen[slot] then return nil, "bad GPU slot on " .. name end
+      if gres_set and not gres_set[slot] then return nil, "slots on " .. name .. " differ from gres" end
+      seen[slot] = true
+    end
+    if shape.per_node and #slots ~= shape.per_node then
+      return nil, string.format("%d GPUs on %s for a job of %d per node", #slots, name, shape.per_node)
+    end
+    if gres_count and #slots ~= gres_count then return nil, "gres count differs from slots on " .. name end
+    total = total + #slots
+  end
+  if shape.total and total ~= shape.total then
+    return nil, string.format("%d GPUs for a job of %d", total, shape.total)
+  end
+  return true
+end
+
+------------------------------------------------------------------------------------ hostlists
+-- Slurm's compressed node lists ("gpu[01-04,07],cpu1"), matched without expanding them so a
+-- 10,000-node partition costs no more than a short one. The Python side's expander is
+-- pal_slurm/slurm/hostlist.py; tests/lua check that both agree.
+
+-- Does name:sub(pos) match one hostlist item (no top-level comma) exactly?
+local function item_matches(item, name, pos)
+  local open = item:find("[", 1, true)
+  if not open then return name:sub(pos) == item end
+  local prefix = item:sub(1, open - 1)
+  if name:sub(pos, pos + #prefix - 1) ~= prefix then return false end
+  pos = pos + #prefix
+  local close = item:find("]", open, true)
+  if not close then return false end
+  local ranges, rest = item:sub(open + 1, close - 1), item:sub(close + 1)
+  local digits = name:match("^%d+", pos)
+  if not digits then return false end
+  for len = 1, #digits do
+    local text = digits:sub(1, len)
+    local value = tonumber(text)
+    for range in (ranges .. ","):gmatch("([^,]*),") do
+      local lo, hi = range:match("^(%d+)%-(%d+)$")
+      if not lo then lo = range:match("^%d+$"); hi = lo end
+      -- "[01-10]" names gpu01..gpu10: zero padding to the width of the lower bound.
+      if lo and value >= tonumber(lo) and value <= tonumber(hi)
+          and string.format("%0" .. #lo .. "d", value) == text
+          and item_matches(rest, name, pos + len) then
+        return true
+      end
+    end
+  end
+  return false
+end
+
+-- Is `name` one of the nodes of hostlist expression `expr`?
+function M.hostlist_has(expr, name)
+  if type(expr) ~= "string" or expr == "" then return false end
+  local depth, start, i = 0, 1, 1
+  while true do
+    i = expr:find("[%[%],]", i) -- jump from bracket to bracket to comma
+    local c = i and expr:sub(i, i) or ","
+    if c == "[" then depth = depth + 1
+    elseif c == "]" then depth = depth - 1
+    elseif depth == 0 or not i then -- a top-level comma, or the end
+      if item_matches(expr:sub(start, (i or #expr + 1) - 1), name, 1) then return true end
+      if not i then return false end
+      start = i + 1
+    end
+    i = i + 1
+  end
+end
+
+-- Would Slurm accept these nodes for this job? A node the job excludes (--exclude) or one
+-- outside the job's partition makes sbatch fail ("Invalid node name specified", "Requested
+-- node configuration is not available"), e.g. from a pald whose view is stale. `part_list`
+-- is what slurmctld hands the hook: the partitions this user may use, by name; with none to
+-- check against (an unknown partition, no default) Slurm rejects the job on its own.
+-- Returns true, or nil, detail.
+function M.nodes_allowed(names, partition, exc_nodes, part_list)
+  for _, name in ipairs(names) do
+    if exc_nodes and M.hostlist_has(exc_nodes, name) then return nil, name .. " is excluded by the job" end
+  end
+  if type(part_list) ~= "table" then return true end
+  local lists = {}
+  if partition then
+    for part in partition:gmatch("[^,]+") do
+      local rec = part_list[part]
+      if rec then lists[#lists + 1] = rec.nodes end
+    end
+  else
+    for _, rec in pairs(part_list) do
+      if rec.flag_default == 1 or rec.flag_default == true then lists[1] = rec.nodes break end
+    end
+  end
+  if #lists == 0 then return true end
+  -- Slurm runs the job in one of its partitions: all the nodes must be in the same one.
+  for _, nodes in ipairs(lists) do
+    local all = true
+    for _, name in ipairs(names) do
+      if not M.hostlist_has(nodes, name) then all = false break end
+    end
+    if all then return true end
+  end
+  return nil, "nodes outside the job's partition"
+end
+
 ------------------------------------------------------------------------------ applying it
 
--- admin_comment reasons are single tokens: safe to grep, safe inside the `;`-separated tag.
+-- admin_comment reasons are single tokens: safe to grep, safe inside the `;`-separated tag,
+-- and never another tag: pald's reason text can contain anything, and "x pal:defer" made a
+-- pass look like a PAL hold to a substring match (#10, item 10). So only [A-Za-z0-9_.:=-]
+-- survive, and a "pal:" inside a reason becomes "pal-".
 function M.token(reason)
-  reason = tostring(reason or ""):gsub("[^A-Za-z0-9_%.:%-]", "-"):sub(1, 64)
+  reason = tostring(reason or ""):gsub("[^A-Za-z0-9_%.:=%-]", "-"):sub(1, 64)
+  reason = reason:gsub("[Pp][Aa][Ll]:", "pal-")
   if reason == "" then return "unspecified" end
   return reason
+end
+
+-- Text from pald (a warning) or from a socket error on its way to a user's terminal or to
+-- slurmctld's log: printable ASCII and well-formed UTF-8 only (no escape sequences, no C1
+-- controls, no newlines that would forge log lines), at most max_bytes, cut at a character.
+function M.safe_text(text, max_bytes)
+  local out, len = {}, 0
+  for ch in tostring(text):gmatch("[%z\1-\127\194-\244][\128-\191]*") do
+    local b = ch:byte()
+    local keep
+    if b < 128 then
+      ch = ch:sub(1, 1) -- continuation bytes after an ASCII character are strays: dropped
+      keep = b >= 32 and b ~= 127
+      if not keep and (ch == "\t" or ch == "\n" or ch == "\r") then ch, keep = " ", true end
+    else
+      local need = b >= 240 and 4 or b >= 224 and 3 or 2
+      keep = #ch == need and not (b == 194 and ch:byte(2) < 160) -- U+0080..U+009F: C1 controls
+    end
+    if keep then
+      if len + #ch > max_bytes then break end
+      out[#out + 1] = ch
+      len = len + #ch
+    end
+  end
+  return table.concat(out)
+end
+
+-- What a pald warning looks like to the user: one "pal: " prefix (pald may already have put
+-- one there), safe text.
+function M.user_warning(warning)
+  local text = M.safe_text(warning, M.MAX_WARNING_BYTES):gsub("^%s+", "")
+  while text:sub(1, 4) == "pal:" do text = text:sub(5):gsub("^%s+", "") end
+  if text == "" then return nil end
+  return "pal: " .. text
 end
 
 local function tag_text(existing, tag)
@@ -556,7 +875,7 @@ end
 -- Write `changes` ({field, value} in order) into job_desc; on any error put back what was
 -- there, so a failed write leaves the job as submitted. Returns true or false, error.
 local STRING_FIELDS = { req_nodes = true, tres_per_node = true, tres_per_job = true,
-  admin_comment = true }
+  admin_comment = true, partition = true }
 
 function M.write_fields(job_desc, changes)
   local done = {}
@@ -605,6 +924,7 @@ function M.changes_for(job_desc, reply, request_id, slurm)
   local changes = {}
   if reply.decision == "place" then
     local n = #reply.nodes
+    if reply.partition then changes[#changes + 1] = { "partition", reply.partition } end
     changes[#changes + 1] = { "req_nodes", table.concat(reply.nodes, ",") }
     changes[#changes + 1] = { "min_nodes", n }
     changes[#changes + 1] = { "max_nodes", n }
@@ -634,12 +954,58 @@ local function log_info(slurm, msg)
   pcall(slurm.log_info, "%s", msg)
 end
 
+local function log_user(slurm, msg)
+  pcall(slurm.log_user, "%s", msg)
+end
+
+-- What the user reads when pald's answer is not used: the job runs as submitted.
+local BAD_REPLY_MESSAGE = "pal: the placement service's answer did not fit this job (%s); "
+  .. "the job is submitted as you asked, without PAL placement"
+
 local function pass(slurm, job_desc, reason, detail, request_id)
   local tag = "pal:pass=" .. M.token(reason) .. (request_id and (";req=" .. request_id) or "")
   M.write_fields(job_desc, { { "admin_comment", tag_text(job_desc.admin_comment, tag) } })
+  detail = (detail and detail ~= "") and M.safe_text(detail, M.MAX_LOG_DETAIL_BYTES) or nil
+  if reason == "bad-reply" then log_user(slurm, string.format(BAD_REPLY_MESSAGE, detail or "?")) end
   log_info(slurm, "pal: pass reason=" .. M.token(reason)
     .. (request_id and (" req=" .. request_id) or "")
-    .. ((detail and detail ~= "") and (" detail=" .. tostring(detail)) or ""))
+    .. (detail and (" detail=" .. detail) or ""))
+end
+
+-- A place reply the job can use: in the job's shape and on nodes Slurm will give it.
+-- Returns true, or nil, detail.
+-- A job whose nodes the hook cannot check a placement against: Slurm refuses the job
+-- ("Requested node configuration is not available", tested on the lab) when pinned nodes
+-- lack its --constraint features or are outside its --reservation, and the hook cannot see
+-- node features or reservation nodes; a --nodelist is the user's own choice of nodes. Such a
+-- job is placed only when pald says it judged these restrictions against its Slurm view
+-- (`site_checked`: pald's eligibility, docs/decisions/site-compat.md); a pald that does not
+-- (an older one, or one that answers nonsense) gets the job passed. Returns the reason token,
+-- or nil.
+local PINNING_FIELDS = { { "features", "constraint" }, { "reservation", "reservation" },
+  { "req_nodes", "nodelist" } }
+
+local function unverifiable_pinning(job_desc)
+  for _, field in ipairs(PINNING_FIELDS) do
+    local value = job_desc[field[1]]
+    if type(value) == "string" and value ~= "" then return field[2] end
+  end
+  return nil
+end
+
+local function placement_usable(job_desc, request, reply, spec, cfg, part_list)
+  local pinned = unverifiable_pinning(job_desc)
+  if pinned and reply.site_checked ~= true then
+    return nil, "pald did not check the job's " .. pinned, pinned
+  end
+  local ok, detail = M.check_fit(reply, M.job_shape(request.job, spec), cfg.max_gpus_per_node)
+  if not ok then return nil, detail end
+  local wanted = string_or_nil(job_desc.req_nodes)
+  for _, name in ipairs(wanted and reply.nodes or {}) do
+    if not M.hostlist_has(wanted, name) then return nil, name .. " is outside the job's --nodelist" end
+  end
+  return M.nodes_allowed(reply.nodes, request.job.partition, string_or_nil(job_desc.exc_nodes),
+    part_list)
 end
 
 local function place(job_desc, spec, submit_uid, ctx)
@@ -647,14 +1013,19 @@ local function place(job_desc, spec, submit_uid, ctx)
   local cfg = M.config(ctx.getenv, ctx.overrides)
   local core = load_socket()
   local clock = ctx.now or (core and core.gettime) or os.time
-  local request_id = M.new_request_id(clock())
-  local line = json.encode(M.build_request(job_desc, spec, submit_uid, request_id)) .. "\n"
+  local started = clock()
+  local request_id = M.new_request_id(started)
+  -- One deadline: the hook waits until then, and pald drops the request after it.
+  cfg.deadline = started + cfg.timeout_ms / 1000
+  local request = M.build_request(job_desc, spec, submit_uid, request_id,
+    math.floor(cfg.deadline * 1000), ctx.part_list)
+  local line = json.encode(request) .. "\n"
   if #line > M.MAX_LINE_BYTES then
     return pass(slurm, job_desc, "request-too-large", #line .. " bytes", request_id)
   end
-  local started = clock()
+  local asked = clock() -- rtt_ms is the round trip alone, as before deadline_ms existed
   local reply_line, why, detail = (ctx.ask or M.ask)(line, cfg)
-  local took_ms = (clock() - started) * 1000
+  local took_ms = (clock() - asked) * 1000
   if not reply_line then
     return pass(slurm, job_desc, why, detail, request_id)
   end
@@ -662,7 +1033,12 @@ local function place(job_desc, spec, submit_uid, ctx)
   if obj == nil then return pass(slurm, job_desc, "bad-reply", jerr, request_id) end
   local reply, rwhy, rdetail = M.check_reply(obj)
   if not reply then return pass(slurm, job_desc, rwhy, rdetail, request_id) end
-  if reply.warning then pcall(slurm.log_user, "%s", "pal: " .. reply.warning) end
+  if reply.decision == "place" then
+    local usable, udetail, why = placement_usable(job_desc, request, reply, spec, cfg, ctx.part_list)
+    if not usable then return pass(slurm, job_desc, why or "bad-reply", udetail, request_id) end
+  end
+  local warning = reply.warning and M.user_warning(reply.warning)
+  if warning then log_user(slurm, warning) end
   local ok, werr = M.write_fields(job_desc, M.changes_for(job_desc, reply, request_id, slurm))
   if not ok then return pass(slurm, job_desc, "write-failed", werr, request_id) end
   pcall(function()
@@ -672,19 +1048,35 @@ local function place(job_desc, spec, submit_uid, ctx)
   end)
 end
 
+-- A pal: job whose comment Slurm will refuse (longer than 1024 bytes: slurmctld checks the
+-- length after this hook, "Pathname of a file, directory or other parameter too long"). The
+-- hook says so, and does not ask pald: a decision for a job that never exists would be a
+-- ghost in pald's records.
+local function refuse_long_comment(slurm, job_desc, comment)
+  log_user(slurm, string.format("pal: --comment is %d bytes; Slurm accepts at most %d, so it "
+    .. "will refuse this job. Shorten the comment to submit it.", #comment, M.MAX_COMMENT_BYTES))
+  pass(slurm, job_desc, "comment-too-long", #comment .. " bytes")
+end
+
 -- The whole submit-time path. ctx: slurm (the Slurm table), getenv (default os.getenv),
--- overrides (socket/timeout_ms), and for tests ask/now. Always returns slurm.SUCCESS.
+-- overrides (socket/timeout_ms/max_gpus_per_node), part_list (slurmctld's partitions for this
+-- user, to check a placement against), and for tests ask/now. Always returns slurm.SUCCESS.
 function M.job_submit(job_desc, submit_uid, ctx)
   local slurm = ctx.slurm
-  local status, spec = M.parse_comment(job_desc.comment)
+  local comment = job_desc.comment
+  local status, spec = M.parse_comment(comment)
   if status == "none" then return slurm.SUCCESS end
+  if #comment > M.MAX_COMMENT_BYTES then
+    refuse_long_comment(slurm, job_desc, comment)
+    return slurm.SUCCESS
+  end
   if status == "error" then
-    pcall(slurm.log_user, "%s", "pal: ignoring the pal: spec in --comment (" .. spec.message
+    log_user(slurm, "pal: ignoring the pal: spec in --comment (" .. spec.message
       .. "); the job is submitted without PAL placement. Expected " .. M.GRAMMAR)
     pass(slurm, job_desc, "bad-comment:" .. spec.code, spec.message)
     return slurm.SUCCESS
   end
-  local ok, err = pcall(place, job_desc, spec, submit_uid, ctx)
+  local ok, err = pcall(function() place(job_desc, spec, submit_uid, ctx) end)
   if not ok then pass(slurm, job_desc, "lua-error", err) end
   return slurm.SUCCESS
 end

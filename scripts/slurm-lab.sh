@@ -21,6 +21,10 @@
 #   therefore the hook's os.getenv().
 #   LAB_GRES=typed  typed: one GRES type per GPU slot (Gres=gpu:s0:1,...; pal-slurm's binding);
 #                   plain: Gres=gpu:N (stock Slurm, for comparisons)
+#                   model: GPU model types as sites use them (Gres=gpu:<model>:N), per node from
+#                   LAB_GPU_MODELS="gpu01=a100 gpu02=v100 ..." (nodes not named: a100)
+#   LAB_FEATURES="gpu03=big,f3 gpu04=f4"   node features (one NodeName line per node then)
+#   LAB_EXTRA_CONF=<lines> appended to slurm.conf (more partitions, a QOS-free site's limits...)
 #   UTS=1        each slurmd in its own UTS namespace, so `hostname` in a job prints gpuNN
 #   WAIT_SCHED=1 wait for the scheduler's first pass (otherwise the first job waits ~3 s)
 #   START_TIMEOUT=20
@@ -34,6 +38,7 @@ CTLD_PORT=${CTLD_PORT:-26817}; NODE_PORT0=${NODE_PORT0:-26901}
 UTS=${UTS:-1}; WAIT_SCHED=${WAIT_SCHED:-1}; START_TIMEOUT=${START_TIMEOUT:-20}
 LAB_HOOK=${LAB_HOOK:-}; LAB_PROLOG=${LAB_PROLOG:-}; LAB_EPILOG=${LAB_EPILOG:-}
 LAB_TASK_PROLOG=${LAB_TASK_PROLOG:-}; LAB_GRES=${LAB_GRES:-typed}
+LAB_FEATURES=${LAB_FEATURES:-}; LAB_EXTRA_CONF=${LAB_EXTRA_CONF:-}; LAB_GPU_MODELS=${LAB_GPU_MODELS:-}
 SBIN=${SLURM_SBIN:-/usr/sbin}
 export SLURM_CONF=$LAB/etc/slurm.conf
 MARK="env SLURM_LAB_ID=$LAB"   # in the environment of every daemon we start
@@ -99,6 +104,12 @@ write_configs() {
     gres_field="Gres=gpu:$NGPUS"
     printf 'AutoDetect=off\nNodeName=gpu[01-%s] Name=gpu File=%s/dev/nvidia[0-%s]\n' "$LAST" "$LAB" "$GLAST" > "$LAB/etc/gres.conf"
   fi
+  if [ "$LAB_GRES" = model ]; then
+    gres_field="Gres=gpu:{model}:$NGPUS"
+    { echo AutoDetect=off; for n in $NODES; do
+        printf 'NodeName=%s Name=gpu Type=%s File=%s/dev/nvidia[0-%s]\n' "$n" "$(gpu_model "$n")" "$LAB" "$GLAST"
+      done; } > "$LAB/etc/gres.conf"
+  fi
 
   # the job_submit hook: a symlink to LAB_HOOK (+ sibling *.lua modules), or a pass-through
   rm -f "$LAB"/etc/*.lua
@@ -157,9 +168,33 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 MailProg=/bin/true
 JobSubmitPlugins=lua
-${scripts}NodeName=gpu[01-$LAST] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$NODE_PORT0-$LASTPORT] CPUs=$NCPUS RealMemory=$MEM_MB $gres_field State=UNKNOWN
+${scripts}$(node_lines "$gres_field")
 PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+${LAB_EXTRA_CONF}
 EOF
+}
+
+# The GPU model of a node (LAB_GRES=model): from LAB_GPU_MODELS, a100 when not named.
+gpu_model() {
+  local item
+  for item in $LAB_GPU_MODELS; do [ "${item%%=*}" = "$1" ] && { echo "${item#*=}"; return; }; done
+  echo a100
+}
+
+# The NodeName lines: one line for all nodes, or one per node when some carry features or
+# GPU models ({model} in the Gres= field stands for the node's model).
+node_lines() {
+  local common="NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=$NCPUS RealMemory=$MEM_MB $1 State=UNKNOWN"
+  if [ -z "$LAB_FEATURES" ] && [ "$LAB_GRES" != model ]; then
+    echo "NodeName=gpu[01-$LAST] Port=[$NODE_PORT0-$LASTPORT] $common"
+    return
+  fi
+  local i name feats item
+  for i in $(seq 1 "$NNODES"); do
+    name=$(printf 'gpu%02d' "$i"); feats=""
+    for item in $LAB_FEATURES; do [ "${item%%=*}" = "$name" ] && feats=" Features=${item#*=}"; done
+    echo "NodeName=$name Port=$((NODE_PORT0 + i - 1)) ${common//\{model\}/$(gpu_model "$name")}$feats"
+  done
 }
 
 pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
@@ -237,7 +272,7 @@ do_start() {
   while [ "$(date +%s)" -lt "$deadline" ]; do
     pid_alive "$(pidfile "$LAB/run/slurmctld.pid")" || { sleep 0.2; pid_alive "$(pidfile "$LAB/run/slurmctld.pid")"; } \
       || { log "slurmctld died:"; tail -5 "$LAB/log/slurmctld.log" >&2; return 1; }
-    idle=$(timeout 2 sinfo -h -N -t idle -o %N 2>/dev/null | wc -l)
+    idle=$(timeout 2 sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)
     [ "$idle" = "$NNODES" ] && break; sleep 0.1
   done
   [ "$idle" = "$NNODES" ] || { log "only $idle/$NNODES nodes idle:"; timeout 2 sinfo -N -o '%N %T %E' >&2; return 1; }

@@ -328,6 +328,7 @@ class Pald:
         try:
             nodes = self.reader.nodes()
             jobs = self.reader.jobs()
+            site = self.reader.site(nodes)
         except Exception as exc:  # noqa: BLE001
             self.slurm_ok = False
             self.slurm_problem = exc
@@ -336,6 +337,8 @@ class Pald:
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
         self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
+        if site is not None:
+            self.service.observe_site(site)
         self.service.observe_cluster(cluster_view(nodes, jobs, self.racks()), now, held_jobs=len(held),
                                      started=started_keys(jobs))
         self.last_sync = now

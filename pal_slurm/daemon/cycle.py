@@ -13,10 +13,12 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from pal_slurm.daemon.comment_grammar import CommentError, parse_comment
+from pal_slurm.daemon.restrictions import restrictions_from_squeue
 from pal_slurm.daemon.service import PlacementService, Shape
 from pal_slurm.model import JobRequest
 from pal_slurm.policy import queue_order
 from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice
+from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import gres_update_spec
 
 log = logging.getLogger("pald.cycle")
@@ -47,6 +49,7 @@ class Release:
     one_rack: bool = True  # whether it got one
     waited_s: float | None = None  # since submission
     time_limit_s: float | None = None  # the job's --time (for the tuner's loss estimate)
+    partition: str | None = None  # the one partition to set (a job that asked for several)
 
 
 @dataclass
@@ -99,31 +102,50 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
         app = spec.perf_class if spec else "unknown"
         perf_class, _warning = service.resolve_class(app)
         per_node = gpus_per_node(job.tres_per_node)
+        per_job = gpus_per_node(job.placement_request.tres_per_job) if job.placement_request else None
         if per_node:
             shape = Shape(max(1, job.node_count or 1), per_node, per_node * max(1, job.node_count or 1))
-        elif spec and spec.gpus:
-            shape = Shape(None, None, spec.gpus)
+        elif per_job or (spec and spec.gpus):
+            shape = Shape(None, None, per_job or spec.gpus)
         else:
             out.releases.append(Release(job.job_id, perf_class, None, None, "no_gpus"))
             continue
         if blocked:
             out.waiting += 1
             continue
+        try:
+            restrictions = restrictions_from_squeue(job, shape.nodes, shape.per_node or 1)
+        except SlurmError:
+            out.releases.append(Release(job.job_id, perf_class, None, None, "bad_nodelist"))
+            continue
+        eligibility = service.eligibility(restrictions, now if now is not None else float(job.submit_time))
+        if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
+            out.releases.append(Release(job.job_id, perf_class, None, None, eligibility.passed))
+            continue
+        index = None
         if shape.per_node_shape:
             if perf_class not in indexes:
                 indexes[perf_class] = FreeIndex(ctx.cluster, free, ctx.ranking.sf(perf_class))
-            spread = multi_rack and (shape.nodes or 1) > 1
-            choice = service.choose(shape, perf_class, ctx, index=indexes[perf_class], one_rack=spread)
-            if choice is None and spread:
-                net = ((spec.net if spec else None) or "medium").lower()
-                limit = (rack_limits or {}).get(net, rack_wait_limit(net, rack_wait_s))
-                if now is not None and now - job.submit_time < limit:
-                    out.waiting += 1
-                    out.delayed += 1
-                    continue  # waits for a rack; jobs behind it may go meanwhile
-                choice = service.choose(shape, perf_class, ctx, index=indexes[perf_class])
+            index = indexes[perf_class]
+            job_ctx = ctx
         else:
-            choice = service.choose(shape, perf_class, replace(ctx, cluster=ctx.cluster.with_free(free)))
+            job_ctx = replace(ctx, cluster=ctx.cluster.with_free(free))
+
+        def pick(one_rack: bool):
+            return service.choose_eligible(shape, perf_class, eligibility, free, job_ctx, index,
+                                           exclusive=restrictions.exclusive, one_rack=one_rack)
+
+        spread = shape.per_node_shape and multi_rack and (shape.nodes or 1) > 1
+        found = pick(spread)
+        if found is None and spread:
+            net = ((spec.net if spec else None) or "medium").lower()
+            limit = (rack_limits or {}).get(net, rack_wait_limit(net, rack_wait_s))
+            if now is not None and now - job.submit_time < limit:
+                out.waiting += 1
+                out.delayed += 1
+                continue  # waits for a rack; jobs behind it may go meanwhile
+            found = pick(False)
+        choice, group = found if found else (None, None)
         if choice is None:
             out.waiting += 1
             blocked = not backfill
@@ -131,7 +153,9 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
         free -= set(choice.gpu_ids)
         for idx in indexes.values():
             idx.take(choice.gpu_ids)
-        if shape.per_node_shape and choice.same_slots_everywhere():
+        if shape.per_node_shape and not service.binds_slots(choice):
+            spec_text = None  # Slurm picks the slots on the pinned nodes, the request is kept
+        elif shape.per_node_shape and choice.same_slots_everywhere():
             spec_text = gres_update_spec(next(iter(choice.nodes.values())))
         elif shape.per_node_shape:
             spec_text = f"gpu:{shape.per_node}"
@@ -143,7 +167,8 @@ def plan_releases(held_jobs, service: PlacementService, queue: str = "fifo", bac
             wanted_rack=shape.per_node_shape and multi_rack and (shape.nodes or 1) > 1,
             one_rack=len({service.view.rack_of_node[service.view.node_of[g]] for g in choice.gpu_ids}) == 1,
             waited_s=None if now is None else max(0.0, now - job.submit_time),
-            time_limit_s=getattr(job, "time_limit_s", None)))
+            time_limit_s=getattr(job, "time_limit_s", None),
+            partition=group.partition))
     return out
 
 
@@ -156,10 +181,11 @@ def apply_releases(result: CycleResult, actuator, service: PlacementService, now
             if rel.choice is None:
                 actuator.release(rel.job_id)
             else:
+                where = {"partition": rel.partition} if rel.partition else {}
                 if rel.gres_spec:
-                    actuator.place_held_job(rel.job_id, list(rel.choice.nodes), rel.gres_spec, release=True)
+                    actuator.place_held_job(rel.job_id, list(rel.choice.nodes), rel.gres_spec, release=True, **where)
                 else:
-                    actuator.place_nodes(rel.job_id, list(rel.choice.nodes), release=True)
+                    actuator.place_nodes(rel.job_id, list(rel.choice.nodes), release=True, **where)
                 service.reserve(f"job:{rel.job_id}", rel.choice, now)
             service.held_jobs = max(0, service.held_jobs - 1)
             if record:

@@ -89,15 +89,56 @@ class JobFields:
     tres_per_socket: str | None = None  # raw tres_per_socket (--gpus-per-socket)
     min_nodes: int | None = None  # -N min (None: not given, Slurm's NO_VAL)
     max_nodes: int | None = None  # -N max (None: not given)
+    # where the job may run (pal_slurm/policy/eligibility.py); None: not given
+    usable_partitions: tuple[str, ...] | None = None  # the hook's part_list: partitions Slurm lets this user use
+    features: str | None = None  # --constraint
+    exc_nodes: str | None = None  # --exclude (hostlist)
+    req_nodes: str | None = None  # --nodelist (hostlist)
+    reservation: str | None = None  # --reservation
+    account: str | None = None  # --account
+    qos: str | None = None  # --qos
+    shared: int | None = None  # 0: --exclusive (Slurm's job_desc.shared)
+    time_limit: int | None = None  # --time in minutes
+    cpus_per_task: int | None = None
+    ntasks_per_node: int | None = None
+    num_tasks: int | None = None
+    pn_min_cpus: int | None = None  # --mincpus
+    min_cpus: int | None = None  # CPUs in all
+    cpus_per_tres: str | None = None  # --cpus-per-gpu: "gres:gpu:2"
+    min_mem_per_node: int | None = None  # --mem, MB
+    min_mem_per_cpu: int | None = None  # --mem-per-cpu, MB
+    mem_per_tres: str | None = None  # --mem-per-gpu: "gres:gpu:2048" (MB)
+    # shapes PAL passes on purpose (pal_slurm/policy/passthrough.py)
+    array_inx: str | None = None  # --array
+    het_job_offset: int | None = None  # set for a heterogeneous job's components
+    dependency: str | None = None  # --dependency
+    begin_time: int | None = None  # --begin, epoch seconds (0: now)
+    priority: int | None = None  # 0: --hold
+    ntasks_per_tres: int | None = None  # --ntasks-per-gpu
 
     def __post_init__(self) -> None:
         _check_int("job.uid", self.uid, minimum=0)
         _check_str("job.comment", self.comment)
-        for name in ("name", "user", "partition", "tres_per_node", "tres_per_job",
-                     "tres_per_task", "tres_per_socket"):
+        for name in STR_FIELDS:
             _check_opt_str(f"job.{name}", getattr(self, name))
-        for name in ("gpus_per_node", "gpus_per_job", "min_nodes", "max_nodes"):
+        for name in INT_FIELDS:
             _check_opt_int(f"job.{name}", getattr(self, name), minimum=0)
+        if self.usable_partitions is not None:
+            if not isinstance(self.usable_partitions, (list, tuple)):
+                raise ProtocolError(ErrorCode.BAD_FIELD, "job.usable_partitions: expected an array")
+            for item in self.usable_partitions:
+                _check_str("job.usable_partitions[]", item)
+            object.__setattr__(self, "usable_partitions", tuple(self.usable_partitions))
+
+
+STR_FIELDS = ("name", "user", "partition", "tres_per_node", "tres_per_job", "tres_per_task",
+              "tres_per_socket", "features", "exc_nodes", "req_nodes", "reservation", "account",
+              "qos", "cpus_per_tres", "mem_per_tres", "array_inx", "dependency")
+INT_FIELDS = ("gpus_per_node", "gpus_per_job", "min_nodes", "max_nodes", "shared", "time_limit",
+              "cpus_per_task", "ntasks_per_node", "num_tasks", "pn_min_cpus", "min_cpus",
+              "min_mem_per_node", "min_mem_per_cpu", "het_job_offset", "begin_time", "priority",
+              "ntasks_per_tres")
+OPTIONAL_JOB_FIELDS = STR_FIELDS + INT_FIELDS + ("usable_partitions",)
 
 
 @dataclass(frozen=True)
@@ -150,6 +191,10 @@ class PlaceReply:
     rank: int | None = None  # ranking snapshot version used (admin_comment rank=v<N>)
     perf_class: str | None = None  # class pald resolved (after unknown -> default)
     warning: str | None = None  # user-visible text the hook relays with slurm.log_user
+    partition: str | None = None  # the one partition to write (a job that asked for several)
+    # pald judged the job's --constraint/--reservation/--nodelist against its Slurm view; the
+    # hook places such jobs only then (it cannot see node features or reservations itself)
+    site_checked: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.decision, DecisionKind):
@@ -179,11 +224,16 @@ class PlaceReply:
         _check_opt_int("rank", self.rank, minimum=0)
         _check_opt_str("class", self.perf_class)
         _check_opt_str("warning", self.warning)
+        if not isinstance(self.site_checked, bool):
+            raise ProtocolError(ErrorCode.BAD_FIELD, f"site_checked: expected a boolean, got {_kind(self.site_checked)}")
+        _check_opt_str("partition", self.partition)
+        if self.partition is not None and not _NODE_NAME_RE.fullmatch(self.partition):
+            raise ProtocolError(ErrorCode.BAD_FIELD, f"partition: bad name {self.partition!r}")
         # gres may be absent on place: the job keeps its own GPU request and only its nodes are
         # pinned (a --gpus=N job spread unevenly over nodes cannot be bound slot by slot).
         if self.decision is DecisionKind.PLACE and not self.nodes:
             raise ProtocolError(ErrorCode.BAD_FIELD, "decision place needs nodes")
-        if self.decision is not DecisionKind.PLACE and (self.nodes or self.gres):
+        if self.decision is not DecisionKind.PLACE and (self.nodes or self.gres or self.partition):
             raise ProtocolError(ErrorCode.BAD_FIELD, "nodes and gres only go with decision place")
 
 
@@ -406,10 +456,7 @@ def decode_request(line: bytes | str) -> Request:
     job_fields = JobFields(
         uid=_field(job, "uid", "job."),
         comment=_field(job, "comment", "job."),
-        **{k: job.get(k) for k in (
-            "name", "user", "partition", "gpus_per_node", "gpus_per_job",
-            "tres_per_node", "tres_per_job", "tres_per_task", "tres_per_socket",
-            "min_nodes", "max_nodes")},
+        **{k: job.get(k) for k in OPTIONAL_JOB_FIELDS},
     )
     spec = CommentSpec(
         perf_class=_field(pal, "class", "pal."),
@@ -435,9 +482,12 @@ def encode_reply(reply: Reply) -> bytes:
         if reply.nodes:
             obj["nodes"] = {n: list(s) for n, s in reply.nodes.items()}
         for key, value in (("gres", reply.gres), ("rank", reply.rank),
-                           ("class", reply.perf_class), ("warning", reply.warning)):
+                           ("class", reply.perf_class), ("warning", reply.warning),
+                           ("partition", reply.partition)):
             if value is not None:
                 obj[key] = value
+        if reply.site_checked:
+            obj["site_checked"] = True
     elif isinstance(reply, HealthReply):
         obj.update(status=reply.status, details=dict(reply.details))
         if reply.rank is not None:
@@ -472,6 +522,8 @@ def decode_reply(line: bytes | str, op: str) -> Reply:
             rank=obj.get("rank"),
             perf_class=obj.get("class"),
             warning=obj.get("warning"),
+            partition=obj.get("partition"),
+            site_checked=obj.get("site_checked", False),
         )
     if op == "health":
         return HealthReply(status=_field(obj, "status"), rank=obj.get("rank"),

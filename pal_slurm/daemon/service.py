@@ -14,17 +14,22 @@ with `mode=now`, passed to Slurm untouched.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pal_slurm.daemon.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.ranking_map import ranking_for
+from pal_slurm.daemon.restrictions import restrictions_from_fields, traits_from_fields
 from pal_slurm.model import ClusterView, DecisionKind
 from pal_slurm.model.classes import AppClassMap
+from pal_slurm.model.site import SiteView
 from pal_slurm.policy import PlacementContext, placement as placement_by_name
+from pal_slurm.policy.eligibility import Eligibility, JobRestrictions, NodeGroup, eligible_nodes
+from pal_slurm.policy.passthrough import pass_reason
 from pal_slurm.policy.slurm_shape import FreeIndex, ShapeChoice, per_node_choice, stock_slurm_choice, total_choice
 from pal_slurm.ranking import Ranking
-from pal_slurm.slurm.gres import tres_per_node
+from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.gres import parse_slot_type, tres_per_node
 
 MODES = ("auto", "now", "defer")
 
@@ -80,11 +85,15 @@ class PlacementService:
     settings: ServiceSettings = field(default_factory=ServiceSettings)
     class_map: AppClassMap = field(default_factory=AppClassMap)
     view: ClusterView | None = None
+    site: SiteView | None = None  # partitions, features, CPUs/memory; None: every GPU node is eligible
     view_time: float = float("-inf")
     snapshot: object = None  # store RankingSnapshot or None
     ranking: Ranking | None = None
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
     reservations: dict[str, Reservation] = field(default_factory=dict)
+    _eligibility: dict[JobRestrictions, Eligibility] = field(default_factory=dict)  # per Slurm read
+    _allowed: dict[NodeGroup, frozenset[int] | None] = field(default_factory=dict)  # per Slurm read
+    _slot_typed: frozenset[str] | None = None  # nodes whose GPUs all have slot types (per Slurm read)
     _indexes: dict[str, FreeIndex] = field(default_factory=dict)  # per class, for view - reservations
     _rng: random.Random = field(default_factory=lambda: random.Random(0))
 
@@ -102,6 +111,7 @@ class PlacementService:
             self.reservations.clear()  # gpu ids changed meaning
         self.view = view
         self.view_time = now
+        self._allowed.clear()  # node indices may change meaning
         if layout_changed or self.ranking is None:
             self.ranking = ranking_for(view, self.snapshot)
         for key, r in list(self.reservations.items()):
@@ -111,6 +121,13 @@ class PlacementService:
         if held_jobs is not None:
             self.held_jobs = held_jobs
         self._indexes.clear()
+
+    def observe_site(self, site: SiteView) -> None:
+        """Partitions, features, reservations and free CPUs/memory from the same Slurm read."""
+        self.site = site
+        self._eligibility.clear()
+        self._allowed.clear()
+        self._slot_typed = None
 
     def set_snapshot(self, snapshot) -> None:
         self.snapshot = snapshot
@@ -153,14 +170,69 @@ class PlacementService:
         return self._indexes[perf_class]
 
     def choose(self, shape: Shape, perf_class: str, ctx: PlacementContext | None = None,
-               index: FreeIndex | None = None, one_rack: bool = False) -> ShapeChoice | None:
-        """GPUs for a shape: against the service's state, or against `ctx` (+ its `index`)."""
+               index: FreeIndex | None = None, one_rack: bool = False, allowed=None) -> ShapeChoice | None:
+        """GPUs for a shape: against the service's state, or against `ctx` (+ its `index`).
+        `allowed`: node indices the job may use (None: all)."""
         if shape.per_node_shape:
             if ctx is None:
                 ctx = PlacementContext(cluster=self.view, ranking=self.ranking)
                 index = self.index(perf_class)
-            return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx, index=index, one_rack=one_rack)
-        return total_choice(shape.total, perf_class, ctx or self.context(), placement_by_name(self.settings.placement))
+            return per_node_choice(shape.nodes or 1, shape.per_node, perf_class, ctx, index=index,
+                                   one_rack=one_rack, allowed=allowed)
+        ctx = ctx or self.context()
+        if allowed is not None:
+            node_of = ctx.cluster.node_of
+            ctx = replace(ctx, cluster=ctx.cluster.with_free(g for g in ctx.cluster.free if node_of[g] in allowed))
+        return total_choice(shape.total, perf_class, ctx, placement_by_name(self.settings.placement))
+
+    def eligibility(self, job: JobRestrictions, now: float) -> Eligibility:
+        """The nodes `job` may use (the one place placements learn it; see policy/eligibility).
+        Memoised per Slurm read: most jobs share their restrictions."""
+        if self.site is None:
+            names = frozenset(n.name for n in self.view.nodes) if self.view else frozenset()
+            return Eligibility((NodeGroup(None, names, names),))
+        if job not in self._eligibility:
+            self._eligibility[job] = eligible_nodes(job, self.site, now)
+        return self._eligibility[job]
+
+    def allowed_nodes(self, group: NodeGroup, free, exclusive: bool = False) -> frozenset[int] | None:
+        """Node indices of `group` that fit now (None: every node); exclusive jobs only get
+        nodes whose GPUs are all in `free`."""
+        nodes = self.view.nodes
+        if exclusive:
+            return frozenset(n.index for n in nodes if n.name in group.fits_now and n.gpu_ids
+                             and all(g in free for g in n.gpu_ids))
+        if group not in self._allowed:
+            everywhere = len(group.fits_now) >= len(nodes) and all(n.name in group.fits_now for n in nodes)
+            self._allowed[group] = None if everywhere else frozenset(
+                n.index for n in nodes if n.name in group.fits_now)
+        return self._allowed[group]
+
+    def choose_eligible(self, shape: Shape, perf_class: str, eligibility: Eligibility, free,
+                        ctx: PlacementContext, index: FreeIndex | None, exclusive: bool = False,
+                        one_rack: bool = False) -> tuple[ShapeChoice, NodeGroup] | None:
+        """The best choice over the eligible node groups (one per partition): GPUs in `free`
+        (what `ctx` and `index` hold) on nodes of the group that fit now."""
+        best = None
+        for group in eligibility.groups:
+            allowed = self.allowed_nodes(group, free, exclusive)
+            if allowed is not None and not allowed:
+                continue
+            choice = self.choose(shape, perf_class, ctx, index=index, one_rack=one_rack, allowed=allowed)
+            if choice is not None and (best is None or choice.worst_sf < best[0].worst_sf):
+                best = (choice, group)
+        return best
+
+    def binds_slots(self, choice: ShapeChoice) -> bool:
+        """Whether exact GPU slots can be bound on the chosen nodes: only where the site gave
+        every GPU its own slot type (s0..). On nodes typed by GPU model (gpu:a100:4) or untyped
+        ones, pald pins the nodes and Slurm picks the slots (the job keeps its own request)."""
+        if self.site is None:
+            return True
+        if self._slot_typed is None:
+            self._slot_typed = frozenset(name for name, facts in self.site.nodes.items() if facts.gpu_types
+                                         and all(parse_slot_type(t) is not None for t in facts.gpu_types))
+        return all(name in self._slot_typed for name in choice.nodes)
 
     def stock_choice(self, shape: Shape, perf_class: str) -> ShapeChoice | None:
         """What stock Slurm would pick (reports and `palctl explain`)."""
@@ -179,10 +251,20 @@ class PlacementService:
             return PlaceReply(DecisionKind.PASS, reason="no_cluster_view")
         perf_class, warning = self.resolve_class(req.pal.perf_class)
         base = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
+        passing = pass_reason(traits_from_fields(req.job, now))
+        if passing:
+            return PlaceReply(DecisionKind.PASS, reason=passing, **base)
         try:
             shape = job_shape(req.job, req.pal)
         except ShapeError as exc:
             return PlaceReply(DecisionKind.PASS, reason=str(exc), **base)
+        try:
+            restrictions = restrictions_from_fields(req.job, shape.nodes, shape.per_node or 1)
+        except SlurmError:
+            return PlaceReply(DecisionKind.PASS, reason="bad_nodelist", **base)
+        eligibility = self.eligibility(restrictions, now)
+        if eligibility.passed:
+            return PlaceReply(DecisionKind.PASS, reason=eligibility.passed, **base)
         if shape.per_node and shape.per_node > max((len(n.gpu_ids) for n in self.view.nodes), default=0):
             return PlaceReply(DecisionKind.PASS, reason="too_many_gpus_per_node", **base)
         if shape.total > self.view.size:
@@ -191,7 +273,11 @@ class PlacementService:
         if mode == "defer" or (mode == "auto" and self.held_jobs > 0):
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="queued" if mode == "auto" else "asked", **base)
-        choice = self.choose(shape, perf_class)
+        ctx = self.context()
+        found = self.choose_eligible(shape, perf_class, eligibility, ctx.cluster.free, ctx,
+                                     self.index(perf_class) if shape.per_node_shape else None,
+                                     exclusive=restrictions.exclusive)
+        choice, group = found if found else (None, None)
         if choice is None:
             if mode == "now":
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
@@ -199,6 +285,7 @@ class PlacementService:
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
         self.reserve(key, choice, now)
         gres = None
-        if shape.per_node_shape and choice.same_slots_everywhere():
+        if shape.per_node_shape and choice.same_slots_everywhere() and self.binds_slots(choice):
             gres = tres_per_node(next(iter(choice.nodes.values())))
-        return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres, **base)
+        return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres,
+                          partition=group.partition, site_checked=True, **base)

@@ -18,6 +18,7 @@ weight then name, lowest free slots): the baseline pald reports next to its own 
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass
 
 from pal_slurm.model import JobRequest
@@ -84,20 +85,28 @@ class FreeIndex:
             for g, key in self._keys(node).items():
                 bisect.insort(self.orders[g], key)
 
-    def choose(self, k: int, g: int, rack_of_node=None) -> list[int] | None:
+    def choose(self, k: int, g: int, rack_of_node=None, allowed=None) -> list[int] | None:
         """The best `k` nodes for `g` GPUs each; with `rack_of_node`, all in one rack (the rack
-        whose k-th best node is best: walking the global order, the first rack to collect k)."""
+        whose k-th best node is best: walking the global order, the first rack to collect k).
+        `allowed`: node indices the job may use (None: all); the walk skips the others, so a
+        restricted job costs no rebuilt index."""
         if g > self.max_g:
             return None
         lst = self.orders[g]
         if len(lst) < k:
             return None
+        if allowed is None:
+            candidates = lst
+        else:
+            candidates = (entry for entry in lst if entry[2] in allowed)
         if rack_of_node is None or k == 1:
-            picked = [node for (_c, _n, node) in lst[:k]]
+            picked = [node for (_c, _n, node) in itertools.islice(candidates, k)]
+            if len(picked) < k:
+                return None
         else:
             per_rack: dict[str, list[int]] = {}
             picked = None
-            for _c, _n, node in lst:
+            for _c, _n, node in candidates:
                 nodes = per_rack.setdefault(rack_of_node[node], [])
                 nodes.append(node)
                 if len(nodes) == k:
@@ -109,14 +118,15 @@ class FreeIndex:
 
 
 def per_node_choice(k: int, g: int, perf_class: str, ctx, index: FreeIndex | None = None,
-                    one_rack: bool = False) -> ShapeChoice | None:
+                    one_rack: bool = False, allowed=None) -> ShapeChoice | None:
     """Best `g` GPUs on each of `k` nodes (see module docstring); None if it does not fit.
-    `one_rack`: only placements whose nodes share a leaf switch (network-sensitive jobs)."""
+    `one_rack`: only placements whose nodes share a leaf switch (network-sensitive jobs).
+    `allowed`: the node indices the job may use (None: all)."""
     if k <= 0 or g <= 0:
         raise ValueError("a job needs at least one node and one GPU per node")
     sf = ctx.ranking.sf(perf_class)
     index = index or FreeIndex(ctx.cluster, ctx.cluster.free, sf)
-    chosen = index.choose(k, g, ctx.cluster.rack_of_node if one_rack else None)
+    chosen = index.choose(k, g, ctx.cluster.rack_of_node if one_rack else None, allowed)
     return None if chosen is None else _to_choice(chosen, ctx, sf)
 
 

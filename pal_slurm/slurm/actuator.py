@@ -116,8 +116,12 @@ class SlurmActuator:
         nodes: Sequence[str] | str,
         gres_spec: str | None,
         release: bool = True,
+        partition: str | None = None,
     ) -> None:
         """Pin a pending job to exactly `nodes` with `gres_spec` per node, then release it.
+        `partition`: narrow a job that asked for several partitions to the one holding `nodes`
+        (Slurm leaves such a job pending for ever when its pinned nodes are outside its first
+        partition).
 
         `nodes` is a list of names or a hostlist; `gres_spec` is per node, with or without the
         ``gres:`` prefixes (``gpu:s2:1,gpu:s3:1``), or None to keep the job's GPU request
@@ -138,7 +142,8 @@ class SlurmActuator:
             self.hold(job_id)
         count = len(names)
         try:
-            self._update(job_id, f"NodeList={compress(names)}", f"NumNodes={count}-{count}")
+            where = [f"Partition={partition}"] if partition else []
+            self._update(job_id, *where, f"NodeList={compress(names)}", f"NumNodes={count}-{count}")
             try:
                 if spec is not None:
                     self._set_gres(job_id, before.tres_per_node, spec)
@@ -158,12 +163,13 @@ class SlurmActuator:
         """`place_held_job` with the per-slot typed GRES of `slots` (same slots on each node)."""
         self.place_held_job(job_id, nodes, gres_update_spec(slots), release=release)
 
-    def place_nodes(self, job_id: int, nodes: Sequence[str] | str, release: bool = True) -> None:
+    def place_nodes(self, job_id: int, nodes: Sequence[str] | str, release: bool = True,
+                    partition: str | None = None) -> None:
         """Pin a pending job to exactly `nodes` (node count fixed too), keeping its GPU request.
 
         For jobs that ask for GPUs per job (`--gpus=N`): Slurm then picks the slots on them.
         """
-        self.place_held_job(job_id, nodes, None, release=release)
+        self.place_held_job(job_id, nodes, None, release=release, partition=partition)
 
     def _restore(self, job_id: int, before: JobSnapshot) -> None:
         """Best effort: put back the nodes and GPU request the job had before."""

@@ -214,6 +214,9 @@ def start_lab(
     gres: str = "typed",
     uts: bool = True,
     timeout: float = 60.0,
+    features: Mapping[str, str] | None = None,
+    extra_conf: str = "",
+    gpu_models: Mapping[str, str] | None = None,
 ) -> LabCluster:
     """Start a lab cluster in `lab_dir` on free ports and return it (running).
 
@@ -222,15 +225,19 @@ def start_lab(
     env: extra variables for the daemons, e.g. the pald socket path the hook reads with
         os.getenv (slurmctld inherits them).
     prolog/epilog/task_prolog: optional scripts (Prolog=/Epilog=/TaskProlog=).
-    gres: "typed" (per-slot types, exact GPU binding) or "plain" (Gres=gpu:N).
+    gres: "typed" (per-slot types, exact GPU binding), "plain" (Gres=gpu:N) or "model" (GPU
+        model types as sites use them, Gres=gpu:<model>:N; models from `gpu_models`).
+    gpu_models: node -> GPU model for gres="model" (nodes not named: a100).
+    features: node -> Slurm Features= value (e.g. {"gpu04": "f4,big"}), for sites' constraints.
+    extra_conf: lines appended to slurm.conf (more PartitionName= lines, limits).
     Raises LabError (with the log tail) if the cluster does not come up.
     """
     for what, path in (("hook", hook), ("prolog", prolog), ("epilog", epilog),
                        ("task_prolog", task_prolog)):
         if path is not None and not Path(path).is_file():
             raise LabError(f"{what} {path}: no such file")
-    if gres not in ("typed", "plain"):
-        raise LabError(f"gres must be 'typed' or 'plain', not {gres!r}")
+    if gres not in ("typed", "plain", "model"):
+        raise LabError(f"gres must be 'typed', 'plain' or 'model', not {gres!r}")
     missing = missing_binaries()
     if missing:
         raise LabError("Slurm lab needs: " + ", ".join(missing))
@@ -239,7 +246,7 @@ def start_lab(
     error: LabError | None = None
     for _attempt in range(2):  # a second try on fresh ports: another lab may have taken ours
         cluster = _launch(lab, nodes, gpus, cpus, hook, env, prolog, epilog, task_prolog,
-                          gres, uts, timeout)
+                          gres, uts, timeout, _site_env(features, extra_conf, gpu_models))
         if isinstance(cluster, LabCluster):
             return cluster
         error = cluster
@@ -247,12 +254,26 @@ def start_lab(
     raise error
 
 
+def _site_env(features: Mapping[str, str] | None, extra_conf: str,
+              gpu_models: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The lab script's knobs for a site's own configuration (features, partitions, models)."""
+    def pairs(what: str, mapping: Mapping[str, str] | None) -> str:
+        for node, value in (mapping or {}).items():
+            if not value or any(c.isspace() for c in node + value) or "=" in node:
+                raise LabError(f"bad {what} {node!r}: {value!r}")
+        return " ".join(f"{n}={v}" for n, v in (mapping or {}).items())
+
+    return {"LAB_FEATURES": pairs("feature list", features), "LAB_EXTRA_CONF": extra_conf,
+            "LAB_GPU_MODELS": pairs("GPU model", gpu_models)}
+
+
 def _launch(lab: Path, nodes, gpus, cpus, hook, env, prolog, epilog, task_prolog, gres, uts,
-            timeout) -> "LabCluster | LabError":
+            timeout, site_env: Mapping[str, str]) -> "LabCluster | LabError":
     """One start attempt on fresh ports: the running lab, or the error (lab stopped)."""
     ports = free_port_block(nodes + 1)
     script_env = dict(os.environ)
     script_env.update(env or {})
+    script_env.update(site_env)
     script_env.update(
         LAB=str(lab),
         NNODES=str(nodes),

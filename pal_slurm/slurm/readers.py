@@ -176,6 +176,7 @@ class NodeInfo:
     partitions: tuple[str, ...]
     reason: str = ""
     gres: str = ""  # raw configured GRES string
+    resources: "NodeResources | None" = None  # CPUs and memory (parse_node_resources)
 
     @property
     def usable(self) -> bool:
@@ -227,6 +228,7 @@ def parse_node(raw: Mapping[str, Any]) -> NodeInfo:
             partitions=tuple(raw.get("partitions") or ()),
             reason=raw.get("reason") or "",
             gres=raw.get("gres") or "",
+            resources=parse_node_resources(raw),
         )
     except SlurmParseError as exc:
         raise SlurmParseError(f"node {name}: {exc}") from None
@@ -276,6 +278,7 @@ class JobInfo:
     start_time: int
     partition: str = ""
     time_limit_s: float | None = None  # --time in seconds; None when unlimited or not set
+    placement_request: "JobPlacementRequest | None" = None  # where it may run (parse_job_placement_request)
 
     @property
     def held(self) -> bool:
@@ -340,6 +343,7 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             start_time=int(raw.get("start_time") or 0),
             partition=raw.get("partition") or "",
             time_limit_s=_time_limit_s(raw.get("time_limit")),
+            placement_request=parse_job_placement_request(raw),
         )
     except SlurmParseError as exc:
         raise SlurmParseError(f"job {job_id}: {exc}") from None
@@ -359,6 +363,65 @@ def parse_squeue(
             raise SlurmParseError(f"squeue --json: a job is {type(raw).__name__}, not an object")
         out.append(parse_job(dialect.job_record(raw)))
     return out
+
+
+# ---- what decides where a job may run (pal_slurm/policy/eligibility.py) --------------------
+def _count(value, default: int = 0) -> int:
+    """An integer field of Slurm's JSON; None, NO_VAL and junk -> default."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < NO_VAL else default
+
+
+@dataclass(frozen=True)
+class NodeResources:
+    """A node's CPUs and memory from `sinfo --json` (MB; alloc_memory is 0 unless memory is a
+    consumable resource)."""
+
+    cpus: int
+    alloc_cpus: int
+    memory_mb: int
+    alloc_memory_mb: int
+
+
+def parse_node_resources(raw: Mapping[str, Any]) -> NodeResources:
+    return NodeResources(_count(raw.get("cpus")), _count(raw.get("alloc_cpus")),
+                         _count(raw.get("real_memory")), _count(raw.get("alloc_memory")))
+
+
+@dataclass(frozen=True)
+class JobPlacementRequest:
+    """A pending job's restrictions from `squeue --json` (for jobs pald places from its cycle)."""
+
+    features: str = ""
+    excluded_nodes: tuple[str, ...] = ()
+    reservation: str = ""
+    exclusive: bool = False
+    account: str = ""
+    qos: str = ""
+    min_cpus_per_node: int = 0
+    cpus: int = 0  # the job's CPUs in all
+    cpus_per_tres: str = ""  # "gres:gpu:2" (--cpus-per-gpu)
+    memory_per_node_mb: int = 0
+    memory_per_cpu_mb: int = 0
+    memory_per_tres: str = ""  # "gres:gpu:2048" (--mem-per-gpu, MB)
+    tres_per_job: str = ""  # "gres:gpu:8" (--gpus=8)
+
+
+def parse_job_placement_request(raw: Mapping[str, Any]) -> JobPlacementRequest:
+    return JobPlacementRequest(
+        features=raw.get("features") or "",
+        excluded_nodes=tuple(expand(raw.get("excluded_nodes") or "")),
+        reservation=raw.get("resv_name") or "",
+        exclusive=str(raw.get("shared") or "").lower() == "none",
+        account=raw.get("account") or "",
+        qos=raw.get("qos") or "",
+        min_cpus_per_node=_count(raw.get("minimum_cpus_per_node")),
+        cpus=_count(raw.get("cpus")),
+        cpus_per_tres=raw.get("cpus_per_tres") or "",
+        memory_per_node_mb=_count(raw.get("memory_per_node")),
+        memory_per_cpu_mb=_count(raw.get("memory_per_cpu")),
+        memory_per_tres=raw.get("memory_per_tres") or "",
+        tres_per_job=raw.get("tres_per_job") or "",
+    )
 
 
 # ---- the cluster view -------------------------------------------------------------------
@@ -467,6 +530,12 @@ class SlurmReader:
 
     def jobs(self) -> list[JobInfo]:
         return self._parse(self.dialect.jobs_argv, parse_squeue)
+
+    def site(self, nodes: Sequence[NodeInfo]):
+        """Partitions, reservations, features and free CPUs/memory (a SiteView) for `nodes`."""
+        from pal_slurm.slurm.site import read_site  # site.py builds on this module's types
+
+        return read_site(self.runner, nodes)
 
     def cluster_view(
         self, racks: Mapping[str, str] | None = None, with_jobs: bool = True

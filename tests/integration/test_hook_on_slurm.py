@@ -86,7 +86,8 @@ def test_two_node_placement_sets_node_counts(hook_lab):
     reply = PlaceReply(DecisionKind.PLACE, "pal", {"gpu02": (1,), "gpu04": (1,)},
                        "gres:gpu:s1:1", rank=7)
     with TinyPald(sock, answer=answering(reply)):
-        job, _, _ = submit(lab, "--gres=gpu:1", "--comment=pal:class=bert",
+        # -N 2: a two-node answer for a job without a node count would not fit it (passed)
+        job, _, _ = submit(lab, "-N", "2", "--gres=gpu:1", "--comment=pal:class=bert",
                            wrap="srun -l sh -c 'echo $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES'")
     assert lab.wait_job(job) == "COMPLETED"
     lines = sorted(line.split(":", 1)[1].strip() for line in lab.job_output(job).splitlines())

@@ -38,6 +38,7 @@ local core = { gettime = function() return STUB.now end }
 local unix = {}
 function unix.stream()
   STUB.created = STUB.created + 1
+  STUB.pos = 1 -- each connection reads pald's answer from the start
   if STUB.create_error then return nil, STUB.create_error end
   local s = {}
   local function log(...) table.insert(STUB.calls, {...}) end
@@ -54,10 +55,20 @@ function unix.stream()
     if STUB.send_error then return nil, STUB.send_error end
     return #data
   end
-  function s:receive(pattern)
-    log("receive", pattern)
+  -- LuaSocket's receive(n): n bytes, or nil, error, what had arrived. STUB.stream is what
+  -- pald wrote; at most STUB.chunk bytes arrive per call (a slow pald), each call costs
+  -- STUB.receive_cost seconds, and at the end of the stream pald keeps the connection open
+  -- ("timeout") or has closed it (STUB.eof = "closed").
+  function s:receive(n)
+    log("receive", n)
+    STUB.now = STUB.now + (STUB.receive_cost or 0)
     if STUB.receive_error then return nil, STUB.receive_error end
-    return STUB.reply
+    if type(n) ~= "number" then error("the hook must read a bounded number of bytes, not " .. tostring(n)) end
+    local want = math.min(n, STUB.chunk or n)
+    local data = (STUB.stream or ""):sub(STUB.pos, STUB.pos + want - 1)
+    STUB.pos = STUB.pos + #data
+    if #data == n then return data end
+    return nil, STUB.eof or "timeout", data
   end
   function s:close() STUB.closed = STUB.closed + 1 end
   return s
@@ -99,20 +110,27 @@ class Hook:
         self.g = self.lua.globals()
 
     # -- stub control
-    def reply(self, obj) -> None:
-        self.g.STUB.reply = obj if isinstance(obj, str) else json.dumps(obj)
+    def reply(self, obj, newline: bool = True) -> None:
+        """What pald answers: a JSON object or raw text, one line (newline added)."""
+        line = obj if isinstance(obj, str) else json.dumps(obj)
+        self.g.STUB.stream = line + ("\n" if newline else "")
 
     def stub(self, **fields) -> None:
         for key, value in fields.items():
             self.g.STUB[key] = value
 
     # -- running the hook
-    def submit(self, fields: dict, submit_uid: int = 1000, fail_write=None, fail_read=None):
-        """Run slurm_job_submit; returns (rc, final fields as a dict)."""
+    def submit(self, fields: dict, submit_uid: int = 1000, fail_write=None, fail_read=None,
+               part_list: dict | None = None, parts: dict | None = None):
+        """Run slurm_job_submit; returns (rc, final fields as a dict). `part_list` (or `parts`):
+        the part_list slurmctld hands in, partition name -> fields such as
+        {"nodes": hostlist, "flag_default": 0|1} (default: none)."""
         base = {"min_nodes": NO_VAL, "max_nodes": NO_VAL, "priority": NO_VAL}
         base.update(fields)
         job, store = self.g.make_job(self.lua.table_from(base), fail_write, fail_read)
-        rc = self.g.slurm_job_submit(job, self.lua.table(), submit_uid)
+        given = part_list if part_list is not None else parts
+        lua_parts = self.lua.table_from({k: self.lua.table_from(v) for k, v in (given or {}).items()})
+        rc = self.g.slurm_job_submit(job, lua_parts, submit_uid)
         return rc, to_py(store)
 
     def modify(self, fields: dict):

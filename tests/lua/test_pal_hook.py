@@ -73,7 +73,7 @@ def test_place_on_two_nodes_sorts_names_and_sets_both_counts():
     hook = Hook()
     hook.reply({**PLACE, "nodes": {"gpu04": [0, 1], "gpu02": [0, 1]},
                 "gres": "gres:gpu:s0:1,gres:gpu:s1:1"})
-    _, job = hook.submit(JOB)
+    _, job = hook.submit({**JOB, "min_nodes": 2, "max_nodes": 2})  # sbatch -N 2
     assert job["req_nodes"] == "gpu02,gpu04"
     assert job["min_nodes"] == 2 and job["max_nodes"] == 2
     assert admin_tag(job).startswith("pal:placed=gpu02,gpu04;")
@@ -277,9 +277,13 @@ def test_one_deadline_covers_connect_send_and_receive():
     hook.stub(connect_cost=0.05)  # connect took 50 ms of the 120
     hook.submit(JOB)
     timeouts = [c[1] for c in hook.calls if c[0] == "settimeout"]
-    assert [c[2] for c in hook.calls if c[0] == "settimeout"] == ["t", "t", "t"]
-    assert timeouts[0] == pytest.approx(0.12)
-    assert timeouts[1] == pytest.approx(0.07) and timeouts[2] == pytest.approx(0.07)
+    assert [c[2] for c in hook.calls if c[0] == "settimeout"] == ["t", "t", "t", "t"]
+    assert timeouts[0] == pytest.approx(0.12)  # connect
+    assert timeouts[1] == pytest.approx(0.07) and timeouts[2] == pytest.approx(0.07)  # send, wait
+    assert timeouts[3] == 0  # then only what has already arrived
+    assert [c[1] for c in hook.calls if c[0] == "receive"] == [1, 64 * 1024 - 1]
+    # the same instant is the request's deadline_ms: pald drops the request after it
+    assert hook.sent["deadline_ms"] == 1000 * 1000 + 120
     assert ("connect", "/run/test/pald.sock") in hook.calls
     assert int(hook.g.STUB.closed) == 1
 
@@ -336,9 +340,34 @@ def test_overrides_global_wins_over_environment():
 
 def test_request_too_large_is_not_sent():
     hook = Hook()
-    rc, job = hook.submit({**JOB, "comment": "pal:class=a " + "x" * 70000})
+    rc, job = hook.submit({**JOB, "name": "x" * 70000})
     assert rc == 0 and hook.sockets_created == 0
     assert job["admin_comment"].startswith("pal:pass=request-too-large;req=h")
+
+
+@pytest.mark.parametrize("comment", ["pal:class=a " + "x" * 1013, "pal:class=a,gpus=x " + "x" * 1100])
+def test_comment_slurm_will_refuse_is_not_sent_and_the_user_is_told_the_truth(comment):
+    """#10 item 12: slurmctld 22.05 refuses a --comment over 1024 bytes after the hook ran
+    (tested on a lab: 1024 accepted, 1025 "Pathname ... too long"). The hook must not say the
+    job is submitted, and must not ask pald (a decision for a job that never exists)."""
+    hook = Hook()
+    hook.reply(PLACE)
+    rc, job = hook.submit({**JOB, "comment": comment})
+    assert len(comment) > 1024
+    assert rc == 0 and hook.sockets_created == 0
+    (msg,) = hook.user_msgs
+    assert f"--comment is {len(comment)} bytes" in msg and "will refuse this job" in msg
+    assert "submitted" not in msg
+    assert job["admin_comment"] == "pal:pass=comment-too-long"
+
+
+def test_comment_of_exactly_1024_bytes_is_placed():
+    hook = Hook()
+    hook.reply(PLACE)
+    comment = "pal:class=a " + "x" * 1012
+    assert len(comment) == 1024
+    _, job = hook.submit({**JOB, "comment": comment})
+    assert job["req_nodes"] == "gpu03" and hook.user_msgs == []
 
 
 def test_request_ids_differ_between_jobs():
@@ -365,7 +394,8 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 _scalars = st.none() | st.booleans() | st.integers(-10, 2**40) | st.floats(
     allow_nan=False, allow_infinity=False) | st.text(max_size=12) | st.sampled_from(
-    ["place", "defer", "pass", "gpu03", "gres:gpu:s1:1"])
+    ["place", "defer", "pass", "gpu03", "gres:gpu:s1:1", "gres:gpu:0",
+     "gres:gpu:s2:1,gres:gpu:s3:1", "gres:gpu:2", "pal:defer"])
 _json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
     st.sampled_from(["v", "ok", "decision", "nodes", "gres", "rank", "reason", "warning",
                      "error", "code", "gpu03"]) | st.text(max_size=4), inner, max_size=5),
@@ -384,9 +414,12 @@ def test_any_reply_leaves_the_job_placed_deferred_or_passed_never_broken(reply):
     assert rc == 0
     tag = job["admin_comment"]
     assert tag.startswith(("pal:placed=", "pal:defer", "pal:pass="))
+    assert tag.count("pal:") == 1  # pald's text never forges a second tag
     if tag.startswith("pal:pass="):
         assert "req_nodes" not in job and job["priority"] == NO_VAL
         assert job["tres_per_node"] == "gres:gpu:2"
     if tag.startswith("pal:placed="):
         assert job["req_nodes"] and job["min_nodes"] == job["max_nodes"] == len(
             job["req_nodes"].split(","))
+        # whatever pald said, a placement applied is in the job's shape: one node, 2 GPUs
+        assert job["min_nodes"] == 1 and hook.pal.gpu_count(job["tres_per_node"]) == 2

@@ -164,12 +164,13 @@ def test_real_lua51_against_palds_own_socket_server(tmp_path):
 
     def handler(req):
         seen.append(req)
-        return PlaceReply(DecisionKind.PLACE, "pal", {"gpu02": (1,)}, "gres:gpu:s1:1", rank=3,
+        return PlaceReply(DecisionKind.PLACE, "pal", {"gpu02": (1, 2)},
+                          "gres:gpu:s1:1,gres:gpu:s2:1", rank=3,
                           perf_class="A", warning="unknown class 'mystery': using A")
 
     result = run_against_pald_server(tmp_path, "pal:class=mystery", handler, {os.geteuid()})
     job = result["job"]
-    assert job["req_nodes"] == "gpu02" and job["tres_per_node"] == "gres:gpu:s1:1"
+    assert job["req_nodes"] == "gpu02" and job["tres_per_node"] == "gres:gpu:s1:1,gres:gpu:s2:1"
     assert job["admin_comment"].startswith("pal:placed=gpu02;rank=v3;req=h")
     assert result["user"] == ["pal: unknown class 'mystery': using A"]
     assert len(seen) == 1 and seen[0].pal.perf_class == "mystery"
@@ -200,3 +201,75 @@ def test_real_lua51_latin1_comment_still_gets_placed(tmp_path):
     assert b"caf\xe9" in line  # sent as is
     req = decode_request(line)
     assert req.job.comment == "caf\ufffd pal:class=resnet" and req.pal.perf_class == "resnet"
+
+
+# ---- #10: replies that must not cost slurmctld memory, time or the job (real sockets)
+
+def test_real_lua51_streaming_reply_is_cut_at_64_kib(tmp_path):
+    """A pald that streams bytes without a newline: the hook stops reading at the protocol's
+    64 KiB and closes. Before, LuaSocket's receive("*l") buffered everything that arrived in
+    150 ms (slurmctld grew from 34 MB to 270 MB)."""
+    import itertools
+
+    sock = tmp_path / "pald.sock"
+    endless = lambda line: itertools.repeat(b"x" * 65536)
+    with TinyPald(sock, answer=endless) as pald:
+        result = run_hook(tmp_path, "pal:class=resnet", sock)
+        time.sleep(0.05)
+    assert result["job"]["admin_comment"].startswith("pal:pass=bad-reply;req=h")
+    assert "req_nodes" not in result["job"] and result["job"]["tres_per_node"] == "gres:gpu:2"
+    assert result["elapsed_s"] < 0.15
+    # what pald got rid of: the hook's 64 KiB plus what the kernel's socket buffers hold
+    assert pald.sent_bytes < 2 * 1024 * 1024, pald.sent_bytes
+
+
+def test_real_lua51_dribbling_reply_ends_at_the_one_deadline(tmp_path):
+    """A byte every 5 ms, never a newline: one deadline for the whole exchange, not per read."""
+    def dribble(line):
+        for _ in range(400):
+            time.sleep(0.005)
+            yield b"x"
+
+    sock = tmp_path / "pald.sock"
+    with TinyPald(sock, answer=dribble):
+        result = run_hook(tmp_path, "pal:class=resnet", sock, timeout_ms=100)
+    assert result["job"]["admin_comment"].startswith("pal:pass=timeout;req=h")
+    assert 0.09 <= result["elapsed_s"] < 0.15, result["elapsed_s"]
+
+
+def test_real_lua51_oversized_reply_line_passes(tmp_path):
+    sock = tmp_path / "pald.sock"
+    big = lambda line: b'{"v":1,"ok":true,"decision":"pass","reason":"' + b"x" * 100_000 + b'"}\n'
+    with TinyPald(sock, answer=big):
+        result = run_hook(tmp_path, "pal:class=resnet", sock)
+    assert result["job"]["admin_comment"].startswith("pal:pass=bad-reply;req=h")
+    assert "64 KiB" not in result["user"][0] and "65536 bytes" in result["user"][0]
+
+
+def test_real_lua51_request_carries_the_instant_the_hook_stops_waiting(tmp_path):
+    sock = tmp_path / "pald.sock"
+    with TinyPald(sock, delay_s=0.3) as pald:
+        before_ms = time.time() * 1000
+        result = run_hook(tmp_path, "pal:class=resnet", sock, timeout_ms=60)
+    assert result["job"]["admin_comment"].startswith("pal:pass=timeout")
+    (line,) = pald.received
+    deadline_ms = json.loads(line)["deadline_ms"]
+    assert before_ms + 60 <= deadline_ms <= before_ms + 60 + 1000  # lua start-up in between
+    assert isinstance(decode_request(line), PlaceRequest)  # still protocol v1 for pald
+
+
+def test_real_lua51_reply_that_does_not_fit_passes_with_a_message(tmp_path):
+    from pal_slurm.daemon.protocol import PlaceReply, encode_reply
+    from pal_slurm.model.decision import DecisionKind
+
+    sock = tmp_path / "pald.sock"
+    four_nodes = PlaceReply(DecisionKind.PLACE, "pal",
+                            {f"gpu0{i}": (0, 1) for i in range(1, 5)}, "gres:gpu:s0:1,gres:gpu:s1:1")
+    with TinyPald(sock, answer=lambda line: encode_reply(four_nodes)):
+        result = run_hook(tmp_path, "pal:class=resnet", sock)
+    job = result["job"]
+    assert job["admin_comment"].startswith("pal:pass=bad-reply;req=h")
+    assert "req_nodes" not in job and job["max_nodes"] == 4294967294
+    assert result["user"] == ["pal: the placement service's answer did not fit this job "
+                              "(4 nodes for a job of 1..1 nodes); the job is submitted as you "
+                              "asked, without PAL placement"]

@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
 from pal_slurm.daemon.protocol import (
     ErrorReply,
@@ -19,8 +19,9 @@ from pal_slurm.daemon.protocol import (
 )
 from pal_slurm.model.decision import DecisionKind
 
-# answer(line) -> bytes to send (None: close without answering)
-Answer = Callable[[bytes], "bytes | None"]
+# answer(line) -> bytes to send (None: close without answering), or an iterable of byte chunks
+# sent one after another until the peer goes away (a pald streaming without end)
+Answer = Callable[[bytes], "bytes | Iterable[bytes] | None"]
 
 
 def protocol_answer(reply_for_place: PlaceReply | None = None) -> Answer:
@@ -46,6 +47,7 @@ class TinyPald:
         self.answer = answer or protocol_answer()
         self.delay_s = delay_s
         self.received: list[bytes] = []
+        self.sent_bytes = 0  # what the peers accepted, in all
         self._stop = threading.Event()
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(self.path)
@@ -82,8 +84,12 @@ class TinyPald:
                 if self.delay_s:
                     time.sleep(self.delay_s)
                 out = self.answer(line)
-                if out is not None:
-                    try:
-                        conn.sendall(out)
-                    except OSError:
-                        pass
+                chunks = [out] if isinstance(out, bytes) else (out or [])
+                try:
+                    for chunk in chunks:
+                        conn.sendall(chunk)
+                        self.sent_bytes += len(chunk)
+                        if self._stop.is_set():
+                            break
+                except OSError:
+                    pass

@@ -52,6 +52,7 @@ class FakeReader:
         self._jobs = list(jobs)
         self.fail = None
         self.release = "Slurm 22.05.8 (openapi v0.0.38)"
+        self.site_view = None
 
     def nodes(self):
         if self.fail:
@@ -62,6 +63,12 @@ class FakeReader:
         if self.fail:
             raise self.fail
         return self._jobs
+
+    def site(self, nodes):
+        """A site with partitions only when a test gives them (None: every GPU node eligible)."""
+        if self.fail:
+            raise self.fail
+        return self.site_view
 
 
 class FakeActuator:
@@ -75,13 +82,13 @@ class FakeActuator:
 
             raise SlurmError(f"scontrol refused job {job_id}")
 
-    def place_held_job(self, job_id, nodes, gres_spec, release=True):
+    def place_held_job(self, job_id, nodes, gres_spec, release=True, partition=None):
         self._maybe_fail(job_id)
-        self.calls.append(("place", job_id, tuple(nodes), gres_spec))
+        self.calls.append(("place", job_id, tuple(nodes), gres_spec) + ((partition,) if partition else ()))
 
-    def place_nodes(self, job_id, nodes, release=True):
+    def place_nodes(self, job_id, nodes, release=True, partition=None):
         self._maybe_fail(job_id)
-        self.calls.append(("nodes", job_id, tuple(nodes)))
+        self.calls.append(("nodes", job_id, tuple(nodes)) + ((partition,) if partition else ()))
 
     def release(self, job_id):
         self._maybe_fail(job_id)

@@ -1,0 +1,80 @@
+"""What a site's Slurm configuration says about where a job may run: partitions, node
+features, CPUs and memory, reservations. Frozen values, no I/O.
+
+`ClusterView` (model/cluster.py) is the GPU picture every policy and the simulator share;
+`SiteView` is the rest of what Slurm checks before it accepts a placement. pald keeps both,
+read from Slurm each cycle (pal_slurm/slurm/site.py), and pal_slurm/policy/eligibility.py
+turns a job's restrictions and a `SiteView` into the nodes the job may use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+UNLIMITED = None  # a limit Slurm prints as UNLIMITED / INFINITE / NONE
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """One node: its static capacity (what Slurm accepts at all) and what is free now."""
+
+    name: str
+    usable: bool  # up and taking work (not down, drained, failing, powered down)
+    partitions: tuple[str, ...] = ()
+    features: frozenset[str] = frozenset()  # active features (what --constraint matches)
+    cpus: int = 0  # configured CPUs
+    free_cpus: int = 0  # cpus - allocated
+    memory_mb: int = 0  # RealMemory
+    free_memory_mb: int = 0  # RealMemory - allocated (allocated is 0 when memory is not consumable)
+    gpus: int = 0  # configured GPUs
+    gpu_types: frozenset[str] = frozenset()  # GRES types of its GPUs: models (a100) or pal's slot types (s0..)
+
+    @property
+    def idle(self) -> bool:
+        """No CPU allocated: what an --exclusive job needs."""
+        return self.free_cpus >= self.cpus
+
+
+@dataclass(frozen=True)
+class PartitionFacts:
+    """One partition as `scontrol show partition` prints it. `None` limits are unlimited;
+    `None` allow lists are ALL; deny lists are empty when not set."""
+
+    name: str
+    nodes: frozenset[str]
+    default: bool = False
+    up: bool = True  # State=UP (DOWN, DRAIN and INACTIVE partitions start no jobs)
+    max_nodes: int | None = UNLIMITED
+    min_nodes: int = 0
+    max_time_min: int | None = UNLIMITED
+    allow_accounts: frozenset[str] | None = None
+    deny_accounts: frozenset[str] = frozenset()
+    allow_qos: frozenset[str] | None = None
+    deny_qos: frozenset[str] = frozenset()
+    allow_groups: frozenset[str] | None = None
+    root_only: bool = False
+    req_resv: bool = False  # ReqResv=YES: only jobs in a reservation
+
+
+@dataclass(frozen=True)
+class ReservationFacts:
+    """One advance reservation. Nodes in it are off limits to jobs outside it while it is
+    active (and, for a job whose time limit reaches into it, before it starts)."""
+
+    name: str
+    nodes: frozenset[str]
+    start: float  # epoch seconds
+    end: float
+    active: bool
+
+
+@dataclass(frozen=True)
+class SiteView:
+    nodes: Mapping[str, NodeFacts] = field(default_factory=dict)
+    partitions: Mapping[str, PartitionFacts] = field(default_factory=dict)
+    reservations: Mapping[str, ReservationFacts] = field(default_factory=dict)
+
+    @property
+    def default_partition(self) -> PartitionFacts | None:
+        return next((p for p in self.partitions.values() if p.default), None)

@@ -1,0 +1,271 @@
+"""Which nodes a job may use, as Slurm would judge them. Pure: restrictions and a SiteView in,
+node sets out.
+
+Why it exists: pald pins a job to nodes (req_nodes, or `scontrol update NodeList=`). Slurm
+rejects a pinned job, or leaves it pending for ever, when a pinned node is outside what the
+job asked for: another partition, a node without a --constraint feature, an --exclude'd node,
+a reserved or drained node, a node without the CPUs or memory it wants. The first rule of
+pal-slurm is that a PAL problem costs a job its placement, never its run; so every placement
+is drawn from `eligible_nodes(...)`, and whatever this module cannot judge exactly (feature
+counts, an access list it cannot evaluate, a reservation it does not know) makes the job
+*pass*: it goes to Slurm untouched and runs where Slurm puts it.
+
+Two levels: a node is *eligible* when Slurm would ever run the job there (partition, features,
+exclusions, reservation, capacity), and *fits now* when it also has the free CPUs and memory
+(and, for --exclusive, nothing running). No eligible node at all: pass (Slurm decides, e.g.
+rejects a job that can never run). Eligible nodes but none fits now: the job waits (defer).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from pal_slurm.model.site import NodeFacts, PartitionFacts, SiteView
+
+
+@dataclass(frozen=True)
+class JobRestrictions:
+    """Everything in a job's request that limits where it may run (one job-side vocabulary,
+    built from the hook's fields at submit and from squeue for held jobs)."""
+
+    partitions: tuple[str, ...] = ()  # -p a,b; () = the default partition
+    usable_partitions: frozenset[str] | None = None  # Slurm's own list for this user (hook's part_list)
+    uid: int | None = None
+    account: str | None = None  # None: the user's default account (unknown here)
+    qos: str | None = None
+    constraint: str | None = None  # --constraint text
+    exclude: frozenset[str] = frozenset()  # --exclude
+    required: frozenset[str] = frozenset()  # --nodelist (the job gets all of them)
+    reservation: str | None = None
+    exclusive: bool = False
+    nodes: int | None = 1  # node count; None: any number (a --gpus=N job)
+    cpus_per_node: int = 1
+    memory_per_node_mb: int = 0
+    time_limit_min: int | None = None  # None: the partition's default
+    gpu_model: str | None = None  # --gres=gpu:<model>:n / --gpus=<model>:n: only nodes of that model
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes of one partition a job may be placed on together."""
+
+    partition: str | None  # the partition to write into the job (several asked), else None
+    eligible: frozenset[str]  # Slurm would run the job there at some point
+    fits_now: frozenset[str]  # ... and it has the CPUs/memory (exclusive: is idle) now
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    groups: tuple[NodeGroup, ...] = ()
+    passed: str | None = None  # set: place nothing, the job goes to Slurm untouched (reason)
+
+    @property
+    def fits_now(self) -> frozenset[str]:
+        return frozenset().union(*(g.fits_now for g in self.groups)) if self.groups else frozenset()
+
+
+def passed(reason: str) -> Eligibility:
+    return Eligibility(passed=reason)
+
+
+# ---- --constraint ---------------------------------------------------------------------------
+class ConstraintUnsupported(ValueError):
+    """A constraint pald does not evaluate exactly (counts, mixed operators, ...)."""
+
+
+_TOKEN = re.compile(r"\s*(?:([&|()\[\]])|([^&|()\[\]*,!\s]+)|(\S))")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A parsed --constraint: `matches(features)` for one node; `matching_or` when it holds
+    `[...]` (every node of the job must match the same alternative)."""
+
+    matches: Callable[[frozenset[str]], bool]
+    matching_or: bool
+
+
+def parse_constraint(text: str) -> Constraint:
+    """Feature names joined by `&` or `|`, grouped with `( )` or `[ ]`.
+
+    Mixing `&` and `|` at one level without parentheses is refused (Slurm's precedence there
+    is not documented, so pald does not guess); so are counts (`*N`), `,` and `!`.
+    """
+    tokens: list[tuple[str, str]] = []
+    for m in _TOKEN.finditer(text):
+        op, name, other = m.groups()
+        if other is not None:
+            raise ConstraintUnsupported(f"'{other}' in constraint {text!r}")
+        tokens.append(("op", op) if op else ("name", name))
+    if not tokens:
+        raise ConstraintUnsupported("empty constraint")
+    pos = 0
+    brackets = False
+
+    def expr(closing: str | None) -> Callable[[frozenset[str]], bool]:
+        nonlocal pos
+        terms = [term()]
+        joiner = None
+        while pos < len(tokens) and tokens[pos] != ("op", closing):
+            kind, value = tokens[pos]
+            if kind != "op" or value not in "&|":
+                raise ConstraintUnsupported(f"unexpected {value!r} in constraint {text!r}")
+            if joiner is not None and value != joiner:
+                raise ConstraintUnsupported(f"mixed & and | without parentheses in {text!r}")
+            joiner = value
+            pos += 1
+            terms.append(term())
+        if closing is not None:
+            if pos >= len(tokens):
+                raise ConstraintUnsupported(f"unclosed group in constraint {text!r}")
+            pos += 1
+        if joiner == "|":
+            return lambda feats: any(t(feats) for t in terms)
+        return lambda feats: all(t(feats) for t in terms)
+
+    def term() -> Callable[[frozenset[str]], bool]:
+        nonlocal pos, brackets
+        if pos >= len(tokens):
+            raise ConstraintUnsupported(f"constraint {text!r} ends too early")
+        kind, value = tokens[pos]
+        pos += 1
+        if kind == "name":
+            return lambda feats: value in feats
+        if value == "(":
+            return expr(")")
+        if value == "[":
+            brackets = True
+            return expr("]")
+        raise ConstraintUnsupported(f"unexpected {value!r} in constraint {text!r}")
+
+    matches = expr(None)
+    if pos != len(tokens):
+        raise ConstraintUnsupported(f"unbalanced constraint {text!r}")
+    return Constraint(matches, brackets)
+
+
+# ---- partitions -------------------------------------------------------------------------------
+def _allowed(value: str | None, allow: frozenset[str] | None, deny: frozenset[str]) -> bool:
+    """An access list check; an unknown value (the user's defaults) passes only open lists."""
+    if value is None:
+        return allow is None and not deny
+    return (allow is None or value in allow) and value not in deny
+
+
+def partition_refusal(p: PartitionFacts, job: JobRestrictions) -> str | None:
+    """Why Slurm would not run `job` in partition `p` (or pald cannot tell); None: it may."""
+    if not p.up:
+        return "partition_not_up"
+    if job.usable_partitions is not None and p.name not in job.usable_partitions:
+        return "partition_not_usable"  # Slurm's own AllowGroups / RootOnly verdict
+    if job.usable_partitions is None and (p.allow_groups is not None or p.root_only):
+        return "partition_groups_unknown"
+    if not _allowed(job.account, p.allow_accounts, p.deny_accounts):
+        return "partition_account"
+    if not _allowed(job.qos, p.allow_qos, p.deny_qos):
+        return "partition_qos"
+    if p.req_resv and not job.reservation:
+        return "partition_needs_reservation"
+    k = job.nodes
+    if k is not None and ((p.max_nodes is not None and k > p.max_nodes) or k < p.min_nodes):
+        return "partition_node_count"
+    if job.time_limit_min is not None and p.max_time_min is not None and job.time_limit_min > p.max_time_min:
+        return "partition_time_limit"
+    return None
+
+
+def _partitions(job: JobRestrictions, site: SiteView) -> list[PartitionFacts] | str:
+    if job.partitions:
+        unknown = [n for n in job.partitions if n not in site.partitions]
+        if unknown:
+            return "unknown_partition"
+        wanted = [site.partitions[n] for n in job.partitions]
+    else:
+        default = site.default_partition
+        if default is None:
+            return "no_default_partition"
+        wanted = [default]
+    usable = [p for p in wanted if partition_refusal(p, job) is None]
+    return usable or partition_refusal(wanted[0], job) or "no_partition"
+
+
+# ---- nodes ------------------------------------------------------------------------------------
+def _reserved_elsewhere(job: JobRestrictions, site: SiteView, now: float,
+                        max_time_min: int | None) -> frozenset[str]:
+    """Nodes of reservations the job is not in, that are active or start before the job
+    could end (unknown end: any reservation counts)."""
+    limit = job.time_limit_min if job.time_limit_min is not None else max_time_min
+    horizon = float("inf") if limit is None else now + 60.0 * limit
+    out: set[str] = set()
+    for r in site.reservations.values():
+        if r.name != job.reservation and r.end > now and (r.active or r.start < horizon):
+            out |= r.nodes
+    return frozenset(out)
+
+
+def _fits_capacity(node: NodeFacts, job: JobRestrictions) -> bool:
+    return node.cpus >= job.cpus_per_node and node.memory_mb >= job.memory_per_node_mb
+
+
+def _fits_now(node: NodeFacts, job: JobRestrictions) -> bool:
+    if job.exclusive and not node.idle:
+        return False
+    return node.free_cpus >= job.cpus_per_node and node.free_memory_mb >= job.memory_per_node_mb
+
+
+def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibility:
+    """The node groups (one per usable partition) a job may be placed on, or why it passes."""
+    if job.required and job.nodes is None:
+        return passed("nodelist_without_node_count")
+    if job.required and len(job.required) != job.nodes:
+        return passed("nodelist_partial")
+    if job.required - set(site.nodes):
+        return passed("unknown_required_node")
+    constraint = None
+    if job.constraint:
+        try:
+            constraint = parse_constraint(job.constraint)
+        except ConstraintUnsupported:
+            return passed("constraint_not_evaluated")
+        if constraint.matching_or and job.nodes != 1:
+            return passed("constraint_matching_or")
+    reservation_nodes = None
+    if job.reservation:
+        r = site.reservations.get(job.reservation)
+        if r is None or not r.active:
+            return passed("reservation_not_active")
+        reservation_nodes = r.nodes
+    parts = _partitions(job, site)
+    if isinstance(parts, str):
+        return passed(parts)
+    groups = []
+    for p in parts:
+        blocked = _reserved_elsewhere(job, site, now, p.max_time_min)
+        eligible = set()
+        for name in p.nodes:
+            node = site.nodes.get(name)
+            if node is None or not node.usable or name in job.exclude or name in blocked:
+                continue
+            if reservation_nodes is not None and name not in reservation_nodes:
+                continue
+            if job.required and name not in job.required:
+                continue
+            if constraint is not None and not constraint.matches(node.features):
+                continue
+            if job.gpu_model is not None and node.gpu_types != {job.gpu_model}:
+                continue
+            if _fits_capacity(node, job):
+                eligible.add(name)
+        if job.required and eligible != set(job.required):
+            continue
+        if job.nodes is not None and len(eligible) < job.nodes:
+            continue
+        fits = frozenset(n for n in eligible if _fits_now(site.nodes[n], job))
+        group = NodeGroup(p.name if len(job.partitions) > 1 else None, frozenset(eligible), fits)
+        if all(g.eligible != group.eligible for g in groups):
+            groups.append(group)
+    if not groups:
+        return passed("no_eligible_node")
+    return Eligibility(tuple(groups))

@@ -1,0 +1,51 @@
+"""Job shapes pald passes to Slurm on purpose (the job runs exactly as submitted, no PAL
+placement). Pure.
+
+Why: pald binds a job to whole nodes and per-node GPU slots. Some requests say something that
+binding would change or break: GPUs per task or per socket, tasks per GPU, one element of an
+array (pinning the array pins every element to one GPU set, so they run one after another),
+a heterogeneous job's components, a job that cannot start yet (dependency, later --begin, the
+user's own --hold: pinning it would hold GPUs for a job that is not running, and pald's
+deferral would release a hold that is the user's). (A GPU model request is placed, on nodes of
+that model: see eligibility.) Each has a reason token that lands in admin_comment
+(`pal:pass=<reason>`); docs/users.md has the table for users.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class JobTraits:
+    """The parts of a job's request that decide whether PAL places it at all."""
+
+    array: bool = False  # --array
+    het_job: bool = False  # a component of a heterogeneous job
+    gpus_per_task: bool = False  # --gpus-per-task
+    gpus_per_socket: bool = False  # --gpus-per-socket
+    ntasks_per_gpu: bool = False  # --ntasks-per-gpu
+    dependency: bool = False  # --dependency
+    begins_later: bool = False  # --begin in the future
+    user_hold: bool = False  # --hold
+
+
+# (trait, admin_comment reason, what the user sees) in the order they are checked.
+PASSED_SHAPES: tuple[tuple[str, str, str], ...] = (
+    ("user_hold", "user_hold", "held by you: runs where Slurm puts it once you release it"),
+    ("array", "array", "each element runs where Slurm puts it, side by side"),
+    ("het_job", "hetjob", "each component runs where Slurm puts it"),
+    ("dependency", "dependency", "waits for its dependency, then runs where Slurm puts it"),
+    ("begins_later", "begin", "starts at its --begin time where Slurm puts it"),
+    ("gpus_per_task", "gpus_per_task", "Slurm binds GPUs to tasks"),
+    ("gpus_per_socket", "gpus_per_socket", "Slurm binds GPUs to sockets"),
+    ("ntasks_per_gpu", "ntasks_per_gpu", "Slurm binds tasks to GPUs"),
+)
+
+
+def pass_reason(traits: JobTraits) -> str | None:
+    """The reason PAL leaves this job to Slurm, or None when PAL may place it."""
+    for trait, reason, _ in PASSED_SHAPES:
+        if getattr(traits, trait):
+            return reason
+    return None

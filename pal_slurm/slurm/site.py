@@ -1,0 +1,149 @@
+"""Read a site's partitions and reservations (`scontrol -o show partition|reservation`) and
+build the `SiteView` pald judges eligibility against. Pure apart from `read_site`.
+
+Slurm 22.05 has no JSON for partitions or reservations (`scontrol --json` came in 23.02, and
+`sinfo --json` lists nodes only, without reservations: a node in an active reservation still
+shows plain `idle` there), so the one-line `scontrol -o` output is parsed: whitespace-separated
+`Key=Value` pairs, one record per line.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Iterable, Mapping, Sequence
+
+from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
+from pal_slurm.slurm.errors import SlurmParseError
+from pal_slurm.slurm.hostlist import expand
+from pal_slurm.slurm.readers import GPU, NodeInfo, parse_gres
+from pal_slurm.slurm.runner import Runner
+
+_UNLIMITED = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A", ""})
+_TIME = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)")
+
+
+def _records(text: str) -> list[dict[str, str]]:
+    out = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("No "):  # "No reservations in the system"
+            continue
+        record = {}
+        for item in line.split():
+            key, sep, value = item.partition("=")
+            if sep:
+                record[key] = value
+        out.append(record)
+    return out
+
+
+def parse_minutes(text: str) -> int | None:
+    """A Slurm duration (`UNLIMITED`, `01:00:00`, `2-00:00:00`, `30:00`) in whole minutes."""
+    if text.upper() in _UNLIMITED:
+        return None
+    m = _TIME.fullmatch(text)
+    if not m:
+        raise SlurmParseError(f"bad duration {text!r}")
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
+    if m.group(2) is None:  # MM:SS
+        hours, minutes, seconds = 0, int(m.group(3)), int(m.group(4))
+    return days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+
+
+def _limit(text: str | None) -> int | None:
+    if text is None or text.upper() in _UNLIMITED:
+        return None
+    if not text.isdigit():
+        raise SlurmParseError(f"bad limit {text!r}")
+    return int(text)
+
+
+def _name_list(text: str | None) -> frozenset[str] | None:
+    """`ALL` (or absent) -> None (everyone); `a,b` -> {a, b}."""
+    if text is None or text.upper() == "ALL":
+        return None
+    return frozenset(p for p in text.split(",") if p and p != "(null)")
+
+
+def _nodes(text: str | None) -> frozenset[str]:
+    if not text or text == "(null)":
+        return frozenset()
+    return frozenset(expand(text))
+
+
+def parse_partitions(text: str) -> dict[str, PartitionFacts]:
+    """`scontrol -o show partition` -> {name: PartitionFacts}."""
+    out = {}
+    for r in _records(text):
+        name = r.get("PartitionName")
+        if not name:
+            raise SlurmParseError(f"partition record without PartitionName: {sorted(r)[:5]}")
+        try:
+            out[name] = PartitionFacts(
+                name=name,
+                nodes=_nodes(r.get("Nodes")),
+                default=r.get("Default", "NO").upper() == "YES",
+                up=r.get("State", "UP").upper() == "UP",
+                max_nodes=_limit(r.get("MaxNodes")),
+                min_nodes=_limit(r.get("MinNodes")) or 0,
+                max_time_min=parse_minutes(r.get("MaxTime", "UNLIMITED")),
+                allow_accounts=_name_list(r.get("AllowAccounts")),
+                deny_accounts=_name_list(r.get("DenyAccounts")) or frozenset(),
+                allow_qos=_name_list(r.get("AllowQos")),
+                deny_qos=_name_list(r.get("DenyQos")) or frozenset(),
+                allow_groups=_name_list(r.get("AllowGroups")),
+                root_only=r.get("RootOnly", "NO").upper() == "YES",
+                req_resv=r.get("ReqResv", "NO").upper() == "YES",
+            )
+        except SlurmParseError as exc:
+            raise SlurmParseError(f"partition {name}: {exc}") from None
+    return out
+
+
+def _epoch(text: str | None) -> float:
+    try:
+        return datetime.fromisoformat(text or "").timestamp()
+    except ValueError:
+        raise SlurmParseError(f"bad time {text!r}") from None
+
+
+def parse_reservations(text: str) -> dict[str, ReservationFacts]:
+    """`scontrol -o show reservation` -> {name: ReservationFacts}."""
+    out = {}
+    for r in _records(text):
+        name = r.get("ReservationName")
+        if not name:
+            raise SlurmParseError("reservation record without ReservationName")
+        out[name] = ReservationFacts(name, _nodes(r.get("Nodes")), _epoch(r.get("StartTime")),
+                                     _epoch(r.get("EndTime")), r.get("State", "").upper() == "ACTIVE")
+    return out
+
+
+def node_facts(node: NodeInfo) -> NodeFacts:
+    res = node.resources
+    cpus = res.cpus if res else 0
+    memory = res.memory_mb if res else 0
+    return NodeFacts(
+        name=node.name,
+        usable=node.usable,
+        partitions=node.partitions,
+        features=frozenset(node.features),
+        cpus=cpus,
+        free_cpus=max(0, cpus - (res.alloc_cpus if res else 0)),
+        memory_mb=memory,
+        free_memory_mb=max(0, memory - (res.alloc_memory_mb if res else 0)),
+        gpus=node.gpus,
+        gpu_types=frozenset(i.type or "" for i in parse_gres(node.gres) if i.name == GPU),
+    )
+
+
+def site_view(nodes: Sequence[NodeInfo], partitions: Mapping[str, PartitionFacts],
+              reservations: Mapping[str, ReservationFacts] | None = None) -> SiteView:
+    return SiteView({n.name: node_facts(n) for n in nodes}, dict(partitions), dict(reservations or {}))
+
+
+def read_site(runner: Runner, nodes: Iterable[NodeInfo]) -> SiteView:
+    """The site as Slurm shows it now (two scontrol calls; `nodes` from the same cycle's sinfo)."""
+    partitions = parse_partitions(runner.run(["scontrol", "-o", "show", "partition"]))
+    reservations = parse_reservations(runner.run(["scontrol", "-o", "show", "reservation"]))
+    return site_view(list(nodes), partitions, reservations)

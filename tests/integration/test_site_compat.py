@@ -1,0 +1,257 @@
+"""pal-slurm on a site that already uses Slurm's own restrictions (issue 15): a real Slurm lab
+with several partitions, node features, an advance reservation and a drained node; the real
+hook and the real pald.
+
+For every restriction and job shape users already type, the same jobs are submitted with a
+`pal:` spec and without (the control). Counted: sbatch rejections because of PAL (must be 0),
+jobs that did not run, jobs that ran outside what Slurm allows, and PAL-placed jobs that ran
+anywhere but where PAL pinned them.
+
+Lab (5 nodes x 4 GPUs):
+  gpu01  drained
+  gpu02  features big                 partitions gpu
+  gpu03  features f3,big              partitions gpu, two (MaxNodes=1, MaxTime=60)
+  gpu04  features f4                  partitions gpu, one, two
+  gpu05  features f4, in reservation r1
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from pal_slurm.daemon.process import REPO, PaldProcess, write_config
+from pal_slurm.slurm.hostlist import expand
+from pal_slurm.store.bootstrap import open_store
+from pal_slurm.store.records import RankingEntry
+
+pytestmark = pytest.mark.slurm
+
+NODES = ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05")
+FEATURES = {"gpu02": "big", "gpu03": "f3,big", "gpu04": "f4", "gpu05": "f4"}
+EXTRA_CONF = ("PartitionName=one Nodes=gpu04 MaxTime=INFINITE State=UP\n"
+              "PartitionName=two Nodes=gpu[03-04] MaxNodes=1 MaxTime=60 State=UP\n")
+OPEN = {"gpu02", "gpu03", "gpu04"}  # usable by a job outside r1 (gpu01 drained, gpu05 reserved)
+PAL = "--comment=pal:class=resnet"
+RUN = "sleep 1"
+PER_CASE = 2
+
+# (case, sbatch arguments, nodes Slurm may run it on, what PAL must do: place / pass:<reason>)
+CASES = [
+    ("default partition", ["--gres=gpu:1"], OPEN, "place"),
+    ("-p one", ["-p", "one", "--gres=gpu:1"], {"gpu04"}, "place"),
+    ("-p one,gpu minus one's node", ["-p", "one,gpu", "-x", "gpu04", "--gres=gpu:1"], {"gpu02", "gpu03"}, "place"),
+    ("-p two -t 30", ["-p", "two", "-t", "30", "--gres=gpu:2"], {"gpu03", "gpu04"}, "place"),
+    ("--constraint=f4", ["--constraint=f4", "--gres=gpu:1"], {"gpu04"}, "place"),
+    ("--constraint=f3|f4", ["--constraint=f3|f4", "--gres=gpu:1"], {"gpu03", "gpu04"}, "place"),
+    ("--constraint=(f3|f4)&big", ["--constraint=(f3|f4)&big", "--gres=gpu:1"], {"gpu03"}, "place"),
+    ("--constraint=[f3|f4]", ["--constraint=[f3|f4]", "--gres=gpu:1"], {"gpu03", "gpu04"}, "place"),
+    ("--constraint mixed & and |", ["--constraint=f3&big|f4", "--gres=gpu:1"], {"gpu03", "gpu04"},
+     "pass:constraint_not_evaluated"),
+    ("--exclude", ["--exclude=gpu[02-03]", "--gres=gpu:1"], {"gpu04"}, "place"),
+    ("--nodelist", ["-w", "gpu03", "--gres=gpu:1"], {"gpu03"}, "place"),
+    ("--reservation=r1", ["--reservation=r1", "--gres=gpu:1"], {"gpu05"}, "place"),
+    ("--exclusive", ["--exclusive", "--gres=gpu:1"], OPEN, "place"),
+    ("--mem --cpus-per-gpu", ["--mem=500", "--cpus-per-gpu=4", "--gres=gpu:2"], OPEN, "place"),
+    ("-N2", ["-N", "2", "--gres=gpu:1"], OPEN, "place"),
+    ("--gpus=2", ["--gpus=2"], OPEN, "place"),
+    ("--gpus-per-task", ["--gpus-per-task=1", "-n", "2"], OPEN, "pass:gpus_per_task"),
+    ("--gpus-per-socket", ["--gpus-per-socket=1", "--sockets-per-node=1"], OPEN, "pass:gpus_per_socket"),
+    ("--ntasks-per-gpu", ["--ntasks-per-gpu=2", "--gres=gpu:1"], OPEN, "pass:ntasks_per_gpu"),
+    ("--begin", ["--begin=now+2", "--gres=gpu:1"], OPEN, "pass:begin"),
+]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, lab_factory):
+    tmp = tmp_path_factory.mktemp("pald")
+    sock = tmp / "pald.sock"
+    lab = lab_factory(hook=str(REPO / "job_submit_lua" / "job_submit.lua"), env={"PAL_SOCKET": str(sock)},
+                      nodes=len(NODES), features=FEATURES, extra_conf=EXTRA_CONF)
+    lab.runner.run(["scontrol", "update", "nodename=gpu01", "state=drain", "reason=site-compat"])
+    lab.runner.run(["scontrol", "create", "reservation", "reservationname=r1", "nodes=gpu05", "users=root",
+                    "starttime=now", "duration=60"])
+    pald = start_pald(tmp, lab, {(n, s, c): 1.0 + 0.1 * s for n in NODES for s in range(4) for c in "ABCD"})
+    yield lab, pald
+    pald.stop()
+
+
+def start_pald(tmp, lab, slowdowns):
+    """The real pald on SQLite for `lab`, serving a ranking of {(node, slot, class): slowdown}."""
+    db = f"sqlite:///{tmp}/pal.db"
+    store = open_store(db)
+    store.write_ranking("optimal", [RankingEntry(n, s, c, sf, sf, 0) for (n, s, c), sf in slowdowns.items()])
+    store.close()
+    cfg = write_config(tmp / "pal.toml", socket=tmp / "pald.sock", db_url=db, slurm_conf=lab.slurm_conf,
+                       heartbeat=tmp / "hb")
+    return PaldProcess(cfg, tmp / "pald.sock", tmp / "pald.log").start()
+
+
+def sbatch(lab, args, pal: bool):
+    """(job id or None, stderr): None when sbatch refused the job."""
+    argv = ["sbatch", "--parsable", f"--output={lab.lab_dir}/out/%j.out", *args, *([PAL] if pal else []),
+            "--wrap", RUN]
+    p = subprocess.run(argv, env=lab.client_env(), capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        return None, p.stderr.strip()
+    return int(p.stdout.strip().split(";")[0]), ""
+
+
+def wait_all(lab, ids, timeout=180.0):
+    """{job id: JobInfo} once every job has finished (squeue keeps them for MinJobAge)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        jobs = {j.job_id: j for j in lab.reader.jobs() if j.job_id in ids}
+        if len(jobs) == len(ids) and all(j.state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+                                         for j in jobs.values()):
+            return jobs
+        if time.monotonic() > deadline:
+            stuck = {i: (j.state, j.reason) for i, j in jobs.items() if j.state in ("PENDING", "RUNNING")}
+            raise AssertionError(f"jobs not finished after {timeout:g} s: {stuck}")
+        time.sleep(0.5)
+
+
+def pal_outcome(job) -> tuple[str, frozenset[str] | None]:
+    """('place', nodes PAL pinned) / ('pass:<reason>', None) / ('none', None) from admin_comment
+    and the pinned ReqNodeList (a deferred job is pinned by pald's cycle)."""
+    tag = next((t for t in job.admin_comment.split() if t.startswith("pal:")), "")
+    if tag.startswith("pal:placed="):
+        return "place", frozenset(expand(tag[len("pal:placed="):].split(";")[0]))
+    if tag.startswith("pal:defer"):
+        return ("place", frozenset(job.required_nodes)) if job.required_nodes else ("pass:released", None)
+    if tag.startswith("pal:pass="):
+        return "pass:" + tag[len("pal:pass="):].split(";")[0], None
+    return "none", None
+
+
+def run_cases(lab, cases, per_case=PER_CASE):
+    """Submit every case with and without PAL; returns (problems by kind, counts, job infos)."""
+    submitted, rejected = [], []  # (case, pal?, job id) / (case, pal?, sbatch's error)
+    for case, args, _allowed, _want in cases:
+        for pal in (True, False):
+            for _ in range(per_case):
+                job, err = sbatch(lab, args, pal)
+                if job is None:
+                    rejected.append((case, pal, err))
+                else:
+                    submitted.append((case, pal, job))
+    jobs = wait_all(lab, {j for _, _, j in submitted})
+    by_case = {c: (set(allowed), want) for c, _, allowed, want in cases}
+    problems = {"rejected": rejected, "not_run": [], "outside": [], "off_pal": [], "wrong_outcome": []}
+    counts = {"jobs": len(submitted) + len(rejected), "place": 0, "pass": 0}
+    for case, pal, job_id in submitted:
+        job = jobs[job_id]
+        allowed, want = by_case[case]
+        if job.state != "COMPLETED":
+            problems["not_run"].append((case, pal, job_id, job.state, job.reason))
+            continue
+        if not set(job.nodes) <= allowed:
+            problems["outside"].append((case, pal, job_id, job.nodes))
+        if not pal:
+            continue
+        outcome, pinned = pal_outcome(job)
+        counts[outcome if outcome == "place" else "pass"] += 1
+        if outcome == "place" and set(job.nodes) != pinned:
+            problems["off_pal"].append((case, job_id, job.nodes, sorted(pinned)))
+        if outcome != want:
+            problems["wrong_outcome"].append((case, job_id, outcome, want, job.admin_comment))
+    print(f"{counts['jobs']} jobs ({len(cases)} cases x {per_case} x PAL/control): "
+          + ", ".join(f"{len(v)} {k}" for k, v in problems.items())
+          + f"; PAL placed {counts['place']}, passed {counts['pass']}")
+    return problems, jobs, submitted
+
+
+def test_every_restriction_and_shape_runs_where_slurm_allows(site):
+    lab, _ = site
+    problems, _, _ = run_cases(lab, CASES)
+    assert problems == {k: [] for k in problems}, problems
+
+
+def test_user_hold_and_dependency_stay_the_users(site):
+    lab, _ = site
+    first, _ = sbatch(lab, ["--gres=gpu:1"], pal=True)
+    held, _ = sbatch(lab, ["--hold", "--gres=gpu:1"], pal=True)
+    after, _ = sbatch(lab, [f"--dependency=afterok:{first}", "--gres=gpu:1"], pal=True)
+    time.sleep(2.0)  # several pald cycles: pald must not release the user's hold
+    jobs = {j.job_id: j for j in lab.reader.jobs()}
+    assert jobs[held].state == "PENDING" and jobs[held].held
+    assert pal_outcome(jobs[held])[0] == "pass:user_hold"
+    assert pal_outcome(jobs[after])[0] == "pass:dependency"
+    lab.runner.run(["scontrol", "release", str(held)])
+    done = wait_all(lab, {first, held, after}, timeout=60)
+    assert {j.state for j in done.values()} == {"COMPLETED"}
+    assert done[after].start_time >= done[first].start_time
+
+
+def test_array_elements_run_side_by_side(site):
+    """8 elements of 4 s on an idle lab with 12 usable GPUs: they run at once, as without PAL."""
+    lab, pald = site
+    argv = ["sbatch", "--parsable", f"--output={lab.lab_dir}/out/arr-%A_%a.out", "--array=1-8", "--gres=gpu:1",
+            PAL, "--wrap", 'echo "NODE=$SLURMD_NODENAME CVD=$CUDA_VISIBLE_DEVICES START=$(date +%s.%N)"; '
+            'sleep 4; echo "END=$(date +%s.%N)"']
+    t0 = time.monotonic()
+    p = subprocess.run(argv, env=lab.client_env(), capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    array_id = int(p.stdout.strip().split(";")[0])
+    outs = [lab.lab_dir / "out" / f"arr-{array_id}_{i}.out" for i in range(1, 9)]
+    deadline = time.monotonic() + 90
+    while not all(o.exists() and "END=" in o.read_text() for o in outs):
+        assert time.monotonic() < deadline, "array elements did not finish"
+        time.sleep(0.3)
+    wall = time.monotonic() - t0
+    runs = [dict(kv.split("=", 1) for kv in o.read_text().split()) for o in outs]
+    starts = [float(r["START"]) for r in runs]
+    ends = [float(r["END"]) for r in runs]
+    gpus = {(r["NODE"], r["CVD"]) for r in runs}
+    assert len(gpus) == 8, f"elements shared GPUs: {sorted(gpus)}"
+    assert max(starts) < min(ends), f"not all 8 ran at once: starts {starts}, ends {ends}"
+    assert {r["NODE"] for r in runs} <= OPEN
+    print(f"array of 8 x 4 s: {wall:.1f} s wall, {len(gpus)} distinct GPUs")
+
+
+# ---- a heterogeneous site: GPU model types (Gres=gpu:a100:4 / gpu:v100:4) ------------------------
+MODELS = {"gpu01": "a100", "gpu02": "a100", "gpu03": "v100", "gpu04": "v100"}
+MODEL_CASES = [
+    ("--gres=gpu:a100:2", ["--gres=gpu:a100:2"], {"gpu01", "gpu02"}, "place"),
+    ("--gpus=v100:1", ["--gpus=v100:1"], {"gpu03", "gpu04"}, "place"),
+    ("--gres=gpu:v100:1 -N2", ["-N", "2", "--gres=gpu:v100:1"], {"gpu03", "gpu04"}, "place"),
+    ("--gres=gpu:2 (any model)", ["--gres=gpu:2"], set(MODELS), "place"),
+    ("--gres=gpu:v100:1 -x gpu04", ["--gres=gpu:v100:1", "-x", "gpu04"], {"gpu03"}, "place"),
+]
+
+
+@pytest.fixture(scope="module")
+def model_site(tmp_path_factory, lab_factory):
+    tmp = tmp_path_factory.mktemp("pald-models")
+    sock = tmp / "pald.sock"
+    lab = lab_factory(hook=str(REPO / "job_submit_lua" / "job_submit.lua"), env={"PAL_SOCKET": str(sock)},
+                      gres="model", gpu_models=MODELS)
+    # gpu03 (the v100 node Slurm fills first) is slow for class A: PAL prefers gpu04
+    pald = start_pald(tmp, lab, {(n, s, c): 2.5 if (n, c) == ("gpu03", "A") else 1.0
+                                 for n in MODELS for s in range(4) for c in "ABCD"})
+    yield lab, pald
+    pald.stop()
+
+
+def test_gpu_model_requests_keep_working_and_get_pals_nodes(model_site):
+    lab, _ = model_site
+    problems, jobs, submitted = run_cases(lab, MODEL_CASES)
+    assert problems == {k: [] for k in problems}, problems
+    v100_single = [jobs[j] for case, pal, j in submitted if pal and case == "--gpus=v100:1"]
+    assert all(j.nodes == ("gpu04",) for j in v100_single), [j.nodes for j in v100_single]
+
+
+def test_heterogeneous_job_components_pass_and_run(site):
+    lab, _ = site
+    script = ("#!/bin/bash\n"
+              f"#SBATCH --gres=gpu:1 {PAL}\n"
+              "#SBATCH hetjob\n"
+              f"#SBATCH --gres=gpu:1 {PAL}\n"
+              "echo NODE=$SLURMD_NODENAME\n")
+    job = lab.sbatch(script=script)
+    assert lab.wait_job(job, timeout=60) == "COMPLETED"
+    shown = lab.runner.run(["scontrol", "-o", "show", "job", str(job)]).splitlines()
+    assert len(shown) == 2  # the two components
+    assert all("AdminComment=pal:pass=hetjob" in line for line in shown), shown

@@ -1,0 +1,273 @@
+"""Eligibility: the nodes a job may use, as Slurm judges them (pal_slurm/policy/eligibility.py)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
+from pal_slurm.policy.eligibility import (
+    ConstraintUnsupported,
+    JobRestrictions,
+    eligible_nodes,
+    parse_constraint,
+)
+
+NOW = 1_000_000.0
+
+
+def node(name, features=(), usable=True, cpus=16, free_cpus=16, mem=4000, free_mem=4000, parts=("gpu",)):
+    return NodeFacts(name, usable, tuple(parts), frozenset(features), cpus, free_cpus, mem, free_mem, 4)
+
+
+def site(nodes, partitions=None, reservations=()):
+    nodes = {n.name: n for n in nodes}
+    if partitions is None:
+        partitions = [PartitionFacts("gpu", frozenset(nodes), default=True)]
+    return SiteView(nodes, {p.name: p for p in partitions}, {r.name: r for r in reservations})
+
+
+LAB = site(
+    [node("n1"), node("n2", ["big"]), node("n3", ["f3", "big"]), node("n4", ["f4"])],
+    [PartitionFacts("gpu", frozenset({"n1", "n2", "n3", "n4"}), default=True),
+     PartitionFacts("one", frozenset({"n4"})),
+     PartitionFacts("two", frozenset({"n3", "n4"}), max_nodes=1, max_time_min=60)],
+)
+
+
+def fits(job, view=LAB):
+    e = eligible_nodes(job, view, NOW)
+    assert e.passed is None, e.passed
+    return set(e.fits_now)
+
+
+# ---- constraint expressions -------------------------------------------------------------------
+@pytest.mark.parametrize("text, feats, expected", [
+    ("f4", {"f4"}, True),
+    ("f4", {"f3"}, False),
+    ("a&b", {"a", "b"}, True),
+    ("a&b", {"a"}, False),
+    ("a|b", {"b"}, True),
+    ("a|b|c", {"d"}, False),
+    ("(a|b)&c", {"b", "c"}, True),
+    ("(a|b)&c", {"b"}, False),
+    ("a&(b|c)", {"a", "c"}, True),
+    ("[a|b]", {"a"}, True),
+    ("((a))", {"a"}, True),
+])
+def test_constraint_evaluates_names_and_or_and_groups(text, feats, expected):
+    assert parse_constraint(text).matches(frozenset(feats)) is expected
+
+
+@pytest.mark.parametrize("text", ["a&b|c", "a*2", "[a*2&b]", "a,b", "!a", "(a", "a)", "", "a&", "&a", "()"])
+def test_constraint_pald_cannot_judge_is_refused(text):
+    with pytest.raises(ConstraintUnsupported):
+        parse_constraint(text)
+
+
+def test_brackets_are_a_matching_or():
+    assert parse_constraint("[a|b]").matching_or
+    assert not parse_constraint("(a|b)").matching_or
+
+
+# ---- partitions ---------------------------------------------------------------------------------
+def test_default_partition_when_none_asked():
+    assert fits(JobRestrictions()) == {"n1", "n2", "n3", "n4"}
+
+
+def test_only_the_asked_partitions_nodes():
+    assert fits(JobRestrictions(partitions=("one",))) == {"n4"}
+
+
+def test_several_partitions_give_one_group_each_with_the_partition_to_write():
+    e = eligible_nodes(JobRestrictions(partitions=("one", "gpu"), exclude=frozenset({"n4"})), LAB, NOW)
+    assert [(g.partition, set(g.fits_now)) for g in e.groups] == [("gpu", {"n1", "n2", "n3"})]
+    single = eligible_nodes(JobRestrictions(partitions=("one",)), LAB, NOW)
+    assert single.groups[0].partition is None  # one partition asked: nothing to rewrite
+
+
+def test_unknown_partition_passes():
+    assert eligible_nodes(JobRestrictions(partitions=("nope",)), LAB, NOW).passed == "unknown_partition"
+
+
+@pytest.mark.parametrize("job, reason", [
+    (JobRestrictions(partitions=("two",), nodes=2), "partition_node_count"),
+    (JobRestrictions(partitions=("two",), time_limit_min=61), "partition_time_limit"),
+])
+def test_partition_limits_that_refuse_the_job_make_it_pass(job, reason):
+    assert eligible_nodes(job, LAB, NOW).passed == reason
+
+
+def test_partition_limits_within_bounds_place():
+    assert fits(JobRestrictions(partitions=("two",), time_limit_min=60)) == {"n3", "n4"}
+
+
+def test_down_partition_is_skipped_in_favour_of_the_next():
+    view = site([node("a"), node("b")], [PartitionFacts("p", frozenset({"a"}), up=False),
+                                         PartitionFacts("q", frozenset({"b"}))])
+    assert fits(JobRestrictions(partitions=("p", "q")), view) == {"b"}
+
+
+@pytest.mark.parametrize("account, ok", [(None, False), ("physics", True), ("chem", False)])
+def test_allow_accounts_needs_the_job_account(account, ok):
+    view = site([node("a")], [PartitionFacts("p", frozenset({"a"}), default=True,
+                                             allow_accounts=frozenset({"physics"}))])
+    e = eligible_nodes(JobRestrictions(account=account), view, NOW)
+    assert (e.passed is None) is ok
+
+
+@pytest.mark.parametrize("qos, ok", [(None, False), ("normal", True), ("high", False)])
+def test_deny_qos(qos, ok):
+    view = site([node("a")], [PartitionFacts("p", frozenset({"a"}), default=True, deny_qos=frozenset({"high"}))])
+    assert (eligible_nodes(JobRestrictions(qos=qos), view, NOW).passed is None) is ok
+
+
+def test_allow_groups_trusts_slurms_own_partition_list():
+    view = site([node("a")], [PartitionFacts("p", frozenset({"a"}), default=True, allow_groups=frozenset({"g"}))])
+    assert eligible_nodes(JobRestrictions(), view, NOW).passed == "partition_groups_unknown"
+    assert eligible_nodes(JobRestrictions(usable_partitions=frozenset({"p"})), view, NOW).passed is None
+    assert eligible_nodes(JobRestrictions(usable_partitions=frozenset()), view, NOW).passed == "partition_not_usable"
+
+
+# ---- nodes ----------------------------------------------------------------------------------------
+def test_features_exclusions_and_nodelist():
+    assert fits(JobRestrictions(constraint="big")) == {"n2", "n3"}
+    assert fits(JobRestrictions(constraint="f3|f4", exclude=frozenset({"n3"}))) == {"n4"}
+    assert fits(JobRestrictions(required=frozenset({"n3"}))) == {"n3"}
+
+
+def test_unevaluated_constraint_passes():
+    assert eligible_nodes(JobRestrictions(constraint="big*2"), LAB, NOW).passed == "constraint_not_evaluated"
+    assert eligible_nodes(JobRestrictions(constraint="[f3|f4]", nodes=2), LAB, NOW).passed == "constraint_matching_or"
+
+
+def test_nodelist_must_be_the_whole_job():
+    assert eligible_nodes(JobRestrictions(required=frozenset({"n1"}), nodes=2), LAB, NOW).passed == "nodelist_partial"
+    assert eligible_nodes(JobRestrictions(required=frozenset({"n1"}), nodes=None), LAB, NOW).passed
+    excluded = JobRestrictions(required=frozenset({"n1"}), exclude=frozenset({"n1"}))
+    assert eligible_nodes(excluded, LAB, NOW).passed == "no_eligible_node"
+
+
+def test_drained_node_is_never_eligible():
+    view = site([node("a", usable=False), node("b")])
+    assert fits(JobRestrictions(), view) == {"b"}
+    assert eligible_nodes(JobRestrictions(required=frozenset({"a"})), view, NOW).passed == "no_eligible_node"
+
+
+def test_reservations():
+    r = ReservationFacts("r1", frozenset({"b"}), NOW - 10, NOW + 3600, active=True)
+    later = ReservationFacts("r2", frozenset({"c"}), NOW + 600, NOW + 3600, active=False)
+    view = site([node("a"), node("b"), node("c")], reservations=[r, later])
+    assert fits(JobRestrictions(), view) == {"a"}  # unknown end: c's reservation may start during it
+    assert fits(JobRestrictions(time_limit_min=5), view) == {"a", "c"}  # ends before r2 starts
+    assert fits(JobRestrictions(reservation="r1"), view) == {"b"}
+    assert eligible_nodes(JobRestrictions(reservation="r2"), view, NOW).passed == "reservation_not_active"
+
+
+def test_cpus_and_memory_capacity_pass_and_free_wait():
+    view = site([node("a", cpus=8, free_cpus=2, mem=1000, free_mem=100), node("b")])
+    assert fits(JobRestrictions(cpus_per_node=4), view) == {"b"}
+    e = eligible_nodes(JobRestrictions(cpus_per_node=4), view, NOW)
+    assert set(e.groups[0].eligible) == {"a", "b"}  # a could run it later
+    assert eligible_nodes(JobRestrictions(memory_per_node_mb=5000), view, NOW).passed == "no_eligible_node"
+
+
+def test_gpu_model_requests_only_get_nodes_of_that_model():
+    a100 = NodeFacts("a", True, ("gpu",), frozenset(), 16, 16, 4000, 4000, 4, frozenset({"a100"}))
+    v100 = NodeFacts("v", True, ("gpu",), frozenset(), 16, 16, 4000, 4000, 4, frozenset({"v100"}))
+    view = site([a100, v100])
+    assert fits(JobRestrictions(gpu_model="v100"), view) == {"v"}
+    assert fits(JobRestrictions(), view) == {"a", "v"}
+    assert eligible_nodes(JobRestrictions(gpu_model="h100"), view, NOW).passed == "no_eligible_node"
+
+
+def test_exclusive_needs_an_idle_node():
+    view = site([node("a", free_cpus=15), node("b")])
+    assert fits(JobRestrictions(exclusive=True), view) == {"b"}
+
+
+# ---- the promise: never a node the job may not use -----------------------------------------------
+NAMES = [f"n{i}" for i in range(6)]
+FEATS = ["a", "b", "c"]
+
+
+@st.composite
+def sites(draw):
+    mostly = st.sampled_from([True, True, True, False])
+    nodes = [node(n, draw(st.sets(st.sampled_from(FEATS))), usable=draw(mostly),
+                  free_cpus=draw(st.integers(0, 16)), free_mem=draw(st.integers(0, 4000)))
+             for n in NAMES]
+    parts = [PartitionFacts(f"p{i}", frozenset(draw(st.sets(st.sampled_from(NAMES), min_size=1))),
+                            default=i == 0, up=draw(mostly),
+                            max_nodes=draw(st.one_of(st.none(), st.integers(1, 3))))
+             for i in range(3)]
+    resv = [ReservationFacts("r", frozenset(draw(st.sets(st.sampled_from(NAMES), max_size=3))), NOW - 1,
+                             NOW + 60, active=draw(mostly))]
+    return site(nodes, parts, resv)
+
+
+@st.composite
+def jobs(draw):
+    constraint = draw(st.one_of(st.none(), st.sampled_from(["a", "a&b", "a|c", "(a|b)&c", "[b|c]"])))
+    return JobRestrictions(
+        partitions=tuple(draw(st.lists(st.sampled_from(["p0", "p1", "p2"]), max_size=2, unique=True))),
+        constraint=constraint,
+        exclude=frozenset(draw(st.sets(st.sampled_from(NAMES), max_size=3))),
+        required=frozenset(draw(st.sampled_from([(), (), (), ("n1",), ("n2",)]))),
+        reservation=draw(st.sampled_from([None, None, None, "r"])),
+        exclusive=draw(st.booleans()),
+        nodes=draw(st.sampled_from([1, 1, 1, 2])),
+        cpus_per_node=draw(st.integers(1, 8)),
+        memory_per_node_mb=draw(st.integers(0, 3000)),
+    )
+
+
+def slurm_allows(job, view, name, partition):
+    """An independent, literal reading of Slurm's rules for one node (the oracle)."""
+    n = view.nodes[name]
+    p = view.partitions[partition]
+    features = n.features
+    if job.constraint:
+        text = job.constraint.replace("[", "(").replace("]", ")")
+        expr = "".join(f" ({f!r} in features) " if f in FEATS else {"&": " and ", "|": " or "}.get(f, f)
+                       for f in _tokens(text))
+        if not eval(expr, {"features": features}):  # noqa: S307 - our own fixed vocabulary
+            return False
+    r = view.reservations["r"]
+    in_r = name in r.nodes and r.active
+    return (name in p.nodes and p.up and n.usable and name not in job.exclude
+            and (not job.required or name in job.required)
+            and (in_r if job.reservation else name not in r.nodes)
+            and n.free_cpus >= job.cpus_per_node and n.free_memory_mb >= job.memory_per_node_mb
+            and (not job.exclusive or n.free_cpus >= n.cpus)
+            and (p.max_nodes is None or job.nodes <= p.max_nodes))
+
+
+def _tokens(text):
+    out, word = [], ""
+    for ch in text:
+        if ch in "&|()":
+            if word:
+                out.append(word)
+            out.append(ch)
+            word = ""
+        else:
+            word += ch
+    return out + ([word] if word else [])
+
+
+@settings(max_examples=400, deadline=None)
+@given(sites(), jobs())
+def test_never_returns_a_node_the_job_may_not_use(view, job):
+    e = eligible_nodes(job, view, NOW)
+    if e.passed:
+        return
+    default = next(p for p in view.partitions.values() if p.default).name
+    for group in e.groups:
+        partitions = [group.partition] if group.partition else list(job.partitions or (default,))
+        assert group.fits_now <= group.eligible
+        for name in group.fits_now:
+            assert any(slurm_allows(job, view, name, p) for p in partitions), (name, group, job)
+        if group.partition is None and len(partitions) == 1:
+            assert all(slurm_allows(job, view, name, partitions[0]) for name in group.fits_now)

@@ -16,12 +16,9 @@ Usage: python3 benchmarks/metrics_cost.py [--nodes 1024] [--gpus 8] [--pending 5
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
 import random
 import socket
 import sys
-import threading
 import tempfile
 import time
 import urllib.request
@@ -30,54 +27,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from place_latency import NoActuator, Reader, pct  # noqa: E402
+from place_latency import build_pald, pct, serve  # noqa: E402
 
-from pal_slurm.config import Config, DaemonConfig  # noqa: E402
-from pal_slurm.daemon.app import Pald  # noqa: E402
 from pal_slurm.daemon.comment_grammar import CommentSpec  # noqa: E402
 from pal_slurm.daemon.metrics import PaldMetrics, Publisher, instrument, serve_metrics  # noqa: E402
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest, encode_request  # noqa: E402
-from pal_slurm.daemon.server import SocketServer  # noqa: E402
-from pal_slurm.slurm.readers import JobInfo, NodeInfo  # noqa: E402
-from pal_slurm.store.memory import MemoryRepository  # noqa: E402
-from pal_slurm.store.records import RankingEntry  # noqa: E402
 
 
 def build(args):
     rng = random.Random(1)
-    names = [f"gpu{i:04d}" for i in range(args.nodes)]
-    nodes = []
-    for name in names:
-        used = frozenset(s for s in range(args.gpus) if rng.random() < 0.6)
-        nodes.append(NodeInfo(name, "mixed", (), args.gpus, len(used), used, 1, (), ("p",)))
-    held = [JobInfo(100000 + i, "j", "PENDING", "JobHeldUser", 1000, "pal:class=resnet", "pal:defer", (), (), 1,
-                    f"gres:gpu:{rng.choice([1, 2, 4, 8])}", {}, 0, 1000 + i, 0) for i in range(args.pending)]
-    store = MemoryRepository()
-    store.write_ranking("optimal", [RankingEntry(n, s, c, v, v, 0) for n in names for s in range(args.gpus)
-                                    for c in "ABCD" for v in [rng.choice([0.95, 1.0, 1.0, 1.05, 1.3])]])
-    tmp = tempfile.mkdtemp()
-    pald = Pald(Config(daemon=DaemonConfig(socket=f"{tmp}/s", heartbeat_file=f"{tmp}/hb")), store,
-                Reader(nodes, held), NoActuator())
-    pald.refresh_store()
+    pald, _nodes, _held = build_pald(args.nodes, args.gpus, args.pending, rng)
     pald.sync_and_cycle()
     pald.check_leadership()  # the default AlwaysLeader: leading
     return pald, rng
 
 
 def serve_socket(handler, path):
-    """pald's SocketServer on its own loop in a thread; returns a connected client socket."""
-    loop = asyncio.new_event_loop()
-    srv = SocketServer(handler, path, {os.geteuid(), 0})
-    ready = threading.Event()
-
-    def run():
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(srv.start())
-        ready.set()
-        loop.run_forever()
-
-    threading.Thread(target=run, daemon=True).start()
-    ready.wait(5)
+    """pald's SocketServer (place_latency's) in a thread; a connected client socket + reader."""
+    serve(handler, path)
     s = socket.socket(socket.AF_UNIX)
     s.connect(path)
     return s, s.makefile("rb")

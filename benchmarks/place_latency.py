@@ -44,6 +44,8 @@ def pct(values, q):
 
 
 class Reader:
+    release = "Slurm 22.05 (benchmark: no Slurm)"
+
     def __init__(self, nodes, jobs):
         self._n, self._j = nodes, jobs
 
@@ -80,6 +82,44 @@ class NoActuator:
         pass
 
 
+def build_pald(num_nodes: int, gpus: int, pending: int, rng: random.Random):
+    """(pald, nodes, held jobs): a big cluster, 60% of GPUs busy, `pending` held PAL jobs and a
+    4-class ranking in a memory store; Slurm faked by Reader, nothing acts on Slurm."""
+    names = [f"gpu{i:04d}" for i in range(num_nodes)]
+    nodes = []
+    for name in names:
+        used = frozenset(s for s in range(gpus) if rng.random() < 0.6)
+        nodes.append(NodeInfo(name, "mixed", (), gpus, len(used), used, 1, (), ("p",)))
+    held = [JobInfo(100000 + i, "j", "PENDING", "JobHeldUser", 1000, "pal:class=resnet", "pal:defer", (), (), 1,
+                    f"gres:gpu:{rng.choice([1, 2, 4, 8])}", {}, 0, 1000 + i, 0) for i in range(pending)]
+    store = MemoryRepository()
+    entries = [RankingEntry(n, s, c, v, v, 0) for n in names for s in range(gpus) for c in "ABCD"
+               for v in [rng.choice([0.95, 1.0, 1.0, 1.05, 1.3])]]
+    store.write_ranking("optimal", entries)
+    tmp = tempfile.mkdtemp()
+    cfg = Config(daemon=DaemonConfig(socket=f"{tmp}/pald.sock", heartbeat_file=f"{tmp}/hb"))
+    pald = Pald(cfg, store, Reader(nodes, held), NoActuator())
+    pald.refresh_store()
+    return pald, nodes, held
+
+
+def serve(handler, path):
+    """pald's SocketServer on its own event loop in a daemon thread: (loop, server)."""
+    loop = asyncio.new_event_loop()
+    srv = SocketServer(handler, path, {os.geteuid(), 0})
+    ready = threading.Event()
+
+    def run():
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(srv.start())
+        ready.set()
+        loop.run_forever()
+
+    threading.Thread(target=run, daemon=True).start()
+    ready.wait(5)
+    return loop, srv
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=1024)
@@ -88,21 +128,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000)
     args = ap.parse_args()
     rng = random.Random(1)
-    names = [f"gpu{i:04d}" for i in range(args.nodes)]
-    nodes = []
-    for name in names:
-        used = frozenset(s for s in range(args.gpus) if rng.random() < 0.6)
-        nodes.append(NodeInfo(name, "mixed", (), args.gpus, len(used), used, 1, (), ("p",)))
-    held = [JobInfo(100000 + i, "j", "PENDING", "JobHeldUser", 1000, "pal:class=resnet", "pal:defer", (), (), 1,
-                    f"gres:gpu:{rng.choice([1, 2, 4, 8])}", {}, 0, 1000 + i, 0) for i in range(args.pending)]
-    store = MemoryRepository()
-    entries = [RankingEntry(n, s, c, v, v, 0) for n in names for s in range(args.gpus) for c in "ABCD"
-               for v in [rng.choice([0.95, 1.0, 1.0, 1.05, 1.3])]]
-    store.write_ranking("optimal", entries)
+    pald, nodes, held = build_pald(args.nodes, args.gpus, args.pending, rng)
     tmp = tempfile.mkdtemp()
-    cfg = Config(daemon=DaemonConfig(socket=f"{tmp}/pald.sock", heartbeat_file=f"{tmp}/hb"))
-    pald = Pald(cfg, store, Reader(nodes, held), NoActuator())
-    pald.refresh_store()
     t0 = time.perf_counter()
     pald.sync_and_cycle()  # includes planning the held jobs once
     sync_s = time.perf_counter() - t0
@@ -174,21 +201,6 @@ def main() -> None:
     print(f"deferred cycle plan over {args.pending} held jobs (backfill): median {sorted(plan_t)[2] * 1000:.1f} ms")
 
     # Over the real socket, against a no-op handler as the baseline.
-    def serve(handler, path):
-        loop = asyncio.new_event_loop()
-        srv = SocketServer(handler, path, {os.geteuid(), 0})
-        ready = threading.Event()
-
-        def run():
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(srv.start())
-            ready.set()
-            loop.run_forever()
-
-        threading.Thread(target=run, daemon=True).start()
-        ready.wait(5)
-        return loop, srv
-
     def round_trips(path, n):
         out = []
         with socket.socket(socket.AF_UNIX) as s:

@@ -895,8 +895,30 @@ function M.write_fields(job_desc, changes)
   return false, err
 end
 
--- The field writes for a checked reply.
-function M.changes_for(job_desc, reply, request_id)
+-- The TRES prefix this Slurm takes in job_desc: 23.11 and later write and require
+-- "gres/gpu:s2:1" (a "gres:" item is rejected there as an invalid TRES specification), 22.05 to
+-- 23.02 "gres:gpu:s2:1". The job's own GPU request shows the spelling when it has one; else
+-- slurm.GRES_ALLOW_TASK_SHARING, a constant the Lua plugin exports from 23.11 on, tells.
+local TRES_FIELDS = { "tres_per_node", "tres_per_job", "tres_per_task", "tres_per_socket" }
+
+function M.tres_prefix(job_desc, slurm)
+  for _, field in ipairs(TRES_FIELDS) do
+    local v = string_or_nil(job_desc[field])
+    if v and v:find("gres/", 1, true) then return "gres/" end
+    if v and v:find("gres:", 1, true) then return "gres:" end
+  end
+  if type(slurm) == "table" and slurm.GRES_ALLOW_TASK_SHARING ~= nil then return "gres/" end
+  return "gres:"
+end
+
+-- pald's "gres:gpu:s2:1,gres:gpu:s3:1" with each item's "gres:" spelled as `prefix`.
+function M.spell_tres(gres, prefix)
+  if prefix == "gres:" then return gres end
+  return (("," .. gres):gsub(",gres:", "," .. prefix)):sub(2)
+end
+
+-- The field writes for a checked reply (`slurm`: the Slurm table, for the TRES spelling).
+function M.changes_for(job_desc, reply, request_id, slurm)
   local suffix = (reply.rank and (";rank=v" .. string.format("%d", reply.rank)) or "")
     .. (request_id and (";req=" .. request_id) or "")
   local changes = {}
@@ -907,7 +929,7 @@ function M.changes_for(job_desc, reply, request_id)
     changes[#changes + 1] = { "min_nodes", n }
     changes[#changes + 1] = { "max_nodes", n }
     if reply.gres then
-      changes[#changes + 1] = { "tres_per_node", reply.gres }
+      changes[#changes + 1] = { "tres_per_node", M.spell_tres(reply.gres, M.tres_prefix(job_desc, slurm)) }
       -- --gpus=N (tres_per_job) would ask for GPUs on top of the slots: drop its GPU items.
       local tres_job = string_or_nil(job_desc.tres_per_job)
       if tres_job and M.gpu_count(tres_job) then
@@ -1017,7 +1039,7 @@ local function place(job_desc, spec, submit_uid, ctx)
   end
   local warning = reply.warning and M.user_warning(reply.warning)
   if warning then log_user(slurm, warning) end
-  local ok, werr = M.write_fields(job_desc, M.changes_for(job_desc, reply, request_id))
+  local ok, werr = M.write_fields(job_desc, M.changes_for(job_desc, reply, request_id, slurm))
   if not ok then return pass(slurm, job_desc, "write-failed", werr, request_id) end
   pcall(function()
     log_info(slurm, string.format("pal: %s class=%s req=%s nodes=%s gres=%s rank=%s rtt_ms=%.2f",

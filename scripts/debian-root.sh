@@ -13,8 +13,9 @@
 #
 # `run` works in private namespaces (unshare): mount, so every mount below vanishes when the
 # command ends, whether it succeeds or fails, and nothing propagates to the host; PID, so any
-# daemon left behind (slurmd, munged, postgres) dies with it; UTS, so the root has its own
-# hostname without renaming the host. The network is the host's (apt, PyPI, loopback tests).
+# daemon left behind (slurmd, munged, postgres) dies with it (bash stays that namespace's init
+# and reaps orphans such as a postmaster after pg_ctl, which would otherwise stay zombies); UTS,
+# so the root has its own hostname without renaming the host. The network is the host's (apt, PyPI, loopback tests).
 set -euo pipefail
 
 die() { echo "debian-root: $*" >&2; exit 1; }
@@ -102,7 +103,7 @@ cmd_run() {
     fi
     exec chroot "$DIR" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      /bin/bash -c "cd /root && exec \"\$@\"" bash "$@"
+      /bin/bash -c "cd /root && \"\$@\"; exit \$?" bash "$@"
   ' bash "$@"
 }
 

@@ -48,6 +48,7 @@ from pal_slurm.engine import Clock, WallClock
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.shape import ShapeError
 from pal_slurm.policy import autotune
+from pal_slurm.slurm.errors import SlurmError, SlurmUnsupported
 from pal_slurm.slurm.readers import cluster_view
 from pal_slurm.slurm.topology import read_racks
 from pal_slurm.store.leader import AlwaysLeader
@@ -140,6 +141,7 @@ class Pald:
         self.service.set_class_map({})
         self.started = self.clock()
         self.slurm_ok: bool | None = None
+        self.slurm_problem: SlurmError | Exception | None = None  # why the last Slurm read failed
         self.last_sync: float | None = None
         self.last_cycle: float | None = None  # end of the last complete sync + release cycle
         self.errors = OnceLogger()
@@ -249,7 +251,9 @@ class Pald:
                 "pid": os.getpid(),
                 "uptime_s": round(now - self.started, 1),
                 "store": "none" if store is None else store.state,
-                "slurm": {None: "unknown", True: "ok", False: "unreachable"}[self.slurm_ok],
+                "slurm": self._slurm_state(),
+                "slurm_release": self.reader.release,
+                "slurm_error": None if self.slurm_problem is None else str(self.slurm_problem)[:500],
                 "last_sync_age_s": None if self.last_sync is None else round(now - self.last_sync, 1),
                 "last_cycle_age_s": None if self.last_cycle is None else round(now - self.last_cycle, 1),
                 "gpus": self.service.view.size if self.service.view else 0,
@@ -266,6 +270,15 @@ class Pald:
                 "recent_errors": list(self.recent_errors),
             },
         )
+
+    def _slurm_state(self) -> str:
+        """ok / unknown (no read yet) / unreachable / unsupported (a release or JSON shape this
+        pal-slurm does not read: upgrade pal-slurm; PAL jobs pass meanwhile)."""
+        if self.slurm_ok is None:
+            return "unknown"
+        if self.slurm_ok:
+            return "ok"
+        return "unsupported" if isinstance(self.slurm_problem, SlurmUnsupported) else "unreachable"
 
     # ---- store (through the link: nothing here waits on the database) --------------------
     def _record(self, job_id: str, kind: DecisionKind, reason: str, nodes, perf_class) -> None:
@@ -375,6 +388,7 @@ class Pald:
             site = self.reader.site(nodes)
         except Exception as exc:  # noqa: BLE001
             self.slurm_ok = False
+            self.slurm_problem = exc
             self._note_error("slurm", exc)
             return None
         now = self.clock()
@@ -389,6 +403,7 @@ class Pald:
         if self.slurm_ok is not True:
             self.errors.clear("slurm")
         self.slurm_ok = True
+        self.slurm_problem = None
         if not self.leading:
             self.last_cycle = now
             return None  # standby: keep the view warm, act on nothing

@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[2]  # source checkout (PYTHONPATH for th
 
 
 def write_config(path: Path, *, socket: Path, db_url: str, slurm_conf: str, heartbeat: Path,
-                 cycle_s: float = 0.3, metrics_listen: str = "", extra: str = "") -> Path:
+                 cycle_s: float = 0.3, metrics_listen: str = "", extra: str = "",
+                 slurm_bin_dir: str = "") -> Path:
     path.write_text(f"""
 [store]
 url = "{db_url}"
@@ -34,6 +35,7 @@ placement = "pal"
 
 [slurm]
 conf = "{slurm_conf}"
+{f'bin_dir = "{slurm_bin_dir}"' if slurm_bin_dir else ""}
 
 [metrics]
 listen = "{metrics_listen}"
@@ -47,7 +49,8 @@ class PaldProcess:
         self.config, self.socket, self.log = config, socket, log
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 20.0) -> "PaldProcess":
+    def start(self, timeout: float = 20.0, synced: bool = True) -> "PaldProcess":
+        """Start pald; return once it answers health and (`synced`) has read Slurm once."""
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         env.pop("PAL_CONFIG", None)
@@ -61,7 +64,7 @@ class PaldProcess:
                 raise RuntimeError(f"pald exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
             try:
                 h = PaldClient(str(self.socket), timeout_s=1.0).health()
-                if h.details.get("last_sync_age_s") is not None:
+                if not synced or h.details.get("last_sync_age_s") is not None:
                     return self
             except PaldError:
                 pass

@@ -362,6 +362,8 @@ def _line_to_object(line: bytes | str) -> dict:
         raise ProtocolError(ErrorCode.NOT_JSON, "JSON nested too deep") from None
     except ValueError as err:  # JSONDecodeError, and int() digit-limit errors
         raise ProtocolError(ErrorCode.NOT_JSON, f"not JSON: {err}") from None
+    if _too_deep(obj):  # Python 3.13's parser no longer stops at a few thousand levels
+        raise ProtocolError(ErrorCode.NOT_JSON, "JSON nested too deep")
     if not isinstance(obj, dict):
         raise ProtocolError(ErrorCode.NOT_OBJECT, f"expected a JSON object, got {_kind(obj)}")
     version = obj.get("v")
@@ -373,6 +375,22 @@ def _line_to_object(line: bytes | str) -> dict:
             f"unsupported protocol version {version!r} (this side speaks {PROTOCOL_VERSION})",
         )
     return obj
+
+
+MAX_DEPTH = 64  # messages nest 3 levels; this bounds what a decoder will walk, on any Python
+
+
+def _too_deep(obj: Any) -> bool:
+    """Nested deeper than MAX_DEPTH (iterative: no recursion on hostile input)."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                return True
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _reject_constant(name: str) -> Any:

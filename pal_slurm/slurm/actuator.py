@@ -2,8 +2,9 @@
 
 The deferred-placement path of pald (and the demo) is: the hook holds a PAL job (priority 0),
 pald chooses nodes and slots, then `place_held_job` rewrites the job's request and releases it.
-Slurm 22.05 facts this relies on (tested on the lab cluster, see
-tests/integration/test_slurm_adapter.py):
+Slurm facts this relies on (tested on lab clusters of 22.05 and, in a Debian 13 root, 24.11:
+tests/integration/test_slurm_adapter.py; `scontrol show job` text of both in
+tests/unit/slurm/data/<release>/):
 
 - `scontrol update jobid=X Gres=gpu:s2:1,gpu:s3:1` sets TresPerNode (per-slot types bind exact
   GPUs), but is REJECTED ("Invalid GRES specification (with and without type identification)")
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from pal_slurm.slurm.errors import SlurmError
-from pal_slurm.slurm.gres import gres_update_spec
+from pal_slurm.slurm.gres import canonical_tres, gres_update_spec
 from pal_slurm.slurm.hostlist import compress, expand
 from pal_slurm.slurm.runner import Runner
 
@@ -74,7 +75,7 @@ def parse_show_job(text: str) -> JobSnapshot:
     priority = _field(line, "Priority")
     if job_id is None or state is None or priority is None or not job_id.isdigit():
         raise SlurmError(f"unexpected `scontrol show job` output: {line[:200]!r}")
-    tres = _field(line, "TresPerNode") or ""
+    tres = canonical_tres(_field(line, "TresPerNode") or "")  # 23.02+ writes gres/gpu:1
     req = _field(line, "ReqNodeList") or ""
     return JobSnapshot(
         int(job_id),

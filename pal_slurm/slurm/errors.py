@@ -51,5 +51,13 @@ class SlurmParseError(SlurmError):
     """Slurm's output (JSON, GRES strings) was not in the expected shape."""
 
 
+class SlurmUnsupported(SlurmParseError):
+    """This Slurm release (or the JSON shape it prints) is one pal-slurm does not read.
+
+    Raised instead of a bare parse error so that pald's health and `palctl status` can say
+    which release was found and which ones are supported, rather than "no 'nodes' field".
+    """
+
+
 class HostlistError(SlurmError, ValueError):
     """A hostlist expression such as ``gpu[01-04`` is malformed."""

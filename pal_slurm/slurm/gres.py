@@ -93,6 +93,15 @@ def tres_per_node(slots: Iterable[int]) -> str:
     return ",".join(f"gres:{GRES_NAME}:{slot_type(s)}:1" for s in ordered)
 
 
+def canonical_tres(text: str) -> str:
+    """A job's TRES string in one spelling: ``gres/gpu:s2:1`` (Slurm 23.02+) -> ``gres:gpu:s2:1``
+    (22.05, and what job_submit.lua writes); ``""`` stays ``""``."""
+    return ",".join(
+        "gres:" + item[len("gres/") :] if item.startswith("gres/") else item
+        for item in (text or "").split(",")
+    ) if text else ""
+
+
 def gres_update_spec(slots: Iterable[int]) -> str:
     """The ``scontrol update jobid=X Gres=`` value for `slots`: ``gpu:s2:1,gpu:s3:1``."""
     return tres_per_node(slots).replace("gres:", "")

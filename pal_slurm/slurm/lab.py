@@ -26,6 +26,7 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -107,8 +108,9 @@ class LabCluster:
     def runner(self) -> CommandRunner:
         return CommandRunner(slurm_conf=self.slurm_conf)
 
-    @property
+    @cached_property
     def reader(self) -> SlurmReader:
+        """One reader per lab: it detects the Slurm release once."""
         return SlurmReader(self.runner)
 
     @property

@@ -1,8 +1,11 @@
-"""Parse `sinfo --json` / `squeue --json` (Slurm 22.05, openapi v0.0.38) into plain values.
+"""Parse Slurm's node and job JSON into plain values, the same for every supported release.
 
 Slurm 22.05 has no `scontrol --json`, and pyslurm 22.05 is not installable from PyPI, so
-the JSON of the two client commands is the only structured view pald gets. This module is
-pure (text in, dataclasses out); `SlurmReader` adds the one call to the runner.
+the JSON of the client commands is the only structured view pald gets. Each release's shape
+is turned into 22.05's field names first (`pal_slurm.slurm.dialects`: detect the release ->
+its record functions), then mapped here to one view. This module is pure (text in,
+dataclasses out) apart from `SlurmReader`, which detects the release once and runs the
+commands through the runner.
 
 GRES strings seen in 22.05 (all in tests/unit/slurm/data/*.json):
 - configured ``gres``: ``gpu:s0:1,gpu:s1:1,...`` (per-slot types) or ``gpu:4``; may carry a
@@ -21,12 +24,13 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from pal_slurm.model.cluster import ClusterView
-from pal_slurm.slurm.errors import SlurmParseError
+from pal_slurm.slurm.dialects import LEGACY_22_05, NO_VAL, Dialect, detect
+from pal_slurm.slurm.errors import SlurmError, SlurmParseError, SlurmUnsupported
+from pal_slurm.slurm.gres import canonical_tres
 from pal_slurm.slurm.hostlist import expand
 from pal_slurm.slurm.runner import Runner
 
 GPU = "gpu"
-NO_VAL = 4294967294  # Slurm's "unset" for 32-bit fields
 
 # node states/flags in which a node takes no new work (its GPUs are not "free")
 _USABLE_STATES = frozenset({"idle", "mixed", "allocated"})
@@ -230,16 +234,22 @@ def parse_node(raw: Mapping[str, Any]) -> NodeInfo:
         raise SlurmParseError(f"node {name}: {exc}") from None
 
 
-def parse_sinfo(doc: str | bytes | Mapping[str, Any]) -> list[NodeInfo]:
-    """Nodes of `sinfo --json`, in Slurm's node order (slurm.conf order)."""
-    data = _load(doc, "sinfo")
-    nodes = _require(data, "nodes", "sinfo --json")
+def parse_sinfo(
+    doc: str | bytes | Mapping[str, Any], dialect: Dialect = LEGACY_22_05
+) -> list[NodeInfo]:
+    """Nodes in Slurm's node order (slurm.conf order), from the JSON of `dialect.nodes_argv`:
+    22.05's `sinfo --json`, 23.02+'s `scontrol show nodes --json`."""
+    command = dialect.nodes_argv[0]
+    data = _load(doc, command)
+    nodes = _require(data, "nodes", f"{command} --json")
     if not isinstance(nodes, list):
-        raise SlurmParseError("sinfo --json: 'nodes' is not a list")
+        raise SlurmParseError(f"{command} --json: 'nodes' is not a list")
     out: list[NodeInfo] = []
     seen: set[str] = set()
     for raw in nodes:
-        node = parse_node(raw)
+        if not isinstance(raw, Mapping):
+            raise SlurmParseError(f"{command} --json: a node is {type(raw).__name__}, not an object")
+        node = parse_node(dialect.node_record(raw))
         if node.name not in seen:  # a node in several partitions is listed once per partition
             seen.add(node.name)
             out.append(node)
@@ -328,7 +338,7 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             nodes=tuple(nodes),
             required_nodes=tuple(expand(raw.get("required_nodes") or "")),
             node_count=int(raw.get("node_count") or 0),
-            tres_per_node=raw.get("tres_per_node") or "",
+            tres_per_node=canonical_tres(raw.get("tres_per_node") or ""),
             gpu_slots=slots,
             priority=int(priority) if isinstance(priority, int) else 0,
             submit_time=int(raw.get("submit_time") or 0),
@@ -361,7 +371,9 @@ def salvage_job(raw: Mapping[str, Any], problem: str) -> JobInfo | None:
     )
 
 
-def parse_squeue(doc: str | bytes | Mapping[str, Any]) -> list[JobInfo]:
+def parse_squeue(
+    doc: str | bytes | Mapping[str, Any], dialect: Dialect = LEGACY_22_05
+) -> list[JobInfo]:
     """Jobs of `squeue --json` (22.05 ignores -j filters: this is every job).
 
     One malformed job record never hides the others: it is salvaged (`salvage_job`, its
@@ -375,7 +387,7 @@ def parse_squeue(doc: str | bytes | Mapping[str, Any]) -> list[JobInfo]:
         if not isinstance(raw, Mapping):
             continue
         try:
-            out.append(parse_job(raw))
+            out.append(parse_job(dialect.job_record(raw)))
         except (SlurmParseError, TypeError, ValueError, AttributeError) as exc:
             salvaged = salvage_job(raw, str(exc))
             if salvaged is not None:
@@ -502,16 +514,52 @@ def cluster_view(
 
 # ---- reading from a live cluster --------------------------------------------------------
 class SlurmReader:
-    """Reads nodes and jobs through a runner (the only I/O in this module)."""
+    """Reads nodes and jobs through a runner (the only I/O in this module).
 
-    def __init__(self, runner: Runner) -> None:
+    The Slurm release is detected at the first read (`dialects.detect`: `sinfo --version`,
+    and `scontrol --json=list` on 23.02+) and kept; pass `dialect` to skip that. A release
+    pal-slurm does not read, or an untested one whose JSON does not parse, raises
+    `SlurmUnsupported` with the release found and the supported ones.
+    """
+
+    def __init__(self, runner: Runner, dialect: Dialect | None = None) -> None:
         self.runner = runner
+        self._dialect = dialect
+
+    @property
+    def dialect(self) -> Dialect:
+        if self._dialect is None:
+            self._dialect = detect(self.runner)  # not cached on failure: retried next read
+        return self._dialect
+
+    @property
+    def release(self) -> str | None:
+        """The release found ("Slurm 24.11.5 (data_parser v0.0.42)", with why it is untested
+        when it is); None before the first read. No I/O."""
+        if self._dialect is None:
+            return None
+        d = self._dialect
+        return d.describe() + (f" - {d.note}" if d.note else "")
+
+    def _parse(self, argv: list[str], parse) -> Any:
+        dialect = self.dialect
+        text = self.runner.run(argv)
+        try:
+            return parse(text, dialect)
+        except SlurmUnsupported:
+            raise
+        except SlurmError as exc:
+            if dialect.tested:
+                raise
+            raise SlurmUnsupported(
+                f"{dialect.describe()} printed JSON pal-slurm cannot read ({exc}); {dialect.note}"
+            ) from None
 
     def nodes(self) -> list[NodeInfo]:
-        return parse_sinfo(self.runner.run(["sinfo", "--json"]))
+        return self._parse(self.dialect.nodes_argv, parse_sinfo)
 
     def jobs(self) -> list[JobInfo]:
-        return parse_squeue(self.runner.run(["squeue", "--json"]))
+        return self._parse(self.dialect.jobs_argv, parse_squeue)
 
     def site(self, nodes: Sequence[NodeInfo]):
         """Partitions, reservations, features and free CPUs/memory (a SiteView) for `nodes`."""

@@ -74,6 +74,9 @@ def collect(cfg, stale_after: float) -> dict:
             problems.append(f"pald is degraded: Slurm {d.get('slurm')}, store {d.get('store')}{store_error}")
         if not d.get("leader", True):
             problems.append(f"pald is a standby ({d.get('leader_state', '')}): PAL jobs pass to Slurm")
+        if d.get("slurm") == "unsupported":
+            problems.append(f"pal-slurm cannot read this Slurm, PAL jobs pass to Slurm untouched: "
+                            f"{d.get('slurm_error')}")
     except PaldError as exc:
         report["pald"] = {"up": False, "error": str(exc), "socket": cfg.daemon.socket}
         problems.append("pald is not answering: PAL jobs pass to Slurm untouched; start it (systemctl start pald)")
@@ -114,6 +117,8 @@ def render(report: dict) -> None:
                              f"{p.get('uptime_s')} s, ranking v{p['rank']}, Slurm sync "
                              f"{'never' if sync is None else f'{sync} s ago'}, {p.get('free_gpus')}/{p.get('gpus')} GPUs free)"))
         rows.append(("decisions", ", ".join(f"{k} {v}" for k, v in (p.get("counts") or {}).items())))
+        if p.get("slurm_release"):
+            rows.append(("slurm", p["slurm_release"]))
         if p.get("buffered_decisions") or p.get("store_dropped"):
             rows.append(("buffered", f"{p.get('buffered_decisions')} store write(s) waiting in pald, "
                                      f"{p.get('store_dropped') or 0} dropped (buffer full)"))

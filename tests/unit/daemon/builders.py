@@ -56,6 +56,7 @@ class FakeReader:
         self._nodes = list(nodes)
         self._jobs = list(jobs)
         self.fail = None
+        self.release = "Slurm 22.05.8 (openapi v0.0.38)"
         self.site_view = None
 
     def nodes(self):

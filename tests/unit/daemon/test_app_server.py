@@ -13,6 +13,7 @@ from pal_slurm.daemon.app import Pald
 from pal_slurm.daemon.protocol import HealthRequest, ReloadRequest, encode_request
 from pal_slurm.daemon.server import SocketServer
 from pal_slurm.model import DecisionKind
+from pal_slurm.slurm.errors import SlurmUnsupported
 from pal_slurm.store.errors import StoreUnavailable
 from pal_slurm.store.memory import MemoryRepository
 
@@ -79,6 +80,26 @@ def test_slurm_failure_is_degraded_not_fatal(tmp_path):
     h = pald.health()
     assert h.status == "degraded" and h.details["slurm"] == "unreachable"
     # still answers from the last view
+    assert pald.handle(request(gpn=1)).decision is DecisionKind.PLACE
+
+
+def test_unsupported_slurm_is_reported_and_jobs_pass(tmp_path):
+    """A Slurm whose JSON pal-slurm cannot read (an upgrade ahead of pal-slurm): pald keeps
+    running, says so in its health, and PAL jobs pass to Slurm untouched (no view, no place)."""
+    pald = make_pald(tmp_path)
+    pald.reader.fail = SlurmUnsupported("Slurm 27.05.1 (data_parser default) printed JSON pal-slurm "
+                                        "cannot read (scontrol --json has no 'nodes' field)")
+    for _ in range(3):  # every cycle fails the same way; none raises
+        pald.sync_and_cycle()
+    h = pald.health()
+    assert h.status == "degraded" and h.details["slurm"] == "unsupported"
+    assert "Slurm 27.05.1" in h.details["slurm_error"]
+    assert pald.handle(request(gpn=1)).decision is DecisionKind.PASS
+    pald.reader.fail = None
+    pald.sync_and_cycle()
+    h = pald.health()
+    assert h.status == "ok" and h.details["slurm_error"] is None
+    assert h.details["slurm_release"] == "Slurm 22.05.8 (openapi v0.0.38)"
     assert pald.handle(request(gpn=1)).decision is DecisionKind.PLACE
 
 

@@ -3,6 +3,8 @@ tested in tests/integration/test_slurm_adapter.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pal_slurm.slurm.actuator import (
@@ -11,6 +13,8 @@ from pal_slurm.slurm.actuator import (
     parse_show_job,
 )
 from pal_slurm.slurm.errors import SlurmCommandFailed, SlurmError
+
+DATA = Path(__file__).parent / "data"
 
 HELD = (
     "JobId=42 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=0 Nice=0 "
@@ -48,6 +52,16 @@ def test_parse_show_job() -> None:
     assert snap.held
     with pytest.raises(SlurmError, match="unexpected"):
         parse_show_job("slurm_load_jobs error")
+
+
+@pytest.mark.parametrize("release, num_nodes", [("22.05", "1"), ("24.11", "1-1")])
+def test_parse_show_job_captured(release: str, num_nodes: str) -> None:
+    """`scontrol -o show job` of a held `--gres=gpu:1` job as each release prints it (24.11
+    writes TresPerNode=gres/gpu:1; the snapshot has one spelling)."""
+    snap = parse_show_job((DATA / release / "scontrol_show_job_held.txt").read_text())
+    assert (snap.job_id, snap.state, snap.priority, snap.held) == (4, "PENDING", 0, True)
+    assert snap.tres_per_node == "gres:gpu:1"
+    assert (snap.req_nodes, snap.num_nodes) == ("", num_nodes)
 
 
 def test_place_held_job_sequence() -> None:

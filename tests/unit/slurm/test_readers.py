@@ -1,5 +1,7 @@
-"""Parsers of `sinfo --json` / `squeue --json`, on JSON captured from a real Slurm 22.05 lab
-(tests/unit/slurm/data/capture.sh re-creates the files)."""
+"""Parsers of Slurm's node and job JSON, on JSON captured from real lab clusters of every
+tested release: 22.05 (openapi v0.0.38; Debian 12) and 24.11 (data_parser v0.0.40, v0.0.41 and
+v0.0.42; Debian 13). tests/unit/slurm/data/capture.sh re-creates the files. Every release must
+give the same view of the same scene."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pal_slurm.slurm.dialects import LEGACY_22_05, SlurmVersion, dialect_for
 from pal_slurm.slurm.errors import SlurmParseError
 from pal_slurm.slurm.readers import (
     GresItem,
@@ -22,10 +25,40 @@ from pal_slurm.slurm.readers import (
 )
 
 DATA = Path(__file__).parent / "data"
+D24_11 = dialect_for(SlurmVersion(24, 11, 5), ["v0.0.40", "v0.0.41", "v0.0.42"])
 
 
 def load(name: str) -> str:
     return (DATA / name).read_text()
+
+
+class Shape:
+    """One release's JSON of the captured scenes: where the files are, how to read them."""
+
+    def __init__(self, release: str, dialect, nodes: str, suffix: str = "") -> None:
+        self.release, self.dialect, self.nodes_cmd, self.suffix = release, dialect, nodes, suffix
+
+    def nodes(self, scene: str, doc=None):
+        return parse_sinfo(doc if doc is not None else self.nodes_doc(scene), self.dialect)
+
+    def nodes_doc(self, scene: str) -> str:
+        return load(f"{self.release}/{self.nodes_cmd}_{scene}{self.suffix}.json")
+
+    def jobs(self, scene: str, doc=None):
+        return parse_squeue(doc if doc is not None else self.jobs_doc(scene), self.dialect)
+
+    def jobs_doc(self, scene: str) -> str:
+        return load(f"{self.release}/squeue_{scene}{self.suffix}.json")
+
+    def __repr__(self) -> str:
+        return f"{self.release}{self.suffix}"
+
+
+# default shapes: every scene; the pinned data_parser versions of 24.11: the busy scene
+RELEASES = [Shape("22.05", LEGACY_22_05, "sinfo"), Shape("24.11", D24_11, "nodes")]
+PINNED = [Shape("24.11", D24_11, "nodes", f".{v}") for v in ("v0.0.40", "v0.0.41", "v0.0.42")]
+by_release = pytest.mark.parametrize("shape", RELEASES, ids=repr)
+by_shape = pytest.mark.parametrize("shape", RELEASES + PINNED, ids=repr)
 
 
 # ---- GRES strings ------------------------------------------------------------------------
@@ -65,17 +98,20 @@ def test_index_lists() -> None:
     assert gpu_indices(parse_gres("gpu:0")) == frozenset()
 
 
-# ---- sinfo -------------------------------------------------------------------------------
-def test_sinfo_typed_idle() -> None:
-    nodes = parse_sinfo(load("sinfo_typed_idle.json"))
+# ---- nodes -------------------------------------------------------------------------------
+@by_release
+def test_nodes_typed_idle(shape) -> None:
+    nodes = shape.nodes("typed_idle")
     assert [n.name for n in nodes] == ["gpu01", "gpu02", "gpu03", "gpu04"]
     for n in nodes:
         assert (n.state, n.gpus, n.gpus_used, n.used_slots) == ("idle", 4, 0, frozenset())
         assert n.usable and n.weight == 1 and n.partitions == ("gpu",)
+        assert n.state_flags == () and n.features == ()
 
 
-def test_sinfo_typed_busy_has_exact_indices_and_drain() -> None:
-    nodes = {n.name: n for n in parse_sinfo(load("sinfo_typed_busy.json"))}
+@by_shape
+def test_nodes_typed_busy_have_exact_indices_and_drain(shape) -> None:
+    nodes = {n.name: n for n in shape.nodes("typed_busy")}
     assert nodes["gpu01"].used_slots == {2, 3}
     assert nodes["gpu02"].used_slots == {0, 1}
     assert nodes["gpu04"].used_slots == {0, 1, 2, 3}
@@ -83,19 +119,31 @@ def test_sinfo_typed_busy_has_exact_indices_and_drain() -> None:
     assert nodes["gpu04"].reason == "capture-test"
     assert not nodes["gpu04"].usable
     assert nodes["gpu01"].state == "mixed" and nodes["gpu01"].usable
+    assert nodes["gpu01"].gres == "gpu:s0:1,gpu:s1:1,gpu:s2:1,gpu:s3:1"
 
 
-def test_sinfo_plain_has_counts_only() -> None:
-    nodes = {n.name: n for n in parse_sinfo(load("sinfo_plain_busy.json"))}
+@by_release
+def test_nodes_plain_have_counts_only(shape) -> None:
+    nodes = {n.name: n for n in shape.nodes("plain_busy")}
     assert nodes["gpu01"].gpus == 4 and nodes["gpu01"].gpus_used == 3
     assert nodes["gpu01"].used_slots is None
     assert nodes["gpu02"].used_slots == frozenset()
 
 
-def test_sinfo_lists_a_node_once_even_if_repeated() -> None:
-    data = json.loads(load("sinfo_typed_idle.json"))
+@by_release
+def test_nodes_lists_a_node_once_even_if_repeated(shape) -> None:
+    data = json.loads(shape.nodes_doc("typed_idle"))
     data["nodes"].append(dict(data["nodes"][0]))
-    assert len(parse_sinfo(data)) == 4
+    assert len(shape.nodes("typed_idle", data)) == 4
+
+
+def test_24_11_sinfo_json_is_not_read_as_22_05() -> None:
+    """The fault of issue #16: 24.11's `sinfo --json` groups nodes by partition and has no
+    'nodes' field; read with 22.05's dialect it is refused with that message (the reader
+    detects the release and asks `scontrol show nodes --json` instead)."""
+    with pytest.raises(SlurmParseError, match="no 'nodes' field"):
+        parse_sinfo(load("24.11/sinfo_typed_idle.json"))
+    assert D24_11.nodes_argv == ["scontrol", "show", "nodes", "--json=v0.0.42"]
 
 
 @pytest.mark.parametrize(
@@ -107,31 +155,37 @@ def test_sinfo_lists_a_node_once_even_if_repeated() -> None:
         ('{"errors": []}', "no 'nodes'"),
         ('{"nodes": [{"state": "idle"}]}', "no 'name'"),
         ('{"nodes": [{"name": "n1", "state": "idle", "gres": "gpu:x:y"}]}', "node n1"),
+        ('{"nodes": ["n1"]}', "not an object"),
     ],
 )
-def test_sinfo_bad_documents(doc: str, message: str) -> None:
+@by_release
+def test_nodes_bad_documents(shape, doc: str, message: str) -> None:
     with pytest.raises(SlurmParseError, match=message):
-        parse_sinfo(doc)
+        shape.nodes("", doc)
 
 
 # ---- squeue ------------------------------------------------------------------------------
-def test_squeue_empty() -> None:
-    assert parse_squeue(load("squeue_empty.json")) == []
+@by_release
+def test_squeue_empty(shape) -> None:
+    assert shape.jobs("", load(f"{shape.release}/squeue_empty.json")) == []
 
 
-def test_squeue_typed_busy() -> None:
-    jobs = {j.name: j for j in parse_squeue(load("squeue_typed_busy.json"))}
+@by_shape
+def test_squeue_typed_busy(shape) -> None:
+    jobs = {j.name: j for j in shape.jobs("typed_busy")}
     typed = jobs["typed"]
     assert (typed.state, typed.nodes, typed.comment) == ("RUNNING", ("gpu01",), "pal:class=resnet")
     assert typed.gpu_slots == {"gpu01": frozenset({2, 3})}
-    assert typed.tres_per_node == "gres:gpu:s2:1,gres:gpu:s3:1"
-    assert not typed.held and typed.submit_time > 0
+    assert typed.tres_per_node == "gres:gpu:s2:1,gres:gpu:s3:1"  # 24.11 prints gres/gpu:s2:1
+    assert not typed.held and typed.submit_time > 0 and typed.time_limit_s is None
+    assert typed.partition == "gpu" and typed.node_count == 1
 
     two = jobs["untyped2n"]
     assert two.nodes == ("gpu02", "gpu03") and two.node_count == 2
     assert two.required_nodes == ("gpu02", "gpu03")
     assert two.gpu_slots == {"gpu02": frozenset({0, 1}), "gpu03": frozenset({0, 1})}
     assert two.admin_comment == "pal:placed=gpu[02-03];rank=v3"
+    assert two.tres_per_node == "gres:gpu:2"
 
     held = jobs["held"]
     assert held.held and held.pending and held.priority == 0
@@ -140,10 +194,12 @@ def test_squeue_typed_busy() -> None:
 
     waiting = jobs["waiting"]
     assert waiting.pending and not waiting.held and waiting.reason == "Resources"
+    assert waiting.priority > 0
 
 
-def test_squeue_plain_busy() -> None:
-    jobs = {j.name: j for j in parse_squeue(load("squeue_plain_busy.json"))}
+@by_release
+def test_squeue_plain_busy(shape) -> None:
+    jobs = {j.name: j for j in shape.jobs("plain_busy")}
     assert jobs["one"].gpu_slots == {"gpu01": frozenset({0})}
     assert jobs["two"].gpu_slots == {"gpu01": frozenset({1, 2})}
     assert jobs["twonode"].gpu_slots == {
@@ -152,15 +208,19 @@ def test_squeue_plain_busy() -> None:
     }
 
 
-def test_squeue_rejects_detail_node_mismatch() -> None:
-    data = json.loads(load("squeue_plain_busy.json"))
+@by_release
+def test_squeue_rejects_detail_node_mismatch(shape) -> None:
+    data = json.loads(shape.jobs_doc("plain_busy"))
     data["jobs"][2]["gres_detail"] = data["jobs"][2]["gres_detail"][:1]
-    with pytest.raises(SlurmParseError, match="job 3: 1 gres_detail entries for 2 nodes"):
-        parse_job(data["jobs"][2])
+    (bad,) = [j for j in shape.jobs("", data) if j.unreadable]  # salvaged, never hiding the others
+    assert "1 gres_detail entries for 2 nodes" in bad.unreadable
+    raw = data["jobs"][2]
+    with pytest.raises(SlurmParseError, match="1 gres_detail entries for 2 nodes"):
+        parse_job(shape.dialect.job_record(raw))
 
 
 def test_one_malformed_job_is_salvaged_and_never_hides_the_others() -> None:
-    data = json.loads(load("squeue_typed_busy.json"))
+    data = json.loads(load("22.05/squeue_typed_busy.json"))
     good = parse_squeue(data)
     held = next(j for j in data["jobs"] if j["name"] == "held")
     held["gres_detail"] = ["gpu:x(IDX:oops)"]  # unparseable, and a count mismatch
@@ -174,53 +234,77 @@ def test_one_malformed_job_is_salvaged_and_never_hides_the_others() -> None:
 
 
 # ---- cluster view ------------------------------------------------------------------------
-def test_cluster_view_typed_from_sinfo_alone() -> None:
-    view = cluster_view(parse_sinfo(load("sinfo_typed_busy.json")))
+@by_shape
+def test_cluster_view_typed_from_nodes_alone(shape) -> None:
+    view = cluster_view(shape.nodes("typed_busy"))
     assert view.size == 16
     assert [n.name for n in view.nodes] == ["gpu01", "gpu02", "gpu03", "gpu04"]
     assert view.gpus[6].node == "gpu02" and view.gpus[6].slot == 2
     # gpu01 slots 2,3 and gpu02/03 slots 0,1 used; gpu04 drained
     assert view.free == {0, 1, 6, 7, 10, 11}
+    assert cluster_view(shape.nodes("typed_busy"), shape.jobs("typed_busy")).free == view.free
 
 
-def test_cluster_view_plain_needs_jobs_for_indices() -> None:
-    nodes = parse_sinfo(load("sinfo_plain_busy.json"))
-    jobs = parse_squeue(load("squeue_plain_busy.json"))
+@by_release
+def test_cluster_view_plain_needs_jobs_for_indices(shape) -> None:
+    nodes = shape.nodes("plain_busy")
+    jobs = shape.jobs("plain_busy")
     assert cluster_view(nodes, jobs).free == {3, 4, 5, 6, 7, 11, 15}
     # without the jobs: counts only; the lowest slots are assumed used (never double-book)
     assert cluster_view(nodes).free == {3, 4, 5, 6, 7, 11, 15}
 
 
-def test_cluster_view_counts_unknown_usage_conservatively() -> None:
-    nodes = parse_sinfo(load("sinfo_plain_busy.json"))
-    jobs = [j for j in parse_squeue(load("squeue_plain_busy.json")) if j.name == "two"]
+@by_release
+def test_cluster_view_counts_unknown_usage_conservatively(shape) -> None:
+    nodes = shape.nodes("plain_busy")
+    jobs = [j for j in shape.jobs("plain_busy") if j.name == "two"]
     # gpu01 uses 3 GPUs; jobs explain slots 1,2; one more is unknown -> slot 0 assumed used
     assert cluster_view(nodes, jobs).free & {0, 1, 2, 3} == {3}
 
 
-def test_cluster_view_racks_and_weights() -> None:
-    data = json.loads(load("sinfo_typed_idle.json"))
+@by_release
+def test_cluster_view_racks_and_weights(shape) -> None:
+    data = json.loads(shape.nodes_doc("typed_idle"))
     data["nodes"][1]["weight"] = 10
-    view = cluster_view(parse_sinfo(data), racks={"gpu01": "r1", "gpu02": "r1"})
+    view = cluster_view(shape.nodes("", data), racks={"gpu01": "r1", "gpu02": "r1"})
     assert [n.weight for n in view.nodes] == [1, 10, 1, 1]
     assert [n.rack for n in view.nodes] == ["r1", "r1", "rack0", "rack0"]
 
 
 # ---- reader over a runner ----------------------------------------------------------------
 class CannedRunner:
-    """A fake runner that answers sinfo/squeue with captured JSON and records the calls."""
+    """A fake runner that answers each command line from a table and records the calls."""
 
-    def __init__(self, sinfo: str, squeue: str) -> None:
-        self.out = {"sinfo": sinfo, "squeue": squeue}
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
         self.calls: list[list[str]] = []
 
     def run(self, argv, *, timeout=None) -> str:
         self.calls.append(list(argv))
-        return self.out[argv[0]]
+        return self.answers[" ".join(argv)]
 
 
-def test_reader_builds_view_through_runner() -> None:
-    runner = CannedRunner(load("sinfo_plain_busy.json"), load("squeue_plain_busy.json"))
-    view = SlurmReader(runner).cluster_view()
-    assert runner.calls == [["sinfo", "--json"], ["squeue", "--json"]]
-    assert view.free == {3, 4, 5, 6, 7, 11, 15}
+def test_reader_detects_22_05_and_reads_sinfo() -> None:
+    runner = CannedRunner({
+        "sinfo --version": load("22.05/version.txt"),
+        "sinfo --json": load("22.05/sinfo_plain_busy.json"),
+        "squeue --json": load("22.05/squeue_plain_busy.json"),
+    })
+    reader = SlurmReader(runner)
+    assert reader.cluster_view().free == {3, 4, 5, 6, 7, 11, 15}
+    reader.cluster_view()  # the release is detected once
+    assert runner.calls == [["sinfo", "--version"]] + [["sinfo", "--json"], ["squeue", "--json"]] * 2
+
+
+def test_reader_detects_24_11_and_pins_its_newest_known_parser() -> None:
+    listing = load("24.11/json_list.txt").split("== scontrol --json=list")[1]
+    runner = CannedRunner({
+        "sinfo --version": load("24.11/version.txt"),
+        "scontrol --json=list": listing,
+        "scontrol show nodes --json=v0.0.42": load("24.11/nodes_plain_busy.json"),
+        "squeue --json=v0.0.42 --states=all": load("24.11/squeue_plain_busy.json"),
+    })
+    reader = SlurmReader(runner)
+    assert reader.cluster_view().free == {3, 4, 5, 6, 7, 11, 15}
+    assert reader.dialect.describe() == "Slurm 24.11.5 (data_parser v0.0.42)"
+    assert reader.dialect.tested

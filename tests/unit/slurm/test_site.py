@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pal_slurm.slurm.dialects import LEGACY_22_05, SlurmVersion, dialect_for
 from pal_slurm.slurm.errors import SlurmParseError
 from pal_slurm.slurm.readers import parse_sinfo, parse_squeue
 from pal_slurm.slurm.site import parse_minutes, parse_partitions, parse_reservations, read_site, site_view
@@ -81,8 +82,12 @@ def test_gpu_models_of_a_heterogeneous_site() -> None:
     assert all(f.gpus == 4 for f in view.nodes.values())
 
 
-def test_node_cpus_and_memory_in_use() -> None:
-    (node, *_rest) = parse_sinfo(load("sinfo_typed_busy.json"))
+@pytest.mark.parametrize("doc, dialect", [
+    ("22.05/sinfo_typed_busy.json", LEGACY_22_05),
+    ("24.11/nodes_typed_busy.json", dialect_for(SlurmVersion(24, 11, 5), ["v0.0.42"])),
+])
+def test_node_cpus_and_memory_in_use(doc, dialect) -> None:
+    (node, *_rest) = parse_sinfo(load(doc), dialect)
     assert node.resources.cpus == 16 and node.resources.alloc_cpus == 1
     facts = site_view([node], {}).nodes[node.name]
     assert facts.free_cpus == 15 and not facts.idle

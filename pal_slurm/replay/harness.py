@@ -129,10 +129,9 @@ def _start_arm_lab(work: Path, shape: LabShape, hook: bool) -> LabCluster:
         "OverTimeLimit=UNLIMITED",
         "MinJobAge=3600",
     ])
-    kw = {"hook": str(REPO / "job_submit_lua" / "job_submit.lua"),
-          "env": {"PAL_SOCKET": str(work / "pald.sock")}} if hook else {}
-    return start_lab(lab_dir, nodes=shape.num_nodes, gpus=shape.gpus_per_node, extra_conf=extra,
-                     timeout=120.0, **kw)
+    return start_lab(lab_dir, nodes=shape.num_nodes, gpus=shape.gpus_per_node, extra_conf=extra, timeout=120.0,
+                     hook=str(REPO / "job_submit_lua" / "job_submit.lua") if hook else None,
+                     env={"PAL_SOCKET": str(work / "pald.sock")} if hook else None)
 
 
 def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabShape = LabShape(),

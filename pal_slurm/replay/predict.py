@@ -28,7 +28,7 @@ from pal_slurm.sim.trace import Trace
 
 STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
                                 topology_aware=True)
-SIM_POLICY = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net"}
+SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net"}
 
 
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
@@ -43,6 +43,7 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
 
     result = simulator_for(spec, seed).run(Trace(plan.trace, jobs), policy)
     s = result.summary()
-    return {"policy": policy if isinstance(policy, str) else policy.name, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"]}
+    name = policy if isinstance(policy, str) else policy.name
+    return {"policy": name, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"]}
 
 

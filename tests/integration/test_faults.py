@@ -544,7 +544,7 @@ def test_user_cannot_release_a_job_pald_has_seen_and_pald_notices_one_released_b
     finally:
         rig.pald.send(signal.SIGCONT)
     if p.returncode == 0:  # the user was faster than pald's admin hold: pald must notice
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30  # a few cycles; generous on a loaded 2-core machine
         while rig.pald.health().details["counts"]["released_outside"] == before and time.monotonic() < deadline:
             time.sleep(0.1)
         assert rig.pald.health().details["counts"]["released_outside"] == before + 1

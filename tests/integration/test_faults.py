@@ -550,13 +550,14 @@ def test_user_cannot_release_a_job_pald_has_seen_and_pald_notices_one_released_b
         # itself once the blockers end (seen under load). Either way it is never placed twice.
         def settled() -> bool:
             counts = rig.pald.health().details["counts"]
-            return counts["released_outside"] == before + 1 or counts["released"] > released_before
+            # pald releases `seen` in any case; `early` too when its hold won the race
+            return counts["released_outside"] == before + 1 or counts["released"] >= released_before + 2
         deadline = time.monotonic() + 40  # the blockers end after 8 s; generous under load
         while not settled() and time.monotonic() < deadline:
             time.sleep(0.2)
         counts = rig.pald.health().details["counts"]
         assert counts["released_outside"] == before + 1 or (
-            counts["released_outside"] == before and counts["released"] > released_before), counts
+            counts["released_outside"] == before and counts["released"] >= released_before + 2), counts
     else:  # pald was faster: the hold was already the admin's
         assert "permission denied" in p.stderr.lower(), p.stderr
     for j in blockers + [seen, early]:

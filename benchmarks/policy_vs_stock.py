@@ -1,7 +1,7 @@
 """Issue 12's policy fix: pal-slurm's placements against stock Slurm's, in event mode.
 
-    python3 benchmarks/policy_vs_stock.py                       # 16x4 and 32x4, 3 seeds
-    python3 benchmarks/policy_vs_stock.py --nodes 16 --seeds 5  # one cluster, more seeds
+    python3 benchmarks/policy_vs_stock.py                       # 16x4 and 32x4, 8 seeds
+    python3 benchmarks/policy_vs_stock.py --nodes 16 --seeds 3  # one cluster, fewer seeds
 
 The baseline is the replay's model of stock Slurm (`replay.predict.STOCK_SLURM`: a
 variability-blind, topology-aware first fit with EASY backfill, what cons_tres + topology/tree +
@@ -78,7 +78,7 @@ def compare(nodes: int, seeds: int, names: list[str], traces: list[str]) -> bool
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", default="16,32", help="comma-separated cluster sizes (nodes of 4 GPUs)")
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--policies", default=",".join(POLICIES), help="comma-separated; the first is checked")
     ap.add_argument("--traces", default="1,2,3,4,5,6", help="Sia-Philly workload numbers")
     args = ap.parse_args()

@@ -58,6 +58,7 @@ JOB = 'echo "CVD=$CUDA_VISIBLE_DEVICES NODE=$SLURMD_NODENAME START=$(date +%s.%N
 HEARTBEAT_STALE_S = 5.0  # write_config's heartbeat_stale_s
 FAILSAFE_PERIOD_S = 2.0
 PROMISE_S = HEARTBEAT_STALE_S + FAILSAFE_PERIOD_S + 3.0  # + Slurm's start tick, 1 s timestamps
+RELEASE_START_S = 8.0  # pald's release_start_s: a deferred job this late already broke PROMISE_S
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
             "DEADLINE", "PREEMPTED"}
 USER = "nobody"  # an ordinary user, for the faults that need one
@@ -79,6 +80,11 @@ class Rig:
     profiling: Path | None = None  # the prolog/epilog's pal.toml, when the lab runs them
 
     @property
+    def drain_flag(self) -> Path:
+        """While it exists, pald's next release drains the job's node first (`pald_bin_dir`)."""
+        return self.root / "drain-on-release"
+
+    @property
     def spool(self) -> Path:
         return self.root / "spool"
 
@@ -96,15 +102,21 @@ class Rig:
                               text=True, errors="replace", cwd="/tmp")
 
 
-def pald_bin_dir(root: Path, flag: Path) -> Path:
+def pald_bin_dir(root: Path, flag: Path, drain_flag: Path) -> Path:
     """Slurm commands for pald only: the real ones, except that sinfo and squeue fail while
-    `flag` exists (pald's view of Slurm goes stale; the hook and users see Slurm as usual)."""
+    `flag` exists (pald's view of Slurm goes stale; the hook and users see Slurm as usual), and
+    that pald's next `scontrol release` drains the nodes the job is pinned to first when
+    `drain_flag` exists (a node going DRAIN right as pald releases a job onto it)."""
     bin_dir = root / "pald-bin"
     bin_dir.mkdir()
     for cmd in ("sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun"):
         real = shutil.which(cmd)
         gate = (f'[ -e "{flag}" ] && {{ echo "fault: slurmctld unreachable" >&2; exit 1; }}\n'
                 if cmd in ("sinfo", "squeue") else "")
+        if cmd == "scontrol":
+            gate = (f'if [ "$1" = release ] && [ -e "{drain_flag}" ]; then\n  rm -f "{drain_flag}"\n'
+                    f'  nodes=$({real} -o show job "$2" | tr " " "\\n" | sed -n "s/^ReqNodeList=//p")\n'
+                    f'  {real} update nodename="$nodes" state=drain reason=fault-after-release\nfi\n')
         (bin_dir / cmd).write_text(f'#!/bin/sh\n{gate}exec {real} "$@"\n')
         (bin_dir / cmd).chmod(0o755)
     return bin_dir
@@ -150,7 +162,9 @@ def start_rig(root: Path, gres: str = "typed", db: str | None = None, profiling:
     store.close()
     flag = root / "slurm-unreachable"
     cfg = write_config(root / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf, heartbeat=root / "hb")
-    cfg.write_text(cfg.read_text().replace("[slurm]\n", f'[slurm]\nbin_dir = "{pald_bin_dir(root, flag)}"\n'))
+    bin_dir = pald_bin_dir(root, flag, root / "drain-on-release")
+    cfg.write_text(cfg.read_text().replace("[slurm]\n", f'[slurm]\nbin_dir = "{bin_dir}"\n')
+                   .replace("[daemon]\n", f"[daemon]\nrelease_start_s = {RELEASE_START_S}\n"))
     log = root / "pald.log"
     try:
         pald = PaldProcess(cfg, sock, log).start()
@@ -536,7 +550,8 @@ USER_RELEASES: dict[int, int] = {}  # job id -> rc of its user's `scontrol relea
 
 def count_outside_releases(rig: Rig, work: Workload) -> None:
     USER_RELEASES.clear()
-    work.notes["outside_before"] = rig.pald.health().details["counts"]["released_outside"]
+    counts = rig.pald.health().details["counts"]
+    work.notes["outside_before"], work.notes["reheld_before"] = counts["released_outside"], counts["reheld"]
 
 
 def user_releases(rig: Rig, job_id: int) -> None:
@@ -558,9 +573,11 @@ def check_user_release(rig: Rig, work: Workload, counts: Counts) -> None:
     finally:
         store.close()
     refused = sum(1 for rc in USER_RELEASES.values() if rc != 0)
+    counts = rig.pald.health().details["counts"]
+    reheld = counts["reheld"] - work.notes["reheld_before"]
     print(f"user releases: {len(USER_RELEASES) - refused} accepted, {refused} refused; "
-          f"pald recorded {outside} released behind its back")
-    assert outside == rig.pald.health().details["counts"]["released_outside"] - work.notes["outside_before"]
+          f"pald held {reheld} of them again (not started yet), recorded {outside} released behind its back")
+    assert outside == counts["released_outside"] - work.notes["outside_before"]
 
 
 def job_field(rig: Rig, job_id: int, key: str) -> str:
@@ -568,58 +585,106 @@ def job_field(rig: Rig, job_id: int, key: str) -> str:
     return next((w.split("=", 1)[1] for w in out.split() if w.startswith(key + "=")), "")
 
 
-def test_user_cannot_release_a_job_pald_has_seen_and_pald_notices_one_released_before(rig):
+def submit_deferred_as_user(rig: Rig) -> int:
+    p = rig.slurm("sbatch", "--parsable", f"--output={rig.lab.lab_dir}/out/%j.out", "--gres=gpu:1",
+                  "--comment=pal:class=resnet,mode=defer", "--wrap", JOB, user=USER)
+    assert p.returncode == 0, p.stderr
+    return int(p.stdout.strip())
+
+
+def wait_for(what: Callable[[], bool], timeout: float, why: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, why
+        time.sleep(0.1)
+
+
+def test_user_cannot_release_a_job_pald_has_seen_and_one_released_before_is_held_again(rig):
     """Finding 8 on Slurm 22.05: the hook's priority-0 hold is a user hold (JobHeldUser, its
-    owner may `scontrol release` it); pald's `scontrol hold` makes it JobHeldAdmin, which the
-    user cannot lift. A job its user released before pald's next cycle is recorded, not placed."""
+    owner may `scontrol release` it; Lua cannot set an admin hold); pald's `scontrol hold` makes
+    it JobHeldAdmin, which the user cannot lift. A job its user released in the window before
+    pald's first cycle (kept open here: pald's Slurm reads fail meanwhile) and that has not
+    started is held again by pald and waits its turn: it runs once pald releases it, on pald's
+    placement, after the jobs that were there first."""
     quiet(rig)
     blockers = [rig.lab.sbatch("--gres=gpu:4", "--comment=pal:class=bert,mode=now", wrap="sleep 8")
                 for _ in rig.lab.nodes]
     for b in blockers:
         rig.lab.wait_job(b, timeout=30, states=("RUNNING",))
 
-    def submit_as_user() -> int:
-        p = rig.slurm("sbatch", "--parsable", f"--output={rig.lab.lab_dir}/out/%j.out", "--gres=gpu:1",
-                      "--comment=pal:class=resnet,mode=defer", "--wrap", JOB, user=USER)
-        assert p.returncode == 0, p.stderr
-        return int(p.stdout.strip())
-
-    seen = submit_as_user()
+    seen = submit_deferred_as_user(rig)
     assert job_field(rig, seen, "Reason") in ("JobHeldUser", "JobHeldAdmin")
-    deadline = time.monotonic() + 10
-    while job_field(rig, seen, "Reason") != "JobHeldAdmin" and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert job_field(rig, seen, "Reason") == "JobHeldAdmin"
+    wait_for(lambda: job_field(rig, seen, "Reason") == "JobHeldAdmin", 10, "pald never took the job over")
     p = rig.slurm("scontrol", "release", str(seen), user=USER)
     assert p.returncode != 0 and "permission denied" in p.stderr.lower(), p.stderr
     assert job_field(rig, seen, "JobState") == "PENDING"
 
-    before = rig.pald.health().details["counts"]["released_outside"]
-    released_before = rig.pald.health().details["counts"]["released"]
-    early = submit_as_user()
-    rig.pald.send(signal.SIGSTOP)  # pald's next cycle comes after the user's release
+    counts_before = dict(rig.pald.health().details["counts"])
+    rig.fault_flag.touch()  # pald cannot read Slurm: its admin hold cannot come yet
     try:
+        wait_for(lambda: rig.pald.health().details["slurm"] == "unreachable", 10, "pald still reads Slurm")
+        early = submit_deferred_as_user(rig)  # pald's view is still fresh (< 5 s): deferred
+        assert job_field(rig, early, "Reason") == "JobHeldUser"
         p = rig.slurm("scontrol", "release", str(early), user=USER)
+        assert p.returncode == 0, p.stderr  # the window: its user lifted the hook's hold
+        assert job_field(rig, early, "JobState") == "PENDING"  # no room: it waits in Slurm's queue
+        assert job_field(rig, early, "Priority") != "0"
     finally:
-        rig.pald.send(signal.SIGCONT)
-    if p.returncode == 0:  # the user was faster than pald's admin hold: pald must notice
-        # ... unless pald's own `scontrol hold`, already running when pald was stopped, landed
-        # after the user's release: then the job is back in pald's queue and pald releases it
-        # itself once the blockers end (seen under load). Either way it is never placed twice.
-        def settled() -> bool:
-            counts = rig.pald.health().details["counts"]
-            # pald releases `seen` in any case; `early` too when its hold won the race
-            return counts["released_outside"] == before + 1 or counts["released"] >= released_before + 2
-        deadline = time.monotonic() + 40  # the blockers end after 8 s; generous under load
-        while not settled() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        counts = rig.pald.health().details["counts"]
-        assert counts["released_outside"] == before + 1 or (
-            counts["released_outside"] == before and counts["released"] >= released_before + 2), counts
-    else:  # pald was faster: the hold was already the admin's
-        assert "permission denied" in p.stderr.lower(), p.stderr
+        rig.fault_flag.unlink(missing_ok=True)
+    wait_for(lambda: job_field(rig, early, "Reason") == "JobHeldAdmin", 10, "pald did not hold it again")
+    counts = rig.pald.health().details["counts"]
+    assert counts["reheld"] == counts_before["reheld"] + 1
+    assert counts["released_outside"] == counts_before["released_outside"]
+    p = rig.slurm("scontrol", "release", str(early), user=USER)
+    assert p.returncode != 0 and "permission denied" in p.stderr.lower(), p.stderr
     for j in blockers + [seen, early]:
         assert rig.lab.wait_job(j, timeout=60) == "COMPLETED", j
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    assert jobs[early].start_time >= jobs[seen].start_time  # its turn: after the job deferred before it
+    time.sleep(1.0)  # one cycle: decisions flushed
+    store = open_store(rig.db)
+    try:
+        reasons = [d.reason for d in reversed(store.decisions(str(early)))]
+    finally:
+        store.close()
+    assert reasons == ["reheld:released_by_user", "released:pal"], reasons
+
+
+def test_a_released_job_whose_node_drains_is_placed_anew(rig):
+    """The livelock: pald pins a deferred job to a node and releases it; the node goes DRAIN
+    at that moment (here: pald's `scontrol release` drains it first), so Slurm keeps the job
+    pending on PAL's pins for as long as the drain lasts. `release_start_s` later pald drops the
+    pin, holds it again and places it anew on a node that takes work: it runs."""
+    quiet(rig)
+    before = rig.pald.health().details["counts"]["unstuck"]
+    rig.drain_flag.touch()
+    drained = ""
+    try:
+        job = rig.lab.sbatch("--gres=gpu:1", "--comment=pal:class=resnet,mode=defer", wrap=JOB)
+        wait_for(lambda: not rig.drain_flag.exists(), 20, "pald never released the job")
+        drained = job_field(rig, job, "ReqNodeList")
+        assert drained.startswith("gpu"), drained
+        time.sleep(1.0)
+        assert job_field(rig, job, "JobState") == "PENDING", "the job started: the fault was not exercised"
+        assert rig.lab.wait_job(job, timeout=RELEASE_START_S + 30) == "COMPLETED"
+        ran = {j.job_id: j for j in rig.lab.reader.jobs()}[job]
+        assert drained not in ran.nodes, (drained, ran.nodes)
+        assert rig.pald.health().details["counts"]["unstuck"] == before + 1
+        waited = ran.start_time - ran.submit_time
+        print(f"released onto {drained}, drained at once: placed anew on {','.join(ran.nodes)}, "
+              f"started {waited} s after submission (release_start_s {RELEASE_START_S})")
+        assert waited <= RELEASE_START_S + 10
+        time.sleep(1.0)  # one cycle: decisions flushed
+        store = open_store(rig.db)
+        try:
+            reasons = [d.reason for d in reversed(store.decisions(str(job)))]
+        finally:
+            store.close()
+        assert reasons == ["released:pal", "unstuck:replace", "released:pal"], reasons
+    finally:
+        rig.drain_flag.unlink(missing_ok=True)
+        if drained:
+            rig.slurm("scontrol", "update", f"nodename={drained}", "state=resume")
 
 
 # -- findings 6, 7 (store side): a locked or deleted SQLite file -----------------------------

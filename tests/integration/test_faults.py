@@ -592,6 +592,16 @@ def submit_deferred_as_user(rig: Rig) -> int:
     return int(p.stdout.strip())
 
 
+def decision_reasons(rig: Rig, job_id: int) -> list[str]:
+    """The reasons pald recorded for a job, oldest first (after one cycle: decisions flushed)."""
+    time.sleep(1.0)
+    store = open_store(rig.db)
+    try:
+        return [d.reason for d in reversed(store.decisions(str(job_id)))]
+    finally:
+        store.close()
+
+
 def wait_for(what: Callable[[], bool], timeout: float, why: str) -> None:
     deadline = time.monotonic() + timeout
     while not what():
@@ -641,12 +651,7 @@ def test_user_cannot_release_a_job_pald_has_seen_and_one_released_before_is_held
         assert rig.lab.wait_job(j, timeout=60) == "COMPLETED", j
     jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
     assert jobs[early].start_time >= jobs[seen].start_time  # its turn: after the job deferred before it
-    time.sleep(1.0)  # one cycle: decisions flushed
-    store = open_store(rig.db)
-    try:
-        reasons = [d.reason for d in reversed(store.decisions(str(early)))]
-    finally:
-        store.close()
+    reasons = decision_reasons(rig, early)
     assert reasons == ["reheld:released_by_user", "released:pal"], reasons
 
 
@@ -674,12 +679,7 @@ def test_a_released_job_whose_node_drains_is_placed_anew(rig):
         print(f"released onto {drained}, drained at once: placed anew on {','.join(ran.nodes)}, "
               f"started {waited} s after submission (release_start_s {RELEASE_START_S})")
         assert waited <= RELEASE_START_S + 10
-        time.sleep(1.0)  # one cycle: decisions flushed
-        store = open_store(rig.db)
-        try:
-            reasons = [d.reason for d in reversed(store.decisions(str(job)))]
-        finally:
-            store.close()
+        reasons = decision_reasons(rig, job)
         assert reasons == ["released:pal", "unstuck:replace", "released:pal"], reasons
     finally:
         rig.drain_flag.unlink(missing_ok=True)

@@ -19,7 +19,12 @@ baseline's Slurm starts and queues the same jobs. Each sbatch is timed; the in-h
 (pald ask, measured inside Lua) is read from slurmctld's log (`pal: ... rtt_ms=`), and the
 decisions the hook wrote (its log lines) are counted.
 
-Usage: python3 benchmarks/hook_overhead.py [--n 200]
+`--workload held` runs the workload this benchmark had before: every job `sbatch --hold`
+(`mode=now`, `--wrap true`), which pald passes at once since user-held jobs are the user's
+(issue 15): the hook's round trip and pald's pass path only, no placement, no job ever runs.
+Kept to compare with figures taken with it; `busy` (the default) is the one to quote.
+
+Usage: python3 benchmarks/hook_overhead.py [--n 200] [--workload busy|held]
 """
 
 from __future__ import annotations
@@ -51,6 +56,9 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q / 100 * len(v)))]
 
 
+HELD = ["--hold", "--gres=gpu:1", "--comment=pal:class=resnet,mode=now"]  # --workload held
+
+
 def submission(i: int) -> list[str]:
     """The sbatch arguments of the block's i-th submission (see the module docstring)."""
     mode = ",mode=now" if EXPECTED[i % BLOCK] == "pass" else ""
@@ -59,7 +67,8 @@ def submission(i: int) -> list[str]:
 
 def sbatch_ms(lab, args: list[str]) -> float:
     t = time.perf_counter()
-    subprocess.run(["sbatch", "--parsable", *args, f"--output={lab.lab_dir}/out/%j.out", "--wrap", "sleep 600"],
+    wrap = "true" if "--hold" in args else "sleep 600"
+    subprocess.run(["sbatch", "--parsable", *args, f"--output={lab.lab_dir}/out/%j.out", "--wrap", wrap],
                    env=lab.client_env(), check=True, capture_output=True)
     return (time.perf_counter() - t) * 1000
 
@@ -94,7 +103,9 @@ def rtts_ms(log: str) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--workload", choices=("busy", "held"), default="busy")
     args = ap.parse_args()
+    held = args.workload == "held"
     tmp = Path(tempfile.mkdtemp(prefix="hook-overhead-"))
 
     sock = tmp / "pald.sock"
@@ -108,19 +119,20 @@ def main() -> None:
         pald = PaldProcess(cfg, sock, tmp / "pald.log").start()
         labs = (base_lab, pal_lab)
         for i in range(10):  # warm up both
-            sbatch_ms(base_lab, submission(i)), sbatch_ms(pal_lab, submission(i))
+            sbatch_ms(base_lab, HELD if held else submission(i)), sbatch_ms(pal_lab, HELD if held else submission(i))
         warm_log = len(pal_lab.log())
         base, pal = [], []
         by_kind: dict[str, list[float]] = {k: [] for k in set(EXPECTED)}
         for i in range(args.n):
-            if i % BLOCK == 0:
+            if i % BLOCK == 0 and not held:
                 reset(labs, [pald])
             first, second = (base_lab, pal_lab) if i % 2 == 0 else (pal_lab, base_lab)
-            a, b = sbatch_ms(first, submission(i)), sbatch_ms(second, submission(i))
+            job = HELD if held else submission(i)
+            a, b = sbatch_ms(first, job), sbatch_ms(second, job)
             t_base, t_pal = (a, b) if first is base_lab else (b, a)
             base.append(t_base)
             pal.append(t_pal)
-            by_kind[EXPECTED[i % BLOCK]].append(t_pal - t_base)
+            by_kind["pass" if held else EXPECTED[i % BLOCK]].append(t_pal - t_base)
         log = pal_lab.log()[warm_log:]
         reset(labs, [pald])
     finally:
@@ -131,7 +143,8 @@ def main() -> None:
         base_lab.stop()
     rtts = rtts_ms(log)
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    print(f"sbatch latency over {args.n} submissions each (ms), blocks of {BLOCK}; load avg at the end {load}:")
+    shape = "every job user-held (all passed)" if held else f"blocks of {BLOCK}"
+    print(f"sbatch latency over {args.n} submissions each (ms), {shape}; load avg at the end {load}:")
     print(f"  baseline hook (returns at once): median {statistics.median(base):.2f}  p90 {pct(base, 90):.2f}  p99 {pct(base, 99):.2f}")
     print(f"  pal hook + pald:                 median {statistics.median(pal):.2f}  p90 {pct(pal, 90):.2f}  p99 {pct(pal, 99):.2f}")
     overhead = statistics.median(pal) - statistics.median(base)
@@ -147,7 +160,7 @@ def main() -> None:
         print(f"in-hook round trip to pald ({len(rtts)} asks): p50 {pct(rtts, 50):.2f} ms  p99 {pct(rtts, 99):.2f} ms  "
               f"max {max(rtts):.2f} ms")
     decisions = hook_decisions(log)
-    planned = Counter(EXPECTED[i % BLOCK] for i in range(args.n))
+    planned = Counter("pass" if held else EXPECTED[i % BLOCK] for i in range(args.n))
     print(f"hook decisions (slurmctld log): {dict(sorted(decisions.items()))}; planned {dict(sorted(planned.items()))}")
 
 

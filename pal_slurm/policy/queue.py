@@ -20,3 +20,25 @@ def las(jobs: Sequence[JobRequest]) -> list[JobRequest]:
 def srtf(jobs: Sequence[JobRequest]) -> list[JobRequest]:
     """Shortest remaining time first (estimated seconds left on ideal GPUs)."""
     return sorted(jobs, key=lambda j: j.remaining_time)
+
+
+AGED_SRTF_SIZE_WEIGHT = 1.0  # seconds of wait one second of remaining work is worth
+
+
+def aged_srtf(size_weight: float = AGED_SRTF_SIZE_WEIGHT):
+    """Shortest remaining time first with linear aging, a multifactor-like priority
+    `age - size_weight * remaining` (age = now - submit). `now` is common to every job, so the
+    order is by `submit_time + size_weight * remaining_time`, ascending, and needs no clock.
+
+    Why: plain SRTF can starve a long job behind a stream of short ones. Here a job submitted at
+    s with r seconds left can be passed only by jobs submitted before s + size_weight * r: its
+    wait behind later arrivals is bounded by its own (weighted) length, so no job starves.
+    """
+    if size_weight < 0:
+        raise ValueError(f"size_weight must be >= 0, got {size_weight}")
+
+    def order(jobs: Sequence[JobRequest]) -> list[JobRequest]:
+        return sorted(jobs, key=lambda j: j.submit_time + size_weight * j.remaining_time)
+
+    order.__doc__ = f"aged SRTF, size weight {size_weight}"
+    return order

@@ -31,7 +31,7 @@ ALIASES = {
     "slurm": "firstfit",
 }
 
-QUEUE_ORDERS = {"fifo": queue.fifo, "las": queue.las, "srtf": queue.srtf}
+QUEUE_ORDERS = {"fifo": queue.fifo, "las": queue.las, "srtf": queue.srtf, "srtf-aged": queue.aged_srtf()}
 
 
 class UnknownPolicy(KeyError):

@@ -42,3 +42,16 @@ def test_srtf_aged_bounds_overtaking_no_starvation():
     assert [j.job_id for j in aged_srtf(0.0)([long_job, *stream])][0] == 0
     with pytest.raises(ValueError):
         aged_srtf(-1.0)
+
+
+def test_srtf_aged_lead_cap_bounds_a_very_long_jobs_wait():
+    """A job's size holds it back at most max_lead_s: later arrivals pass it only within that window."""
+    from pal_slurm.policy.queue import aged_srtf
+
+    huge = job(0, 1, submit=0, remaining_time=1e9)
+    stream = [job(i, 1, submit=i * 100, remaining_time=10) for i in range(1, 30)]
+    order = [j.job_id for j in aged_srtf(1.0, max_lead_s=500)([huge, *stream])]
+    assert order[:order.index(0)] == [1, 2, 3, 4]  # submitted at 100..400 (+10 < 500)
+    # the registered order caps the lead at 12 h
+    before, after = job(1, 1, submit=12 * 3600 - 100, remaining_time=10), job(2, 1, submit=12 * 3600 + 100, remaining_time=10)
+    assert [j.job_id for j in queue_order("srtf-aged")([huge, after, before])] == [1, 0, 2]

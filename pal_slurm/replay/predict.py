@@ -7,9 +7,11 @@ on the same cluster (nodes, GPUs per node, nodes per leaf switch) with the same 
 (cons_tres takes the lowest free nodes and GPU indices, topology/tree prefers one leaf switch,
 sched/backfill starts jobs out of order when they do not delay the first blocked one; the
 simulator's backfill plans with the jobs' real remaining time, not Slurm's time limits - a
-known difference), `pal` -> `pal`, `pal-net` -> `pal-net` (the simulator's own loops, not yet
-the Slurm submit/held-job path pald takes). `palctl replay` reports the prediction next to the
-measurement so the gap is visible.
+known difference). `pal` and `pal-net` -> pal-slurm on Slurm (`sim.pald_on_slurm.PaldOnSlurm`:
+the engine's submit-time path and held-job cycle every `PALD_CYCLE_S` x scale, jobs in their
+Slurm shapes with their time limits, started jobs kept where they are, Slurm's own slot choice
+where pald cannot bind slots). `palctl replay` reports the prediction next to the measurement
+so the gap is visible.
 
 Slurm's own cost per job (`launch_s`, trace seconds: the replay measures it as wall seconds
 from sbatch to the payload running plus teardown, times the scale) is charged to every job as
@@ -20,8 +22,11 @@ median job's ideal runtime, so a prediction without it misses the replay by that
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
+from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
+from pal_slurm.ranking import Ranking
 from pal_slurm.replay.plan import ReplayPlan
 from pal_slurm.sim.runner import RunSpec
 from pal_slurm.sim.trace import Trace
@@ -29,21 +34,50 @@ from pal_slurm.sim.trace import Trace
 STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
                                 topology_aware=True)
 SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net"}
+PALD_ARMS = frozenset({"pal", "pal-net"})  # decided by pald on Slurm (sim.pald_on_slurm)
+
+
+def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:
+    """The ranking pald placed by in a replayed arm (its store, `<arm work dir>/pal.db`), on
+    `cluster`; None when the arm has no store."""
+    if not db.exists():
+        return None
+    from pal_slurm.daemon.ranking_map import ranking_for
+    from pal_slurm.store.bootstrap import open_store
+
+    return ranking_for(cluster, open_store(f"sqlite:///{db}", upgrade=False).latest_ranking())
 
 
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
-            nodes_per_rack: int, launch_s: float = 0.0) -> dict:
-    """{"policy", "avg_jct_s", "makespan_s"} of the event simulator for this arm."""
-    jobs = tuple(replace(j.trace_job, submit_time=j.submit_s,
+            nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
+            ranking: Ranking | None = None) -> dict:
+    """{"policy", "avg_jct_s", "makespan_s"} of the event simulator for this arm. `cluster`: the
+    lab's (its node names; default num_nodes x gpus_per_node); `ranking`: pald's measured one
+    on that cluster (pal-slurm arms; default the simulator's exact draw)."""
+    from pal_slurm.replay.harness import PALD_CYCLE_S
+    from pal_slurm.sim.event import EventSimulator, simulator_for
+    from pal_slurm.config import PolicyConfig
+    from pal_slurm.daemon.service import ServiceSettings
+    from pal_slurm.policy.autotune import rack_timers
+    from pal_slurm.sim.pald_on_slurm import PaldOnSlurm
+
+    RACK_WAIT_S = PolicyConfig().rack_wait_s  # the replay's pald runs with the default
+
+    pald = arm in PALD_ARMS
+    jobs = tuple(replace(j.trace_job, submit_time=j.submit_s, shape=j.shape if pald else j.trace_job.shape,
                          iterations=j.trace_job.iterations + launch_s / j.trace_job.iter_time) for j in plan.jobs)
     spec = RunSpec(mode="event", num_nodes=num_nodes, gpus_per_node=gpus_per_node,
-                   nodes_per_rack=nodes_per_rack, seeds=seed + 1)
+                   nodes_per_rack=nodes_per_rack, seeds=seed + 1, cluster=cluster if pald else None)
     policy = SIM_POLICY[arm]
-    from pal_slurm.sim.event import simulator_for
-
-    result = simulator_for(spec, seed).run(Trace(plan.trace, jobs), policy)
+    sim = simulator_for(spec, seed)
+    decider = None
+    if pald:
+        sim = EventSimulator(replace(sim.config, jobs_stay_put=True))
+        limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}
+        decider = PaldOnSlurm(str(policy), cycle_period_s=PALD_CYCLE_S * plan.scale, limits_s=limits,
+                              ranking=ranking, wall_scale=plan.scale,
+                              settings=ServiceSettings(delay_timers=rack_timers(RACK_WAIT_S)))
+    result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)
     s = result.summary()
     name = policy if isinstance(policy, str) else policy.name
-    return {"policy": name, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"]}
-
-
+    return {"policy": f"{name}-on-slurm" if pald else name, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"]}

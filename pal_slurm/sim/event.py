@@ -58,6 +58,10 @@ class Decider(Protocol):
 
     def decide(self, now: float, jobs: list[JobRequest], view: ClusterView, ranking: Ranking) -> RoundPlan: ...
 
+    def next_wakeup(self, now: float) -> float | None:
+        """When the decider wants to decide again by time alone (pald's next cycle), or None."""
+        ...
+
 
 @dataclass(frozen=True)
 class EventConfig:
@@ -310,6 +314,9 @@ class _EventRun:
         if self.util[-1][1] != busy_now:
             self.util.append((t, busy_now))
         w = self.engine.next_wakeup(cyc)
+        if self.decider is not None:
+            mine = self.decider.next_wakeup(t)
+            w = mine if w is None else w if mine is None else min(w, mine)
         if w is not None and t < w < self.pending_wake:
             self.pending_wake = w
             self.push(w, WAKE, None)

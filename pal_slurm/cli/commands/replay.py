@@ -30,7 +30,7 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
     """Replay a trace on freshly started Slurm lab clusters, one per arm, and compare."""
     from pal_slurm.replay.harness import ARMS, LabShape, ReplayError, run_arm
     from pal_slurm.replay.plan import PlanError, plan_replay
-    from pal_slurm.replay.predict import predict
+    from pal_slurm.replay.predict import pald_ranking, predict
     from pal_slurm.sim.trace import TraceError, resolve_trace
     from pal_slurm.slurm.lab import LabError
 
@@ -55,7 +55,8 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
             except (ReplayError, LabError) as exc:
                 raise PalError(f"arm {arm}: {exc}") from None
         runs[arm] = run
-        pred = predict(plan, arm, seed, num_nodes, gpus_per_node, nodes_per_rack, launch_s=run.launch_wall_s * scale)
+        pred = predict(plan, arm, seed, num_nodes, gpus_per_node, nodes_per_rack, launch_s=run.launch_wall_s * scale,
+                       cluster=shape.cluster(), ranking=pald_ranking(work / arm / "pal.db", shape.cluster()))
         row = run.summary.as_dict()
         row.update(predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
                    predicted_by=f"event:{pred['policy']}", time_scale=scale, seed=seed,

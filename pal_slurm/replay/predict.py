@@ -15,8 +15,10 @@ so the gap is visible.
 
 Slurm's own cost per job (`launch_s`, trace seconds: the replay measures it as wall seconds
 from sbatch to the payload running plus teardown, times the scale) is charged to every job as
-extra run time on its GPUs; at 600 trace s per wall s it is ~1000 trace s a job, more than the
-median job's ideal runtime, so a prediction without it misses the replay by that much.
+time on its GPUs without progress when it starts (`EventConfig.start_cost_s`: a fixed time, not
+stretched by the job's slow GPUs or network); at 600 trace s per wall s it is ~600 trace s a
+job, more than the median job's ideal runtime, so a prediction without it misses the replay by
+that much.
 """
 
 from __future__ import annotations
@@ -50,10 +52,12 @@ def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:
 
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
             nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
-            ranking: Ranking | None = None) -> dict:
+            ranking: Ranking | None = None, cycle_s: float | None = None) -> dict:
     """{"policy", "avg_jct_s", "makespan_s"} of the event simulator for this arm. `cluster`: the
     lab's (its node names; default num_nodes x gpus_per_node); `ranking`: pald's measured one
-    on that cluster (pal-slurm arms; default the simulator's exact draw)."""
+    on that cluster (pal-slurm arms; default the simulator's exact draw); `cycle_s`: pald's
+    cycle as the replay measured it (wall seconds from a held job's GPUs coming free to its
+    release, `harness.release_latency`; default pald's configured cycle)."""
     from pal_slurm.replay.harness import PALD_CYCLE_S
     from pal_slurm.sim.event import EventSimulator, simulator_for
     from pal_slurm.config import PolicyConfig
@@ -64,17 +68,18 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
     RACK_WAIT_S = PolicyConfig().rack_wait_s  # the replay's pald runs with the default
 
     pald = arm in PALD_ARMS
-    jobs = tuple(replace(j.trace_job, submit_time=j.submit_s, shape=j.shape if pald else j.trace_job.shape,
-                         iterations=j.trace_job.iterations + launch_s / j.trace_job.iter_time) for j in plan.jobs)
+    jobs = tuple(replace(j.trace_job, submit_time=j.submit_s, shape=j.shape if pald else j.trace_job.shape)
+                 for j in plan.jobs)
     spec = RunSpec(mode="event", num_nodes=num_nodes, gpus_per_node=gpus_per_node,
                    nodes_per_rack=nodes_per_rack, seeds=seed + 1, cluster=cluster if pald else None)
     policy = SIM_POLICY[arm]
     sim = simulator_for(spec, seed)
+    sim = EventSimulator(replace(sim.config, start_cost_s=launch_s, jobs_stay_put=pald))
     decider = None
     if pald:
-        sim = EventSimulator(replace(sim.config, jobs_stay_put=True))
         limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}
-        decider = PaldOnSlurm(str(policy), cycle_period_s=PALD_CYCLE_S * plan.scale, limits_s=limits,
+        period = (PALD_CYCLE_S if cycle_s is None else cycle_s) * plan.scale
+        decider = PaldOnSlurm(str(policy), cycle_period_s=period, limits_s=limits,
                               ranking=ranking, wall_scale=plan.scale,
                               settings=ServiceSettings(delay_timers=rack_timers(RACK_WAIT_S)))
     result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)

@@ -74,6 +74,7 @@ class EventConfig:
     variability_seed: int = 0  # which real GPUs the simulated ones are (gpu_profiles)
     seed: int = 0  # the placements' RNG (random placements)
     restart_cost_s: float = 30.0  # seconds without progress on every restart
+    start_cost_s: float = 0.0  # seconds without progress on a first start (a replay's measured Slurm launch cost)
     congestion: Congestion = Congestion()
     network: bool = True  # False: no network slowdown at all (variability only)
     locality_penalty: float = 1.7  # PAL's L x V weight, passed to the placements
@@ -354,8 +355,9 @@ class _EventRun:
         pm = max(self.scores[job.perf_class][g] for g in gpus)
         job.net = self.sim._net_factor(job.src.model, gpus)
         job.rate = 1.0 / (pm * job.net)
-        cost = self.cfg.restart_cost_s if job.first_start is not None else 0.0
-        if cost:
+        restart = job.first_start is not None
+        cost = self.cfg.restart_cost_s if restart else self.cfg.start_cost_s
+        if restart and cost:
             self.restarts += 1
             job.restarts += 1
         job.resume_at = t + cost

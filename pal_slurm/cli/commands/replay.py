@@ -56,12 +56,13 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
                 raise PalError(f"arm {arm}: {exc}") from None
         runs[arm] = run
         pred = predict(plan, arm, seed, num_nodes, gpus_per_node, nodes_per_rack, launch_s=run.launch_wall_s * scale,
-                       cluster=shape.cluster(), ranking=pald_ranking(work / arm / "pal.db", shape.cluster()))
+                       cluster=shape.cluster(), ranking=pald_ranking(work / arm / "pal.db", shape.cluster()),
+                       cycle_s=run.release_wall_s)
         row = run.summary.as_dict()
         row.update(predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
                    predicted_by=f"event:{pred['policy']}", time_scale=scale, seed=seed,
                    payload_vs_slurm_max_s=run.payload_vs_slurm_s,
-                   launch_wall_s=run.launch_wall_s, wall_s=time.monotonic() - t0)
+                   launch_wall_s=run.launch_wall_s, release_wall_s=run.release_wall_s, wall_s=time.monotonic() - t0)
         results.append(row)
         click.echo(f"{arm:8} avg JCT {row['avg_jct_s'] / 3600:7.3f} h  p99 {row['p99_jct_s'] / 3600:7.3f} h  "
                    f"makespan {row['makespan_s'] / 3600:7.3f} h  util {row['utilization']:.3f}  "

@@ -36,7 +36,6 @@ from pal_slurm.sim.trace import Trace
 STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
                                 topology_aware=True)
 SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net"}
-PALD_ARMS = frozenset({"pal", "pal-net"})  # decided by pald on Slurm (sim.pald_on_slurm)
 
 
 def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:
@@ -58,7 +57,7 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
     on that cluster (pal-slurm arms; default the simulator's exact draw); `cycle_s`: pald's
     cycle as the replay measured it (wall seconds from a held job's GPUs coming free to its
     release, `harness.release_latency`; default pald's configured cycle)."""
-    from pal_slurm.replay.harness import PALD_CYCLE_S
+    from pal_slurm.replay.harness import ARMS, PALD_CYCLE_S
     from pal_slurm.sim.event import EventSimulator, simulator_for
     from pal_slurm.config import PolicyConfig
     from pal_slurm.daemon.service import ServiceSettings
@@ -67,7 +66,7 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
 
     RACK_WAIT_S = PolicyConfig().rack_wait_s  # the replay's pald runs with the default
 
-    pald = arm in PALD_ARMS
+    pald = ARMS.get(arm) is not None  # an arm with pald: decided by pald on Slurm (sim.pald_on_slurm)
     jobs = tuple(replace(j.trace_job, submit_time=j.submit_s, shape=j.shape if pald else j.trace_job.shape)
                  for j in plan.jobs)
     spec = RunSpec(mode="event", num_nodes=num_nodes, gpus_per_node=gpus_per_node,

@@ -7,7 +7,7 @@ on the same cluster (nodes, GPUs per node, nodes per leaf switch) with the same 
 (cons_tres takes the lowest free nodes and GPU indices, topology/tree prefers one leaf switch,
 sched/backfill starts jobs out of order when they do not delay the first blocked one; the
 simulator's backfill plans with the jobs' real remaining time, not Slurm's time limits - a
-known difference). `pal` and `pal-net` -> pal-slurm on Slurm (`sim.pald_on_slurm.PaldOnSlurm`:
+known difference). Every arm with pald (`pal`, `pal-net`, `pal-fit`) -> pal-slurm on Slurm (`sim.pald_on_slurm.PaldOnSlurm`:
 the engine's submit-time path and held-job cycle every `PALD_CYCLE_S` x scale, jobs in their
 Slurm shapes with their time limits, started jobs kept where they are, Slurm's own slot choice
 where pald cannot bind slots). `palctl replay` reports the prediction next to the measurement
@@ -35,7 +35,8 @@ from pal_slurm.sim.trace import Trace
 
 STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
                                 topology_aware=True)
-SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net"}
+SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net",
+                                                  "pal-fit": "pal-fit"}
 
 
 def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:

@@ -42,3 +42,14 @@ def test_release_latency_is_the_median_wait_from_free_gpus_to_palds_release():
     ]
     assert release_latency(releases, payloads) == 1.0
     assert release_latency([], payloads) is None
+
+
+def test_every_arm_has_a_registered_placement_and_a_prediction():
+    from pal_slurm.policy import placement
+    from pal_slurm.replay.harness import ARMS
+    from pal_slurm.replay.predict import SIM_POLICY
+
+    assert set(SIM_POLICY) == set(ARMS)
+    for arm, name in ARMS.items():
+        if name is not None:
+            assert placement(name).name == name, arm

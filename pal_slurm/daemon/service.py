@@ -381,6 +381,7 @@ class PlacementService:
         specs: dict[str, CommentSpec | None | CommentError] = {}
         classes: dict[str, str] = {}
         shapes: dict[tuple, JobShape | ShapeError] = {}
+        wheres: dict[tuple, tuple[Eligibility, bool, NodeGroup | None] | str] = {}
         for j in held:
             if getattr(j, "unreadable", ""):  # Slurm's record of it did not parse: fail open
                 out.releases.append(Release(j.job_id, "?", None, None, "unreadable_record"))
@@ -408,24 +409,23 @@ class PlacementService:
             if isinstance(shape, ShapeError):
                 out.releases.append(Release(j.job_id, perf_class, None, None, str(shape)))
                 continue
-            try:
-                restrictions = restrictions_from_squeue(j, shape.nodes, shape.per_node or 1)
-            except SlurmError:
-                out.releases.append(Release(j.job_id, perf_class, None, None, "bad_nodelist"))
+            # everything restrictions_from_squeue reads, plus the shape: held jobs share few
+            where_key = (j.partition, j.user_id, j.required_nodes, j.time_limit_s, j.placement_request,
+                         j.tres_per_node, shape.nodes, shape.per_node)
+            if where_key not in wheres:
+                wheres[where_key] = self._where(j, shape, now)
+            where = wheres[where_key]
+            if isinstance(where, str):  # bad node list, or eligibility passed it to Slurm
+                out.releases.append(Release(j.job_id, perf_class, None, None, where))
                 continue
-            eligibility = self.eligibility(restrictions, now)
-            if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
-                out.releases.append(Release(j.job_id, perf_class, None, None, eligibility.passed))
-                continue
+            eligibility, exclusive, group = where
             req = job_request(j.job_id, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
             by_id[j.job_id] = req
-            group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
-            if (group is not None and not restrictions.exclusive
-                    and self.allowed_nodes(group, frozenset(), False) is None):
+            if group is not None:
                 requests.append(req)
                 groups[j.job_id] = group
             else:
-                restricted.append((req, eligibility, restrictions.exclusive))
+                restricted.append((req, eligibility, exclusive))
         launched = 0
         if requests:
             plan = self.engine.decide(requests, self.available(), self.ranking, now)
@@ -445,6 +445,22 @@ class PlacementService:
             launched += 1
         out.waiting = len(requests) + len(restricted) - launched
         return out
+
+    def _where(self, job, shape: JobShape, now: float) -> tuple[Eligibility, bool, NodeGroup | None] | str:
+        """Where a held job may run: (eligibility, exclusive, its one node group when that is
+        every node and the job shares nodes, so it joins the shared engine cycle), or the reason
+        it goes to Slurm untouched."""
+        try:
+            restrictions = restrictions_from_squeue(job, shape.nodes, shape.per_node or 1)
+        except SlurmError:
+            return "bad_nodelist"
+        eligibility = self.eligibility(restrictions, now)
+        if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
+            return eligibility.passed
+        group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
+        if group is None or restrictions.exclusive or self.allowed_nodes(group, frozenset(), False) is not None:
+            group = None
+        return eligibility, restrictions.exclusive, group
 
     def _release(self, out: CycleResult, req: JobRequest, gpus, group: NodeGroup, now: float) -> None:
         assert self.view is not None

@@ -1,10 +1,10 @@
-"""Profiling's view of the store: bench Samples and RankingSnapshots in, store records out.
+"""Profiling's view of the store: bench Samples in, store records out; ranking snapshots as
+they are (`pal_slurm.ranking.snapshot.RankingSnapshot`, the store's own type).
 
-The store (pal_slurm.store) keeps samples and ranking snapshots in its own record types. This
-adapter converts both ways so bench code keeps its richer Sample (a primary value with its
-direction, a kind, a busy reason), stored inside the record's JSON `metrics` under `sample_*`
-keys, and its RankingSnapshot. Ranking entries persist what the store holds (score, sf, bin,
-flags); the per-entry sample count and backend are shown by `palctl rank` but not stored.
+The store keeps samples in its own record type. This adapter converts both ways so bench code
+keeps its richer Sample (a primary value with its direction, a kind, a busy reason), stored
+inside the record's JSON `metrics` under `sample_*` keys. Ranking entries persist score, sf,
+bin and flags; the per-entry sample count and backend are shown by `palctl rank` but not stored.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Sequence
 
 from pal_slurm.bench.base import KIND_BENCH, Sample
-from pal_slurm.bench.rank import RankEntry, RankingSnapshot
+from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.store import records
 from pal_slurm.store.errors import StoreError, StoreUnavailable
 
@@ -60,13 +60,6 @@ def from_record(r: records.Sample) -> Sample | None:
     )
 
 
-def snapshot_from_record(snap: records.RankingSnapshot) -> RankingSnapshot:
-    entries = tuple(
-        RankEntry(e.node, e.slot, e.perf_class, e.score, e.sf, e.bin, flags=tuple(e.flags)) for e in snap.entries
-    )
-    return RankingSnapshot(snap.version, snap.method, _ts(snap.created_at), entries)
-
-
 class StoreProfilingRepository:
     """add_samples / samples / latest_ranking / save_ranking over a store Repository."""
 
@@ -82,21 +75,15 @@ class StoreProfilingRepository:
         return [s for s in (from_record(r) for r in recs) if s is not None]
 
     def latest_ranking(self) -> RankingSnapshot | None:
-        snap = self.repo.latest_ranking()
-        return None if snap is None else snapshot_from_record(snap)
+        return self.repo.latest_ranking()
 
     def ranking(self, version: int | None = None) -> RankingSnapshot | None:
         """Snapshot `version` (None: the latest), or None when there is no such one."""
-        snap = self.repo.latest_ranking() if version is None else self.repo.ranking(version)
-        return None if snap is None else snapshot_from_record(snap)
+        return self.repo.latest_ranking() if version is None else self.repo.ranking(version)
 
     def save_ranking(self, snapshot: RankingSnapshot) -> RankingSnapshot:
         """Store it; the store assigns the version (latest + 1), returned in the result."""
-        entries = [
-            records.RankingEntry(e.node, e.slot, e.perf_class, e.score, e.sf, e.bin, tuple(e.flags))
-            for e in snapshot.entries
-        ]
-        stored = self.repo.write_ranking(snapshot.method, entries, created_at=_dt(snapshot.created_at))
+        stored = self.repo.write_ranking(snapshot.method, snapshot.entries, created_at=snapshot.created_at)
         return replace(snapshot, version=stored.version)
 
     def close(self) -> None:

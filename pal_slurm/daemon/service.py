@@ -30,7 +30,6 @@ from typing import Any, Collection, Mapping, Sequence
 from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
-from pal_slurm.daemon.ranking_map import ranking_for
 from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest
@@ -41,6 +40,7 @@ from pal_slurm.policy.eligibility import Eligibility, JobRestrictions, NodeGroup
 from pal_slurm.policy.passthrough import pass_reason
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of
 from pal_slurm.ranking import Ranking
+from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
@@ -109,6 +109,11 @@ def gres_for_release(shape: JobShape, choice: ShapeChoice, binds_slots: bool = T
     return f"gpu:{shape.per_node}"
 
 
+def ranking_of(view: ClusterView, snapshot: RankingSnapshot | None) -> Ranking:
+    """The policies' ranking on `view`: the store's snapshot, or uniform before the first."""
+    return Ranking.uniform(view.size, version=0) if snapshot is None else snapshot.to_ranking(view)
+
+
 @dataclass(frozen=True)
 class Release:
     job_id: int
@@ -144,7 +149,7 @@ class PlacementService:
     view: ClusterView | None = None
     site: SiteView | None = None  # partitions, features, CPUs/memory; None: every GPU node is eligible
     view_time: float = float("-inf")
-    snapshot: Any = None  # the store's RankingSnapshot (version, method, entries) or None
+    snapshot: RankingSnapshot | None = None  # the store's latest, or None
     ranking: Ranking | None = None
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
     reservations: dict[str, Reservation] = field(default_factory=dict)
@@ -175,7 +180,7 @@ class PlacementService:
         self._allowed.clear()  # node indices may change meaning
         self._eligibility_any.clear()
         if layout_changed or self.ranking is None:
-            self.ranking = ranking_for(view, self.snapshot)
+            self.ranking = ranking_of(view, self.snapshot)
         for key, r in list(self.reservations.items()):
             confirmed = key in started or (r.made_at < now and not (r.gpu_ids & view.free))
             if confirmed or now - r.made_at > self.settings.reservation_ttl_s:
@@ -193,7 +198,7 @@ class PlacementService:
     def set_snapshot(self, snapshot) -> None:
         self.snapshot = snapshot
         if self.view is not None:
-            self.ranking = ranking_for(self.view, snapshot)
+            self.ranking = ranking_of(self.view, snapshot)
         self._changed()
 
     def set_class_map(self, mapping: dict[str, str]) -> None:

@@ -93,7 +93,7 @@ def _natural(name: str) -> list:
 
 
 def from_snapshot(snapshot, source: str) -> MeasuredGpus:
-    """From a `bench.rank.RankingSnapshot` (the store's, or one ranked from a file)."""
+    """From a `ranking.snapshot.RankingSnapshot` (the store's, or one ranked from a file)."""
     scores: dict[str, dict[Location, float]] = {}
     for e in snapshot.entries:
         scores.setdefault(e.perf_class, {})[(e.node, e.slot)] = float(e.score)
@@ -124,7 +124,7 @@ def load_measured(spec: str, open_store_ranking: Callable[[int | None], object] 
     or None; palctl passes one that opens the configured store.
     """
     from pal_slurm.bench.importer import import_samples
-    from pal_slurm.bench.rank import rank_samples
+    from pal_slurm.ranking.rank import rank_samples
 
     spec = spec.strip()
     m = re.fullmatch(r"store(?::v?(\d+))?", spec)

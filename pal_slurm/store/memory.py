@@ -137,14 +137,14 @@ class MemoryRepository:
     ) -> RankingSnapshot:
         check_name(method, "ranking method")
         rows = tuple(
-            dataclasses.replace(e, score=float(e.score), sf=float(e.sf), flags=tuple(e.flags))
+            dataclasses.replace(e, score=float(e.score), sf=float(e.sf), flags=tuple(e.flags), samples=0, backend="")
             for e in check_entries(entries)
         )
         with self._lock:
             for e in rows:
                 self._ensure_gpu(e.node, e.slot, None, None)
             version = max(self._rankings, default=0) + 1
-            snap = RankingSnapshot(version, as_utc(created_at or utcnow()), method, rows)
+            snap = RankingSnapshot(version, method, as_utc(created_at or utcnow()), rows)
             self._rankings[version] = snap
         return snap
 

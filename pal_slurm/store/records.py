@@ -12,6 +12,8 @@ from enum import Enum
 from typing import Any, Mapping
 
 from pal_slurm.model.decision import DecisionKind
+# the one ranking-snapshot type, stored as it is
+from pal_slurm.ranking.snapshot import RankingEntry, RankingSnapshot  # noqa: F401
 
 
 def utcnow() -> datetime:
@@ -46,25 +48,6 @@ class Sample:
     busy: bool = False  # host was busy: excluded from rankings by default
     job_id: str | None = None  # the job whose prolog/epilog took it
     uuid: str | None = None
-
-
-@dataclass(frozen=True)
-class RankingEntry:
-    node: str
-    slot: int
-    perf_class: str
-    score: float
-    sf: float  # binned slowdown factor
-    bin: int  # 0 = fastest bin
-    flags: tuple[str, ...] = ()  # e.g. ("outlier",), ("few-samples",)
-
-
-@dataclass(frozen=True)
-class RankingSnapshot:
-    version: int
-    created_at: datetime
-    method: str  # binning method: optimal | artifact | imported ...
-    entries: tuple[RankingEntry, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from pal_slurm.bench.base import KIND_BENCH, Sample
+from pal_slurm.model.sample import KIND_BENCH, Sample
 from pal_slurm.model.classes import class_rank
 from pal_slurm.ranking.binning import bin_scores
 from pal_slurm.ranking.snapshot import RankingEntry, RankingSnapshot, utc_from_epoch

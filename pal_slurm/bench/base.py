@@ -45,7 +45,9 @@ class Availability:
         return cls(False, reason, detail)
 
     def __str__(self) -> str:
-        return "available" if self.ok else f"{self.reason.value}: {self.detail}"
+        if self.ok:
+            return "available"
+        return f"{self.reason.value if self.reason else Unavailable.ERROR.value}: {self.detail}"
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,9 @@ Slurm it would be the job's time limit.
 Named configurations: `pal-net` (variability + locality + cost-aware delay + EASY backfill
 with aging), `pal-net-tuned` (timers from the auto-tuner), `pal-net-preempt` (plus
 network-sensitive preemption), `pal-net-nodelay` (ablation), `pal-backfill` (ablation: PAL's node-only locality
-+ EASY backfill, no delay: what backfilling alone buys), `dally` (no variability, greedy
++ EASY backfill, no delay: what backfilling alone buys), `pal-fit` (PAL against a backfilling
+Slurm: pack first, a better bin only when it beats the tier and fragmentation costs,
+finish-aware, no delay timers; policy.fragmentation), `dally` (no variability, greedy
 skip, tuned timers, preemption: a Dally-like policy).
 """
 
@@ -60,6 +62,7 @@ from pal_slurm.model.decision import JobId
 from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, DelayTimers, sensitivity_rank
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import PlacementContext, Traits
+from pal_slurm.policy.fragmentation import FragmentationCost, packed_first_allocation
 from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
 
 
@@ -380,6 +383,9 @@ class NetAwarePlacement:
     patience: float = 0.5  # cost-aware: wait up to this fraction of the saving (above the timer)
     finish_aware: bool = True  # refuse a spread placement that ends later than waiting would
     topology_aware: bool = True  # False: see only PAL's node locality (penalty for > 1 node)
+    # pack first (policy.fragmentation): take a better bin only when its gain beats the locality
+    # and fragmentation costs; None: PAL's cheapest (bin x network factor) allocation
+    fragmentation: FragmentationCost | None = None
     keeps_running: bool = True  # sticky: running jobs are never moved
 
     def __post_init__(self) -> None:
@@ -460,6 +466,15 @@ class NetAwarePlacement:
         return job.remaining_time * pm * net_factor(job, nodes, racks, ctx)
 
     # ---- the plan ---------------------------------------------------------------------------
+    def _allocate(self, job: JobRequest, free: Sequence[int], ctx: PlacementContext, max_tier: int,
+                  rack_idx: Sequence[int]) -> tuple[tuple[int, ...], int, float] | None:
+        """(gpus, tier, network factor) for `job` within `max_tier`, or None: PAL's cheapest
+        bin x network factor, or with `fragmentation` the packed choice unless a better bin pays."""
+        if self.fragmentation is None or is_per_node(job):
+            return best_allocation(job, free, ctx, self.variability, max_tier, rack_idx)
+        return packed_first_allocation(job, free, ctx, self.variability, max_tier, rack_idx, self.fragmentation,
+                                       _pack, net_factor)
+
     def _view(self, ctx: PlacementContext) -> PlacementContext:
         """The context as this policy sees it (node-only locality when not topology-aware)."""
         if self.topology_aware:
@@ -487,21 +502,21 @@ class NetAwarePlacement:
             got = None
             allowed = self.allowed_tier(job, ctx)
             if len(free) >= n:
-                got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
+                got = self._allocate(job, sorted(free), ctx, allowed, rack_idx)
             if (got is None or got[1] > wanted_tier(job, cluster)) and self.preempt is not None:
                 freed = self._preempt(job, free, running, suspend, launch, ctx, rack_idx)
                 for jid in freed:
                     ends.pop(jid, None)
                     holding.pop(jid, None)
                 if freed:
-                    got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
+                    got = self._allocate(job, sorted(free), ctx, allowed, rack_idx)
             if got is not None and self.finish_aware and got[1] > wanted_tier(job, cluster):
                 # a spread placement now, or the consolidated one when the running jobs free it?
                 want = wanted_tier(job, cluster)
                 r = _Reservation.make(n, want, free, holding, ends, cluster, rack_idx, now)
                 if r.group is not None and r.shadow <= now:
                     # consolidated GPUs are free now but cost more by variability: take the faster
-                    tight_now = best_allocation(job, sorted(free), ctx, self.variability, want, rack_idx)
+                    tight_now = self._allocate(job, sorted(free), ctx, want, rack_idx)
                     if tight_now is not None and self._runtime(job, tight_now[0], ctx) < self._runtime(job, got[0], ctx):
                         got = tight_now
                 elif r.group is not None and r.shadow < math.inf:
@@ -525,7 +540,7 @@ class NetAwarePlacement:
                 end = now + self._runtime(job, got[0], ctx)
                 if not all(r.admits(end, got[0]) for r in res):
                     outside = sorted(g for g in free if not any(r.covers(g) and not r.admits(end, (g,)) for r in res))
-                    got = best_allocation(job, outside, ctx, self.variability, allowed, rack_idx)
+                    got = self._allocate(job, outside, ctx, allowed, rack_idx)
                     if got is None or not all(r.admits(now + self._runtime(job, got[0], ctx), got[0]) for r in res):
                         continue
                     end = now + self._runtime(job, got[0], ctx)
@@ -604,4 +619,8 @@ DALLY = NetAwarePlacement(
 )
 # ablation: PAL's allocation (variability bins, node locality only) + EASY backfill, no delay
 PAL_BACKFILL = NetAwarePlacement("pal-backfill", delay=False, finish_aware=False, topology_aware=False)
-NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, DALLY)
+# PAL for a backfilling Slurm (issue #12): the packed, topology-aware choice unless a better bin
+# beats the locality and fragmentation costs (policy.fragmentation); a spread placement only
+# when waiting for the consolidated one would not finish the job sooner; EASY backfill
+PAL_FIT = NetAwarePlacement("pal-fit", delay=False, finish_aware=True, fragmentation=FragmentationCost())
+NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, PAL_FIT, DALLY)

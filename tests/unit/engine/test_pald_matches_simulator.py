@@ -165,7 +165,7 @@ class PaldDecider:
         raise AssertionError(f"job {job_id} released untouched: every job here has a shape")
 
 
-@pytest.mark.parametrize("placement", ["pal", "pmfirst", "pal-net"])
+@pytest.mark.parametrize("placement", ["pal", "pmfirst", "pal-net", "pal-fit"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_pald_and_the_simulator_place_every_job_alike(tmp_path, placement, seed):
     tr = trace(seed)

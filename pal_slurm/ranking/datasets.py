@@ -93,7 +93,7 @@ def load_runs(path: str | Path) -> RunSet:
     for row in table.rows:
         perf.append(row.number("perf", above=0.0))
         # node/device say where the GPU is: its id becomes `node-slot`, which the importer places
-        ids.append(f"{row.text('node')}-{row.integer(device, minimum=0)}" if located else row.text("uuid"))
+        ids.append(f"{row.text('node')}-{row.integer(str(device), minimum=0)}" if located else row.text("uuid"))
     if not perf:
         raise DatasetError("no rows (only a header)", path)
     med = statistics.median(perf)

@@ -26,7 +26,7 @@ import bisect
 import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -57,7 +57,7 @@ def choice_of(gpu_ids: Sequence[int], cluster: ClusterView) -> ShapeChoice:
     return ShapeChoice(tuple(sorted(gpu_ids)), {n: tuple(s) for n, s in nodes.items()})
 
 
-def slurm_picks(gpu_ids: Sequence[int], cluster: ClusterView, free) -> tuple[int, ...]:
+def slurm_picks(gpu_ids: Sequence[int], cluster: ClusterView, free: Collection[int]) -> tuple[int, ...]:
     """The GPUs Slurm itself takes when a job is pinned only to the nodes of `gpu_ids` (it keeps
     its own per-node count): cons_tres gives it the lowest-index free GPUs of each node. `free`:
     the GPUs free for this job (the job's own chosen GPUs count as free)."""

@@ -56,7 +56,7 @@ class PaldOnSlurm:
         self.net = net
         self.scale = float(wall_scale)
         self.held: dict[JobId, JobRequest] = {}  # job id -> as pald saw it when held
-        self.seen: set = set()
+        self.seen: set[JobId] = set()
         self.starts = {"placed": 0, "released": 0}
 
     # ---- sim.event.Decider -------------------------------------------------------------------

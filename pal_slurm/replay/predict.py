@@ -44,10 +44,10 @@ def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:
     `cluster`; None when the arm has no store."""
     if not db.exists():
         return None
-    from pal_slurm.daemon.ranking_map import ranking_for
+    from pal_slurm.daemon.service import ranking_of
     from pal_slurm.store.bootstrap import open_store
 
-    return ranking_for(cluster, open_store(f"sqlite:///{db}", upgrade=False).latest_ranking())
+    return ranking_of(cluster, open_store(f"sqlite:///{db}", upgrade=False).latest_ranking())
 
 
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,

@@ -30,7 +30,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
-from pal_slurm.daemon.cycle import DEFER_TAG, apply_releases, is_pal_held, pal_tags
+from pal_slurm.daemon import requeue
+from pal_slurm.daemon.cycle import apply_releases, is_pal_held
+from pal_slurm.daemon.tags import DEFER_TAG, pal_tags
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     ErrorReply,
@@ -147,7 +149,7 @@ class Pald:
         self.errors = OnceLogger()
         self.recent_errors: deque = deque(maxlen=20)
         self.counts = {"place": 0, "defer": 0, "pass": 0, "standby": 0, "released": 0, "errors": 0, "late": 0,
-                       "released_outside": 0}
+                       "released_outside": 0, "requeued": 0}
         self.held_seen: set[int] = set()
         self.deferred: set[int] = set()  # PAL-held jobs at the last sync, minus those pald released
         self.released_by_pald: set[int] = set()  # deferred jobs this pald released (still in squeue)
@@ -394,11 +396,12 @@ class Pald:
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
         view = cluster_view(nodes, jobs, self.racks())
+        waiting = sum(1 for j in held if not requeue.not_yet_eligible(j, now))  # ahead of new jobs
         with self.lock:
             self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
             if site is not None:
                 self.service.observe_site(site)
-            self.service.observe_cluster(view, now, held_jobs=len(held), started=started_keys(jobs))
+            self.service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs))
             self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")
@@ -409,6 +412,7 @@ class Pald:
             return None  # standby: keep the view warm, act on nothing
         self._track_held(held)
         self._notice_outside_releases(jobs, held)
+        self._take_back_requeued(jobs)
         if not held:
             self.last_cycle = now
         return held
@@ -491,6 +495,26 @@ class Pald:
         self.deferred = held_now
         self.released_by_pald &= present
         self.noticed &= present
+
+    def _take_back_requeued(self, jobs) -> None:
+        """PAL jobs Slurm requeued go back into pald's queue, to be placed again (requeue.py):
+        tagged first, then held; the next sync plans them. A failure leaves the job to Slurm
+        as it was (pinned to its old placement) and is retried next sync, unless the tag got
+        written (then Slurm runs it where it was: a PAL problem never costs a job its run)."""
+        for j in jobs:
+            if not requeue.to_take_back(j):
+                continue
+            try:
+                self.actuator.set_admin_comment(j.job_id, requeue.tagged_comment(j))
+                self.actuator.hold(j.job_id)
+            except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the others
+                self._note_error("requeue", RuntimeError(f"job {j.job_id}: {exc}"))
+                continue
+            with self.lock:
+                self.counts["requeued"] += 1
+            log.info("job %s was requeued (restart %d): back in pald's queue to be placed again",
+                     j.job_id, j.restart_count)
+            self._record(str(j.job_id), DecisionKind.DEFER, f"requeued:{j.restart_count}", {}, None)
 
     def _admin_hold(self, held) -> None:
         """Turn the hook's hold (priority 0, JobHeldUser: its user may `scontrol release` it and

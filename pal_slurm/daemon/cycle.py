@@ -12,18 +12,10 @@ import logging
 from typing import Callable
 
 from pal_slurm.daemon.service import CycleResult, Release
+from pal_slurm.daemon.tags import DEFER_TAG, pal_tags
 from pal_slurm.engine import Launch
 
 log = logging.getLogger("pald.cycle")
-
-DEFER_TAG = "pal:defer"
-
-
-def pal_tags(admin_comment: str | None) -> list[str]:
-    """The tag names in an admin_comment: ``"x pal:defer;rank=v3;req=ab"`` -> ["x", "pal:defer"].
-
-    The hook appends one space-separated tag per decision, each ``name[;key=value...]``."""
-    return [word.split(";", 1)[0] for word in (admin_comment or "").split()]
 
 
 def is_pal_held(job) -> bool:

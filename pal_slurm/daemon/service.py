@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping, Sequence
 
 from pal_slurm.daemon.choice_check import Binding, vet
+from pal_slurm.daemon import requeue
 from pal_slurm.daemon.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.ranking_map import ranking_for
@@ -381,9 +382,13 @@ class PlacementService:
         specs: dict[str, CommentSpec | None | CommentError] = {}
         classes: dict[str, str] = {}
         shapes: dict[tuple, JobShape | ShapeError] = {}
+        not_yet = 0  # requeued jobs in Slurm's requeue delay: planned once they may start
         for j in held:
             if getattr(j, "unreadable", ""):  # Slurm's record of it did not parse: fail open
                 out.releases.append(Release(j.job_id, "?", None, None, "unreadable_record"))
+                continue
+            if requeue.not_yet_eligible(j, now):
+                not_yet += 1
                 continue
             if j.comment not in specs:
                 try:
@@ -409,7 +414,7 @@ class PlacementService:
                 out.releases.append(Release(j.job_id, perf_class, None, None, str(shape)))
                 continue
             try:
-                restrictions = restrictions_from_squeue(j, shape.nodes, shape.per_node or 1)
+                restrictions = restrictions_from_squeue(requeue.placement_record(j), shape.nodes, shape.per_node or 1)
             except SlurmError:
                 out.releases.append(Release(j.job_id, perf_class, None, None, "bad_nodelist"))
                 continue
@@ -443,7 +448,7 @@ class PlacementService:
                 continue
             self._release(out, req, found[0], found[1], now)
             launched += 1
-        out.waiting = len(requests) + len(restricted) - launched
+        out.waiting = len(requests) + len(restricted) - launched + not_yet
         return out
 
     def _release(self, out: CycleResult, req: JobRequest, gpus, group: NodeGroup, now: float) -> None:

@@ -116,6 +116,12 @@ class SlurmActuator:
         if failures:
             raise failures[0]
 
+    def set_admin_comment(self, job_id: int, text: str) -> None:
+        """Replace the job's admin_comment (pald's tags; the caller keeps what was there)."""
+        if "\n" in text:
+            raise SlurmError(f"job {job_id}: admin_comment must be one line")
+        self._update(job_id, f"AdminComment={text}")
+
     def release(self, job_id: int) -> None:
         self.runner.run(["scontrol", "release", str(int(job_id))])
 

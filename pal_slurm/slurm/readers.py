@@ -281,6 +281,8 @@ class JobInfo:
     tres_per_job: str = ""  # e.g. gres:gpu:8 (--gpus=N)
     placement_request: "JobPlacementRequest | None" = None  # where it may run (parse_job_placement_request)
     unreadable: str = ""  # why the full record could not be parsed ("" when it could)
+    restart_count: int = 0  # times Slurm requeued it (scontrol requeue, node failure with --requeue)
+    eligible_time: int = 0  # epoch seconds it may start from (a requeued job waits Slurm's requeue delay)
 
     @property
     def held(self) -> bool:
@@ -347,6 +349,8 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             time_limit_s=_time_limit_s(raw.get("time_limit")),
             tres_per_job=raw.get("tres_per_job") or "",
             placement_request=parse_job_placement_request(raw),
+            restart_count=_count(raw.get("restart_cnt")),
+            eligible_time=_count(raw.get("eligible_time")),
         )
     except SlurmParseError as exc:
         raise SlurmParseError(f"job {job_id}: {exc}") from None

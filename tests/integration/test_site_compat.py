@@ -89,10 +89,10 @@ def start_pald(tmp, lab, slowdowns):
     return PaldProcess(cfg, tmp / "pald.sock", tmp / "pald.log").start()
 
 
-def sbatch(lab, args, pal: bool):
+def sbatch(lab, args, pal: bool, run: str = RUN):
     """(job id or None, stderr): None when sbatch refused the job."""
     argv = ["sbatch", "--parsable", f"--output={lab.lab_dir}/out/%j.out", *args, *([PAL] if pal else []),
-            "--wrap", RUN]
+            "--wrap", run]
     p = subprocess.run(argv, env=lab.client_env(), capture_output=True, text=True, timeout=30)
     if p.returncode != 0:
         return None, p.stderr.strip()
@@ -265,3 +265,44 @@ def test_heterogeneous_job_components_pass_and_run(site):
     shown = lab.runner.run(["scontrol", "-o", "show", "job", str(job)]).splitlines()
     assert len(shown) == 2  # the two components
     assert all("AdminComment=pal:pass=hetjob" in line for line in shown), shown
+
+
+# ---- a requeued PAL job is placed again (daemon/requeue.py) -------------------------------------
+def wait_for(what, check, timeout=60.0, every=0.3):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every)
+
+
+def test_a_requeued_pal_job_is_placed_again_not_left_on_its_old_busy_slot(site):
+    """`scontrol requeue` of a running PAL job while a job without PAL takes the exact GPU slot it
+    had: pald takes the job back, holds it through Slurm's requeue delay, then places it on
+    another free GPU, where it runs (left pinned, it would wait for the busy slot)."""
+    lab, _ = site
+    jobs = lambda: {j.job_id: j for j in lab.reader.jobs()}  # noqa: E731
+    job, err = sbatch(lab, ["--gres=gpu:1", "--requeue"], pal=True, run="sleep 20")
+    assert job is not None, err
+    first = wait_for("the PAL job to run", lambda: (j := jobs()[job]).state == "RUNNING" and j.gpu_slots and j)
+    assert pal_outcome(first)[0] == "place"
+    [(node, slots)] = first.gpu_slots.items()
+    [slot] = slots
+    lab.runner.run(["scontrol", "requeue", str(job)])
+    blocker, err = sbatch(lab, ["-w", node, f"--gres=gpu:s{slot}:1"], pal=False, run="sleep 60")
+    assert blocker is not None, err
+    wait_for("the blocker on the old slot", lambda: jobs()[blocker].state == "RUNNING")
+    taken = wait_for("pald to take the requeued job back",
+                     lambda: (j := jobs()[job]).held and "pal:defer;requeued=1" in j.admin_comment and j)
+    assert taken.reason == "JobHeldAdmin" and taken.restart_count == 1
+    time.sleep(3.0)  # several pald cycles inside Slurm's requeue delay (about 2 minutes)
+    assert jobs()[job].held, "pald released the job before Slurm's requeue delay was over"
+    lab.runner.run(["scontrol", "update", f"jobid={job}", "StartTime=now"])  # an admin skips the delay
+    again = wait_for("the requeued job to run again", lambda: (j := jobs()[job]).state == "RUNNING" and j, 60)
+    [(node2, slots2)] = again.gpu_slots.items()
+    assert (node2, set(slots2)) != (node, {slot}), "it ran on its old slot"
+    assert set(again.required_nodes) == {node2}  # where pald pinned it
+    assert node2 in OPEN and jobs()[blocker].state == "RUNNING"
+    lab.runner.run(["scancel", str(job), str(blocker)])

@@ -71,6 +71,7 @@ def started_keys(jobs) -> set[str]:
         if j.state == "PENDING":
             continue
         out.add(f"job:{j.job_id}")
+        out.add(f"job:{j.ref}")  # an array element pald released as A_I
         m = _REQ_ID.search(j.admin_comment or "")
         if m:
             out.add(f"req:{m.group(1)}")
@@ -152,9 +153,9 @@ class Pald:
                        "released_outside": 0, "requeued": 0}
         self.held_seen: set[int] = set()
         self.deferred: set[int] = set()  # PAL-held jobs at the last sync, minus those pald released
-        self.released_by_pald: set[int] = set()  # deferred jobs this pald released (still in squeue)
+        self.released_by_pald: set[int | str] = set()  # deferred jobs this pald released (still in squeue)
         self.noticed: set[int] = set()  # deferred jobs seen released by someone else (recorded once)
-        self.release_failures: dict[int, int] = {}  # job id -> cycles in a row Slurm refused its placement
+        self.release_failures: dict[int | str, int] = {}  # job id -> cycles in a row Slurm refused its placement
         self.last_jobs: tuple = ()  # jobs of the last Slurm sync (read by the metrics publisher)
         self.held_ids: frozenset[int] = frozenset()  # PAL-held jobs among them
         self.cycle_observers: list = []  # called on the event loop with each cycle's duration (s)
@@ -450,7 +451,7 @@ class Pald:
         self.last_cycle = now
         return done_releases
 
-    def _give_up_on(self, failed: dict[int, str]) -> None:
+    def _give_up_on(self, failed: dict[int | str, str]) -> None:
         """A job whose placement Slurm refused MAX_RELEASE_FAILURES cycles in a row is released
         as submitted: a PAL problem costs a job its placement, never its run."""
         self.release_failures = {j: self.release_failures.get(j, 0) + 1 for j in failed}
@@ -480,7 +481,8 @@ class Pald:
         Jobs from before this pald started count only if it saw them held."""
         held_now = {j.job_id for j in held}
         for j in jobs:
-            if (j.job_id in held_now or j.job_id in self.released_by_pald or j.job_id in self.noticed
+            if (j.job_id in held_now or j.job_id in self.released_by_pald or j.ref in self.released_by_pald
+                    or j.job_id in self.noticed
                     or j.state == "CANCELLED" or DEFER_TAG not in pal_tags(j.admin_comment)
                     or (j.job_id not in self.deferred and j.submit_time < self.started)):
                 continue
@@ -491,7 +493,7 @@ class Pald:
                         j.job_id, j.state)
             self._record(str(j.job_id), DecisionKind.PASS, "released_outside_pal", {}, None)
             self._mark_released(j.job_id)
-        present = {j.job_id for j in jobs}
+        present = {j.job_id for j in jobs} | {j.ref for j in jobs}
         self.deferred = held_now
         self.released_by_pald &= present
         self.noticed &= present
@@ -544,7 +546,7 @@ class Pald:
                 submitted_at=datetime.fromtimestamp(j.submit_time or self.clock(), timezone.utc)))
             self.held_seen.add(j.job_id)
 
-    def _mark_released(self, job_id: int) -> None:
+    def _mark_released(self, job_id: int | str) -> None:
         if self.link is not None:
             self.link.mark_released(str(job_id))  # queued: a release never waits on the store
 

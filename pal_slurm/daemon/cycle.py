@@ -43,7 +43,7 @@ class SlurmLauncher:
 
 
 def apply_releases(result: CycleResult, actuator, done: Callable[[Release], None] | None = None,
-                   failed: Callable[[Release, Exception], None] | None = None) -> list[tuple[int, str]]:
+                   failed: Callable[[Release, Exception], None] | None = None) -> list[tuple[int | str, str]]:
     """Act on the plan: pin and release each job. Returns [(job id, error)] for failures; a
     failed job stays held and is retried next cycle (pal-failsafe releases it if pald dies);
     `failed` is where its reservation is dropped."""

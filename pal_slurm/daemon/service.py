@@ -39,7 +39,7 @@ from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.eligibility import Eligibility, JobRestrictions, NodeGroup, eligible_nodes
-from pal_slurm.policy.passthrough import pass_reason
+from pal_slurm.policy.passthrough import defer_reason, pass_reason
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of
 from pal_slurm.ranking import Ranking
 from pal_slurm.slurm.errors import SlurmError
@@ -112,7 +112,7 @@ def gres_for_release(shape: JobShape, choice: ShapeChoice, binds_slots: bool = T
 
 @dataclass(frozen=True)
 class Release:
-    job_id: int
+    job_id: int | str  # a job id, or ``A_I``: one element of an array's pending record
     perf_class: str
     choice: ShapeChoice | None  # None: release untouched (fail open)
     gres_spec: str | None  # scontrol Gres= value, or None to keep the job's own
@@ -324,7 +324,8 @@ class PlacementService:
             return PlaceReply(DecisionKind.PASS, reason="stale_view")
         perf_class, warning = self.resolve_class(req.pal.perf_class)
         base: dict[str, Any] = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
-        passing = pass_reason(traits_from_fields(req.job, now))
+        traits = traits_from_fields(req.job, now)
+        passing = pass_reason(traits)
         if passing:
             return PlaceReply(DecisionKind.PASS, reason=passing, **base)
         try:
@@ -343,6 +344,10 @@ class PlacementService:
         if shape.total > self.view.size:
             return PlaceReply(DecisionKind.PASS, reason="bigger_than_cluster", **base)
         mode = req.pal.mode or self.settings.default_mode
+        deferred = defer_reason(traits)
+        if deferred:
+            self.held_jobs += 1
+            return PlaceReply(DecisionKind.DEFER, reason=deferred, **base)
         if mode == "defer" or (mode == "auto" and self.held_jobs > 0):
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="queued" if mode == "auto" else "asked", **base)
@@ -376,7 +381,7 @@ class PlacementService:
             return out
         requests: list[JobRequest] = []  # may use every node: one engine cycle over them all
         restricted: list[tuple[JobRequest, Eligibility, bool]] = []  # placed after, each on its nodes
-        groups: dict[int, NodeGroup] = {}
+        groups: dict[int | str, NodeGroup] = {}
         by_id = {}
         # held jobs share few comments and shapes: parse each once per cycle
         specs: dict[str, CommentSpec | None | CommentError] = {}
@@ -422,20 +427,27 @@ class PlacementService:
             if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
                 out.releases.append(Release(j.job_id, perf_class, None, None, eligibility.passed))
                 continue
-            req = job_request(j.job_id, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
-            by_id[j.job_id] = req
+            try:
+                refs = j.element_refs()[:max(1, len(self.available().free) // max(1, shape.total))]
+            except SlurmError:
+                out.releases.append(Release(j.job_id, perf_class, None, None, "bad_array_tasks"))
+                continue
             group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
-            if (group is not None and not restrictions.exclusive
-                    and self.allowed_nodes(group, frozenset(), False) is None):
-                requests.append(req)
-                groups[j.job_id] = group
-            else:
-                restricted.append((req, eligibility, restrictions.exclusive))
+            everywhere = (group is not None and not restrictions.exclusive
+                          and self.allowed_nodes(group, frozenset(), False) is None)
+            for ref in refs:  # an array's pending elements: as many as could start now, in order
+                req = job_request(ref, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
+                by_id[ref] = req
+                if everywhere and group is not None:
+                    requests.append(req)
+                    groups[ref] = group
+                else:
+                    restricted.append((req, eligibility, restrictions.exclusive))
         launched = 0
         if requests:
             plan = self.engine.decide(requests, self.available(), self.ranking, now)
             for job_id, gpus in plan.launch.items():
-                self._release(out, by_id[job_id], gpus, groups[int(job_id)], now)
+                self._release(out, by_id[job_id], gpus, groups[job_id], now)
             launched += len(plan.launch)
         rank = {r.job_id: i for i, r in enumerate(self.engine.order_jobs([r for r, _e, _x in restricted]))}
         for req, eligibility, exclusive in sorted(restricted, key=lambda r: rank[r[0].job_id]):
@@ -456,9 +468,9 @@ class PlacementService:
         choice = choice_of(gpus, self.view)
         bound, why = self.vet(choice)
         if bound is None:  # Slurm may not have what the view says: release it as submitted
-            out.releases.append(Release(int(req.job_id), req.perf_class, None, None, f"doubt:{why}"))
+            out.releases.append(Release(req.job_id, req.perf_class, None, None, f"doubt:{why}"))
             return
-        rel = Release(int(req.job_id), req.perf_class, choice,
+        rel = Release(req.job_id, req.perf_class, choice,
                       gres_for_release(shape_of(req), choice, bound is Binding.SLOTS),
                       self.settings.placement, request=req, partition=group.partition)
         self.reserve(rel.key, gpus, now)

@@ -195,7 +195,9 @@ def test_user_hold_and_dependency_stay_the_users(site):
 
 
 def test_array_elements_run_side_by_side(site):
-    """8 elements of 4 s on an idle lab with 12 usable GPUs: they run at once, as without PAL."""
+    """8 elements of 4 s on an idle lab with 12 usable GPUs: they run at once, as without PAL,
+    each on the GPU pald chose for it (the hook holds the array, pald's cycle places and
+    releases each element: Slurm splits it off under a job id of its own)."""
     lab, pald = site
     argv = ["sbatch", "--parsable", f"--output={lab.lab_dir}/out/arr-%A_%a.out", "--array=1-8", "--gres=gpu:1",
             PAL, "--wrap", 'echo "NODE=$SLURMD_NODENAME CVD=$CUDA_VISIBLE_DEVICES START=$(date +%s.%N)"; '
@@ -217,6 +219,13 @@ def test_array_elements_run_side_by_side(site):
     assert len(gpus) == 8, f"elements shared GPUs: {sorted(gpus)}"
     assert max(starts) < min(ends), f"not all 8 ran at once: starts {starts}, ends {ends}"
     assert {r["NODE"] for r in runs} <= OPEN
+    elements = {j.array_task_id: j for j in lab.reader.jobs() if j.array_job_id == array_id}
+    assert sorted(elements) == list(range(1, 9))
+    for task, run in enumerate(runs, start=1):  # on PAL's choice: pald pinned it to the GPU it ran on
+        j = elements[task]
+        assert "pal:defer" in j.admin_comment and j.required_nodes == (run["NODE"],), (j.ref, j.required_nodes, run)
+        assert j.tres_per_node == f"gres:gpu:s{run['CVD']}:1", (j.ref, j.tres_per_node, run)
+    print("slots:", sorted(int(r["CVD"]) for r in runs))
     print(f"array of 8 x 4 s: {wall:.1f} s wall, {len(gpus)} distinct GPUs")
 
 

@@ -66,10 +66,12 @@ def test_what_pald_cannot_judge_passes():
     assert ask(s, features="f3*2").reason == "constraint_not_evaluated"
     assert ask(s, partition="nope").reason == "unknown_partition"
     assert ask(s, exc_nodes="gpu[01").reason == "bad_nodelist"
-    assert ask(s, array_inx="1-8").reason == "array"
+    assert ask(s, array_inx="1-8%2").reason == "array_throttle"
     assert ask(s, priority=0).reason == "user_hold"
-    for r in (ask(s, features="f3*2"), ask(s, array_inx="1-8")):
+    for r in (ask(s, features="f3*2"), ask(s, array_inx="1-8%2")):
         assert r.decision is DecisionKind.PASS and not r.nodes
+    array = ask(s, array_inx="1-8")  # its elements are placed one by one by the cycle
+    assert array.decision is DecisionKind.DEFER and array.reason == "array" and not array.nodes
 
 
 def test_busy_cpus_and_reservations_keep_pal_off_a_node():

@@ -315,3 +315,23 @@ def test_a_requeued_pal_job_is_placed_again_not_left_on_its_old_busy_slot(site):
     assert set(again.required_nodes) == {node2}  # where pald pinned it
     assert node2 in OPEN and jobs()[blocker].state == "RUNNING"
     lab.runner.run(["scancel", str(job), str(blocker)])
+
+
+def test_cpus_pald_promised_are_not_promised_twice(site):
+    """Two PAL jobs that each need 10 of the 16 CPUs of partition one's only node, submitted
+    back to back (no Slurm read in between, or one that does not show the first running yet):
+    the first is placed there, the second waits in pald's queue (pald counts the CPUs it
+    promised) and is released when the first is done; both run, neither is pinned to CPUs
+    that are taken."""
+    lab, _ = site
+    ids = []
+    for _ in range(2):
+        job, err = sbatch(lab, ["-p", "one", "--cpus-per-gpu=10", "--gres=gpu:1"], pal=True, run="sleep 3")
+        assert job is not None, err
+        ids.append(job)
+    done = wait_all(lab, set(ids), timeout=90)
+    first, second = (done[i] for i in ids)
+    assert first.state == second.state == "COMPLETED"
+    assert pal_outcome(first)[0] == "place" and first.nodes == ("gpu04",)
+    assert "pal:defer" in second.admin_comment, second.admin_comment  # not pinned onto promised CPUs
+    assert second.nodes == ("gpu04",) and second.required_nodes == ("gpu04",)

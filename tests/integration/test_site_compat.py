@@ -335,3 +335,21 @@ def test_cpus_pald_promised_are_not_promised_twice(site):
     assert pal_outcome(first)[0] == "place" and first.nodes == ("gpu04",)
     assert "pal:defer" in second.admin_comment, second.admin_comment  # not pinned onto promised CPUs
     assert second.nodes == ("gpu04",) and second.required_nodes == ("gpu04",)
+
+
+# ---- palctl slurm gres-conf --from the site's gres.conf -----------------------------------------
+def test_a_per_slot_gres_conf_made_from_a_sites_plain_one_binds_exact_gpus(lab_factory):
+    """The lab's plain gres.conf (`NodeName=gpu[01-02] Name=gpu File=.../nvidia[0-3]`) turned
+    per-slot by `palctl slurm gres-conf --from`: Slurm starts with it, a job asking for slot s2
+    gets GPU 2, and a plain count request still runs."""
+    lab = lab_factory(gres="from-plain", nodes=2)
+    site_conf = (lab.lab_dir / "etc" / "gres.conf.site").read_text()
+    assert "Type=" not in site_conf and "File=" in site_conf
+    assert "Type=s3" in (lab.lab_dir / "etc" / "gres.conf").read_text()
+    assert {n.name: n.gres for n in lab.reader.nodes()} == {
+        n: "gpu:s0:1,gpu:s1:1,gpu:s2:1,gpu:s3:1" for n in ("gpu01", "gpu02")}
+    bound = lab.sbatch("-w", "gpu02", "--gres=gpu:s2:1", wrap="echo CVD=$CUDA_VISIBLE_DEVICES")
+    plain = lab.sbatch("--gres=gpu:3", wrap="echo CVD=$CUDA_VISIBLE_DEVICES")
+    assert lab.wait_job(bound, timeout=60) == "COMPLETED" and lab.wait_job(plain, timeout=60) == "COMPLETED"
+    assert "CVD=2" in lab.job_output(bound)
+    assert lab.job_output(plain).strip().split("=")[1].count(",") == 2

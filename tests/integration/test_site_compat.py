@@ -337,6 +337,30 @@ def test_cpus_pald_promised_are_not_promised_twice(site):
     assert second.nodes == ("gpu04",) and second.required_nodes == ("gpu04",)
 
 
+def test_a_pal_job_requeued_by_a_node_failure_runs_again_on_another_node(site):
+    """A running `--requeue` PAL job whose node goes DOWN is requeued by Slurm; pinned to the
+    dead node it would wait for ever (ReqNodeNotAvail). pald places it again on a live node."""
+    lab, _ = site
+    jobs = lambda: {j.job_id: j for j in lab.reader.jobs()}  # noqa: E731
+    job, err = sbatch(lab, ["--gres=gpu:1", "--requeue"], pal=True, run="sleep 20")
+    assert job is not None, err
+    first = wait_for("the PAL job to run", lambda: (j := jobs()[job]).state == "RUNNING" and j)
+    [node] = first.nodes
+    lab.runner.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=compat-test"])
+    try:  # drained too: ReturnToService=2 would bring a node that is only DOWN back at once
+        lab.runner.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=compat-test"])
+        wait_for("pald to take the requeued job back",
+                 lambda: (j := jobs()[job]).held and "pal:defer;requeued=1" in j.admin_comment)
+        lab.runner.run(["scontrol", "update", f"jobid={job}", "StartTime=now"])  # skip the requeue delay
+        again = wait_for("the job to run again", lambda: (j := jobs()[job]).state == "RUNNING" and j, 60)
+        assert again.nodes != (node,) and set(again.nodes) <= OPEN - {node}
+        assert again.restart_count == 1 and set(again.required_nodes) == set(again.nodes)
+    finally:
+        lab.runner.run(["scontrol", "update", f"nodename={node}", "state=resume"])
+        lab.runner.run(["scancel", str(job)])
+        wait_for(f"{node} back in service", lambda: any(
+            n.name == node and n.state in ("idle", "mixed", "allocated") for n in lab.reader.nodes()), 30)
+
 # ---- palctl slurm gres-conf --from the site's gres.conf -----------------------------------------
 def test_a_per_slot_gres_conf_made_from_a_sites_plain_one_binds_exact_gpus(lab_factory):
     """The lab's plain gres.conf (`NodeName=gpu[01-02] Name=gpu File=.../nvidia[0-3]`) turned

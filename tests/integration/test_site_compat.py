@@ -334,7 +334,7 @@ def test_cpus_pald_promised_are_not_promised_twice(site):
     assert first.state == second.state == "COMPLETED"
     assert pal_outcome(first)[0] == "place" and first.nodes == ("gpu04",)
     assert "pal:defer" in second.admin_comment, second.admin_comment  # not pinned onto promised CPUs
-    assert second.nodes == ("gpu04",) and second.required_nodes == ("gpu04",)
+    assert second.nodes == ("gpu04",)  # (24.11's squeue shows no ReqNodeList once a job is done)
 
 
 def test_a_pal_job_requeued_by_a_node_failure_runs_again_on_another_node(site):

@@ -31,7 +31,6 @@ from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon import requeue
 from pal_slurm.daemon.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
-from pal_slurm.daemon.ranking_map import ranking_for
 from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest
@@ -49,6 +48,7 @@ from pal_slurm.policy.eligibility import (
 from pal_slurm.policy.passthrough import defer_reason, pass_reason
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of
 from pal_slurm.ranking import Ranking
+from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
@@ -117,6 +117,11 @@ def gres_for_release(shape: JobShape, choice: ShapeChoice, binds_slots: bool = T
     return f"gpu:{shape.per_node}"
 
 
+def ranking_of(view: ClusterView, snapshot: RankingSnapshot | None) -> Ranking:
+    """The policies' ranking on `view`: the store's snapshot, or uniform before the first."""
+    return Ranking.uniform(view.size, version=0) if snapshot is None else snapshot.to_ranking(view)
+
+
 @dataclass(frozen=True)
 class Release:
     job_id: int | str  # a job id, or ``A_I``: one element of an array's pending record
@@ -153,7 +158,7 @@ class PlacementService:
     view: ClusterView | None = None
     site: SiteView | None = None  # partitions, features, CPUs/memory; None: every GPU node is eligible
     view_time: float = float("-inf")
-    snapshot: Any = None  # the store's RankingSnapshot (version, method, entries) or None
+    snapshot: RankingSnapshot | None = None  # the store's latest, or None
     ranking: Ranking | None = None
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
     reservations: dict[str, Reservation] = field(default_factory=dict)
@@ -184,7 +189,7 @@ class PlacementService:
         self._allowed.clear()  # node indices may change meaning
         self._eligibility_any.clear()
         if layout_changed or self.ranking is None:
-            self.ranking = ranking_for(view, self.snapshot)
+            self.ranking = ranking_of(view, self.snapshot)
         for key, r in list(self.reservations.items()):
             confirmed = key in started or (r.made_at < now and not (r.gpu_ids & view.free))
             if confirmed or now - r.made_at > self.settings.reservation_ttl_s:
@@ -202,7 +207,7 @@ class PlacementService:
     def set_snapshot(self, snapshot) -> None:
         self.snapshot = snapshot
         if self.view is not None:
-            self.ranking = ranking_for(self.view, snapshot)
+            self.ranking = ranking_of(self.view, snapshot)
         self._changed()
 
     def set_class_map(self, mapping: dict[str, str]) -> None:
@@ -415,6 +420,7 @@ class PlacementService:
         classes: dict[str, str] = {}
         shapes: dict[tuple, JobShape | ShapeError] = {}
         not_yet = 0  # requeued jobs in Slurm's requeue delay: planned once they may start
+        wheres: dict[tuple, tuple[JobRestrictions, NodeGroup | None] | str] = {}
         for j in held:
             if getattr(j, "unreadable", ""):  # Slurm's record of it did not parse: fail open
                 out.releases.append(Release(j.job_id, "?", None, None, "unreadable_record"))
@@ -445,27 +451,26 @@ class PlacementService:
             if isinstance(shape, ShapeError):
                 out.releases.append(Release(j.job_id, perf_class, None, None, str(shape)))
                 continue
-            try:
-                restrictions = restrictions_from_squeue(requeue.placement_record(j), shape.nodes, shape.per_node or 1)
-            except SlurmError:
-                out.releases.append(Release(j.job_id, perf_class, None, None, "bad_nodelist"))
+            # everything restrictions_from_squeue reads, plus the shape: held jobs share few
+            record = requeue.placement_record(j)
+            where_key = (j.partition, j.user_id, record.required_nodes, j.time_limit_s, j.placement_request,
+                         j.tres_per_node, shape.nodes, shape.per_node)
+            if where_key not in wheres:
+                wheres[where_key] = self._where(record, shape, now)
+            where = wheres[where_key]
+            if isinstance(where, str):  # bad node list, or eligibility passed it to Slurm
+                out.releases.append(Release(j.job_id, perf_class, None, None, where))
                 continue
-            eligibility = self.eligibility(restrictions, now)
-            if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
-                out.releases.append(Release(j.job_id, perf_class, None, None, eligibility.passed))
-                continue
+            restrictions, group = where
             try:
                 refs = j.element_refs()[:max(1, len(self.available().free) // max(1, shape.total))]
             except SlurmError:
                 out.releases.append(Release(j.job_id, perf_class, None, None, "bad_array_tasks"))
                 continue
-            group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
-            everywhere = (group is not None and not restrictions.exclusive
-                          and self.allowed_nodes(group, frozenset(), False) is None)
             for ref in refs:  # an array's pending elements: as many as could start now, in order
                 req = job_request(ref, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
                 by_id[ref], limits[ref] = req, restrictions
-                if everywhere and group is not None:
+                if group is not None:
                     requests.append(req)
                     groups[ref] = group
                 else:
@@ -487,6 +492,22 @@ class PlacementService:
             launched += 1
         out.waiting = len(requests) + len(restricted) - launched + not_yet
         return out
+
+    def _where(self, job, shape: JobShape, now: float) -> tuple[JobRestrictions, NodeGroup | None] | str:
+        """Where a held job may run: (its restrictions, its one node group when that is every
+        node and the job shares nodes, so it joins the shared engine cycle), or the reason it
+        goes to Slurm untouched. A requeued job's old pin is dropped first (requeue.py)."""
+        try:
+            restrictions = restrictions_from_squeue(job, shape.nodes, shape.per_node or 1)
+        except SlurmError:
+            return "bad_nodelist"
+        eligibility = self.eligibility(restrictions, now)
+        if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
+            return eligibility.passed
+        group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
+        if group is None or restrictions.exclusive or self.allowed_nodes(group, frozenset(), False) is not None:
+            group = None
+        return restrictions, group
 
     def _release(self, out: CycleResult, req: JobRequest, gpus, group: NodeGroup, job: JobRestrictions,
                  now: float) -> bool:

@@ -72,7 +72,7 @@ def test_pald_takes_a_requeued_job_back_and_places_it_again(tmp_path):
     pald = Pald(cfg, None, reader, act, clock=clock)
     reader._jobs = [requeued(pin=("gpu01",), eligible=110)]
     pald.sync_and_cycle()
-    assert act.calls == [("admin_comment", 5, f"{PLACED} pal:defer;requeued=1"), ("hold", (5,))]
+    assert act.calls == [("admin_comment", 5, f"{PLACED} pal:defer;requeued=1"), ("hold", 5)]
     assert pald.counts["requeued"] == 1
     # Slurm now shows it tagged and held; it waits out the requeue delay, then goes to gpu02
     reader._jobs = [requeued(tag=f"{PLACED} pal:defer;requeued=1", held=True, pin=("gpu01",), eligible=110)]

@@ -46,7 +46,7 @@ from pal_slurm.policy.eligibility import (
     without,
 )
 from pal_slurm.policy.passthrough import defer_reason, pass_reason
-from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of
+from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of, slurm_picks, slurm_picks_slots
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.errors import SlurmError
@@ -395,6 +395,7 @@ class PlacementService:
         bound, why = self.vet(choice)
         if bound is None:  # Slurm may not have what the view says: the job runs as submitted
             return PlaceReply(DecisionKind.PASS, reason=f"doubt:{why}", **base)
+        gpus, choice = self._as_slurm_takes(job, gpus, choice, bound)
         self.reserve(key, gpus, now, restrictions, choice.nodes)
         gres = None
         if bound is Binding.SLOTS and shape.is_per_node and choice.same_slots_everywhere():
@@ -522,12 +523,24 @@ class PlacementService:
         if bound is None:  # Slurm may not have what the view says: release it as submitted
             out.releases.append(Release(req.job_id, req.perf_class, None, None, f"doubt:{why}"))
             return True
+        gpus, choice = self._as_slurm_takes(req, gpus, choice, bound)
         rel = Release(req.job_id, req.perf_class, choice,
                       gres_for_release(shape_of(req), choice, bound is Binding.SLOTS),
                       self.settings.placement, request=req, partition=group.partition)
         self.reserve(rel.key, gpus, now, job, choice.nodes)
         out.releases.append(rel)
         return True
+
+    def _as_slurm_takes(self, job: JobRequest, gpus, choice: ShapeChoice,
+                        bound: Binding) -> tuple[tuple[int, ...], ShapeChoice]:
+        """On nodes that do not type their slots pald pins only the nodes, and Slurm takes the
+        lowest free slots there: reserve those (the engine already did so where the slots differ
+        between nodes; policy.shapes.slurm_picks_slots)."""
+        assert self.view is not None
+        if bound is Binding.SLOTS or not slurm_picks_slots(job, gpus, self.view, binds_slots=False):
+            return tuple(gpus), choice
+        picked = slurm_picks(gpus, self.view, self.available().free)
+        return picked, choice_of(picked, self.view)
 
     def released(self, count: int = 1) -> None:
         self.held_jobs = max(0, self.held_jobs - count)

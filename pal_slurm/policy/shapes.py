@@ -26,7 +26,7 @@ import bisect
 import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -55,6 +55,34 @@ def choice_of(gpu_ids: Sequence[int], cluster: ClusterView) -> ShapeChoice:
     for g in sorted(gpu_ids):
         nodes.setdefault(gpus[g].node, []).append(gpus[g].slot)
     return ShapeChoice(tuple(sorted(gpu_ids)), {n: tuple(s) for n, s in nodes.items()})
+
+
+def slurm_picks(gpu_ids: Sequence[int], cluster: ClusterView, free: Collection[int]) -> tuple[int, ...]:
+    """The GPUs Slurm itself takes when a job is pinned only to the nodes of `gpu_ids` (it keeps
+    its own per-node count): cons_tres gives it the lowest-index free GPUs of each node. `free`:
+    the GPUs free for this job (the job's own chosen GPUs count as free)."""
+    chosen = set(gpu_ids)
+    out: list[int] = []
+    for node in sorted({cluster.gpus[g].node_index for g in chosen}):
+        mine = [g for g in chosen if cluster.gpus[g].node_index == node]
+        lowest = [g for g in cluster.nodes[node].gpu_ids if g in free or g in chosen][:len(mine)]
+        out += lowest if len(lowest) == len(mine) else mine
+    return tuple(sorted(out))
+
+
+def slurm_picks_slots(job: JobRequest, gpu_ids: Sequence[int], cluster: ClusterView, binds_slots: bool = True) -> bool:
+    """Whether Slurm, not PAL, picks the slots of a per-node job answered with `gpu_ids`: pald
+    binds exact slots only when they are the same on every node (one Gres= for all) and the
+    nodes type their slots (`binds_slots`); otherwise it pins the nodes and Slurm takes the
+    lowest free GPUs there (`slurm_picks`). A total request (`--gpus=N`) is left as PAL chose:
+    Slurm-shaped traces (the replay) ask per node.
+
+    Reserving PAL's own slots where Slurm takes others hands the slots Slurm really took to the
+    next job, which then waits behind a job it was meant to avoid (seen in a replay on the lab:
+    13.5 trace hours), so pald reserves, and the simulator starts, Slurm's pick."""
+    if not is_per_node(job):
+        return False
+    return not (binds_slots and choice_of(gpu_ids, cluster).same_slots_everywhere())
 
 
 def shape_of(job: JobRequest) -> JobShape:

@@ -61,6 +61,10 @@ class Decider(Protocol):
 
     def decide(self, now: float, jobs: list[JobRequest], view: ClusterView, ranking: Ranking) -> RoundPlan: ...
 
+    def next_wakeup(self, now: float) -> float | None:
+        """When the decider wants to decide again by time alone (pald's next cycle), or None."""
+        ...
+
 
 @dataclass(frozen=True)
 class EventConfig:
@@ -73,6 +77,7 @@ class EventConfig:
     variability_seed: int = 0  # which real GPUs the simulated ones are (gpu_profiles)
     seed: int = 0  # the placements' RNG (random placements)
     restart_cost_s: float = 30.0  # seconds without progress on every restart
+    start_cost_s: float = 0.0  # seconds without progress on a first start (a replay's measured Slurm launch cost)
     congestion: Congestion = Congestion()
     network: bool = True  # False: no network slowdown at all (variability only)
     locality_penalty: float = 1.7  # PAL's L x V weight, passed to the placements
@@ -313,6 +318,9 @@ class _EventRun:
         if self.util[-1][1] != busy_now:
             self.util.append((t, busy_now))
         w = self.engine.next_wakeup(cyc)
+        if self.decider is not None:
+            mine = self.decider.next_wakeup(t)
+            w = mine if w is None else w if mine is None else min(w, mine)
         if w is not None and t < w < self.pending_wake:
             self.pending_wake = w
             self.push(w, WAKE, None)
@@ -350,8 +358,9 @@ class _EventRun:
         pm = max(self.scores[job.perf_class][g] for g in gpus)
         job.net = self.sim._net_factor(job.src.model, gpus)
         job.rate = 1.0 / (pm * job.net)
-        cost = self.cfg.restart_cost_s if job.first_start is not None else 0.0
-        if cost:
+        restart = job.first_start is not None
+        cost = self.cfg.restart_cost_s if restart else self.cfg.start_cost_s
+        if restart and cost:
             self.restarts += 1
             job.restarts += 1
         job.resume_at = t + cost

@@ -110,6 +110,9 @@ class PaldDecider:
             self.held.pop(rel.job_id)
         return RoundPlan(frozenset(), launch)
 
+    def next_wakeup(self, now: float) -> None:
+        return None  # pald's cycle runs at the simulator's every instant here
+
     def gpus(self, nodes) -> tuple[int, ...]:
         return tuple(sorted(self.where[(n, s)] for n, slots in nodes.items() for s in slots))
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping, Sequence
 
 from pal_slurm.daemon.choice_check import Binding, vet
-from pal_slurm.daemon.comment_grammar import CommentError, CommentSpec, parse_comment
+from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.ranking_map import ranking_for
 from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields

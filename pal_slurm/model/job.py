@@ -32,3 +32,13 @@ class JobRequest:
     @property
     def is_running(self) -> bool:
         return bool(self.running_on)
+
+    def progressed(self, attained_service: float, remaining_time: float) -> "JobRequest":
+        """The same request after the job ran a while: only its service and time left change.
+
+        Built without the dataclass __init__ (which sets 13 frozen fields one by one): the
+        event simulator renews every running job's request at every decision."""
+        out = object.__new__(JobRequest)
+        object.__setattr__(out, "__dict__", {**self.__dict__, "attained_service": attained_service,
+                                             "remaining_time": remaining_time})
+        return out

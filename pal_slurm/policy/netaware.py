@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -94,8 +95,8 @@ def _rack_index(cluster: ClusterView) -> tuple[int, ...]:
 def span(gpus: Sequence[int], cluster: ClusterView) -> tuple[int, int, int]:
     """(tier, nodes, racks) of a GPU set."""
     t = topo(cluster)
-    nodes = {t.node_of[g] for g in gpus}
-    rk = {t.rack_idx[n] for n in nodes}
+    nodes = set(map(t.node_of.__getitem__, gpus))
+    rk = set(map(t.rack_idx.__getitem__, nodes))
     return (NODE if len(nodes) <= 1 else RACK if len(rk) <= 1 else SPINE), len(nodes), len(rk)
 
 
@@ -147,6 +148,42 @@ def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx: Placement
     if tier == RACK:
         return net_factor(job, max(2, nodes), 1, ctx)
     return net_factor(job, max(2, nodes), 2, ctx)
+
+
+def _slowdowns(job: JobRequest, gpus: Sequence[int], ctx: PlacementContext) -> tuple[float, float]:
+    """(worst ranking score of `gpus` for the job's class, network factor of their span).
+
+    A plan estimates every running job's end: the same jobs on the same GPUs, plan after plan,
+    so the pair is kept in the run's cache (per ranking and network model; bounded)."""
+    key = (job.perf_class, job.app, job.num_gpus, job.net_sensitivity, tuple(gpus))
+    table = _slowdown_table(ctx)
+    hit = table.get(key)
+    if hit is None:
+        scores = ctx.ranking.scores(job.perf_class)
+        pm = max(map(scores.__getitem__, gpus)) if gpus else 1.0
+        _tier, nodes, racks = span(gpus, ctx.cluster)
+        if len(table) >= _SLOWDOWN_TABLE_LIMIT:
+            table.clear()
+        hit = table[key] = (pm, net_factor(job, nodes, racks, ctx))
+    return hit
+
+
+_SLOWDOWN_TABLE_LIMIT = 100_000
+
+
+def _slowdown_table(ctx: PlacementContext) -> dict:
+    """The run's {job key: (score, factor)} for the context's ranking and network model."""
+    by_net = ctx.cache.get("slowdowns", ctx.ranking, dict)
+    net = getattr(ctx, "network", None)
+    # NodeLocality is a value (a new one per plan, equal by its penalty); other models are
+    # the run's own object: kept with its table, so its id is not reused while cached.
+    key = net if isinstance(net, NodeLocality) else id(net)
+    hit = by_net.get(key)
+    if hit is None or hit[0] is not net and not isinstance(net, NodeLocality):
+        if len(by_net) >= 8:
+            by_net.clear()
+        hit = by_net[key] = (net, {})
+    return hit[1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,23 +340,22 @@ class _Reservation:
 
     @classmethod
     def make(cls, n, tier, free, holding, ends, cluster, rack_idx, now) -> "_Reservation":
-        node_of = topo(cluster).node_of
+        t = topo(cluster)
         if tier == SPINE:
-            key = lambda g: 0  # noqa: E731
-        elif tier == RACK:
-            key = lambda g: rack_idx[node_of[g]]  # noqa: E731
+            level = SPINE
+        elif tier == RACK:  # the policy's racks: the cluster's, or one (it sees node locality only)
+            if rack_idx is not t.rack_idx and tuple(rack_idx) != t.rack_idx and len(set(rack_idx)) > 1:
+                raise ValueError("rack_idx must be the cluster's racks or a single rack")
+            level = RACK if len(set(rack_idx)) > 1 or rack_idx is t.rack_idx else SPINE
         else:
-            key = lambda g: node_of[g]  # noqa: E731
-        have: dict[int, int] = {}
-        for g in free:
-            have[key(g)] = have.get(key(g), 0) + 1
+            level = NODE
+        grp_of = t.group_of(level)
+        have = Counter(map(grp_of.__getitem__, free))
         releases: dict[int, list[tuple[float, int]]] = {}
         for jid, gpus in holding.items():
-            per: dict[int, int] = {}
-            for g in gpus:
-                per[key(g)] = per.get(key(g), 0) + 1
-            for grp, cnt in per.items():
-                releases.setdefault(grp, []).append((ends[jid], cnt))
+            end = ends[jid]
+            for grp, cnt in Counter(map(grp_of.__getitem__, gpus)).items():
+                releases.setdefault(grp, []).append((end, cnt))
         best = None
         for grp in set(have) | set(releases):
             avail, shadow = have.get(grp, 0), now
@@ -335,7 +371,7 @@ class _Reservation:
                 return cls.make(n, SPINE, free, holding, ends, cluster, rack_idx, now)
             return cls(math.inf, None, 0)
         shadow, grp, spare = best
-        group = None if tier == SPINE else frozenset(g for g in range(cluster.size) if key(g) == grp)
+        group = None if tier == SPINE else t.members(level)[grp]
         return cls(shadow, group, spare)
 
     def covers(self, g: int) -> bool:
@@ -446,10 +482,8 @@ class NetAwarePlacement:
 
     # ---- estimates --------------------------------------------------------------------------
     def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx: PlacementContext) -> float:
-        scores = ctx.ranking.scores(job.perf_class)
-        pm = max(scores[g] for g in gpus) if gpus else 1.0
-        _tier, nodes, racks = span(gpus, ctx.cluster)
-        return job.remaining_time * pm * net_factor(job, nodes, racks, ctx)
+        pm, net = _slowdowns(job, gpus, ctx)
+        return job.remaining_time * pm * net
 
     # ---- the plan ---------------------------------------------------------------------------
     def _view(self, ctx: PlacementContext) -> PlacementContext:

@@ -109,7 +109,8 @@ class _Job:
     restarts: int = 0
     comm_s: float = 0.0
     attained: float = 0.0
-    _req: JobRequest | None = None  # cached request while nothing changed (waiting jobs)
+    _req: JobRequest | None = None  # the request as last built (None: placement changed since)
+    _progressed: bool = False  # the job ran since _req was built (only its progress changed)
 
     def advance(self, t: float) -> None:
         if self.gpus and t > self.last:
@@ -119,12 +120,16 @@ class _Job:
                 self.work_left -= dt * self.rate
                 self.comm_s += dt * (1.0 - 1.0 / self.net)
             self.attained += t - self.last
-            self._req = None
+            self._progressed = True
         self.last = t
 
     def request(self) -> JobRequest:
         if self._req is not None:
+            if self._progressed:
+                self._req = self._req.progressed(self.attained, max(0.0, self.work_left))
+                self._progressed = False
             return self._req
+        self._progressed = False
         self._req = JobRequest(
             job_id=self.key,
             num_gpus=self.src.num_gpus,
@@ -344,7 +349,7 @@ class _EventRun:
         job.gpus = gpus
         job._req = None
         job.version += 1
-        pm = max(self.scores[job.perf_class][g] for g in gpus)
+        pm = max(map(self.scores[job.perf_class].__getitem__, gpus))
         job.net = self.sim._net_factor(job.src.model, gpus)
         job.rate = 1.0 / (pm * job.net)
         cost = self.cfg.restart_cost_s if job.first_start is not None else 0.0

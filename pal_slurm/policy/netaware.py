@@ -173,7 +173,7 @@ _SLOWDOWN_TABLE_LIMIT = 100_000
 
 def _slowdown_table(ctx: PlacementContext) -> dict:
     """The run's {job key: (score, factor)} for the context's ranking and network model."""
-    by_net = ctx.cache.get("slowdowns", ctx.ranking, dict)
+    by_net: dict[object, tuple[object, dict]] = ctx.cache.get("slowdowns", ctx.ranking, dict)
     net = getattr(ctx, "network", None)
     # NodeLocality is a value (a new one per plan, equal by its penalty); other models are
     # the run's own object: kept with its table, so its id is not reused while cached.

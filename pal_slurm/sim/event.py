@@ -109,8 +109,8 @@ class _Job:
     restarts: int = 0
     comm_s: float = 0.0
     attained: float = 0.0
-    _req: JobRequest | None = None  # the request as last built (None: placement changed since)
-    _progressed: bool = False  # the job ran since _req was built (only its progress changed)
+    _req: JobRequest | None = None  # cached request while nothing changed (waiting jobs)
+    _first: JobRequest | None = None  # its first request: later ones change only its state fields
 
     def advance(self, t: float) -> None:
         if self.gpus and t > self.last:
@@ -120,17 +120,18 @@ class _Job:
                 self.work_left -= dt * self.rate
                 self.comm_s += dt * (1.0 - 1.0 / self.net)
             self.attained += t - self.last
-            self._progressed = True
+            self._req = None
         self.last = t
 
     def request(self) -> JobRequest:
         if self._req is not None:
-            if self._progressed:
-                self._req = self._req.progressed(self.attained, max(0.0, self.work_left))
-                self._progressed = False
             return self._req
-        self._progressed = False
-        self._req = JobRequest(
+        if self._first is not None:
+            self._req = self._first.evolved(
+                running_on=self.gpus, attained_service=self.attained, remaining_time=max(0.0, self.work_left),
+                waiting_since=self.started_at if self.gpus else self.waiting_since, preemptions=self.preemptions)
+            return self._req
+        self._req = self._first = JobRequest(
             job_id=self.key,
             num_gpus=self.src.num_gpus,
             perf_class=self.perf_class,
@@ -339,11 +340,10 @@ class _EventRun:
             job.preemptions += 1
 
     def start(self, job: _Job, gpus: tuple[int, ...], t: float) -> None:
-        name = self.pol.name
         if job.gpus:
-            raise RuntimeError(f"{name}: launched job {job.key} that is still running")
+            raise RuntimeError(f"{self.pol.name}: launched job {job.key} that is still running")
         if len(gpus) != job.src.num_gpus or not self.free.issuperset(gpus):
-            raise RuntimeError(f"{name}: bad allocation {gpus} for job {job.key} ({job.src.num_gpus} GPUs)")
+            raise RuntimeError(f"{self.pol.name}: bad allocation {gpus} for job {job.key} ({job.src.num_gpus} GPUs)")
         self.free.difference_update(gpus)
         as_seen = job.request() if self.tuning else None  # as the placement saw it (the tuner learns its wait)
         job.gpus = gpus

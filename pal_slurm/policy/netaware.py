@@ -49,6 +49,7 @@ skip, tuned timers, preemption: a Dally-like policy).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from collections import Counter
@@ -140,7 +141,21 @@ class NodeLocality:
 
 
 def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx: PlacementContext) -> float:
-    """Estimated network factor of the tightest placement of `job` at `tier`."""
+    """Estimated network factor of the tightest placement of `job` at `tier` (kept per run:
+    every waiting job's delay deadlines ask for it at every plan)."""
+    shape = job.shape
+    key = ("tier", tier, job.app, job.num_gpus, job.net_sensitivity, shape.nodes if shape is not None else None,
+           cluster.gpus_per_node)
+    table = _slowdown_table(ctx)
+    hit = table.get(key)
+    if hit is None:
+        if len(table) >= _TABLE_LIMIT:
+            table.clear()
+        hit = table[key] = _tier_factor(job, tier, cluster, ctx)
+    return hit
+
+
+def _tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx: PlacementContext) -> float:
     gpn = max(1, cluster.gpus_per_node)
     nodes = (shape_of(job).nodes or 1) if is_per_node(job) else max(1, math.ceil(job.num_gpus / gpn))
     if tier == NODE:
@@ -162,13 +177,13 @@ def _slowdowns(job: JobRequest, gpus: Sequence[int], ctx: PlacementContext) -> t
         scores = ctx.ranking.scores(job.perf_class)
         pm = max(map(scores.__getitem__, gpus)) if gpus else 1.0
         _tier, nodes, racks = span(gpus, ctx.cluster)
-        if len(table) >= _SLOWDOWN_TABLE_LIMIT:
+        if len(table) >= _TABLE_LIMIT:
             table.clear()
         hit = table[key] = (pm, net_factor(job, nodes, racks, ctx))
     return hit
 
 
-_SLOWDOWN_TABLE_LIMIT = 100_000
+_TABLE_LIMIT = 100_000  # entries of a per-run table before it starts afresh
 
 
 def _slowdown_table(ctx: PlacementContext) -> dict:
@@ -328,6 +343,49 @@ class _LazyEnds(dict):
         return value
 
 
+class _Releases:
+    """When the running jobs free their GPUs, per group of a network level: {group: [(estimated
+    end, GPUs it frees there), ...] ascending}, made on first use in a plan and kept in step as
+    the plan starts jobs (`hold`) and preempts them (`drop`). Every reservation of a plan reads
+    it; how a job's GPUs spread over the groups is kept for the run (`counts`: running jobs hold
+    the same GPUs plan after plan)."""
+
+    def __init__(self, holding: dict, ends, cluster: ClusterView, counts: dict):
+        self.holding, self.ends, self.topology, self.counts = holding, ends, topo(cluster), counts
+        self.levels: dict[int, dict[int, list[tuple[float, int]]]] = {}
+
+    def _spread(self, level: int, gpus: tuple) -> tuple:
+        spread = self.counts.get((level, gpus))
+        if spread is None:
+            if len(self.counts) >= _TABLE_LIMIT:
+                self.counts.clear()
+            grp_of = self.topology.group_of(level)
+            spread = self.counts[(level, gpus)] = tuple(Counter(map(grp_of.__getitem__, gpus)).items())
+        return spread
+
+    def at(self, level: int) -> dict[int, list[tuple[float, int]]]:
+        out = self.levels.get(level)
+        if out is None:
+            out = self.levels[level] = {}
+            for jid, gpus in self.holding.items():
+                end = self.ends[jid]
+                for grp, cnt in self._spread(level, gpus):
+                    out.setdefault(grp, []).append((end, cnt))
+            for lst in out.values():
+                lst.sort()
+        return out
+
+    def hold(self, jid, gpus: tuple, end: float) -> None:
+        self.holding[jid] = gpus
+        for level, out in self.levels.items():
+            for grp, cnt in self._spread(level, gpus):
+                bisect.insort(out.setdefault(grp, []), (end, cnt))
+
+    def drop(self, jid) -> None:
+        self.holding.pop(jid, None)
+        self.levels.clear()
+
+
 class _Reservation:
     """A reservation for one blocked job: a GPU group (one node, one rack, or the cluster)
     that will hold enough GPUs for it at `shadow`, and how many of the group's GPUs it does
@@ -339,7 +397,7 @@ class _Reservation:
         self.spare = spare
 
     @classmethod
-    def make(cls, n, tier, free, holding, ends, cluster, rack_idx, now) -> "_Reservation":
+    def make(cls, n, tier, free, releases: "_Releases", cluster, rack_idx, now) -> "_Reservation":
         t = topo(cluster)
         if tier == SPINE:
             level = SPINE
@@ -351,15 +409,11 @@ class _Reservation:
             level = NODE
         grp_of = t.group_of(level)
         have = Counter(map(grp_of.__getitem__, free))
-        releases: dict[int, list[tuple[float, int]]] = {}
-        for jid, gpus in holding.items():
-            end = ends[jid]
-            for grp, cnt in Counter(map(grp_of.__getitem__, gpus)).items():
-                releases.setdefault(grp, []).append((end, cnt))
+        by_group = releases.at(level)
         best = None
-        for grp in set(have) | set(releases):
+        for grp in set(have) | set(by_group):
             avail, shadow = have.get(grp, 0), now
-            for end, cnt in sorted(releases.get(grp, ())):
+            for end, cnt in by_group.get(grp, ()):
                 if avail >= n:
                     break
                 avail += cnt
@@ -368,7 +422,7 @@ class _Reservation:
                 best = (shadow, grp, avail - n)
         if best is None:
             if tier != SPINE:
-                return cls.make(n, SPINE, free, holding, ends, cluster, rack_idx, now)
+                return cls.make(n, SPINE, free, releases, cluster, rack_idx, now)
             return cls(math.inf, None, 0)
         shadow, grp, spare = best
         group = None if tier == SPINE else t.members(level)[grp]
@@ -500,7 +554,8 @@ class NetAwarePlacement:
         free = set(cluster.free)
         running = {j.job_id: j for j in order if j.running_on}
         ends = _LazyEnds(lambda jid: now + self._runtime(running[jid], running[jid].running_on, ctx))
-        holding = {jid: tuple(j.running_on) for jid, j in running.items()}
+        releases = _Releases({jid: tuple(j.running_on) for jid, j in running.items()}, ends, cluster,
+                             ctx.cache.get("group-counts", topo(cluster), dict))
         launch: dict = {}
         suspend: set = set()
         res: list[_Reservation] = []  # for the first jobs that cannot start (EASY: one)
@@ -518,13 +573,13 @@ class NetAwarePlacement:
                 freed = self._preempt(job, free, running, suspend, launch, ctx, rack_idx)
                 for jid in freed:
                     ends.pop(jid, None)
-                    holding.pop(jid, None)
+                    releases.drop(jid)
                 if freed:
                     got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
             if got is not None and self.finish_aware and got[1] > wanted_tier(job, cluster):
                 # a spread placement now, or the consolidated one when the running jobs free it?
                 want = wanted_tier(job, cluster)
-                r = _Reservation.make(n, want, free, holding, ends, cluster, rack_idx, now)
+                r = _Reservation.make(n, want, free, releases, cluster, rack_idx, now)
                 if r.group is not None and r.shadow <= now:
                     # consolidated GPUs are free now but cost more by variability: take the faster
                     tight_now = best_allocation(job, sorted(free), ctx, self.variability, want, rack_idx)
@@ -545,7 +600,7 @@ class NetAwarePlacement:
                     break
                 if (self.backfill == "easy" and len(res) < self.reservations
                         and now - job.waiting_since >= self.reserve_after_s):
-                    res.append(_Reservation.make(n, allowed, free, holding, ends, cluster, rack_idx, now))
+                    res.append(_Reservation.make(n, allowed, free, releases, cluster, rack_idx, now))
                 continue
             if res:
                 end = now + self._runtime(job, got[0], ctx)
@@ -561,7 +616,7 @@ class NetAwarePlacement:
             launch[job.job_id] = tuple(gpus)
             free.difference_update(gpus)
             ends[job.job_id] = now + self._runtime(job, gpus, ctx)
-            holding[job.job_id] = tuple(gpus)
+            releases.hold(job.job_id, tuple(gpus), ends[job.job_id])
         return RoundPlan(frozenset(suspend), launch)
 
     def _preempt(self, job, free: set, running: dict, suspend: set, launch: dict, ctx: PlacementContext, rack_idx) -> list:

@@ -55,8 +55,8 @@ def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: A
                     deterministic: bool = True) -> RoundPlan:
     held = {j.job_id: tuple(sorted(j.running_on)) for j in order if j.running_on}
     free_set = set(ctx.cluster.free)
-    for gpus in held.values():
-        free_set.update(gpus)
+    for on in held.values():
+        free_set.update(on)
     free = sorted(free_set)
     seq = class_first(order, ctx.cluster.size) if reorder else list(order)
     # Every round starts from the same free set, so a deterministic allocator gives the same

@@ -165,13 +165,13 @@ def _tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx: Placemen
     return net_factor(job, max(2, nodes), 2, ctx)
 
 
-def _slowdowns(job: JobRequest, gpus: Sequence[int], ctx: PlacementContext) -> tuple[float, float]:
+def _slowdowns(job: JobRequest, gpus: Sequence[int], ctx: PlacementContext, table: dict | None = None) -> tuple[float, float]:
     """(worst ranking score of `gpus` for the job's class, network factor of their span).
 
     A plan estimates every running job's end: the same jobs on the same GPUs, plan after plan,
     so the pair is kept in the run's cache (per ranking and network model; bounded)."""
     key = (job.perf_class, job.app, job.num_gpus, job.net_sensitivity, tuple(gpus))
-    table = _slowdown_table(ctx)
+    table = _slowdown_table(ctx) if table is None else table  # (a plan passes its own: fetched once)
     hit = table.get(key)
     if hit is None:
         scores = ctx.ranking.scores(job.perf_class)
@@ -535,8 +535,8 @@ class NetAwarePlacement:
         return self.timers if self.delay else {}
 
     # ---- estimates --------------------------------------------------------------------------
-    def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx: PlacementContext) -> float:
-        pm, net = _slowdowns(job, gpus, ctx)
+    def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx: PlacementContext, table: dict | None = None) -> float:
+        pm, net = _slowdowns(job, gpus, ctx, table)
         return job.remaining_time * pm * net
 
     # ---- the plan ---------------------------------------------------------------------------
@@ -550,10 +550,11 @@ class NetAwarePlacement:
         ctx = self._view(ctx)
         cluster = ctx.cluster
         now = ctx.now
+        table = _slowdown_table(ctx)
         rack_idx = _rack_index(cluster) if self.topology_aware else (0,) * len(cluster.nodes)
         free = set(cluster.free)
         running = {j.job_id: j for j in order if j.running_on}
-        ends = _LazyEnds(lambda jid: now + self._runtime(running[jid], running[jid].running_on, ctx))
+        ends = _LazyEnds(lambda jid: now + self._runtime(running[jid], running[jid].running_on, ctx, table))
         releases = _Releases({jid: tuple(j.running_on) for jid, j in running.items()}, ends, cluster,
                              ctx.cache.get("group-counts", topo(cluster), dict))
         launch: dict = {}
@@ -583,10 +584,10 @@ class NetAwarePlacement:
                 if r.group is not None and r.shadow <= now:
                     # consolidated GPUs are free now but cost more by variability: take the faster
                     tight_now = best_allocation(job, sorted(free), ctx, self.variability, want, rack_idx)
-                    if tight_now is not None and self._runtime(job, tight_now[0], ctx) < self._runtime(job, got[0], ctx):
+                    if tight_now is not None and self._runtime(job, tight_now[0], ctx, table) < self._runtime(job, got[0], ctx, table):
                         got = tight_now
                 elif r.group is not None and r.shadow < math.inf:
-                    spread = self._runtime(job, got[0], ctx)
+                    spread = self._runtime(job, got[0], ctx, table)
                     tight = spread / got[2] * tier_factor(job, wanted_tier(job, cluster), cluster, ctx)
                     if r.shadow + tight < now + spread:
                         got = None
@@ -603,19 +604,19 @@ class NetAwarePlacement:
                     res.append(_Reservation.make(n, allowed, free, releases, cluster, rack_idx, now))
                 continue
             if res:
-                end = now + self._runtime(job, got[0], ctx)
+                end = now + self._runtime(job, got[0], ctx, table)
                 if not all(r.admits(end, got[0]) for r in res):
                     outside = sorted(g for g in free if not any(r.covers(g) and not r.admits(end, (g,)) for r in res))
                     got = best_allocation(job, outside, ctx, self.variability, allowed, rack_idx)
-                    if got is None or not all(r.admits(now + self._runtime(job, got[0], ctx), got[0]) for r in res):
+                    if got is None or not all(r.admits(now + self._runtime(job, got[0], ctx, table), got[0]) for r in res):
                         continue
-                    end = now + self._runtime(job, got[0], ctx)
+                    end = now + self._runtime(job, got[0], ctx, table)
                 for r in res:
                     r.take(end, got[0])
             gpus = got[0]
             launch[job.job_id] = tuple(gpus)
             free.difference_update(gpus)
-            ends[job.job_id] = now + self._runtime(job, gpus, ctx)
+            ends[job.job_id] = now + self._runtime(job, gpus, ctx, table)
             releases.hold(job.job_id, tuple(gpus), ends[job.job_id])
         return RoundPlan(frozenset(suspend), launch)
 

@@ -61,6 +61,7 @@ class DaemonConfig:
     default_mode: str = "auto"  # jobs without mode=: auto (place if it fits, else defer) | now | defer
     backfill: bool = False  # deferred jobs: let smaller jobs pass a held job that does not fit
     reservation_ttl_s: float = 30.0  # GPUs promised at submit stay reserved until Slurm shows them busy
+    release_start_s: float = 60.0  # a job pald released that has not started this long after is re-placed once, then unpinned
     leader_grace_s: float = 60.0  # active/standby: lead on this long with the lock unreachable (docs/decisions/leadership.md)
 
 
@@ -166,6 +167,7 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
         ("daemon", "hook_timeout_ms"),
         ("daemon", "heartbeat_stale_s"),
         ("daemon", "reservation_ttl_s"),
+        ("daemon", "release_start_s"),
         ("daemon", "leader_grace_s"),
         ("policy", "locality_penalty"),
         ("profiling", "timeout_s"),

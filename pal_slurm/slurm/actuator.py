@@ -119,6 +119,13 @@ class SlurmActuator:
     def release(self, job_id: int) -> None:
         self.runner.run(["scontrol", "release", str(int(job_id))])
 
+    def unpin(self, job_id: int) -> None:
+        """Drop a pending job's node pin (`NodeList=`, empty: ReqNodeList cleared), so Slurm
+        may run it on any node that has what it asks for. Its GPU request stays as it is (a
+        per-slot typed one cannot become untyped again on 22.05; every node of a slot-typed
+        site has the same slot types)."""
+        self._update(job_id, "NodeList=")
+
     def _update(self, job_id: int, *fields: str) -> None:
         self.runner.run(["scontrol", "update", f"jobid={int(job_id)}", *fields])
 

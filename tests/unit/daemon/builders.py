@@ -104,6 +104,14 @@ class FakeActuator:
         self._maybe_fail(job_id)
         self.calls.append(("release", job_id))
 
+    def hold(self, job_id):
+        self._maybe_fail(job_id)
+        self.calls.append(("hold", job_id))
+
+    def unpin(self, job_id):
+        self._maybe_fail(job_id)
+        self.calls.append(("unpin", job_id))
+
 
 class ServerThread:
     """pald's SocketServer on its own event loop in a thread (tests talk to it over the socket)."""

@@ -631,12 +631,21 @@ class NetAwarePlacement:
             return []
         rank = sensitivity_rank(job.net_sensitivity)
         now = ctx.now
+        # cheap tests first: most running jobs started long ago (every blocked job asks, every plan)
+        ranks: dict[str, int] = {}
+
+        def rank_of(sens: str) -> int:
+            got = ranks.get(sens)
+            if got is None:
+                got = ranks[sens] = sensitivity_rank(sens)
+            return got
+
         victims = [
             v for jid, v in running.items()
-            if jid not in suspend
-            and sensitivity_rank(v.net_sensitivity) < rank
-            and now - v.waiting_since < cfg.recent_s
+            if now - v.waiting_since < cfg.recent_s
             and v.preemptions < cfg.max_preemptions
+            and jid not in suspend
+            and rank_of(v.net_sensitivity) < rank
         ]
         if not victims:
             return []

@@ -343,6 +343,25 @@ class _LazyEnds(dict):
         return value
 
 
+class _Allocations:
+    """best_allocation over a plan's free GPUs, remembered until the free set changes
+    (`changed`): the jobs of a deep queue ask it the same question (same size, class, model,
+    shape and accepted tier) many times in one plan."""
+
+    def __init__(self, free: set, ctx: PlacementContext, variability: bool, rack_idx):
+        self.free, self.ctx, self.variability, self.rack_idx = free, ctx, variability, rack_idx
+        self.memo: dict = {}
+
+    def best(self, job: JobRequest, max_tier: int):
+        key = (job.num_gpus, job.perf_class, job.shape, job.app, job.net_sensitivity, max_tier)
+        if key not in self.memo:
+            self.memo[key] = best_allocation(job, sorted(self.free), self.ctx, self.variability, max_tier, self.rack_idx)
+        return self.memo[key]
+
+    def changed(self) -> None:
+        self.memo.clear()
+
+
 class _Releases:
     """When the running jobs free their GPUs, per group of a network level: {group: [(estimated
     end, GPUs it frees there), ...] ascending}, made on first use in a plan and kept in step as
@@ -560,6 +579,7 @@ class NetAwarePlacement:
         launch: dict = {}
         suspend: set = set()
         res: list[_Reservation] = []  # for the first jobs that cannot start (EASY: one)
+        allocations = _Allocations(free, ctx, self.variability, rack_idx)
         for job in order:
             if job.running_on or job.job_id in launch:
                 continue
@@ -569,21 +589,22 @@ class NetAwarePlacement:
             got = None
             allowed = self.allowed_tier(job, ctx)
             if len(free) >= n:
-                got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
+                got = allocations.best(job, allowed)
             if (got is None or got[1] > wanted_tier(job, cluster)) and self.preempt is not None:
                 freed = self._preempt(job, free, running, suspend, launch, ctx, rack_idx)
                 for jid in freed:
                     ends.pop(jid, None)
                     releases.drop(jid)
                 if freed:
-                    got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
+                    allocations.changed()
+                    got = allocations.best(job, allowed)
             if got is not None and self.finish_aware and got[1] > wanted_tier(job, cluster):
                 # a spread placement now, or the consolidated one when the running jobs free it?
                 want = wanted_tier(job, cluster)
                 r = _Reservation.make(n, want, free, releases, cluster, rack_idx, now)
                 if r.group is not None and r.shadow <= now:
                     # consolidated GPUs are free now but cost more by variability: take the faster
-                    tight_now = best_allocation(job, sorted(free), ctx, self.variability, want, rack_idx)
+                    tight_now = allocations.best(job, want)
                     if tight_now is not None and self._runtime(job, tight_now[0], ctx, table) < self._runtime(job, got[0], ctx, table):
                         got = tight_now
                 elif r.group is not None and r.shadow < math.inf:
@@ -606,7 +627,13 @@ class NetAwarePlacement:
             if res:
                 end = now + self._runtime(job, got[0], ctx, table)
                 if not all(r.admits(end, got[0]) for r in res):
-                    outside = sorted(g for g in free if not any(r.covers(g) and not r.admits(end, (g,)) for r in res))
+                    # the free GPUs no reservation refuses to a job ending at `end`: a reservation
+                    # refuses its group's GPUs when the job ends after its shadow and it has none to spare
+                    refusing = [r for r in res if end > r.shadow and r.spare < 1]
+                    if any(r.group is None for r in refusing):
+                        outside = []
+                    else:
+                        outside = sorted(free.difference(*[r.group for r in refusing if r.group is not None]))
                     got = best_allocation(job, outside, ctx, self.variability, allowed, rack_idx)
                     if got is None or not all(r.admits(now + self._runtime(job, got[0], ctx, table), got[0]) for r in res):
                         continue
@@ -616,6 +643,7 @@ class NetAwarePlacement:
             gpus = got[0]
             launch[job.job_id] = tuple(gpus)
             free.difference_update(gpus)
+            allocations.changed()
             ends[job.job_id] = now + self._runtime(job, gpus, ctx, table)
             releases.hold(job.job_id, tuple(gpus), ends[job.job_id])
         return RoundPlan(frozenset(suspend), launch)

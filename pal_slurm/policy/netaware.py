@@ -580,6 +580,12 @@ class NetAwarePlacement:
         suspend: set = set()
         res: list[_Reservation] = []  # for the first jobs that cannot start (EASY: one)
         allocations = _Allocations(free, ctx, self.variability, rack_idx)
+        # the running jobs preemption may stop (started recently, not stopped too often): made
+        # once per plan, not once per blocked job
+        cfg = self.preempt
+        preemptible = {} if cfg is None else {
+            jid: v for jid, v in running.items()
+            if now - v.waiting_since < cfg.recent_s and v.preemptions < cfg.max_preemptions}
         for job in order:
             if job.running_on or job.job_id in launch:
                 continue
@@ -591,7 +597,7 @@ class NetAwarePlacement:
             if len(free) >= n:
                 got = allocations.best(job, allowed)
             if (got is None or got[1] > wanted_tier(job, cluster)) and self.preempt is not None:
-                freed = self._preempt(job, free, running, suspend, launch, ctx, rack_idx)
+                freed = self._preempt(job, free, preemptible, suspend, launch, ctx, rack_idx)
                 for jid in freed:
                     ends.pop(jid, None)
                     releases.drop(jid)
@@ -648,8 +654,9 @@ class NetAwarePlacement:
             releases.hold(job.job_id, tuple(gpus), ends[job.job_id])
         return RoundPlan(frozenset(suspend), launch)
 
-    def _preempt(self, job, free: set, running: dict, suspend: set, launch: dict, ctx: PlacementContext, rack_idx) -> list:
-        """Stop victims so that `job` gets its preferred tier; returns the victims' ids."""
+    def _preempt(self, job, free: set, preemptible: dict, suspend: set, launch: dict, ctx: PlacementContext, rack_idx) -> list:
+        """Stop victims so that `job` gets its preferred tier; returns the victims' ids.
+        `preemptible`: the running jobs recent and seldom stopped enough to be victims."""
         cfg = self.preempt
         if cfg is None:
             return []
@@ -659,7 +666,6 @@ class NetAwarePlacement:
             return []
         rank = sensitivity_rank(job.net_sensitivity)
         now = ctx.now
-        # cheap tests first: most running jobs started long ago (every blocked job asks, every plan)
         ranks: dict[str, int] = {}
 
         def rank_of(sens: str) -> int:
@@ -669,11 +675,8 @@ class NetAwarePlacement:
             return got
 
         victims = [
-            v for jid, v in running.items()
-            if now - v.waiting_since < cfg.recent_s
-            and v.preemptions < cfg.max_preemptions
-            and jid not in suspend
-            and rank_of(v.net_sensitivity) < rank
+            v for jid, v in preemptible.items()
+            if jid not in suspend and rank_of(v.net_sensitivity) < rank
         ]
         if not victims:
             return []

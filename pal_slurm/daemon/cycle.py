@@ -8,6 +8,7 @@ planned, so a submission answered meanwhile cannot be promised the same GPUs.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Callable
 
@@ -23,7 +24,13 @@ def pal_tags(admin_comment: str | None) -> list[str]:
     """The tag names in an admin_comment: ``"x pal:defer;rank=v3;req=ab"`` -> ["x", "pal:defer"].
 
     The hook appends one space-separated tag per decision, each ``name[;key=value...]``."""
-    return [word.split(";", 1)[0] for word in (admin_comment or "").split()]
+    return list(_tag_names(admin_comment or ""))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tag_names(admin_comment: str) -> tuple[str, ...]:
+    """Memoised on the text: pald's sync reads the tags of every job each second."""
+    return tuple(word.split(";", 1)[0] for word in admin_comment.split())
 
 
 def is_pal_held(job) -> bool:
@@ -31,7 +38,7 @@ def is_pal_held(job) -> bool:
 
     The defer tag must match exactly: a substring test would let a pass reason that merely
     contains the text (``pal:pass=pal:defer``) claim the job for pald."""
-    return job.held and DEFER_TAG in pal_tags(job.admin_comment)
+    return job.held and DEFER_TAG in _tag_names(job.admin_comment or "")
 
 
 class SlurmLauncher:

@@ -98,7 +98,7 @@ def traits_from_fields(job: JobFields, now: float) -> JobTraits:
         gpus_per_socket=gpu_model_or_count(job.tres_per_socket),
         ntasks_per_gpu=job.ntasks_per_tres is not None,
         dependency=bool(job.dependency),
-        begins_later=bool(job.begin_time) and job.begin_time > now + 1,
+        begins_later=job.begin_time is not None and job.begin_time > 0 and job.begin_time > now + 1,
         user_hold=job.priority == 0,
     )
 

@@ -30,7 +30,6 @@ from typing import Any, Collection, Mapping, Sequence
 from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
-from pal_slurm.daemon.ranking_map import ranking_for
 from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest
@@ -41,6 +40,7 @@ from pal_slurm.policy.eligibility import Eligibility, JobRestrictions, NodeGroup
 from pal_slurm.policy.passthrough import pass_reason
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of
 from pal_slurm.ranking import Ranking
+from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
@@ -109,6 +109,11 @@ def gres_for_release(shape: JobShape, choice: ShapeChoice, binds_slots: bool = T
     return f"gpu:{shape.per_node}"
 
 
+def ranking_of(view: ClusterView, snapshot: RankingSnapshot | None) -> Ranking:
+    """The policies' ranking on `view`: the store's snapshot, or uniform before the first."""
+    return Ranking.uniform(view.size, version=0) if snapshot is None else snapshot.to_ranking(view)
+
+
 @dataclass(frozen=True)
 class Release:
     job_id: int
@@ -144,7 +149,7 @@ class PlacementService:
     view: ClusterView | None = None
     site: SiteView | None = None  # partitions, features, CPUs/memory; None: every GPU node is eligible
     view_time: float = float("-inf")
-    snapshot: Any = None  # the store's RankingSnapshot (version, method, entries) or None
+    snapshot: RankingSnapshot | None = None  # the store's latest, or None
     ranking: Ranking | None = None
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
     reservations: dict[str, Reservation] = field(default_factory=dict)
@@ -175,7 +180,7 @@ class PlacementService:
         self._allowed.clear()  # node indices may change meaning
         self._eligibility_any.clear()
         if layout_changed or self.ranking is None:
-            self.ranking = ranking_for(view, self.snapshot)
+            self.ranking = ranking_of(view, self.snapshot)
         for key, r in list(self.reservations.items()):
             confirmed = key in started or (r.made_at < now and not (r.gpu_ids & view.free))
             if confirmed or now - r.made_at > self.settings.reservation_ttl_s:
@@ -193,7 +198,7 @@ class PlacementService:
     def set_snapshot(self, snapshot) -> None:
         self.snapshot = snapshot
         if self.view is not None:
-            self.ranking = ranking_for(self.view, snapshot)
+            self.ranking = ranking_of(self.view, snapshot)
         self._changed()
 
     def set_class_map(self, mapping: dict[str, str]) -> None:
@@ -381,6 +386,7 @@ class PlacementService:
         specs: dict[str, CommentSpec | None | CommentError] = {}
         classes: dict[str, str] = {}
         shapes: dict[tuple, JobShape | ShapeError] = {}
+        wheres: dict[tuple, tuple[Eligibility, bool, NodeGroup | None] | str] = {}
         for j in held:
             if getattr(j, "unreadable", ""):  # Slurm's record of it did not parse: fail open
                 out.releases.append(Release(j.job_id, "?", None, None, "unreadable_record"))
@@ -408,24 +414,23 @@ class PlacementService:
             if isinstance(shape, ShapeError):
                 out.releases.append(Release(j.job_id, perf_class, None, None, str(shape)))
                 continue
-            try:
-                restrictions = restrictions_from_squeue(j, shape.nodes, shape.per_node or 1)
-            except SlurmError:
-                out.releases.append(Release(j.job_id, perf_class, None, None, "bad_nodelist"))
+            # everything restrictions_from_squeue reads, plus the shape: held jobs share few
+            where_key = (j.partition, j.user_id, j.required_nodes, j.time_limit_s, j.placement_request,
+                         j.tres_per_node, shape.nodes, shape.per_node)
+            if where_key not in wheres:
+                wheres[where_key] = self._where(j, shape, now)
+            where = wheres[where_key]
+            if isinstance(where, str):  # bad node list, or eligibility passed it to Slurm
+                out.releases.append(Release(j.job_id, perf_class, None, None, where))
                 continue
-            eligibility = self.eligibility(restrictions, now)
-            if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
-                out.releases.append(Release(j.job_id, perf_class, None, None, eligibility.passed))
-                continue
+            eligibility, exclusive, group = where
             req = job_request(j.job_id, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
             by_id[j.job_id] = req
-            group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
-            if (group is not None and not restrictions.exclusive
-                    and self.allowed_nodes(group, frozenset(), False) is None):
+            if group is not None:
                 requests.append(req)
                 groups[j.job_id] = group
             else:
-                restricted.append((req, eligibility, restrictions.exclusive))
+                restricted.append((req, eligibility, exclusive))
         launched = 0
         if requests:
             plan = self.engine.decide(requests, self.available(), self.ranking, now)
@@ -445,6 +450,22 @@ class PlacementService:
             launched += 1
         out.waiting = len(requests) + len(restricted) - launched
         return out
+
+    def _where(self, job, shape: JobShape, now: float) -> tuple[Eligibility, bool, NodeGroup | None] | str:
+        """Where a held job may run: (eligibility, exclusive, its one node group when that is
+        every node and the job shares nodes, so it joins the shared engine cycle), or the reason
+        it goes to Slurm untouched."""
+        try:
+            restrictions = restrictions_from_squeue(job, shape.nodes, shape.per_node or 1)
+        except SlurmError:
+            return "bad_nodelist"
+        eligibility = self.eligibility(restrictions, now)
+        if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
+            return eligibility.passed
+        group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
+        if group is None or restrictions.exclusive or self.allowed_nodes(group, frozenset(), False) is not None:
+            group = None
+        return eligibility, restrictions.exclusive, group
 
     def _release(self, out: CycleResult, req: JobRequest, gpus, group: NodeGroup, now: float) -> None:
         assert self.view is not None

@@ -240,7 +240,7 @@ def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibil
     parts = _partitions(job, site)
     if isinstance(parts, str):
         return passed(parts)
-    groups = []
+    groups: list[NodeGroup] = []
     for p in parts:
         blocked = _reserved_elsewhere(job, site, now, p.max_time_min)
         eligible = set()

@@ -43,7 +43,9 @@ Slurm it would be the job's time limit.
 Named configurations: `pal-net` (variability + locality + cost-aware delay + EASY backfill
 with aging), `pal-net-tuned` (timers from the auto-tuner), `pal-net-preempt` (plus
 network-sensitive preemption), `pal-net-nodelay` (ablation), `pal-backfill` (ablation: PAL's node-only locality
-+ EASY backfill, no delay: what backfilling alone buys), `dally` (no variability, greedy
++ EASY backfill, no delay: what backfilling alone buys), `pal-fit` (PAL against a backfilling
+Slurm: pack first, a better bin only when it beats the tier and fragmentation costs,
+finish-aware, no delay timers; policy.fragmentation), `dally` (no variability, greedy
 skip, tuned timers, preemption: a Dally-like policy).
 """
 
@@ -54,15 +56,20 @@ import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.cluster import Topology
-from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, sensitivity_rank
+from pal_slurm.model.decision import JobId
+from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, DelayTimers, sensitivity_rank
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import PlacementContext, Traits
+from pal_slurm.policy.fragmentation import FragmentationCost, packed_first_allocation
 from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
 
+
+Packing = tuple[tuple[int, ...], int, int, int]  # (gpus, tier, nodes, racks)
+Allocation = tuple[tuple[int, ...], int, float]  # (gpus, tier, estimated network factor)
 
 # Tier penalties when the context has no network model: (node, rack, spine) per sensitivity.
 FALLBACK_PENALTY: Mapping[str, tuple[float, float, float]] = {
@@ -123,7 +130,7 @@ def wanted_tier(job: JobRequest, cluster: ClusterView) -> int:
 
 
 def net_factor(job: JobRequest, nodes: int, racks: int, ctx: PlacementContext) -> float:
-    net = getattr(ctx, "network", None)
+    net = ctx.network
     if net is not None:
         return net.factor(job.app, job.num_gpus, nodes, racks)
     pen = FALLBACK_PENALTY.get(job.net_sensitivity, FALLBACK_PENALTY["high"])
@@ -165,7 +172,7 @@ def _tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx: Placemen
     return net_factor(job, max(2, nodes), 2, ctx)
 
 
-def _slowdowns(job: JobRequest, gpus: Sequence[int], ctx: PlacementContext, table: dict | None = None) -> tuple[float, float]:
+def _slowdowns(job: JobRequest, gpus: Sequence[int], ctx: PlacementContext, table: _Table | None = None) -> tuple[float, float]:
     """(worst ranking score of `gpus` for the job's class, network factor of their span).
 
     A plan estimates every running job's end: the same jobs on the same GPUs, plan after plan,
@@ -184,11 +191,12 @@ def _slowdowns(job: JobRequest, gpus: Sequence[int], ctx: PlacementContext, tabl
 
 
 _TABLE_LIMIT = 100_000  # entries of a per-run table before it starts afresh
+_Table = dict[tuple[Any, ...], Any]  # a per-run table of derived values
 
 
-def _slowdown_table(ctx: PlacementContext) -> dict:
+def _slowdown_table(ctx: PlacementContext) -> _Table:
     """The run's {job key: (score, factor)} for the context's ranking and network model."""
-    by_net: dict[object, tuple[object, dict]] = ctx.cache.get("slowdowns", ctx.ranking, dict)
+    by_net: dict[object, tuple[object, _Table]] = ctx.cache.get("slowdowns", ctx.ranking, dict)
     net = getattr(ctx, "network", None)
     # NodeLocality is a value (a new one per plan, equal by its penalty); other models are
     # the run's own object: kept with its table, so its id is not reused while cached.
@@ -205,7 +213,8 @@ def _slowdown_table(ctx: PlacementContext) -> dict:
 # allocation
 
 
-def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx, max_tier: int, key):
+def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx: Sequence[int], max_tier: int,
+          key: Callable[[int], Any]) -> Packing | None:
     """Tightest packing of n GPUs from `eligible`: (gpus, tier, nodes, racks) or None.
 
     `key(g)` orders GPUs inside a node (best first)."""
@@ -264,7 +273,7 @@ def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx, max_tier:
 
 
 def best_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool = True,
-                    max_tier: int = SPINE, rack_idx=None):
+                    max_tier: int = SPINE, rack_idx: Sequence[int] | None = None) -> Allocation | None:
     """Cheapest (variability bin x network factor) allocation with tier <= max_tier.
 
     Returns (gpus, tier, estimated factor) or None."""
@@ -301,7 +310,8 @@ def best_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext,
     return best[1], best[2], best[3]
 
 
-def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool, max_tier: int):
+def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool,
+                         max_tier: int) -> Allocation | None:
     """A per-node request (k nodes x g GPUs): the best k nodes under one leaf, or (from the
     spine tier on) anywhere when that is cheaper. Same result shape as best_allocation."""
     cluster = ctx.cluster
@@ -331,31 +341,31 @@ def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementCon
 # reservations (EASY backfilling, topology-aware)
 
 
-class _LazyEnds(dict):
+class _LazyEnds(dict[JobId, float]):
     """{job id: estimated end}, computed on first use (most plans never need them)."""
 
-    def __init__(self, estimate):
+    def __init__(self, estimate: Callable[[JobId], float]) -> None:
         super().__init__()
         self._estimate = estimate
 
-    def __missing__(self, jid):
+    def __missing__(self, jid: JobId) -> float:
         value = self[jid] = self._estimate(jid)
         return value
 
 
 class _Allocations:
-    """best_allocation over a plan's free GPUs, remembered until the free set changes
-    (`changed`): the jobs of a deep queue ask it the same question (same size, class, model,
+    """A plan's allocations over its free GPUs, remembered until the free set changes
+    (`changed`): the jobs of a deep queue ask the same question (same size, class, model,
     shape and accepted tier) many times in one plan."""
 
-    def __init__(self, free: set, ctx: PlacementContext, variability: bool, rack_idx):
-        self.free, self.ctx, self.variability, self.rack_idx = free, ctx, variability, rack_idx
-        self.memo: dict = {}
+    def __init__(self, free: set[int], allocate: Callable[[JobRequest, Sequence[int], int], Any]):
+        self.free, self.allocate = free, allocate
+        self.memo: dict[tuple[Any, ...], Any] = {}
 
-    def best(self, job: JobRequest, max_tier: int):
+    def best(self, job: JobRequest, max_tier: int) -> Any:
         key = (job.num_gpus, job.perf_class, job.shape, job.app, job.net_sensitivity, max_tier)
         if key not in self.memo:
-            self.memo[key] = best_allocation(job, sorted(self.free), self.ctx, self.variability, max_tier, self.rack_idx)
+            self.memo[key] = self.allocate(job, sorted(self.free), max_tier)
         return self.memo[key]
 
     def changed(self) -> None:
@@ -369,11 +379,12 @@ class _Releases:
     it; how a job's GPUs spread over the groups is kept for the run (`counts`: running jobs hold
     the same GPUs plan after plan)."""
 
-    def __init__(self, holding: dict, ends, cluster: ClusterView, counts: dict):
+    def __init__(self, holding: dict[JobId, tuple[int, ...]], ends: Mapping[JobId, float], cluster: ClusterView,
+                 counts: _Table):
         self.holding, self.ends, self.topology, self.counts = holding, ends, topo(cluster), counts
         self.levels: dict[int, dict[int, list[tuple[float, int]]]] = {}
 
-    def _spread(self, level: int, gpus: tuple) -> tuple:
+    def _spread(self, level: int, gpus: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
         spread = self.counts.get((level, gpus))
         if spread is None:
             if len(self.counts) >= _TABLE_LIMIT:
@@ -394,13 +405,13 @@ class _Releases:
                 lst.sort()
         return out
 
-    def hold(self, jid, gpus: tuple, end: float) -> None:
+    def hold(self, jid: JobId, gpus: tuple[int, ...], end: float) -> None:
         self.holding[jid] = gpus
         for level, out in self.levels.items():
             for grp, cnt in self._spread(level, gpus):
                 bisect.insort(out.setdefault(grp, []), (end, cnt))
 
-    def drop(self, jid) -> None:
+    def drop(self, jid: JobId) -> None:
         self.holding.pop(jid, None)
         self.levels.clear()
 
@@ -410,13 +421,14 @@ class _Reservation:
     that will hold enough GPUs for it at `shadow`, and how many of the group's GPUs it does
     not need then (`spare`). Backfilled jobs must end before `shadow` or fit in the spare."""
 
-    def __init__(self, shadow: float, group: frozenset | None, spare: int):
+    def __init__(self, shadow: float, group: frozenset[int] | None, spare: int) -> None:
         self.shadow = shadow
         self.group = group  # GPU ids; None = the whole cluster
         self.spare = spare
 
     @classmethod
-    def make(cls, n, tier, free, releases: "_Releases", cluster, rack_idx, now) -> "_Reservation":
+    def make(cls, n: int, tier: int, free: Iterable[int], releases: "_Releases", cluster: ClusterView,
+             rack_idx: Sequence[int], now: float) -> "_Reservation":
         t = topo(cluster)
         if tier == SPINE:
             level = SPINE
@@ -450,13 +462,13 @@ class _Reservation:
     def covers(self, g: int) -> bool:
         return self.group is None or g in self.group
 
-    def _inside(self, gpus) -> int:
+    def _inside(self, gpus: Sequence[int]) -> int:
         return len(gpus) if self.group is None else sum(1 for g in gpus if g in self.group)
 
-    def admits(self, end: float, gpus) -> bool:
+    def admits(self, end: float, gpus: Sequence[int]) -> bool:
         return end <= self.shadow or self._inside(gpus) <= self.spare
 
-    def take(self, end: float, gpus) -> None:
+    def take(self, end: float, gpus: Sequence[int]) -> None:
         if end > self.shadow:
             self.spare -= self._inside(gpus)
 
@@ -473,7 +485,7 @@ class NetAwarePlacement:
     backfill: str = "easy"  # easy | greedy | none
     preempt: PreemptConfig | None = None
     autotune: bool = False  # the simulator/pald feed ctx.delay_timers from the tuner
-    timers: Mapping = field(default_factory=lambda: dict(DEFAULT_TIMERS))
+    timers: DelayTimers = field(default_factory=lambda: dict(DEFAULT_TIMERS))
     max_wait_s: float = 24 * 3600.0  # hard cap: after this any placement is accepted
     reservations: int = 4  # easy backfill: how many blocked jobs hold a reservation
     reserve_after_s: float = 3600.0  # easy backfill: a blocked job holds one once it waited this long
@@ -481,15 +493,18 @@ class NetAwarePlacement:
     patience: float = 0.5  # cost-aware: wait up to this fraction of the saving (above the timer)
     finish_aware: bool = True  # refuse a spread placement that ends later than waiting would
     topology_aware: bool = True  # False: see only PAL's node locality (penalty for > 1 node)
+    # pack first (policy.fragmentation): take a better bin only when its gain beats the locality
+    # and fragmentation costs; None: PAL's cheapest (bin x network factor) allocation
+    fragmentation: FragmentationCost | None = None
     keeps_running: bool = True  # sticky: running jobs are never moved
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.backfill not in ("easy", "greedy", "none"):
             raise ValueError(f"backfill must be easy, greedy or none, not {self.backfill!r}")
 
     # ---- delay scheduling ------------------------------------------------------------------
-    def _timers(self, ctx: PlacementContext) -> Mapping:
-        t = getattr(ctx, "delay_timers", None)
+    def _timers(self, ctx: PlacementContext) -> DelayTimers:
+        t = ctx.delay_timers
         return self.timers if not t else {**self.timers, **t}
 
     def tier_deadlines(self, job: JobRequest, ctx: PlacementContext) -> list[tuple[float, int]]:
@@ -550,15 +565,24 @@ class NetAwarePlacement:
                       variability=self.variability)
 
     @property
-    def delay_timers(self) -> Mapping:
+    def delay_timers(self) -> DelayTimers:
         return self.timers if self.delay else {}
 
     # ---- estimates --------------------------------------------------------------------------
-    def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx: PlacementContext, table: dict | None = None) -> float:
+    def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx: PlacementContext, table: _Table | None = None) -> float:
         pm, net = _slowdowns(job, gpus, ctx, table)
         return job.remaining_time * pm * net
 
     # ---- the plan ---------------------------------------------------------------------------
+    def _allocate(self, job: JobRequest, free: Sequence[int], ctx: PlacementContext, max_tier: int,
+                  rack_idx: Sequence[int]) -> tuple[tuple[int, ...], int, float] | None:
+        """(gpus, tier, network factor) for `job` within `max_tier`, or None: PAL's cheapest
+        bin x network factor, or with `fragmentation` the packed choice unless a better bin pays."""
+        if self.fragmentation is None or is_per_node(job):
+            return best_allocation(job, free, ctx, self.variability, max_tier, rack_idx)
+        return packed_first_allocation(job, free, ctx, self.variability, max_tier, rack_idx, self.fragmentation,
+                                       _pack, net_factor)
+
     def _view(self, ctx: PlacementContext) -> PlacementContext:
         """The context as this policy sees it (node-only locality when not topology-aware)."""
         if self.topology_aware:
@@ -576,10 +600,10 @@ class NetAwarePlacement:
         ends = _LazyEnds(lambda jid: now + self._runtime(running[jid], running[jid].running_on, ctx, table))
         releases = _Releases({jid: tuple(j.running_on) for jid, j in running.items()}, ends, cluster,
                              ctx.cache.get("group-counts", topo(cluster), dict))
-        launch: dict = {}
-        suspend: set = set()
+        launch: dict[JobId, tuple[int, ...]] = {}
+        suspend: set[JobId] = set()
         res: list[_Reservation] = []  # for the first jobs that cannot start (EASY: one)
-        allocations = _Allocations(free, ctx, self.variability, rack_idx)
+        allocations = _Allocations(free, lambda job, free_ids, max_tier: self._allocate(job, free_ids, ctx, max_tier, rack_idx))
         # the running jobs preemption may stop (started recently, not stopped too often): made
         # once per plan, not once per blocked job
         cfg = self.preempt
@@ -640,7 +664,7 @@ class NetAwarePlacement:
                         outside = []
                     else:
                         outside = sorted(free.difference(*[r.group for r in refusing if r.group is not None]))
-                    got = best_allocation(job, outside, ctx, self.variability, allowed, rack_idx)
+                    got = self._allocate(job, outside, ctx, allowed, rack_idx)
                     if got is None or not all(r.admits(now + self._runtime(job, got[0], ctx, table), got[0]) for r in res):
                         continue
                     end = now + self._runtime(job, got[0], ctx, table)
@@ -654,7 +678,8 @@ class NetAwarePlacement:
             releases.hold(job.job_id, tuple(gpus), ends[job.job_id])
         return RoundPlan(frozenset(suspend), launch)
 
-    def _preempt(self, job, free: set, preemptible: dict, suspend: set, launch: dict, ctx: PlacementContext, rack_idx) -> list:
+    def _preempt(self, job: JobRequest, free: set[int], preemptible: dict[JobId, JobRequest], suspend: set[JobId],
+                 launch: dict[JobId, tuple[int, ...]], ctx: PlacementContext, rack_idx: Sequence[int]) -> list[JobId]:
         """Stop victims so that `job` gets its preferred tier; returns the victims' ids.
         `preemptible`: the running jobs recent and seldom stopped enough to be victims."""
         cfg = self.preempt
@@ -681,7 +706,7 @@ class NetAwarePlacement:
         if not victims:
             return []
         node_of = topo(cluster).node_of
-        group_of = (lambda g: node_of[g]) if want == NODE else (lambda g: rack_idx[node_of[g]])
+        group_of: Callable[[int], int] = (lambda g: node_of[g]) if want == NODE else (lambda g: rack_idx[node_of[g]])
         free_in: dict[int, int] = {}
         for g in free:
             free_in[group_of(g)] = free_in.get(group_of(g), 0) + 1
@@ -725,4 +750,8 @@ DALLY = NetAwarePlacement(
 )
 # ablation: PAL's allocation (variability bins, node locality only) + EASY backfill, no delay
 PAL_BACKFILL = NetAwarePlacement("pal-backfill", delay=False, finish_aware=False, topology_aware=False)
-NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, DALLY)
+# PAL for a backfilling Slurm (issue #12): the packed, topology-aware choice unless a better bin
+# beats the locality and fragmentation costs (policy.fragmentation); a spread placement only
+# when waiting for the consolidated one would not finish the job sooner; EASY backfill
+PAL_FIT = NetAwarePlacement("pal-fit", delay=False, finish_aware=True, fragmentation=FragmentationCost())
+NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, PAL_FIT, DALLY)

@@ -32,7 +32,7 @@ def snapshot(scores: dict, version=3, nodes=4, gpus=4):
     for cls, per in scores.items():
         for (node, slot), (score, sf) in per.items():
             entries.append(RankingEntry(node, slot, cls, score, sf, 1 if sf > 1.2 else 0))
-    return RankingSnapshot(version, datetime.now(timezone.utc), "optimal", tuple(entries))
+    return RankingSnapshot(version, "optimal", datetime.now(timezone.utc), tuple(entries))
 
 
 def held_job(job_id, gpn=2, nodes=1, cls="resnet", submit=0, tag="pal:defer;req=x", gpj=None, time_limit_s=None):

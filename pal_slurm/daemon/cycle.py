@@ -8,29 +8,14 @@ planned, so a submission answered meanwhile cannot be promised the same GPUs.
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Callable
 
 from pal_slurm.daemon.service import CycleResult, Release
+from pal_slurm.daemon.tags import DEFER_TAG, pal_tags
 from pal_slurm.engine import Launch
 
 log = logging.getLogger("pald.cycle")
-
-DEFER_TAG = "pal:defer"
-
-
-def pal_tags(admin_comment: str | None) -> list[str]:
-    """The tag names in an admin_comment: ``"x pal:defer;rank=v3;req=ab"`` -> ["x", "pal:defer"].
-
-    The hook appends one space-separated tag per decision, each ``name[;key=value...]``."""
-    return list(_tag_names(admin_comment or ""))
-
-
-@functools.lru_cache(maxsize=4096)
-def _tag_names(admin_comment: str) -> tuple[str, ...]:
-    """Memoised on the text: pald's sync reads the tags of every job each second."""
-    return tuple(word.split(";", 1)[0] for word in admin_comment.split())
 
 
 def is_pal_held(job) -> bool:
@@ -38,7 +23,7 @@ def is_pal_held(job) -> bool:
 
     The defer tag must match exactly: a substring test would let a pass reason that merely
     contains the text (``pal:pass=pal:defer``) claim the job for pald."""
-    return job.held and DEFER_TAG in _tag_names(job.admin_comment or "")
+    return job.held and DEFER_TAG in pal_tags(job.admin_comment)
 
 
 class SlurmLauncher:
@@ -58,7 +43,7 @@ class SlurmLauncher:
 
 
 def apply_releases(result: CycleResult, actuator, done: Callable[[Release], None] | None = None,
-                   failed: Callable[[Release, Exception], None] | None = None) -> list[tuple[int, str]]:
+                   failed: Callable[[Release, Exception], None] | None = None) -> list[tuple[int | str, str]]:
     """Act on the plan: pin and release each job. Returns [(job id, error)] for failures; a
     failed job stays held and is retried next cycle (pal-failsafe releases it if pald dies);
     `failed` is where its reservation is dropped."""

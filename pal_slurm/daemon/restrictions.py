@@ -93,6 +93,7 @@ def restrictions_from_fields(job: JobFields, nodes: int | None, gpus_per_node: i
 def traits_from_fields(job: JobFields, now: float) -> JobTraits:
     return JobTraits(
         array=bool(job.array_inx),
+        array_throttled="%" in (job.array_inx or ""),
         het_job=job.het_job_offset is not None,
         gpus_per_task=gpu_model_or_count(job.tres_per_task),
         gpus_per_socket=gpu_model_or_count(job.tres_per_socket),

@@ -113,6 +113,10 @@ class FakeActuator:
         self.calls.append(("unpin", job_id))
 
 
+    def set_admin_comment(self, job_id, text):
+        self._maybe_fail(job_id)
+        self.calls.append(("admin_comment", job_id, text))
+
 class ServerThread:
     """pald's SocketServer on its own event loop in a thread (tests talk to it over the socket)."""
 

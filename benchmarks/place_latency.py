@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pal_slurm.config import Config, DaemonConfig  # noqa: E402
 from pal_slurm.daemon.app import Pald  # noqa: E402
-from pal_slurm.daemon.comment_grammar import CommentSpec  # noqa: E402
+from pal_slurm.model.comment_grammar import CommentSpec  # noqa: E402
 from pal_slurm.daemon.service import PlacementService, ServiceSettings  # noqa: E402
 from pal_slurm.daemon.protocol import HealthReply, JobFields, PlaceRequest, encode_request  # noqa: E402
 from pal_slurm.daemon.server import SocketServer  # noqa: E402

@@ -13,7 +13,7 @@
 -- Pure apart from `M.ask` (the socket) and the `slurm` table handed in by job_submit.lua;
 -- the luasocket modules are loaded lazily so that tests can stand in for them through
 -- package.loaded. The comment grammar's cases live in tests/golden/comment_grammar.json,
--- shared with pald's Python validator (pal_slurm/daemon/comment_grammar.py).
+-- shared with pald's Python validator (pal_slurm/model/comment_grammar.py).
 
 local M = {}
 
@@ -242,7 +242,7 @@ end
 
 ------------------------------------------------------------------------------ comment grammar
 -- One whitespace-delimited `pal:` token; see the Python docstring in
--- pal_slurm/daemon/comment_grammar.py for the full rules (they share one table of cases).
+-- pal_slurm/model/comment_grammar.py for the full rules (they share one table of cases).
 
 local KEYS = { class = true, gpus = true, mode = true, net = true }
 local KEY_LIST = "class, gpus, mode, net"

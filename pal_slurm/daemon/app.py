@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
+from pal_slurm.model.comment_grammar import CommentError, verify_spec
 from pal_slurm.daemon import requeue
 from pal_slurm.daemon.cycle import apply_releases, is_pal_held
 from pal_slurm.daemon.tags import DEFER_TAG, pal_tags

@@ -29,7 +29,7 @@ from typing import Any, Collection, Mapping, Sequence
 
 from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon import requeue
-from pal_slurm.daemon.comment_grammar import CommentError, CommentSpec, parse_comment
+from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields
 from pal_slurm.engine import Engine, EngineSettings

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Sequence
 
 from pal_slurm.model import JobRequest
@@ -9,7 +10,10 @@ from pal_slurm.model import JobRequest
 
 def fifo(jobs: Sequence[JobRequest]) -> list[JobRequest]:
     """By (priority, submit time): the artifact's FIFO."""
-    return sorted(jobs, key=lambda j: (j.priority, j.submit_time))
+    return sorted(jobs, key=_FIFO_KEY)
+
+
+_FIFO_KEY = attrgetter("priority", "submit_time")  # (C-level: the simulator sorts every event)
 
 
 def las(jobs: Sequence[JobRequest]) -> list[JobRequest]:

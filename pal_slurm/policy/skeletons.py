@@ -55,13 +55,16 @@ def _remove(free: list[int], gpus: Iterable[int]) -> None:
 def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator, reorder: bool = False,
                     deterministic: bool = True) -> RoundPlan:
     held = {j.job_id: tuple(sorted(j.running_on)) for j in order if j.running_on}
-    free = sorted(set(ctx.cluster.free).union(*[set(g) for g in held.values()]))
+    free_set = set(ctx.cluster.free)
+    for on in held.values():
+        free_set.update(on)
+    free = sorted(free_set)
     seq = class_first(order, ctx.cluster.size) if reorder else list(order)
-    keys = [(j.job_id, j.num_gpus, j.perf_class, j.shape) for j in seq]
     # Every round starts from the same free set, so a deterministic allocator gives the same
     # GPUs to the same leading jobs as last round: reuse them up to the first change.
     memo = getattr(ctx, "memo", None) if deterministic else None
-    sig = (alloc, ctx.locality_penalty, tuple(free))
+    keys = [(j.job_id, j.num_gpus, j.perf_class, j.shape) for j in seq] if memo is not None else []
+    sig = (alloc, ctx.locality_penalty, tuple(free)) if memo is not None else None
     allocs: list[tuple[int, ...] | None] = []
     # the ranking by identity (the memo keeps it alive, so its id cannot be reused meanwhile)
     if memo is not None and memo.get("ranking") is ctx.ranking and memo.get("sig") == sig:

@@ -118,6 +118,7 @@ class _Job:
     comm_s: float = 0.0
     attained: float = 0.0
     _req: JobRequest | None = None  # cached request while nothing changed (waiting jobs)
+    _first: JobRequest | None = None  # its first request: later ones change only its state fields
 
     def advance(self, t: float) -> None:
         if self.gpus and t > self.last:
@@ -133,7 +134,12 @@ class _Job:
     def request(self) -> JobRequest:
         if self._req is not None:
             return self._req
-        self._req = JobRequest(
+        if self._first is not None:
+            self._req = self._first.evolved(
+                running_on=self.gpus, attained_service=self.attained, remaining_time=max(0.0, self.work_left),
+                waiting_since=self.started_at if self.gpus else self.waiting_since, preemptions=self.preemptions)
+            return self._req
+        self._req = self._first = JobRequest(
             job_id=self.key,
             num_gpus=self.src.num_gpus,
             perf_class=self.perf_class,
@@ -345,17 +351,16 @@ class _EventRun:
             job.preemptions += 1
 
     def start(self, job: _Job, gpus: tuple[int, ...], t: float) -> None:
-        name = self.pol.name
         if job.gpus:
-            raise RuntimeError(f"{name}: launched job {job.key} that is still running")
+            raise RuntimeError(f"{self.pol.name}: launched job {job.key} that is still running")
         if len(gpus) != job.src.num_gpus or not self.free.issuperset(gpus):
-            raise RuntimeError(f"{name}: bad allocation {gpus} for job {job.key} ({job.src.num_gpus} GPUs)")
+            raise RuntimeError(f"{self.pol.name}: bad allocation {gpus} for job {job.key} ({job.src.num_gpus} GPUs)")
         self.free.difference_update(gpus)
         as_seen = job.request() if self.tuning else None  # as the placement saw it (the tuner learns its wait)
         job.gpus = gpus
         job._req = None
         job.version += 1
-        pm = max(self.scores[job.perf_class][g] for g in gpus)
+        pm = max(map(self.scores[job.perf_class].__getitem__, gpus))
         job.net = self.sim._net_factor(job.src.model, gpus)
         job.rate = 1.0 / (pm * job.net)
         restart = job.first_start is not None

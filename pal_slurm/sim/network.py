@@ -123,8 +123,8 @@ def tier_of(gpu_ids: Iterable[int], cluster: ClusterView) -> tuple[int, int, int
     """(tier, nodes spanned, racks spanned) of a GPU set."""
     node_of = cluster.node_of
     racks = cluster.rack_of_node
-    nodes = {node_of[g] for g in gpu_ids}
-    rk = {racks[n] for n in nodes}
+    nodes = set(map(node_of.__getitem__, gpu_ids))
+    rk = set(map(racks.__getitem__, nodes))
     tier = NODE if len(nodes) <= 1 else (RACK if len(rk) <= 1 else SPINE)
     return tier, len(nodes), len(rk)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from pal_slurm.daemon.comment_grammar import CommentSpec
+from pal_slurm.model.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.model import ClusterView
 from pal_slurm.slurm.gres import node_gres_field

@@ -105,7 +105,7 @@ def test_multi_node_per_node_shape_and_total_shape():
 
 
 def test_submit_and_held_shapes_come_from_one_parser():
-    from pal_slurm.daemon.comment_grammar import CommentSpec
+    from pal_slurm.model.comment_grammar import CommentSpec
     from pal_slurm.daemon.protocol import JobFields
 
     from .builders import held_job

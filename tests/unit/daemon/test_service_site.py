@@ -3,7 +3,7 @@ only among the nodes Slurm would give the job (the decision path's one eligibili
 
 from __future__ import annotations
 
-from pal_slurm.daemon.comment_grammar import CommentSpec
+from pal_slurm.model.comment_grammar import CommentSpec
 from pal_slurm.daemon.cycle import apply_releases
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.daemon.service import PlacementService

@@ -19,7 +19,7 @@ import pytest
 
 from pal_slurm.config import Config, DaemonConfig, PolicyConfig, SlurmConfig
 from pal_slurm.daemon.app import Pald
-from pal_slurm.daemon.comment_grammar import CommentSpec
+from pal_slurm.model.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.engine import ManualClock
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, RoundPlan

@@ -6,9 +6,10 @@ job_submit_lua/ (default `main`) against the working tree's, on three lab cluste
   ref     job_submit.lua + pal.lua from `git archive <ref>`, asking its own real pald
   tree    this checkout's job_submit.lua + pal.lua, asking its own real pald
 Both palds run this checkout's code (the hook is what is compared). Submissions rotate over
-the three labs round by round (`sbatch --hold --gres=gpu:1 --comment=pal:class=resnet,mode=now
---wrap true`, as benchmarks/hook_overhead.py), so load hits them alike; the figure that
-matters is the per-round paired difference tree - ref. Run it with ref = the tree's own HEAD
+the three labs round by round, the same workload as benchmarks/hook_overhead.py (blocks of 20
+one-GPU sleep jobs: 16 placed, 2 deferred, 2 passed by pald; every lab emptied between
+blocks), so load hits them alike; the figure that matters is the per-round paired difference
+tree - ref. Run it with ref = the tree's own HEAD
 (an A/A run) to see the noise floor on the machine at hand.
 
 Usage: python3 benchmarks/hook_ab.py [--ref main] [--n 600]
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import re
 import statistics
 import subprocess
 import sys
@@ -29,7 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.hook_overhead import pct, sbatch_ms  # noqa: E402  (the same submission)
+from benchmarks.hook_overhead import (  # noqa: E402  (the same workload)
+    BLOCK, hook_decisions, pct, reset, rtts_ms, sbatch_ms, submission)
 from pal_slurm.daemon.process import PaldProcess, write_config  # noqa: E402
 from pal_slurm.slurm.lab import start_lab  # noqa: E402
 
@@ -61,14 +62,18 @@ def main() -> None:
             palds.append(PaldProcess(cfg, sock, tmp / f"{name}-pald.log").start())
             labs[name] = lab
         order = ["base", "ref", "tree"]
-        for _ in range(10):  # warm up
+        for i in range(10):  # warm up
             for name in order:
-                sbatch_ms(labs[name])
+                sbatch_ms(labs[name], submission(i))
+        warm = {name: len(labs[name].log()) for name in hooks}
         times = {name: [] for name in order}
         for i in range(args.n):
+            if i % BLOCK == 0:
+                reset(labs.values(), palds)
             for name in order[i % 3:] + order[:i % 3]:
-                times[name].append(sbatch_ms(labs[name]))
-        logs = {name: labs[name].log() for name in hooks}
+                times[name].append(sbatch_ms(labs[name], submission(i)))
+        logs = {name: labs[name].log()[warm[name]:] for name in hooks}
+        reset(labs.values(), palds)
     finally:
         for pald in palds:
             pald.stop()
@@ -82,9 +87,10 @@ def main() -> None:
               f"  p99 {pct(times[name], 99):6.2f}")
     base = statistics.median(times["base"])
     for name in hooks:
-        rtts = [float(x) for x in re.findall(r"pal: .*rtt_ms=([0-9.]+)", logs[name])][10:]
+        rtts = rtts_ms(logs[name])
         print(f"  {name}: median overhead vs base {statistics.median(times[name]) - base:+.2f} ms; "
-              f"in-hook round trip p50 {pct(rtts, 50):.2f} ms, p99 {pct(rtts, 99):.2f} ms")
+              f"in-hook round trip p50 {pct(rtts, 50):.2f} ms, p99 {pct(rtts, 99):.2f} ms; "
+              f"decisions {dict(sorted(hook_decisions(logs[name]).items()))}")
     paired = [t - r for t, r in zip(times["tree"], times["ref"])]
     print(f"  tree - ref, paired per round: median {statistics.median(paired):+.3f} ms")
 

@@ -928,8 +928,11 @@ end
 
 -- The field writes for a checked reply (`slurm`: the Slurm table, for the TRES spelling).
 function M.changes_for(job_desc, reply, request_id, slurm)
+  -- nodelist=own: the job's --nodelist was the user's (pald keeps it when it places the job
+  -- again after a requeue; otherwise the ReqNodeList written here is only PAL's pin)
   local suffix = (reply.rank and (";rank=v" .. string.format("%d", reply.rank)) or "")
     .. (request_id and (";req=" .. request_id) or "")
+    .. (string_or_nil(job_desc.req_nodes) and ";nodelist=own" or "")
   local changes = {}
   if reply.decision == "place" then
     local n = #reply.nodes

@@ -30,7 +30,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
-from pal_slurm.daemon.cycle import DEFER_TAG, apply_releases, is_pal_held, pal_tags
+from pal_slurm.daemon import requeue
+from pal_slurm.daemon.cycle import apply_releases, is_pal_held
+from pal_slurm.daemon.tags import DEFER_TAG, pal_tags
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     ErrorReply,
@@ -57,6 +59,7 @@ from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat
 log = logging.getLogger("pald")
 
 MAX_RELEASE_FAILURES = 3  # then the job is released as submitted (see Pald._give_up_on)
+MAX_REPLACES = 1  # a released job stuck this many times more keeps no node pin (see Pald._unstick)
 RELOAD_WAIT_S = DEADLINE_S  # `reload` waits this long for the store read (off the loop)
 _REQ_ID = re.compile(r"(?:^|[;\s])req=([^;\s]+)")
 
@@ -69,6 +72,7 @@ def started_keys(jobs) -> set[str]:
         if j.state == "PENDING":
             continue
         out.add(f"job:{j.job_id}")
+        out.add(f"job:{j.ref}")  # an array element pald released as A_I
         m = _REQ_ID.search(j.admin_comment or "")
         if m:
             out.add(f"req:{m.group(1)}")
@@ -147,12 +151,16 @@ class Pald:
         self.errors = OnceLogger()
         self.recent_errors: deque = deque(maxlen=20)
         self.counts = {"place": 0, "defer": 0, "pass": 0, "standby": 0, "released": 0, "errors": 0, "late": 0,
-                       "released_outside": 0}
+                       "released_outside": 0, "reheld": 0, "unstuck": 0, "requeued": 0}
         self.held_seen: set[int] = set()
         self.deferred: set[int] = set()  # PAL-held jobs at the last sync, minus those pald released
-        self.released_by_pald: set[int] = set()  # deferred jobs this pald released (still in squeue)
+        self.released_by_pald: set[int | str] = set()  # deferred jobs this pald released (still in squeue)
         self.noticed: set[int] = set()  # deferred jobs seen released by someone else (recorded once)
-        self.release_failures: dict[int, int] = {}  # job id -> cycles in a row Slurm refused its placement
+        self.admin_held: set[int | str] = set()  # deferred jobs seen under pald's admin hold (or given one)
+        self.reheld: set[int] = set()  # deferred jobs a user released in the window, held again (once)
+        self.released_at: dict[int | str, float] = {}  # jobs pald pinned and released, not seen started yet
+        self.replaced: dict[int | str, int] = {}  # job id -> times a stuck release went back to the queue
+        self.release_failures: dict[int | str, int] = {}  # job id -> cycles in a row Slurm refused its placement
         self.last_jobs: tuple = ()  # jobs of the last Slurm sync (read by the metrics publisher)
         self.held_ids: frozenset[int] = frozenset()  # PAL-held jobs among them
         self.cycle_observers: list = []  # called on the event loop with each cycle's duration (s)
@@ -394,11 +402,12 @@ class Pald:
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
         view = cluster_view(nodes, jobs, self.racks())
+        waiting = sum(1 for j in held if not requeue.not_yet_eligible(j, now))  # ahead of new jobs
         with self.lock:
             self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
             if site is not None:
                 self.service.observe_site(site)
-            self.service.observe_cluster(view, now, held_jobs=len(held), started=started_keys(jobs))
+            self.service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs))
             self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")
@@ -408,7 +417,10 @@ class Pald:
             self.last_cycle = now
             return None  # standby: keep the view warm, act on nothing
         self._track_held(held)
+        self.admin_held.update(j.job_id for j in held if j.reason == "JobHeldAdmin")
         self._notice_outside_releases(jobs, held)
+        self._take_back_requeued(jobs)
+        self._unstick(jobs, now)
         if not held:
             self.last_cycle = now
         return held
@@ -432,6 +444,8 @@ class Pald:
             self._mark_released(rel.job_id)
             self.deferred.discard(rel.job_id)
             self.released_by_pald.add(rel.job_id)
+            if rel.choice is not None:
+                self.released_at[rel.job_id] = now
             done_releases.append(rel)
 
         def failed(rel, exc):
@@ -446,7 +460,7 @@ class Pald:
         self.last_cycle = now
         return done_releases
 
-    def _give_up_on(self, failed: dict[int, str]) -> None:
+    def _give_up_on(self, failed: dict[int | str, str]) -> None:
         """A job whose placement Slurm refused MAX_RELEASE_FAILURES cycles in a row is released
         as submitted: a PAL problem costs a job its placement, never its run."""
         self.release_failures = {j: self.release_failures.get(j, 0) + 1 for j in failed}
@@ -471,14 +485,25 @@ class Pald:
 
     def _notice_outside_releases(self, jobs, held) -> None:
         """A deferred job (`pal:defer` tag) that is no longer held and that pald did not
-        release was released behind its back (by its user before the admin hold, an operator,
-        pal-failsafe): record it once and forget it, so it is never placed a second time.
-        Jobs from before this pald started count only if it saw them held."""
+        release was released behind its back. Jobs from before this pald started count only
+        if it saw them held.
+
+        - Still pending, and pald never saw it under its admin hold: its user lifted the hook's
+          hold (a user hold: Lua cannot set an admin one) in the window before pald's first
+          cycle. pald holds it again, once, and it waits its turn in pald's queue like any
+          deferred job (`reheld`).
+        - Otherwise (it started, an operator or pal-failsafe released it, or it was held again
+          once already): the release stands. pald records it once and forgets it, so it is
+          never placed a second time (`released_outside`)."""
         held_now = {j.job_id for j in held}
         for j in jobs:
-            if (j.job_id in held_now or j.job_id in self.released_by_pald or j.job_id in self.noticed
+            if (j.job_id in held_now or j.job_id in self.released_by_pald or j.ref in self.released_by_pald
+                    or j.job_id in self.noticed
                     or j.state == "CANCELLED" or DEFER_TAG not in pal_tags(j.admin_comment)
                     or (j.job_id not in self.deferred and j.submit_time < self.started)):
+                continue
+            if j.state == "PENDING" and j.job_id not in self.admin_held and j.job_id not in self.reheld:
+                self._hold_again(j.job_id)
                 continue
             self.noticed.add(j.job_id)
             with self.lock:
@@ -487,10 +512,85 @@ class Pald:
                         j.job_id, j.state)
             self._record(str(j.job_id), DecisionKind.PASS, "released_outside_pal", {}, None)
             self._mark_released(j.job_id)
-        present = {j.job_id for j in jobs}
+        present = {j.job_id for j in jobs} | {j.ref for j in jobs}
         self.deferred = held_now
         self.released_by_pald &= present
         self.noticed &= present
+        self.admin_held &= present
+        self.reheld &= present
+
+    def _hold_again(self, job_id: int) -> None:
+        """Put a deferred job its user released back under pald's (admin) hold."""
+        try:
+            self.actuator.hold(job_id)
+        except Exception as exc:  # noqa: BLE001 - it started meanwhile, or Slurm refused: next sync sees which
+            self._note_error("hold", exc)
+            return
+        self.reheld.add(job_id)
+        self.admin_held.add(job_id)
+        with self.lock:
+            self.counts["reheld"] += 1
+        log.warning("job %s: its user released it before pald's admin hold; held again, it waits its turn",
+                    job_id)
+        self._record(str(job_id), DecisionKind.DEFER, "reheld:released_by_user", {}, None)
+
+    def _unstick(self, jobs, now: float) -> None:
+        """A job pald pinned and released that has not started `release_start_s` later waits on
+        PAL's pins, maybe for ever (its node drained after the release, its GPUs went to a job
+        Slurm preferred). pald drops the node pin and holds it again: the next cycle places it
+        anew on what is free then. Stuck a second time (MAX_REPLACES), it keeps no node pin
+        and is left to Slurm. Each step is counted (`unstuck`) and recorded."""
+        bound = self.config.daemon.release_start_s
+        states = {**{j.job_id: j for j in jobs}, **{j.ref: j for j in jobs}}  # array elements by A_I
+        for job_id, since in list(self.released_at.items()):
+            j = states.get(job_id)
+            if j is None or j.state != "PENDING" or j.held:  # started, gone, or held by an operator
+                del self.released_at[job_id]
+                continue
+            if now - since < bound:
+                continue
+            again = self.replaced.get(job_id, 0) < MAX_REPLACES
+            try:
+                self.actuator.unpin(job_id)
+                if again:
+                    self.actuator.hold(job_id)
+            except Exception as exc:  # noqa: BLE001 - it started meanwhile, or Slurm refused: next sync
+                self._note_error("unstick", RuntimeError(f"job {job_id}: {exc}"))
+                continue
+            del self.released_at[job_id]
+            if again:
+                self.replaced[job_id] = self.replaced.get(job_id, 0) + 1
+                self.admin_held.add(job_id)
+                self.released_by_pald.discard(job_id)
+            with self.lock:
+                self.counts["unstuck"] += 1
+            what = "held again to be placed anew" if again else "left to Slurm without a node pin"
+            log.warning("job %s: released %.0f s ago on %s and not started; %s", job_id, now - since,
+                        ",".join(j.required_nodes) or "?", what)
+            self._record(str(job_id), DecisionKind.DEFER if again else DecisionKind.PASS,
+                         "unstuck:replace" if again else "unstuck:unpinned", {}, None)
+        present = set(states)
+        self.replaced = {k: v for k, v in self.replaced.items() if k in present}
+
+    def _take_back_requeued(self, jobs) -> None:
+        """PAL jobs Slurm requeued go back into pald's queue, to be placed again (requeue.py):
+        tagged first, then held; the next sync plans them. A failure leaves the job to Slurm
+        as it was (pinned to its old placement) and is retried next sync, unless the tag got
+        written (then Slurm runs it where it was: a PAL problem never costs a job its run)."""
+        for j in jobs:
+            if not requeue.to_take_back(j):
+                continue
+            try:
+                self.actuator.set_admin_comment(j.job_id, requeue.tagged_comment(j))
+                self.actuator.hold(j.job_id)
+            except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the others
+                self._note_error("requeue", RuntimeError(f"job {j.job_id}: {exc}"))
+                continue
+            with self.lock:
+                self.counts["requeued"] += 1
+            log.info("job %s was requeued (restart %d): back in pald's queue to be placed again",
+                     j.job_id, j.restart_count)
+            self._record(str(j.job_id), DecisionKind.DEFER, f"requeued:{j.restart_count}", {}, None)
 
     def _admin_hold(self, held) -> None:
         """Turn the hook's hold (priority 0, JobHeldUser: its user may `scontrol release` it and
@@ -503,6 +603,8 @@ class Pald:
             self.actuator.hold_many(user_held)
         except Exception as exc:  # noqa: BLE001 - the jobs stay held as they were; next cycle retries
             self._note_error("hold", exc)
+            return
+        self.admin_held.update(user_held)
 
     def _track_held(self, held) -> None:
         if self.link is None:
@@ -520,7 +622,7 @@ class Pald:
                 submitted_at=datetime.fromtimestamp(j.submit_time or self.clock(), timezone.utc)))
             self.held_seen.add(j.job_id)
 
-    def _mark_released(self, job_id: int) -> None:
+    def _mark_released(self, job_id: int | str) -> None:
         if self.link is not None:
             self.link.mark_released(str(job_id))  # queued: a release never waits on the store
 

@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.policy import PlacementContext, autotune, netaware
 from pal_slurm.policy import placement as placement_by_name, queue_order
-from pal_slurm.policy.base import PlacementPolicy, QueueOrder
+from pal_slurm.policy.base import NetworkFactor, PlacementPolicy, QueueOrder
 from pal_slurm.policy.cache import RunCache
 from pal_slurm.policy.shapes import ShapeIndex
 from pal_slurm.ranking import Ranking
@@ -67,7 +67,7 @@ class Cycle:
 
 class Engine:
     def __init__(self, settings: EngineSettings = EngineSettings(), rng: random.Random | None = None,
-                 network: object | None = None, policy: PlacementPolicy | None = None):
+                 network: NetworkFactor | None = None, policy: PlacementPolicy | None = None):
         self.settings = settings
         self.policy: PlacementPolicy = policy if policy is not None else placement_by_name(settings.placement)
         self.order: QueueOrder = queue_order(settings.queue)

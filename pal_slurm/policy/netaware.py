@@ -43,7 +43,9 @@ Slurm it would be the job's time limit.
 Named configurations: `pal-net` (variability + locality + cost-aware delay + EASY backfill
 with aging), `pal-net-tuned` (timers from the auto-tuner), `pal-net-preempt` (plus
 network-sensitive preemption), `pal-net-nodelay` (ablation), `pal-backfill` (ablation: PAL's node-only locality
-+ EASY backfill, no delay: what backfilling alone buys), `dally` (no variability, greedy
++ EASY backfill, no delay: what backfilling alone buys), `pal-fit` (PAL against a backfilling
+Slurm: pack first, a better bin only when it beats the tier and fragmentation costs,
+finish-aware, no delay timers; policy.fragmentation), `dally` (no variability, greedy
 skip, tuned timers, preemption: a Dally-like policy).
 """
 
@@ -52,15 +54,20 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.cluster import Topology
-from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, sensitivity_rank
+from pal_slurm.model.decision import JobId
+from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, DelayTimers, sensitivity_rank
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import PlacementContext, Traits
+from pal_slurm.policy.fragmentation import FragmentationCost, packed_first_allocation
 from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
 
+
+Packing = tuple[tuple[int, ...], int, int, int]  # (gpus, tier, nodes, racks)
+Allocation = tuple[tuple[int, ...], int, float]  # (gpus, tier, estimated network factor)
 
 # Tier penalties when the context has no network model: (node, rack, spine) per sensitivity.
 FALLBACK_PENALTY: Mapping[str, tuple[float, float, float]] = {
@@ -121,7 +128,7 @@ def wanted_tier(job: JobRequest, cluster: ClusterView) -> int:
 
 
 def net_factor(job: JobRequest, nodes: int, racks: int, ctx: PlacementContext) -> float:
-    net = getattr(ctx, "network", None)
+    net = ctx.network
     if net is not None:
         return net.factor(job.app, job.num_gpus, nodes, racks)
     pen = FALLBACK_PENALTY.get(job.net_sensitivity, FALLBACK_PENALTY["high"])
@@ -153,7 +160,8 @@ def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx: Placement
 # allocation
 
 
-def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx, max_tier: int, key):
+def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx: Sequence[int], max_tier: int,
+          key: Callable[[int], Any]) -> Packing | None:
     """Tightest packing of n GPUs from `eligible`: (gpus, tier, nodes, racks) or None.
 
     `key(g)` orders GPUs inside a node (best first)."""
@@ -212,7 +220,7 @@ def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx, max_tier:
 
 
 def best_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool = True,
-                    max_tier: int = SPINE, rack_idx=None):
+                    max_tier: int = SPINE, rack_idx: Sequence[int] | None = None) -> Allocation | None:
     """Cheapest (variability bin x network factor) allocation with tier <= max_tier.
 
     Returns (gpus, tier, estimated factor) or None."""
@@ -249,7 +257,8 @@ def best_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext,
     return best[1], best[2], best[3]
 
 
-def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool, max_tier: int):
+def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool,
+                         max_tier: int) -> Allocation | None:
     """A per-node request (k nodes x g GPUs): the best k nodes under one leaf, or (from the
     spine tier on) anywhere when that is cheaper. Same result shape as best_allocation."""
     cluster = ctx.cluster
@@ -279,14 +288,14 @@ def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementCon
 # reservations (EASY backfilling, topology-aware)
 
 
-class _LazyEnds(dict):
+class _LazyEnds(dict[JobId, float]):
     """{job id: estimated end}, computed on first use (most plans never need them)."""
 
-    def __init__(self, estimate):
+    def __init__(self, estimate: Callable[[JobId], float]) -> None:
         super().__init__()
         self._estimate = estimate
 
-    def __missing__(self, jid):
+    def __missing__(self, jid: JobId) -> float:
         value = self[jid] = self._estimate(jid)
         return value
 
@@ -296,14 +305,16 @@ class _Reservation:
     that will hold enough GPUs for it at `shadow`, and how many of the group's GPUs it does
     not need then (`spare`). Backfilled jobs must end before `shadow` or fit in the spare."""
 
-    def __init__(self, shadow: float, group: frozenset | None, spare: int):
+    def __init__(self, shadow: float, group: frozenset[int] | None, spare: int) -> None:
         self.shadow = shadow
         self.group = group  # GPU ids; None = the whole cluster
         self.spare = spare
 
     @classmethod
-    def make(cls, n, tier, free, holding, ends, cluster, rack_idx, now) -> "_Reservation":
+    def make(cls, n: int, tier: int, free: Iterable[int], holding: Mapping[JobId, Sequence[int]],
+             ends: Mapping[JobId, float], cluster: ClusterView, rack_idx: Sequence[int], now: float) -> "_Reservation":
         node_of = topo(cluster).node_of
+        key: Callable[[int], int]
         if tier == SPINE:
             key = lambda g: 0  # noqa: E731
         elif tier == RACK:
@@ -341,13 +352,13 @@ class _Reservation:
     def covers(self, g: int) -> bool:
         return self.group is None or g in self.group
 
-    def _inside(self, gpus) -> int:
+    def _inside(self, gpus: Sequence[int]) -> int:
         return len(gpus) if self.group is None else sum(1 for g in gpus if g in self.group)
 
-    def admits(self, end: float, gpus) -> bool:
+    def admits(self, end: float, gpus: Sequence[int]) -> bool:
         return end <= self.shadow or self._inside(gpus) <= self.spare
 
-    def take(self, end: float, gpus) -> None:
+    def take(self, end: float, gpus: Sequence[int]) -> None:
         if end > self.shadow:
             self.spare -= self._inside(gpus)
 
@@ -364,7 +375,7 @@ class NetAwarePlacement:
     backfill: str = "easy"  # easy | greedy | none
     preempt: PreemptConfig | None = None
     autotune: bool = False  # the simulator/pald feed ctx.delay_timers from the tuner
-    timers: Mapping = field(default_factory=lambda: dict(DEFAULT_TIMERS))
+    timers: DelayTimers = field(default_factory=lambda: dict(DEFAULT_TIMERS))
     max_wait_s: float = 24 * 3600.0  # hard cap: after this any placement is accepted
     reservations: int = 4  # easy backfill: how many blocked jobs hold a reservation
     reserve_after_s: float = 3600.0  # easy backfill: a blocked job holds one once it waited this long
@@ -372,15 +383,18 @@ class NetAwarePlacement:
     patience: float = 0.5  # cost-aware: wait up to this fraction of the saving (above the timer)
     finish_aware: bool = True  # refuse a spread placement that ends later than waiting would
     topology_aware: bool = True  # False: see only PAL's node locality (penalty for > 1 node)
+    # pack first (policy.fragmentation): take a better bin only when its gain beats the locality
+    # and fragmentation costs; None: PAL's cheapest (bin x network factor) allocation
+    fragmentation: FragmentationCost | None = None
     keeps_running: bool = True  # sticky: running jobs are never moved
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.backfill not in ("easy", "greedy", "none"):
             raise ValueError(f"backfill must be easy, greedy or none, not {self.backfill!r}")
 
     # ---- delay scheduling ------------------------------------------------------------------
-    def _timers(self, ctx: PlacementContext) -> Mapping:
-        t = getattr(ctx, "delay_timers", None)
+    def _timers(self, ctx: PlacementContext) -> DelayTimers:
+        t = ctx.delay_timers
         return self.timers if not t else {**self.timers, **t}
 
     def tier_deadlines(self, job: JobRequest, ctx: PlacementContext) -> list[tuple[float, int]]:
@@ -441,7 +455,7 @@ class NetAwarePlacement:
                       variability=self.variability)
 
     @property
-    def delay_timers(self) -> Mapping:
+    def delay_timers(self) -> DelayTimers:
         return self.timers if self.delay else {}
 
     # ---- estimates --------------------------------------------------------------------------
@@ -452,6 +466,15 @@ class NetAwarePlacement:
         return job.remaining_time * pm * net_factor(job, nodes, racks, ctx)
 
     # ---- the plan ---------------------------------------------------------------------------
+    def _allocate(self, job: JobRequest, free: Sequence[int], ctx: PlacementContext, max_tier: int,
+                  rack_idx: Sequence[int]) -> tuple[tuple[int, ...], int, float] | None:
+        """(gpus, tier, network factor) for `job` within `max_tier`, or None: PAL's cheapest
+        bin x network factor, or with `fragmentation` the packed choice unless a better bin pays."""
+        if self.fragmentation is None or is_per_node(job):
+            return best_allocation(job, free, ctx, self.variability, max_tier, rack_idx)
+        return packed_first_allocation(job, free, ctx, self.variability, max_tier, rack_idx, self.fragmentation,
+                                       _pack, net_factor)
+
     def _view(self, ctx: PlacementContext) -> PlacementContext:
         """The context as this policy sees it (node-only locality when not topology-aware)."""
         if self.topology_aware:
@@ -467,8 +490,8 @@ class NetAwarePlacement:
         running = {j.job_id: j for j in order if j.running_on}
         ends = _LazyEnds(lambda jid: now + self._runtime(running[jid], running[jid].running_on, ctx))
         holding = {jid: tuple(j.running_on) for jid, j in running.items()}
-        launch: dict = {}
-        suspend: set = set()
+        launch: dict[JobId, tuple[int, ...]] = {}
+        suspend: set[JobId] = set()
         res: list[_Reservation] = []  # for the first jobs that cannot start (EASY: one)
         for job in order:
             if job.running_on or job.job_id in launch:
@@ -479,21 +502,21 @@ class NetAwarePlacement:
             got = None
             allowed = self.allowed_tier(job, ctx)
             if len(free) >= n:
-                got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
+                got = self._allocate(job, sorted(free), ctx, allowed, rack_idx)
             if (got is None or got[1] > wanted_tier(job, cluster)) and self.preempt is not None:
                 freed = self._preempt(job, free, running, suspend, launch, ctx, rack_idx)
                 for jid in freed:
                     ends.pop(jid, None)
                     holding.pop(jid, None)
                 if freed:
-                    got = best_allocation(job, sorted(free), ctx, self.variability, allowed, rack_idx)
+                    got = self._allocate(job, sorted(free), ctx, allowed, rack_idx)
             if got is not None and self.finish_aware and got[1] > wanted_tier(job, cluster):
                 # a spread placement now, or the consolidated one when the running jobs free it?
                 want = wanted_tier(job, cluster)
                 r = _Reservation.make(n, want, free, holding, ends, cluster, rack_idx, now)
                 if r.group is not None and r.shadow <= now:
                     # consolidated GPUs are free now but cost more by variability: take the faster
-                    tight_now = best_allocation(job, sorted(free), ctx, self.variability, want, rack_idx)
+                    tight_now = self._allocate(job, sorted(free), ctx, want, rack_idx)
                     if tight_now is not None and self._runtime(job, tight_now[0], ctx) < self._runtime(job, got[0], ctx):
                         got = tight_now
                 elif r.group is not None and r.shadow < math.inf:
@@ -517,7 +540,7 @@ class NetAwarePlacement:
                 end = now + self._runtime(job, got[0], ctx)
                 if not all(r.admits(end, got[0]) for r in res):
                     outside = sorted(g for g in free if not any(r.covers(g) and not r.admits(end, (g,)) for r in res))
-                    got = best_allocation(job, outside, ctx, self.variability, allowed, rack_idx)
+                    got = self._allocate(job, outside, ctx, allowed, rack_idx)
                     if got is None or not all(r.admits(now + self._runtime(job, got[0], ctx), got[0]) for r in res):
                         continue
                     end = now + self._runtime(job, got[0], ctx)
@@ -530,7 +553,8 @@ class NetAwarePlacement:
             holding[job.job_id] = tuple(gpus)
         return RoundPlan(frozenset(suspend), launch)
 
-    def _preempt(self, job, free: set, running: dict, suspend: set, launch: dict, ctx: PlacementContext, rack_idx) -> list:
+    def _preempt(self, job: JobRequest, free: set[int], running: dict[JobId, JobRequest], suspend: set[JobId],
+                 launch: dict[JobId, tuple[int, ...]], ctx: PlacementContext, rack_idx: Sequence[int]) -> list[JobId]:
         """Stop victims so that `job` gets its preferred tier; returns the victims' ids."""
         cfg = self.preempt
         if cfg is None:
@@ -551,7 +575,7 @@ class NetAwarePlacement:
         if not victims:
             return []
         node_of = topo(cluster).node_of
-        group_of = (lambda g: node_of[g]) if want == NODE else (lambda g: rack_idx[node_of[g]])
+        group_of: Callable[[int], int] = (lambda g: node_of[g]) if want == NODE else (lambda g: rack_idx[node_of[g]])
         free_in: dict[int, int] = {}
         for g in free:
             free_in[group_of(g)] = free_in.get(group_of(g), 0) + 1
@@ -595,4 +619,8 @@ DALLY = NetAwarePlacement(
 )
 # ablation: PAL's allocation (variability bins, node locality only) + EASY backfill, no delay
 PAL_BACKFILL = NetAwarePlacement("pal-backfill", delay=False, finish_aware=False, topology_aware=False)
-NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, DALLY)
+# PAL for a backfilling Slurm (issue #12): the packed, topology-aware choice unless a better bin
+# beats the locality and fragmentation costs (policy.fragmentation); a spread placement only
+# when waiting for the consolidated one would not finish the job sooner; EASY backfill
+PAL_FIT = NetAwarePlacement("pal-fit", delay=False, finish_aware=True, fragmentation=FragmentationCost())
+NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, PAL_FIT, DALLY)

@@ -43,7 +43,7 @@ class ShapeChoice:
     """GPUs of a ClusterView in Slurm's terms: node name -> slots."""
 
     gpu_ids: tuple[int, ...]
-    nodes: dict  # node name -> tuple of slots, in node order
+    nodes: dict[str, tuple[int, ...]]  # node name -> slots, in node order
 
     def same_slots_everywhere(self) -> bool:
         return len({tuple(s) for s in self.nodes.values()}) == 1
@@ -89,7 +89,7 @@ def first_rack_to_collect(candidates: Iterable[int], rack_of: Callable[[int], st
 
 
 # ---- the vectorised pick -------------------------------------------------------------------
-def per_node_pick(shape: JobShape, free: Sequence[int], sf, cluster: ClusterView,
+def per_node_pick(shape: JobShape, free: Sequence[int], sf: Sequence[float], cluster: ClusterView,
                   one_rack: bool = False) -> tuple[int, ...] | None:
     """The best `per_node` GPUs on each of `nodes` nodes among `free` (see module docstring)."""
     k, g = shape.nodes or 1, shape.per_node or shape.total
@@ -119,7 +119,7 @@ def per_node_pick(shape: JobShape, free: Sequence[int], sf, cluster: ClusterView
 def shape_aware(alloc: Allocator, variability: bool = True) -> Allocator:
     """An allocator that answers per-node requests by shape and the rest with `alloc`."""
 
-    def allocate(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
+    def allocate(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
         shape = job.shape
         if shape is None or shape.per_node is None:  # (is_per_node, inlined: the hot path)
             return alloc(job, free, ctx)
@@ -140,7 +140,7 @@ class FreeIndex:
     burst of placements on a 1,000-node cluster costs microseconds each instead of a rescan.
     """
 
-    def __init__(self, cluster: ClusterView, free, sf):
+    def __init__(self, cluster: ClusterView, free: Iterable[int], sf: Sequence[float]) -> None:
         self.sf = sf
         self.node_of = cluster.node_of
         self.max_g = max((len(n.gpu_ids) for n in cluster.nodes), default=0)
@@ -148,18 +148,18 @@ class FreeIndex:
         for gid in free:
             by_node.setdefault(self.node_of[gid], []).append(gid)
         self.free: dict[int, list[int]] = {n: sorted(g, key=lambda x: (sf[x], x)) for n, g in by_node.items()}
-        self.orders: dict[int, list[tuple]] = {g: [] for g in range(1, self.max_g + 1)}
+        self.orders: dict[int, list[tuple[float, int, int]]] = {g: [] for g in range(1, self.max_g + 1)}
         for n in self.free:
             for g, key in self._keys(n).items():
                 self.orders[g].append(key)
         for lst in self.orders.values():
             lst.sort()
 
-    def _keys(self, node: int) -> dict[int, tuple]:
+    def _keys(self, node: int) -> dict[int, tuple[float, int, int]]:
         fl = self.free.get(node, [])
         return {g: (self.sf[fl[g - 1]], len(fl), node) for g in range(1, len(fl) + 1)}
 
-    def take(self, gpu_ids) -> None:
+    def take(self, gpu_ids: Iterable[int]) -> None:
         touched: dict[int, set[int]] = {}
         for gid in gpu_ids:
             touched.setdefault(self.node_of[gid], set()).add(gid)
@@ -173,7 +173,7 @@ class FreeIndex:
             for g, key in self._keys(node).items():
                 bisect.insort(self.orders[g], key)
 
-    def choose(self, k: int, g: int, rack_of_node=None, allowed: frozenset[int] | None = None) -> tuple[int, ...] | None:
+    def choose(self, k: int, g: int, rack_of_node: Sequence[str] | None = None, allowed: frozenset[int] | None = None) -> tuple[int, ...] | None:
         """The best `k` nodes for `g` GPUs each; with `rack_of_node`, all in one rack (the rack
         whose k-th best node is best: walking the global order, the first rack to collect k).
         `allowed`: the node indices the job may use (None: all); the walk skips the others, so
@@ -221,7 +221,7 @@ class ShapeIndex:
     def narrowed(self, allowed: frozenset[int] | None) -> "ShapeIndex":
         return self if allowed is None else ShapeIndex(self.cluster, allowed, self._shared)
 
-    def pick(self, shape: JobShape, sf, one_rack: bool = False) -> tuple[int, ...] | None:
+    def pick(self, shape: JobShape, sf: Sequence[float], one_rack: bool = False) -> tuple[int, ...] | None:
         by_sf = self._shared.by_sf
         hit = by_sf.get(id(sf))
         if hit is None or hit[0] is not sf:
@@ -229,7 +229,7 @@ class ShapeIndex:
         return hit[1].choose(shape.nodes or 1, shape.per_node or shape.total,
                              self.cluster.rack_of_node if one_rack else None, self.allowed)
 
-    def take(self, gpu_ids) -> None:
+    def take(self, gpu_ids: Iterable[int]) -> None:
         self._shared.free.difference_update(gpu_ids)
         for _sf, idx in self._shared.by_sf.values():
             idx.take(gpu_ids)

@@ -34,7 +34,7 @@ from pal_slurm.replay.plan import ReplayPlan, payload_spec
 from pal_slurm.sim.network import NetworkModel
 from pal_slurm.slurm.lab import LabCluster, start_lab
 
-ARMS = {"stock": None, "pal": "pal", "pal-net": "pal-net"}  # arm -> pald placement (None: no hook)
+ARMS = {"stock": None, "pal": "pal", "pal-net": "pal-net", "pal-fit": "pal-fit"}  # arm -> pald placement (None: no hook)
 SCHEDULER_PARAMETERS = "batch_sched_delay=0,sched_min_interval=0,bf_interval=1,bf_resolution=1,bf_continue,default_queue_depth=1000,bf_max_job_test=1000"
 
 

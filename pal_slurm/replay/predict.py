@@ -28,7 +28,8 @@ from pal_slurm.sim.trace import Trace
 
 STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
                                 topology_aware=True)
-SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net"}
+SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net",
+                                                  "pal-fit": "pal-fit"}
 
 
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,

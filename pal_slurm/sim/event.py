@@ -29,7 +29,7 @@ import heapq
 import math
 import random
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
@@ -45,6 +45,9 @@ from pal_slurm.sim.metrics import JobOutcome, RunResult
 from pal_slurm.sim.network import Congestion, NetworkModel, cluster_from_racks
 from pal_slurm.sim.trace import Trace, TraceJob, job_class, unclassed_scores
 from pal_slurm.sim.variability import MeasuredGpus
+
+if TYPE_CHECKING:
+    from pal_slurm.sim.runner import RunSpec
 
 ARRIVAL, FINISH, WAKE = 0, 1, 2
 
@@ -151,7 +154,7 @@ class EventSimulator:
         self._nodes_per_rack = max(racks.count(r) for r in set(racks))
 
     # ---- helpers --------------------------------------------------------------------------
-    def _net_factor(self, app: str, gpus) -> float:
+    def _net_factor(self, app: str, gpus: Sequence[int]) -> float:
         if not self.config.network:
             return 1.0
         return self.netmodel.slowdown(app, gpus, self.cluster)
@@ -166,7 +169,7 @@ class EventSimulator:
         return self.netmodel.factor(app, n, nodes, racks)
 
     # ---- the run --------------------------------------------------------------------------
-    def run(self, trace: Trace, policy, progress: Callable[[float], None] | None = None,
+    def run(self, trace: Trace, policy: str | PlacementPolicy, progress: Callable[[float], None] | None = None,
             decider: Decider | None = None,
             on_start: Callable[[float, int, tuple[int, ...]], None] | None = None) -> RunResult:
         """Simulate `trace` under `policy` (a registered name, or a placement object).
@@ -396,18 +399,19 @@ def simulate(trace: Trace, policy: str, config: EventConfig = EventConfig()) -> 
     return EventSimulator(config).run(trace, policy)
 
 
-def simulator_for(spec, seed_index: int = 0) -> EventSimulator:
+def simulator_for(spec: RunSpec, seed_index: int = 0) -> EventSimulator:
     """An EventSimulator for a `sim.runner.RunSpec` (palctl simulate --mode event).
 
     Seed index i draws GPU identities with variability seed i and seeds the placements' RNG
     with i. `nodes_per_rack=None` keeps EventConfig's default (4 nodes under a leaf);
     `congestion` is the background load of both the leaf and the spine tier.
     """
-    kw = {}
+    kw: dict[str, Any] = {}
     if getattr(spec, "nodes_per_rack", None):
         kw["nodes_per_rack"] = spec.nodes_per_rack
-    if getattr(spec, "racks", None):
-        kw["cluster"] = cluster_from_racks(dict(spec.racks), spec.gpus_per_node)
+    racks = getattr(spec, "racks", None)
+    if racks:
+        kw["cluster"] = cluster_from_racks(dict(racks), spec.gpus_per_node)
     elif getattr(spec, "cluster", None) is not None:
         kw["cluster"] = spec.cluster
     load = float(getattr(spec, "congestion", 0.0) or 0.0)

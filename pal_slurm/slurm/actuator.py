@@ -36,6 +36,19 @@ from pal_slurm.slurm.hostlist import compress, expand
 from pal_slurm.slurm.runner import Runner
 
 
+JobRef = int | str  # a job id, or ``A_I`` for element I of array A (see readers.JobInfo.ref)
+_REF = re.compile(r"\d+(?:_\d+)?")
+
+
+def job_ref(job: JobRef) -> str:
+    """The scontrol name of a job or array element; anything else is refused (it is put on a
+    command line)."""
+    text = str(job) if isinstance(job, int) and not isinstance(job, bool) else job
+    if not isinstance(text, str) or not _REF.fullmatch(text):
+        raise SlurmError(f"not a job id or array element: {job!r}")
+    return text
+
+
 def normalize_gres_spec(spec: str) -> str:
     """``gres:gpu:s2:1,gres:gpu:s3:1`` or ``gpu:s2:1,gpu:s3:1`` -> the scontrol form (no prefix)."""
     records = [r.strip() for r in spec.split(",") if r.strip()]
@@ -110,20 +123,20 @@ class SlurmActuator:
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
 
-    def show(self, job_id: int) -> JobSnapshot:
-        return parse_show_job(self.runner.run(["scontrol", "-o", "show", "job", str(int(job_id))]))
+    def show(self, job_id: JobRef) -> JobSnapshot:
+        return parse_show_job(self.runner.run(["scontrol", "-o", "show", "job", job_ref(job_id)]))
 
-    def hold(self, job_id: int) -> None:
+    def hold(self, job_id: JobRef) -> None:
         """Hold a pending job. Run as SlurmUser or root (as pald is) this is an *admin* hold
         (Reason=JobHeldAdmin) that the job's user cannot `scontrol release`; it also turns a
         user hold (JobHeldUser, priority 0 set at submit) into one. Slurm 22.05, lab-tested in
         tests/integration/test_faults.py."""
-        self.runner.run(["scontrol", "hold", str(int(job_id))])
+        self.runner.run(["scontrol", "hold", job_ref(job_id)])
 
     def hold_many(self, job_ids: Iterable[int], chunk: int = 200) -> None:
         """`hold` for many jobs, one scontrol per `chunk` ids (`scontrol hold 1,2,3`). Slurm
         holds every valid id and exits non-zero if any failed (a job gone meanwhile)."""
-        ids = [str(int(j)) for j in job_ids]
+        ids = [job_ref(j) for j in job_ids]
         failures = []
         for i in range(0, len(ids), chunk):
             try:
@@ -133,13 +146,26 @@ class SlurmActuator:
         if failures:
             raise failures[0]
 
-    def release(self, job_id: int) -> None:
-        self.runner.run(["scontrol", "release", str(int(job_id))])
+    def set_admin_comment(self, job_id: JobRef, text: str) -> None:
+        """Replace the job's admin_comment (pald's tags; the caller keeps what was there)."""
+        if "\n" in text:
+            raise SlurmError(f"job {job_id}: admin_comment must be one line")
+        self._update(job_id, f"AdminComment={text}")
 
-    def _update(self, job_id: int, *fields: str) -> None:
-        self.runner.run(["scontrol", "update", f"jobid={int(job_id)}", *fields])
+    def release(self, job_id: JobRef) -> None:
+        self.runner.run(["scontrol", "release", job_ref(job_id)])
 
-    def _set_gres(self, job_id: int, current: str, spec: str) -> None:
+    def unpin(self, job_id: JobRef) -> None:
+        """Drop a pending job's node pin (`NodeList=`, empty: ReqNodeList cleared), so Slurm
+        may run it on any node that has what it asks for. Its GPU request stays as it is (a
+        per-slot typed one cannot become untyped again on 22.05; every node of a slot-typed
+        site has the same slot types)."""
+        self._update(job_id, "NodeList=")
+
+    def _update(self, job_id: JobRef, *fields: str) -> None:
+        self.runner.run(["scontrol", "update", f"jobid={job_ref(job_id)}", *fields])
+
+    def _set_gres(self, job_id: JobRef, current: str, spec: str) -> None:
         """Replace the job's per-node GPU request with `spec`: clear, then set (22.05 refuses
         a typed request over an untyped one). 23.02+ refuses the clear when the job has
         --cpus-per-gpu/--mem-per-gpu (they would name no GPU request), and replaces the
@@ -154,7 +180,7 @@ class SlurmActuator:
 
     def place_held_job(
         self,
-        job_id: int,
+        job_id: JobRef,
         nodes: Sequence[str] | str,
         gres_spec: str | None,
         release: bool = True,
@@ -202,12 +228,12 @@ class SlurmActuator:
             self.release(job_id)
 
     def place_on_slots(
-        self, job_id: int, nodes: Sequence[str] | str, slots: Iterable[int], release: bool = True
+        self, job_id: JobRef, nodes: Sequence[str] | str, slots: Iterable[int], release: bool = True
     ) -> None:
         """`place_held_job` with the per-slot typed GRES of `slots` (same slots on each node)."""
         self.place_held_job(job_id, nodes, gres_update_spec(slots), release=release)
 
-    def place_nodes(self, job_id: int, nodes: Sequence[str] | str, release: bool = True,
+    def place_nodes(self, job_id: JobRef, nodes: Sequence[str] | str, release: bool = True,
                     partition: str | None = None) -> None:
         """Pin a pending job to exactly `nodes` (node count fixed too), keeping its GPU request.
 
@@ -215,7 +241,7 @@ class SlurmActuator:
         """
         self.place_held_job(job_id, nodes, None, release=release, partition=partition)
 
-    def _restore(self, job_id: int, before: JobSnapshot) -> None:
+    def _restore(self, job_id: JobRef, before: JobSnapshot) -> None:
         """Best effort: put back the nodes and GPU request the job had before."""
         steps = [
             ["TresPerNode="],

@@ -18,10 +18,14 @@ A fault is one `Fault` entry: how to inject it, how to heal it, and what else to
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -30,15 +34,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import psutil
 import pytest
 
+from pal_slurm.bench import spool
+from pal_slurm.bench.base import KIND_WALLTIME, Sample
+from pal_slurm.bench.repository import StoreProfilingRepository
 from pal_slurm.daemon import failsafe
+from pal_slurm.daemon.protocol import decode_request
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
 from pal_slurm.slurm.lab import LabCluster, missing_binaries, start_lab
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 from tests.fixtures.postgres import start_postgres
-from tests.fixtures.store_faults import delete_sqlite_file, frozen_postgres, sqlite_write_lock
+from tests.fixtures.store_faults import delete_sqlite_file, frozen_postgres, silent_store, sqlite_write_lock
+from tests.support.tiny_pald import TinyPald
 
 pytestmark = pytest.mark.slurm
 
@@ -48,6 +58,7 @@ JOB = 'echo "CVD=$CUDA_VISIBLE_DEVICES NODE=$SLURMD_NODENAME START=$(date +%s.%N
 HEARTBEAT_STALE_S = 5.0  # write_config's heartbeat_stale_s
 FAILSAFE_PERIOD_S = 2.0
 PROMISE_S = HEARTBEAT_STALE_S + FAILSAFE_PERIOD_S + 3.0  # + Slurm's start tick, 1 s timestamps
+RELEASE_START_S = 8.0  # pald's release_start_s: a deferred job this late already broke PROMISE_S
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
             "DEADLINE", "PREEMPTED"}
 USER = "nobody"  # an ordinary user, for the faults that need one
@@ -66,6 +77,20 @@ class Rig:
     fault_flag: Path  # while it exists, pald's sinfo/squeue fail (see `pald_bin_dir`)
     log: Path
     postgres: object = None  # tests.fixtures.postgres.PostgresServer when the store is PostgreSQL
+    profiling: Path | None = None  # the prolog/epilog's pal.toml, when the lab runs them
+
+    @property
+    def drain_flag(self) -> Path:
+        """While it exists, pald's next release drains the job's node first (`pald_bin_dir`)."""
+        return self.root / "drain-on-release"
+
+    @property
+    def spool(self) -> Path:
+        return self.root / "spool"
+
+    @property
+    def root(self) -> Path:
+        return self.log.parent
 
     @property
     def db_path(self) -> Path:
@@ -77,51 +102,88 @@ class Rig:
                               text=True, errors="replace", cwd="/tmp")
 
 
-def pald_bin_dir(root: Path, flag: Path) -> Path:
+def pald_bin_dir(root: Path, flag: Path, drain_flag: Path) -> Path:
     """Slurm commands for pald only: the real ones, except that sinfo and squeue fail while
-    `flag` exists (pald's view of Slurm goes stale; the hook and users see Slurm as usual)."""
+    `flag` exists (pald's view of Slurm goes stale; the hook and users see Slurm as usual), and
+    that pald's next `scontrol release` drains the nodes the job is pinned to first when
+    `drain_flag` exists (a node going DRAIN right as pald releases a job onto it)."""
     bin_dir = root / "pald-bin"
     bin_dir.mkdir()
     for cmd in ("sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun"):
         real = shutil.which(cmd)
         gate = (f'[ -e "{flag}" ] && {{ echo "fault: slurmctld unreachable" >&2; exit 1; }}\n'
                 if cmd in ("sinfo", "squeue") else "")
+        if cmd == "scontrol":
+            gate = (f'if [ "$1" = release ] && [ -e "{drain_flag}" ]; then\n  rm -f "{drain_flag}"\n'
+                    f'  nodes=$({real} -o show job "$2" | tr " " "\\n" | sed -n "s/^ReqNodeList=//p")\n'
+                    f'  {real} update nodename="$nodes" state=drain reason=fault-after-release\nfi\n')
         (bin_dir / cmd).write_text(f'#!/bin/sh\n{gate}exec {real} "$@"\n')
         (bin_dir / cmd).chmod(0o755)
     return bin_dir
 
 
-def start_rig(root: Path, gres: str = "typed", db: str | None = None) -> Rig:
+PROFILING_TIMEOUT_S = 2.0  # the prolog/epilog's deadline (profiling.timeout_s) in the rig
+
+
+def write_profiling_conf(path: Path, store_url: str) -> None:
+    """The prolog/epilog's pal.toml (they read it at every run: rewriting it moves the store)."""
+    path.write_text(f'[store]\nurl = "{store_url}"\n[profiling]\nbackend = "replay"\n'
+                    f'spool_dir = "{path.parent / "spool"}"\nduration_s = 0.0\n'
+                    f'timeout_s = {PROFILING_TIMEOUT_S}\nreplay_seed = 3\n')
+
+
+def profiling_scripts(root: Path, db: str) -> tuple[Path, dict[str, Path]]:
+    """The real pal-prolog and pal-epilog (sbin/) behind wrappers that point them at the
+    rig's store; their stderr goes to <root>/<kind>.log."""
+    conf = root / "profiling.toml"
+    write_profiling_conf(conf, db)
+    (root / "spool").mkdir()
+    scripts = {}
+    for kind in ("prolog", "epilog"):
+        w = root / f"{kind}.sh"
+        w.write_text(f"#!/bin/sh\nexport PYTHONPATH={REPO} PAL_CONFIG={conf}\n"
+                     f"exec {sys.executable} {REPO / 'sbin' / ('pal-' + kind)} 2>>{root / (kind + '.log')}\n")
+        w.chmod(0o755)
+        scripts[kind] = w
+    return conf, scripts
+
+
+def start_rig(root: Path, gres: str = "typed", db: str | None = None, profiling: bool = False) -> Rig:
     sock = root / "pald.sock"
-    lab = start_lab(root / "lab", hook=str(REPO / "job_submit_lua" / "job_submit.lua"),
-                    env={"PAL_SOCKET": str(sock)}, gres=gres)
-    (lab.lab_dir / "out").chmod(0o1777)  # jobs of USER write their output there
     db = db or f"sqlite:///{root}/pal.db"
+    conf, scripts = profiling_scripts(root, db) if profiling else (None, {})
+    lab = start_lab(root / "lab", hook=str(REPO / "job_submit_lua" / "job_submit.lua"),
+                    env={"PAL_SOCKET": str(sock)}, gres=gres, prolog=scripts.get("prolog"),
+                    epilog=scripts.get("epilog"))
+    (lab.lab_dir / "out").chmod(0o1777)  # jobs of USER write their output there
     store = open_store(db)
     store.write_ranking("optimal", [RankingEntry(n, s, c, 1.0 + 0.1 * s, 1.0 + 0.1 * s, 0)
                                     for n in lab.nodes for s in range(4) for c in "ABCD"])
     store.close()
     flag = root / "slurm-unreachable"
     cfg = write_config(root / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf, heartbeat=root / "hb")
-    cfg.write_text(cfg.read_text().replace("[slurm]\n", f'[slurm]\nbin_dir = "{pald_bin_dir(root, flag)}"\n'))
+    bin_dir = pald_bin_dir(root, flag, root / "drain-on-release")
+    cfg.write_text(cfg.read_text().replace("[slurm]\n", f'[slurm]\nbin_dir = "{bin_dir}"\n')
+                   .replace("[daemon]\n", f"[daemon]\nrelease_start_s = {RELEASE_START_S}\n"))
     log = root / "pald.log"
     try:
         pald = PaldProcess(cfg, sock, log).start()
     except Exception:
         lab.stop()
         raise
-    return Rig(lab, pald, db, flag, log)
+    return Rig(lab, pald, db, flag, log, profiling=conf)
 
 
 @contextmanager
-def rig_in(gres: str, postgres=None):
+def rig_in(gres: str, postgres=None, profiling: bool = False):
     if missing_binaries():
         pytest.skip("Slurm lab cluster unavailable, missing: " + ", ".join(missing_binaries()))
     # Not under pytest's 0700 tmp: USER must reach slurm.conf, munge's socket and the outputs.
     root = Path(tempfile.mkdtemp(prefix="pal-faults-"))
     root.chmod(0o755)
     try:
-        rig = start_rig(root, gres, db=postgres.url(postgres.create_database("pal")) if postgres else None)
+        rig = start_rig(root, gres, db=postgres.url(postgres.create_database("pal")) if postgres else None,
+                        profiling=profiling)
     except Exception:
         shutil.rmtree(root, ignore_errors=True)
         raise
@@ -161,6 +223,13 @@ def plain_rig():
         yield r
 
 
+@pytest.fixture(scope="module")
+def profiling_rig():
+    """The rig with the real pal-prolog and pal-epilog on every node (store: the rig's SQLite)."""
+    with rig_in("typed", profiling=True) as r:
+        yield r
+
+
 # ---------------------------------------------------------------------------- workload
 
 
@@ -171,6 +240,7 @@ class Submission:
     job_id: int | None
     stderr: str
     submitted_at: float
+    wall_s: float = 0.0  # sbatch's own time: the hook runs inside it, holding slurmctld's locks
 
 
 @dataclass
@@ -224,10 +294,12 @@ def run_workload(rig: Rig, user: str | None = None, on_submitted: Callable[[int]
             if i is None:
                 return
             argv = ["sbatch", "--parsable", f"--output={rig.lab.lab_dir}/out/%j.out", *job_args(i), "--wrap", JOB]
+            t0 = time.monotonic()
             p = rig.slurm(*argv, user=user)
+            wall_s = time.monotonic() - t0
             job_id = int(p.stdout.strip().split(";")[0]) if p.returncode == 0 else None
             with lock:
-                work.submissions.append(Submission(i, p.returncode, job_id, p.stderr, time.time()))
+                work.submissions.append(Submission(i, p.returncode, job_id, p.stderr, time.time(), wall_s))
             if job_id is None:
                 continue
             if on_submitted:
@@ -478,7 +550,8 @@ USER_RELEASES: dict[int, int] = {}  # job id -> rc of its user's `scontrol relea
 
 def count_outside_releases(rig: Rig, work: Workload) -> None:
     USER_RELEASES.clear()
-    work.notes["outside_before"] = rig.pald.health().details["counts"]["released_outside"]
+    counts = rig.pald.health().details["counts"]
+    work.notes["outside_before"], work.notes["reheld_before"] = counts["released_outside"], counts["reheld"]
 
 
 def user_releases(rig: Rig, job_id: int) -> None:
@@ -500,9 +573,11 @@ def check_user_release(rig: Rig, work: Workload, counts: Counts) -> None:
     finally:
         store.close()
     refused = sum(1 for rc in USER_RELEASES.values() if rc != 0)
+    counts = rig.pald.health().details["counts"]
+    reheld = counts["reheld"] - work.notes["reheld_before"]
     print(f"user releases: {len(USER_RELEASES) - refused} accepted, {refused} refused; "
-          f"pald recorded {outside} released behind its back")
-    assert outside == rig.pald.health().details["counts"]["released_outside"] - work.notes["outside_before"]
+          f"pald held {reheld} of them again (not started yet), recorded {outside} released behind its back")
+    assert outside == counts["released_outside"] - work.notes["outside_before"]
 
 
 def job_field(rig: Rig, job_id: int, key: str) -> str:
@@ -510,58 +585,106 @@ def job_field(rig: Rig, job_id: int, key: str) -> str:
     return next((w.split("=", 1)[1] for w in out.split() if w.startswith(key + "=")), "")
 
 
-def test_user_cannot_release_a_job_pald_has_seen_and_pald_notices_one_released_before(rig):
+def submit_deferred_as_user(rig: Rig) -> int:
+    p = rig.slurm("sbatch", "--parsable", f"--output={rig.lab.lab_dir}/out/%j.out", "--gres=gpu:1",
+                  "--comment=pal:class=resnet,mode=defer", "--wrap", JOB, user=USER)
+    assert p.returncode == 0, p.stderr
+    return int(p.stdout.strip())
+
+
+def decision_reasons(rig: Rig, job_id: int) -> list[str]:
+    """The reasons pald recorded for a job, oldest first (after one cycle: decisions flushed)."""
+    time.sleep(1.0)
+    store = open_store(rig.db)
+    try:
+        return [d.reason for d in reversed(store.decisions(str(job_id)))]
+    finally:
+        store.close()
+
+
+def wait_for(what: Callable[[], bool], timeout: float, why: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, why
+        time.sleep(0.1)
+
+
+def test_user_cannot_release_a_job_pald_has_seen_and_one_released_before_is_held_again(rig):
     """Finding 8 on Slurm 22.05: the hook's priority-0 hold is a user hold (JobHeldUser, its
-    owner may `scontrol release` it); pald's `scontrol hold` makes it JobHeldAdmin, which the
-    user cannot lift. A job its user released before pald's next cycle is recorded, not placed."""
+    owner may `scontrol release` it; Lua cannot set an admin hold); pald's `scontrol hold` makes
+    it JobHeldAdmin, which the user cannot lift. A job its user released in the window before
+    pald's first cycle (kept open here: pald's Slurm reads fail meanwhile) and that has not
+    started is held again by pald and waits its turn: it runs once pald releases it, on pald's
+    placement, after the jobs that were there first."""
     quiet(rig)
     blockers = [rig.lab.sbatch("--gres=gpu:4", "--comment=pal:class=bert,mode=now", wrap="sleep 8")
                 for _ in rig.lab.nodes]
     for b in blockers:
         rig.lab.wait_job(b, timeout=30, states=("RUNNING",))
 
-    def submit_as_user() -> int:
-        p = rig.slurm("sbatch", "--parsable", f"--output={rig.lab.lab_dir}/out/%j.out", "--gres=gpu:1",
-                      "--comment=pal:class=resnet,mode=defer", "--wrap", JOB, user=USER)
-        assert p.returncode == 0, p.stderr
-        return int(p.stdout.strip())
-
-    seen = submit_as_user()
+    seen = submit_deferred_as_user(rig)
     assert job_field(rig, seen, "Reason") in ("JobHeldUser", "JobHeldAdmin")
-    deadline = time.monotonic() + 10
-    while job_field(rig, seen, "Reason") != "JobHeldAdmin" and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert job_field(rig, seen, "Reason") == "JobHeldAdmin"
+    wait_for(lambda: job_field(rig, seen, "Reason") == "JobHeldAdmin", 10, "pald never took the job over")
     p = rig.slurm("scontrol", "release", str(seen), user=USER)
     assert p.returncode != 0 and "permission denied" in p.stderr.lower(), p.stderr
     assert job_field(rig, seen, "JobState") == "PENDING"
 
-    before = rig.pald.health().details["counts"]["released_outside"]
-    released_before = rig.pald.health().details["counts"]["released"]
-    early = submit_as_user()
-    rig.pald.send(signal.SIGSTOP)  # pald's next cycle comes after the user's release
+    counts_before = dict(rig.pald.health().details["counts"])
+    rig.fault_flag.touch()  # pald cannot read Slurm: its admin hold cannot come yet
     try:
+        wait_for(lambda: rig.pald.health().details["slurm"] == "unreachable", 10, "pald still reads Slurm")
+        early = submit_deferred_as_user(rig)  # pald's view is still fresh (< 5 s): deferred
+        assert job_field(rig, early, "Reason") == "JobHeldUser"
         p = rig.slurm("scontrol", "release", str(early), user=USER)
+        assert p.returncode == 0, p.stderr  # the window: its user lifted the hook's hold
+        assert job_field(rig, early, "JobState") == "PENDING"  # no room: it waits in Slurm's queue
+        assert job_field(rig, early, "Priority") != "0"
     finally:
-        rig.pald.send(signal.SIGCONT)
-    if p.returncode == 0:  # the user was faster than pald's admin hold: pald must notice
-        # ... unless pald's own `scontrol hold`, already running when pald was stopped, landed
-        # after the user's release: then the job is back in pald's queue and pald releases it
-        # itself once the blockers end (seen under load). Either way it is never placed twice.
-        def settled() -> bool:
-            counts = rig.pald.health().details["counts"]
-            # pald releases `seen` in any case; `early` too when its hold won the race
-            return counts["released_outside"] == before + 1 or counts["released"] >= released_before + 2
-        deadline = time.monotonic() + 40  # the blockers end after 8 s; generous under load
-        while not settled() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        counts = rig.pald.health().details["counts"]
-        assert counts["released_outside"] == before + 1 or (
-            counts["released_outside"] == before and counts["released"] >= released_before + 2), counts
-    else:  # pald was faster: the hold was already the admin's
-        assert "permission denied" in p.stderr.lower(), p.stderr
+        rig.fault_flag.unlink(missing_ok=True)
+    wait_for(lambda: job_field(rig, early, "Reason") == "JobHeldAdmin", 10, "pald did not hold it again")
+    counts = rig.pald.health().details["counts"]
+    assert counts["reheld"] == counts_before["reheld"] + 1
+    assert counts["released_outside"] == counts_before["released_outside"]
+    p = rig.slurm("scontrol", "release", str(early), user=USER)
+    assert p.returncode != 0 and "permission denied" in p.stderr.lower(), p.stderr
     for j in blockers + [seen, early]:
         assert rig.lab.wait_job(j, timeout=60) == "COMPLETED", j
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    assert jobs[early].start_time >= jobs[seen].start_time  # its turn: after the job deferred before it
+    reasons = decision_reasons(rig, early)
+    assert reasons == ["reheld:released_by_user", "released:pal"], reasons
+
+
+def test_a_released_job_whose_node_drains_is_placed_anew(rig):
+    """The livelock: pald pins a deferred job to a node and releases it; the node goes DRAIN
+    at that moment (here: pald's `scontrol release` drains it first), so Slurm keeps the job
+    pending on PAL's pins for as long as the drain lasts. `release_start_s` later pald drops the
+    pin, holds it again and places it anew on a node that takes work: it runs."""
+    quiet(rig)
+    before = rig.pald.health().details["counts"]["unstuck"]
+    rig.drain_flag.touch()
+    drained = ""
+    try:
+        job = rig.lab.sbatch("--gres=gpu:1", "--comment=pal:class=resnet,mode=defer", wrap=JOB)
+        wait_for(lambda: not rig.drain_flag.exists(), 20, "pald never released the job")
+        drained = job_field(rig, job, "ReqNodeList")
+        assert drained.startswith("gpu"), drained
+        time.sleep(1.0)
+        assert job_field(rig, job, "JobState") == "PENDING", "the job started: the fault was not exercised"
+        assert rig.lab.wait_job(job, timeout=RELEASE_START_S + 30) == "COMPLETED"
+        ran = {j.job_id: j for j in rig.lab.reader.jobs()}[job]
+        assert drained not in ran.nodes, (drained, ran.nodes)
+        assert rig.pald.health().details["counts"]["unstuck"] == before + 1
+        waited = ran.start_time - ran.submit_time
+        print(f"released onto {drained}, drained at once: placed anew on {','.join(ran.nodes)}, "
+              f"started {waited} s after submission (release_start_s {RELEASE_START_S})")
+        assert waited <= RELEASE_START_S + 10
+        reasons = decision_reasons(rig, job)
+        assert reasons == ["released:pal", "unstuck:replace", "released:pal"], reasons
+    finally:
+        rig.drain_flag.unlink(missing_ok=True)
+        if drained:
+            rig.slurm("scontrol", "update", f"nodename={drained}", "state=resume")
 
 
 # -- findings 6, 7 (store side): a locked or deleted SQLite file -----------------------------
@@ -591,6 +714,163 @@ def no_standby_passes(rig: Rig, work: Workload, counts: Counts) -> None:
     decisions_kept(rig, work, counts)
 
 
+# -- finding 11: the prolog's store accepts TCP and never answers ----------------------------
+def spooled_samples(rig: Rig) -> list[Sample]:
+    return [Sample.from_json(line) for f in rig.spool.glob("*.jsonl")
+            for line in f.read_text().splitlines() if line.strip()]
+
+
+def silence_the_store(rig: Rig, work: Workload) -> None:
+    """The prolog/epilog's store becomes a host that completes the TCP handshake and never
+    answers (they read their pal.toml at every run)."""
+    cm = silent_store()
+    write_profiling_conf(rig.profiling, cm.__enter__())
+    work.notes["silent_store"] = cm
+
+
+def restore_the_store(rig: Rig, work: Workload) -> None:
+    """The store answers again: note what the spool holds, then let one job's prolog deliver
+    it (the real path: a prolog that reaches the store drains the spool)."""
+    write_profiling_conf(rig.profiling, rig.db)
+    work.notes.pop("silent_store").__exit__(None, None, None)
+    work.notes["spooled"] = spooled_samples(rig)
+    p = rig.slurm("sbatch", "--parsable", "--output=/dev/null", "--gres=gpu:1", "--wrap", "true")
+    assert p.returncode == 0, p.stderr
+    helper = int(p.stdout.strip())
+    work.helper_ids.add(helper)
+    assert rig.lab.wait_job(helper, timeout=60) == "COMPLETED"
+    deadline = time.monotonic() + 30
+    while spool.pending(rig.spool) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def check_samples_spooled(rig: Rig, work: Workload, counts: Counts) -> None:
+    """Every job's prolog and epilog sampled each of its GPUs into the spool (none lost to the
+    silent store), and once the store answered, all of them reached it exactly once."""
+    spooled = [smp for smp in work.notes["spooled"] if smp.job_id and int(smp.job_id) in set(work.job_ids)]
+    gpus_of: dict[str, set] = {}
+    for i in work.job_ids:
+        out = parse_out(rig.lab.job_output(i))
+        gpus_of[str(i)] = {(out["NODE"], int(g)) for g in out["CVD"].split(",")}
+    bench: dict[str, set] = {i: set() for i in gpus_of}
+    walls: dict[str, set] = {i: set() for i in gpus_of}
+    for smp in spooled:
+        (walls if smp.kind == KIND_WALLTIME else bench)[smp.job_id].add((smp.node, smp.slot))
+    missing = {i: gpus - bench[i] for i, gpus in gpus_of.items() if bench[i] != gpus or walls[i] != gpus}
+    assert missing == {}, f"{len(missing)} jobs lost samples: {dict(list(missing.items())[:5])}"
+    hooks_log = (rig.root / "prolog.log").read_text() + (rig.root / "epilog.log").read_text()
+    assert "no answer in" in hooks_log and "gave up" not in hooks_log  # the store was waited on, bounded
+    assert spool.pending(rig.spool) == 0, "the spool was not delivered once the store answered"
+    store = StoreProfilingRepository(open_store(rig.db, upgrade=False))
+    try:
+        stored = [smp for smp in store.samples() if smp.job_id in gpus_of]
+    finally:
+        store.close()
+    key = lambda smp: (smp.job_id, smp.node, smp.slot, smp.kind, smp.perf_class)  # noqa: E731
+    assert sorted(map(key, stored)) == sorted(map(key, spooled)), "spooled samples not stored exactly once"
+    print(f"prolog/epilog with a silent store: {len(spooled)} samples spooled for {len(gpus_of)} jobs, "
+          f"all stored once the store answered")
+
+
+# -- finding 9: pald's reply oversized, streaming without end, or trickling ------------------
+REPLY_PLAN = ("pald", "oversized", "pald", "endless", "pald", "trickle")
+
+
+def trickle(every_s: float = 0.01, for_s: float = 5.0):
+    """A reply that never ends: one byte every `every_s`, never a newline."""
+    deadline = time.monotonic() + for_s
+    while time.monotonic() < deadline:
+        yield b"y"
+        time.sleep(every_s)
+
+
+BAD_REPLIES = {
+    "oversized": lambda: (json.dumps({"v": 1, "ok": True, "decision": "pass", "reason": "x" * 100_000})
+                          + "\n").encode(),  # one valid line, 100 kB: over the hook's 64 KiB cap
+    "endless": lambda: itertools.islice(itertools.repeat(b"y" * 65536), 2000),  # 128 MiB offered
+    "trickle": trickle,  # within the byte cap for ever: only the time cap ends it
+}
+TAGS_OF = {"oversized": "pal:pass=bad-reply;", "endless": "pal:pass=bad-reply;", "trickle": "pal:pass=timeout;"}
+
+
+def ask_real_pald(path: Path, line: bytes) -> bytes | None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(1.0)
+        try:
+            conn.connect(str(path))
+            conn.sendall(line)
+            return conn.makefile("rb").readline(1 << 20) or None
+        except OSError:
+            return None
+
+
+class ReplyMangler:
+    """On pald's socket path, in front of the real pald (whose socket is moved aside): every
+    other request goes to pald and its answer back; the others get a bad reply (REPLY_PLAN).
+    Also samples slurmctld's RSS, which the unbounded read grew from 34 to 270 MB."""
+
+    def __init__(self, rig: Rig):
+        self.rig, self.real = rig, rig.root / "pald-real.sock"
+        self.kinds: dict[str, str] = {}  # request id -> what it got
+        self.count = itertools.count()
+        self.ctld = psutil.Process(int((rig.lab.lab_dir / "run" / "slurmctld.pid").read_text()))
+        self.rss = [self.ctld.memory_info().rss]
+        self.stop = threading.Event()
+        os.rename(rig.pald.socket, self.real)
+        self.server = TinyPald(str(rig.pald.socket), answer=self.answer).__enter__()
+        self.sampler = threading.Thread(target=self.sample, daemon=True)
+        self.sampler.start()
+
+    def answer(self, line: bytes):
+        kind = REPLY_PLAN[next(self.count) % len(REPLY_PLAN)]
+        self.kinds[decode_request(line).request_id] = kind
+        return ask_real_pald(self.real, line) if kind == "pald" else BAD_REPLIES[kind]()
+
+    def sample(self) -> None:
+        while not self.stop.wait(0.2):
+            self.rss.append(self.ctld.memory_info().rss)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sampler.join(5)
+        self.server.__exit__(None, None, None)  # removes its socket file
+        os.rename(self.real, self.rig.pald.socket)
+
+
+def mangle_replies(rig: Rig, work: Workload) -> None:
+    work.notes["mangler"] = ReplyMangler(rig)
+
+
+def stop_mangling(rig: Rig, work: Workload) -> None:
+    work.notes["mangler"].close()
+
+
+def check_capped_replies(rig: Rig, work: Workload, counts: Counts) -> None:
+    mangler: ReplyMangler = work.notes["mangler"]
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    got: dict[str, list[str]] = {kind: [] for kind in set(REPLY_PLAN)}
+    for i in work.job_ids:
+        tag = jobs[i].admin_comment
+        got[mangler.kinds[tag.rsplit(";req=", 1)[-1]]].append(tag)
+    for kind, tags in got.items():
+        assert len(tags) >= N_JOBS // len(REPLY_PLAN) - 1, (kind, len(tags))
+        if kind == "pald":  # pald's own answers were used (a rare pass=timeout: the relay is slow)
+            assert sum(t.startswith(("pal:placed=", "pal:defer")) for t in tags) >= len(tags) * 3 // 4, tags
+        else:  # the hook capped the reply and passed the job
+            assert all(t.startswith(("pal:pass=bad-reply;", "pal:pass=timeout;")) for t in tags), (kind, tags)
+            assert sum(t.startswith(TAGS_OF[kind]) for t in tags) >= len(tags) * 3 // 4, (kind, tags)
+    walls = sorted(s.wall_s for s in work.submissions)
+    grown_mb = (max(mangler.rss) - mangler.rss[0]) / 2**20
+    sent_mb = mangler.server.sent_bytes / 2**20
+    print(f"capped replies: sbatch median {walls[len(walls) // 2] * 1000:.0f} ms, max {walls[-1] * 1000:.0f} ms; "
+          f"slurmctld RSS {mangler.rss[0] / 2**20:.0f} MB, grew at most {grown_mb:.1f} MB; "
+          f"{sent_mb:.1f} MiB of replies taken by the hook")
+    # slurmctld is not blocked: sbatch stays far below MessageTimeout (10 s, past which ghosts)
+    assert walls[len(walls) // 2] < 1.0 and walls[-1] < 5.0
+    assert grown_mb < 32, "slurmctld grew: the hook read more than its cap"
+    assert sent_mb < len(got["endless"]) * 1.0 + 1.0  # of the 128 MiB each endless reply offered
+
+
 PG_FAULTS = [
     around("frozen-postgres", lambda rig: frozen_postgres(rig.postgres), check=no_standby_passes),
     Fault("stopped-postgres", inject=lambda rig, work: rig.postgres.stop(),
@@ -609,6 +889,7 @@ FAULTS = [
     Fault("user-releases", user=USER, inject=count_outside_releases, on_submitted=user_releases,
           check=check_user_release),
     around("locked-sqlite", lambda rig: sqlite_write_lock(rig.db_path), check=decisions_kept),
+    Fault("capped-replies", inject=mangle_replies, heal=stop_mangling, check=check_capped_replies),
     Fault("deleted-sqlite", inject=lambda rig, work: delete_sqlite_file(rig.db_path), heal=recreate_store,
           check=decisions_kept),  # last: the store it leaves is a new, empty one
 ]
@@ -659,6 +940,17 @@ def test_store_fault_on_postgres(pg_rig, fault):
     work, counts = replay(pg_rig, fault)
     assert_clean(counts)
     fault.check(pg_rig, work, counts)
+
+
+def test_fault_prolog_store_silent(profiling_rig):
+    """Finding 11 on the lab: the real pal-prolog and pal-epilog on every node, their store a
+    host that accepts TCP and never answers. Each waits a bounded time, spools its samples and
+    exits 0: no node drained, every job runs; the samples reach the store once it answers."""
+    fault = Fault("prolog-silent-store", inject=silence_the_store, heal=restore_the_store,
+                  check=check_samples_spooled)
+    work, counts = replay(profiling_rig, fault)
+    assert_clean(counts)
+    fault.check(profiling_rig, work, counts)
 
 
 def test_fault_gres_without_per_slot_types(plain_rig):

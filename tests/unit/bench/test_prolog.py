@@ -15,6 +15,7 @@ from pal_slurm.bench.busy import BusyProbe
 from pal_slurm.bench.hook import HookContext
 from pal_slurm.bench.replay import ReplayBackend
 from pal_slurm.bench.settings import ProfilingSettings
+from tests.fixtures.store_faults import silent_store
 
 from .test_busy import fake_psutil
 
@@ -213,26 +214,19 @@ def test_profile_jobs_are_left_to_measure_themselves(tmp_path):
 
 def test_a_store_that_accepts_tcp_but_never_answers_gets_the_samples_spooled(tmp_path, caplog):
     """Issue #10 (#11): the prolog used to wait on such a store until its own 5 s deadline and
-    lose the samples; now the store gets the time left minus a reserve, then they are spooled."""
-    import socket as socketlib
-
-    silent = socketlib.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(16)  # the kernel completes handshakes; nobody ever answers
-    try:
+    lose the samples; now the store gets the time left minus a reserve, then they are spooled.
+    (On the lab, 100 jobs: tests/integration/test_faults.py, fault `prolog-silent-store`.)"""
+    with silent_store() as url:
         c = ctx(tmp_path, timeout=2.0)
         c.sink = None  # the real sink: open_store on the URL below
         c.settings = ProfilingSettings(backend="replay", spool_dir=str(tmp_path / "spool"), duration_s=0.0,
-                                       timeout_s=2.0,
-                                       store_url=f"postgresql://pal@127.0.0.1:{silent.getsockname()[1]}/pal")
+                                       timeout_s=2.0, store_url=url)
         caplog.set_level(logging.INFO, logger="pal.hook")
         t = time.monotonic()
         assert prolog.main(ctx=c) == 0
         assert time.monotonic() - t < 2.0
         assert spool.pending(tmp_path / "spool") == 2, caplog.text
         assert "no answer in" in caplog.text and "gave up" not in caplog.text
-    finally:
-        silent.close()
 
 
 def test_a_sqlite_store_in_a_missing_directory_is_named_and_not_created(tmp_path, caplog):

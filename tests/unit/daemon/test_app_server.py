@@ -313,14 +313,76 @@ def test_a_job_whose_placement_slurm_keeps_refusing_is_released_as_submitted(tmp
     assert [d.reason for d in store.decisions("7")] == ["released:placement_refused"]
 
 
-def test_a_deferred_job_released_by_its_user_before_pald_ever_saw_it_is_noticed(tmp_path):
+def test_a_deferred_job_released_by_its_user_before_pald_ever_saw_it_is_held_again_once(tmp_path):
+    """Finding 8's window: the hook's hold is a user hold until pald's first cycle makes it an
+    admin hold. A job its user released in that window and that has not started is held again
+    (once) and waits its turn; one that already runs is recorded, never placed."""
     from dataclasses import replace
 
-    pald = make_pald(tmp_path)
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store)
+    pald.reader._nodes = [node_info(f"gpu{i:02d}", used=range(4)) for i in range(1, 5)]  # full
     pald.started = 100.0
     mine = replace(held_job(3, submit=150), state="PENDING", priority=1, reason="Priority")  # user-released
+    ran = replace(held_job(5, submit=160), state="RUNNING", priority=1)  # released and started at once
     old = replace(held_job(4, submit=50), state="RUNNING", priority=1)  # an earlier pald's release
-    pald.reader._jobs = [mine, old]
+    pald.reader._jobs = [mine, ran, old]
     pald.sync_and_cycle()
-    assert pald.counts["released_outside"] == 1 and pald.noticed == {3}
-    assert pald.actuator.calls == []  # never placed
+    assert pald.actuator.calls == [("hold", 3)]
+    assert pald.counts["reheld"] == 1 and pald.counts["released_outside"] == 1 and pald.noticed == {5}
+    # Slurm now shows it under pald's admin hold: an ordinary deferred job, placed when room comes
+    pald.reader._jobs = [replace(mine, priority=0, reason="JobHeldAdmin"), ran, old]
+    pald.sync_and_cycle()
+    assert pald.actuator.calls == [("hold", 3)] and pald.deferred == {3}
+    pald.reader._nodes = [node_info(f"gpu{i:02d}") for i in range(1, 5)]  # room
+    pald.sync_and_cycle()
+    assert [c[:2] for c in pald.actuator.calls[1:]] == [("place", 3)]
+    # released again behind pald's back (an operator, after the admin hold): that release stands
+    pald.reader._jobs = [replace(mine, job_id=6, submit_time=170)]
+    pald.admin_held.add(6)
+    pald.deferred.add(6)
+    pald.sync_and_cycle()
+    assert pald.counts["reheld"] == 1 and pald.noticed == {6}
+    pald.flush_decisions()
+    assert [d.reason for d in reversed(store.decisions("3"))] == ["reheld:released_by_user", "released:pal"]
+    assert [d.reason for d in store.decisions("5")] == ["released_outside_pal"]
+
+
+def test_a_released_job_that_does_not_start_is_placed_anew_then_unpinned(tmp_path):
+    """A job pald pinned and released that has not started `release_start_s` later (its node
+    drained after the release): its node pin is dropped and it is held again, so the next
+    cycle places it on what is free then; stuck a second time it is left to Slurm unpinned."""
+    from dataclasses import replace
+
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store, jobs=[held_job(7, gpn=2, submit=1)])
+    bound = pald.config.daemon.release_start_s
+    t = [1000.0]
+    pald.clock = lambda: t[0]
+    pald.sync_and_cycle()
+    assert [c[:2] for c in pald.actuator.calls] == [("place", 7)]
+    first = pald.actuator.calls[0][2]
+    released = replace(held_job(7, gpn=2, submit=1), priority=1, reason="ReqNodeNotAvail", required_nodes=first)
+    pald.reader._jobs = [released]
+    t[0] += bound - 1
+    pald.sync_and_cycle()  # not yet
+    assert len(pald.actuator.calls) == 1
+    t[0] += 2
+    pald.sync_and_cycle()
+    assert pald.actuator.calls[1:] == [("unpin", 7), ("hold", 7)] and pald.counts["unstuck"] == 1
+    pald.reader._jobs = [replace(held_job(7, gpn=2, submit=1), reason="JobHeldAdmin")]
+    pald.reader._nodes = [node_info(n.name, used=range(4) if n.name in first else ()) for n in pald.reader._nodes]
+    t[0] += 1
+    pald.sync_and_cycle()  # placed anew, away from the node it was stuck on
+    assert [c[:2] for c in pald.actuator.calls[3:]] == [("place", 7)]
+    assert not set(pald.actuator.calls[3][2]) & set(first)
+    pald.reader._jobs = [replace(released, required_nodes=pald.actuator.calls[3][2])]
+    t[0] += bound + 1
+    pald.sync_and_cycle()  # stuck again: no second try, Slurm runs it wherever it can
+    assert pald.actuator.calls[4:] == [("unpin", 7)] and pald.counts["unstuck"] == 2
+    t[0] += bound + 1
+    pald.sync_and_cycle()
+    assert len(pald.actuator.calls) == 5  # once
+    pald.flush_decisions()
+    assert [d.reason for d in reversed(store.decisions("7"))] == [
+        "released:pal", "unstuck:replace", "released:pal", "unstuck:unpinned"]

@@ -84,7 +84,7 @@ class PaldDecider:
         self.pald = Pald(cfg, None, self, self, clock=self.clock)
         entries = tuple(RankingEntry(g.node, g.slot, c, cr.scores[g.gpu_id], cr.sf[g.gpu_id], 0)
                         for c, cr in ranking.classes.items() for g in cluster.gpus)
-        self.pald.service.set_snapshot(RankingSnapshot(1, datetime.now(timezone.utc), ranking.method, entries))
+        self.pald.service.set_snapshot(RankingSnapshot(1, ranking.method, datetime.now(timezone.utc), entries))
         self.pald.service.set_class_map(dict(CLASSES.mapping))
 
     def decide(self, now: float, jobs: list[JobRequest], view: ClusterView, ranking: Ranking) -> RoundPlan:
@@ -165,7 +165,7 @@ class PaldDecider:
         raise AssertionError(f"job {job_id} released untouched: every job here has a shape")
 
 
-@pytest.mark.parametrize("placement", ["pal", "pmfirst", "pal-net"])
+@pytest.mark.parametrize("placement", ["pal", "pmfirst", "pal-net", "pal-fit"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_pald_and_the_simulator_place_every_job_alike(tmp_path, placement, seed):
     tr = trace(seed)

@@ -23,3 +23,14 @@ def test_lab_shape_topology_has_one_leaf_per_four_nodes_under_a_spine():
     assert "SwitchName=leaf1 Nodes=gpu01,gpu02,gpu03,gpu04" in text
     assert "SwitchName=leaf2 Nodes=gpu05,gpu06,gpu07,gpu08" in text
     assert "SwitchName=spine Switches=leaf1,leaf2" in text
+
+
+def test_every_arm_has_a_registered_placement_and_a_prediction():
+    from pal_slurm.policy import placement
+    from pal_slurm.replay.harness import ARMS
+    from pal_slurm.replay.predict import SIM_POLICY
+
+    assert set(SIM_POLICY) == set(ARMS)
+    for arm, name in ARMS.items():
+        if name is not None:
+            assert placement(name).name == name, arm

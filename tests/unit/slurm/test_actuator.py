@@ -170,6 +170,14 @@ def test_hold_and_release() -> None:
     assert runner.calls == [["scontrol", "hold", "7"], ["scontrol", "release", "7"]]
 
 
+def test_unpin_clears_the_node_list_only() -> None:
+    """pald's way out of a release stuck on its pins (its GPU request stays; on the lab the
+    empty NodeList= clears ReqNodeList: test_faults' drained-node test)."""
+    runner = FakeRunner()
+    SlurmActuator(runner).unpin(7)
+    assert runner.calls == [["scontrol", "update", "jobid=7", "NodeList="]]
+
+
 def test_hold_many_holds_in_chunks_and_reports_a_failed_chunk_after_trying_all() -> None:
     runner = FakeRunner(fail="hold 3,4")
     with pytest.raises(SlurmCommandFailed):

@@ -917,6 +917,15 @@ function M.spell_tres(gres, prefix)
   return (("," .. gres):gsub(",gres:", "," .. prefix)):sub(2)
 end
 
+-- Whether binding the job to pald's slot types would leave it pending for ever: Slurm 24.11
+-- (23.11+ spelling "gres/") does not start a job with --cpus-per-gpu bound to two per-slot GPU
+-- types on a node (Reason=Resources on an idle node; 22.05 starts it). Such a job is pinned to
+-- its nodes only and keeps its GPU request (pal_slurm/slurm/actuator.py does the same).
+function M.stalls_on_slots(job_desc, gres, prefix)
+  return prefix == "gres/" and M.gpu_count(string_or_nil(job_desc.cpus_per_tres)) ~= nil
+    and gres:find(",", 1, true) ~= nil
+end
+
 -- The field writes for a checked reply (`slurm`: the Slurm table, for the TRES spelling).
 function M.changes_for(job_desc, reply, request_id, slurm)
   -- nodelist=own: the job's --nodelist was the user's (pald keeps it when it places the job
@@ -931,8 +940,9 @@ function M.changes_for(job_desc, reply, request_id, slurm)
     changes[#changes + 1] = { "req_nodes", table.concat(reply.nodes, ",") }
     changes[#changes + 1] = { "min_nodes", n }
     changes[#changes + 1] = { "max_nodes", n }
-    if reply.gres then
-      changes[#changes + 1] = { "tres_per_node", M.spell_tres(reply.gres, M.tres_prefix(job_desc, slurm)) }
+    local prefix = M.tres_prefix(job_desc, slurm)
+    if reply.gres and not M.stalls_on_slots(job_desc, reply.gres, prefix) then
+      changes[#changes + 1] = { "tres_per_node", M.spell_tres(reply.gres, prefix) }
       -- --gpus=N (tres_per_job) would ask for GPUs on top of the slots: drop its GPU items.
       local tres_job = string_or_nil(job_desc.tres_per_job)
       if tres_job and M.gpu_count(tres_job) then

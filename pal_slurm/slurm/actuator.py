@@ -9,7 +9,12 @@ tests/unit/slurm/data/<release>/):
 - `scontrol update jobid=X Gres=gpu:s2:1,gpu:s3:1` sets TresPerNode (per-slot types bind exact
   GPUs), but is REJECTED ("Invalid GRES specification (with and without type identification)")
   while the job still carries an untyped request such as gres:gpu:2. Clearing first with
-  `TresPerNode=` (empty) and then setting the typed request works.
+  `TresPerNode=` (empty) and then setting the typed request works. 24.11 refuses that clear
+  for a job with --cpus-per-gpu/--mem-per-gpu ("Invalid generic resource (gres)
+  specification": those need a GPU request) but takes the typed request in one update.
+- 24.11 does not start a job with --cpus-per-gpu bound to two per-slot types on a node (it
+  stays pending, Reason=Resources, on an idle node): such a job gets its nodes only
+  (`JobSnapshot.stalls_on_slots`; the hook does the same at submit).
 - `NodeList=` (ReqNodeList) means "at least these nodes", so the node count is pinned as well
   (`NumNodes=n-n`), or Slurm may add nodes.
 - The reverse is not possible: once a job carried a typed request, 22.05 refuses an untyped one
@@ -69,6 +74,16 @@ class JobSnapshot:
     tres_per_node: str  # "" when the job requests no GRES
     req_nodes: str = ""  # ReqNodeList hostlist, "" when none
     num_nodes: str = ""  # NumNodes as shown: "1", "2-2"
+    cpus_per_tres: str = ""  # CpusPerTres (--cpus-per-gpu), "gres:gpu:4"; "" when none
+    slash_tres: bool = False  # Slurm spelled its TRES "gres/gpu" (23.11 and later)
+
+    def stalls_on_slots(self, spec: str) -> bool:
+        """Whether binding this job to the slot types of `spec` would leave it pending for
+        ever: Slurm 24.11 (found on 24.11.5 in the Debian 13 root) does not start a job with
+        --cpus-per-gpu bound to two per-slot GPU types on a node (Reason=Resources on an idle
+        node; one slot type, or the untyped request, starts; 22.05 starts all). Such a job is
+        pinned to its nodes only there, and Slurm picks its GPUs on them."""
+        return self.slash_tres and "gpu" in self.cpus_per_tres and "," in spec
 
     @property
     def held(self) -> bool:
@@ -88,15 +103,17 @@ def parse_show_job(text: str) -> JobSnapshot:
     priority = _field(line, "Priority")
     if job_id is None or state is None or priority is None or not job_id.isdigit():
         raise SlurmError(f"unexpected `scontrol show job` output: {line[:200]!r}")
-    tres = canonical_tres(_field(line, "TresPerNode") or "")  # 23.02+ writes gres/gpu:1
+    raw_tres = [_field(line, key) or "" for key in ("TresPerNode", "CpusPerTres")]
     req = _field(line, "ReqNodeList") or ""
     return JobSnapshot(
         int(job_id),
         state,
         int(priority) if priority.isdigit() else 0,
-        tres,
+        canonical_tres(raw_tres[0]),  # 23.02+ writes gres/gpu:1
         "" if req == "(null)" else req,
         _field(line, "NumNodes") or "",
+        canonical_tres(raw_tres[1]),
+        any("gres/" in t for t in raw_tres),
     )
 
 
@@ -149,8 +166,16 @@ class SlurmActuator:
         self.runner.run(["scontrol", "update", f"jobid={job_ref(job_id)}", *fields])
 
     def _set_gres(self, job_id: JobRef, current: str, spec: str) -> None:
+        """Replace the job's per-node GPU request with `spec`: clear, then set (22.05 refuses
+        a typed request over an untyped one). 23.02+ refuses the clear when the job has
+        --cpus-per-gpu/--mem-per-gpu (they would name no GPU request), and replaces the
+        request in one update instead: a refused clear goes straight to the set, whose
+        error (if it fails too) is the one raised."""
         if current and current != "gres:":
-            self._update(job_id, "TresPerNode=")
+            try:
+                self._update(job_id, "TresPerNode=")
+            except SlurmError:
+                pass
         self._update(job_id, f"Gres={spec}")
 
     def place_held_job(
@@ -178,6 +203,8 @@ class SlurmActuator:
             raise SlurmError(f"job {job_id}: no nodes to place it on")
         spec = None if gres_spec is None else normalize_gres_spec(gres_spec)
         before = self.show(job_id)
+        if spec is not None and before.stalls_on_slots(spec):
+            spec = None
         if before.state != "PENDING":
             raise SlurmError(f"job {job_id} is {before.state}, not PENDING: cannot place it")
         held_here = not before.held

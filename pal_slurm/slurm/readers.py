@@ -107,7 +107,12 @@ def _parse_attrs(text: str) -> dict[str, str]:
 
 
 def parse_gres(text: str | None) -> tuple[GresItem, ...]:
-    """Parse a GRES string (configured, used or per-node job detail). ``(null)``/N/A -> ()."""
+    """Parse a GRES string (configured, used or per-node job detail). ``(null)``/N/A -> ().
+
+    A job's TRES items come in both releases' spellings: ``gres:gpu:s2:1`` (22.05, and what
+    job_submit.lua writes) and ``gres/gpu:s2:1`` (23.02+, in the hook's job_desc and in
+    squeue; ``gres/gpu:a100=1`` with ``cpu=2`` beside it in tres_per_task), so the type and
+    count of a GPU request read the same on either."""
     if text is None:
         return ()
     text = text.strip()
@@ -121,9 +126,14 @@ def parse_gres(text: str | None) -> tuple[GresItem, ...]:
             attrs = _parse_attrs(tail.rstrip(")"))
             if "IDX" in attrs and attrs["IDX"] != "N/A":
                 indices = parse_index_list(attrs["IDX"])
-        fields = head.split(":")
+        count_text = None
+        if "=" in head:  # 23.02+ tres_per_task: "cpu=2,gres/gpu:a100=1"
+            head, _, count_text = head.rpartition("=")
+        fields = head.split(":") + ([count_text] if count_text is not None else [])
         if fields and fields[0] == "gres":  # TRES form "gres:gpu:s2:1"
             fields = fields[1:]
+        elif fields and fields[0].startswith("gres/"):  # 23.02+ TRES form "gres/gpu:s2:1"
+            fields = [fields[0][len("gres/"):], *fields[1:]]
         name = fields[0] if fields else ""
         if not name:
             raise SlurmParseError(f"bad GRES record {record!r} in {text!r}")

@@ -163,17 +163,8 @@ def run_cases(lab, cases, per_case=PER_CASE):
     return problems, jobs, submitted
 
 
-def skip_on_slurm_23_and_later(lab, what: str) -> None:
-    """Known not to work yet on Slurm 23.02+ (found on 24.11 in the Debian 13 root; issues #15
-    and #16 stay open for it): skipped there with the reason, run on 22.05."""
-    version = lab.reader.dialect.version
-    if version.release >= (23, 2):
-        pytest.skip(f"Slurm {version}: {what} (known gap on 23.02+, see issue #16)")
-
-
 def test_every_restriction_and_shape_runs_where_slurm_allows(site):
     lab, _ = site
-    skip_on_slurm_23_and_later(lab, "two restricted held jobs stay JobHeldUser for 180 s")
     problems, _, _ = run_cases(lab, CASES)
     assert problems == {k: [] for k in problems}, problems
 
@@ -255,7 +246,6 @@ def model_site(tmp_path_factory, lab_factory):
 
 def test_gpu_model_requests_keep_working_and_get_pals_nodes(model_site):
     lab, _ = model_site
-    skip_on_slurm_23_and_later(lab, "--gpus=v100:1 and --gres=gpu:v100:1 -N2 are refused at submit")
     problems, jobs, submitted = run_cases(lab, MODEL_CASES)
     assert problems == {k: [] for k in problems}, problems
     v100_single = [jobs[j] for case, pal, j in submitted if pal and case == "--gpus=v100:1"]

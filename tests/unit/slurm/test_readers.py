@@ -75,6 +75,13 @@ by_shape = pytest.mark.parametrize("shape", RELEASES + PINNED, ids=repr)
         ),
         ("gpu:s2:0(IDX:)", [GresItem("gpu", "s2", 0, frozenset())]),
         ("gres:gpu:s2:1,gres:gpu:s3:1", [GresItem("gpu", "s2", 1), GresItem("gpu", "s3", 1)]),
+        # 23.02+ spells a job's TRES items gres/...: the same items
+        ("gres/gpu:s2:1,gres/gpu:s3:1", [GresItem("gpu", "s2", 1), GresItem("gpu", "s3", 1)]),
+        ("gres/gpu:v100:1", [GresItem("gpu", "v100", 1)]),
+        ("gres/gpu:2", [GresItem("gpu", None, 2)]),
+        # 24.11's tres_per_task (--gpus-per-task=1 -n 2, seen in the hook): name=count items
+        ("cpu=1,gres/gpu=1", [GresItem("cpu", None, 1), GresItem("gpu", None, 1)]),
+        ("gres/gpu:a100=2", [GresItem("gpu", "a100", 2)]),
         ("gpu:a100", [GresItem("gpu", "a100", 1)]),
         ("(null)", []),
         ("", []),

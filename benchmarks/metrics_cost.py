@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from place_latency import build_pald, pct, serve  # noqa: E402
 
-from pal_slurm.daemon.comment_grammar import CommentSpec  # noqa: E402
+from pal_slurm.model.comment_grammar import CommentSpec  # noqa: E402
 from pal_slurm.daemon.metrics import PaldMetrics, Publisher, instrument, serve_metrics  # noqa: E402
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest, encode_request  # noqa: E402
 

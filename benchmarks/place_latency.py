@@ -8,7 +8,7 @@ Prints p50/p99 (ms) of:
 Baseline in the same process: a no-op handler over the same socket, so the socket and JSON
 cost can be told apart from the decision cost.
 
-Usage: python3 benchmarks/place_latency.py [--nodes 1024] [--gpus 8] [--pending 5000] [--n 2000]
+Usage: python3 benchmarks/place_latency.py [--nodes 1024] [--gpus 8] [--pending 5000] [--n 2000] [--cycles 20]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pal_slurm.config import Config, DaemonConfig  # noqa: E402
 from pal_slurm.daemon.app import Pald  # noqa: E402
-from pal_slurm.daemon.comment_grammar import CommentSpec  # noqa: E402
+from pal_slurm.model.comment_grammar import CommentSpec  # noqa: E402
 from pal_slurm.daemon.service import PlacementService, ServiceSettings  # noqa: E402
 from pal_slurm.daemon.protocol import HealthReply, JobFields, PlaceRequest, encode_request  # noqa: E402
 from pal_slurm.daemon.server import SocketServer  # noqa: E402
@@ -126,6 +126,7 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--pending", type=int, default=5000)
     ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--cycles", type=int, default=20)
     args = ap.parse_args()
     rng = random.Random(1)
     pald, nodes, held = build_pald(args.nodes, args.gpus, args.pending, rng)
@@ -135,7 +136,13 @@ def main() -> None:
     sync_s = time.perf_counter() - t0
     print(f"cluster: {args.nodes} nodes x {args.gpus} GPUs = {args.nodes * args.gpus} GPUs, "
           f"{sum(len(n.used_slots) for n in nodes)} busy, {args.pending} held PAL jobs")
-    print(f"one sync + cycle (plan {args.pending} held jobs, no Slurm I/O): {sync_s * 1000:.1f} ms")
+    print(f"one sync + cycle (plan {args.pending} held jobs, no Slurm I/O): {sync_s * 1000:.1f} ms (first)")
+    cycles = []
+    for _ in range(args.cycles):  # the steady state: nothing is released, every cycle plans them all
+        t0 = time.perf_counter()
+        pald.sync_and_cycle()
+        cycles.append(time.perf_counter() - t0)
+    print(f"  then {args.cycles} more: p50 {pct(cycles, 50):.1f} ms  p99 {pct(cycles, 99):.1f} ms")
 
     # requests carry the hook's deadline (far ahead: every one is answered) where the protocol has it
     deadline = {"deadline_ms": int(time.time() * 1000) + 3_600_000} \

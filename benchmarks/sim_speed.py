@@ -14,13 +14,20 @@ Prints:
    cluster). `--big-nodes 2048` gives 8,192 GPUs; `--big-jobs 100000` the large case. Each big
    run is in its own process with a CPU-time limit (--big-limit), so a policy too slow for that scale is reported
    as such instead of hanging.
+
+`--baseline-code DIR` runs every big case a second time with the simulator of another checkout
+(e.g. /work/main, the code before a speed change) and prints the ratio of CPU seconds, so a
+figure taken on a shared machine comes with its baseline from the same command. Each line also
+gives the load average while it ran: CPU seconds are the fair figure when neighbours share it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
+import subprocess
 import sys
 import time
 
@@ -100,7 +107,42 @@ def _join_within_cpu(proc, limit: float, wall_factor: float = 30.0) -> float:
     return cpu
 
 
-def big(policies, jobs: int, rate: float | None, limit: float, nodes: int = 256) -> None:
+# The same run as _big_run, in a fresh interpreter on another checkout's code (its API as of
+# issue 13: simulator_for, RunSpec, synthetic_trace): prints (cpu, events, plans, avg JCT) as JSON.
+_BASELINE_RUN = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from pal_slurm.sim.event import simulator_for
+from pal_slurm.sim.runner import RunSpec
+from pal_slurm.sim.trace import synthetic_trace
+policy, jobs, rate, nodes = sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+tr = synthetic_trace(jobs, seed=0, jobs_per_hour=rate, max_gpus=nodes * 4, name=f"synthetic-{jobs}")
+sim = simulator_for(RunSpec(mode="event", num_nodes=nodes, gpus_per_node=4), 0)
+c0 = time.process_time()
+r = sim.run(tr, policy)
+print(json.dumps([time.process_time() - c0, r.extra["events"], r.extra["plans"], r.summary()["avg_jct_s"]]))
+"""
+
+
+def _baseline(code_dir: str, policy: str, jobs: int, rate: float, nodes: int, limit: float) -> str:
+    """CPU seconds of the same run on `code_dir`'s simulator, and whether it gave the same result."""
+    proc = subprocess.Popen([sys.executable, "-c", _BASELINE_RUN, code_dir, policy, str(jobs), repr(rate), str(nodes)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.perf_counter()
+    while proc.poll() is None and _cpu_seconds(proc.pid) <= limit and time.perf_counter() - t0 <= 30 * limit:
+        time.sleep(0.5)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+        return f"baseline > {limit:.0f} s CPU"
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        return f"baseline failed: {err.strip().splitlines()[-1] if err.strip() else proc.returncode}"
+    cpu, events, plans, avg = json.loads(out.strip().splitlines()[-1])
+    return f"baseline {cpu:.1f} s CPU, avg JCT {avg / 3600:.1f} h"
+
+
+def big(policies, jobs: int, rate: float | None, limit: float, nodes: int = 256, baseline_code: str | None = None) -> None:
     rate = rate or rate_for_load(0.8, nodes * 4)
     print(f"\n== event mode at scale: {jobs} jobs on {nodes * 4} GPUs ({nodes}x4, 4 nodes/rack), {rate:.2f} jobs/h ==")
     ctx = mp.get_context("fork")
@@ -120,8 +162,17 @@ def big(policies, jobs: int, rate: float | None, limit: float, nodes: int = 256)
             continue
         dt, cpu, events, plans, util, avg = q.get()
         # CPU seconds as well: on a shared machine wall time measures the neighbours too
-        print(f"{p:18s} {dt:7.1f} s wall {cpu:7.1f} s CPU  ({events} events, {plans} plans, util {util:.2f}, "
-              f"avg JCT {avg / 3600:.1f} h)", flush=True)
+        line = (f"{p:18s} {dt:7.1f} s wall {cpu:7.1f} s CPU  ({events} events, {plans} plans, util {util:.2f}, "
+                f"avg JCT {avg / 3600:.1f} h, load {os.getloadavg()[0]:.1f})")
+        if baseline_code:
+            base = _baseline(baseline_code, p, jobs, rate, nodes, limit)
+            ratio = ""
+            if base.startswith("baseline ") and " s CPU" in base and ">" not in base:
+                ratio = f"  = {float(base.split()[1]) / max(cpu, 1e-9):.2f}x faster"
+            elif ">" in base:
+                ratio = f"  = > {limit / max(cpu, 1e-9):.2f}x faster"
+            line += f"  | {base}{ratio}"
+        print(line, flush=True)
 
 
 def main() -> None:
@@ -134,6 +185,8 @@ def main() -> None:
     ap.add_argument("--big-nodes", type=int, default=256, help="nodes of 4 GPUs")
     ap.add_argument("--big-policies", default=",".join(PLACEMENTS))
     ap.add_argument("--big-limit", type=float, default=180.0, help="CPU seconds before a big run is stopped")
+    ap.add_argument("--baseline-code", default=None, metavar="DIR",
+                    help="also run each big case on this checkout's simulator (e.g. /work/main) and print the ratio")
     args = ap.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPU(s)")
     if not args.skip_compat:
@@ -141,7 +194,8 @@ def main() -> None:
     if not args.skip_event_grid:
         grid("event", ARTIFACT + NET)
     if args.big_jobs > 0:
-        big([p for p in args.big_policies.split(",") if p], args.big_jobs, args.big_rate, args.big_limit, args.big_nodes)
+        big([p for p in args.big_policies.split(",") if p], args.big_jobs, args.big_rate, args.big_limit, args.big_nodes,
+            args.baseline_code)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ Drives `palctl replay` once per trace (each arm on its own freshly started 16x4 
 prints per trace and arm the measured avg JCT / makespan ratio to `stock`, the simulator's
 predicted ratio and the difference, and the geomean over traces. `--scales 600,300` replays
 each trace at several time scales (the compression must not decide the result).
+`--predict-only` replays nothing and predicts the replays under --out again with today's
+simulator (what pald measured is read back from each arm's work dir).
 """
 
 from __future__ import annotations
@@ -35,6 +37,38 @@ def replay(trace: str, arms: str, scale: float, jobs: int, seed: int, out: Path)
     return json.loads(json_path.read_text())["results"]
 
 
+def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_rack: int = 4) -> list[dict]:
+    """The predictions of replays already run (their JSON and work dirs under `out`) made again
+    with today's simulator: what pald measured (ranking, release latency) is read back from each
+    arm's work dir; nothing is replayed."""
+    from pal_slurm.replay.harness import LabShape, _pald_releases, release_latency
+    from pal_slurm.replay.plan import plan_replay
+    from pal_slurm.replay.predict import pald_ranking, predict
+    from pal_slurm.sim.trace import resolve_trace
+
+    shape = LabShape(num_nodes, gpus_per_node, nodes_per_rack)
+    rows = []
+    for path in sorted(out.glob("*-n*-seed*.json")):
+        results = json.loads(path.read_text())["results"]
+        tag = path.stem
+        jobs = int(tag.rsplit("-n", 1)[1].split("-")[0])
+        for r in results:
+            plan = plan_replay(resolve_trace(r["trace"]), r["time_scale"], gpus_per_node, num_nodes * gpus_per_node, jobs)
+            work = out / tag / r["arm"]
+            payloads = {p.stem: json.loads(p.read_text()) for p in (work / "results").glob("*.json")}
+            db = work / "pal.db"
+            if db.exists() and r.get("release_wall_s") is None:
+                r["release_wall_s"] = release_latency(_pald_releases(db), payloads)
+            pred = predict(plan, r["arm"], r["seed"], num_nodes, gpus_per_node, nodes_per_rack,
+                           launch_s=r["launch_wall_s"] * r["time_scale"], cluster=shape.cluster(),
+                           ranking=pald_ranking(db, shape.cluster()), cycle_s=r.get("release_wall_s"))
+            r.update(predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
+                     predicted_by=f"event:{pred['policy']}")
+        path.write_text(json.dumps({"results": results}, indent=2))
+        rows += results
+    return rows
+
+
 def geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
@@ -47,14 +81,19 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="/tmp/pal-slurm-replay")
+    ap.add_argument("--predict-only", action="store_true",
+                    help="replay nothing: predict the replays already under --out again (today's simulator)")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     rows = []
-    for scale in [float(s) for s in a.scales.split(",")]:
-        for trace in a.traces.split(","):
-            rows += replay(trace, a.arms, scale, a.jobs, a.seed, out)
+    if a.predict_only:
+        rows = repredict(out)
+    else:
+        for scale in [float(s) for s in a.scales.split(",")]:
+            for trace in a.traces.split(","):
+                rows += replay(trace, a.arms, scale, a.jobs, a.seed, out)
     (out / "all.json").write_text(json.dumps({"results": rows}, indent=2))
     print(f"\n{'trace':12} {'scale':>6} {'arm':8} {'avgJCT h':>9} {'ratio':>6} {'pred':>6} {'diff':>6} "
           f"{'makespan':>9} {'ratio':>6} {'pred':>6}")

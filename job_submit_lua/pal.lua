@@ -13,7 +13,7 @@
 -- Pure apart from `M.ask` (the socket) and the `slurm` table handed in by job_submit.lua;
 -- the luasocket modules are loaded lazily so that tests can stand in for them through
 -- package.loaded. The comment grammar's cases live in tests/golden/comment_grammar.json,
--- shared with pald's Python validator (pal_slurm/daemon/comment_grammar.py).
+-- shared with pald's Python validator (pal_slurm/model/comment_grammar.py).
 
 local M = {}
 
@@ -242,7 +242,7 @@ end
 
 ------------------------------------------------------------------------------ comment grammar
 -- One whitespace-delimited `pal:` token; see the Python docstring in
--- pal_slurm/daemon/comment_grammar.py for the full rules (they share one table of cases).
+-- pal_slurm/model/comment_grammar.py for the full rules (they share one table of cases).
 
 local KEYS = { class = true, gpus = true, mode = true, net = true }
 local KEY_LIST = "class, gpus, mode, net"
@@ -917,10 +917,22 @@ function M.spell_tres(gres, prefix)
   return (("," .. gres):gsub(",gres:", "," .. prefix)):sub(2)
 end
 
+-- Whether binding the job to pald's slot types would leave it pending for ever: Slurm 24.11
+-- (23.11+ spelling "gres/") does not start a job with --cpus-per-gpu bound to two per-slot GPU
+-- types on a node (Reason=Resources on an idle node; 22.05 starts it). Such a job is pinned to
+-- its nodes only and keeps its GPU request (pal_slurm/slurm/actuator.py does the same).
+function M.stalls_on_slots(job_desc, gres, prefix)
+  return prefix == "gres/" and M.gpu_count(string_or_nil(job_desc.cpus_per_tres)) ~= nil
+    and gres:find(",", 1, true) ~= nil
+end
+
 -- The field writes for a checked reply (`slurm`: the Slurm table, for the TRES spelling).
 function M.changes_for(job_desc, reply, request_id, slurm)
+  -- nodelist=own: the job's --nodelist was the user's (pald keeps it when it places the job
+  -- again after a requeue; otherwise the ReqNodeList written here is only PAL's pin)
   local suffix = (reply.rank and (";rank=v" .. string.format("%d", reply.rank)) or "")
     .. (request_id and (";req=" .. request_id) or "")
+    .. (string_or_nil(job_desc.req_nodes) and ";nodelist=own" or "")
   local changes = {}
   if reply.decision == "place" then
     local n = #reply.nodes
@@ -928,8 +940,9 @@ function M.changes_for(job_desc, reply, request_id, slurm)
     changes[#changes + 1] = { "req_nodes", table.concat(reply.nodes, ",") }
     changes[#changes + 1] = { "min_nodes", n }
     changes[#changes + 1] = { "max_nodes", n }
-    if reply.gres then
-      changes[#changes + 1] = { "tres_per_node", M.spell_tres(reply.gres, M.tres_prefix(job_desc, slurm)) }
+    local prefix = M.tres_prefix(job_desc, slurm)
+    if reply.gres and not M.stalls_on_slots(job_desc, reply.gres, prefix) then
+      changes[#changes + 1] = { "tres_per_node", M.spell_tres(reply.gres, prefix) }
       -- --gpus=N (tres_per_job) would ask for GPUs on top of the slots: drop its GPU items.
       local tres_job = string_or_nil(job_desc.tres_per_job)
       if tres_job and M.gpu_count(tres_job) then

@@ -154,9 +154,7 @@ SECTIONS: Mapping[str, type] = {
 # Values restricted to a set (section, key) -> allowed.
 CHOICES: Mapping[tuple[str, str], tuple[str, ...]] = {
     ("daemon", "default_mode"): ("auto", "now", "defer"),
-    ("policy", "binning"): ("optimal", "artifact"),
     ("policy", "default_class"): CLASS_ORDER,
-    ("profiling", "backend"): ("auto", "nvml", "kernel", "replay"),
     ("drift", "action"): ("none", "comment", "drain"),
 }
 
@@ -245,22 +243,33 @@ def _parse_env(raw: str, hint: Any, where: str) -> Any:
     return raw
 
 
+# Values restricted to what a registry holds (registry_choices).
+REGISTERED: frozenset[tuple[str, str]] = frozenset(
+    {("policy", "placement"), ("policy", "queue"), ("policy", "binning"), ("profiling", "backend")}
+)
+
+
 def registry_choices() -> dict[tuple[str, str], tuple[str, ...]]:
-    """Allowed values that come from the policy registry (placements with their aliases, queue
-    orders): whatever is registered is configurable. Imported here, not at module load, so
-    reading a config (the prolog does) does not load the policies."""
+    """Allowed values that come from the registries (placements with their aliases, queue
+    orders, binning methods, benchmark backends): whatever is registered is configurable.
+    Imported here, not at module load, so reading a config (the prolog does) does not load the
+    policies."""
+    from pal_slurm.bench.select import BACKENDS
     from pal_slurm.policy.registry import ALIASES, PLACEMENTS, QUEUE_ORDERS
+    from pal_slurm.ranking.binning import METHODS
 
     return {("policy", "placement"): (*sorted(PLACEMENTS), *sorted(ALIASES)),
-            ("policy", "queue"): tuple(QUEUE_ORDERS)}
+            ("policy", "queue"): tuple(QUEUE_ORDERS),
+            ("policy", "binning"): METHODS,
+            ("profiling", "backend"): BACKENDS}
 
 
 def _check_value(section: str, key: str, value: Any, where: str) -> None:
     if value is None:
         return
     allowed = CHOICES.get((section, key))
-    if allowed is None and section == "policy":
-        allowed = registry_choices().get((section, key))
+    if allowed is None and (section, key) in REGISTERED:
+        allowed = registry_choices()[(section, key)]
     if allowed is not None and value not in allowed:
         raise ConfigError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
     if (section, key) in POSITIVE and not value > 0:

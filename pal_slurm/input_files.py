@@ -170,7 +170,7 @@ def parse_csv(text: str, path: str | Path, *, what: str = "file", required: Sequ
         if dupes:
             raise error(f"column(s) {', '.join(dupes)} appear more than once in the header", path, 1)
         columns = {h: i + 1 for i, h in enumerate(header) if h}
-        rows = []
+        rows: list[CsvRow] = []
         for fields in reader:
             line = reader.line_num
             if not fields or all(not f.strip() for f in fields):

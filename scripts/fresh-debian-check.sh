@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Proves the README's promise: on a bare Debian 12 with only git, make and python3, a fresh clone
+# Proves the README's promise: on a bare Debian 12 (or 13) with only git, make and python3, a fresh clone
 # of this repository passes `make demo` and `make test`, and a second run of each reuses the
 # set-up (faster). Not for CI: it needs root and a few GB, and takes a while.
 #
-#   scripts/fresh-debian-check.sh [ROOT_DIR]      (default /var/tmp/pal-fresh/bookworm)
+#   scripts/fresh-debian-check.sh [ROOT_DIR]      (default /var/tmp/pal-fresh/$SUITE)
+#   PAL_FRESH_SUITE=trixie    Debian 13 instead of 12 (bookworm, the default)
+#   PAL_FRESH_TARGETS=demo    only `make demo` (default: "demo test")
 #
 # ROOT_DIR-base is a cached debootstrap --variant=minbase root plus git, make and python3 (kept
 # for the next check). Each command gets its own copy of it, so the first `make demo` and the
@@ -14,11 +16,13 @@ set -uo pipefail
 main() {   # all in one function, read whole before it runs: editing this file meanwhile is safe
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
-ROOTS=${1:-/var/tmp/pal-fresh/bookworm}
+SUITE=${PAL_FRESH_SUITE:-bookworm}
+TARGETS=${PAL_FRESH_TARGETS:-demo test}
+ROOTS=${1:-/var/tmp/pal-fresh/$SUITE}
 BASE=$ROOTS-base
 DR="$HERE/debian-root.sh"
 
-"$DR" build bookworm "$BASE" || exit 1
+"$DR" build "$SUITE" "$BASE" || exit 1
 if [ ! -f "$BASE/.fresh-base" ]; then
   "$DR" run "$BASE" sh -c 'apt-get update -qq && apt-get install -y -qq git make python3 >/dev/null' \
     || exit 1
@@ -44,10 +48,10 @@ run_in() {   # run_in ROOT LABEL CMD: runs CMD in the clone, logs it, records wa
   tail -n 6 "$root/root/$label.log" | sed 's/^/    /'
 }
 
-for target in demo test; do
+for target in $TARGETS; do
   work=$ROOTS-$target
   "$DR" clean "$work" >/dev/null && [ ! -e "$work" ] || { echo "fresh-check: cannot remove $work" >&2; exit 1; }
-  echo "fresh-check: bare Debian 12 copy $work, fresh clone of $HEAD_SHA, make $target twice"
+  echo "fresh-check: bare $SUITE copy $work, fresh clone of $HEAD_SHA, make $target twice"
   cp -a "$BASE" "$work"
   cp "$BUNDLE" "$work/root/pal-slurm.bundle"
   "$DR" run "$work" sh -c 'git -c advice.detachedHead=false clone -q /root/pal-slurm.bundle pal-slurm && rm pal-slurm.bundle \
@@ -58,7 +62,7 @@ done
 rm -f "$BUNDLE"
 
 echo
-echo "fresh-check: Debian 12 minbase + git make python3, fresh clone of $HEAD_SHA (no ../shared):"
+echo "fresh-check: $SUITE minbase + git make python3, fresh clone of $HEAD_SHA (no ../shared):"
 printf '  %s\n' "${results[@]}"
 exit $overall
 }

@@ -21,6 +21,8 @@
 #   therefore the hook's os.getenv().
 #   LAB_GRES=typed  typed: one GRES type per GPU slot (Gres=gpu:s0:1,...; pal-slurm's binding);
 #                   plain: Gres=gpu:N (stock Slurm, for comparisons)
+#                   from-plain: the plain lab's gres.conf turned per-slot by
+#                   `palctl slurm gres-conf --from` (the site's file is kept as gres.conf.site)
 #                   model: GPU model types as sites use them (Gres=gpu:<model>:N), per node from
 #                   LAB_GPU_MODELS="gpu01=a100 gpu02=v100 ..." (nodes not named: a100)
 #   LAB_FEATURES="gpu03=big,f3 gpu04=f4"   node features (one NodeName line per node then)
@@ -100,9 +102,17 @@ write_configs() {
     || { log "gres.conf generation failed"; return 1; }
   gres_field=$(echo "$out" | grep -o 'Gres=[^ ]*' | tail -1)
   [ -n "$gres_field" ] || { log "no Gres= field from palctl: $out"; return 1; }
-  if [ "$LAB_GRES" = plain ]; then
+  if [ "$LAB_GRES" = plain ] || [ "$LAB_GRES" = from-plain ]; then
     gres_field="Gres=gpu:$NGPUS"
     printf 'AutoDetect=off\nNodeName=gpu[01-%s] Name=gpu File=%s/dev/nvidia[0-%s]\n' "$LAST" "$LAB" "$GLAST" > "$LAB/etc/gres.conf"
+  fi
+  if [ "$LAB_GRES" = from-plain ]; then  # a site's plain gres.conf turned per-slot by palctl --from
+    mv "$LAB/etc/gres.conf" "$LAB/etc/gres.conf.site"
+    out=$(cd "$REPO" && PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
+          'import sys; from pal_slurm.cli.main import main; sys.exit(main(sys.argv[1:]))' \
+          slurm gres-conf --from "$LAB/etc/gres.conf.site" --output "$LAB/etc/gres.conf") \
+      || { log "gres.conf generation from the site's file failed"; return 1; }
+    gres_field=$(echo "$out" | grep -o 'Gres=[^ ]*' | tail -1)
   fi
   if [ "$LAB_GRES" = model ]; then
     gres_field="Gres=gpu:{model}:$NGPUS"

@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pal_slurm.daemon.comment_grammar import CommentError, verify_spec
-from pal_slurm.daemon.cycle import DEFER_TAG, apply_releases, is_pal_held, pal_tags
+from pal_slurm.model.comment_grammar import CommentError, verify_spec
+from pal_slurm.daemon import requeue
+from pal_slurm.daemon.cycle import apply_releases, is_pal_held
+from pal_slurm.daemon.tags import DEFER_TAG, pal_tags
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     ErrorReply,
@@ -70,6 +72,7 @@ def started_keys(jobs) -> set[str]:
         if j.state == "PENDING":
             continue
         out.add(f"job:{j.job_id}")
+        out.add(f"job:{j.ref}")  # an array element pald released as A_I
         m = _REQ_ID.search(j.admin_comment or "")
         if m:
             out.add(f"req:{m.group(1)}")
@@ -148,16 +151,16 @@ class Pald:
         self.errors = OnceLogger()
         self.recent_errors: deque = deque(maxlen=20)
         self.counts = {"place": 0, "defer": 0, "pass": 0, "standby": 0, "released": 0, "errors": 0, "late": 0,
-                       "released_outside": 0, "reheld": 0, "unstuck": 0}
+                       "released_outside": 0, "reheld": 0, "unstuck": 0, "requeued": 0}
         self.held_seen: set[int] = set()
         self.deferred: set[int] = set()  # PAL-held jobs at the last sync, minus those pald released
-        self.released_by_pald: set[int] = set()  # deferred jobs this pald released (still in squeue)
+        self.released_by_pald: set[int | str] = set()  # deferred jobs this pald released (still in squeue)
         self.noticed: set[int] = set()  # deferred jobs seen released by someone else (recorded once)
-        self.admin_held: set[int] = set()  # deferred jobs seen under pald's admin hold (or given one)
+        self.admin_held: set[int | str] = set()  # deferred jobs seen under pald's admin hold (or given one)
         self.reheld: set[int] = set()  # deferred jobs a user released in the window, held again (once)
-        self.released_at: dict[int, float] = {}  # jobs pald pinned and released, not seen started yet
-        self.replaced: dict[int, int] = {}  # job id -> times a stuck release went back to the queue
-        self.release_failures: dict[int, int] = {}  # job id -> cycles in a row Slurm refused its placement
+        self.released_at: dict[int | str, float] = {}  # jobs pald pinned and released, not seen started yet
+        self.replaced: dict[int | str, int] = {}  # job id -> times a stuck release went back to the queue
+        self.release_failures: dict[int | str, int] = {}  # job id -> cycles in a row Slurm refused its placement
         self.last_jobs: tuple = ()  # jobs of the last Slurm sync (read by the metrics publisher)
         self.held_ids: frozenset[int] = frozenset()  # PAL-held jobs among them
         self.cycle_observers: list = []  # called on the event loop with each cycle's duration (s)
@@ -399,11 +402,12 @@ class Pald:
         now = self.clock()
         held = [j for j in jobs if is_pal_held(j)]
         view = cluster_view(nodes, jobs, self.racks())
+        waiting = sum(1 for j in held if not requeue.not_yet_eligible(j, now))  # ahead of new jobs
         with self.lock:
             self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
             if site is not None:
                 self.service.observe_site(site)
-            self.service.observe_cluster(view, now, held_jobs=len(held), started=started_keys(jobs))
+            self.service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs))
             self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")
@@ -415,6 +419,7 @@ class Pald:
         self._track_held(held)
         self.admin_held.update(j.job_id for j in held if j.reason == "JobHeldAdmin")
         self._notice_outside_releases(jobs, held)
+        self._take_back_requeued(jobs)
         self._unstick(jobs, now)
         if not held:
             self.last_cycle = now
@@ -455,7 +460,7 @@ class Pald:
         self.last_cycle = now
         return done_releases
 
-    def _give_up_on(self, failed: dict[int, str]) -> None:
+    def _give_up_on(self, failed: dict[int | str, str]) -> None:
         """A job whose placement Slurm refused MAX_RELEASE_FAILURES cycles in a row is released
         as submitted: a PAL problem costs a job its placement, never its run."""
         self.release_failures = {j: self.release_failures.get(j, 0) + 1 for j in failed}
@@ -492,7 +497,8 @@ class Pald:
           never placed a second time (`released_outside`)."""
         held_now = {j.job_id for j in held}
         for j in jobs:
-            if (j.job_id in held_now or j.job_id in self.released_by_pald or j.job_id in self.noticed
+            if (j.job_id in held_now or j.job_id in self.released_by_pald or j.ref in self.released_by_pald
+                    or j.job_id in self.noticed
                     or j.state == "CANCELLED" or DEFER_TAG not in pal_tags(j.admin_comment)
                     or (j.job_id not in self.deferred and j.submit_time < self.started)):
                 continue
@@ -506,7 +512,7 @@ class Pald:
                         j.job_id, j.state)
             self._record(str(j.job_id), DecisionKind.PASS, "released_outside_pal", {}, None)
             self._mark_released(j.job_id)
-        present = {j.job_id for j in jobs}
+        present = {j.job_id for j in jobs} | {j.ref for j in jobs}
         self.deferred = held_now
         self.released_by_pald &= present
         self.noticed &= present
@@ -535,7 +541,7 @@ class Pald:
         anew on what is free then. Stuck a second time (MAX_REPLACES), it keeps no node pin
         and is left to Slurm. Each step is counted (`unstuck`) and recorded."""
         bound = self.config.daemon.release_start_s
-        states = {j.job_id: j for j in jobs}
+        states = {**{j.job_id: j for j in jobs}, **{j.ref: j for j in jobs}}  # array elements by A_I
         for job_id, since in list(self.released_at.items()):
             j = states.get(job_id)
             if j is None or j.state != "PENDING" or j.held:  # started, gone, or held by an operator
@@ -565,6 +571,26 @@ class Pald:
                          "unstuck:replace" if again else "unstuck:unpinned", {}, None)
         present = set(states)
         self.replaced = {k: v for k, v in self.replaced.items() if k in present}
+
+    def _take_back_requeued(self, jobs) -> None:
+        """PAL jobs Slurm requeued go back into pald's queue, to be placed again (requeue.py):
+        tagged first, then held; the next sync plans them. A failure leaves the job to Slurm
+        as it was (pinned to its old placement) and is retried next sync, unless the tag got
+        written (then Slurm runs it where it was: a PAL problem never costs a job its run)."""
+        for j in jobs:
+            if not requeue.to_take_back(j):
+                continue
+            try:
+                self.actuator.set_admin_comment(j.job_id, requeue.tagged_comment(j))
+                self.actuator.hold(j.job_id)
+            except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the others
+                self._note_error("requeue", RuntimeError(f"job {j.job_id}: {exc}"))
+                continue
+            with self.lock:
+                self.counts["requeued"] += 1
+            log.info("job %s was requeued (restart %d): back in pald's queue to be placed again",
+                     j.job_id, j.restart_count)
+            self._record(str(j.job_id), DecisionKind.DEFER, f"requeued:{j.restart_count}", {}, None)
 
     def _admin_hold(self, held) -> None:
         """Turn the hook's hold (priority 0, JobHeldUser: its user may `scontrol release` it and
@@ -596,7 +622,7 @@ class Pald:
                 submitted_at=datetime.fromtimestamp(j.submit_time or self.clock(), timezone.utc)))
             self.held_seen.add(j.job_id)
 
-    def _mark_released(self, job_id: int) -> None:
+    def _mark_released(self, job_id: int | str) -> None:
         if self.link is not None:
             self.link.mark_released(str(job_id))  # queued: a release never waits on the store
 

@@ -12,18 +12,10 @@ import logging
 from typing import Callable
 
 from pal_slurm.daemon.service import CycleResult, Release
+from pal_slurm.daemon.tags import DEFER_TAG, pal_tags
 from pal_slurm.engine import Launch
 
 log = logging.getLogger("pald.cycle")
-
-DEFER_TAG = "pal:defer"
-
-
-def pal_tags(admin_comment: str | None) -> list[str]:
-    """The tag names in an admin_comment: ``"x pal:defer;rank=v3;req=ab"`` -> ["x", "pal:defer"].
-
-    The hook appends one space-separated tag per decision, each ``name[;key=value...]``."""
-    return [word.split(";", 1)[0] for word in (admin_comment or "").split()]
 
 
 def is_pal_held(job) -> bool:
@@ -51,7 +43,7 @@ class SlurmLauncher:
 
 
 def apply_releases(result: CycleResult, actuator, done: Callable[[Release], None] | None = None,
-                   failed: Callable[[Release, Exception], None] | None = None) -> list[tuple[int, str]]:
+                   failed: Callable[[Release, Exception], None] | None = None) -> list[tuple[int | str, str]]:
     """Act on the plan: pin and release each job. Returns [(job id, error)] for failures; a
     failed job stays held and is retried next cycle (pal-failsafe releases it if pald dies);
     `failed` is where its reservation is dropped."""

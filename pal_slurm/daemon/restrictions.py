@@ -93,12 +93,13 @@ def restrictions_from_fields(job: JobFields, nodes: int | None, gpus_per_node: i
 def traits_from_fields(job: JobFields, now: float) -> JobTraits:
     return JobTraits(
         array=bool(job.array_inx),
+        array_throttled="%" in (job.array_inx or ""),
         het_job=job.het_job_offset is not None,
         gpus_per_task=gpu_model_or_count(job.tres_per_task),
         gpus_per_socket=gpu_model_or_count(job.tres_per_socket),
         ntasks_per_gpu=job.ntasks_per_tres is not None,
         dependency=bool(job.dependency),
-        begins_later=bool(job.begin_time) and job.begin_time > now + 1,
+        begins_later=job.begin_time is not None and job.begin_time > 0 and job.begin_time > now + 1,
         user_hold=job.priority == 0,
     )
 

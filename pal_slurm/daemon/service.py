@@ -28,19 +28,27 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping, Sequence
 
 from pal_slurm.daemon.choice_check import Binding, vet
-from pal_slurm.daemon.comment_grammar import CommentError, CommentSpec, parse_comment
+from pal_slurm.daemon import requeue
+from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
-from pal_slurm.daemon.ranking_map import ranking_for
 from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
 from pal_slurm.model.site import SiteView
-from pal_slurm.policy.eligibility import Eligibility, JobRestrictions, NodeGroup, eligible_nodes
-from pal_slurm.policy.passthrough import pass_reason
-from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of
+from pal_slurm.policy.eligibility import (
+    Eligibility,
+    JobRestrictions,
+    NodeGroup,
+    eligible_nodes,
+    short_after_promises,
+    without,
+)
+from pal_slurm.policy.passthrough import defer_reason, pass_reason
+from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of, slurm_picks, slurm_picks_slots
 from pal_slurm.ranking import Ranking
+from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
@@ -109,9 +117,14 @@ def gres_for_release(shape: JobShape, choice: ShapeChoice, binds_slots: bool = T
     return f"gpu:{shape.per_node}"
 
 
+def ranking_of(view: ClusterView, snapshot: RankingSnapshot | None) -> Ranking:
+    """The policies' ranking on `view`: the store's snapshot, or uniform before the first."""
+    return Ranking.uniform(view.size, version=0) if snapshot is None else snapshot.to_ranking(view)
+
+
 @dataclass(frozen=True)
 class Release:
-    job_id: int
+    job_id: int | str  # a job id, or ``A_I``: one element of an array's pending record
     perf_class: str
     choice: ShapeChoice | None  # None: release untouched (fail open)
     gres_spec: str | None  # scontrol Gres= value, or None to keep the job's own
@@ -135,6 +148,7 @@ class Reservation:
     key: str
     gpu_ids: frozenset[int]
     made_at: float
+    promised: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # node -> (CPUs, memory MB)
 
 
 @dataclass
@@ -144,7 +158,7 @@ class PlacementService:
     view: ClusterView | None = None
     site: SiteView | None = None  # partitions, features, CPUs/memory; None: every GPU node is eligible
     view_time: float = float("-inf")
-    snapshot: Any = None  # the store's RankingSnapshot (version, method, entries) or None
+    snapshot: RankingSnapshot | None = None  # the store's latest, or None
     ranking: Ranking | None = None
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
     reservations: dict[str, Reservation] = field(default_factory=dict)
@@ -175,7 +189,7 @@ class PlacementService:
         self._allowed.clear()  # node indices may change meaning
         self._eligibility_any.clear()
         if layout_changed or self.ranking is None:
-            self.ranking = ranking_for(view, self.snapshot)
+            self.ranking = ranking_of(view, self.snapshot)
         for key, r in list(self.reservations.items()):
             confirmed = key in started or (r.made_at < now and not (r.gpu_ids & view.free))
             if confirmed or now - r.made_at > self.settings.reservation_ttl_s:
@@ -193,7 +207,7 @@ class PlacementService:
     def set_snapshot(self, snapshot) -> None:
         self.snapshot = snapshot
         if self.view is not None:
-            self.ranking = ranking_for(self.view, snapshot)
+            self.ranking = ranking_of(self.view, snapshot)
         self._changed()
 
     def set_class_map(self, mapping: dict[str, str]) -> None:
@@ -244,7 +258,23 @@ class PlacementService:
             return self._eligibility_any[None]
         if job not in self._eligibility:
             self._eligibility[job] = eligible_nodes(job, self.site, now)
-        return self._eligibility[job]
+        return without(self._eligibility[job], short_after_promises(job, self.site, self.promised()))
+
+    def promised(self) -> dict[str, tuple[int, int]]:
+        """CPUs and memory per node promised to jobs Slurm does not show running yet."""
+        out: dict[str, tuple[int, int]] = {}
+        for r in self.reservations.values():
+            for node, (cpus, memory) in r.promised.items():
+                had = out.get(node, (0, 0))
+                out[node] = (had[0] + cpus, had[1] + memory)
+        return out
+
+    def fits_after_promises(self, nodes, job: JobRestrictions) -> bool:
+        """Whether every node of a choice still has the job's CPUs and memory, counting what
+        earlier decisions promised (the cycle places several jobs before any starts)."""
+        if self.site is None:
+            return True
+        return not (set(nodes) & short_after_promises(job, self.site, self.promised()))
 
     def allowed_nodes(self, group: NodeGroup, free, exclusive: bool = False) -> frozenset[int] | None:
         """Node indices of `group` that fit now (None: every node); exclusive jobs only get
@@ -294,8 +324,10 @@ class PlacementService:
         return None if best is None else (best[1], best[2])
 
     # ---- reservations --------------------------------------------------------------------
-    def reserve(self, key: str, gpu_ids, now: float) -> None:
-        self.reservations[key] = Reservation(key, frozenset(gpu_ids), now)
+    def reserve(self, key: str, gpu_ids, now: float, job: JobRestrictions | None = None, nodes=()) -> None:
+        """Promise `gpu_ids` (and, with `job`, its CPUs and memory on each of `nodes`) to `key`."""
+        promised = {n: (job.cpus_per_node, job.memory_per_node_mb) for n in nodes} if job else {}
+        self.reservations[key] = Reservation(key, frozenset(gpu_ids), now, promised)
         self._available = None  # rebuilt when asked; the shape index stays in step
         if self._shape_index is not None:
             self._shape_index.take(gpu_ids)
@@ -323,7 +355,8 @@ class PlacementService:
             return PlaceReply(DecisionKind.PASS, reason="stale_view")
         perf_class, warning = self.resolve_class(req.pal.perf_class)
         base: dict[str, Any] = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
-        passing = pass_reason(traits_from_fields(req.job, now))
+        traits = traits_from_fields(req.job, now)
+        passing = pass_reason(traits)
         if passing:
             return PlaceReply(DecisionKind.PASS, reason=passing, **base)
         try:
@@ -342,6 +375,10 @@ class PlacementService:
         if shape.total > self.view.size:
             return PlaceReply(DecisionKind.PASS, reason="bigger_than_cluster", **base)
         mode = req.pal.mode or self.settings.default_mode
+        deferred = defer_reason(traits)
+        if deferred:
+            self.held_jobs += 1
+            return PlaceReply(DecisionKind.DEFER, reason=deferred, **base)
         if mode == "defer" or (mode == "auto" and self.held_jobs > 0):
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason="queued" if mode == "auto" else "asked", **base)
@@ -358,7 +395,8 @@ class PlacementService:
         bound, why = self.vet(choice)
         if bound is None:  # Slurm may not have what the view says: the job runs as submitted
             return PlaceReply(DecisionKind.PASS, reason=f"doubt:{why}", **base)
-        self.reserve(key, gpus, now)
+        gpus, choice = self._as_slurm_takes(job, gpus, choice, bound)
+        self.reserve(key, gpus, now, restrictions, choice.nodes)
         gres = None
         if bound is Binding.SLOTS and shape.is_per_node and choice.same_slots_everywhere():
             gres = tres_per_node(next(iter(choice.nodes.values())))
@@ -374,16 +412,22 @@ class PlacementService:
         if self.view is None or self.ranking is None:
             return out
         requests: list[JobRequest] = []  # may use every node: one engine cycle over them all
-        restricted: list[tuple[JobRequest, Eligibility, bool]] = []  # placed after, each on its nodes
-        groups: dict[int, NodeGroup] = {}
+        restricted: list[JobRequest] = []  # placed after, each on its nodes
+        groups: dict[int | str, NodeGroup] = {}
+        limits: dict[int | str, JobRestrictions] = {}  # where each may run, what it needs per node
         by_id = {}
         # held jobs share few comments and shapes: parse each once per cycle
         specs: dict[str, CommentSpec | None | CommentError] = {}
         classes: dict[str, str] = {}
         shapes: dict[tuple, JobShape | ShapeError] = {}
+        not_yet = 0  # requeued jobs in Slurm's requeue delay: planned once they may start
+        wheres: dict[tuple, tuple[JobRestrictions, NodeGroup | None] | str] = {}
         for j in held:
             if getattr(j, "unreadable", ""):  # Slurm's record of it did not parse: fail open
                 out.releases.append(Release(j.job_id, "?", None, None, "unreadable_record"))
+                continue
+            if requeue.not_yet_eligible(j, now):
+                not_yet += 1
                 continue
             if j.comment not in specs:
                 try:
@@ -408,56 +452,95 @@ class PlacementService:
             if isinstance(shape, ShapeError):
                 out.releases.append(Release(j.job_id, perf_class, None, None, str(shape)))
                 continue
+            # everything restrictions_from_squeue reads, plus the shape: held jobs share few
+            record = requeue.placement_record(j)
+            where_key = (j.partition, j.user_id, record.required_nodes, j.time_limit_s, j.placement_request,
+                         j.tres_per_node, shape.nodes, shape.per_node)
+            if where_key not in wheres:
+                wheres[where_key] = self._where(record, shape, now)
+            where = wheres[where_key]
+            if isinstance(where, str):  # bad node list, or eligibility passed it to Slurm
+                out.releases.append(Release(j.job_id, perf_class, None, None, where))
+                continue
+            restrictions, group = where
             try:
-                restrictions = restrictions_from_squeue(j, shape.nodes, shape.per_node or 1)
+                refs = j.element_refs()[:max(1, len(self.available().free) // max(1, shape.total))]
             except SlurmError:
-                out.releases.append(Release(j.job_id, perf_class, None, None, "bad_nodelist"))
+                out.releases.append(Release(j.job_id, perf_class, None, None, "bad_array_tasks"))
                 continue
-            eligibility = self.eligibility(restrictions, now)
-            if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
-                out.releases.append(Release(j.job_id, perf_class, None, None, eligibility.passed))
-                continue
-            req = job_request(j.job_id, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
-            by_id[j.job_id] = req
-            group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
-            if (group is not None and not restrictions.exclusive
-                    and self.allowed_nodes(group, frozenset(), False) is None):
-                requests.append(req)
-                groups[j.job_id] = group
-            else:
-                restricted.append((req, eligibility, restrictions.exclusive))
+            for ref in refs:  # an array's pending elements: as many as could start now, in order
+                req = job_request(ref, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
+                by_id[ref], limits[ref] = req, restrictions
+                if group is not None:
+                    requests.append(req)
+                    groups[ref] = group
+                else:
+                    restricted.append(req)
         launched = 0
         if requests:
             plan = self.engine.decide(requests, self.available(), self.ranking, now)
             for job_id, gpus in plan.launch.items():
-                self._release(out, by_id[job_id], gpus, groups[int(job_id)], now)
-            launched += len(plan.launch)
-        rank = {r.job_id: i for i, r in enumerate(self.engine.order_jobs([r for r, _e, _x in restricted]))}
-        for req, eligibility, exclusive in sorted(restricted, key=lambda r: rank[r[0].job_id]):
-            # in queue order, on what the cycle left; without backfill the first that waits
-            # holds the ones behind it
-            found = self.place_eligible(req, eligibility, exclusive, now)
-            if found is None:
+                launched += self._release(out, by_id[job_id], gpus, groups[job_id], limits[job_id], now)
+        for req in self.engine.order_jobs(restricted):
+            # in queue order, on what the cycle left (GPUs, and CPUs/memory promised meanwhile);
+            # without backfill the first that waits holds the ones behind it
+            job = limits[req.job_id]
+            found = self.place_eligible(req, self.eligibility(job, now), job.exclusive, now)
+            if found is None or not self._release(out, req, found[0], found[1], job, now):
                 if not self.settings.backfill:
                     break
                 continue
-            self._release(out, req, found[0], found[1], now)
             launched += 1
-        out.waiting = len(requests) + len(restricted) - launched
+        out.waiting = len(requests) + len(restricted) - launched + not_yet
         return out
 
-    def _release(self, out: CycleResult, req: JobRequest, gpus, group: NodeGroup, now: float) -> None:
+    def _where(self, job, shape: JobShape, now: float) -> tuple[JobRestrictions, NodeGroup | None] | str:
+        """Where a held job may run: (its restrictions, its one node group when that is every
+        node and the job shares nodes, so it joins the shared engine cycle), or the reason it
+        goes to Slurm untouched. A requeued job's old pin is dropped first (requeue.py)."""
+        try:
+            restrictions = restrictions_from_squeue(job, shape.nodes, shape.per_node or 1)
+        except SlurmError:
+            return "bad_nodelist"
+        eligibility = self.eligibility(restrictions, now)
+        if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
+            return eligibility.passed
+        group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
+        if group is None or restrictions.exclusive or self.allowed_nodes(group, frozenset(), False) is not None:
+            group = None
+        return restrictions, group
+
+    def _release(self, out: CycleResult, req: JobRequest, gpus, group: NodeGroup, job: JobRestrictions,
+                 now: float) -> bool:
+        """Add the release of `req` on `gpus` (reserving them, and its CPUs/memory) to `out`;
+        False when the nodes no longer have its CPUs/memory after this cycle's earlier releases
+        (the engine places on GPUs alone): it waits for the next cycle."""
         assert self.view is not None
         choice = choice_of(gpus, self.view)
+        if not self.fits_after_promises(choice.nodes, job):
+            return False
         bound, why = self.vet(choice)
         if bound is None:  # Slurm may not have what the view says: release it as submitted
-            out.releases.append(Release(int(req.job_id), req.perf_class, None, None, f"doubt:{why}"))
-            return
-        rel = Release(int(req.job_id), req.perf_class, choice,
+            out.releases.append(Release(req.job_id, req.perf_class, None, None, f"doubt:{why}"))
+            return True
+        gpus, choice = self._as_slurm_takes(req, gpus, choice, bound)
+        rel = Release(req.job_id, req.perf_class, choice,
                       gres_for_release(shape_of(req), choice, bound is Binding.SLOTS),
                       self.settings.placement, request=req, partition=group.partition)
-        self.reserve(rel.key, gpus, now)
+        self.reserve(rel.key, gpus, now, job, choice.nodes)
         out.releases.append(rel)
+        return True
+
+    def _as_slurm_takes(self, job: JobRequest, gpus, choice: ShapeChoice,
+                        bound: Binding) -> tuple[tuple[int, ...], ShapeChoice]:
+        """On nodes that do not type their slots pald pins only the nodes, and Slurm takes the
+        lowest free slots there: reserve those (the engine already did so where the slots differ
+        between nodes; policy.shapes.slurm_picks_slots)."""
+        assert self.view is not None
+        if bound is Binding.SLOTS or not slurm_picks_slots(job, gpus, self.view, binds_slots=False):
+            return tuple(gpus), choice
+        picked = slurm_picks(gpus, self.view, self.available().free)
+        return picked, choice_of(picked, self.view)
 
     def released(self, count: int = 1) -> None:
         self.held_jobs = max(0, self.held_jobs - count)

@@ -9,6 +9,10 @@ the delay-timer auto-tuner's state. Both simulator modes and pald decide through
   over the jobs it holds;
 - `place_new(job, ...)`: the submit path, a job that arrives when nobody waits before it; by
   the placements' contract equal to `decide([job])` (tested for every registered placement);
+
+Under Slurm's rule both return the GPUs Slurm will really give a launch: a per-node job whose
+slots pald cannot bind is pinned to its nodes and Slurm takes the lowest free slots there
+(policy.shapes.slurm_picks), so pald reserves, and the simulator starts, those;
 - `observe_start(...)`: what the auto-tuner learns from a job starting (one loss estimate);
 - `next_wakeup(...)`: when a waiting job's options widen by time alone (delay scheduling).
 
@@ -28,9 +32,9 @@ from typing import Any, Mapping, Sequence
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.policy import PlacementContext, autotune, netaware
 from pal_slurm.policy import placement as placement_by_name, queue_order
-from pal_slurm.policy.base import PlacementPolicy, QueueOrder
+from pal_slurm.policy.base import NetworkFactor, PlacementPolicy, QueueOrder
 from pal_slurm.policy.cache import RunCache
-from pal_slurm.policy.shapes import ShapeIndex
+from pal_slurm.policy.shapes import ShapeIndex, slurm_picks, slurm_picks_slots
 from pal_slurm.ranking import Ranking
 
 
@@ -67,7 +71,7 @@ class Cycle:
 
 class Engine:
     def __init__(self, settings: EngineSettings = EngineSettings(), rng: random.Random | None = None,
-                 network: object | None = None, policy: PlacementPolicy | None = None):
+                 network: NetworkFactor | None = None, policy: PlacementPolicy | None = None):
         self.settings = settings
         self.policy: PlacementPolicy = policy if policy is not None else placement_by_name(settings.placement)
         self.order: QueueOrder = queue_order(settings.queue)
@@ -104,10 +108,43 @@ class Engine:
         the GPUs no running job holds."""
         order = self.order_jobs(jobs)
         ctx = self.context(eligible_view(cluster, order), ranking, now)
+        plan = self._plan(order, ctx)
+        if not self.settings.running_jobs_move:
+            plan = self._as_slurm_starts(order, ctx, plan)
+        return Cycle(order, ctx, plan)
+
+    def _plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
         plan = self.policy.plan(order, ctx)
         if self.settings.backfill and not self.policy.traits.backfills:
             plan = self._backfill(order, ctx, plan)
-        return Cycle(order, ctx, plan)
+        return plan
+
+    def _as_slurm_starts(self, order: Sequence[JobRequest], ctx: PlacementContext, plan: RoundPlan) -> RoundPlan:
+        """The plan as Slurm carries it out: a per-node job whose slots pald cannot bind gets
+        Slurm's own slots on its nodes (policy.shapes.slurm_picks_slots). Where that changes a
+        launch, the jobs after it are planned again on what is really left, so the cycle
+        decides as pald's one-at-a-time submit path does (`place_new`)."""
+        launch: dict[Any, tuple[int, ...]] = {}
+        taken: set[int] = set()
+        while True:
+            changed_at = None
+            for pos, job in enumerate(order):
+                gpus = plan.launch.get(job.job_id)
+                if gpus is None or job.job_id in launch:
+                    continue
+                if slurm_picks_slots(job, gpus, ctx.cluster):
+                    got = slurm_picks(gpus, ctx.cluster, ctx.cluster.free - taken)
+                    if set(got) != set(gpus):
+                        changed_at, gpus = pos, got
+                launch[job.job_id] = tuple(gpus)
+                taken.update(gpus)
+                if changed_at is not None:
+                    break
+            if changed_at is None:
+                return RoundPlan(plan.suspend, launch)
+            rest = [j for j in order[changed_at + 1:] if j.job_id not in launch]
+            left = ctx.cluster.with_free(set(ctx.cluster.free) - taken)
+            plan = self._plan(rest, replace(ctx, cluster=left, memo=None, shape_index=None))
 
     def decide(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float) -> RoundPlan:
         return self.cycle(jobs, cluster, ranking, now).plan
@@ -133,7 +170,10 @@ class Engine:
                   shape_index: ShapeIndex | None = None) -> tuple[int, ...] | None:
         """The submit path: GPUs for a job nobody waits before (== decide([job])), or None."""
         ctx = self.context(eligible_view(cluster, [job]), ranking, now, shape_index)
-        return self.policy.place_one(job, ctx)
+        gpus = self.policy.place_one(job, ctx)
+        if gpus is not None and not self.settings.running_jobs_move and slurm_picks_slots(job, gpus, cluster):
+            gpus = slurm_picks(gpus, cluster, shape_index.free if shape_index is not None else cluster.free)
+        return gpus
 
     def next_wakeup(self, cycle: Cycle) -> float | None:
         """When the jobs this cycle left waiting may get more options by time alone."""

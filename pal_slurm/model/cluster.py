@@ -43,6 +43,33 @@ class Topology:
     rack_cap: int  # GPUs under the largest leaf
     rack_nodes: int  # nodes under the largest leaf
 
+    @cached_property
+    def rack_of_gpu(self) -> tuple[int, ...]:
+        """gpu -> dense rack index."""
+        return tuple(self.rack_idx[n] for n in self.node_of)
+
+    def group_of(self, level: int) -> tuple[int, ...]:
+        """gpu -> its group at a network level (model.network: 0 node, 1 rack, else one group)."""
+        return self.node_of if level == 0 else self.rack_of_gpu if level == 1 else self._one_group
+
+    @cached_property
+    def _one_group(self) -> tuple[int, ...]:
+        return (0,) * len(self.node_of)
+
+    def members(self, level: int) -> dict[int, frozenset[int]]:
+        """{group: its GPUs} at a network level (made once per layout and level)."""
+        table = self._members.get(level)
+        if table is None:
+            by_group: dict[int, list[int]] = {}
+            for g, grp in enumerate(self.group_of(level)):
+                by_group.setdefault(grp, []).append(g)
+            table = self._members[level] = {grp: frozenset(gs) for grp, gs in by_group.items()}
+        return table
+
+    @cached_property
+    def _members(self) -> dict[int, dict[int, frozenset[int]]]:
+        return {}
+
 
 @dataclass(frozen=True)
 class ClusterView:
@@ -106,9 +133,8 @@ class ClusterView:
     def with_free(self, free: Iterable[int]) -> "ClusterView":
         """The same cluster with another free set (layout caches are shared, not recomputed)."""
         out = ClusterView(self.gpus, self.nodes, frozenset(free))
-        for name in ("gpus_per_node", "max_gpus_per_node", "node_of", "rack_of_node", "topology"):
-            if name in self.__dict__:
-                out.__dict__[name] = self.__dict__[name]
+        for name in _LAYOUT_CACHES:  # made here once, so that every copy shares them
+            out.__dict__[name] = getattr(self, name)
         return out
 
     # ---- derived views ---------------------------------------------------------------
@@ -164,3 +190,6 @@ class ClusterView:
     def gpu_by_location(self) -> dict[tuple[str, int], int]:
         """(node name, slot) -> gpu_id."""
         return {(g.node, g.slot): g.gpu_id for g in self.gpus}
+
+
+_LAYOUT_CACHES = ("gpus_per_node", "max_gpus_per_node", "node_of", "rack_of_node", "topology")

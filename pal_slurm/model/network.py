@@ -8,10 +8,14 @@ give it with `net=` in the comment)."""
 from __future__ import annotations
 
 from enum import Enum
+from typing import Mapping
 
 NODE, RACK, SPINE = 0, 1, 2
 TIERS = ("node", "rack", "spine")
 LEVELS = TIERS[:2]  # the tiers a job may wait for (the spine is always available)
+
+#: delay timers: seconds a job of a sensitivity waits for nodes under one tier {(sensitivity, level): s}
+DelayTimers = Mapping[tuple[str, str], float]
 
 
 class Sensitivity(str, Enum):

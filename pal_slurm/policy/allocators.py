@@ -7,7 +7,7 @@ included, because the simulator's compat mode must reproduce the artifact's numb
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, Sequence, cast
 
 import numpy as np
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pal_slurm.policy.base import PlacementContext
 
 
-def group_by_node(free: list, node_of) -> dict[int, list[int]]:
+def group_by_node(free: Iterable[int], node_of: Sequence[int]) -> dict[int, list[int]]:
     """{node index: [free GPU ids ascending]} in node order (free must be sorted)."""
     out: dict[int, list[int]] = {}
     for g in free:
@@ -26,7 +26,7 @@ def group_by_node(free: list, node_of) -> dict[int, list[int]]:
     return dict(sorted(out.items()))
 
 
-def packed(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
+def packed(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
     """Consolidated placement: an exact-fit node, else the tightest node that fits, else
     fill from the nodes with the most free GPUs (ties: lowest node)."""
     n = job.num_gpus
@@ -52,14 +52,14 @@ def packed(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...
     return tuple(out)
 
 
-def random_pick(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
+def random_pick(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
     """Uniform sample of the free GPUs (in id order) from the context's RNG."""
     if len(free) < job.num_gpus:
         return None
     return tuple(ctx.rng.sample(free, job.num_gpus))
 
 
-def _arrays(values: tuple, cache: RunCache) -> tuple[np.ndarray, np.ndarray]:
+def _arrays(values: tuple[float, ...], cache: RunCache) -> tuple[np.ndarray, np.ndarray]:
     """(values as an array, each value's rank among the distinct values), once per run."""
     hit = cache.lookup("arrays", values)
     if hit is not None:
@@ -71,16 +71,16 @@ def _arrays(values: tuple, cache: RunCache) -> tuple[np.ndarray, np.ndarray]:
     return cache.put("arrays", values, (arr, codes))
 
 
-def _as_array(values: tuple, cache: RunCache) -> np.ndarray:
+def _as_array(values: tuple[float, ...], cache: RunCache) -> np.ndarray:
     return _arrays(values, cache)[0]
 
 
-def _bin_codes(values: tuple, cache: RunCache) -> np.ndarray:
+def _bin_codes(values: tuple[float, ...], cache: RunCache) -> np.ndarray:
     """Each GPU's bin as a small integer (index of its sf among the distinct values)."""
     return _arrays(values, cache)[1]
 
 
-def pm_first_pick(candidates: list, n: int, sf, node_of, cache: RunCache) -> tuple[int, ...]:
+def pm_first_pick(candidates: Sequence[int], n: int, sf: Sequence[float], node_of: Sequence[int], cache: RunCache) -> tuple[int, ...]:
     """PM-First: lowest slowdown bin first; within a bin prefer GPUs whose (bin, node) group
     size best matches the request; ties by GPU id (`candidates` come in id order).
 
@@ -92,7 +92,7 @@ def pm_first_pick(candidates: list, n: int, sf, node_of, cache: RunCache) -> tup
                             _bin_codes(tuple(sf), cache)[c], n)
 
 
-def _pm_first_arrays(c, s, nodes, codes, n: int) -> tuple[int, ...]:
+def _pm_first_arrays(c: np.ndarray, s: np.ndarray, nodes: np.ndarray, codes: np.ndarray, n: int) -> tuple[int, ...]:
     """pm_first_pick on arrays already gathered for the candidates (ids ascending)."""
     group = codes * (int(nodes.max()) + 1) + nodes
     size = np.bincount(group)[group]  # GPUs in each candidate's (bin, node) group
@@ -100,24 +100,24 @@ def _pm_first_arrays(c, s, nodes, codes, n: int) -> tuple[int, ...]:
     return tuple(c[order[:n]].tolist())
 
 
-def pm_first(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
+def pm_first(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
     if len(free) < job.num_gpus:
         return None
     return pm_first_pick(free, job.num_gpus, ctx.ranking.sf(job.perf_class), ctx.cluster.node_of, ctx.cache)
 
 
-def lxv_order(sf, locality_penalty: float, cache: RunCache | None = None) -> list[tuple[float, bool, float]]:
+def lxv_order(sf: Sequence[float], locality_penalty: float, cache: RunCache | None = None) -> list[tuple[float, bool, float]]:
     """PAL's locality x variability order for these binned factors (once per run)."""
     penalty = float(locality_penalty)
     if cache is None:
         return list(_lxv_order(tuple(sf), penalty))
-    hit = cache.lookup(("lxv", penalty), sf)
+    hit = cast("tuple[tuple[float, bool, float], ...] | None", cache.lookup(("lxv", penalty), sf))
     if hit is None:
         hit = cache.put(("lxv", penalty), sf, _lxv_order(tuple(sf), penalty))
-    return list(hit)  # type: ignore[call-overload]
+    return list(hit)
 
 
-def _lxv_order(sf: tuple, locality_penalty: float) -> tuple[tuple[float, bool, float], ...]:
+def _lxv_order(sf: tuple[float, ...], locality_penalty: float) -> tuple[tuple[float, bool, float], ...]:
     """PAL's locality x variability matrix as an ordered list of (bin sf, within-node?, cost).
 
     Every bin value v gives two options, within one node (cost v) and across nodes
@@ -127,7 +127,7 @@ def _lxv_order(sf: tuple, locality_penalty: float) -> tuple[tuple[float, bool, f
     for v in sf:
         if v not in seen:
             seen.append(v)
-    options = []
+    options: list[tuple[float, bool, float]] = []
     for v in seen:
         options.append((v, True, v * 1.0))
         options.append((v, False, v * locality_penalty))
@@ -135,7 +135,7 @@ def _lxv_order(sf: tuple, locality_penalty: float) -> tuple[tuple[float, bool, f
     return tuple(options)
 
 
-def pal(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
+def pal(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
     """PAL: for jobs of 2..gpus_per_node GPUs walk the L x V order and take the first option
     that fits (best single node by worst GPU bin, or PM-First across nodes); other sizes use
     PM-First directly."""
@@ -176,7 +176,7 @@ def pal(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] |
     return None
 
 
-def first_fit(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
+def first_fit(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
     """Stock Slurm cons_tres, roughly: nodes by (weight, name); a job that fits one node gets
     the first such node's lowest free GPUs; a bigger job fills whole nodes in that order."""
     n = job.num_gpus

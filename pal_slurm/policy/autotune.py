@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Hashable, TypeVar
 
-from pal_slurm.model.network import LEVELS, SENSITIVITIES
+from pal_slurm.model.network import LEVELS, SENSITIVITIES, DelayTimers
+
+_K = TypeVar("_K", bound=Hashable)
 
 
 # Seconds a job waits for each level before accepting the next one, by network sensitivity.
-DEFAULT_TIMERS: Mapping[tuple[str, str], float] = {
+DEFAULT_TIMERS: DelayTimers = {
     ("high", "node"): 600.0,
     ("high", "rack"): 1800.0,
     ("medium", "node"): 120.0,
@@ -51,7 +53,7 @@ class TunerConfig:
     min_s: float = 0.0
     max_s: float = 3600.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.window <= 0 or not 0.0 < self.alpha <= 1.0 or not 0.0 <= self.min_s <= self.max_s:
             raise ValueError("tuner needs window > 0, 0 < alpha <= 1 and 0 <= min_s <= max_s")
 
@@ -79,7 +81,7 @@ class TunerState:
         return dict(self.timers).get((sensitivity, level), 0.0)
 
 
-def initial_state(config: TunerConfig = TunerConfig(), timers: Mapping | None = None) -> TunerState:
+def initial_state(config: TunerConfig = TunerConfig(), timers: DelayTimers | None = None) -> TunerState:
     base = dict(DEFAULT_TIMERS)
     base.update(timers or {})
     clamped = {k: min(config.max_s, max(config.min_s, float(v))) for k, v in base.items()}
@@ -91,7 +93,7 @@ def timers(state: TunerState) -> dict[tuple[str, str], float]:
     return dict(state.timers)
 
 
-def _push(samples: dict, key, value: float, window: int) -> None:
+def _push(samples: dict[_K, tuple[float, ...]], key: _K, value: float, window: int) -> None:
     samples[key] = (samples.get(key, ()) + (float(value),))[-window:]
 
 

@@ -15,12 +15,21 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.model.network import DelayTimers
 from pal_slurm.policy.cache import RunCache
 from pal_slurm.policy.shapes import ShapeIndex
 from pal_slurm.ranking import Ranking
+
+
+class NetworkFactor(Protocol):
+    """The network as a placement sees it (sim.network.NetworkModel is one)."""
+
+    def factor(self, app: str, num_gpus: int, nodes: int, racks: int) -> float:
+        """Time multiplier (>= 1) of `num_gpus` GPUs over that many nodes and racks."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -36,13 +45,13 @@ class PlacementContext:
     # `factor(app, num_gpus, nodes, racks) -> float >= 1` (sim.network.NetworkModel is one);
     # `delay_timers` overrides a placement's delay timers {(sensitivity, level): seconds}
     # (the auto-tuner's current output).
-    network: object | None = None
-    delay_timers: Mapping | None = None
+    network: NetworkFactor | None = None
+    delay_timers: DelayTimers | None = None
     # A dict the *caller* owns and passes to every round (the simulators do): non-sticky
     # placements keep the previous round's allocations there and recompute only from the first
     # job whose position changed. Explicit state, not hidden: the plan is the same with or
     # without it (tests check that); None disables it.
-    memo: dict | None = None
+    memo: dict[str, Any] | None = None
     # policy.shapes.ShapeIndex: the free GPUs for `place_one`, indexed and kept in step by the
     # caller that owns the free set (pald's service: a burst of requests, microseconds each).
     # When given it is the truth and `cluster.free` may lag behind it (the caller need not
@@ -73,9 +82,16 @@ class PlacementPolicy(Protocol):
     tested for every registered placement); `next_wakeup` when a waiting job's options widen
     with time alone (delay scheduling; None: never)."""
 
-    name: str
-    traits: Traits
-    delay_timers: Mapping  # its own delay timers {(sensitivity, level): s}; {} without delay
+    # read-only (placements are frozen dataclasses)
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def traits(self) -> Traits: ...
+
+    @property
+    def delay_timers(self) -> DelayTimers:  # its own {(sensitivity, level): s}; {} without delay
+        ...
 
     def plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan: ...
 

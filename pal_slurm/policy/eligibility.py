@@ -19,8 +19,8 @@ rejects a job that can never run). Eligible nodes but none fits now: the job wai
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping
 
 from pal_slurm.model.site import NodeFacts, PartitionFacts, SiteView
 
@@ -209,7 +209,8 @@ def _fits_capacity(node: NodeFacts, job: JobRestrictions) -> bool:
     return node.cpus >= job.cpus_per_node and node.memory_mb >= job.memory_per_node_mb
 
 
-def _fits_now(node: NodeFacts, job: JobRestrictions) -> bool:
+def fits_now(node: NodeFacts, job: JobRestrictions) -> bool:
+    """The node has the CPUs and memory the job asks for free now (is idle for --exclusive)."""
     if job.exclusive and not node.idle:
         return False
     return node.free_cpus >= job.cpus_per_node and node.free_memory_mb >= job.memory_per_node_mb
@@ -240,7 +241,7 @@ def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibil
     parts = _partitions(job, site)
     if isinstance(parts, str):
         return passed(parts)
-    groups = []
+    groups: list[NodeGroup] = []
     for p in parts:
         blocked = _reserved_elsewhere(job, site, now, p.max_time_min)
         eligible = set()
@@ -262,10 +263,33 @@ def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibil
             continue
         if job.nodes is not None and len(eligible) < job.nodes:
             continue
-        fits = frozenset(n for n in eligible if _fits_now(site.nodes[n], job))
+        fits = frozenset(n for n in eligible if fits_now(site.nodes[n], job))
         group = NodeGroup(p.name if len(job.partitions) > 1 else None, frozenset(eligible), fits)
         if all(g.eligible != group.eligible for g in groups):
             groups.append(group)
     if not groups:
         return passed("no_eligible_node")
     return Eligibility(tuple(groups))
+
+
+def short_after_promises(job: JobRestrictions, site: SiteView, promised: Mapping[str, tuple[int, int]]
+                         ) -> frozenset[str]:
+    """Nodes that fit `job` in Slurm's last view but not once the CPUs and memory pald already
+    promised to jobs Slurm does not show running yet (`promised`: node -> (cpus, MB)) are
+    taken off: two decisions between two Slurm reads must not overcommit a node."""
+    out = set()
+    for name, (cpus, memory) in promised.items():
+        node = site.nodes.get(name)
+        if node is None or not fits_now(node, job):
+            continue
+        left = replace(node, free_cpus=node.free_cpus - cpus, free_memory_mb=node.free_memory_mb - memory)
+        if not fits_now(left, job):
+            out.add(name)
+    return frozenset(out)
+
+
+def without(eligibility: Eligibility, nodes: frozenset[str]) -> Eligibility:
+    """`eligibility` with `nodes` no longer fitting now (still eligible: they may free up)."""
+    if not nodes or not eligibility.groups:
+        return eligibility
+    return replace(eligibility, groups=tuple(replace(g, fits_now=g.fits_now - nodes) for g in eligibility.groups))

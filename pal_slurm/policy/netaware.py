@@ -51,19 +51,25 @@ skip, tuned timers, preemption: a Dally-like policy).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.cluster import Topology
-from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, sensitivity_rank
+from pal_slurm.model.decision import JobId
+from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, DelayTimers, sensitivity_rank
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import PlacementContext, Traits
 from pal_slurm.policy.fragmentation import FragmentationCost, packed_first_allocation
 from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
 
+
+Packing = tuple[tuple[int, ...], int, int, int]  # (gpus, tier, nodes, racks)
+Allocation = tuple[tuple[int, ...], int, float]  # (gpus, tier, estimated network factor)
 
 # Tier penalties when the context has no network model: (node, rack, spine) per sensitivity.
 FALLBACK_PENALTY: Mapping[str, tuple[float, float, float]] = {
@@ -97,8 +103,8 @@ def _rack_index(cluster: ClusterView) -> tuple[int, ...]:
 def span(gpus: Sequence[int], cluster: ClusterView) -> tuple[int, int, int]:
     """(tier, nodes, racks) of a GPU set."""
     t = topo(cluster)
-    nodes = {t.node_of[g] for g in gpus}
-    rk = {t.rack_idx[n] for n in nodes}
+    nodes = set(map(t.node_of.__getitem__, gpus))
+    rk = set(map(t.rack_idx.__getitem__, nodes))
     return (NODE if len(nodes) <= 1 else RACK if len(rk) <= 1 else SPINE), len(nodes), len(rk)
 
 
@@ -124,7 +130,7 @@ def wanted_tier(job: JobRequest, cluster: ClusterView) -> int:
 
 
 def net_factor(job: JobRequest, nodes: int, racks: int, ctx: PlacementContext) -> float:
-    net = getattr(ctx, "network", None)
+    net = ctx.network
     if net is not None:
         return net.factor(job.app, job.num_gpus, nodes, racks)
     pen = FALLBACK_PENALTY.get(job.net_sensitivity, FALLBACK_PENALTY["high"])
@@ -142,7 +148,21 @@ class NodeLocality:
 
 
 def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx: PlacementContext) -> float:
-    """Estimated network factor of the tightest placement of `job` at `tier`."""
+    """Estimated network factor of the tightest placement of `job` at `tier` (kept per run:
+    every waiting job's delay deadlines ask for it at every plan)."""
+    shape = job.shape
+    key = ("tier", tier, job.app, job.num_gpus, job.net_sensitivity, shape.nodes if shape is not None else None,
+           cluster.gpus_per_node)
+    table = _slowdown_table(ctx)
+    hit = table.get(key)
+    if hit is None:
+        if len(table) >= _TABLE_LIMIT:
+            table.clear()
+        hit = table[key] = _tier_factor(job, tier, cluster, ctx)
+    return hit
+
+
+def _tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx: PlacementContext) -> float:
     gpn = max(1, cluster.gpus_per_node)
     nodes = (shape_of(job).nodes or 1) if is_per_node(job) else max(1, math.ceil(job.num_gpus / gpn))
     if tier == NODE:
@@ -152,11 +172,49 @@ def tier_factor(job: JobRequest, tier: int, cluster: ClusterView, ctx: Placement
     return net_factor(job, max(2, nodes), 2, ctx)
 
 
+def _slowdowns(job: JobRequest, gpus: Sequence[int], ctx: PlacementContext, table: _Table | None = None) -> tuple[float, float]:
+    """(worst ranking score of `gpus` for the job's class, network factor of their span).
+
+    A plan estimates every running job's end: the same jobs on the same GPUs, plan after plan,
+    so the pair is kept in the run's cache (per ranking and network model; bounded)."""
+    key = (job.perf_class, job.app, job.num_gpus, job.net_sensitivity, tuple(gpus))
+    table = _slowdown_table(ctx) if table is None else table  # (a plan passes its own: fetched once)
+    hit = table.get(key)
+    if hit is None:
+        scores = ctx.ranking.scores(job.perf_class)
+        pm = max(map(scores.__getitem__, gpus)) if gpus else 1.0
+        _tier, nodes, racks = span(gpus, ctx.cluster)
+        if len(table) >= _TABLE_LIMIT:
+            table.clear()
+        hit = table[key] = (pm, net_factor(job, nodes, racks, ctx))
+    return hit
+
+
+_TABLE_LIMIT = 100_000  # entries of a per-run table before it starts afresh
+_Table = dict[tuple[Any, ...], Any]  # a per-run table of derived values
+
+
+def _slowdown_table(ctx: PlacementContext) -> _Table:
+    """The run's {job key: (score, factor)} for the context's ranking and network model."""
+    by_net: dict[object, tuple[object, _Table]] = ctx.cache.get("slowdowns", ctx.ranking, dict)
+    net = getattr(ctx, "network", None)
+    # NodeLocality is a value (a new one per plan, equal by its penalty); other models are
+    # the run's own object: kept with its table, so its id is not reused while cached.
+    key = net if isinstance(net, NodeLocality) else id(net)
+    hit = by_net.get(key)
+    if hit is None or hit[0] is not net and not isinstance(net, NodeLocality):
+        if len(by_net) >= 8:
+            by_net.clear()
+        hit = by_net[key] = (net, {})
+    return hit[1]
+
+
 # ---------------------------------------------------------------------------------------------
 # allocation
 
 
-def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx, max_tier: int, key):
+def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx: Sequence[int], max_tier: int,
+          key: Callable[[int], Any]) -> Packing | None:
     """Tightest packing of n GPUs from `eligible`: (gpus, tier, nodes, racks) or None.
 
     `key(g)` orders GPUs inside a node (best first)."""
@@ -215,7 +273,7 @@ def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx, max_tier:
 
 
 def best_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool = True,
-                    max_tier: int = SPINE, rack_idx=None):
+                    max_tier: int = SPINE, rack_idx: Sequence[int] | None = None) -> Allocation | None:
     """Cheapest (variability bin x network factor) allocation with tier <= max_tier.
 
     Returns (gpus, tier, estimated factor) or None."""
@@ -252,7 +310,8 @@ def best_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext,
     return best[1], best[2], best[3]
 
 
-def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool, max_tier: int):
+def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool,
+                         max_tier: int) -> Allocation | None:
     """A per-node request (k nodes x g GPUs): the best k nodes under one leaf, or (from the
     spine tier on) anywhere when that is cheaper. Same result shape as best_allocation."""
     cluster = ctx.cluster
@@ -282,16 +341,79 @@ def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementCon
 # reservations (EASY backfilling, topology-aware)
 
 
-class _LazyEnds(dict):
+class _LazyEnds(dict[JobId, float]):
     """{job id: estimated end}, computed on first use (most plans never need them)."""
 
-    def __init__(self, estimate):
+    def __init__(self, estimate: Callable[[JobId], float]) -> None:
         super().__init__()
         self._estimate = estimate
 
-    def __missing__(self, jid):
+    def __missing__(self, jid: JobId) -> float:
         value = self[jid] = self._estimate(jid)
         return value
+
+
+class _Allocations:
+    """A plan's allocations over its free GPUs, remembered until the free set changes
+    (`changed`): the jobs of a deep queue ask the same question (same size, class, model,
+    shape and accepted tier) many times in one plan."""
+
+    def __init__(self, free: set[int], allocate: Callable[[JobRequest, Sequence[int], int], Any]):
+        self.free, self.allocate = free, allocate
+        self.memo: dict[tuple[Any, ...], Any] = {}
+
+    def best(self, job: JobRequest, max_tier: int) -> Any:
+        key = (job.num_gpus, job.perf_class, job.shape, job.app, job.net_sensitivity, max_tier)
+        if key not in self.memo:
+            self.memo[key] = self.allocate(job, sorted(self.free), max_tier)
+        return self.memo[key]
+
+    def changed(self) -> None:
+        self.memo.clear()
+
+
+class _Releases:
+    """When the running jobs free their GPUs, per group of a network level: {group: [(estimated
+    end, GPUs it frees there), ...] ascending}, made on first use in a plan and kept in step as
+    the plan starts jobs (`hold`) and preempts them (`drop`). Every reservation of a plan reads
+    it; how a job's GPUs spread over the groups is kept for the run (`counts`: running jobs hold
+    the same GPUs plan after plan)."""
+
+    def __init__(self, holding: dict[JobId, tuple[int, ...]], ends: Mapping[JobId, float], cluster: ClusterView,
+                 counts: _Table):
+        self.holding, self.ends, self.topology, self.counts = holding, ends, topo(cluster), counts
+        self.levels: dict[int, dict[int, list[tuple[float, int]]]] = {}
+
+    def _spread(self, level: int, gpus: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+        spread = self.counts.get((level, gpus))
+        if spread is None:
+            if len(self.counts) >= _TABLE_LIMIT:
+                self.counts.clear()
+            grp_of = self.topology.group_of(level)
+            spread = self.counts[(level, gpus)] = tuple(Counter(map(grp_of.__getitem__, gpus)).items())
+        return spread
+
+    def at(self, level: int) -> dict[int, list[tuple[float, int]]]:
+        out = self.levels.get(level)
+        if out is None:
+            out = self.levels[level] = {}
+            for jid, gpus in self.holding.items():
+                end = self.ends[jid]
+                for grp, cnt in self._spread(level, gpus):
+                    out.setdefault(grp, []).append((end, cnt))
+            for lst in out.values():
+                lst.sort()
+        return out
+
+    def hold(self, jid: JobId, gpus: tuple[int, ...], end: float) -> None:
+        self.holding[jid] = gpus
+        for level, out in self.levels.items():
+            for grp, cnt in self._spread(level, gpus):
+                bisect.insort(out.setdefault(grp, []), (end, cnt))
+
+    def drop(self, jid: JobId) -> None:
+        self.holding.pop(jid, None)
+        self.levels.clear()
 
 
 class _Reservation:
@@ -299,34 +421,30 @@ class _Reservation:
     that will hold enough GPUs for it at `shadow`, and how many of the group's GPUs it does
     not need then (`spare`). Backfilled jobs must end before `shadow` or fit in the spare."""
 
-    def __init__(self, shadow: float, group: frozenset | None, spare: int):
+    def __init__(self, shadow: float, group: frozenset[int] | None, spare: int) -> None:
         self.shadow = shadow
         self.group = group  # GPU ids; None = the whole cluster
         self.spare = spare
 
     @classmethod
-    def make(cls, n, tier, free, holding, ends, cluster, rack_idx, now) -> "_Reservation":
-        node_of = topo(cluster).node_of
+    def make(cls, n: int, tier: int, free: Iterable[int], releases: "_Releases", cluster: ClusterView,
+             rack_idx: Sequence[int], now: float) -> "_Reservation":
+        t = topo(cluster)
         if tier == SPINE:
-            key = lambda g: 0  # noqa: E731
-        elif tier == RACK:
-            key = lambda g: rack_idx[node_of[g]]  # noqa: E731
+            level = SPINE
+        elif tier == RACK:  # the policy's racks: the cluster's, or one (it sees node locality only)
+            if rack_idx is not t.rack_idx and tuple(rack_idx) != t.rack_idx and len(set(rack_idx)) > 1:
+                raise ValueError("rack_idx must be the cluster's racks or a single rack")
+            level = RACK if len(set(rack_idx)) > 1 or rack_idx is t.rack_idx else SPINE
         else:
-            key = lambda g: node_of[g]  # noqa: E731
-        have: dict[int, int] = {}
-        for g in free:
-            have[key(g)] = have.get(key(g), 0) + 1
-        releases: dict[int, list[tuple[float, int]]] = {}
-        for jid, gpus in holding.items():
-            per: dict[int, int] = {}
-            for g in gpus:
-                per[key(g)] = per.get(key(g), 0) + 1
-            for grp, cnt in per.items():
-                releases.setdefault(grp, []).append((ends[jid], cnt))
+            level = NODE
+        grp_of = t.group_of(level)
+        have = Counter(map(grp_of.__getitem__, free))
+        by_group = releases.at(level)
         best = None
-        for grp in set(have) | set(releases):
+        for grp in set(have) | set(by_group):
             avail, shadow = have.get(grp, 0), now
-            for end, cnt in sorted(releases.get(grp, ())):
+            for end, cnt in by_group.get(grp, ()):
                 if avail >= n:
                     break
                 avail += cnt
@@ -335,22 +453,22 @@ class _Reservation:
                 best = (shadow, grp, avail - n)
         if best is None:
             if tier != SPINE:
-                return cls.make(n, SPINE, free, holding, ends, cluster, rack_idx, now)
+                return cls.make(n, SPINE, free, releases, cluster, rack_idx, now)
             return cls(math.inf, None, 0)
         shadow, grp, spare = best
-        group = None if tier == SPINE else frozenset(g for g in range(cluster.size) if key(g) == grp)
+        group = None if tier == SPINE else t.members(level)[grp]
         return cls(shadow, group, spare)
 
     def covers(self, g: int) -> bool:
         return self.group is None or g in self.group
 
-    def _inside(self, gpus) -> int:
+    def _inside(self, gpus: Sequence[int]) -> int:
         return len(gpus) if self.group is None else sum(1 for g in gpus if g in self.group)
 
-    def admits(self, end: float, gpus) -> bool:
+    def admits(self, end: float, gpus: Sequence[int]) -> bool:
         return end <= self.shadow or self._inside(gpus) <= self.spare
 
-    def take(self, end: float, gpus) -> None:
+    def take(self, end: float, gpus: Sequence[int]) -> None:
         if end > self.shadow:
             self.spare -= self._inside(gpus)
 
@@ -367,7 +485,7 @@ class NetAwarePlacement:
     backfill: str = "easy"  # easy | greedy | none
     preempt: PreemptConfig | None = None
     autotune: bool = False  # the simulator/pald feed ctx.delay_timers from the tuner
-    timers: Mapping = field(default_factory=lambda: dict(DEFAULT_TIMERS))
+    timers: DelayTimers = field(default_factory=lambda: dict(DEFAULT_TIMERS))
     max_wait_s: float = 24 * 3600.0  # hard cap: after this any placement is accepted
     reservations: int = 4  # easy backfill: how many blocked jobs hold a reservation
     reserve_after_s: float = 3600.0  # easy backfill: a blocked job holds one once it waited this long
@@ -380,13 +498,13 @@ class NetAwarePlacement:
     fragmentation: FragmentationCost | None = None
     keeps_running: bool = True  # sticky: running jobs are never moved
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.backfill not in ("easy", "greedy", "none"):
             raise ValueError(f"backfill must be easy, greedy or none, not {self.backfill!r}")
 
     # ---- delay scheduling ------------------------------------------------------------------
-    def _timers(self, ctx: PlacementContext) -> Mapping:
-        t = getattr(ctx, "delay_timers", None)
+    def _timers(self, ctx: PlacementContext) -> DelayTimers:
+        t = ctx.delay_timers
         return self.timers if not t else {**self.timers, **t}
 
     def tier_deadlines(self, job: JobRequest, ctx: PlacementContext) -> list[tuple[float, int]]:
@@ -447,15 +565,13 @@ class NetAwarePlacement:
                       variability=self.variability)
 
     @property
-    def delay_timers(self) -> Mapping:
+    def delay_timers(self) -> DelayTimers:
         return self.timers if self.delay else {}
 
     # ---- estimates --------------------------------------------------------------------------
-    def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx: PlacementContext) -> float:
-        scores = ctx.ranking.scores(job.perf_class)
-        pm = max(scores[g] for g in gpus) if gpus else 1.0
-        _tier, nodes, racks = span(gpus, ctx.cluster)
-        return job.remaining_time * pm * net_factor(job, nodes, racks, ctx)
+    def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx: PlacementContext, table: _Table | None = None) -> float:
+        pm, net = _slowdowns(job, gpus, ctx, table)
+        return job.remaining_time * pm * net
 
     # ---- the plan ---------------------------------------------------------------------------
     def _allocate(self, job: JobRequest, free: Sequence[int], ctx: PlacementContext, max_tier: int,
@@ -477,14 +593,23 @@ class NetAwarePlacement:
         ctx = self._view(ctx)
         cluster = ctx.cluster
         now = ctx.now
+        table = _slowdown_table(ctx)
         rack_idx = _rack_index(cluster) if self.topology_aware else (0,) * len(cluster.nodes)
         free = set(cluster.free)
         running = {j.job_id: j for j in order if j.running_on}
-        ends = _LazyEnds(lambda jid: now + self._runtime(running[jid], running[jid].running_on, ctx))
-        holding = {jid: tuple(j.running_on) for jid, j in running.items()}
-        launch: dict = {}
-        suspend: set = set()
+        ends = _LazyEnds(lambda jid: now + self._runtime(running[jid], running[jid].running_on, ctx, table))
+        releases = _Releases({jid: tuple(j.running_on) for jid, j in running.items()}, ends, cluster,
+                             ctx.cache.get("group-counts", topo(cluster), dict))
+        launch: dict[JobId, tuple[int, ...]] = {}
+        suspend: set[JobId] = set()
         res: list[_Reservation] = []  # for the first jobs that cannot start (EASY: one)
+        allocations = _Allocations(free, lambda job, free_ids, max_tier: self._allocate(job, free_ids, ctx, max_tier, rack_idx))
+        # the running jobs preemption may stop (started recently, not stopped too often): made
+        # once per plan, not once per blocked job
+        cfg = self.preempt
+        preemptible = {} if cfg is None else {
+            jid: v for jid, v in running.items()
+            if now - v.waiting_since < cfg.recent_s and v.preemptions < cfg.max_preemptions}
         for job in order:
             if job.running_on or job.job_id in launch:
                 continue
@@ -494,25 +619,26 @@ class NetAwarePlacement:
             got = None
             allowed = self.allowed_tier(job, ctx)
             if len(free) >= n:
-                got = self._allocate(job, sorted(free), ctx, allowed, rack_idx)
+                got = allocations.best(job, allowed)
             if (got is None or got[1] > wanted_tier(job, cluster)) and self.preempt is not None:
-                freed = self._preempt(job, free, running, suspend, launch, ctx, rack_idx)
+                freed = self._preempt(job, free, preemptible, suspend, launch, ctx, rack_idx)
                 for jid in freed:
                     ends.pop(jid, None)
-                    holding.pop(jid, None)
+                    releases.drop(jid)
                 if freed:
-                    got = self._allocate(job, sorted(free), ctx, allowed, rack_idx)
+                    allocations.changed()
+                    got = allocations.best(job, allowed)
             if got is not None and self.finish_aware and got[1] > wanted_tier(job, cluster):
                 # a spread placement now, or the consolidated one when the running jobs free it?
                 want = wanted_tier(job, cluster)
-                r = _Reservation.make(n, want, free, holding, ends, cluster, rack_idx, now)
+                r = _Reservation.make(n, want, free, releases, cluster, rack_idx, now)
                 if r.group is not None and r.shadow <= now:
                     # consolidated GPUs are free now but cost more by variability: take the faster
-                    tight_now = self._allocate(job, sorted(free), ctx, want, rack_idx)
-                    if tight_now is not None and self._runtime(job, tight_now[0], ctx) < self._runtime(job, got[0], ctx):
+                    tight_now = allocations.best(job, want)
+                    if tight_now is not None and self._runtime(job, tight_now[0], ctx, table) < self._runtime(job, got[0], ctx, table):
                         got = tight_now
                 elif r.group is not None and r.shadow < math.inf:
-                    spread = self._runtime(job, got[0], ctx)
+                    spread = self._runtime(job, got[0], ctx, table)
                     tight = spread / got[2] * tier_factor(job, wanted_tier(job, cluster), cluster, ctx)
                     if r.shadow + tight < now + spread:
                         got = None
@@ -526,27 +652,36 @@ class NetAwarePlacement:
                     break
                 if (self.backfill == "easy" and len(res) < self.reservations
                         and now - job.waiting_since >= self.reserve_after_s):
-                    res.append(_Reservation.make(n, allowed, free, holding, ends, cluster, rack_idx, now))
+                    res.append(_Reservation.make(n, allowed, free, releases, cluster, rack_idx, now))
                 continue
             if res:
-                end = now + self._runtime(job, got[0], ctx)
+                end = now + self._runtime(job, got[0], ctx, table)
                 if not all(r.admits(end, got[0]) for r in res):
-                    outside = sorted(g for g in free if not any(r.covers(g) and not r.admits(end, (g,)) for r in res))
+                    # the free GPUs no reservation refuses to a job ending at `end`: a reservation
+                    # refuses its group's GPUs when the job ends after its shadow and it has none to spare
+                    refusing = [r for r in res if end > r.shadow and r.spare < 1]
+                    if any(r.group is None for r in refusing):
+                        outside = []
+                    else:
+                        outside = sorted(free.difference(*[r.group for r in refusing if r.group is not None]))
                     got = self._allocate(job, outside, ctx, allowed, rack_idx)
-                    if got is None or not all(r.admits(now + self._runtime(job, got[0], ctx), got[0]) for r in res):
+                    if got is None or not all(r.admits(now + self._runtime(job, got[0], ctx, table), got[0]) for r in res):
                         continue
-                    end = now + self._runtime(job, got[0], ctx)
+                    end = now + self._runtime(job, got[0], ctx, table)
                 for r in res:
                     r.take(end, got[0])
             gpus = got[0]
             launch[job.job_id] = tuple(gpus)
             free.difference_update(gpus)
-            ends[job.job_id] = now + self._runtime(job, gpus, ctx)
-            holding[job.job_id] = tuple(gpus)
+            allocations.changed()
+            ends[job.job_id] = now + self._runtime(job, gpus, ctx, table)
+            releases.hold(job.job_id, tuple(gpus), ends[job.job_id])
         return RoundPlan(frozenset(suspend), launch)
 
-    def _preempt(self, job, free: set, running: dict, suspend: set, launch: dict, ctx: PlacementContext, rack_idx) -> list:
-        """Stop victims so that `job` gets its preferred tier; returns the victims' ids."""
+    def _preempt(self, job: JobRequest, free: set[int], preemptible: dict[JobId, JobRequest], suspend: set[JobId],
+                 launch: dict[JobId, tuple[int, ...]], ctx: PlacementContext, rack_idx: Sequence[int]) -> list[JobId]:
+        """Stop victims so that `job` gets its preferred tier; returns the victims' ids.
+        `preemptible`: the running jobs recent and seldom stopped enough to be victims."""
         cfg = self.preempt
         if cfg is None:
             return []
@@ -556,17 +691,22 @@ class NetAwarePlacement:
             return []
         rank = sensitivity_rank(job.net_sensitivity)
         now = ctx.now
+        ranks: dict[str, int] = {}
+
+        def rank_of(sens: str) -> int:
+            got = ranks.get(sens)
+            if got is None:
+                got = ranks[sens] = sensitivity_rank(sens)
+            return got
+
         victims = [
-            v for jid, v in running.items()
-            if jid not in suspend
-            and sensitivity_rank(v.net_sensitivity) < rank
-            and now - v.waiting_since < cfg.recent_s
-            and v.preemptions < cfg.max_preemptions
+            v for jid, v in preemptible.items()
+            if jid not in suspend and rank_of(v.net_sensitivity) < rank
         ]
         if not victims:
             return []
         node_of = topo(cluster).node_of
-        group_of = (lambda g: node_of[g]) if want == NODE else (lambda g: rack_idx[node_of[g]])
+        group_of: Callable[[int], int] = (lambda g: node_of[g]) if want == NODE else (lambda g: rack_idx[node_of[g]])
         free_in: dict[int, int] = {}
         for g in free:
             free_in[group_of(g)] = free_in.get(group_of(g), 0) + 1

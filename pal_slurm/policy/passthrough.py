@@ -2,12 +2,13 @@
 placement). Pure.
 
 Why: pald binds a job to whole nodes and per-node GPU slots. Some requests say something that
-binding would change or break: GPUs per task or per socket, tasks per GPU, one element of an
-array (pinning the array pins every element to one GPU set, so they run one after another),
-a heterogeneous job's components, a job that cannot start yet (dependency, later --begin, the
+binding would change or break: GPUs per task or per socket, tasks per GPU, an array with a
+throttle (`--array=1-8%2`: Slurm, not pald, decides which elements may run), a heterogeneous
+job's components, a job that cannot start yet (dependency, later --begin, the
 user's own --hold: pinning it would hold GPUs for a job that is not running, and pald's
 deferral would release a hold that is the user's). (A GPU model request is placed, on nodes of
-that model: see eligibility.) Each has a reason token that lands in admin_comment
+that model: see eligibility. An array without a throttle is deferred: pald's cycle places its
+elements one by one, daemon/service.py.) Each has a reason token that lands in admin_comment
 (`pal:pass=<reason>`); docs/users.md has the table for users.
 """
 
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 class JobTraits:
     """The parts of a job's request that decide whether PAL places it at all."""
 
-    array: bool = False  # --array
+    array: bool = False  # --array (deferred: pald's cycle places each element)
+    array_throttled: bool = False  # --array=...%N
     het_job: bool = False  # a component of a heterogeneous job
     gpus_per_task: bool = False  # --gpus-per-task
     gpus_per_socket: bool = False  # --gpus-per-socket
@@ -33,7 +35,7 @@ class JobTraits:
 # (trait, admin_comment reason, what the user sees) in the order they are checked.
 PASSED_SHAPES: tuple[tuple[str, str, str], ...] = (
     ("user_hold", "user_hold", "held by you: runs where Slurm puts it once you release it"),
-    ("array", "array", "each element runs where Slurm puts it, side by side"),
+    ("array_throttled", "array_throttle", "each element runs where Slurm puts it, as many at once as you allowed"),
     ("het_job", "hetjob", "each component runs where Slurm puts it"),
     ("dependency", "dependency", "waits for its dependency, then runs where Slurm puts it"),
     ("begins_later", "begin", "starts at its --begin time where Slurm puts it"),
@@ -41,6 +43,17 @@ PASSED_SHAPES: tuple[tuple[str, str, str], ...] = (
     ("gpus_per_socket", "gpus_per_socket", "Slurm binds GPUs to sockets"),
     ("ntasks_per_gpu", "ntasks_per_gpu", "Slurm binds tasks to GPUs"),
 )
+
+
+# (trait, defer reason): shapes pald always defers to its cycle (never places at submit)
+DEFERRED_SHAPES: tuple[tuple[str, str], ...] = (
+    ("array", "array"),  # one record for every element: the cycle places each as it may start
+)
+
+
+def defer_reason(traits: JobTraits) -> str | None:
+    """The reason pald defers this job to its cycle whatever its mode, or None."""
+    return next((reason for trait, reason in DEFERRED_SHAPES if getattr(traits, trait)), None)
 
 
 def pass_reason(traits: JobTraits) -> str | None:

@@ -4,9 +4,10 @@ made shape-aware (policy.shapes): per-node requests get g GPUs on each of k node
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from pal_slurm.model import JobRequest, RoundPlan
+from pal_slurm.model.network import DelayTimers
 from pal_slurm.policy import allocators
 from pal_slurm.policy.base import PlacementContext, Traits
 from pal_slurm.policy.shapes import is_per_node, place_one_per_node, shape_aware
@@ -37,7 +38,7 @@ class NonStickyPlacement(_RoundPlacement):
     alloc: Allocator
     class_first: bool = False  # PAL / PM-First: sort the head window by class
     traits: Traits = Traits()
-    delay_timers: Mapping = field(default_factory=dict)
+    delay_timers: DelayTimers = field(default_factory=dict)
 
     def plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
         return nonsticky_round(order, ctx, self.alloc, reorder=self.class_first,
@@ -52,7 +53,7 @@ class StickyPlacement(_RoundPlacement):
     alloc: Allocator
     preempt: bool = True
     traits: Traits = Traits(sticky=True)
-    delay_timers: Mapping = field(default_factory=dict)
+    delay_timers: DelayTimers = field(default_factory=dict)
 
     def plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
         return sticky_round(order, ctx, self.alloc, preempt=self.preempt)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from operator import attrgetter
+from typing import Callable, Sequence
 
 from pal_slurm.model import JobRequest
 
 
 def fifo(jobs: Sequence[JobRequest]) -> list[JobRequest]:
     """By (priority, submit time): the artifact's FIFO."""
-    return sorted(jobs, key=lambda j: (j.priority, j.submit_time))
+    return sorted(jobs, key=_FIFO_KEY)
+
+
+_FIFO_KEY = attrgetter("priority", "submit_time")  # (C-level: the simulator sorts every event)
 
 
 def las(jobs: Sequence[JobRequest]) -> list[JobRequest]:
@@ -26,7 +30,8 @@ AGED_SRTF_SIZE_WEIGHT = 1.0  # seconds of wait one second of remaining work is w
 AGED_SRTF_MAX_LEAD_S = 12 * 3600.0  # the most a job's size can hold it back (Slurm's PriorityMaxAge idea)
 
 
-def aged_srtf(size_weight: float = AGED_SRTF_SIZE_WEIGHT, max_lead_s: float = AGED_SRTF_MAX_LEAD_S):
+def aged_srtf(size_weight: float = AGED_SRTF_SIZE_WEIGHT, max_lead_s: float = AGED_SRTF_MAX_LEAD_S,
+              ) -> Callable[[Sequence[JobRequest]], list[JobRequest]]:
     """Shortest remaining time first with linear aging, a multifactor-like priority
     `age - size_weight * remaining` (age = now - submit). `now` is common to every job, so the
     order is by `submit_time + size_weight * remaining_time`, ascending, and needs no clock.

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pal_slurm.policy import netaware, placements, queue
+from pal_slurm.policy.base import PlacementPolicy, QueueOrder
 
-PLACEMENTS = {
+PLACEMENTS: dict[str, PlacementPolicy] = {
     p.name: p
     for p in (
         placements.PAL,
@@ -31,22 +32,23 @@ ALIASES = {
     "slurm": "firstfit",
 }
 
-QUEUE_ORDERS = {"fifo": queue.fifo, "las": queue.las, "srtf": queue.srtf, "srtf-aged": queue.aged_srtf()}
+QUEUE_ORDERS: dict[str, QueueOrder] = {"fifo": queue.fifo, "las": queue.las, "srtf": queue.srtf,
+                                     "srtf-aged": queue.aged_srtf()}
 
 
 class UnknownPolicy(KeyError):
     def __str__(self) -> str:  # KeyError quotes its message; we want a sentence
-        return self.args[0]
+        return str(self.args[0])
 
 
-def placement(name: str):
+def placement(name: str) -> PlacementPolicy:
     key = ALIASES.get(name, name)
     if key not in PLACEMENTS:
         raise UnknownPolicy(f"unknown placement {name!r}; known: {', '.join(sorted(PLACEMENTS))}")
     return PLACEMENTS[key]
 
 
-def queue_order(name: str):
+def queue_order(name: str) -> QueueOrder:
     if name not in QUEUE_ORDERS:
         raise UnknownPolicy(f"unknown queue order {name!r}; known: {', '.join(QUEUE_ORDERS)}")
     return QUEUE_ORDERS[name]

@@ -26,7 +26,7 @@ import bisect
 import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class ShapeChoice:
     """GPUs of a ClusterView in Slurm's terms: node name -> slots."""
 
     gpu_ids: tuple[int, ...]
-    nodes: dict  # node name -> tuple of slots, in node order
+    nodes: dict[str, tuple[int, ...]]  # node name -> slots, in node order
 
     def same_slots_everywhere(self) -> bool:
         return len({tuple(s) for s in self.nodes.values()}) == 1
@@ -55,6 +55,34 @@ def choice_of(gpu_ids: Sequence[int], cluster: ClusterView) -> ShapeChoice:
     for g in sorted(gpu_ids):
         nodes.setdefault(gpus[g].node, []).append(gpus[g].slot)
     return ShapeChoice(tuple(sorted(gpu_ids)), {n: tuple(s) for n, s in nodes.items()})
+
+
+def slurm_picks(gpu_ids: Sequence[int], cluster: ClusterView, free: Collection[int]) -> tuple[int, ...]:
+    """The GPUs Slurm itself takes when a job is pinned only to the nodes of `gpu_ids` (it keeps
+    its own per-node count): cons_tres gives it the lowest-index free GPUs of each node. `free`:
+    the GPUs free for this job (the job's own chosen GPUs count as free)."""
+    chosen = set(gpu_ids)
+    out: list[int] = []
+    for node in sorted({cluster.gpus[g].node_index for g in chosen}):
+        mine = [g for g in chosen if cluster.gpus[g].node_index == node]
+        lowest = [g for g in cluster.nodes[node].gpu_ids if g in free or g in chosen][:len(mine)]
+        out += lowest if len(lowest) == len(mine) else mine
+    return tuple(sorted(out))
+
+
+def slurm_picks_slots(job: JobRequest, gpu_ids: Sequence[int], cluster: ClusterView, binds_slots: bool = True) -> bool:
+    """Whether Slurm, not PAL, picks the slots of a per-node job answered with `gpu_ids`: pald
+    binds exact slots only when they are the same on every node (one Gres= for all) and the
+    nodes type their slots (`binds_slots`); otherwise it pins the nodes and Slurm takes the
+    lowest free GPUs there (`slurm_picks`). A total request (`--gpus=N`) is left as PAL chose:
+    Slurm-shaped traces (the replay) ask per node.
+
+    Reserving PAL's own slots where Slurm takes others hands the slots Slurm really took to the
+    next job, which then waits behind a job it was meant to avoid (seen in a replay on the lab:
+    13.5 trace hours), so pald reserves, and the simulator starts, Slurm's pick."""
+    if not is_per_node(job):
+        return False
+    return not (binds_slots and choice_of(gpu_ids, cluster).same_slots_everywhere())
 
 
 def shape_of(job: JobRequest) -> JobShape:
@@ -89,7 +117,7 @@ def first_rack_to_collect(candidates: Iterable[int], rack_of: Callable[[int], st
 
 
 # ---- the vectorised pick -------------------------------------------------------------------
-def per_node_pick(shape: JobShape, free: Sequence[int], sf, cluster: ClusterView,
+def per_node_pick(shape: JobShape, free: Sequence[int], sf: Sequence[float], cluster: ClusterView,
                   one_rack: bool = False) -> tuple[int, ...] | None:
     """The best `per_node` GPUs on each of `nodes` nodes among `free` (see module docstring)."""
     k, g = shape.nodes or 1, shape.per_node or shape.total
@@ -119,7 +147,7 @@ def per_node_pick(shape: JobShape, free: Sequence[int], sf, cluster: ClusterView
 def shape_aware(alloc: Allocator, variability: bool = True) -> Allocator:
     """An allocator that answers per-node requests by shape and the rest with `alloc`."""
 
-    def allocate(job: JobRequest, free: list, ctx: PlacementContext) -> tuple[int, ...] | None:
+    def allocate(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
         shape = job.shape
         if shape is None or shape.per_node is None:  # (is_per_node, inlined: the hot path)
             return alloc(job, free, ctx)
@@ -140,7 +168,7 @@ class FreeIndex:
     burst of placements on a 1,000-node cluster costs microseconds each instead of a rescan.
     """
 
-    def __init__(self, cluster: ClusterView, free, sf):
+    def __init__(self, cluster: ClusterView, free: Iterable[int], sf: Sequence[float]) -> None:
         self.sf = sf
         self.node_of = cluster.node_of
         self.max_g = max((len(n.gpu_ids) for n in cluster.nodes), default=0)
@@ -148,18 +176,18 @@ class FreeIndex:
         for gid in free:
             by_node.setdefault(self.node_of[gid], []).append(gid)
         self.free: dict[int, list[int]] = {n: sorted(g, key=lambda x: (sf[x], x)) for n, g in by_node.items()}
-        self.orders: dict[int, list[tuple]] = {g: [] for g in range(1, self.max_g + 1)}
+        self.orders: dict[int, list[tuple[float, int, int]]] = {g: [] for g in range(1, self.max_g + 1)}
         for n in self.free:
             for g, key in self._keys(n).items():
                 self.orders[g].append(key)
         for lst in self.orders.values():
             lst.sort()
 
-    def _keys(self, node: int) -> dict[int, tuple]:
+    def _keys(self, node: int) -> dict[int, tuple[float, int, int]]:
         fl = self.free.get(node, [])
         return {g: (self.sf[fl[g - 1]], len(fl), node) for g in range(1, len(fl) + 1)}
 
-    def take(self, gpu_ids) -> None:
+    def take(self, gpu_ids: Iterable[int]) -> None:
         touched: dict[int, set[int]] = {}
         for gid in gpu_ids:
             touched.setdefault(self.node_of[gid], set()).add(gid)
@@ -173,7 +201,7 @@ class FreeIndex:
             for g, key in self._keys(node).items():
                 bisect.insort(self.orders[g], key)
 
-    def choose(self, k: int, g: int, rack_of_node=None, allowed: frozenset[int] | None = None) -> tuple[int, ...] | None:
+    def choose(self, k: int, g: int, rack_of_node: Sequence[str] | None = None, allowed: frozenset[int] | None = None) -> tuple[int, ...] | None:
         """The best `k` nodes for `g` GPUs each; with `rack_of_node`, all in one rack (the rack
         whose k-th best node is best: walking the global order, the first rack to collect k).
         `allowed`: the node indices the job may use (None: all); the walk skips the others, so
@@ -221,7 +249,7 @@ class ShapeIndex:
     def narrowed(self, allowed: frozenset[int] | None) -> "ShapeIndex":
         return self if allowed is None else ShapeIndex(self.cluster, allowed, self._shared)
 
-    def pick(self, shape: JobShape, sf, one_rack: bool = False) -> tuple[int, ...] | None:
+    def pick(self, shape: JobShape, sf: Sequence[float], one_rack: bool = False) -> tuple[int, ...] | None:
         by_sf = self._shared.by_sf
         hit = by_sf.get(id(sf))
         if hit is None or hit[0] is not sf:
@@ -229,7 +257,7 @@ class ShapeIndex:
         return hit[1].choose(shape.nodes or 1, shape.per_node or shape.total,
                              self.cluster.rack_of_node if one_rack else None, self.allowed)
 
-    def take(self, gpu_ids) -> None:
+    def take(self, gpu_ids: Iterable[int]) -> None:
         self._shared.free.difference_update(gpu_ids)
         for _sf, idx in self._shared.by_sf.values():
             idx.take(gpu_ids)

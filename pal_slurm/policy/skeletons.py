@@ -15,15 +15,16 @@ of free GPU ids; it must return exactly `job.num_gpus` distinct ids from `free` 
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from pal_slurm.model import JobRequest, RoundPlan
 from pal_slurm.model.classes import class_rank
+from pal_slurm.model.decision import JobId
 
 if TYPE_CHECKING:
     from pal_slurm.policy.base import PlacementContext
 
-Allocator = Callable[[JobRequest, list, "PlacementContext"], "tuple[int, ...] | None"]
+Allocator = Callable[[JobRequest, list[int], "PlacementContext"], "tuple[int, ...] | None"]
 
 
 def head_window(order: Sequence[JobRequest], capacity: int) -> list[JobRequest]:
@@ -43,7 +44,7 @@ def class_first(order: Sequence[JobRequest], capacity: int) -> list[JobRequest]:
     return sorted(window, key=lambda j: class_rank(j.perf_class)) + list(order[len(window):])
 
 
-def _remove(free: list, gpus) -> None:
+def _remove(free: list[int], gpus: Iterable[int]) -> None:
     """Delete `gpus` from the sorted list `free` in place (bisect + C-level deletes)."""
     for g in sorted(gpus, reverse=True):
         i = bisect.bisect_left(free, g)
@@ -54,14 +55,17 @@ def _remove(free: list, gpus) -> None:
 def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator, reorder: bool = False,
                     deterministic: bool = True) -> RoundPlan:
     held = {j.job_id: tuple(sorted(j.running_on)) for j in order if j.running_on}
-    free = sorted(set(ctx.cluster.free).union(*[set(g) for g in held.values()]))
+    free_set = set(ctx.cluster.free)
+    for on in held.values():
+        free_set.update(on)
+    free = sorted(free_set)
     seq = class_first(order, ctx.cluster.size) if reorder else list(order)
-    keys = [(j.job_id, j.num_gpus, j.perf_class, j.shape) for j in seq]
     # Every round starts from the same free set, so a deterministic allocator gives the same
     # GPUs to the same leading jobs as last round: reuse them up to the first change.
     memo = getattr(ctx, "memo", None) if deterministic else None
-    sig = (alloc, ctx.locality_penalty, tuple(free))
-    allocs: list = []
+    keys = [(j.job_id, j.num_gpus, j.perf_class, j.shape) for j in seq] if memo is not None else []
+    sig = (alloc, ctx.locality_penalty, tuple(free)) if memo is not None else None
+    allocs: list[tuple[int, ...] | None] = []
     # the ranking by identity (the memo keeps it alive, so its id cannot be reused meanwhile)
     if memo is not None and memo.get("ranking") is ctx.ranking and memo.get("sig") == sig:
         prev_keys, prev_allocs = memo["keys"], memo["allocs"]
@@ -71,7 +75,7 @@ def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: A
             allocs.append(prev_allocs[i])
             if prev_allocs[i] is None:
                 break
-    launch: dict = {job.job_id: gpus for job, gpus in zip(seq, allocs) if gpus is not None}
+    launch: dict[JobId, tuple[int, ...]] = {job.job_id: gpus for job, gpus in zip(seq, allocs) if gpus is not None}
     if launch:
         _remove(free, [g for gpus in launch.values() for g in gpus])
     if not allocs or allocs[-1] is not None:
@@ -97,8 +101,8 @@ def sticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allo
     order = list(order)
     running = {j.job_id: tuple(j.running_on) for j in order if j.running_on}
     free = sorted(ctx.cluster.free)
-    launch: dict = {}
-    suspend: list = []
+    launch: dict[JobId, tuple[int, ...]] = {}
+    suspend: list[JobId] = []
     for idx, job in enumerate(order):
         if job.job_id in running:
             continue

@@ -6,23 +6,16 @@ ranking snapshots entry by entry (node, slot, class) and reports the GPUs whose 
 by more than a threshold (scores are time-like: 1.0 = the median GPU, larger = slower) or that
 moved to another bin. Pure: it takes the entries, it does not read a store or a clock.
 
-Works on any snapshot whose entries have node, slot, perf_class, score, sf and bin (the store's
-and the ranking command's snapshots both do).
+Takes the entries of two `RankingSnapshot`s (the one snapshot type, whether ranked just now or
+read from the store).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import Iterable
 
-
-class _Entry(Protocol):
-    node: str
-    slot: int
-    perf_class: str
-    score: float
-    sf: float
-    bin: int
+from pal_slurm.ranking.snapshot import RankingEntry
 
 
 @dataclass(frozen=True)
@@ -50,7 +43,7 @@ class Drift:
                 f"{self.new_score:.3f} ({self.change:+.1%}), {bins}")
 
 
-def find_drift(previous: Iterable[_Entry], current: Iterable[_Entry], threshold: float) -> list[Drift]:
+def find_drift(previous: Iterable[RankingEntry], current: Iterable[RankingEntry], threshold: float) -> list[Drift]:
     """GPUs present in both rankings whose score got worse by more than `threshold` (a fraction)
     or whose bin changed, ordered worst first. GPUs new or gone are not drift (nothing to
     compare); `palctl rank` lists them as new/gone."""

@@ -76,6 +76,7 @@ def artifact_kmeans(values, k: int, random_state: int = 1, n_init: int = 10):
         labels, centers, inertia = _lloyd(xc, init, tol)
         if best is None or inertia < best[2]:
             best = (labels, centers, inertia)
+    assert best is not None, "n_init must be >= 1"
     labels, centers, _ = best
     return labels, centers + mean
 

@@ -35,6 +35,7 @@ from pal_slurm.sim.network import NetworkModel
 from pal_slurm.slurm.lab import LabCluster, start_lab
 
 ARMS = {"stock": None, "pal": "pal", "pal-net": "pal-net", "pal-fit": "pal-fit"}  # arm -> pald placement (None: no hook)
+PALD_CYCLE_S = 0.3  # pald's cycle in the replay (wall seconds; the simulator's model uses the same)
 SCHEDULER_PARAMETERS = "batch_sched_delay=0,sched_min_interval=0,bf_interval=1,bf_resolution=1,bf_continue,default_queue_depth=1000,bf_max_job_test=1000"
 
 
@@ -79,6 +80,7 @@ class ArmRun:
     lab_dir: Path
     payload_vs_slurm_s: float  # largest |Slurm's run time - the payload's own| (wall seconds)
     launch_wall_s: float  # Slurm's own cost per job: sbatch -> payload running, + payload end -> Slurm's end
+    release_wall_s: float | None = None  # pald arms: a held job's GPUs free -> pald releases it (median)
 
 
 def _palctl(config: Path, *args: str, timeout: float = 300.0) -> str:
@@ -98,7 +100,7 @@ url = "sqlite:///{work}/pal.db"
 
 [daemon]
 socket = "{work}/pald.sock"
-cycle_s = 0.3
+cycle_s = {PALD_CYCLE_S}
 slurm_user = "root"
 heartbeat_file = "{work}/heartbeat"
 
@@ -175,8 +177,42 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
     by_name = {r.name: r for r in comp}
     diff = max(abs((by_name[n].end - by_name[n].start) - (p["end"] - p["start"])) for n, p in payloads.items()
                if n in by_name)
+    releases = _pald_releases(work / "pal.db") if placement is not None else []
     return ArmRun(arm, jobs, summarise(plan.trace, arm, jobs, cluster.size), work / "lab", diff,
-                  launch_cost(plan, submitted, payloads, comp))
+                  launch_cost(plan, submitted, payloads, comp), release_latency(releases, payloads))
+
+
+def _pald_releases(db: Path) -> list[tuple[float, dict]]:
+    """(epoch seconds, node -> slots) of every held job pald released (its store's decisions)."""
+    from datetime import timezone
+
+    from pal_slurm.model import DecisionKind
+    from pal_slurm.store.bootstrap import open_store
+
+    store = open_store(f"sqlite:///{db}", upgrade=False)
+    out = []
+    for d in store.decisions(limit=1_000_000):
+        if d.kind is DecisionKind.PLACE and d.job_id.isdigit():  # the cycle's (a Slurm job id), not the hook's
+            at = d.created_at if d.created_at.tzinfo else d.created_at.replace(tzinfo=timezone.utc)
+            out.append((at.timestamp(), dict(d.nodes)))
+    return out
+
+
+def release_latency(releases: list[tuple[float, dict]], payloads: dict[str, dict]) -> float | None:
+    """Wall seconds from a held job's GPUs coming free to pald releasing it onto them: per
+    release, its time minus the latest end, before it, of a payload on any of its GPUs (releases
+    onto GPUs nobody used before are left out); the median over releases, None without any.
+    Slurm's and pald's latency in one figure (Slurm shows the end, pald's next sync and cycle
+    see it), a held job's wait that stock Slurm does not have; the prediction's pald cycle."""
+    waits = []
+    for at, nodes in releases:
+        mine = {(n, s) for n, slots in nodes.items() for s in slots}
+        ends = [p["end"] for p in payloads.values() if p["end"] <= at
+                and any((n, s) in mine for n, slots in p["placement"].items() for s in slots)]
+        if ends:
+            waits.append(at - max(ends))
+    waits.sort()
+    return waits[len(waits) // 2] if waits else None
 
 
 def launch_cost(plan: ReplayPlan, submitted: dict[str, float], payloads: dict[str, dict], comp) -> float:

@@ -7,21 +7,28 @@ on the same cluster (nodes, GPUs per node, nodes per leaf switch) with the same 
 (cons_tres takes the lowest free nodes and GPU indices, topology/tree prefers one leaf switch,
 sched/backfill starts jobs out of order when they do not delay the first blocked one; the
 simulator's backfill plans with the jobs' real remaining time, not Slurm's time limits - a
-known difference), `pal` -> `pal`, `pal-net` -> `pal-net` (the simulator's own loops, not yet
-the Slurm submit/held-job path pald takes). `palctl replay` reports the prediction next to the
-measurement so the gap is visible.
+known difference). Every arm with pald (`pal`, `pal-net`, `pal-fit`) -> pal-slurm on Slurm (`sim.pald_on_slurm.PaldOnSlurm`:
+the engine's submit-time path and held-job cycle every `PALD_CYCLE_S` x scale, jobs in their
+Slurm shapes with their time limits, started jobs kept where they are, Slurm's own slot choice
+where pald cannot bind slots). `palctl replay` reports the prediction next to the measurement
+so the gap is visible.
 
 Slurm's own cost per job (`launch_s`, trace seconds: the replay measures it as wall seconds
 from sbatch to the payload running plus teardown, times the scale) is charged to every job as
-extra run time on its GPUs; at 600 trace s per wall s it is ~1000 trace s a job, more than the
-median job's ideal runtime, so a prediction without it misses the replay by that much.
+time on its GPUs without progress when it starts (`EventConfig.start_cost_s`: a fixed time, not
+stretched by the job's slow GPUs or network); at 600 trace s per wall s it is ~600 trace s a
+job, more than the median job's ideal runtime, so a prediction without it misses the replay by
+that much.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
+from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
+from pal_slurm.ranking import Ranking
 from pal_slurm.replay.plan import ReplayPlan
 from pal_slurm.sim.runner import RunSpec
 from pal_slurm.sim.trace import Trace
@@ -32,19 +39,50 @@ SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "
                                                   "pal-fit": "pal-fit"}
 
 
-def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
-            nodes_per_rack: int, launch_s: float = 0.0) -> dict:
-    """{"policy", "avg_jct_s", "makespan_s"} of the event simulator for this arm."""
-    jobs = tuple(replace(j.trace_job, submit_time=j.submit_s,
-                         iterations=j.trace_job.iterations + launch_s / j.trace_job.iter_time) for j in plan.jobs)
-    spec = RunSpec(mode="event", num_nodes=num_nodes, gpus_per_node=gpus_per_node,
-                   nodes_per_rack=nodes_per_rack, seeds=seed + 1)
-    policy = SIM_POLICY[arm]
-    from pal_slurm.sim.event import simulator_for
+def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:
+    """The ranking pald placed by in a replayed arm (its store, `<arm work dir>/pal.db`), on
+    `cluster`; None when the arm has no store."""
+    if not db.exists():
+        return None
+    from pal_slurm.daemon.service import ranking_of
+    from pal_slurm.store.bootstrap import open_store
 
-    result = simulator_for(spec, seed).run(Trace(plan.trace, jobs), policy)
+    return ranking_of(cluster, open_store(f"sqlite:///{db}", upgrade=False).latest_ranking())
+
+
+def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
+            nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
+            ranking: Ranking | None = None, cycle_s: float | None = None) -> dict:
+    """{"policy", "avg_jct_s", "makespan_s"} of the event simulator for this arm. `cluster`: the
+    lab's (its node names; default num_nodes x gpus_per_node); `ranking`: pald's measured one
+    on that cluster (pal-slurm arms; default the simulator's exact draw); `cycle_s`: pald's
+    cycle as the replay measured it (wall seconds from a held job's GPUs coming free to its
+    release, `harness.release_latency`; default pald's configured cycle)."""
+    from pal_slurm.replay.harness import ARMS, PALD_CYCLE_S
+    from pal_slurm.sim.event import EventSimulator, simulator_for
+    from pal_slurm.config import PolicyConfig
+    from pal_slurm.daemon.service import ServiceSettings
+    from pal_slurm.policy.autotune import rack_timers
+    from pal_slurm.sim.pald_on_slurm import PaldOnSlurm
+
+    RACK_WAIT_S = PolicyConfig().rack_wait_s  # the replay's pald runs with the default
+
+    pald = ARMS.get(arm) is not None  # an arm with pald: decided by pald on Slurm (sim.pald_on_slurm)
+    jobs = tuple(replace(j.trace_job, submit_time=j.submit_s, shape=j.shape if pald else j.trace_job.shape)
+                 for j in plan.jobs)
+    spec = RunSpec(mode="event", num_nodes=num_nodes, gpus_per_node=gpus_per_node,
+                   nodes_per_rack=nodes_per_rack, seeds=seed + 1, cluster=cluster if pald else None)
+    policy = SIM_POLICY[arm]
+    sim = simulator_for(spec, seed)
+    sim = EventSimulator(replace(sim.config, start_cost_s=launch_s, jobs_stay_put=pald))
+    decider = None
+    if pald:
+        limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}
+        period = (PALD_CYCLE_S if cycle_s is None else cycle_s) * plan.scale
+        decider = PaldOnSlurm(str(policy), cycle_period_s=period, limits_s=limits,
+                              ranking=ranking, wall_scale=plan.scale,
+                              settings=ServiceSettings(delay_timers=rack_timers(RACK_WAIT_S)))
+    result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)
     s = result.summary()
     name = policy if isinstance(policy, str) else policy.name
-    return {"policy": name, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"]}
-
-
+    return {"policy": f"{name}-on-slurm" if pald else name, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"]}

@@ -126,7 +126,9 @@ class CompatSimulator:
         engine = Engine(EngineSettings(placement=placement.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty),
                         rng=rng, policy=placement)
         ranking = Ranking.from_scores(perfvar, cfg.binning)
-        deterministic = not placement.traits.randomised
+        # An idle round (nothing launched or stopped) repeats while nothing changes, unless the
+        # placement reshuffles running jobs at random: a sticky one draws only when it places.
+        replans_idle = placement.traits.randomised and not placement.traits.sticky
         n_tracked = len(trace.jobs)
         sorted_pv = {c: sorted(v) for c, v in perfvar.items()}
 
@@ -193,8 +195,8 @@ class CompatSimulator:
                 active[key] = _Job(key, src, job_class(src, ARTIFACT_CLASSES), at)
                 changed = True
                 pending_arrival = next(source)
-            # (3) schedule, unless nothing can have changed since an idle deterministic round
-            if changed or not idle_plan or not deterministic:
+            # (3) schedule, unless nothing can have changed since an idle round
+            if changed or not idle_plan or replans_idle:
                 plan = engine.decide([j.request() for j in active.values()], self.cluster.with_free(free), ranking, t)
                 for jid in plan.suspend:
                     job = active[jid]

@@ -29,7 +29,7 @@ import heapq
 import math
 import random
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
@@ -46,6 +46,9 @@ from pal_slurm.sim.network import Congestion, NetworkModel, cluster_from_racks
 from pal_slurm.sim.trace import Trace, TraceJob, job_class, unclassed_scores
 from pal_slurm.sim.variability import MeasuredGpus
 
+if TYPE_CHECKING:
+    from pal_slurm.sim.runner import RunSpec
+
 ARRIVAL, FINISH, WAKE = 0, 1, 2
 
 
@@ -57,6 +60,10 @@ class Decider(Protocol):
     def start(self, cluster: ClusterView, ranking: Ranking) -> None: ...
 
     def decide(self, now: float, jobs: list[JobRequest], view: ClusterView, ranking: Ranking) -> RoundPlan: ...
+
+    def next_wakeup(self, now: float) -> float | None:
+        """When the decider wants to decide again by time alone (pald's next cycle), or None."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,7 @@ class EventConfig:
     variability_seed: int = 0  # which real GPUs the simulated ones are (gpu_profiles)
     seed: int = 0  # the placements' RNG (random placements)
     restart_cost_s: float = 30.0  # seconds without progress on every restart
+    start_cost_s: float = 0.0  # seconds without progress on a first start (a replay's measured Slurm launch cost)
     congestion: Congestion = Congestion()
     network: bool = True  # False: no network slowdown at all (variability only)
     locality_penalty: float = 1.7  # PAL's L x V weight, passed to the placements
@@ -110,6 +118,7 @@ class _Job:
     comm_s: float = 0.0
     attained: float = 0.0
     _req: JobRequest | None = None  # cached request while nothing changed (waiting jobs)
+    _first: JobRequest | None = None  # its first request: later ones change only its state fields
 
     def advance(self, t: float) -> None:
         if self.gpus and t > self.last:
@@ -125,7 +134,12 @@ class _Job:
     def request(self) -> JobRequest:
         if self._req is not None:
             return self._req
-        self._req = JobRequest(
+        if self._first is not None:
+            self._req = self._first.evolved(
+                running_on=self.gpus, attained_service=self.attained, remaining_time=max(0.0, self.work_left),
+                waiting_since=self.started_at if self.gpus else self.waiting_since, preemptions=self.preemptions)
+            return self._req
+        self._req = self._first = JobRequest(
             job_id=self.key,
             num_gpus=self.src.num_gpus,
             perf_class=self.perf_class,
@@ -151,7 +165,7 @@ class EventSimulator:
         self._nodes_per_rack = max(racks.count(r) for r in set(racks))
 
     # ---- helpers --------------------------------------------------------------------------
-    def _net_factor(self, app: str, gpus) -> float:
+    def _net_factor(self, app: str, gpus: Sequence[int]) -> float:
         if not self.config.network:
             return 1.0
         return self.netmodel.slowdown(app, gpus, self.cluster)
@@ -166,7 +180,7 @@ class EventSimulator:
         return self.netmodel.factor(app, n, nodes, racks)
 
     # ---- the run --------------------------------------------------------------------------
-    def run(self, trace: Trace, policy, progress: Callable[[float], None] | None = None,
+    def run(self, trace: Trace, policy: str | PlacementPolicy, progress: Callable[[float], None] | None = None,
             decider: Decider | None = None,
             on_start: Callable[[float, int, tuple[int, ...]], None] | None = None) -> RunResult:
         """Simulate `trace` under `policy` (a registered name, or a placement object).
@@ -310,6 +324,9 @@ class _EventRun:
         if self.util[-1][1] != busy_now:
             self.util.append((t, busy_now))
         w = self.engine.next_wakeup(cyc)
+        if self.decider is not None:
+            mine = self.decider.next_wakeup(t)
+            w = mine if w is None else w if mine is None else min(w, mine)
         if w is not None and t < w < self.pending_wake:
             self.pending_wake = w
             self.push(w, WAKE, None)
@@ -334,21 +351,21 @@ class _EventRun:
             job.preemptions += 1
 
     def start(self, job: _Job, gpus: tuple[int, ...], t: float) -> None:
-        name = self.pol.name
         if job.gpus:
-            raise RuntimeError(f"{name}: launched job {job.key} that is still running")
+            raise RuntimeError(f"{self.pol.name}: launched job {job.key} that is still running")
         if len(gpus) != job.src.num_gpus or not self.free.issuperset(gpus):
-            raise RuntimeError(f"{name}: bad allocation {gpus} for job {job.key} ({job.src.num_gpus} GPUs)")
+            raise RuntimeError(f"{self.pol.name}: bad allocation {gpus} for job {job.key} ({job.src.num_gpus} GPUs)")
         self.free.difference_update(gpus)
         as_seen = job.request() if self.tuning else None  # as the placement saw it (the tuner learns its wait)
         job.gpus = gpus
         job._req = None
         job.version += 1
-        pm = max(self.scores[job.perf_class][g] for g in gpus)
+        pm = max(map(self.scores[job.perf_class].__getitem__, gpus))
         job.net = self.sim._net_factor(job.src.model, gpus)
         job.rate = 1.0 / (pm * job.net)
-        cost = self.cfg.restart_cost_s if job.first_start is not None else 0.0
-        if cost:
+        restart = job.first_start is not None
+        cost = self.cfg.restart_cost_s if restart else self.cfg.start_cost_s
+        if restart and cost:
             self.restarts += 1
             job.restarts += 1
         job.resume_at = t + cost
@@ -396,18 +413,19 @@ def simulate(trace: Trace, policy: str, config: EventConfig = EventConfig()) -> 
     return EventSimulator(config).run(trace, policy)
 
 
-def simulator_for(spec, seed_index: int = 0) -> EventSimulator:
+def simulator_for(spec: RunSpec, seed_index: int = 0) -> EventSimulator:
     """An EventSimulator for a `sim.runner.RunSpec` (palctl simulate --mode event).
 
     Seed index i draws GPU identities with variability seed i and seeds the placements' RNG
     with i. `nodes_per_rack=None` keeps EventConfig's default (4 nodes under a leaf);
     `congestion` is the background load of both the leaf and the spine tier.
     """
-    kw = {}
+    kw: dict[str, Any] = {}
     if getattr(spec, "nodes_per_rack", None):
         kw["nodes_per_rack"] = spec.nodes_per_rack
-    if getattr(spec, "racks", None):
-        kw["cluster"] = cluster_from_racks(dict(spec.racks), spec.gpus_per_node)
+    racks = getattr(spec, "racks", None)
+    if racks:
+        kw["cluster"] = cluster_from_racks(dict(racks), spec.gpus_per_node)
     elif getattr(spec, "cluster", None) is not None:
         kw["cluster"] = spec.cluster
     load = float(getattr(spec, "congestion", 0.0) or 0.0)

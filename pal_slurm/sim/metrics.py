@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -49,9 +49,9 @@ class RunResult:
     jobs: list[JobOutcome]
     busy_gpu_s: float  # allocated GPU-seconds (all jobs, tracked or not, inside the window)
     util_series: list[tuple[float, int]] = field(default_factory=list)  # (time, busy GPUs)
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         return summarize(self)
 
 
@@ -59,7 +59,7 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else float("nan")
 
 
-def summarize(run: RunResult) -> dict:
+def summarize(run: RunResult) -> dict[str, Any]:
     jobs = run.jobs
     if not jobs:
         raise ValueError(f"{run.trace}/{run.policy}: no job finished")
@@ -123,5 +123,5 @@ def geomean(values: Iterable[float]) -> float:
     return float(math.exp(np.mean(np.log(v)))) if v.size else float("nan")
 
 
-def as_dict(outcome: JobOutcome) -> dict:
+def as_dict(outcome: JobOutcome) -> dict[str, Any]:
     return asdict(outcome)

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from pal_slurm.model import ClusterView
 from pal_slurm.model.network import NODE, RACK, SPINE, TIERS
@@ -123,8 +123,8 @@ def tier_of(gpu_ids: Iterable[int], cluster: ClusterView) -> tuple[int, int, int
     """(tier, nodes spanned, racks spanned) of a GPU set."""
     node_of = cluster.node_of
     racks = cluster.rack_of_node
-    nodes = {node_of[g] for g in gpu_ids}
-    rk = {racks[n] for n in nodes}
+    nodes = set(map(node_of.__getitem__, gpu_ids))
+    rk = set(map(racks.__getitem__, nodes))
     tier = NODE if len(nodes) <= 1 else (RACK if len(rk) <= 1 else SPINE)
     return tier, len(nodes), len(rk)
 
@@ -234,14 +234,14 @@ class SensitivityTable:
         return cls(curves, tuple(flags))
 
     @staticmethod
-    def _smooth(model: str, tiers, flags: list[str]) -> ModelCurve:
-        def get(key) -> dict[int, float]:
+    def _smooth(model: str, tiers: Mapping[tuple[int, int], Mapping[int, float]], flags: list[str]) -> ModelCurve:
+        def get(key: tuple[int, int]) -> dict[int, float]:
             if key not in tiers:
                 raise NetworkError(f"model {model}: no rows for tier {key}")
             return dict(tiers[key])
 
         node, rack2, rack4, spine = get((NODE, 0)), get((RACK, 2)), get((RACK, 4)), get((SPINE, 0))
-        def floor(points: dict[int, float], lower, what: str) -> dict[float, float]:
+        def floor(points: dict[int, float], lower: Callable[[int], float], what: str) -> dict[float, float]:
             out = {}
             for n, e in sorted(points.items()):
                 lo = lower(n)
@@ -285,7 +285,7 @@ class Congestion:
     leaf: float = 0.0  # node <-> leaf switch links
     spine: float = 0.0  # leaf <-> spine links
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name, v in (("leaf", self.leaf), ("spine", self.spine)):
             if not (0.0 <= v < 0.95):
                 raise NetworkError(f"congestion {name}={v}: must be in [0, 0.95)")
@@ -318,7 +318,7 @@ class NetworkModel:
     congestion: Congestion = Congestion()
     model_map: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_MAP))
     default_model: str = DEFAULT_TABLE_MODEL
-    _cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    _cache: dict[tuple[str, int, int, int], float] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def table_model(self, app: str) -> str:
         key = (app or "").strip().lower()

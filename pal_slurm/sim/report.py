@@ -6,7 +6,7 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from pal_slurm.sim.metrics import RunResult, geomean, mean_ci95
 
@@ -25,9 +25,9 @@ TABLE_COLUMNS = (
 HOURS = {"avg_jct_s", "geomean_jct_s", "p99_jct_s", "makespan_s", "avg_queue_delay_s"}
 
 
-def aggregate(summaries: Sequence[dict]) -> list[dict]:
+def aggregate(summaries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mean over seeds per (trace, policy), with 95% half-widths as `<key>_ci95`."""
-    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for s in summaries:
         groups[(s["trace"], s["policy"])].append(s)
     out = []
@@ -41,7 +41,7 @@ def aggregate(summaries: Sequence[dict]) -> list[dict]:
     return out
 
 
-def format_table(rows: Sequence[dict]) -> str:
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
     multi = any(r.get("seeds", 1) > 1 for r in rows)
     header = [c[0] for c in TABLE_COLUMNS]
     lines = []
@@ -58,13 +58,16 @@ def format_table(rows: Sequence[dict]) -> str:
             cells.append(cell)
         lines.append(cells)
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(header)]
-    fmt_line = lambda cells: "  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    def fmt_line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     out = [fmt_line(header), fmt_line(["-" * w for w in widths])]
     out += [fmt_line(l) for l in lines]
     return "\n".join(out)
 
 
-def normalised_gains(rows: Sequence[dict], baseline: str, key: str = "avg_jct_s") -> dict[str, float]:
+def normalised_gains(rows: Sequence[dict[str, Any]], baseline: str, key: str = "avg_jct_s") -> dict[str, float]:
     """Geomean over traces of each policy's `key` relative to the baseline's."""
     by_trace: dict[str, dict[str, float]] = defaultdict(dict)
     for r in rows:
@@ -79,7 +82,7 @@ def normalised_gains(rows: Sequence[dict], baseline: str, key: str = "avg_jct_s"
     return {p: geomean(v) for p, v in ratios.items()}
 
 
-def write_json(path: str | Path, results: Sequence[RunResult], meta: dict) -> None:
+def write_json(path: str | Path, results: Sequence[RunResult], meta: dict[str, Any]) -> None:
     summaries = [r.summary() for r in results]
     doc = {
         "meta": meta,
@@ -89,7 +92,7 @@ def write_json(path: str | Path, results: Sequence[RunResult], meta: dict) -> No
     Path(path).write_text(json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n")
 
 
-def _finite(v):
+def _finite(v: Any) -> Any:
     """NaN and infinities as null: json.dumps would write the non-JSON tokens NaN/Infinity."""
     if isinstance(v, float):
         return v if math.isfinite(v) else None

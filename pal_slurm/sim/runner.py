@@ -4,13 +4,16 @@ traces, policies and simulators together for `palctl simulate` and the benchmark
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from pal_slurm.sim.compat import CompatConfig, CompatSimulator
 from pal_slurm.model import ClusterView
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.trace import Trace
 from pal_slurm.sim.variability import MeasuredGpus
+
+if TYPE_CHECKING:
+    from pal_slurm.sim.event import EventSimulator
 
 MODES = ("compat", "event")
 
@@ -43,7 +46,7 @@ def parse_cluster(text: str) -> tuple[int, int]:
     return n, g
 
 
-def _simulator(spec: RunSpec, seed_index: int):
+def _simulator(spec: RunSpec, seed_index: int) -> CompatSimulator | EventSimulator:
     if spec.mode == "compat":
         cfg = CompatConfig(
             num_nodes=spec.num_nodes,
@@ -79,7 +82,7 @@ def run_grid(
             for policy in policies:
                 sim = _simulator(spec, seed_index)
 
-                def step(frac: float, _done=done) -> None:
+                def step(frac: float, _done: int = done) -> None:
                     if on_progress:
                         on_progress((_done + frac) / total)
 

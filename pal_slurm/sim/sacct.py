@@ -3,7 +3,7 @@
 What the simulator takes from each job: submit time, runtime (end - start: what the job took on
 the GPUs stock Slurm gave it, used as its ideal runtime), allocated GPUs, nodes, time limit, and
 a variability class. The class comes, in order, from the job's `pal:class=` comment (parsed by
-the hook's grammar, `daemon.comment_grammar`), then from the admin's rules (job name / account /
+the hook's grammar, `model.comment_grammar`), then from the admin's rules (job name / account /
 partition glob -> class, `[simulate] class_rules` in pal.toml), else the job is *unclassed*:
 simulated with no variability (every GPU 1.0 for it) but still occupying its GPUs.
 
@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from pal_slurm.daemon.comment_grammar import CommentError, parse_comment
+from pal_slurm.model.comment_grammar import CommentError, parse_comment
 from pal_slurm.input_files import InputError, parse_csv, read_text
 from pal_slurm.sim.trace import MAX_RUNTIME_S, UNCLASSED, Trace, TraceError, TraceJob
 

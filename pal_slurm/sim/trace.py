@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
+from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.shape import JobShape
 from pal_slurm.input_files import InputError, read_csv, where
 
@@ -35,7 +36,7 @@ class TraceError(InputError):
 UNCLASSED = "-"  # TraceJob.perf_class of a job with no class: no variability (every GPU 1.0 for it)
 
 
-def job_class(job: "TraceJob", classes) -> str:
+def job_class(job: "TraceJob", classes: AppClassMap) -> str:
     """A job's class: UNCLASSED as is; else its explicit class (a name or an application, as a
     `pal:class=` comment gives it) or its model, through the simulator's class map."""
     if job.perf_class == UNCLASSED:

@@ -26,6 +26,7 @@ from typing import Callable, Mapping, Sequence
 from pal_slurm.input_files import InputError
 from pal_slurm.model.classes import class_rank
 from pal_slurm.model.cluster import ClusterView
+from pal_slurm.ranking.snapshot import RankingSnapshot
 
 Location = tuple[str, int]  # (node name, GPU slot)
 
@@ -88,12 +89,12 @@ class MeasuredGpus:
         return out
 
 
-def _natural(name: str) -> list:
+def _natural(name: str) -> list[int | str]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
-def from_snapshot(snapshot, source: str) -> MeasuredGpus:
-    """From a `bench.rank.RankingSnapshot` (the store's, or one ranked from a file)."""
+def from_snapshot(snapshot: RankingSnapshot, source: str) -> MeasuredGpus:
+    """From a `ranking.snapshot.RankingSnapshot` (the store's, or one ranked from a file)."""
     scores: dict[str, dict[Location, float]] = {}
     for e in snapshot.entries:
         scores.setdefault(e.perf_class, {})[(e.node, e.slot)] = float(e.score)
@@ -117,14 +118,14 @@ def merge(sources: Sequence[MeasuredGpus]) -> MeasuredGpus | None:
     return MeasuredGpus(label, scores)
 
 
-def load_measured(spec: str, open_store_ranking: Callable[[int | None], object] | None = None) -> MeasuredGpus:
+def load_measured(spec: str, open_store_ranking: Callable[[int | None], RankingSnapshot | None] | None = None) -> MeasuredGpus:
     """`store`, `store:vN`, `FILE`, or `CLASS=FILE` (a per-run file of one class).
 
     `open_store_ranking(version)` returns the store's RankingSnapshot (None version = latest)
     or None; palctl passes one that opens the configured store.
     """
     from pal_slurm.bench.importer import import_samples
-    from pal_slurm.bench.rank import rank_samples
+    from pal_slurm.ranking.rank import rank_samples
 
     spec = spec.strip()
     m = re.fullmatch(r"store(?::v?(\d+))?", spec)

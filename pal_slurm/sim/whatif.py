@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from pal_slurm.sim.metrics import RunResult, mean_ci95
 from pal_slurm.sim.trace import Trace
@@ -51,7 +51,7 @@ class PolicyRow:
 
 def compare(runs: Sequence[Sequence[RunResult]], baseline: str) -> list[PolicyRow]:
     """`runs[sample]` = that sample's results (one per policy) -> one row per policy."""
-    by_policy: dict[str, list[dict]] = {}
+    by_policy: dict[str, list[dict[str, Any]]] = {}
     ratios: dict[str, list[float]] = {}
     for sample in runs:
         summaries = {r.policy: r.summary() for r in sample}
@@ -120,7 +120,8 @@ def write_plot(path: str | Path, rows: Sequence[PolicyRow], first_sample: Sequen
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     shown = [r for r in rows if r.ratio is not None]
-    ax1.bar(range(len(shown)), [r.ratio[0] for r in shown], yerr=[r.ratio[1] for r in shown], capsize=4,
+    ratios = [r.ratio for r in shown if r.ratio is not None]
+    ax1.bar(range(len(shown)), [mean for mean, _hw in ratios], yerr=[hw for _mean, hw in ratios], capsize=4,
             color=["#999999" if r.policy == baseline else "#1f77b4" for r in shown])
     ax1.axhline(1.0, color="black", linewidth=0.7)
     ax1.set_xticks(range(len(shown)))

@@ -11,6 +11,11 @@ What works on Debian 12 (Slurm 22.05.8), found by trying:
   the lab's key (written before the lab starts; the lab script keeps an existing key).
 - `AccountingStorageTRES=gres/gpu` puts GPUs in AllocTRES; `AccountingStoreFlags=job_comment`
   keeps `--comment` (sacct's Comment field, `comment.job` in JSON).
+- The database exists before slurmdbd starts (as a site creates it when granting slurmdbd's
+  user): Debian 13's slurmdbd 24.11 with libmariadb 3.4 (MariaDB 11.8) dies at its first start
+  when it has to create the database itself ("fatal: _check_mysql_concat_is_sane: null result",
+  mysql error 5027): it reconnects the connection handle whose connect failed on the missing
+  database, and libmariadb 3.4 then refuses every result set on it.
 MariaDB runs as a private server (own datadir, 127.0.0.1 on a free port, no password); every
 process started here is stopped by PID in `stop`.
 """
@@ -28,7 +33,9 @@ from typing import Mapping
 
 from pal_slurm.slurm.lab import LabCluster, LabError, free_port_block, start_lab
 
-REQUIRED = ("/usr/sbin/slurmdbd", "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db", "/usr/sbin/munged")
+REQUIRED = ("/usr/sbin/slurmdbd", "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db", "/usr/bin/mariadb",
+            "/usr/sbin/munged")
+ACCOUNTING_DB = "slurm_acct_db"
 SACCT_FORMAT = "JobID,JobName,Account,Partition,Submit,Start,End,Timelimit,AllocTRES,NNodes,State,Comment"
 
 
@@ -113,6 +120,11 @@ def start_accounting_lab(root: str | os.PathLike[str], nodes: int = 2, gpus: int
              "--skip-name-resolve", f"--pid-file={root}/run/mariadb.pid", f"--log-error={root}/log/mariadb.err"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         _wait_port(mysql_port, "mariadbd", root / "log" / "mariadb.err")
+        made = subprocess.run(["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(mysql_port), "-u", "root",
+                               "-e", f"CREATE DATABASE IF NOT EXISTS {ACCOUNTING_DB}"],
+                              capture_output=True, text=True, timeout=60)
+        if made.returncode != 0:
+            raise LabError(f"create database {ACCOUNTING_DB}: {made.stderr.strip()}")
         key = root / "lab" / "etc" / "munge.key"  # the lab script keeps an existing key
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
@@ -130,7 +142,7 @@ def start_accounting_lab(root: str | os.PathLike[str], nodes: int = 2, gpus: int
             "AuthType=auth/munge", f"AuthInfo=socket={root}/run/munge.sock", "DbdHost=localhost",
             f"DbdPort={dbd_port}", "SlurmUser=root", f"PidFile={root}/run/slurmdbd.pid",
             f"LogFile={root}/log/slurmdbd.log", "DebugLevel=info", "StorageType=accounting_storage/mysql",
-            "StorageHost=127.0.0.1", f"StoragePort={mysql_port}", "StorageUser=root", "StorageLoc=slurm_acct_db", "",
+            "StorageHost=127.0.0.1", f"StoragePort={mysql_port}", "StorageUser=root", f"StorageLoc={ACCOUNTING_DB}", "",
         ]))
         conf.chmod(0o600)  # slurmdbd refuses a readable config (it holds the storage password)
         out.procs.append(subprocess.Popen(["/usr/sbin/slurmdbd", "-D"], stdout=subprocess.DEVNULL,

@@ -9,7 +9,12 @@ tests/unit/slurm/data/<release>/):
 - `scontrol update jobid=X Gres=gpu:s2:1,gpu:s3:1` sets TresPerNode (per-slot types bind exact
   GPUs), but is REJECTED ("Invalid GRES specification (with and without type identification)")
   while the job still carries an untyped request such as gres:gpu:2. Clearing first with
-  `TresPerNode=` (empty) and then setting the typed request works.
+  `TresPerNode=` (empty) and then setting the typed request works. 24.11 refuses that clear
+  for a job with --cpus-per-gpu/--mem-per-gpu ("Invalid generic resource (gres)
+  specification": those need a GPU request) but takes the typed request in one update.
+- 24.11 does not start a job with --cpus-per-gpu bound to two per-slot types on a node (it
+  stays pending, Reason=Resources, on an idle node): such a job gets its nodes only
+  (`JobSnapshot.stalls_on_slots`; the hook does the same at submit).
 - `NodeList=` (ReqNodeList) means "at least these nodes", so the node count is pinned as well
   (`NumNodes=n-n`), or Slurm may add nodes.
 - The reverse is not possible: once a job carried a typed request, 22.05 refuses an untyped one
@@ -29,6 +34,19 @@ from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import canonical_tres, gres_update_spec
 from pal_slurm.slurm.hostlist import compress, expand
 from pal_slurm.slurm.runner import Runner
+
+
+JobRef = int | str  # a job id, or ``A_I`` for element I of array A (see readers.JobInfo.ref)
+_REF = re.compile(r"\d+(?:_\d+)?")
+
+
+def job_ref(job: JobRef) -> str:
+    """The scontrol name of a job or array element; anything else is refused (it is put on a
+    command line)."""
+    text = str(job) if isinstance(job, int) and not isinstance(job, bool) else job
+    if not isinstance(text, str) or not _REF.fullmatch(text):
+        raise SlurmError(f"not a job id or array element: {job!r}")
+    return text
 
 
 def normalize_gres_spec(spec: str) -> str:
@@ -56,6 +74,16 @@ class JobSnapshot:
     tres_per_node: str  # "" when the job requests no GRES
     req_nodes: str = ""  # ReqNodeList hostlist, "" when none
     num_nodes: str = ""  # NumNodes as shown: "1", "2-2"
+    cpus_per_tres: str = ""  # CpusPerTres (--cpus-per-gpu), "gres:gpu:4"; "" when none
+    slash_tres: bool = False  # Slurm spelled its TRES "gres/gpu" (23.11 and later)
+
+    def stalls_on_slots(self, spec: str) -> bool:
+        """Whether binding this job to the slot types of `spec` would leave it pending for
+        ever: Slurm 24.11 (found on 24.11.5 in the Debian 13 root) does not start a job with
+        --cpus-per-gpu bound to two per-slot GPU types on a node (Reason=Resources on an idle
+        node; one slot type, or the untyped request, starts; 22.05 starts all). Such a job is
+        pinned to its nodes only there, and Slurm picks its GPUs on them."""
+        return self.slash_tres and "gpu" in self.cpus_per_tres and "," in spec
 
     @property
     def held(self) -> bool:
@@ -75,15 +103,17 @@ def parse_show_job(text: str) -> JobSnapshot:
     priority = _field(line, "Priority")
     if job_id is None or state is None or priority is None or not job_id.isdigit():
         raise SlurmError(f"unexpected `scontrol show job` output: {line[:200]!r}")
-    tres = canonical_tres(_field(line, "TresPerNode") or "")  # 23.02+ writes gres/gpu:1
+    raw_tres = [_field(line, key) or "" for key in ("TresPerNode", "CpusPerTres")]
     req = _field(line, "ReqNodeList") or ""
     return JobSnapshot(
         int(job_id),
         state,
         int(priority) if priority.isdigit() else 0,
-        tres,
+        canonical_tres(raw_tres[0]),  # 23.02+ writes gres/gpu:1
         "" if req == "(null)" else req,
         _field(line, "NumNodes") or "",
+        canonical_tres(raw_tres[1]),
+        any("gres/" in t for t in raw_tres),
     )
 
 
@@ -93,20 +123,20 @@ class SlurmActuator:
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
 
-    def show(self, job_id: int) -> JobSnapshot:
-        return parse_show_job(self.runner.run(["scontrol", "-o", "show", "job", str(int(job_id))]))
+    def show(self, job_id: JobRef) -> JobSnapshot:
+        return parse_show_job(self.runner.run(["scontrol", "-o", "show", "job", job_ref(job_id)]))
 
-    def hold(self, job_id: int) -> None:
+    def hold(self, job_id: JobRef) -> None:
         """Hold a pending job. Run as SlurmUser or root (as pald is) this is an *admin* hold
         (Reason=JobHeldAdmin) that the job's user cannot `scontrol release`; it also turns a
         user hold (JobHeldUser, priority 0 set at submit) into one. Slurm 22.05, lab-tested in
         tests/integration/test_faults.py."""
-        self.runner.run(["scontrol", "hold", str(int(job_id))])
+        self.runner.run(["scontrol", "hold", job_ref(job_id)])
 
     def hold_many(self, job_ids: Iterable[int], chunk: int = 200) -> None:
         """`hold` for many jobs, one scontrol per `chunk` ids (`scontrol hold 1,2,3`). Slurm
         holds every valid id and exits non-zero if any failed (a job gone meanwhile)."""
-        ids = [str(int(j)) for j in job_ids]
+        ids = [job_ref(j) for j in job_ids]
         failures = []
         for i in range(0, len(ids), chunk):
             try:
@@ -116,27 +146,41 @@ class SlurmActuator:
         if failures:
             raise failures[0]
 
-    def release(self, job_id: int) -> None:
-        self.runner.run(["scontrol", "release", str(int(job_id))])
+    def set_admin_comment(self, job_id: JobRef, text: str) -> None:
+        """Replace the job's admin_comment (pald's tags; the caller keeps what was there)."""
+        if "\n" in text:
+            raise SlurmError(f"job {job_id}: admin_comment must be one line")
+        self._update(job_id, f"AdminComment={text}")
 
-    def unpin(self, job_id: int) -> None:
+    def release(self, job_id: JobRef) -> None:
+        self.runner.run(["scontrol", "release", job_ref(job_id)])
+
+    def unpin(self, job_id: JobRef) -> None:
         """Drop a pending job's node pin (`NodeList=`, empty: ReqNodeList cleared), so Slurm
         may run it on any node that has what it asks for. Its GPU request stays as it is (a
         per-slot typed one cannot become untyped again on 22.05; every node of a slot-typed
         site has the same slot types)."""
         self._update(job_id, "NodeList=")
 
-    def _update(self, job_id: int, *fields: str) -> None:
-        self.runner.run(["scontrol", "update", f"jobid={int(job_id)}", *fields])
+    def _update(self, job_id: JobRef, *fields: str) -> None:
+        self.runner.run(["scontrol", "update", f"jobid={job_ref(job_id)}", *fields])
 
-    def _set_gres(self, job_id: int, current: str, spec: str) -> None:
+    def _set_gres(self, job_id: JobRef, current: str, spec: str) -> None:
+        """Replace the job's per-node GPU request with `spec`: clear, then set (22.05 refuses
+        a typed request over an untyped one). 23.02+ refuses the clear when the job has
+        --cpus-per-gpu/--mem-per-gpu (they would name no GPU request), and replaces the
+        request in one update instead: a refused clear goes straight to the set, whose
+        error (if it fails too) is the one raised."""
         if current and current != "gres:":
-            self._update(job_id, "TresPerNode=")
+            try:
+                self._update(job_id, "TresPerNode=")
+            except SlurmError:
+                pass
         self._update(job_id, f"Gres={spec}")
 
     def place_held_job(
         self,
-        job_id: int,
+        job_id: JobRef,
         nodes: Sequence[str] | str,
         gres_spec: str | None,
         release: bool = True,
@@ -159,6 +203,8 @@ class SlurmActuator:
             raise SlurmError(f"job {job_id}: no nodes to place it on")
         spec = None if gres_spec is None else normalize_gres_spec(gres_spec)
         before = self.show(job_id)
+        if spec is not None and before.stalls_on_slots(spec):
+            spec = None
         if before.state != "PENDING":
             raise SlurmError(f"job {job_id} is {before.state}, not PENDING: cannot place it")
         held_here = not before.held
@@ -182,12 +228,12 @@ class SlurmActuator:
             self.release(job_id)
 
     def place_on_slots(
-        self, job_id: int, nodes: Sequence[str] | str, slots: Iterable[int], release: bool = True
+        self, job_id: JobRef, nodes: Sequence[str] | str, slots: Iterable[int], release: bool = True
     ) -> None:
         """`place_held_job` with the per-slot typed GRES of `slots` (same slots on each node)."""
         self.place_held_job(job_id, nodes, gres_update_spec(slots), release=release)
 
-    def place_nodes(self, job_id: int, nodes: Sequence[str] | str, release: bool = True,
+    def place_nodes(self, job_id: JobRef, nodes: Sequence[str] | str, release: bool = True,
                     partition: str | None = None) -> None:
         """Pin a pending job to exactly `nodes` (node count fixed too), keeping its GPU request.
 
@@ -195,7 +241,7 @@ class SlurmActuator:
         """
         self.place_held_job(job_id, nodes, None, release=release, partition=partition)
 
-    def _restore(self, job_id: int, before: JobSnapshot) -> None:
+    def _restore(self, job_id: JobRef, before: JobSnapshot) -> None:
         """Best effort: put back the nodes and GPU request the job had before."""
         steps = [
             ["TresPerNode="],

@@ -94,6 +94,8 @@ def _csv(value: Any) -> Any:
     return ",".join(str(v) for v in value) if isinstance(value, list) else value
 
 
+# data_parser's job "shared" flag names that 22.05 (v0.0.38) spelled differently
+JOB_SHARED_AS_22_05 = {"oversubscribe": "shared"}
 NODE_BASE_STATES = ("IDLE", "MIXED", "ALLOCATED", "DOWN", "ERROR", "FUTURE", "UNKNOWN")
 # job state flags that 22.05 printed instead of the base state (job_state_string's order)
 JOB_STATE_FLAGS_SHOWN = ("COMPLETING", "CONFIGURING", "RESIZING", "REQUEUED", "STAGE_OUT")
@@ -137,6 +139,10 @@ def data_parser_job(raw: Mapping[str, Any]) -> dict[str, Any]:
         out["job_state"] = shown or (names[0] if names else "")
     if "priority" in out and out["priority"] is None:
         out["priority"] = NO_VAL
+    shared = raw.get("shared")
+    if isinstance(shared, list):  # v0.0.40+: ["none"] (--exclusive), ["oversubscribe"], [] (unset)
+        first = str(shared[0]).lower() if shared else None
+        out["shared"] = JOB_SHARED_AS_22_05.get(first, first) if first else None
     out["job_resources"] = _job_resources_as_22_05(raw.get("job_resources"))
     return out
 

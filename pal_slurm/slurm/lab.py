@@ -225,7 +225,8 @@ def start_lab(
     env: extra variables for the daemons, e.g. the pald socket path the hook reads with
         os.getenv (slurmctld inherits them).
     prolog/epilog/task_prolog: optional scripts (Prolog=/Epilog=/TaskProlog=).
-    gres: "typed" (per-slot types, exact GPU binding), "plain" (Gres=gpu:N) or "model" (GPU
+    gres: "typed" (per-slot types, exact GPU binding), "plain" (Gres=gpu:N), "from-plain" (the
+    plain lab's gres.conf made per-slot by `palctl slurm gres-conf --from`) or "model" (GPU
         model types as sites use them, Gres=gpu:<model>:N; models from `gpu_models`).
     gpu_models: node -> GPU model for gres="model" (nodes not named: a100).
     features: node -> Slurm Features= value (e.g. {"gpu04": "f4,big"}), for sites' constraints.
@@ -236,8 +237,8 @@ def start_lab(
                        ("task_prolog", task_prolog)):
         if path is not None and not Path(path).is_file():
             raise LabError(f"{what} {path}: no such file")
-    if gres not in ("typed", "plain", "model"):
-        raise LabError(f"gres must be 'typed', 'plain' or 'model', not {gres!r}")
+    if gres not in ("typed", "plain", "model", "from-plain"):
+        raise LabError(f"gres must be 'typed', 'plain', 'model' or 'from-plain', not {gres!r}")
     missing = missing_binaries()
     if missing:
         raise LabError("Slurm lab needs: " + ", ".join(missing))

@@ -20,6 +20,7 @@ GRES strings seen in 22.05 (all in tests/unit/slurm/data/*.json):
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -106,7 +107,12 @@ def _parse_attrs(text: str) -> dict[str, str]:
 
 
 def parse_gres(text: str | None) -> tuple[GresItem, ...]:
-    """Parse a GRES string (configured, used or per-node job detail). ``(null)``/N/A -> ()."""
+    """Parse a GRES string (configured, used or per-node job detail). ``(null)``/N/A -> ().
+
+    A job's TRES items come in both releases' spellings: ``gres:gpu:s2:1`` (22.05, and what
+    job_submit.lua writes) and ``gres/gpu:s2:1`` (23.02+, in the hook's job_desc and in
+    squeue; ``gres/gpu:a100=1`` with ``cpu=2`` beside it in tres_per_task), so the type and
+    count of a GPU request read the same on either."""
     if text is None:
         return ()
     text = text.strip()
@@ -120,9 +126,14 @@ def parse_gres(text: str | None) -> tuple[GresItem, ...]:
             attrs = _parse_attrs(tail.rstrip(")"))
             if "IDX" in attrs and attrs["IDX"] != "N/A":
                 indices = parse_index_list(attrs["IDX"])
-        fields = head.split(":")
+        count_text = None
+        if "=" in head:  # 23.02+ tres_per_task: "cpu=2,gres/gpu:a100=1"
+            head, _, count_text = head.rpartition("=")
+        fields = head.split(":") + ([count_text] if count_text is not None else [])
         if fields and fields[0] == "gres":  # TRES form "gres:gpu:s2:1"
             fields = fields[1:]
+        elif fields and fields[0].startswith("gres/"):  # 23.02+ TRES form "gres/gpu:s2:1"
+            fields = [fields[0][len("gres/"):], *fields[1:]]
         name = fields[0] if fields else ""
         if not name:
             raise SlurmParseError(f"bad GRES record {record!r} in {text!r}")
@@ -281,6 +292,11 @@ class JobInfo:
     tres_per_job: str = ""  # e.g. gres:gpu:8 (--gpus=N)
     placement_request: "JobPlacementRequest | None" = None  # where it may run (parse_job_placement_request)
     unreadable: str = ""  # why the full record could not be parsed ("" when it could)
+    restart_count: int = 0  # times Slurm requeued it (scontrol requeue, node failure with --requeue)
+    array_job_id: int = 0  # an array's id (its first job id), 0 for a job outside an array
+    array_task_id: int | None = None  # this record's element; None for a record of several pending ones
+    array_tasks: str = ""  # the pending elements a record of several stands for ("1,3-8")
+    eligible_time: int = 0  # epoch seconds it may start from (a requeued job waits Slurm's requeue delay)
 
     @property
     def held(self) -> bool:
@@ -292,6 +308,44 @@ class JobInfo:
     @property
     def pending(self) -> bool:
         return self.state == "PENDING"
+
+    @property
+    def ref(self) -> int | str:
+        """How scontrol names this record: ``A_I`` for one array element (Slurm 22.05 keeps the
+        pending elements of an array in one record until one is updated or started, which
+        splits it off under a job id of its own), else the job id."""
+        if self.array_job_id and self.array_task_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        return self.job_id
+
+    def element_refs(self) -> list[int | str]:
+        """The scontrol names of the elements this record stands for (one unless it is an
+        array's record of several pending elements). Raises SlurmParseError for a task string
+        this does not read."""
+        if not (self.array_job_id and self.array_task_id is None and self.array_tasks):
+            return [self.ref]
+        return [f"{self.array_job_id}_{i}" for i in array_task_ids(self.array_tasks)]
+
+
+_TASK_RANGE = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
+MAX_ARRAY_TASKS = 1_000_000  # Slurm's MaxArraySize is at most 4000001; more is not a task string
+
+
+def array_task_ids(text: str) -> list[int]:
+    """Slurm's array task string (``1,3-8``, ``0-9:2``, a ``%N`` throttle suffix) -> task ids."""
+    body = text.split("%", 1)[0].strip()
+    out: list[int] = []
+    for part in body.split(","):
+        m = _TASK_RANGE.fullmatch(part.strip())
+        if not m:
+            raise SlurmParseError(f"bad array task string {text!r}")
+        first = int(m.group(1))
+        last = int(m.group(2)) if m.group(2) else first
+        step = int(m.group(3)) if m.group(3) else 1
+        if last < first or step < 1 or len(out) + (last - first) // step >= MAX_ARRAY_TASKS:
+            raise SlurmParseError(f"bad array task string {text!r}")
+        out.extend(range(first, last + 1, step))
+    return out
 
 
 def _allocated_nodes(raw: Mapping[str, Any]) -> list[str]:
@@ -347,9 +401,20 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             time_limit_s=_time_limit_s(raw.get("time_limit")),
             tres_per_job=raw.get("tres_per_job") or "",
             placement_request=parse_job_placement_request(raw),
+            restart_count=_count(raw.get("restart_cnt")),
+            eligible_time=_count(raw.get("eligible_time")),
+            array_job_id=_count(raw.get("array_job_id")),
+            array_task_id=_task_id(raw.get("array_task_id")),
+            array_tasks=raw.get("array_task_string") or "",
         )
     except SlurmParseError as exc:
         raise SlurmParseError(f"job {job_id}: {exc}") from None
+
+
+def _task_id(value) -> int | None:
+    """An array element's task id (None: not one element; NO_VAL on some releases)."""
+    task = _count(value, -1)
+    return None if task < 0 else task
 
 
 def salvage_job(raw: Mapping[str, Any], problem: str) -> JobInfo | None:

@@ -101,9 +101,9 @@ class MemoryRepository:
             checked.append(
                 dataclasses.replace(
                     s,
-                    taken_at=as_utc(s.taken_at),
+                    taken_at=float(s.taken_at),
+                    value=float(s.value),
                     metrics=check_json(s.metrics, "metrics"),
-                    score=None if s.score is None else float(s.score),
                 )
             )
         check_batch_uuids((s.node, s.slot, s.uuid) for s in checked)
@@ -116,12 +116,12 @@ class MemoryRepository:
     def recent_samples(
         self, since: datetime, *, perf_class: str | None = None, include_busy: bool = False
     ) -> list[Sample]:
-        since = as_utc(since)
+        since_s = as_utc(since).timestamp()
         with self._lock:
             rows = [
                 s
                 for s in self._samples
-                if s.taken_at >= since
+                if s.taken_at >= since_s
                 and (perf_class is None or s.perf_class == perf_class)
                 and (include_busy or not s.busy)
             ]
@@ -137,14 +137,14 @@ class MemoryRepository:
     ) -> RankingSnapshot:
         check_name(method, "ranking method")
         rows = tuple(
-            dataclasses.replace(e, score=float(e.score), sf=float(e.sf), flags=tuple(e.flags))
+            dataclasses.replace(e, score=float(e.score), sf=float(e.sf), flags=tuple(e.flags), samples=0, backend="")
             for e in check_entries(entries)
         )
         with self._lock:
             for e in rows:
                 self._ensure_gpu(e.node, e.slot, None, None)
             version = max(self._rankings, default=0) + 1
-            snap = RankingSnapshot(version, as_utc(created_at or utcnow()), method, rows)
+            snap = RankingSnapshot(version, method, as_utc(created_at or utcnow()), rows)
             self._rankings[version] = snap
         return snap
 
@@ -245,7 +245,7 @@ class MemoryRepository:
         before = as_utc(before)
         with self._lock:
             n_samples = len(self._samples)
-            self._samples = [s for s in self._samples if s.taken_at >= before]
+            self._samples = [s for s in self._samples if s.taken_at >= before.timestamp()]
             n_decisions = len(self._decisions)
             self._decisions = [d for d in self._decisions if d.created_at >= before]
             done = [

@@ -1,7 +1,9 @@
 """Plain frozen records that cross the repository boundary (never ORM objects).
-
+Samples and ranking snapshots are the model's own types (`pal_slurm.model.sample.Sample`,
+`pal_slurm.ranking.snapshot.RankingSnapshot`), stored as they are; a sample's time is epoch
+seconds (it is made on compute nodes and spooled as JSON), every other time here is aware UTC.
 The daemon, profiling and palctl only see these; which table holds them is the store's business.
-GPUs are named by (node, slot): that is what Slurm and the prolog know. Times are aware UTC.
+GPUs are named by (node, slot): that is what Slurm and the prolog know.
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ from enum import Enum
 from typing import Any, Mapping
 
 from pal_slurm.model.decision import DecisionKind
+from pal_slurm.model.sample import KIND_BENCH, Sample
+from pal_slurm.ranking.snapshot import RankingEntry, RankingSnapshot
+
+__all__ = ["DecisionRecord", "GpuRecord", "HeldJob", "HeldState", "Heartbeat", "NodeRecord", "RankingEntry",
+           "RankingSnapshot", "Sample", "sample_from_row", "stored_metrics", "utcnow"]
 
 
 def utcnow() -> datetime:
@@ -32,39 +39,32 @@ class GpuRecord:
     model: str | None = None  # e.g. "NVIDIA H100 80GB HBM3"
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One benchmark measurement of one GPU for one class."""
-
-    node: str
-    slot: int
-    perf_class: str
-    backend: str  # nvml | kernel | replay | ...
-    taken_at: datetime
-    metrics: Mapping[str, Any] = field(default_factory=dict)  # raw values, JSON-serialisable
-    score: float | None = None  # normalised time: 1.0 = median, > 1 slower
-    busy: bool = False  # host was busy: excluded from rankings by default
-    job_id: str | None = None  # the job whose prolog/epilog took it
-    uuid: str | None = None
+# How a Sample sits in a sample row: the row's own columns, plus the fields it has no column
+# for in its JSON `metrics` under these keys (rows written before had a `score` column only).
+_SAMPLE_META = ("sample_value", "sample_higher_is_better", "sample_kind", "sample_busy_reason")
 
 
-@dataclass(frozen=True)
-class RankingEntry:
-    node: str
-    slot: int
-    perf_class: str
-    score: float
-    sf: float  # binned slowdown factor
-    bin: int  # 0 = fastest bin
-    flags: tuple[str, ...] = ()  # e.g. ("outlier",), ("few-samples",)
+def stored_metrics(s: Sample) -> dict[str, Any]:
+    """The row's metrics: the sample's own, plus its value, direction, kind and busy reason."""
+    return {**s.metrics, "sample_value": s.value, "sample_higher_is_better": s.higher_is_better,
+            "sample_kind": s.kind, "sample_busy_reason": s.busy_reason}
 
 
-@dataclass(frozen=True)
-class RankingSnapshot:
-    version: int
-    created_at: datetime
-    method: str  # binning method: optimal | artifact | imported ...
-    entries: tuple[RankingEntry, ...] = ()
+def sample_from_row(node: str, slot: int, perf_class: str, backend: str, taken_at: datetime,
+                    metrics: Mapping[str, Any], score: float | None, busy: bool, job_id: str | None,
+                    uuid: str | None) -> Sample | None:
+    """The Sample a row holds; None for a row with neither a value nor a score (nothing to rank)."""
+    own = dict(metrics)
+    meta = {k: own.pop(k) for k in _SAMPLE_META if k in own}
+    value = meta.get("sample_value", score)
+    if value is None:
+        return None
+    return Sample(
+        node=node, slot=slot, perf_class=perf_class, backend=backend, value=float(value),
+        higher_is_better=bool(meta.get("sample_higher_is_better", False)), metrics=own, uuid=uuid,
+        job_id=job_id, taken_at=taken_at.timestamp(), busy=busy,
+        busy_reason=str(meta.get("sample_busy_reason", "")), kind=str(meta.get("sample_kind", KIND_BENCH)),
+    )
 
 
 @dataclass(frozen=True)

@@ -199,10 +199,11 @@ def check_sample(s: Sample) -> Sample:
     check_slot(s.slot)
     check_class(s.perf_class)
     check_name(s.backend, "backend")
-    check_finite(s.score, "score")
+    if check_finite(s.value, "value") is None:
+        raise InvalidRecord("a sample needs a value")
     check_json(s.metrics, "metrics")
-    if not isinstance(s.taken_at, datetime):
-        raise InvalidRecord(f"taken_at must be a datetime, got {s.taken_at!r}")
+    if isinstance(s.taken_at, bool) or check_finite(s.taken_at, "taken_at (epoch seconds)") is None:
+        raise InvalidRecord(f"taken_at must be epoch seconds, got {s.taken_at!r}")
     return s
 
 

@@ -44,8 +44,11 @@ from pal_slurm.store.records import (
     RankingEntry,
     RankingSnapshot,
     Sample,
+    sample_from_row,
+    stored_metrics,
     utcnow,
 )
+from pal_slurm.ranking.snapshot import utc_from_epoch
 from pal_slurm.store.repository import (
     as_utc,
     check_batch_uuids,
@@ -219,11 +222,11 @@ class SqlRepository:
                         gpu_id=gpu.id,
                         perf_class=s.perf_class,
                         backend=s.backend,
-                        metrics=check_json(s.metrics, "metrics"),
-                        score=None if s.score is None else float(s.score),
+                        metrics=check_json(stored_metrics(s), "metrics"),
+                        score=None,
                         busy=bool(s.busy),
                         job_id=s.job_id,
-                        taken_at=as_utc(s.taken_at),
+                        taken_at=utc_from_epoch(float(s.taken_at)),
                     )
                 )
             session.add_all(rows)
@@ -246,21 +249,12 @@ class SqlRepository:
         if not include_busy:
             query = query.where(SampleRow.busy.is_(False))
         with self._read() as session:
-            return [
-                Sample(
-                    node=node,
-                    slot=slot,
-                    perf_class=r.perf_class,
-                    backend=r.backend,
-                    taken_at=r.taken_at,
-                    metrics=dict(r.metrics or {}),
-                    score=r.score,
-                    busy=r.busy,
-                    job_id=r.job_id,
-                    uuid=uuid,
-                )
+            found = (
+                sample_from_row(node, slot, r.perf_class, r.backend, as_utc(r.taken_at), r.metrics or {}, r.score,
+                                r.busy, r.job_id, uuid)
                 for r, node, slot, uuid in session.execute(query)
-            ]
+            )
+            return [s for s in found if s is not None]
 
     # ---- rankings -------------------------------------------------------------------
     def write_ranking(

@@ -72,12 +72,17 @@ def test_metrics_are_consistent(arm):
 
 
 def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
+    """Stock Slurm through the simulator's Slurm model, pal-slurm through its model of pald on
+    Slurm (sim.pald_on_slurm) with what this run measured: Slurm's launch cost, pald's ranking
+    and the latency from a held job's GPUs coming free to pald releasing it (host load sets it)."""
+    from pal_slurm.replay.harness import LabShape
+    from pal_slurm.replay.predict import pald_ranking
+
     assert 0.0 < arm.launch_wall_s < 10.0
     if arm.arm != "stock":
-        # pal-slurm on Slurm (pald's submit and held-job path under Slurm's scheduler) is not
-        # modelled by the simulator yet (issue #12): its prediction was off by 0.68x-1.3x here,
-        # depending on load; only stock Slurm's arm is held to the tolerance.
-        pytest.skip("the simulator does not model pal-slurm on Slurm yet (issue #12)")
-    pred = predict(plan, arm.arm, 0, 16, 4, 4, launch_s=arm.launch_wall_s * SCALE)
+        assert arm.release_wall_s is not None and 0.0 <= arm.release_wall_s < 30.0
+    cluster = LabShape().cluster()
+    pred = predict(plan, arm.arm, 0, 16, 4, 4, launch_s=arm.launch_wall_s * SCALE, cluster=cluster,
+                   ranking=pald_ranking(arm.lab_dir.parent / "pal.db", cluster), cycle_s=arm.release_wall_s)
     ratio = pred["avg_jct_s"] / arm.summary.avg_jct_s
     assert abs(ratio - 1.0) <= PREDICTION_TOLERANCE, (pred, arm.summary)

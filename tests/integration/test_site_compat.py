@@ -89,10 +89,10 @@ def start_pald(tmp, lab, slowdowns):
     return PaldProcess(cfg, tmp / "pald.sock", tmp / "pald.log").start()
 
 
-def sbatch(lab, args, pal: bool):
+def sbatch(lab, args, pal: bool, run: str = RUN):
     """(job id or None, stderr): None when sbatch refused the job."""
     argv = ["sbatch", "--parsable", f"--output={lab.lab_dir}/out/%j.out", *args, *([PAL] if pal else []),
-            "--wrap", RUN]
+            "--wrap", run]
     p = subprocess.run(argv, env=lab.client_env(), capture_output=True, text=True, timeout=30)
     if p.returncode != 0:
         return None, p.stderr.strip()
@@ -163,17 +163,8 @@ def run_cases(lab, cases, per_case=PER_CASE):
     return problems, jobs, submitted
 
 
-def skip_on_slurm_23_and_later(lab, what: str) -> None:
-    """Known not to work yet on Slurm 23.02+ (found on 24.11 in the Debian 13 root; issues #15
-    and #16 stay open for it): skipped there with the reason, run on 22.05."""
-    version = lab.reader.dialect.version
-    if version.release >= (23, 2):
-        pytest.skip(f"Slurm {version}: {what} (known gap on 23.02+, see issue #16)")
-
-
 def test_every_restriction_and_shape_runs_where_slurm_allows(site):
     lab, _ = site
-    skip_on_slurm_23_and_later(lab, "two restricted held jobs stay JobHeldUser for 180 s")
     problems, _, _ = run_cases(lab, CASES)
     assert problems == {k: [] for k in problems}, problems
 
@@ -195,7 +186,9 @@ def test_user_hold_and_dependency_stay_the_users(site):
 
 
 def test_array_elements_run_side_by_side(site):
-    """8 elements of 4 s on an idle lab with 12 usable GPUs: they run at once, as without PAL."""
+    """8 elements of 4 s on an idle lab with 12 usable GPUs: they run at once, as without PAL,
+    each on the GPU pald chose for it (the hook holds the array, pald's cycle places and
+    releases each element: Slurm splits it off under a job id of its own)."""
     lab, pald = site
     argv = ["sbatch", "--parsable", f"--output={lab.lab_dir}/out/arr-%A_%a.out", "--array=1-8", "--gres=gpu:1",
             PAL, "--wrap", 'echo "NODE=$SLURMD_NODENAME CVD=$CUDA_VISIBLE_DEVICES START=$(date +%s.%N)"; '
@@ -217,6 +210,13 @@ def test_array_elements_run_side_by_side(site):
     assert len(gpus) == 8, f"elements shared GPUs: {sorted(gpus)}"
     assert max(starts) < min(ends), f"not all 8 ran at once: starts {starts}, ends {ends}"
     assert {r["NODE"] for r in runs} <= OPEN
+    elements = {j.array_task_id: j for j in lab.reader.jobs() if j.array_job_id == array_id}
+    assert sorted(elements) == list(range(1, 9))
+    for task, run in enumerate(runs, start=1):  # on PAL's choice: pald pinned it to the GPU it ran on
+        j = elements[task]
+        assert "pal:defer" in j.admin_comment and j.required_nodes == (run["NODE"],), (j.ref, j.required_nodes, run)
+        assert j.tres_per_node == f"gres:gpu:s{run['CVD']}:1", (j.ref, j.tres_per_node, run)
+    print("slots:", sorted(int(r["CVD"]) for r in runs))
     print(f"array of 8 x 4 s: {wall:.1f} s wall, {len(gpus)} distinct GPUs")
 
 
@@ -246,7 +246,6 @@ def model_site(tmp_path_factory, lab_factory):
 
 def test_gpu_model_requests_keep_working_and_get_pals_nodes(model_site):
     lab, _ = model_site
-    skip_on_slurm_23_and_later(lab, "--gpus=v100:1 and --gres=gpu:v100:1 -N2 are refused at submit")
     problems, jobs, submitted = run_cases(lab, MODEL_CASES)
     assert problems == {k: [] for k in problems}, problems
     v100_single = [jobs[j] for case, pal, j in submitted if pal and case == "--gpus=v100:1"]
@@ -265,3 +264,106 @@ def test_heterogeneous_job_components_pass_and_run(site):
     shown = lab.runner.run(["scontrol", "-o", "show", "job", str(job)]).splitlines()
     assert len(shown) == 2  # the two components
     assert all("AdminComment=pal:pass=hetjob" in line for line in shown), shown
+
+
+# ---- a requeued PAL job is placed again (daemon/requeue.py) -------------------------------------
+def wait_for(what, check, timeout=60.0, every=0.3):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every)
+
+
+def test_a_requeued_pal_job_is_placed_again_not_left_on_its_old_busy_slot(site):
+    """`scontrol requeue` of a running PAL job while a job without PAL takes the exact GPU slot it
+    had: pald takes the job back, holds it through Slurm's requeue delay, then places it on
+    another free GPU, where it runs (left pinned, it would wait for the busy slot)."""
+    lab, _ = site
+    jobs = lambda: {j.job_id: j for j in lab.reader.jobs()}  # noqa: E731
+    job, err = sbatch(lab, ["--gres=gpu:1", "--requeue"], pal=True, run="sleep 20")
+    assert job is not None, err
+    first = wait_for("the PAL job to run", lambda: (j := jobs()[job]).state == "RUNNING" and j.gpu_slots and j)
+    assert pal_outcome(first)[0] == "place"
+    [(node, slots)] = first.gpu_slots.items()
+    [slot] = slots
+    lab.runner.run(["scontrol", "requeue", str(job)])
+    blocker, err = sbatch(lab, ["-w", node, f"--gres=gpu:s{slot}:1"], pal=False, run="sleep 60")
+    assert blocker is not None, err
+    wait_for("the blocker on the old slot", lambda: jobs()[blocker].state == "RUNNING")
+    taken = wait_for("pald to take the requeued job back",
+                     lambda: (j := jobs()[job]).held and "pal:defer;requeued=1" in j.admin_comment and j)
+    assert taken.reason == "JobHeldAdmin" and taken.restart_count == 1
+    time.sleep(3.0)  # several pald cycles inside Slurm's requeue delay (about 2 minutes)
+    assert jobs()[job].held, "pald released the job before Slurm's requeue delay was over"
+    lab.runner.run(["scontrol", "update", f"jobid={job}", "StartTime=now"])  # an admin skips the delay
+    again = wait_for("the requeued job to run again", lambda: (j := jobs()[job]).state == "RUNNING" and j, 60)
+    [(node2, slots2)] = again.gpu_slots.items()
+    assert (node2, set(slots2)) != (node, {slot}), "it ran on its old slot"
+    assert set(again.required_nodes) == {node2}  # where pald pinned it
+    assert node2 in OPEN and jobs()[blocker].state == "RUNNING"
+    lab.runner.run(["scancel", str(job), str(blocker)])
+
+
+def test_cpus_pald_promised_are_not_promised_twice(site):
+    """Two PAL jobs that each need 10 of the 16 CPUs of partition one's only node, submitted
+    back to back (no Slurm read in between, or one that does not show the first running yet):
+    the first is placed there, the second waits in pald's queue (pald counts the CPUs it
+    promised) and is released when the first is done; both run, neither is pinned to CPUs
+    that are taken."""
+    lab, _ = site
+    ids = []
+    for _ in range(2):
+        job, err = sbatch(lab, ["-p", "one", "--cpus-per-gpu=10", "--gres=gpu:1"], pal=True, run="sleep 3")
+        assert job is not None, err
+        ids.append(job)
+    done = wait_all(lab, set(ids), timeout=90)
+    first, second = (done[i] for i in ids)
+    assert first.state == second.state == "COMPLETED"
+    assert pal_outcome(first)[0] == "place" and first.nodes == ("gpu04",)
+    assert "pal:defer" in second.admin_comment, second.admin_comment  # not pinned onto promised CPUs
+    assert second.nodes == ("gpu04",)  # (24.11's squeue shows no ReqNodeList once a job is done)
+
+
+def test_a_pal_job_requeued_by_a_node_failure_runs_again_on_another_node(site):
+    """A running `--requeue` PAL job whose node goes DOWN is requeued by Slurm; pinned to the
+    dead node it would wait for ever (ReqNodeNotAvail). pald places it again on a live node."""
+    lab, _ = site
+    jobs = lambda: {j.job_id: j for j in lab.reader.jobs()}  # noqa: E731
+    job, err = sbatch(lab, ["--gres=gpu:1", "--requeue"], pal=True, run="sleep 20")
+    assert job is not None, err
+    first = wait_for("the PAL job to run", lambda: (j := jobs()[job]).state == "RUNNING" and j)
+    [node] = first.nodes
+    lab.runner.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=compat-test"])
+    try:  # drained too: ReturnToService=2 would bring a node that is only DOWN back at once
+        lab.runner.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=compat-test"])
+        wait_for("pald to take the requeued job back",
+                 lambda: (j := jobs()[job]).held and "pal:defer;requeued=1" in j.admin_comment)
+        lab.runner.run(["scontrol", "update", f"jobid={job}", "StartTime=now"])  # skip the requeue delay
+        again = wait_for("the job to run again", lambda: (j := jobs()[job]).state == "RUNNING" and j, 60)
+        assert again.nodes != (node,) and set(again.nodes) <= OPEN - {node}
+        assert again.restart_count == 1 and set(again.required_nodes) == set(again.nodes)
+    finally:
+        lab.runner.run(["scontrol", "update", f"nodename={node}", "state=resume"])
+        lab.runner.run(["scancel", str(job)])
+        wait_for(f"{node} back in service", lambda: any(
+            n.name == node and n.state in ("idle", "mixed", "allocated") for n in lab.reader.nodes()), 30)
+
+# ---- palctl slurm gres-conf --from the site's gres.conf -----------------------------------------
+def test_a_per_slot_gres_conf_made_from_a_sites_plain_one_binds_exact_gpus(lab_factory):
+    """The lab's plain gres.conf (`NodeName=gpu[01-02] Name=gpu File=.../nvidia[0-3]`) turned
+    per-slot by `palctl slurm gres-conf --from`: Slurm starts with it, a job asking for slot s2
+    gets GPU 2, and a plain count request still runs."""
+    lab = lab_factory(gres="from-plain", nodes=2)
+    site_conf = (lab.lab_dir / "etc" / "gres.conf.site").read_text()
+    assert "Type=" not in site_conf and "File=" in site_conf
+    assert "Type=s3" in (lab.lab_dir / "etc" / "gres.conf").read_text()
+    assert {n.name: n.gres for n in lab.reader.nodes()} == {
+        n: "gpu:s0:1,gpu:s1:1,gpu:s2:1,gpu:s3:1" for n in ("gpu01", "gpu02")}
+    bound = lab.sbatch("-w", "gpu02", "--gres=gpu:s2:1", wrap="echo CVD=$CUDA_VISIBLE_DEVICES")
+    plain = lab.sbatch("--gres=gpu:3", wrap="echo CVD=$CUDA_VISIBLE_DEVICES")
+    assert lab.wait_job(bound, timeout=60) == "COMPLETED" and lab.wait_job(plain, timeout=60) == "COMPLETED"
+    assert "CVD=2" in lab.job_output(bound)
+    assert lab.job_output(plain).strip().split("=")[1].count(",") == 2

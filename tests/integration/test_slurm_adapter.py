@@ -1,4 +1,5 @@
-"""The Slurm adapter against a real Slurm 22.05 lab cluster (4 nodes x 4 emulated GPUs)."""
+"""The Slurm adapter against a real Slurm lab cluster (4 nodes x 4 emulated GPUs): 22.05 on the
+host, 24.11 in the Debian 13 root (`make test-debian13`)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,25 @@ def test_actuator_places_held_job_on_chosen_node_and_slots(lab: LabCluster) -> N
     lab.actuator.place_on_slots(job, ["gpu03"], [1, 3])
     assert lab.wait_job(job) == "COMPLETED"
     assert _lines(lab.job_output(job)) == {"CUDA_VISIBLE_DEVICES=1,3 SLURMD_NODENAME=gpu03"}
+
+
+def test_actuator_places_per_gpu_memory_job_on_slots(lab: LabCluster) -> None:
+    # 24.11 refuses to clear the request of a --mem-per-gpu job (MemPerTres would name no GPU)
+    # and takes the typed request in one update instead
+    job = lab.sbatch("--hold", "--mem-per-gpu=100", "--gres=gpu:2", wrap=SHOW_GPUS)
+    lab.actuator.place_on_slots(job, ["gpu02"], [0, 3])
+    assert lab.wait_job(job) == "COMPLETED"
+    assert _lines(lab.job_output(job)) == {"CUDA_VISIBLE_DEVICES=0,3 SLURMD_NODENAME=gpu02"}
+
+
+def test_actuator_places_cpus_per_gpu_job_where_slurm_starts_it(lab: LabCluster) -> None:
+    # 22.05 starts a --cpus-per-gpu job bound to two slot types; 24.11 leaves it pending for
+    # ever, so there it gets its node only (Slurm picks the GPUs, from slot 0)
+    job = lab.sbatch("--hold", "--cpus-per-gpu=4", "--gres=gpu:2", wrap=SHOW_GPUS)
+    lab.actuator.place_on_slots(job, ["gpu04"], [1, 2])
+    assert lab.wait_job(job, timeout=60) == "COMPLETED"
+    slots = "1,2" if lab.reader.dialect.version.release < (23, 11) else "0,1"
+    assert _lines(lab.job_output(job)) == {f"CUDA_VISIBLE_DEVICES={slots} SLURMD_NODENAME=gpu04"}
 
 
 def test_actuator_places_multi_node_job(lab: LabCluster) -> None:

@@ -65,7 +65,7 @@ def test_golden_case_through_the_hook(case):
 # Differential fuzzing: beyond the golden table, Lua and Python must agree on any comment.
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from pal_slurm.daemon.comment_grammar import CommentError, parse_comment  # noqa: E402
+from pal_slurm.model.comment_grammar import CommentError, parse_comment  # noqa: E402
 
 _pieces = st.sampled_from([
     "pal:", "PAL:", "xpal:", "class=", "gpus=", "mode=", "net=", "now", "defer", "later", ",",

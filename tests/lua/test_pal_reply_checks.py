@@ -352,6 +352,8 @@ def test_jobs_pinned_by_the_user_are_placed_only_when_pald_checked_them(field, v
     checked.reply({**PLACE, "site_checked": True})
     _, job = checked.submit({**JOB, field: value})
     assert job["admin_comment"].startswith("pal:placed=")
+    # a requeued job is placed again within the user's own nodelist only (daemon/requeue.py)
+    assert (";nodelist=own" in job["admin_comment"]) == (field == "req_nodes")
     # the user's restriction stays (Slurm still enforces it); a nodelist narrows to pald's choice in it
     assert job[field] == ("gpu03" if field == "req_nodes" else value)
     if field == "req_nodes":  # a placement outside the user's own nodes is refused

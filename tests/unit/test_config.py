@@ -194,3 +194,15 @@ def test_placement_and_queue_choices_come_from_the_registry(tmp_path):
         load_config(write(tmp_path, '[policy]\nplacement = "best-effort"\n'))
     with pytest.raises(ConfigError, match="srtf"):
         load_config(write(tmp_path, '[policy]\nqueue = "lifo"\n'))
+
+
+def test_binning_and_backend_choices_come_from_their_registries(tmp_path):
+    from pal_slurm.bench.select import BACKENDS
+    from pal_slurm.ranking.binning import METHODS
+
+    for method in METHODS:
+        assert load_config(write(tmp_path, f'[policy]\nbinning = "{method}"\n')).policy.binning == method
+    for backend in BACKENDS:
+        assert load_config(write(tmp_path, f'[profiling]\nbackend = "{backend}"\n')).profiling.backend == backend
+    with pytest.raises(ConfigError, match="artifact, optimal"):  # the message lists the registered ones
+        load_config(write(tmp_path, '[policy]\nbinning = "kmeans"\n'))

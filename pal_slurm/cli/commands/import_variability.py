@@ -8,7 +8,7 @@ import click
 
 from pal_slurm.slurm.hostlist import expand as expand_hostlist
 from pal_slurm.bench.importer import import_samples
-from pal_slurm.bench.rank import diff, rank_samples
+from pal_slurm.ranking.rank import diff, rank_samples
 from pal_slurm.bench.repository import StoreError
 from pal_slurm.cli.commands._profiling import open_profiling
 from pal_slurm.cli.errors import PalError

@@ -6,13 +6,30 @@ import time
 
 import click
 
-from pal_slurm.bench.rank import diff, parse_duration, rank_samples
 from pal_slurm.bench.repository import StoreError
 from pal_slurm.cli.commands._drift import drift_between, log_drift, mark_nodes
 from pal_slurm.cli.commands._profiling import open_profiling
 from pal_slurm.cli.context import cli_config
 from pal_slurm.cli.errors import PalError
 from pal_slurm.ranking.binning import METHODS
+from pal_slurm.ranking.rank import diff, rank_samples
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_duration(text: str) -> float:
+    """'90', '30m', '12h', '7d', '2w' -> seconds; ValueError for anything else or <= 0."""
+    t = text.strip().lower()
+    unit = _UNITS.get(t[-1:]) if t else None
+    number = t[:-1] if unit else t
+    try:
+        value = float(number) * (unit or 1.0)
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 3600, 30m, 12h, 7d)") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"a duration must be > 0, got {text!r}")
+    return value
 
 
 def format_moves(moves) -> list[str]:

@@ -4,7 +4,7 @@ import statistics
 import pytest
 
 from pal_slurm.bench.base import GpuTarget
-from pal_slurm.bench.rank import rank_samples
+from pal_slurm.ranking.rank import rank_samples
 from pal_slurm.bench.replay import ReplayBackend
 from pal_slurm.ranking.datasets import artifact_class_runs
 

@@ -69,8 +69,8 @@ def test_prune(url):
     try:
         repo.add_samples(
             [
-                Sample("n1", 0, "A", "replay", now - timedelta(days=200)),
-                Sample("n1", 0, "A", "replay", now - timedelta(days=1)),
+                Sample("n1", 0, "A", "replay", 1.0, False, taken_at=(now - timedelta(days=200)).timestamp()),
+                Sample("n1", 0, "A", "replay", 1.0, False, taken_at=(now - timedelta(days=1)).timestamp()),
             ]
         )
     finally:

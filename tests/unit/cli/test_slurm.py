@@ -72,3 +72,27 @@ def test_unwritable_output_directory(tmp_path: Path) -> None:
     r = run("--nodes", "gpu01", "--gpus", "1", "--output", str(tmp_path / "missing" / "gres.conf"))
     assert r.exit_code != 0
     assert "gres.conf" in r.output
+
+
+def test_from_the_sites_gres_conf(tmp_path: Path) -> None:
+    site = tmp_path / "site-gres.conf"
+    site.write_text("NodeName=tux[0-15] Name=gpu File=/dev/nvidia[0-3]\nName=mps Count=100 File=/dev/nvidia0\n")
+    out = tmp_path / "gres.conf"
+    r = run("--from", str(site), "--output", str(out))
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[-1] == "NodeName=tux[0-15] Gres=gpu:s0:1,gpu:s1:1,gpu:s2:1,gpu:s3:1"
+    text = out.read_text()
+    assert "NodeName=tux[0-15] Name=gpu Type=s2 File=/dev/nvidia2" in text and "Name=mps Count=100" in text
+
+
+def test_from_a_gres_conf_with_model_types_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    site = tmp_path / "site-gres.conf"
+    site.write_text("AutoDetect=off\nNodeName=n1 Name=gpu Type=a100 File=/dev/nvidia[0-3]\n")
+    out = tmp_path / "gres.conf"
+    r = CliRunner().invoke(cli, ["slurm", "gres-conf", "--from", str(site), "--output", str(out)])
+    assert r.exit_code != 0 and "line 2" in r.output and "GPU model type 'a100'" in r.output
+    assert "nothing written" in r.output and not out.exists()
+    both = CliRunner().invoke(cli, ["slurm", "gres-conf", "--from", str(site), "--gpus", "4"])
+    assert both.exit_code != 0 and "--gpus" in both.output
+    neither = CliRunner().invoke(cli, ["slurm", "gres-conf"])
+    assert neither.exit_code != 0 and "--from" in neither.output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from pal_slurm.daemon.comment_grammar import CommentSpec
+from pal_slurm.model.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.model import ClusterView
 from pal_slurm.slurm.gres import node_gres_field
@@ -32,7 +32,7 @@ def snapshot(scores: dict, version=3, nodes=4, gpus=4):
     for cls, per in scores.items():
         for (node, slot), (score, sf) in per.items():
             entries.append(RankingEntry(node, slot, cls, score, sf, 1 if sf > 1.2 else 0))
-    return RankingSnapshot(version, datetime.now(timezone.utc), "optimal", tuple(entries))
+    return RankingSnapshot(version, "optimal", datetime.now(timezone.utc), tuple(entries))
 
 
 def held_job(job_id, gpn=2, nodes=1, cls="resnet", submit=0, tag="pal:defer;req=x", gpj=None, time_limit_s=None):
@@ -112,6 +112,10 @@ class FakeActuator:
         self._maybe_fail(job_id)
         self.calls.append(("unpin", job_id))
 
+
+    def set_admin_comment(self, job_id, text):
+        self._maybe_fail(job_id)
+        self.calls.append(("admin_comment", job_id, text))
 
 class ServerThread:
     """pald's SocketServer on its own event loop in a thread (tests talk to it over the socket)."""

@@ -172,7 +172,7 @@ def test_forbidden_peer(tmp_path):
 
 def test_place_request_whose_fields_disagree_with_the_raw_comment_is_passed(tmp_path):
     """Defence in depth: pald re-parses the raw comment (comment_grammar.verify_spec)."""
-    from pal_slurm.daemon.comment_grammar import CommentSpec
+    from pal_slurm.model.comment_grammar import CommentSpec
     from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 
     pald = make_pald(tmp_path)
@@ -260,7 +260,7 @@ def test_a_request_read_after_its_deadline_records_reserves_and_counts_nothing(t
 def test_a_deadline_passing_while_pald_decides_undoes_the_decision(tmp_path):
     """The second check, just before the reply is written: the reservation and the held-job
     count that `place` made are taken back."""
-    from pal_slurm.daemon.comment_grammar import CommentSpec
+    from pal_slurm.model.comment_grammar import CommentSpec
     from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 
     ticks = iter([1000.0, 1000.0])  # the first check and `now`; then the deadline has passed

@@ -82,3 +82,18 @@ def test_deferred_job_on_plain_gres_nodes_is_pinned_to_nodes_only():
     s = service_on([node_info("gpu01", gres="gpu:4"), node_info("gpu02", gres="gpu:4")])
     (rel,) = s.plan_cycle([held_job(1, gpn=2)], 0.0).releases
     assert rel.choice is not None and len(rel.choice.nodes) == 1 and rel.gres_spec is None
+
+
+def test_on_plain_gres_nodes_pald_reserves_the_slots_slurm_takes():
+    """Pinned to a node without slot types, a job keeps its count and Slurm takes the node's
+    lowest free GPUs: pald's answer and reservation are those, not the ones PAL would pick."""
+    from .builders import snapshot
+
+    nodes = [node_info("gpu01", gres="gpu:4")] + [node_info(f"gpu0{i}", gres="gpu:4", used=range(4)) for i in (2, 3, 4)]
+    s = service_on(nodes)
+    s.set_snapshot(snapshot({"A": {("gpu01", 0): (2.8, 2.8)}}))
+    r = s.place(request("resnet", gpn=2), now=0.1, key="a")
+    assert r.decision is DecisionKind.PLACE and r.gres is None
+    assert r.nodes == {"gpu01": (0, 1)} and s.reservations["a"].gpu_ids == {0, 1}
+    r2 = s.place(request("resnet", gpn=2), now=0.2, key="b")
+    assert r2.nodes == {"gpu01": (2, 3)} and not s.reservations["b"].gpu_ids & s.reservations["a"].gpu_ids

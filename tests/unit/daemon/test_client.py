@@ -10,7 +10,7 @@ from pal_slurm.daemon.client import (
     PaldTimeout,
     PaldUnavailable,
 )
-from pal_slurm.daemon.comment_grammar import CommentSpec
+from pal_slurm.model.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import (
     MAX_LINE_BYTES,
     ErrorCode,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pal_slurm.daemon.comment_grammar import CommentSpec
+from pal_slurm.model.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     JobFields,

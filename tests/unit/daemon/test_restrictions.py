@@ -62,6 +62,18 @@ def test_traits():
     assert restrictions_from_fields(fields(tres_per_node="gres:gpu:2"), 1, 2).gpu_model is None
 
 
+def test_23_02_tres_spelling_reads_the_same():
+    """24.11's job_desc spells TRES items gres/gpu:... (seen in the hook on Slurm 24.11): the
+    passed shapes and the GPU model are found as in 22.05's gres:gpu:..."""
+    assert traits_from_fields(fields(tres_per_task="gres/gpu:1"), 100).gpus_per_task
+    assert traits_from_fields(fields(tres_per_task="cpu=1,gres/gpu=1"), 100).gpus_per_task
+    assert not traits_from_fields(fields(tres_per_task="cpu=2"), 100).gpus_per_task
+    assert traits_from_fields(fields(tres_per_socket="gres/gpu:1"), 100).gpus_per_socket
+    assert restrictions_from_fields(fields(tres_per_job="gres/gpu:v100:1"), None, 1).gpu_model == "v100"
+    assert gpu_model("gres/gpu:s2:1,gres/gpu:s3:1") is None
+    assert per_gpu("gres/gpu:4") == 4
+
+
 def test_gpu_models_are_not_slot_types():
     assert gpu_model("gres:gpu:a100:2") == "a100"
     assert gpu_model("gres:gpu:s2:1,gres:gpu:s3:1") is None

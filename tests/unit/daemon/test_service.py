@@ -105,7 +105,7 @@ def test_multi_node_per_node_shape_and_total_shape():
 
 
 def test_submit_and_held_shapes_come_from_one_parser():
-    from pal_slurm.daemon.comment_grammar import CommentSpec
+    from pal_slurm.model.comment_grammar import CommentSpec
     from pal_slurm.daemon.protocol import JobFields
 
     from .builders import held_job
@@ -152,9 +152,6 @@ def test_every_registered_placement_answers_every_shape(name):
     assert len(s.free_now()) == 16 - 3 - 2 - 4 - 3 - 2 - 2  # every answer reserved its GPUs
 
 
-@pytest.mark.xfail(strict=True, reason="known fault, fixed before the engine merge (branch replay, 7966ffe) but "
-                   "the fix breaks pald == simulator (test_pald_matches_simulator) until the simulator "
-                   "models Slurm's own slot choice on pinned nodes (issue 12 item 4)")
 def test_unbound_slots_reserve_what_slurm_will_take():
     """Fault seen in a replay on the lab: a 2 x 3 GPU job got different slots on its two nodes,
     so pald pinned only the nodes (Slurm then takes the lowest free slots), but reserved its own
@@ -163,7 +160,12 @@ def test_unbound_slots_reserve_what_slurm_will_take():
     slow = snapshot({"A": {("gpu01", 0): (2.8, 2.8), ("gpu02", 3): (2.8, 2.8)}})
     s = service(busy=tuple(range(8, 16)), snap=slow)  # only gpu01 and gpu02 free
     r = s.place(request("resnet", gpn=3, nodes=2), now=0.1, key="a")
-    assert r.decision is DecisionKind.PLACE and r.gres is None  # PAL avoided 0 on gpu01 and 3 on gpu02
+    # PAL avoided 0 on gpu01 and 3 on gpu02: slots pald cannot bind (they differ between the
+    # nodes), so Slurm takes its lowest free ones; the answer, the binding and the reservation
+    # all say so (the same slots on both nodes now, so they are bound exactly)
+    assert r.decision is DecisionKind.PLACE
+    assert r.nodes == {"gpu01": (0, 1, 2), "gpu02": (0, 1, 2)}
+    assert r.gres == "gres:gpu:s0:1,gres:gpu:s1:1,gres:gpu:s2:1"
     assert s.reservations["a"].gpu_ids == frozenset({0, 1, 2, 4, 5, 6})  # Slurm's lowest free slots
     r2 = s.place(request("resnet", gpn=1), now=0.2, key="b")
     assert r2.decision is DecisionKind.PLACE

@@ -3,7 +3,7 @@ only among the nodes Slurm would give the job (the decision path's one eligibili
 
 from __future__ import annotations
 
-from pal_slurm.daemon.comment_grammar import CommentSpec
+from pal_slurm.model.comment_grammar import CommentSpec
 from pal_slurm.daemon.cycle import apply_releases
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.daemon.service import PlacementService
@@ -34,9 +34,9 @@ def service(busy=(), **kw):
     return s
 
 
-def ask(s, key="r", gpn=1, nodes=None, **job):
-    req = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=gpn, min_nodes=nodes, **job),
-                       CommentSpec("resnet"))
+def ask(s, key="r", gpn=1, nodes=None, mode=None, **job):
+    req = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet" + (f",mode={mode}" if mode else ""),
+                                 gpus_per_node=gpn, min_nodes=nodes, **job), CommentSpec("resnet", mode=mode))
     return s.place(req, now=NOW, key=key)
 
 
@@ -66,10 +66,12 @@ def test_what_pald_cannot_judge_passes():
     assert ask(s, features="f3*2").reason == "constraint_not_evaluated"
     assert ask(s, partition="nope").reason == "unknown_partition"
     assert ask(s, exc_nodes="gpu[01").reason == "bad_nodelist"
-    assert ask(s, array_inx="1-8").reason == "array"
+    assert ask(s, array_inx="1-8%2").reason == "array_throttle"
     assert ask(s, priority=0).reason == "user_hold"
-    for r in (ask(s, features="f3*2"), ask(s, array_inx="1-8")):
+    for r in (ask(s, features="f3*2"), ask(s, array_inx="1-8%2")):
         assert r.decision is DecisionKind.PASS and not r.nodes
+    array = ask(s, array_inx="1-8")  # its elements are placed one by one by the cycle
+    assert array.decision is DecisionKind.DEFER and array.reason == "array" and not array.nodes
 
 
 def test_busy_cpus_and_reservations_keep_pal_off_a_node():
@@ -128,3 +130,34 @@ def test_cycle_releases_untouched_what_it_cannot_judge():
     job = job.__class__(**{**job.__dict__, "partition": "nope"})
     (rel,) = s.plan_cycle([job], NOW).releases
     assert rel.choice is None and rel.reason == "unknown_partition"
+
+
+# ---- CPUs and memory pald promised (reservations carry them until Slurm shows the job) -----------
+def test_two_submissions_between_slurm_reads_do_not_overcommit_a_nodes_cpus_or_memory():
+    s = service(busy=range(4, 16))  # only gpu01 has free GPUs (4), and 16 CPUs, 4000 MB free
+    first = ask(s, "a", cpus_per_task=12)
+    assert first.decision is DecisionKind.PLACE and set(first.nodes) == {"gpu01"}
+    assert s.promised() == {"gpu01": (12, 0)}
+    second = ask(s, "b", cpus_per_task=12, mode="now")  # GPUs are free on gpu01, its CPUs are promised
+    assert second.decision is DecisionKind.PASS and second.reason == "no_room"
+    small = ask(s, "c", cpus_per_task=4)  # what is left still fits
+    assert small.decision is DecisionKind.PLACE and set(small.nodes) == {"gpu01"}
+    assert ask(s, "d", mode="now").reason == "no_room"  # 12 + 4 CPUs promised: none left on gpu01
+    s.unreserve("a")
+    assert ask(s, "e", min_mem_per_node=3000).decision is DecisionKind.PLACE
+    assert ask(s, "f", min_mem_per_node=3000, mode="now").reason == "no_room"  # 4000 MB, 3000 promised
+
+
+def test_the_cycle_does_not_release_two_jobs_onto_one_nodes_cpus():
+    from dataclasses import replace
+
+    from pal_slurm.slurm.readers import JobPlacementRequest
+
+    s = service(busy=range(4, 16))  # gpu01 alone has free GPUs
+    needs = JobPlacementRequest(min_cpus_per_node=10)
+    jobs = [replace(held_job(i, gpn=1, submit=i), placement_request=needs) for i in (1, 2)]
+    plan = s.plan_cycle(jobs, now=NOW)
+    assert [r.job_id for r in plan.releases] == [1] and plan.waiting == 1
+    assert s.promised() == {"gpu01": (10, 0)}
+    s.unreserve(plan.releases[0].key)  # the release failed: its CPUs are free again
+    assert s.promised() == {}

@@ -56,3 +56,27 @@ def test_clocks():
     c.set(7)
     assert c.now() == 7.0
     assert WallClock().now() > 1.7e9
+
+
+def test_under_slurm_a_launch_is_the_slots_slurm_takes_and_later_jobs_plan_on_what_is_left():
+    """A 2-node job whose best slots differ between its nodes cannot be bound slot by slot: pald
+    pins its nodes and Slurm takes the lowest free slots there. The cycle launches (and pald
+    reserves) those, and the jobs after it in the same cycle are placed on what really is left,
+    as the one-at-a-time submit path places them."""
+    from pal_slurm.ranking.snapshot import CLASS_ORDER
+
+    slow = {0, 7}  # node 1 slot 0, node 2 slot 3
+    ranking = Ranking.from_scores({c: tuple(2.8 if g in slow else 1.0 for g in range(16)) for c in CLASS_ORDER})
+    view = VIEW.with_free(range(8))  # nodes 1 and 2 free, the others busy
+    big = job("a", 6, 0.0, shape=JobShape.on_nodes(2, 3), remaining_time=100.0)
+    small = job("b", 1, 1.0, shape=JobShape.on_nodes(1, 1), remaining_time=100.0)
+    eng = Engine(EngineSettings(placement="pal", running_jobs_move=False))
+    plan = eng.decide([big, small], view, ranking, 2.0)
+    assert plan.launch["a"] == (0, 1, 2, 4, 5, 6)  # PAL wanted 1,2,3 and 4,5,6: Slurm takes 0,1,2 on node 1
+    assert plan.launch["b"] == (3,)  # the fast GPU left, never one Slurm gives job a
+    first = eng.place_new(big, view, ranking, 2.0)
+    assert first == plan.launch["a"]
+    assert eng.place_new(small, view.with_free(set(range(8)) - set(first)), ranking, 2.0) == plan.launch["b"]
+    # the artifact's model (the simulator's own loop, nothing pinned by Slurm) keeps PAL's slots
+    free_run = Engine(EngineSettings(placement="pal")).decide([big, small], view, ranking, 2.0)
+    assert free_run.launch["a"] == (1, 2, 3, 4, 5, 6)

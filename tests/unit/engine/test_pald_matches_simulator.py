@@ -19,7 +19,7 @@ import pytest
 
 from pal_slurm.config import Config, DaemonConfig, PolicyConfig, SlurmConfig
 from pal_slurm.daemon.app import Pald
-from pal_slurm.daemon.comment_grammar import CommentSpec
+from pal_slurm.model.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.engine import ManualClock
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, RoundPlan
@@ -84,7 +84,7 @@ class PaldDecider:
         self.pald = Pald(cfg, None, self, self, clock=self.clock)
         entries = tuple(RankingEntry(g.node, g.slot, c, cr.scores[g.gpu_id], cr.sf[g.gpu_id], 0)
                         for c, cr in ranking.classes.items() for g in cluster.gpus)
-        self.pald.service.set_snapshot(RankingSnapshot(1, datetime.now(timezone.utc), ranking.method, entries))
+        self.pald.service.set_snapshot(RankingSnapshot(1, ranking.method, datetime.now(timezone.utc), entries))
         self.pald.service.set_class_map(dict(CLASSES.mapping))
 
     def decide(self, now: float, jobs: list[JobRequest], view: ClusterView, ranking: Ranking) -> RoundPlan:
@@ -109,6 +109,9 @@ class PaldDecider:
             launch[rel.job_id] = self.gpus(rel.choice.nodes)
             self.held.pop(rel.job_id)
         return RoundPlan(frozenset(), launch)
+
+    def next_wakeup(self, now: float) -> None:
+        return None  # pald's cycle runs at the simulator's every instant here
 
     def gpus(self, nodes) -> tuple[int, ...]:
         return tuple(sorted(self.where[(n, s)] for n, slots in nodes.items() for s in slots))

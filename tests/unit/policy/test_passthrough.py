@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pal_slurm.policy.passthrough import PASSED_SHAPES, JobTraits, pass_reason
+from pal_slurm.policy.passthrough import DEFERRED_SHAPES, PASSED_SHAPES, JobTraits, defer_reason, pass_reason
 
 USERS_DOC = Path(__file__).resolve().parents[3] / "docs" / "users.md"
 
@@ -22,7 +22,8 @@ def test_each_trait_passes_with_its_reason(trait, reason):
 
 
 def test_every_trait_has_a_row_and_the_users_table_lists_every_reason():
-    assert {t for t, _, _ in PASSED_SHAPES} == {f.name for f in fields(JobTraits)}
+    passed, deferred = {t for t, _, _ in PASSED_SHAPES}, {t for t, _ in DEFERRED_SHAPES}
+    assert passed | deferred == {f.name for f in fields(JobTraits)} and not passed & deferred
     doc = USERS_DOC.read_text()
     for _, reason, _ in PASSED_SHAPES:
         assert f"pal:pass={reason}" in doc, reason
@@ -30,3 +31,9 @@ def test_every_trait_has_a_row_and_the_users_table_lists_every_reason():
 
 def test_the_users_hold_wins_over_everything_else():
     assert pass_reason(JobTraits(user_hold=True, array=True, dependency=True)) == "user_hold"
+
+
+def test_an_array_is_deferred_to_the_cycle_unless_throttled():
+    assert pass_reason(JobTraits(array=True)) is None and defer_reason(JobTraits(array=True)) == "array"
+    assert pass_reason(JobTraits(array=True, array_throttled=True)) == "array_throttle"
+    assert defer_reason(JobTraits()) is None

@@ -25,6 +25,25 @@ def test_lab_shape_topology_has_one_leaf_per_four_nodes_under_a_spine():
     assert "SwitchName=spine Switches=leaf1,leaf2" in text
 
 
+def test_release_latency_is_the_median_wait_from_free_gpus_to_palds_release():
+    from pal_slurm.replay.harness import release_latency
+
+    payloads = {
+        "a": {"placement": {"gpu01": [0, 1]}, "start": 0.0, "end": 10.0},
+        "b": {"placement": {"gpu01": [2]}, "start": 0.0, "end": 12.0},
+        "c": {"placement": {"gpu02": [0]}, "start": 0.0, "end": 20.0},
+    }
+    releases = [
+        (12.5, {"gpu01": [1, 2]}),  # freed at 12 (b, the later of a and b): 0.5 s
+        (21.0, {"gpu02": [0]}),  # freed at 20: 1 s
+        (23.0, {"gpu01": [0], "gpu02": [0]}),  # freed at 20: 3 s
+        (5.0, {"gpu03": [0]}),  # never used before: left out
+        (11.0, {"gpu02": [0]}),  # c still ran then (ends later): left out
+    ]
+    assert release_latency(releases, payloads) == 1.0
+    assert release_latency([], payloads) is None
+
+
 def test_every_arm_has_a_registered_placement_and_a_prediction():
     from pal_slurm.policy import placement
     from pal_slurm.replay.harness import ARMS

@@ -75,6 +75,41 @@ def test_place_held_job_sequence() -> None:
     ]
 
 
+def test_refused_clear_goes_straight_to_the_typed_request() -> None:
+    """24.11 refuses `TresPerNode=` for a job with --mem-per-gpu (its MemPerTres would name
+    no GPU request) and takes the typed request over the untyped one in one update."""
+    runner = FakeRunner(HELD.replace("TresPerNode=gres:gpu:2", "MemPerTres=gres/gpu:100 TresPerNode=gres/gpu:2"),
+                        fail="TresPerNode=")
+    SlurmActuator(runner).place_on_slots(42, ["gpu01"], [0, 1])
+    assert runner.updates() == [
+        ["update", "jobid=42", "NodeList=gpu01", "NumNodes=1-1"],
+        ["update", "jobid=42", "TresPerNode="],
+        ["update", "jobid=42", "Gres=gpu:s0:1,gpu:s1:1"],
+        ["release", "42"],
+    ]
+
+
+@pytest.mark.parametrize("release", ["22.05", "24.11"])
+def test_captured_show_job_tells_the_tres_spelling(release: str) -> None:
+    snap = parse_show_job((DATA / release / "scontrol_show_job_held.txt").read_text())
+    assert snap.slash_tres is (release == "24.11") and snap.cpus_per_tres == ""
+
+
+def test_cpus_per_gpu_job_gets_its_nodes_only_where_two_slot_types_stall_it() -> None:
+    """24.11 leaves a --cpus-per-gpu job bound to two slot types pending for ever: pinned to
+    its nodes, it keeps its GPU request; one slot type, or 22.05's spelling, is bound."""
+    on_24_11 = HELD.replace("TresPerNode=gres:gpu:2", "CpusPerTres=gres/gpu:4 TresPerNode=gres/gpu:2")
+    runner = FakeRunner(on_24_11)
+    SlurmActuator(runner).place_on_slots(42, ["gpu01"], [2, 3])
+    assert runner.updates() == [["update", "jobid=42", "NodeList=gpu01", "NumNodes=1-1"], ["release", "42"]]
+    runner = FakeRunner(on_24_11)
+    SlurmActuator(runner).place_on_slots(42, ["gpu01"], [2])
+    assert ["update", "jobid=42", "Gres=gpu:s2:1"] in runner.updates()
+    runner = FakeRunner(HELD.replace("TresPerNode=gres:gpu:2", "CpusPerTres=gres:gpu:4 TresPerNode=gres:gpu:2"))
+    SlurmActuator(runner).place_on_slots(42, ["gpu01"], [2, 3])
+    assert ["update", "jobid=42", "Gres=gpu:s2:1,gpu:s3:1"] in runner.updates()
+
+
 def test_place_on_slots_without_prior_gres_and_without_release() -> None:
     runner = FakeRunner(HELD.replace("TresPerNode=gres:gpu:2", "TresPerNode="))
     SlurmActuator(runner).place_on_slots(42, "gpu03", [3, 1], release=False)

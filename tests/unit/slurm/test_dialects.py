@@ -18,6 +18,7 @@ from pal_slurm.slurm.dialects import (
     offered_parsers,
     parse_version,
 )
+from pal_slurm.slurm.readers import parse_job_placement_request
 from pal_slurm.slurm.errors import SlurmCommandFailed, SlurmError, SlurmUnsupported
 from pal_slurm.slurm.readers import SlurmReader
 
@@ -117,6 +118,16 @@ def test_records_in_22_05_terms() -> None:
                            "job_resources": {"nodes": {"list": "n[1-2]", "allocation": [{"name": "n1"}, {"name": "n2"}]}}})
     assert job["job_state"] == "COMPLETING" and job["priority"] == NO_VAL
     assert job["job_resources"]["allocated_nodes"] == [{"nodename": "n1"}, {"nodename": "n2"}]
+
+
+@pytest.mark.parametrize("shared, as_22_05, exclusive", [
+    (["none"], "none", True), (["oversubscribe"], "shared", False), (["user"], "user", False), ([], None, False)])
+def test_job_shared_flag_lists_read_as_22_05_strings(shared, as_22_05, exclusive) -> None:
+    """v0.0.40+ print the job's `shared` as a flag list (Slurm's data_parser JOB_SHARED flags:
+    --exclusive is ["none"]); 22.05 printed one string ("none"/"shared"/"user") or null."""
+    job = data_parser_job({"job_id": 1, "shared": shared})
+    assert job["shared"] == as_22_05
+    assert parse_job_placement_request(job).exclusive is exclusive
 
 
 def test_unreadable_json_of_an_untested_release_is_reported_as_unsupported() -> None:

@@ -75,6 +75,13 @@ by_shape = pytest.mark.parametrize("shape", RELEASES + PINNED, ids=repr)
         ),
         ("gpu:s2:0(IDX:)", [GresItem("gpu", "s2", 0, frozenset())]),
         ("gres:gpu:s2:1,gres:gpu:s3:1", [GresItem("gpu", "s2", 1), GresItem("gpu", "s3", 1)]),
+        # 23.02+ spells a job's TRES items gres/...: the same items
+        ("gres/gpu:s2:1,gres/gpu:s3:1", [GresItem("gpu", "s2", 1), GresItem("gpu", "s3", 1)]),
+        ("gres/gpu:v100:1", [GresItem("gpu", "v100", 1)]),
+        ("gres/gpu:2", [GresItem("gpu", None, 2)]),
+        # 24.11's tres_per_task (--gpus-per-task=1 -n 2, seen in the hook): name=count items
+        ("cpu=1,gres/gpu=1", [GresItem("cpu", None, 1), GresItem("gpu", None, 1)]),
+        ("gres/gpu:a100=2", [GresItem("gpu", "a100", 2)]),
         ("gpu:a100", [GresItem("gpu", "a100", 1)]),
         ("(null)", []),
         ("", []),
@@ -308,3 +315,21 @@ def test_reader_detects_24_11_and_pins_its_newest_known_parser() -> None:
     assert reader.cluster_view().free == {3, 4, 5, 6, 7, 11, 15}
     assert reader.dialect.describe() == "Slurm 24.11.5 (data_parser v0.0.42)"
     assert reader.dialect.tested
+
+
+@by_release
+def test_squeue_array_and_requeue_fields(shape) -> None:
+    """An array's record of pending elements, one split-off element, a requeued job (the field
+    names both releases print; 23.02+ wraps numbers in {"set", "number"} objects)."""
+    doc = json.loads(shape.jobs_doc("plain_busy"))
+    wrap = (lambda n: {"set": n is not None, "infinite": False, "number": n or 0}) if shape.release != "22.05" \
+        else (lambda n: n)
+    meta, split, requeued = (json.loads(json.dumps(doc["jobs"][0])) for _ in range(3))
+    meta.update(job_id=40, array_job_id=wrap(40), array_task_id=wrap(None), array_task_string="1,3-4")
+    split.update(job_id=42, array_job_id=wrap(40), array_task_id=wrap(2), array_task_string="")
+    requeued.update(job_id=50, restart_cnt=2, eligible_time=wrap(1795462688))
+    doc["jobs"] = [meta, split, requeued]
+    jobs = {j.job_id: j for j in shape.jobs("plain_busy", json.dumps(doc))}
+    assert jobs[40].element_refs() == ["40_1", "40_3", "40_4"] and jobs[40].ref == 40
+    assert jobs[42].ref == "40_2" and jobs[42].element_refs() == ["40_2"]
+    assert jobs[50].ref == 50 and jobs[50].restart_count == 2 and jobs[50].eligible_time == 1795462688

@@ -27,7 +27,9 @@ T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 def sample(node="n1", slot=0, cls="A", at=T0, **kw) -> Sample:
     kw.setdefault("backend", "replay")
-    return Sample(node=node, slot=slot, perf_class=cls, taken_at=at, **kw)
+    kw.setdefault("value", 1.0)
+    kw.setdefault("higher_is_better", False)
+    return Sample(node=node, slot=slot, perf_class=cls, taken_at=at.timestamp(), **kw)
 
 
 def test_is_a_repository(repo):
@@ -95,33 +97,41 @@ def test_bad_gpu_is_refused(repo, bad):
 def test_samples_round_trip_and_window(repo):
     n = repo.add_samples(
         [
-            sample("n1", 0, "A", T0, metrics={"tflops": 14.2, "clocks": [1380, 1530]}, score=1.02),
-            sample("n1", 1, "A", T0 + timedelta(minutes=5), score=0.97, job_id="42"),
-            sample("n2", 0, "B", T0 + timedelta(minutes=10), score=1.5, uuid="GPU-x"),
-            sample("n1", 0, "A", T0 - timedelta(days=2), score=3.0),  # too old
-            sample("n2", 1, "A", T0 + timedelta(minutes=1), score=9.9, busy=True),
+            sample("n1", 0, "A", T0, metrics={"tflops": 14.2, "clocks": [1380, 1530]}, value=1.02),
+            sample("n1", 1, "A", T0 + timedelta(minutes=5), value=0.97, job_id="42"),
+            sample("n2", 0, "B", T0 + timedelta(minutes=10), value=1.5, uuid="GPU-x"),
+            sample("n1", 0, "A", T0 - timedelta(days=2), value=3.0),  # too old
+            sample("n2", 1, "A", T0 + timedelta(minutes=1), value=9.9, busy=True),
         ]
     )
     assert n == 5
     got = repo.recent_samples(T0)
-    assert [(s.node, s.slot, s.score) for s in got] == [("n1", 0, 1.02), ("n1", 1, 0.97), ("n2", 0, 1.5)]
+    assert [(s.node, s.slot, s.value) for s in got] == [("n1", 0, 1.02), ("n1", 1, 0.97), ("n2", 0, 1.5)]
     first = got[0]
     assert first.metrics == {"tflops": 14.2, "clocks": [1380, 1530]}
-    assert first.taken_at == T0 and first.taken_at.tzinfo is not None
+    assert first.taken_at == T0.timestamp()
     assert got[1].job_id == "42"
     assert got[2].uuid == "GPU-x"
     # GPUs named by samples exist now
     assert {(g.node, g.slot) for g in repo.gpus()} == {("n1", 0), ("n1", 1), ("n2", 0), ("n2", 1)}
-    assert [s.score for s in repo.recent_samples(T0, perf_class="B")] == [1.5]
+    assert [s.value for s in repo.recent_samples(T0, perf_class="B")] == [1.5]
     with_busy = repo.recent_samples(T0, include_busy=True)
     assert [s.busy for s in with_busy] == [False, True, False, False]
+
+
+def test_a_sample_comes_back_as_it_went_in(repo):
+    """The one Sample type is stored whole: its value, direction, kind and busy reason too."""
+    s = sample("n1", 2, "C", T0, backend="kernel", value=13.5, higher_is_better=True, metrics={"tflops": 13.5},
+               busy=True, busy_reason="another job", kind="walltime", job_id="7", uuid="GPU-q")
+    repo.add_samples([s])
+    assert repo.recent_samples(T0, include_busy=True) == [s]
 
 
 def test_naive_and_other_zones_mean_the_same_instant(repo):
     plus2 = timezone(timedelta(hours=2))
     repo.add_samples([sample(at=(T0 + timedelta(hours=2)).astimezone(plus2))])
     got = repo.recent_samples(T0.replace(tzinfo=None))  # naive = UTC
-    assert len(got) == 1 and got[0].taken_at == T0 + timedelta(hours=2)
+    assert len(got) == 1 and got[0].taken_at == (T0 + timedelta(hours=2)).timestamp()
     assert repo.recent_samples(T0 + timedelta(hours=2, seconds=1)) == []
 
 
@@ -129,7 +139,7 @@ def test_naive_and_other_zones_mean_the_same_instant(repo):
     "bad, fragment",
     [
         (dict(cls="E"), "unknown class"),
-        (dict(score=float("nan")), "finite"),
+        (dict(value=float("nan")), "finite"),
         (dict(metrics={"x": object()}), "JSON"),
         (dict(node=""), "node name"),
         (dict(backend=""), "backend"),
@@ -144,7 +154,7 @@ def test_bad_sample_rejects_the_whole_batch(repo, bad, fragment):
 
 def test_bulk_samples(repo):
     batch = [
-        sample(f"n{(i // 4) % 16}", i % 4, "ABCD"[(i // 64) % 4], T0 + timedelta(seconds=i), score=1 + i / 1e4)
+        sample(f"n{(i // 4) % 16}", i % 4, "ABCD"[(i // 64) % 4], T0 + timedelta(seconds=i), value=1 + i / 1e4)
         for i in range(2000)
     ]
     assert repo.add_samples(batch) == 2000
@@ -329,7 +339,7 @@ def test_prune_keeps_recent_rows_rankings_and_held_jobs(repo):
 
     counts = repo.prune(T0 - timedelta(days=30))
     assert counts == {"samples": 2, "decisions": 1, "held_jobs": 1}
-    assert [s.taken_at for s in repo.recent_samples(old - timedelta(days=1))] == [new]
+    assert [s.taken_at for s in repo.recent_samples(old - timedelta(days=1))] == [new.timestamp()]
     assert [d.job_id for d in repo.decisions()] == ["2"]
     assert {j.job_id for j in repo.held_jobs(None)} == {"10", "12"}
     assert repo.latest_ranking().version == 1

@@ -24,7 +24,7 @@ T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 def fat_samples(n: int, start: int = 0) -> list[Sample]:
     return [
-        Sample("n1", i % 4, "A", "replay", T0, metrics={"blob": "x" * 4000, "i": start + i})
+        Sample("n1", i % 4, "A", "replay", 1.0, False, metrics={"blob": "x" * 4000, "i": start + i}, taken_at=T0.timestamp())
         for i in range(n)
     ]
 

@@ -1,9 +1,10 @@
-"""The `--comment` grammar, checked again on pald's side (defence in depth).
+"""The `--comment` job-spec grammar: the one parser of `pal:class=...` specs in Python.
 
-The submit hook (`job_submit_lua/pal.lua`) is where a comment is parsed first: it must know
-whether a job is a PAL job before it opens a socket. pald receives both the hook's parsed
-fields and the raw comment, and re-checks them with this module, so a buggy or old hook cannot
-feed it a spec the grammar does not allow. Both parsers are driven by the same table of cases,
+Every reader of a job's spec uses it: pald (which re-checks what the hook parsed, defence in
+depth: a buggy or old hook cannot feed it a spec the grammar does not allow), the accounting
+import (`sim.sacct`, a job's class from its comment) and so the simulator. The submit hook
+(`job_submit_lua/pal.lua`) parses a comment first, in Lua: it must know whether a job is a PAL
+job before it opens a socket. Both parsers are driven by the same table of cases,
 `tests/golden/comment_grammar.json`; change the grammar there first.
 
 Grammar (one whitespace-delimited token of the comment; other text around it is kept as is):
@@ -53,9 +54,9 @@ class CommentSpec:
     mode: str | None = None  # `mode=`: "now" or "defer" (None: pald's default)
     net: str | None = None  # `net=`: network sensitivity name (None: pald's default)
 
-    def to_wire(self) -> dict:
+    def to_wire(self) -> dict[str, str | int]:
         """The JSON object form used in the protocol and in the golden file (absent = not given)."""
-        out: dict = {"class": self.perf_class}
+        out: dict[str, str | int] = {"class": self.perf_class}
         for key, value in (("gpus", self.gpus), ("mode", self.mode), ("net", self.net)):
             if value is not None:
                 out[key] = value

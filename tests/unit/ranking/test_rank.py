@@ -1,7 +1,8 @@
 import pytest
 
-from pal_slurm.bench.base import KIND_WALLTIME, Sample
-from pal_slurm.bench.rank import RankingSnapshot, diff, rank_samples, robust_outliers
+from pal_slurm.model.sample import KIND_WALLTIME, Sample
+from pal_slurm.ranking.rank import diff, rank_samples, robust_outliers
+from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.model.cluster import ClusterView
 
 

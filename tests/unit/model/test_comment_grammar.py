@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from pal_slurm.daemon.comment_grammar import (
+from pal_slurm.model.comment_grammar import (
     GRAMMAR,
     CommentError,
     CommentSpec,

@@ -12,73 +12,16 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import asdict, dataclass
-from typing import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Iterable, Sequence
 
-from pal_slurm.bench.base import KIND_BENCH, Sample
+from pal_slurm.model.sample import KIND_BENCH, Sample
 from pal_slurm.model.classes import class_rank
-from pal_slurm.model.cluster import ClusterView
 from pal_slurm.ranking.binning import bin_scores
-from pal_slurm.ranking.snapshot import ClassRanking, Ranking
+from pal_slurm.ranking.snapshot import RankingEntry, RankingSnapshot, utc_from_epoch
 
 MAD_K = 3.5  # robust z-score beyond which a value counts as an outlier (Iglewicz-Hoaglin)
 MAD_SCALE = 1.4826  # MAD -> standard deviation for normal data
-
-
-@dataclass(frozen=True)
-class RankEntry:
-    node: str
-    slot: int
-    perf_class: str
-    score: float  # median slowness / class median (1.0 = median GPU, >1 slower)
-    sf: float  # binned slowdown factor
-    bin: int  # 0 = fastest bin of the class
-    samples: int = 0  # samples used (0: not known, e.g. read back from the store)
-    backend: str = ""  # backend whose samples ranked this class ("" when not known)
-    flags: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class RankingSnapshot:
-    version: int
-    method: str
-    created_at: float
-    entries: tuple[RankEntry, ...] = ()
-
-    def by_key(self) -> dict[tuple[str, str, int], RankEntry]:
-        return {(e.perf_class, e.node, e.slot): e for e in self.entries}
-
-    def classes(self) -> list[str]:
-        return sorted({e.perf_class for e in self.entries}, key=lambda c: (class_rank(c), c))
-
-    def to_ranking(self, cluster: ClusterView) -> Ranking:
-        """A gpu_id-indexed Ranking for policies; GPUs without an entry get 1.0."""
-        loc = cluster.gpu_by_location()
-        out = {}
-        for c in self.classes():
-            scores = [1.0] * cluster.size
-            sf = [1.0] * cluster.size
-            for e in self.entries:
-                if e.perf_class == c and (e.node, e.slot) in loc:
-                    scores[loc[(e.node, e.slot)]] = e.score
-                    sf[loc[(e.node, e.slot)]] = e.sf
-            out[c] = ClassRanking(c, tuple(scores), tuple(sf))
-        return Ranking(self.version, self.method, out)
-
-    def to_dict(self) -> dict:
-        return {
-            "version": self.version,
-            "method": self.method,
-            "created_at": self.created_at,
-            "entries": [dict(asdict(e), flags=list(e.flags)) for e in self.entries],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> "RankingSnapshot":
-        entries = tuple(
-            RankEntry(**{**e, "flags": tuple(e.get("flags", ()))}) for e in d.get("entries", ())
-        )
-        return cls(int(d["version"]), str(d["method"]), float(d.get("created_at", 0.0)), entries)
 
 
 @dataclass(frozen=True)
@@ -130,7 +73,7 @@ def rank_samples(
         if classes is not None and s.perf_class not in classes:
             continue
         groups[s.perf_class][s.backend][(s.node, s.slot)].append(s)
-    entries: list[RankEntry] = []
+    entries: list[RankingEntry] = []
     for c in sorted(groups, key=lambda c: (class_rank(c), c)):
         backend, per_gpu = max(groups[c].items(), key=lambda kv: (len(kv[1]), kv[0]))
         keys = sorted(per_gpu)
@@ -156,8 +99,8 @@ def rank_samples(
         sf = bin_scores(scores, method) if len(scores) > 1 else tuple(1.0 for _ in scores)
         idx = _bins_index(sf)
         for key, score, s_f, b, n, f in zip(keys, scores, sf, idx, used, flags):
-            entries.append(RankEntry(key[0], key[1], c, float(score), float(s_f), b, n, backend, tuple(f)))
-    return RankingSnapshot(version, method, now, tuple(entries))
+            entries.append(RankingEntry(key[0], key[1], c, float(score), float(s_f), b, tuple(f), n, backend))
+    return RankingSnapshot(version, method, utc_from_epoch(now), tuple(entries))
 
 
 def diff(previous: RankingSnapshot | None, current: RankingSnapshot) -> list[Move]:
@@ -177,20 +120,3 @@ def diff(previous: RankingSnapshot | None, current: RankingSnapshot) -> list[Mov
             )
         )
     return moves
-
-
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-
-
-def parse_duration(text: str) -> float:
-    """'90', '30m', '12h', '7d', '2w' -> seconds; ValueError for anything else or <= 0."""
-    t = text.strip().lower()
-    unit = _UNITS.get(t[-1:]) if t else None
-    number = t[:-1] if unit else t
-    try:
-        value = float(number) * (unit or 1.0)
-    except ValueError:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 3600, 30m, 12h, 7d)") from None
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"a duration must be > 0, got {text!r}")
-    return value

@@ -1,0 +1,80 @@
+"""A requeued PAL job is placed again (issue 15): pure rules, no I/O (pald's app acts on them).
+
+What Slurm 22.05 shows (lab-tested, tests/integration/test_site_compat.py): after
+`scontrol requeue` (or a node failure of a `--requeue` job) the job is PENDING with
+`restart_cnt` one higher, Reason=BeginTime until Slurm's requeue delay has passed
+(`eligible_time`, about 2 minutes), and it still carries what PAL wrote at its first placement:
+ReqNodeList = the old nodes, NumNodes pinned, TresPerNode = the old GPU slots. Left alone it
+would wait for exactly those slots, which may now be busy or on a bad node.
+
+So pald takes such a job back into its queue: it tags it `pal:defer;requeued=<restart_cnt>`
+(first: a pald dying in between leaves a tagged job that Slurm runs as it was, never an untagged
+held one that nobody releases) and holds it; the cycle then places it like any deferred job,
+once its requeue delay is over (the cycle never reserves GPUs for a job that may not start yet).
+The tag's count makes the take-over happen once per requeue, across pald restarts.
+
+Where it may run: the old ReqNodeList is PAL's own pin, not the user's, unless the user gave a
+`--nodelist` (the hook then tags `nodelist=own`): only then are the old nodes kept as the
+restriction (they lie within the user's list; a list shorter than the job passes at submit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pal_slurm.daemon.tags import DEFER_TAG, PLACED_PREFIX, pal_tags
+
+REQUEUED_KEY = "requeued"
+OWN_NODELIST = "nodelist=own"  # in the hook's tag: the job's ReqNodeList at submit was the user's
+_KEY = f"{REQUEUED_KEY}="
+
+
+def requeue_tag(restart_count: int) -> str:
+    return f"{DEFER_TAG};{REQUEUED_KEY}={int(restart_count)}"
+
+
+def requeues_taken(admin_comment: str | None) -> int:
+    """The highest requeue count pald already took the job back for (0: none): only pald's own
+    ``pal:defer;...;requeued=<n>`` tags count."""
+    counts = [0]
+    for tag in (admin_comment or "").split():
+        name, *fields = tag.split(";")
+        if name == DEFER_TAG:
+            counts += [int(f[len(_KEY):]) for f in fields if f.startswith(_KEY) and f[len(_KEY):].isdigit()]
+    return max(counts)
+
+
+def was_pal_placed(admin_comment: str | None) -> bool:
+    """Placed by PAL at submit (`pal:placed=...`) or deferred and released by pald's cycle."""
+    tags = pal_tags(admin_comment)
+    return DEFER_TAG in tags or any(t.startswith(PLACED_PREFIX) for t in tags)
+
+
+def to_take_back(job) -> bool:
+    """A PAL job Slurm requeued that pald has not taken back yet: pending, not held (a held one
+    is someone's: `scontrol requeuehold`, a user's hold; it is taken back once released), and
+    requeued more times than its tag says."""
+    return (job.state == "PENDING" and not job.held and job.restart_count > 0
+            and was_pal_placed(job.admin_comment) and requeues_taken(job.admin_comment) < job.restart_count)
+
+
+def tagged_comment(job) -> str:
+    """The job's admin_comment with the requeue tag appended (the rest kept as it was)."""
+    return " ".join(t for t in ((job.admin_comment or "").strip(), requeue_tag(job.restart_count)) if t)
+
+
+def is_requeued(job) -> bool:
+    return requeues_taken(job.admin_comment) > 0
+
+
+def not_yet_eligible(job, now: float) -> bool:
+    """Slurm would not start it yet (a requeued job's delay, BeginTime): pald plans it later."""
+    return job.eligible_time > now
+
+
+def placement_record(job):
+    """The job as the cycle should judge where it may run: a requeued job's ReqNodeList is PAL's
+    old pin (dropped) unless the user gave the nodelist (kept)."""
+    if not is_requeued(job) or OWN_NODELIST in (job.admin_comment or "").replace(" ", ";").split(";"):
+        return job
+    return replace(job, required_nodes=())

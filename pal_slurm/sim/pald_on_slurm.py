@@ -1,0 +1,112 @@
+"""pal-slurm on Slurm, as the event simulator's decider: what the `pal`/`pal-net` replay arms run.
+
+On a Slurm site pald decides in two places, both through the one engine (pal_slurm.engine):
+
+- the submit hook: a new job is placed now (`Engine.place_new`) when it fits and no older PAL
+  job is held, else it is held (deferred) and waits for pald's cycle;
+- pald's cycle, every `cycle_s`: the held jobs, in queue order, through `Engine.decide`.
+
+The jobs pald places or releases are pinned to the GPUs it chose (or, where it cannot bind the
+slots, to their nodes, where Slurm takes the lowest free slots: the engine already starts those),
+so Slurm starts them as soon as it sees them; Slurm's own scheduling (EASY backfill, its node
+choice) only decides jobs pald passes, and a replayed trace has none (every job asks a shape
+pald places). What this decider adds to the simulator's own loop is therefore what pald sees and
+when: the hook's held-job rule, the cycle's period (a held job starts at the first cycle after
+its GPUs free up, not at that instant), the jobs as Slurm shows them to pald (their time limit
+as remaining time, the comment's network sensitivity, `medium` when it names none) and pald's
+engine (no network model: the placements' tier penalties).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+from typing import Mapping
+
+from pal_slurm.daemon.service import DEFAULT_NET, ServiceSettings
+from pal_slurm.engine import Engine
+from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.model.decision import JobId
+from pal_slurm.ranking import Ranking
+
+
+class PaldOnSlurm:
+    """The simulator's decider for a pal-slurm arm (sim.event.Decider).
+
+    `limits_s`: per trace job index, the Slurm time limit pald reads as the job's remaining time
+    (None: the job's own remaining work); `cycle_period_s`: pald's cycle in trace seconds
+    (`cycle_s` x the replay's time scale); `net`: the sensitivity pald reads from the comment;
+    `ranking`: the ranking pald ranked by (a replay measures it from noisy samples, so it bins
+    GPUs a little differently from the simulator's exact draw; the jobs still run at the draw);
+    `wall_scale`: trace seconds per wall second of a time-compressed replay. pald lives on the
+    wall clock: its times (now, submit times, time limits) are trace seconds / scale, and its
+    delay timers (`settings.delay_timers` over the placement's own) are wall seconds, so a
+    compressed replay stretches them by the scale: a medium job's 120 s wait for one node is
+    20 trace hours at 600x. The model decides on pald's clock, as pald does."""
+
+    def __init__(self, placement: str, cycle_period_s: float, limits_s: Mapping[int, float] | None = None,
+                 net: str = DEFAULT_NET, settings: ServiceSettings | None = None, ranking: Ranking | None = None,
+                 wall_scale: float = 1.0):
+        self.settings = replace(settings or ServiceSettings(), placement=placement)
+        self.ranking = ranking  # pald's own (measured) ranking; None: the simulator's
+        self.engine = Engine(self.settings.engine(), rng=random.Random(0))
+        self.period = float(cycle_period_s)
+        self.limits = dict(limits_s or {})
+        self.net = net
+        self.scale = float(wall_scale)
+        self.held: dict[JobId, JobRequest] = {}  # job id -> as pald saw it when held
+        self.seen: set[JobId] = set()
+        self.starts = {"placed": 0, "released": 0}
+
+    # ---- sim.event.Decider -------------------------------------------------------------------
+    def start(self, cluster: ClusterView, ranking: Ranking) -> None:
+        self.cluster = cluster
+
+    def decide(self, now: float, jobs: list[JobRequest], view: ClusterView, ranking: Ranking) -> RoundPlan:
+        ranking = self.ranking or ranking
+        now_pald = now / self.scale  # pald's clock
+        waiting = {j.job_id: j for j in jobs if not j.running_on}
+        self.held = {k: v for k, v in self.held.items() if k in waiting}
+        launch: dict[JobId, tuple[int, ...]] = {}
+        free = set(view.free)
+        for job in sorted((j for j in waiting.values() if j.job_id not in self.seen), key=lambda j: j.submit_time):
+            self.seen.add(job.job_id)
+            ours = self.as_pald_sees(job)
+            gpus = None
+            if not self.held:  # the hook: place now unless an older PAL job is held
+                gpus = self.engine.place_new(ours, view.with_free(free), ranking, now_pald)
+            if gpus is None:
+                self.held[job.job_id] = ours
+                continue
+            launch[job.job_id] = tuple(gpus)
+            free -= set(gpus)
+            self.starts["placed"] += 1
+        if self.held and self.is_tick(now):
+            plan = self.engine.decide(list(self.held.values()), view.with_free(free), ranking, now_pald)
+            for job_id, gpus in plan.launch.items():
+                launch[job_id] = tuple(gpus)
+                free -= set(gpus)
+                del self.held[job_id]
+                self.starts["released"] += 1
+        return RoundPlan(frozenset(), launch)
+
+    def next_wakeup(self, now: float) -> float | None:
+        """pald's next cycle while it holds jobs (the simulator wakes for it)."""
+        if not self.held or self.period <= 0:
+            return None
+        return (math.floor(now / self.period + 1e-9) + 1) * self.period
+
+    # ---- pald's view -------------------------------------------------------------------------
+    def is_tick(self, now: float) -> bool:
+        if self.period <= 0:
+            return True
+        k = round(now / self.period)
+        return abs(now - k * self.period) <= 1e-6 * max(1.0, self.period)
+
+    def as_pald_sees(self, job: JobRequest) -> JobRequest:
+        """The job as squeue shows it to pald: on pald's clock, its time limit as remaining time."""
+        limit = self.limits.get(int(job.job_id))
+        return replace(job, net_sensitivity=self.net, submit_time=job.submit_time / self.scale,
+                       waiting_since=job.waiting_since / self.scale,
+                       remaining_time=(job.remaining_time if limit is None else float(limit)) / self.scale)

@@ -1,0 +1,75 @@
+"""Job arrays: held as one record, each element placed by pald's cycle (issue 15)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from pal_slurm.config import Config, DaemonConfig
+from pal_slurm.daemon.app import Pald, started_keys
+from pal_slurm.daemon.service import PlacementService, ServiceSettings
+from pal_slurm.engine import ManualClock
+from pal_slurm.slurm.actuator import job_ref
+from pal_slurm.slurm.errors import SlurmError, SlurmParseError
+from pal_slurm.slurm.readers import array_task_ids
+
+from .builders import FakeActuator, FakeReader, held_job, node_info, view
+
+
+def array_record(array_id=10, tasks="1-8", gpn=1):
+    """The one squeue record of an array's pending elements, held by the hook."""
+    return replace(held_job(array_id, gpn=gpn), array_job_id=array_id, array_tasks=tasks)
+
+
+def element(job_id, array_id=10, task=1, state="RUNNING"):
+    return replace(held_job(job_id, gpn=1), array_job_id=array_id, array_task_id=task, state=state,
+                   reason="None", priority=1000)
+
+
+def test_task_strings_and_element_names():
+    assert array_task_ids("1,3-5") == [1, 3, 4, 5]
+    assert array_task_ids("0-9:4%2") == [0, 4, 8]
+    for bad in ("", "1-", "5-1", "a", "1-3:0", "0-99999999"):
+        with pytest.raises(SlurmParseError):
+            array_task_ids(bad)
+    assert array_record(tasks="2,4").element_refs() == ["10_2", "10_4"]
+    assert element(12, task=3).ref == "10_3" and element(12, task=3).element_refs() == ["10_3"]
+    assert held_job(7).ref == 7  # not an array
+    assert job_ref("10_3") == "10_3" and job_ref(7) == "7"
+    for bad in ("10_", "7;rm", "x", True):
+        with pytest.raises(SlurmError):
+            job_ref(bad)
+
+
+def test_the_cycle_places_each_element_on_its_own_gpus():
+    s = PlacementService(ServiceSettings())
+    s.observe_cluster(view(nodes=4), now=0)
+    plan = s.plan_cycle([array_record(tasks="1-8")], now=1)
+    assert [r.job_id for r in plan.releases] == [f"10_{i}" for i in range(1, 9)]
+    gpus = [g for r in plan.releases for g in r.choice.gpu_ids]
+    assert len(set(gpus)) == 8 and all(r.gres_spec for r in plan.releases)
+
+
+def test_only_as_many_elements_as_could_start_are_planned():
+    s = PlacementService(ServiceSettings())
+    s.observe_cluster(view(nodes=1, busy=(0,)), now=0)  # 3 free GPUs
+    plan = s.plan_cycle([array_record(tasks="1-1000", gpn=1)], now=1)
+    assert [r.job_id for r in plan.releases] == ["10_1", "10_2", "10_3"]
+    assert plan.waiting == 0  # the rest of the record waits for the next cycles
+    bad = s.plan_cycle([array_record(array_id=20, tasks="1-x")], now=1)
+    assert [(r.job_id, r.choice, r.reason) for r in bad.releases] == [(20, None, "bad_array_tasks")]
+
+
+def test_pald_releases_elements_and_does_not_count_them_as_released_outside(tmp_path):
+    cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "s"), heartbeat_file=str(tmp_path / "hb")))
+    reader = FakeReader([node_info("gpu01"), node_info("gpu02")], [array_record(tasks="1-2")])
+    act = FakeActuator()
+    pald = Pald(cfg, None, reader, act, clock=ManualClock(100.0))
+    pald.sync_and_cycle()
+    assert [c[:2] for c in act.calls if c[0] == "place"] == [("place", "10_1"), ("place", "10_2")]
+    # Slurm split them off under job ids of their own; they run
+    reader._jobs = [element(11, task=1), element(12, task=2)]
+    pald.sync_and_cycle()
+    assert pald.counts["released"] == 2 and pald.counts["released_outside"] == 0
+    assert {"job:10_1", "job:10_2"} <= started_keys(reader._jobs)

@@ -1,0 +1,46 @@
+"""The simulator's model of pal-slurm on Slurm (sim.pald_on_slurm): the hook's held-job rule,
+pald's cycle period and pald's clock, on a two-node cluster without variability or network."""
+
+from pal_slurm.model import JobRequest, JobShape
+from pal_slurm.sim.event import EventConfig, EventSimulator
+from pal_slurm.sim.pald_on_slurm import PaldOnSlurm
+from pal_slurm.sim.trace import UNCLASSED, Trace, TraceJob
+
+CONFIG = EventConfig(num_nodes=2, gpus_per_node=4, nodes_per_rack=None, network=False, jobs_stay_put=True)
+
+
+def job(i, submit, seconds, nodes, per_node):
+    return TraceJob(i, nodes * per_node, float(submit), float(seconds), "resnet50", shape=JobShape.on_nodes(nodes, per_node),
+                    iter_s=1.0, perf_class=UNCLASSED)
+
+
+# A holds node 1; B needs both nodes (held); C fits node 2 at once but arrives behind held B
+TRACE = Trace("held", (job(0, 0, 1000, 1, 4), job(1, 10, 500, 2, 4), job(2, 20, 100, 1, 1)))
+
+
+def starts(decider):
+    seen: dict[int, float] = {}
+    EventSimulator(CONFIG).run(TRACE, "pal", decider=decider, on_start=lambda t, j, g: seen.setdefault(j, t))
+    return seen
+
+
+def test_held_jobs_start_at_pald_s_next_cycle_and_newcomers_queue_behind_them():
+    d = PaldOnSlurm("pal", cycle_period_s=300.0)
+    seen = starts(d)
+    assert seen[0] == 0.0
+    assert seen[1] == 1200.0  # A ends at 1000; pald's next cycle is at 1200
+    assert seen[2] == 1800.0  # C fitted at 20, but the hook held it behind B (FIFO, no backfill): B ends at 1700
+    assert d.starts == {"placed": 1, "released": 2}
+
+
+def test_a_cycle_at_every_instant_is_the_simulator_s_own_loop():
+    seen = starts(PaldOnSlurm("pal", cycle_period_s=0.0))
+    assert (seen[1], seen[2]) == (1000.0, 1500.0)
+
+
+def test_pald_reads_time_limits_on_its_own_clock():
+    d = PaldOnSlurm("pal", cycle_period_s=0.0, limits_s={0: 1200.0}, wall_scale=600.0)
+    seen_job = d.as_pald_sees(JobRequest(job_id=0, num_gpus=4, submit_time=600.0, waiting_since=1200.0,
+                                         remaining_time=999.0, net_sensitivity="high"))
+    assert (seen_job.submit_time, seen_job.waiting_since, seen_job.remaining_time) == (1.0, 2.0, 2.0)
+    assert seen_job.net_sensitivity == "medium"  # the replay's comments name no sensitivity

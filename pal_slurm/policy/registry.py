@@ -32,7 +32,8 @@ ALIASES = {
     "slurm": "firstfit",
 }
 
-QUEUE_ORDERS: dict[str, QueueOrder] = {"fifo": queue.fifo, "las": queue.las, "srtf": queue.srtf}
+QUEUE_ORDERS: dict[str, QueueOrder] = {"fifo": queue.fifo, "las": queue.las, "srtf": queue.srtf,
+                                     "srtf-aged": queue.aged_srtf()}
 
 
 class UnknownPolicy(KeyError):

@@ -34,7 +34,15 @@ from pal_slurm.replay.plan import ReplayPlan, payload_spec
 from pal_slurm.sim.network import NetworkModel
 from pal_slurm.slurm.lab import LabCluster, start_lab
 
-ARMS = {"stock": None, "pal": "pal", "pal-net": "pal-net", "pal-fit": "pal-fit"}  # arm -> pald placement (None: no hook)
+ARMS = {"stock": None, "pal": "pal", "pal-net": "pal-net", "pal-fit": "pal-fit",
+        "pal-fit-aged": "pal-fit"}  # arm -> pald placement (None: no hook)
+# arm -> pald's queue order of its held jobs (`[policy] queue`), where it is not FIFO
+ARM_QUEUE = {"pal-fit-aged": "srtf-aged"}
+
+
+def arm_queue(arm: str) -> str:
+    """The registered queue order pald runs with in `arm` (FIFO unless ARM_QUEUE says otherwise)."""
+    return ARM_QUEUE.get(arm, "fifo")
 PALD_CYCLE_S = 0.3  # pald's cycle in the replay (wall seconds; the simulator's model uses the same)
 SCHEDULER_PARAMETERS = "batch_sched_delay=0,sched_min_interval=0,bf_interval=1,bf_resolution=1,bf_continue,default_queue_depth=1000,bf_max_job_test=1000"
 
@@ -93,7 +101,8 @@ def _palctl(config: Path, *args: str, timeout: float = 300.0) -> str:
     return proc.stdout
 
 
-def _pald_config(path: Path, work: Path, lab: LabCluster, placement: str, shape: LabShape, seed: int) -> Path:
+def _pald_config(path: Path, work: Path, lab: LabCluster, placement: str, shape: LabShape, seed: int,
+                 queue: str = "fifo") -> Path:
     path.write_text(f"""
 [store]
 url = "sqlite:///{work}/pal.db"
@@ -106,6 +115,7 @@ heartbeat_file = "{work}/heartbeat"
 
 [policy]
 placement = "{placement}"
+queue = "{queue}"
 
 [slurm]
 conf = "{lab.slurm_conf}"
@@ -154,7 +164,7 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
     pald = None
     try:
         if placement is not None:
-            config = _pald_config(work / "pal.toml", work, lab, placement, shape, seed)
+            config = _pald_config(work / "pal.toml", work, lab, placement, shape, seed, arm_queue(arm))
             _palctl(config, "db", "upgrade")
             _palctl(config, "profile-nodes", "--local", "--backend", "replay", "--nodes", shape.hostlist,
                     "--gpus-per-node", str(shape.gpus_per_node), "--seed", str(seed))

@@ -36,7 +36,8 @@ from pal_slurm.sim.trace import Trace
 STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
                                 topology_aware=True)
 SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net",
-                                                  "pal-fit": "pal-fit"}
+                                                  "pal-fit": "pal-fit",
+                                                  "pal-fit-aged": "pal-fit"}
 
 
 def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:
@@ -58,7 +59,7 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
     on that cluster (pal-slurm arms; default the simulator's exact draw); `cycle_s`: pald's
     cycle as the replay measured it (wall seconds from a held job's GPUs coming free to its
     release, `harness.release_latency`; default pald's configured cycle)."""
-    from pal_slurm.replay.harness import ARMS, PALD_CYCLE_S
+    from pal_slurm.replay.harness import ARMS, PALD_CYCLE_S, arm_queue
     from pal_slurm.sim.event import EventSimulator, simulator_for
     from pal_slurm.config import PolicyConfig
     from pal_slurm.daemon.service import ServiceSettings
@@ -81,7 +82,8 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
         period = (PALD_CYCLE_S if cycle_s is None else cycle_s) * plan.scale
         decider = PaldOnSlurm(str(policy), cycle_period_s=period, limits_s=limits,
                               ranking=ranking, wall_scale=plan.scale,
-                              settings=ServiceSettings(delay_timers=rack_timers(RACK_WAIT_S)))
+                              settings=ServiceSettings(queue=arm_queue(arm),
+                                                       delay_timers=rack_timers(RACK_WAIT_S)))
     result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)
     s = result.summary()
     name = policy if isinstance(policy, str) else policy.name

@@ -15,7 +15,7 @@ from pal_slurm.cli.progress import DelayedProgress
 
 @click.command("replay")
 @click.option("--trace", "trace_spec", required=True, help="CSV path or bundled name (workload-1..6), as for palctl simulate.")
-@click.option("--arms", default="stock,pal", show_default=True, help="Comma-separated: stock, pal, pal-net, pal-fit.")
+@click.option("--arms", default="stock,pal", show_default=True, help="Comma-separated: stock, pal, pal-net, pal-fit, pal-fit-aged (pal-fit with the srtf-aged queue).")
 @click.option("--time-scale", "scale", type=click.FloatRange(min=1.0), default=600.0, show_default=True,
               help="Trace seconds per wall second.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Replay only the first N jobs.")

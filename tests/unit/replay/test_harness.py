@@ -53,3 +53,24 @@ def test_every_arm_has_a_registered_placement_and_a_prediction():
     for arm, name in ARMS.items():
         if name is not None:
             assert placement(name).name == name, arm
+
+
+def test_each_arms_pald_config_names_its_placement_and_queue_order(tmp_path):
+    """pald in an arm runs the arm's queue order (pal-fit-aged: srtf-aged), and the config it
+    gets is one pald accepts (the allowed values come from the registries)."""
+    from types import SimpleNamespace
+
+    from pal_slurm.config import load_config
+    from pal_slurm.replay.harness import ARMS, _pald_config, arm_queue
+
+    lab = SimpleNamespace(slurm_conf=str(tmp_path / "slurm.conf"), lab_dir=tmp_path)
+    seen = {}
+    for arm, placement in ARMS.items():
+        if placement is None:
+            continue
+        path = _pald_config(tmp_path / f"{arm}.toml", tmp_path, lab, placement, LabShape(), 0, arm_queue(arm))
+        cfg = load_config(path)
+        seen[arm] = (cfg.policy.placement, cfg.policy.queue)
+    assert seen["pal-fit-aged"] == ("pal-fit", "srtf-aged")
+    assert seen["pal-fit"] == ("pal-fit", "fifo")
+    assert seen["pal"] == ("pal", "fifo")

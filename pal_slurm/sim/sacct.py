@@ -28,10 +28,10 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
 from pal_slurm.model.comment_grammar import CommentError, parse_comment
-from pal_slurm.input_files import InputError, parse_csv, read_text
+from pal_slurm.input_files import CsvRow, InputError, parse_csv, read_text
 from pal_slurm.sim.trace import MAX_RUNTIME_S, UNCLASSED, Trace, TraceError, TraceJob
 
 SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "Submit", "Start", "End", "Timelimit", "AllocTRES",
@@ -99,7 +99,7 @@ def read_accounting(path: str | Path) -> list[AccountingJob]:
     return _read_pipe(text, path)
 
 
-def _read_json(text: str, path) -> list[AccountingJob]:
+def _read_json(text: str, path: str | Path) -> list[AccountingJob]:
     try:
         doc = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
@@ -123,7 +123,7 @@ def _read_json(text: str, path) -> list[AccountingJob]:
             name=str(j.get("name") or ""),
             account=str(j.get("account") or ""),
             partition=str(j.get("partition") or ""),
-            submit=_json_time(t.get("submission"), where, "time.submission", required=True),
+            submit=_json_submit(t.get("submission"), where),
             start=_json_time(t.get("start"), where, "time.start"),
             end=_json_time(t.get("end"), where, "time.end"),
             gpus=_json_gpus(j, where),
@@ -136,11 +136,11 @@ def _read_json(text: str, path) -> list[AccountingJob]:
     return out
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a number sacct writes")
 
 
-def _json_job_id(j: Mapping, where: str) -> str:
+def _json_job_id(j: Mapping[str, Any], where: str) -> str:
     jid = j.get("job_id")
     if jid is None:
         raise TraceError(f"{where}: no job_id")
@@ -164,12 +164,18 @@ def _json_number(v: Any, where: str, what: str) -> float | None:
     return float(v)
 
 
-def _json_time(v: Any, where: str, what: str, required: bool = False) -> float | None:
+def _json_time(v: Any, where: str, what: str) -> float | None:
     n = _json_number(v, where, what)
     if n is None or n <= 0:  # sacct writes 0 for "not yet" (a job that never started has start 0)
-        if required:
-            raise TraceError(f"{where}: no {what}")
         return None
+    return n
+
+
+def _json_submit(v: Any, where: str) -> float:
+    """time.submission, which every job has."""
+    n = _json_time(v, where, "time.submission")
+    if n is None:
+        raise TraceError(f"{where}: no time.submission")
     return n
 
 
@@ -186,7 +192,7 @@ def _json_state(v: Any) -> str:
     return str(v or "")
 
 
-def _json_gpus(j: Mapping, where: str) -> int:
+def _json_gpus(j: Mapping[str, Any], where: str) -> int:
     tres = (j.get("tres") or {}).get("allocated") or []
     total_plain, total_typed = 0, 0
     for t in tres if isinstance(tres, list) else []:
@@ -201,7 +207,7 @@ def _json_gpus(j: Mapping, where: str) -> int:
     return total_plain or total_typed
 
 
-def _read_pipe(text: str, path) -> list[AccountingJob]:
+def _read_pipe(text: str, path: str | Path) -> list[AccountingJob]:
     lines = text.splitlines()
     if "|" not in lines[0]:
         raise TraceError("neither sacct --json nor sacct -P output (no '|' in the header line); expected "
@@ -218,7 +224,7 @@ def _read_pipe(text: str, path) -> list[AccountingJob]:
             name=row.get("JobName"),
             account=row.get("Account"),
             partition=row.get("Partition"),
-            submit=_pipe_time(row, "Submit", required=True),
+            submit=_pipe_submit(row),
             start=_pipe_time(row, "Start"),
             end=_pipe_time(row, "End"),
             gpus=_pipe_gpus(row),
@@ -234,11 +240,17 @@ def _read_pipe(text: str, path) -> list[AccountingJob]:
 _NO_TIME = ("", "unknown", "none", "n/a")
 
 
-def _pipe_time(row, column: str, required: bool = False) -> float | None:
+def _pipe_submit(row: CsvRow) -> float:
+    """Submit, which every job has."""
+    t = _pipe_time(row, "Submit")
+    if t is None:
+        raise row.fail("no time recorded", "Submit")
+    return t
+
+
+def _pipe_time(row: CsvRow, column: str) -> float | None:
     raw = row.get(column)
     if raw.lower() in _NO_TIME:
-        if required:
-            raise row.fail("no time recorded", column)
         return None
     try:
         dt = datetime.fromisoformat(raw)
@@ -270,14 +282,14 @@ def parse_slurm_duration(text: str) -> float | None:
     return float(((days * 24 + h) * 60 + mi) * 60 + s)
 
 
-def _pipe_limit(row) -> float | None:
+def _pipe_limit(row: CsvRow) -> float | None:
     try:
         return parse_slurm_duration(row.get("Timelimit"))
     except ValueError as exc:
         raise row.fail(str(exc), "Timelimit") from None
 
 
-def _pipe_gpus(row) -> int:
+def _pipe_gpus(row: CsvRow) -> int:
     plain, typed = 0, 0
     for item in row.get("AllocTRES").split(","):
         key, _, value = item.partition("=")
@@ -307,7 +319,7 @@ def accounting_trace(
     bad_comments: list[str] = []
     classes = {"comment": 0, "rule": 0, "unclassed": 0}
     seen: dict[str, str] = {}
-    kept: list[tuple[AccountingJob, str]] = []
+    kept: list[tuple[AccountingJob, str, float]] = []  # (job, class, seconds it ran)
     latest = max((j.submit for j in jobs), default=0.0)
     for j in jobs:
         if j.job_id in seen:
@@ -330,14 +342,14 @@ def accounting_trace(
                              f"start {j.start:.0f}, end {j.end:.0f})")
         cls, how = _class_of(j, rules, bad_comments)
         classes[how] += 1
-        kept.append((j, cls))
+        kept.append((j, cls, j.end - j.start))
     if not kept:
         raise TraceError(f"{name}: no job that used GPUs and finished "
                          f"({', '.join(f'{v} {k}' for k, v in skipped.items() if v) or 'no jobs'})")
-    t0 = min(j.submit for j, _ in kept)
+    t0 = min(j.submit for j, _, _ in kept)
     out = []
-    for index, (j, cls) in enumerate(sorted(kept, key=lambda jc: (jc[0].submit, jc[0].job_id))):
-        runtime = max(1.0, j.end - j.start)  # whole seconds in accounting; a 0 s job still occupies a slot
+    for index, (j, cls, ran_s) in enumerate(sorted(kept, key=lambda jc: (jc[0].submit, jc[0].job_id))):
+        runtime = max(1.0, ran_s)  # whole seconds in accounting; a 0 s job still occupies a slot
         if runtime > MAX_RUNTIME_S:
             raise TraceError(f"{j.where}: job {j.job_id} ran {runtime:.0f} s, more than {MAX_RUNTIME_S:g} s")
         out.append(TraceJob(job_id=index, num_gpus=j.gpus, submit_time=j.submit - t0, iterations=runtime,

@@ -161,6 +161,11 @@ class PlacementService:
     snapshot: RankingSnapshot | None = None  # the store's latest, or None
     ranking: Ranking | None = None
     held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
+    # the held jobs as the engine saw them, for the submit path's backfill (Engine.place_behind):
+    # those the last cycle left waiting (None: not known, or some may use only some nodes) ...
+    waiting: list[JobRequest] | None = None
+    # ... and the hook's deferrals since the last Slurm read (key -> request)
+    deferred_since_sync: dict[str, JobRequest] = field(default_factory=dict)
     reservations: dict[str, Reservation] = field(default_factory=dict)
     engine: Engine = field(init=False)
     _available: ClusterView | None = None  # view minus reservations (cached until either changes)
@@ -196,6 +201,8 @@ class PlacementService:
                 del self.reservations[key]
         if held_jobs is not None:
             self.held_jobs = held_jobs
+            # deferred before this read: Slurm's held list (the next cycle) has them now
+            self.deferred_since_sync = {k: j for k, j in self.deferred_since_sync.items() if j.submit_time >= now}
         self._changed()
 
     def observe_site(self, site: SiteView) -> None:
@@ -323,6 +330,25 @@ class PlacementService:
                 best = (worst, tuple(gpus), group)
         return None if best is None else (best[1], best[2])
 
+    def place_behind_held(self, job: JobRequest, eligibility: Eligibility, exclusive: bool,
+                          now: float) -> tuple[tuple[int, ...], NodeGroup] | None:
+        """A new job while older PAL jobs are held: placed now only where the cycle would start
+        it now (Engine.place_behind over the held jobs and it), else None (it is held too).
+        Only when pald knows every held job as the engine sees it (the last cycle's waiting
+        jobs and the deferrals since) and the new job, like them, may use every node: anything
+        else is held, as before (the cycle decides it)."""
+        assert self.view is not None and self.ranking is not None
+        if self.waiting is None or exclusive or len(eligibility.groups) != 1:
+            return None
+        group = eligibility.groups[0]
+        if self.allowed_nodes(group, frozenset(), False) is not None:
+            return None
+        waiting = [*self.waiting, *self.deferred_since_sync.values()]
+        if len(waiting) < self.held_jobs:  # deferred before a read that the cycle has not planned
+            return None
+        gpus = self.engine.place_behind(job, waiting, self.available(), self.ranking, now)
+        return None if gpus is None else (tuple(gpus), group)
+
     # ---- reservations --------------------------------------------------------------------
     def reserve(self, key: str, gpu_ids, now: float, job: JobRestrictions | None = None, nodes=()) -> None:
         """Promise `gpu_ids` (and, with `job`, its CPUs and memory on each of `nodes`) to `key`."""
@@ -346,6 +372,7 @@ class PlacementService:
         self.unreserve(key)
         if decision is DecisionKind.DEFER:
             self.held_jobs = max(0, self.held_jobs - 1)
+            self.deferred_since_sync.pop(key, None)
 
     # ---- the submit-time answer ----------------------------------------------------------
     def place(self, req: PlaceRequest, now: float, key: str) -> PlaceReply:
@@ -379,16 +406,24 @@ class PlacementService:
         if deferred:
             self.held_jobs += 1
             return PlaceReply(DecisionKind.DEFER, reason=deferred, **base)
-        if mode == "defer" or (mode == "auto" and self.held_jobs > 0):
+        if mode == "defer":
             self.held_jobs += 1
-            return PlaceReply(DecisionKind.DEFER, reason="queued" if mode == "auto" else "asked", **base)
+            return PlaceReply(DecisionKind.DEFER, reason="asked", **base)
         limit_s = req.job.time_limit * 60.0 if req.job.time_limit else None
         job = job_request(key, shape, perf_class, req.pal, now, limit_s)
-        found = self.place_eligible(job, eligibility, restrictions.exclusive, now)
+        if mode == "auto" and self.held_jobs > 0:  # older PAL jobs wait: backfill, or wait with them
+            found = self.place_behind_held(job, eligibility, restrictions.exclusive, now)
+            if found is None:
+                self.held_jobs += 1
+                self.deferred_since_sync[key] = job
+                return PlaceReply(DecisionKind.DEFER, reason="queued", **base)
+        else:
+            found = self.place_eligible(job, eligibility, restrictions.exclusive, now)
         if found is None:
             if mode == "now":
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
             self.held_jobs += 1
+            self.deferred_since_sync[key] = job
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
         gpus, group = found
         choice = choice_of(gpus, self.view)
@@ -492,6 +527,8 @@ class PlacementService:
                 continue
             launched += 1
         out.waiting = len(requests) + len(restricted) - launched + not_yet
+        released = {r.job_id for r in out.releases}
+        self.waiting = None if restricted or not_yet else [r for r in requests if r.job_id not in released]
         return out
 
     def _where(self, job, shape: JobShape, now: float) -> tuple[JobRestrictions, NodeGroup | None] | str:

@@ -9,6 +9,10 @@ the delay-timer auto-tuner's state. Both simulator modes and pald decide through
   over the jobs it holds;
 - `place_new(job, ...)`: the submit path, a job that arrives when nobody waits before it; by
   the placements' contract equal to `decide([job])` (tested for every registered placement);
+- `place_behind(job, waiting, ...)`: the submit path when older jobs wait: the new job starts
+  now exactly when a cycle over them and it (`decide([*waiting, job])`) would start it, so a
+  backfilling placement lets it pass them at once, as Slurm's backfill would, instead of
+  holding it until pald's next cycle; past `submit_backfill_max` waiting jobs it is held;
 
 Under Slurm's rule both return the GPUs Slurm will really give a launch: a per-node job whose
 slots pald cannot bind is pinned to its nodes and Slurm takes the lowest free slots there
@@ -49,6 +53,7 @@ class EngineSettings:
     running_jobs_move: bool = True  # False under Slurm: a started job keeps its GPUs
     backfill: bool = False  # later jobs may pass one that does not fit (placements without their own)
     delay_timers: Timers | None = None  # overrides the placement's delay timers {(sens, level): s}
+    submit_backfill_max: int = 64  # place_behind plans over at most this many waiting jobs
     tuner: autotune.TunerConfig = autotune.TunerConfig()
 
 
@@ -174,6 +179,29 @@ class Engine:
         if gpus is not None and not self.settings.running_jobs_move and slurm_picks_slots(job, gpus, cluster):
             gpus = slurm_picks(gpus, cluster, shape_index.free if shape_index is not None else cluster.free)
         return gpus
+
+    def place_behind(self, job: JobRequest, waiting: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking,
+                     now: float) -> tuple[int, ...] | None:
+        """The submit path when `waiting` (older jobs, not started) wait: the GPUs a cycle over
+        them and `job` would start `job` on now, or None (it waits with them).
+
+        Why: holding every newcomer behind a waiting job until the next cycle costs each one a
+        cycle, where Slurm's backfill starts a job that fits at once when it does not delay the
+        first blocked one. The answer is the cycle's own (same order, placement, backfill and
+        Slurm slot rule), so the submit path and the cycle cannot disagree; the launches it
+        plans for the waiting jobs are left to the cycle. Bounded: past `submit_backfill_max`
+        waiting jobs a plan costs more than a hook may wait, and the job is held."""
+        if not waiting:
+            return self.place_new(job, cluster, ranking, now)
+        if len(waiting) > self.settings.submit_backfill_max:
+            return None
+        order = self.order_jobs([*waiting, job])
+        # a plan of its own: the non-sticky memo is the cycle's, not this question's
+        ctx = replace(self.context(eligible_view(cluster, order), ranking, now), memo=None)
+        plan = self._plan(order, ctx)
+        if not self.settings.running_jobs_move:
+            plan = self._as_slurm_starts(order, ctx, plan)
+        return plan.launch.get(job.job_id)
 
     def next_wakeup(self, cycle: Cycle) -> float | None:
         """When the jobs this cycle left waiting may get more options by time alone."""

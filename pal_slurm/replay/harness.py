@@ -174,6 +174,7 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
         for job in plan.jobs:
             (specs / f"{job.name}.json").write_text(json.dumps(payload_spec(job, cluster, slowdowns, network)))
         submitted = _submit_all(lab, plan, specs, results, argv_payload, on_progress)
+        (work / "submitted.json").write_text(json.dumps(submitted))  # kept for re-analysis
         comp = _wait_records(lab, plan, results, slack_wall_s, on_progress)
     finally:
         if pald is not None:
@@ -181,7 +182,7 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
         lab.stop()
     payloads = {p.stem: json.loads(p.read_text()) for p in results.glob("*.json")}
     try:
-        jobs = job_results(plan, comp, payloads)
+        jobs = job_results(plan, comp, payloads, submitted)
     except ReplayIncomplete as exc:
         raise ReplayError(f"{arm}: {exc}") from None
     by_name = {r.name: r for r in comp}

@@ -1,8 +1,13 @@
 """One arm's results from Slurm's records and the payloads' own, in trace seconds (pure).
 
-JCT, makespan and utilisation come from Slurm's records (jobcomp: submit/start/end, whole
-wall seconds) scaled by the time scale; the slowdown the jobs experienced and the network's
-share come from the payload records (what each job read from Slurm about its placement).
+Slurm's records (jobcomp) say which jobs ran and completed. Their times are whole wall seconds,
+and one wall second is `scale` trace seconds (600 at the default scale: more than the median
+job's runtime), so JCT, makespan and utilisation are timed with sub-second clocks instead: the
+submission is the harness's clock just before `sbatch` (`submitted`), start and end are the
+payload's own (its interpreter starting, its record written). Without `submitted` (replays run
+before it was kept) the whole-second records are used, as they were. The slowdown the jobs
+experienced and the network's share come from the payload records too (what each job read from
+Slurm about its placement).
 """
 
 from __future__ import annotations
@@ -67,9 +72,12 @@ def percentile(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def job_results(plan: ReplayPlan, comp: Sequence[CompRecord], payloads: Mapping[str, dict]) -> list[JobResult]:
+def job_results(plan: ReplayPlan, comp: Sequence[CompRecord], payloads: Mapping[str, dict],
+                submitted: Mapping[str, float] | None = None) -> list[JobResult]:
     """Join the plan, Slurm's records (by job name) and the payload records; raise
-    ReplayIncomplete naming every job that is missing or did not complete."""
+    ReplayIncomplete naming every job that is missing or did not complete. `submitted`: epoch
+    seconds of each job's sbatch (the harness's clock): times come from it and the payloads
+    (sub-second); None: from Slurm's whole-second records."""
     by_name = {r.name: r for r in comp}
     missing = [j.name for j in plan.jobs if j.name not in by_name or j.name not in payloads]
     failed = [f"{n}={by_name[n].state}" for n in by_name if by_name[n].state != "COMPLETED"
@@ -77,13 +85,23 @@ def job_results(plan: ReplayPlan, comp: Sequence[CompRecord], payloads: Mapping[
     if missing or failed:
         raise ReplayIncomplete(f"{len(missing)} job(s) without records {missing[:8]}, "
                                f"{len(failed)} not completed {failed[:8]}")
-    t0 = min(by_name[j.name].submit for j in plan.jobs)
+    precise = submitted is not None and all(j.name in submitted for j in plan.jobs)
+
+    def times(name: str) -> tuple[float, float, float]:
+        if precise:
+            assert submitted is not None
+            return submitted[name], float(payloads[name]["start"]), float(payloads[name]["end"])
+        r = by_name[name]
+        return r.submit, r.start, r.end
+
+    t0 = min(times(j.name)[0] for j in plan.jobs)
     s = plan.scale
     out = []
     for j in plan.jobs:
-        r, p = by_name[j.name], payloads[j.name]
-        out.append(JobResult(j.name, j.trace_job.num_gpus, j.base_s, (r.submit - t0) * s, (r.start - t0) * s,
-                             (r.end - t0) * s, float(p["gpu_slowdown"]), float(p["net_factor"]),
+        p = payloads[j.name]
+        sub, start, end = times(j.name)
+        out.append(JobResult(j.name, j.trace_job.num_gpus, j.base_s, (sub - t0) * s, (start - t0) * s,
+                             (end - t0) * s, float(p["gpu_slowdown"]), float(p["net_factor"]),
                              {k: tuple(v) for k, v in p["placement"].items()}))
     return out
 

@@ -2,8 +2,9 @@
 
 On a Slurm site pald decides in two places, both through the one engine (pal_slurm.engine):
 
-- the submit hook: a new job is placed now (`Engine.place_new`) when it fits and no older PAL
-  job is held, else it is held (deferred) and waits for pald's cycle;
+- the submit hook: a new job is placed now when a cycle over the held jobs and it would start
+  it (`Engine.place_behind`: when it fits and, if older PAL jobs are held, the placement's
+  backfill lets it pass them), else it is held (deferred) and waits for pald's cycle;
 - pald's cycle, every `cycle_s`: the held jobs, in queue order, through `Engine.decide`.
 
 The jobs pald places or releases are pinned to the GPUs it chose (or, where it cannot bind the
@@ -73,9 +74,8 @@ class PaldOnSlurm:
         for job in sorted((j for j in waiting.values() if j.job_id not in self.seen), key=lambda j: j.submit_time):
             self.seen.add(job.job_id)
             ours = self.as_pald_sees(job)
-            gpus = None
-            if not self.held:  # the hook: place now unless an older PAL job is held
-                gpus = self.engine.place_new(ours, view.with_free(free), ranking, now_pald)
+            # the hook: place now when a cycle over the held jobs and this one would start it
+            gpus = self.engine.place_behind(ours, list(self.held.values()), view.with_free(free), ranking, now_pald)
             if gpus is None:
                 self.held[job.job_id] = ours
                 continue

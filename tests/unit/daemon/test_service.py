@@ -170,3 +170,29 @@ def test_unbound_slots_reserve_what_slurm_will_take():
     r2 = s.place(request("resnet", gpn=1), now=0.2, key="b")
     assert r2.decision is DecisionKind.PLACE
     assert r2.nodes in ({"gpu01": (3,)}, {"gpu02": (3,)})  # never a slot Slurm gives job a
+
+
+def test_a_backfilling_placement_places_a_newcomer_the_cycle_would_start_behind_held_jobs():
+    """Held behind an older PAL job, a new job is placed at once when the cycle over the held
+    jobs and it would start it (pal-fit backfills: Engine.place_behind), not a cycle later;
+    placements that do not backfill, and pald before its first cycle, hold it as before."""
+    from .builders import held_job
+
+    for placement, placed in (("pal-fit", True), ("pal", False)):
+        s = service(busy=range(12), placement=placement)
+        s.observe_cluster(view(busy=range(12)), now=0.0, held_jobs=1)
+        early = s.place(request(gpn=1), now=0.5, key="x")  # no cycle yet: the held job is unknown
+        assert (early.decision, early.reason) == (DecisionKind.DEFER, "queued")
+        s.retract("x", early.decision)
+        assert not s.plan_cycle([held_job(1, gpn=4, nodes=2, time_limit_s=3600)], now=1.0).releases
+        small = s.place(request(gpn=1), now=1.5, key="a")
+        assert (small.decision is DecisionKind.PLACE) == placed, placement
+        big = s.place(request(gpn=4, nodes=2), now=1.6, key="b")  # does not fit: held with them
+        assert (big.decision, big.reason) == (DecisionKind.DEFER, "queued")
+        assert "b" in s.deferred_since_sync
+        if placed:
+            assert small.nodes == {"gpu04": (0,)} and len(s.free_now()) == 3  # reserved: never promised twice
+            s.observe_cluster(view(busy=range(13)), now=2.0, held_jobs=2)  # Slurm shows both held
+            assert not s.deferred_since_sync  # the next cycle plans b from Slurm's list
+            # held_jobs (2) > what pald has planned (1): held until the next cycle
+            assert s.place(request(gpn=1), now=2.5, key="c").decision is DecisionKind.DEFER

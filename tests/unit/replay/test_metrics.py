@@ -53,3 +53,20 @@ def test_missing_or_failed_jobs_are_named():
 def test_percentile_interpolates():
     assert percentile([1, 2, 3, 4], 50) == 2.5
     assert percentile([5], 99) == 5
+
+
+def test_sub_second_clocks_replace_slurms_whole_seconds():
+    # Slurm's records say 1 s for each job (600 trace s at scale 600); the harness's sbatch
+    # clock and the payloads' own times say how long each job really took.
+    comp = parse_jobcomp("\n".join([
+        LINE.format(id=1, name="replay-1", state="COMPLETED", start=2, end=6, sub=1),
+        LINE.format(id=2, name="replay-2", state="COMPLETED", start=3, end=4, sub=2)]))
+    payloads = {"replay-1": {**_payload(1.1, 1.0, {"gpu01": [0, 1, 2, 3]}), "start": 101.25, "end": 104.75},
+                "replay-2": {**_payload(1.0, 1.0, {"gpu02": [0]}), "start": 102.5, "end": 103.0}}
+    submitted = {"replay-1": 101.0, "replay-2": 102.0}
+    jobs = job_results(_plan(), comp, payloads, submitted)
+    assert [j.jct_s for j in jobs] == pytest.approx([37.5, 10.0])  # x scale 10
+    assert [j.submit_s for j in jobs] == pytest.approx([0.0, 10.0])
+    assert [j.run_s for j in jobs] == pytest.approx([35.0, 5.0])
+    # a job the harness has no clock for: every job falls back to Slurm's records
+    assert [j.jct_s for j in job_results(_plan(), comp, payloads, {"replay-1": 101.0})] == [50.0, 20.0]

@@ -44,3 +44,14 @@ def test_pald_reads_time_limits_on_its_own_clock():
                                          remaining_time=999.0, net_sensitivity="high"))
     assert (seen_job.submit_time, seen_job.waiting_since, seen_job.remaining_time) == (1.0, 2.0, 2.0)
     assert seen_job.net_sensitivity == "medium"  # the replay's comments name no sensitivity
+
+
+def test_a_backfilling_placement_starts_a_newcomer_that_does_not_delay_the_held_job():
+    # pal-fit backfills: C (1 GPU, 100 s) fits node 2 now and ends long before A frees node 1
+    # for held B, so the hook places it at once, as Slurm's backfill would, instead of holding
+    # it until pald's next cycle; B still starts at the first cycle after A ends
+    d = PaldOnSlurm("pal-fit", cycle_period_s=300.0)
+    seen = starts(d)
+    assert seen[2] == 20.0
+    assert seen[1] == 1200.0
+    assert d.starts == {"placed": 2, "released": 1}

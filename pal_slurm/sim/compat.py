@@ -22,15 +22,15 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from pal_slurm.model import ClusterView, JobRequest
+from pal_slurm.model import ClusterView
 from pal_slurm.model.classes import ARTIFACT_CLASSES
-from pal_slurm.model.decision import JobId
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import artifact_profiles
+from pal_slurm.sim.core import SimJob, SimState
 from pal_slurm.sim.errors import SimulationError
-from pal_slurm.sim.metrics import JobOutcome, RunResult
+from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.trace import Trace, TraceJob, job_class, unclassed_scores
 from pal_slurm.sim.variability import MeasuredGpus
 
@@ -53,45 +53,19 @@ class CompatConfig:
     variability: MeasuredGpus | None = None  # measured classes replace the bundled draws (sim.variability)
 
 
-@dataclass
-class _Job:
-    key: int
-    src: TraceJob
-    perf_class: str
-    submit: float
-    done: float = 0.0
-    attained: float = 0.0
-    gpus: tuple[int, ...] = ()
-    pm: float = 1.0
-    loc: float = 1.0
-    first_start: float | None = None
-    preemptions: int = 0
-    comm_s: float = 0.0
+@dataclass(eq=False)
+class CompatJob(SimJob):
+    """A job on the round clock: progress in iterations, gained at each round boundary."""
+
+    done: float = 0.0  # iterations done
+    loc: float = 1.0  # the artifact's locality penalty (spans more than one node) or 1.0
     iter_time: float = 1.0
-    _request: JobRequest | None = None  # cached; dropped whenever the job's state changes
 
     def __post_init__(self) -> None:
         self.iter_time = self.src.iter_time
 
-    def touch(self) -> None:
-        self._request = None
-
-    def request(self) -> JobRequest:
-        if self._request is None:
-            self._request = self._build_request()
-        return self._request
-
-    def _build_request(self) -> JobRequest:
-        return JobRequest(
-            job_id=self.key,
-            num_gpus=self.src.num_gpus,
-            perf_class=self.perf_class,
-            app=self.src.model,
-            submit_time=self.submit,
-            running_on=self.gpus,
-            attained_service=self.attained,
-            remaining_time=max(0.0, (self.src.iterations - self.done) * self.iter_time),
-        )
+    def remaining_time(self) -> float:
+        return (self.src.iterations - self.done) * self.iter_time
 
 
 def arrivals(trace: Trace, jobs_per_hour: float, seed: int) -> Iterator[tuple[int, float, TraceJob]]:
@@ -130,7 +104,13 @@ class CompatSimulator:
         # placement reshuffles running jobs at random: a sticky one draws only when it places.
         replans_idle = placement.traits.randomised and not placement.traits.sticky
         n_tracked = len(trace.jobs)
-        sorted_pv = {c: sorted(v) for c, v in perfvar.items()}
+        state = SimState(self.cluster, perfvar)
+        gpn = self.cluster.gpus_per_node
+
+        def start(job: SimJob, gpus: tuple[int, ...], t: float) -> None:
+            assert isinstance(job, CompatJob)
+            state.start(job, gpus, t)
+            job.loc = cfg.locality_penalty if self.cluster.nodes_spanned(gpus) > 1 else 1.0
 
         horizon = max(j.submit_time + j.ideal_runtime for j in trace.jobs) / cfg.round_s
         if horizon > cfg.max_rounds:
@@ -139,9 +119,8 @@ class CompatSimulator:
         job_rounds = 0
         source = arrivals(trace, cfg.jobs_per_hour, cfg.arrival_seed)
         pending_arrival = next(source)
-        active: dict[JobId, _Job] = {}
-        free = set(range(G))
-        outcomes: dict[int, JobOutcome] = {}
+        active = state.active
+        measured = 0
         busy_gpu_s = 0.0
         util: list[tuple[float, int]] = []
         t = 0.0
@@ -161,6 +140,7 @@ class CompatSimulator:
             # (1) progress of the round that just ended
             changed = False
             for job in list(active.values()):
+                assert isinstance(job, CompatJob)
                 if not job.gpus:
                     continue
                 job.done += R / (job.pm * job.loc * job.iter_time)
@@ -169,59 +149,29 @@ class CompatSimulator:
                 job.comm_s += R * (1.0 - 1.0 / job.loc)
                 if job.done >= job.src.iterations:
                     changed = True
-                    free.update(job.gpus)
-                    del active[job.key]
-                    if job.key < n_tracked:
-                        n = job.src.num_gpus
-                        best_pm = sorted_pv[job.perf_class][n - 1]
-                        best_loc = 1.0 if n <= self.cluster.gpus_per_node else cfg.locality_penalty
-                        outcomes[job.key] = JobOutcome(
-                            job_id=job.key,
-                            num_gpus=n,
-                            model=job.src.model,
-                            submit=job.submit,
-                            first_start=job.first_start if job.first_start is not None else t,
-                            finish=t,
-                            ideal_runtime=job.src.ideal_runtime,
-                            lower_bound_s=job.src.ideal_runtime * best_pm * best_loc,
-                            comm_overhead_s=job.comm_s,
-                            preemptions=job.preemptions,
-                        )
-            if len(outcomes) == n_tracked:
+                    tracked = job.key < n_tracked
+                    best_loc = 1.0 if job.src.num_gpus <= gpn else cfg.locality_penalty
+                    state.finish(job, t, best_loc if tracked else None, job_id=job.key)
+                    measured += tracked
+            if measured == n_tracked:
                 break
             # (2) arrivals
             while pending_arrival[1] <= t:
                 key, at, src = pending_arrival
-                active[key] = _Job(key, src, job_class(src, ARTIFACT_CLASSES), at)
+                state.arrive(CompatJob(key, src, job_class(src, ARTIFACT_CLASSES), at))
                 changed = True
                 pending_arrival = next(source)
             # (3) schedule, unless nothing can have changed since an idle round
             if changed or not idle_plan or replans_idle:
-                plan = engine.decide([j.request() for j in active.values()], self.cluster.with_free(free), ranking, t)
-                for jid in plan.suspend:
-                    job = active[jid]
-                    free.update(job.gpus)
-                    job.gpus = ()
-                    job.touch()
-                    if jid not in plan.launch:
-                        job.preemptions += 1
-                for jid, gpus in plan.launch.items():
-                    job = active[jid]
-                    job.gpus = tuple(gpus)
-                    job.touch()
-                    free.difference_update(gpus)
-                    job.loc = cfg.locality_penalty if self.cluster.nodes_spanned(gpus) > 1 else 1.0
-                    pv = perfvar[job.perf_class]
-                    job.pm = max(pv[g] for g in gpus)
-                    if job.first_start is None:
-                        job.first_start = t
+                plan = engine.decide(state.requests(), state.view(), ranking, t)
+                state.apply(plan, t, start)
                 idle_plan = not plan.suspend and not plan.launch
-            busy = G - len(free)
+            busy = state.busy
             busy_gpu_s += busy * R
             if not util or util[-1][1] != busy:
                 util.append((t, busy))
             if progress is not None:
-                progress(len(outcomes) / n_tracked)
+                progress(measured / n_tracked)
             t += R
         return RunResult(
             trace=trace.name,
@@ -229,7 +179,7 @@ class CompatSimulator:
             seed=cfg.variability_seed,
             mode="compat",
             num_gpus=G,
-            jobs=[outcomes[k] for k in sorted(outcomes)],
+            jobs=sorted(state.outcomes, key=lambda o: o.job_id),
             busy_gpu_s=busy_gpu_s,
             util_series=util,
             extra={"last_finish_s": t, "rounds": rounds},

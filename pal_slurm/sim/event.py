@@ -33,17 +33,17 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
-from pal_slurm.model.decision import JobId
 from pal_slurm.engine import Cycle, Engine, EngineSettings
 from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.policy.base import PlacementPolicy
 from pal_slurm.policy import autotune
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
+from pal_slurm.sim.core import SimJob, SimState
 from pal_slurm.sim.errors import SimulationError
-from pal_slurm.sim.metrics import JobOutcome, RunResult
+from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.network import Congestion, NetworkModel, cluster_from_racks
-from pal_slurm.sim.trace import Trace, TraceJob, job_class, unclassed_scores
+from pal_slurm.sim.trace import Trace, job_class, unclassed_scores
 from pal_slurm.sim.variability import MeasuredGpus
 
 if TYPE_CHECKING:
@@ -96,29 +96,20 @@ class EventConfig:
         return ClusterView.uniform(self.num_nodes, self.gpus_per_node, nodes_per_rack=self.nodes_per_rack)
 
 
-@dataclass
-class _Job:
-    key: int
-    src: TraceJob
-    perf_class: str
-    sensitivity: str
-    submit: float
-    work_left: float  # ideal seconds of work left
-    gpus: tuple[int, ...] = ()
+@dataclass(eq=False)
+class EventJob(SimJob):
+    """A job on the event clock: ideal seconds of work left, shrinking while it runs at `rate`
+    (after `resume_at`: a restart's cost)."""
+
+    work_left: float = 0.0  # ideal seconds of work left
     rate: float = 1.0  # ideal seconds of work per wall second while running
     net: float = 1.0
     last: float = 0.0  # time of the last progress update
     resume_at: float = 0.0  # no progress before this (restart cost)
-    version: int = 0  # invalidates FINISH events of an earlier placement
-    first_start: float | None = None
-    started_at: float = 0.0  # last (re)start
-    waiting_since: float = 0.0
-    preemptions: int = 0
     restarts: int = 0
-    comm_s: float = 0.0
-    attained: float = 0.0
-    _req: JobRequest | None = None  # cached request while nothing changed (waiting jobs)
-    _first: JobRequest | None = None  # its first request: later ones change only its state fields
+
+    def remaining_time(self) -> float:
+        return self.work_left
 
     def advance(self, t: float) -> None:
         if self.gpus and t > self.last:
@@ -130,30 +121,6 @@ class _Job:
             self.attained += t - self.last
             self._req = None
         self.last = t
-
-    def request(self) -> JobRequest:
-        if self._req is not None:
-            return self._req
-        if self._first is not None:
-            self._req = self._first.evolved(
-                running_on=self.gpus, attained_service=self.attained, remaining_time=max(0.0, self.work_left),
-                waiting_since=self.started_at if self.gpus else self.waiting_since, preemptions=self.preemptions)
-            return self._req
-        self._req = self._first = JobRequest(
-            job_id=self.key,
-            num_gpus=self.src.num_gpus,
-            perf_class=self.perf_class,
-            app=self.src.model,
-            submit_time=self.submit,
-            running_on=self.gpus,
-            attained_service=self.attained,
-            remaining_time=max(0.0, self.work_left),
-            net_sensitivity=self.sensitivity,
-            waiting_since=self.started_at if self.gpus else self.waiting_since,
-            preemptions=self.preemptions,
-            shape=self.src.shape,
-        )
-        return self._req
 
 
 class EventSimulator:
@@ -211,7 +178,7 @@ class _EventRun:
             self.scores = {**self.scores, **cfg.variability.scores_for(self.cluster, cfg.variability_seed)}
         self.scores = {**self.scores, **unclassed_scores(trace, self.cluster.size)}
         self.ranking = Ranking.from_scores(self.scores, cfg.binning)
-        self.sorted_scores = {c: sorted(v) for c, v in self.scores.items()}
+        self.state = SimState(self.cluster, self.scores)
         self.engine = Engine(
             EngineSettings(placement=pol.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty,
                            running_jobs_move=not cfg.jobs_stay_put, tuner=cfg.tuner),
@@ -222,9 +189,8 @@ class _EventRun:
         self.sens_cache: dict[str, str] = {}
         self.heap: list[tuple[float, int, int, object]] = []
         self.seq = 0
-        self.active: dict[JobId, _Job] = {}
-        self.free = set(range(self.cluster.size))
-        self.outcomes: list[JobOutcome] = []
+        self.active = self.state.active
+        self.free = self.state.free  # the state's own set (the loop reads it every event)
         self.busy_gpu_s = 0.0
         self.util: list[tuple[float, int]] = [(0.0, 0)]
         self.last_t = 0.0
@@ -253,10 +219,10 @@ class _EventRun:
                 continue  # nothing to place and a sticky policy never moves running jobs
             self.schedule(t)
             if progress is not None:
-                progress(len(self.outcomes) / n_total)
-        if len(self.outcomes) != n_total:
+                progress(len(self.state.outcomes) / n_total)
+        if len(self.state.outcomes) != n_total:
             stuck = sorted(self.active)[:5]
-            raise SimulationError(f"{self.trace.name}/{self.pol.name}: {n_total - len(self.outcomes)} job(s) "
+            raise SimulationError(f"{self.trace.name}/{self.pol.name}: {n_total - len(self.state.outcomes)} job(s) "
                                   f"never ran (e.g. {stuck})")
         return self.result()
 
@@ -282,9 +248,9 @@ class _EventRun:
         src = self.trace.jobs[idx]
         if src.model not in self.sens_cache:
             self.sens_cache[src.model] = self.sim.netmodel.sensitivity(src.model)
-        self.active[idx] = _Job(key=idx, src=src, perf_class=job_class(src, self.cfg.classes),
-                                sensitivity=self.sens_cache[src.model], submit=t, work_left=src.ideal_runtime,
-                                last=t, waiting_since=t)
+        self.state.arrive(EventJob(key=idx, src=src, perf_class=job_class(src, self.cfg.classes),
+                                   sensitivity=self.sens_cache[src.model], submit=t, work_left=src.ideal_runtime,
+                                   last=t, waiting_since=t))
         return True
 
     def finish(self, payload: tuple[int, int], t: float) -> bool:
@@ -292,17 +258,9 @@ class _EventRun:
         job = self.active.get(key)
         if job is None or job.version != version:
             return False  # stale: the job was moved or stopped since
+        assert isinstance(job, EventJob)
         job.advance(t)
-        self.free.update(job.gpus)
-        del self.active[key]
-        n = job.src.num_gpus
-        lb = job.src.ideal_runtime * self.sorted_scores[job.perf_class][n - 1] * self.sim._best_net(job.src.model, n)
-        self.outcomes.append(JobOutcome(
-            job_id=job.src.job_id, num_gpus=n, model=job.src.model, submit=job.submit,
-            first_start=job.first_start if job.first_start is not None else t, finish=t,
-            ideal_runtime=job.src.ideal_runtime, lower_bound_s=lb, comm_overhead_s=job.comm_s,
-            preemptions=job.preemptions,
-        ))
+        self.state.finish(job, t, self.sim._best_net(job.src.model, job.src.num_gpus), job_id=job.src.job_id)
         return True
 
     def wake(self, t: float) -> bool:
@@ -313,13 +271,11 @@ class _EventRun:
     # ---- one decision --------------------------------------------------------------------
     def schedule(self, t: float) -> None:
         for job in self.active.values():
+            assert isinstance(job, EventJob)
             job.advance(t)
         cyc = self.decide(t)
         self.plans += 1
-        for jid in cyc.plan.suspend:
-            self.stop(self.active[jid], t, moved=jid in cyc.plan.launch)
-        for jid, gpus in cyc.plan.launch.items():
-            self.start(self.active[jid], tuple(gpus), t)
+        self.state.apply(cyc.plan, t, self.start)
         busy_now = self.cluster.size - len(self.free)
         if self.util[-1][1] != busy_now:
             self.util.append((t, busy_now))
@@ -332,38 +288,27 @@ class _EventRun:
             self.push(w, WAKE, None)
 
     def decide(self, t: float) -> Cycle:
-        requests = [j.request() for j in self.active.values()]
-        view = self.cluster.with_free(self.free)
+        requests = self.state.requests()
+        view = self.state.view()
         if self.decider is None:
             return self.engine.cycle(requests, view, self.ranking, t)
         order = self.engine.order_jobs(requests)
         return Cycle(order, self.engine.context(view, self.ranking, t),
                      self.decider.decide(t, requests, view, self.ranking))
 
-    # ---- the in-memory actuator ----------------------------------------------------------
-    def stop(self, job: _Job, t: float, moved: bool) -> None:
-        self.free.update(job.gpus)
-        job.gpus = ()
-        job._req = None
-        job.version += 1
-        job.waiting_since = t
-        if not moved:
-            job.preemptions += 1
-
-    def start(self, job: _Job, gpus: tuple[int, ...], t: float) -> None:
-        if job.gpus:
-            raise RuntimeError(f"{self.pol.name}: launched job {job.key} that is still running")
-        if len(gpus) != job.src.num_gpus or not self.free.issuperset(gpus):
-            raise RuntimeError(f"{self.pol.name}: bad allocation {gpus} for job {job.key} ({job.src.num_gpus} GPUs)")
-        self.free.difference_update(gpus)
-        as_seen = job.request() if self.tuning else None  # as the placement saw it (the tuner learns its wait)
-        job.gpus = gpus
-        job._req = None
-        job.version += 1
-        pm = max(map(self.scores[job.perf_class].__getitem__, gpus))
-        job.net = self.sim._net_factor(job.src.model, gpus)
-        job.rate = 1.0 / (pm * job.net)
+    # ---- starting a job on the event clock ----------------------------------------------
+    def start(self, job: SimJob, gpus: tuple[int, ...], t: float) -> None:
+        """The state's start, then the job's speed on these GPUs and network, its restart
+        cost, the tuner's lesson, and its finish event."""
+        assert isinstance(job, EventJob)
+        as_seen = job.request() if self.tuning and not job.gpus else None  # as the placement saw it
         restart = job.first_start is not None
+        try:
+            self.state.start(job, gpus, t, checked=True)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{self.pol.name}: {exc}") from None
+        job.net = self.sim._net_factor(job.src.model, gpus)
+        job.rate = 1.0 / (job.pm * job.net)
         cost = self.cfg.restart_cost_s if restart else self.cfg.start_cost_s
         if restart and cost:
             self.restarts += 1
@@ -374,9 +319,6 @@ class _EventRun:
             self.engine.observe_start(as_seen, gpus, self.cluster, t, factor=job.net,
                                       best_factor=self.sim._best_net(job.src.model, job.src.num_gpus),
                                       work_s=job.src.ideal_runtime)
-        if job.first_start is None:
-            job.first_start = t
-        job.started_at = t
         if self.on_start is not None:
             self.on_start(t, job.src.job_id, gpus)
         self.push(job.resume_at + max(0.0, job.work_left) / job.rate, FINISH, (job.key, job.version))
@@ -384,14 +326,13 @@ class _EventRun:
     # ---- the outcome ---------------------------------------------------------------------
     def result(self) -> RunResult:
         cfg = self.cfg
-        self.outcomes.sort(key=lambda o: o.job_id)
         return RunResult(
             trace=self.trace.name,
             policy=self.pol.name,
             seed=cfg.seed,
             mode="event",
             num_gpus=self.cluster.size,
-            jobs=self.outcomes,
+            jobs=sorted(self.state.outcomes, key=lambda o: o.job_id),
             busy_gpu_s=self.busy_gpu_s,
             util_series=self.util,
             extra={

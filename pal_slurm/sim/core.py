@@ -1,0 +1,163 @@
+"""The simulator's core, shared by both clocks: job state, plan application, outcomes.
+
+Both modes simulate the same thing: trace jobs arrive, the engine (or a decider) plans, the
+plan is carried out on an in-memory cluster, jobs finish and leave an outcome. They differ only
+in how time passes:
+
+- `compat` (sim/compat.py): the PAL artifact's rounds; a running job gains a round's
+  iterations at each boundary (its arithmetic is the artifact's, bit for bit);
+- `event` (sim/event.py): a heap of arrivals, finishes and wake-ups; a running job's work
+  left shrinks continuously, after a restart cost.
+
+So the core owns what is the same: the job (`SimJob`: identity, class, where it runs, its
+slowest GPU, first start, preemptions, attained service, the request the engine sees), the
+cluster's free GPUs and the active jobs (`SimState`), the in-memory actuator that applies a
+`RoundPlan` (stop, then start: `SimState.apply`), and a finished job's outcome with its lower
+bound (`SimState.finish`). A clock subclasses `SimJob` with its progress model (how much work is
+left) and supplies, when a job starts, what its GPUs and network make of its speed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.model.decision import JobId
+from pal_slurm.sim.metrics import JobOutcome
+from pal_slurm.sim.trace import TraceJob
+
+Scores = Mapping[str, Sequence[float]]  # class -> per-GPU score (slowdown factor; 1.0 = median GPU)
+
+
+@dataclass(eq=False)
+class SimJob:
+    """One trace job in a run, as both clocks track it. A clock's subclass adds its progress
+    model and says how much ideal work is left (`remaining_time`)."""
+
+    key: int
+    src: TraceJob
+    perf_class: str
+    submit: float
+    sensitivity: str = "medium"  # network sensitivity the placements see
+    gpus: tuple[int, ...] = ()
+    pm: float = 1.0  # the class's score of its slowest GPU (its speed: ideal / pm)
+    first_start: float | None = None
+    started_at: float = 0.0  # last (re)start
+    waiting_since: float = 0.0
+    preemptions: int = 0
+    version: int = 0  # changes on every start and stop (the event clock drops stale finishes)
+    comm_s: float = 0.0  # seconds lost to the network
+    attained: float = 0.0  # seconds of service received
+    _req: JobRequest | None = field(default=None, repr=False)  # the request while nothing changed
+    _first: JobRequest | None = field(default=None, repr=False)  # the first; later ones evolve it
+
+    def remaining_time(self) -> float:
+        raise NotImplementedError
+
+    def touch(self) -> None:
+        """Its state changed: the next request is built again."""
+        self._req = None
+
+    def request(self) -> JobRequest:
+        """The job as the engine sees it."""
+        if self._req is not None:
+            return self._req
+        waiting_since = self.started_at if self.gpus else self.waiting_since
+        if self._first is not None:
+            self._req = self._first.evolved(
+                running_on=self.gpus, attained_service=self.attained, remaining_time=max(0.0, self.remaining_time()),
+                waiting_since=waiting_since, preemptions=self.preemptions)
+            return self._req
+        self._req = self._first = JobRequest(
+            job_id=self.key, num_gpus=self.src.num_gpus, perf_class=self.perf_class, app=self.src.model,
+            submit_time=self.submit, running_on=self.gpus, attained_service=self.attained,
+            remaining_time=max(0.0, self.remaining_time()), net_sensitivity=self.sensitivity,
+            waiting_since=waiting_since, preemptions=self.preemptions, shape=self.src.shape,
+        )
+        return self._req
+
+
+class SimState:
+    """The in-memory cluster of one run: which GPUs are free, which jobs are active, and the
+    outcomes of those that finished. Its `stop`/`start` are the simulator's actuator."""
+
+    def __init__(self, cluster: ClusterView, scores: Scores):
+        self.cluster = cluster
+        self.scores = scores
+        self.sorted_scores = {c: sorted(v) for c, v in scores.items()}
+        self.active: dict[JobId, SimJob] = {}
+        self.free: set[int] = set(range(cluster.size))
+        self.outcomes: list[JobOutcome] = []
+
+    @property
+    def busy(self) -> int:
+        return self.cluster.size - len(self.free)
+
+    def view(self) -> ClusterView:
+        return self.cluster.with_free(self.free)
+
+    def requests(self) -> list[JobRequest]:
+        return [j.request() for j in self.active.values()]
+
+    def arrive(self, job: SimJob) -> None:
+        self.active[job.key] = job
+
+    # ---- the actuator --------------------------------------------------------------------
+    def apply(self, plan: RoundPlan, t: float, start: Callable[[SimJob, tuple[int, ...], float], None]) -> None:
+        """Carry out a plan at t: stop what it suspends (a job stopped and launched again in
+        the same plan is moved, not preempted), then start what it launches through the
+        clock's `start` (which calls `SimState.start` and sets the job's progress model)."""
+        for jid in plan.suspend:
+            self.stop(self.active[jid], t, moved=jid in plan.launch)
+        for jid, gpus in plan.launch.items():
+            start(self.active[jid], tuple(gpus), t)
+
+    def stop(self, job: SimJob, t: float, moved: bool) -> None:
+        self.free.update(job.gpus)
+        job.gpus = ()
+        job.touch()
+        job.version += 1
+        job.waiting_since = t
+        if not moved:
+            job.preemptions += 1
+
+    def start(self, job: SimJob, gpus: tuple[int, ...], t: float, checked: bool = False) -> None:
+        """Give `job` its GPUs at t and set its slowest GPU (`pm`). `checked`: refuse a launch
+        of a running job, or GPUs that are not free (a placement bug, not a simulated event)."""
+        if checked:
+            if job.gpus:
+                raise RuntimeError(f"launched job {job.key} that is still running")
+            if len(gpus) != job.src.num_gpus or not self.free.issuperset(gpus):
+                raise RuntimeError(f"bad allocation {gpus} for job {job.key} ({job.src.num_gpus} GPUs)")
+        self.free.difference_update(gpus)
+        job.gpus = gpus
+        job.touch()
+        job.version += 1
+        job.pm = max(map(self.scores[job.perf_class].__getitem__, gpus))
+        if job.first_start is None:
+            job.first_start = t
+        job.started_at = t
+
+    # ---- the outcome ---------------------------------------------------------------------
+    def lower_bound(self, job: SimJob, best_factor: float) -> float:
+        """Its best possible JCT: ideal runtime on the n best GPUs of its class, with the best
+        network factor a job of its size can get, no wait."""
+        return job.src.ideal_runtime * self.sorted_scores[job.perf_class][job.src.num_gpus - 1] * best_factor
+
+    def finish(self, job: SimJob, t: float, best_factor: float | None, job_id: int) -> JobOutcome | None:
+        """`job` ends at t: its GPUs are free, it leaves. Its outcome (as job `job_id`: the
+        artifact numbers jobs by arrival, the event mode by the trace's ids) is recorded and
+        returned, unless `best_factor` is None (a job the run does not measure)."""
+        self.free.update(job.gpus)
+        del self.active[job.key]
+        if best_factor is None:
+            return None
+        outcome = JobOutcome(
+            job_id=job_id, num_gpus=job.src.num_gpus, model=job.src.model, submit=job.submit,
+            first_start=job.first_start if job.first_start is not None else t, finish=t,
+            ideal_runtime=job.src.ideal_runtime, lower_bound_s=self.lower_bound(job, best_factor),
+            comm_overhead_s=job.comm_s, preemptions=job.preemptions,
+        )
+        self.outcomes.append(outcome)
+        return outcome

@@ -1,0 +1,76 @@
+"""The simulator core both clocks share (sim.core): job state, the in-memory actuator, outcomes."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from pal_slurm.model import ClusterView, RoundPlan
+from pal_slurm.sim.compat import CompatJob
+from pal_slurm.sim.core import SimJob, SimState
+from pal_slurm.sim.event import EventJob
+from pal_slurm.sim.trace import TraceJob
+
+SCORES = {"A": [1.0, 1.2, 0.9, 1.5, 1.0, 1.0, 1.1, 0.95]}
+
+
+@dataclass(eq=False)
+class _Job(SimJob):
+    left: float = 100.0
+
+    def remaining_time(self) -> float:
+        return self.left
+
+
+def state():
+    return SimState(ClusterView.uniform(2, 4), SCORES)
+
+
+def job(key, gpus=2):
+    return _Job(key, TraceJob(key, gpus, 0.0, 100.0, "resnet50", iter_s=1.0), "A", submit=0.0)
+
+
+def test_a_plan_stops_then_starts_and_a_stopped_and_relaunched_job_is_moved_not_preempted():
+    s = state()
+    a, b = job(0), job(1)
+    s.arrive(a), s.arrive(b)
+    s.apply(RoundPlan(frozenset(), {0: (0, 1), 1: (2, 3)}), 5.0, s.start)
+    assert (a.gpus, a.pm, a.first_start, s.busy) == ((0, 1), 1.2, 5.0, 4)
+    s.apply(RoundPlan(frozenset({0, 1}), {0: (4, 5)}), 9.0, s.start)
+    assert (a.gpus, a.preemptions, a.first_start, a.started_at) == ((4, 5), 0, 5.0, 9.0)  # moved
+    assert (b.gpus, b.preemptions, b.waiting_since) == ((), 1, 9.0)  # preempted
+    assert s.free == {0, 1, 2, 3, 6, 7}
+    assert b.request().running_on == () and b.request().waiting_since == 9.0
+    assert a.request().running_on == (4, 5) and a.request().waiting_since == 9.0
+
+
+def test_a_launch_on_busy_gpus_or_of_a_running_job_is_refused_when_checked():
+    s = state()
+    a, b = job(0), job(1)
+    s.arrive(a), s.arrive(b)
+    s.start(a, (0, 1), 0.0, checked=True)
+    with pytest.raises(RuntimeError, match="bad allocation"):
+        s.start(b, (1, 2), 0.0, checked=True)
+    with pytest.raises(RuntimeError, match="still running"):
+        s.start(a, (4, 5), 0.0, checked=True)
+
+
+def test_finish_frees_the_gpus_and_records_the_outcome_with_its_lower_bound():
+    s = state()
+    a, b = job(0, gpus=2), job(1, gpus=1)
+    s.arrive(a), s.arrive(b)
+    s.start(a, (2, 3), 10.0)
+    s.start(b, (0,), 10.0)
+    out = s.finish(a, 130.0, best_factor=1.5, job_id=7)
+    assert out is not None and (out.job_id, out.first_start, out.finish, out.jct) == (7, 10.0, 130.0, 130.0)
+    assert out.lower_bound_s == pytest.approx(100.0 * 0.95 * 1.5)  # the 2nd best GPU of class A
+    assert s.finish(b, 140.0, best_factor=None, job_id=1) is None  # not measured
+    assert s.free == set(range(8)) and not s.active and s.outcomes == [out]
+
+
+def test_each_clock_says_how_much_work_is_left():
+    src = TraceJob(0, 1, 0.0, 50.0, "resnet50", iter_s=2.0)
+    c = CompatJob(0, src, "A", 0.0, done=20.0)
+    assert c.request().remaining_time == 60.0  # (50 - 20) iterations x 2 s
+    e = EventJob(0, src, "A", 0.0, work_left=100.0, gpus=(0,), rate=0.5)
+    e.advance(40.0)
+    assert e.request().remaining_time == 80.0 and e.attained == 40.0

@@ -64,7 +64,7 @@ from pal_slurm.model.decision import JobId
 from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, DelayTimers, sensitivity_rank
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import PlacementContext, Traits
-from pal_slurm.policy.fragmentation import FragmentationCost, packed_first_allocation
+from pal_slurm.policy.fragmentation import FragmentationCost, packed_first_allocation, packed_first_per_node
 from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
 
 
@@ -459,6 +459,39 @@ class _Reservation:
         group = None if tier == SPINE else t.members(level)[grp]
         return cls(shadow, group, spare)
 
+    @classmethod
+    def for_nodes(cls, k: int, g: int, free: Iterable[int], releases: "_Releases", cluster: ClusterView,
+                  rack_idx: Sequence[int], now: float) -> "_Reservation":
+        """The reservation of a per-node job (k nodes x g GPUs under one leaf switch): a node is
+        ready when g of its GPUs are free (now, or as its running jobs end), a rack when k of
+        its nodes are; the rack ready first is the group. Counting the rack's GPUs alone would
+        say "now" while no k of its nodes have g free each. No spare: a job backfilled into the
+        rack ends before the shadow."""
+        t = topo(cluster)
+        node_of = t.node_of
+        have = Counter(node_of[x] for x in free)
+        by_node = releases.at(NODE)
+        ready: dict[int, list[float]] = {}
+        for nd in range(len(cluster.nodes)):
+            avail, shadow = have.get(nd, 0), now
+            for end, cnt in by_node.get(nd, ()):
+                if avail >= g:
+                    break
+                avail += cnt
+                shadow = end
+            if avail >= g:
+                ready.setdefault(rack_idx[nd], []).append(shadow)
+        best = None
+        for rack, times in ready.items():
+            if len(times) >= k:
+                shadow = sorted(times)[k - 1]
+                if best is None or (shadow, rack) < best:
+                    best = (shadow, rack)
+        if best is None:
+            return cls(math.inf, None, 0)
+        group = frozenset(x for x, nd in enumerate(node_of) if rack_idx[nd] == best[1])
+        return cls(best[0], group, 0)
+
     def covers(self, g: int) -> bool:
         return self.group is None or g in self.group
 
@@ -578,8 +611,11 @@ class NetAwarePlacement:
                   rack_idx: Sequence[int]) -> tuple[tuple[int, ...], int, float] | None:
         """(gpus, tier, network factor) for `job` within `max_tier`, or None: PAL's cheapest
         bin x network factor, or with `fragmentation` the packed choice unless a better bin pays."""
-        if self.fragmentation is None or is_per_node(job):
+        if self.fragmentation is None:
             return best_allocation(job, free, ctx, self.variability, max_tier, rack_idx)
+        if is_per_node(job):
+            return packed_first_per_node(job, free, ctx, self.variability, max_tier, rack_idx, self.fragmentation,
+                                         net_factor)
         return packed_first_allocation(job, free, ctx, self.variability, max_tier, rack_idx, self.fragmentation,
                                        _pack, net_factor)
 
@@ -631,7 +667,12 @@ class NetAwarePlacement:
             if got is not None and self.finish_aware and got[1] > wanted_tier(job, cluster):
                 # a spread placement now, or the consolidated one when the running jobs free it?
                 want = wanted_tier(job, cluster)
-                r = _Reservation.make(n, want, free, releases, cluster, rack_idx, now)
+                if is_per_node(job) and want == RACK:
+                    shape = shape_of(job)
+                    r = _Reservation.for_nodes(shape.nodes or 1, shape.per_node or n, free, releases, cluster,
+                                               rack_idx, now)
+                else:
+                    r = _Reservation.make(n, want, free, releases, cluster, rack_idx, now)
                 if r.group is not None and r.shadow <= now:
                     # consolidated GPUs are free now but cost more by variability: take the faster
                     tight_now = allocations.best(job, want)

@@ -44,7 +44,9 @@ def arm_queue(arm: str) -> str:
     """The registered queue order pald runs with in `arm` (FIFO unless ARM_QUEUE says otherwise)."""
     return ARM_QUEUE.get(arm, "fifo")
 PALD_CYCLE_S = 0.3  # pald's cycle in the replay (wall seconds; the simulator's model uses the same)
-SCHEDULER_PARAMETERS = "batch_sched_delay=0,sched_min_interval=0,bf_interval=1,bf_resolution=1,bf_continue,default_queue_depth=1000,bf_max_job_test=1000"
+BF_INTERVAL_S = 1  # Slurm's backfill pass (wall seconds; the stock model's pass, sim.stock_slurm)
+SCHEDULER_PARAMETERS = (f"batch_sched_delay=0,sched_min_interval=0,bf_interval={BF_INTERVAL_S},bf_resolution=1,"
+                        "bf_continue,default_queue_depth=1000,bf_max_job_test=1000")
 
 
 class ReplayError(RuntimeError):

@@ -5,9 +5,9 @@ on the same cluster (nodes, GPUs per node, nodes per leaf switch) with the same 
 (`variability_seed` = the replay's seed). Each arm maps to the simulator policy closest to it:
 `stock` -> `STOCK_SLURM`, a variability-blind, topology-aware first fit with EASY backfill
 (cons_tres takes the lowest free nodes and GPU indices, topology/tree prefers one leaf switch,
-sched/backfill starts jobs out of order when they do not delay the first blocked one; the
-simulator's backfill plans with the jobs' real remaining time, not Slurm's time limits - a
-known difference). Every arm with pald (`pal`, `pal-net`, `pal-fit`) -> pal-slurm on Slurm (`sim.pald_on_slurm.PaldOnSlurm`:
+sched/backfill starts jobs out of order when they do not delay the first blocked one), run as
+Slurm runs it (`sim.stock_slurm.StockSlurm`): in-order starts at once, backfilled ones at the
+next pass (`bf_interval`), backfill judged on the jobs' time limits, not their real length. Every arm with pald (`pal`, `pal-net`, `pal-fit`) -> pal-slurm on Slurm (`sim.pald_on_slurm.PaldOnSlurm`:
 the engine's submit-time path and held-job cycle every `PALD_CYCLE_S` x scale, jobs in their
 Slurm shapes with their time limits, started jobs kept where they are, Slurm's own slot choice
 where pald cannot bind slots). `palctl replay` reports the prediction next to the measurement
@@ -59,12 +59,13 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
     on that cluster (pal-slurm arms; default the simulator's exact draw); `cycle_s`: pald's
     cycle as the replay measured it (wall seconds from a held job's GPUs coming free to its
     release, `harness.release_latency`; default pald's configured cycle)."""
-    from pal_slurm.replay.harness import ARMS, PALD_CYCLE_S, arm_queue
+    from pal_slurm.replay.harness import ARMS, BF_INTERVAL_S, PALD_CYCLE_S, arm_queue
     from pal_slurm.sim.event import EventSimulator, simulator_for
     from pal_slurm.config import PolicyConfig
     from pal_slurm.daemon.service import ServiceSettings
     from pal_slurm.policy.autotune import rack_timers
     from pal_slurm.sim.pald_on_slurm import PaldOnSlurm
+    from pal_slurm.sim.stock_slurm import StockSlurm
 
     RACK_WAIT_S = PolicyConfig().rack_wait_s  # the replay's pald runs with the default
 
@@ -76,7 +77,10 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
     policy = SIM_POLICY[arm]
     sim = simulator_for(spec, seed)
     sim = EventSimulator(replace(sim.config, start_cost_s=launch_s, jobs_stay_put=pald))
-    decider = None
+    decider: PaldOnSlurm | StockSlurm | None = None
+    if not pald and arm == "stock":
+        decider = StockSlurm(STOCK_SLURM, backfill_period_s=BF_INTERVAL_S * plan.scale,
+                             limits_s={i: j.limit_s for i, j in enumerate(plan.jobs)})
     if pald:
         limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}
         period = (PALD_CYCLE_S if cycle_s is None else cycle_s) * plan.scale

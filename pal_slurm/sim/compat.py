@@ -104,11 +104,10 @@ class CompatSimulator:
         # placement reshuffles running jobs at random: a sticky one draws only when it places.
         replans_idle = placement.traits.randomised and not placement.traits.sticky
         n_tracked = len(trace.jobs)
-        state = SimState(self.cluster, perfvar)
+        state: SimState[CompatJob] = SimState(self.cluster, perfvar)
         gpn = self.cluster.gpus_per_node
 
-        def start(job: SimJob, gpus: tuple[int, ...], t: float) -> None:
-            assert isinstance(job, CompatJob)
+        def start(job: CompatJob, gpus: tuple[int, ...], t: float) -> None:
             state.start(job, gpus, t)
             job.loc = cfg.locality_penalty if self.cluster.nodes_spanned(gpus) > 1 else 1.0
 
@@ -140,7 +139,6 @@ class CompatSimulator:
             # (1) progress of the round that just ended
             changed = False
             for job in list(active.values()):
-                assert isinstance(job, CompatJob)
                 if not job.gpus:
                     continue
                 job.done += R / (job.pm * job.loc * job.iter_time)

@@ -20,7 +20,7 @@ left) and supplies, when a job starts, what its GPUs and network make of its spe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Generic, Mapping, Sequence, TypeVar
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.decision import JobId
@@ -78,15 +78,19 @@ class SimJob:
         return self._req
 
 
-class SimState:
-    """The in-memory cluster of one run: which GPUs are free, which jobs are active, and the
-    outcomes of those that finished. Its `stop`/`start` are the simulator's actuator."""
+J = TypeVar("J", bound=SimJob)
+
+
+class SimState(Generic[J]):
+    """The in-memory cluster of one run: which GPUs are free, which jobs (of the clock's job
+    type J) are active, and the outcomes of those that finished. Its `stop`/`start` are the
+    simulator's actuator."""
 
     def __init__(self, cluster: ClusterView, scores: Scores):
         self.cluster = cluster
         self.scores = scores
         self.sorted_scores = {c: sorted(v) for c, v in scores.items()}
-        self.active: dict[JobId, SimJob] = {}
+        self.active: dict[JobId, J] = {}
         self.free: set[int] = set(range(cluster.size))
         self.outcomes: list[JobOutcome] = []
 
@@ -100,11 +104,11 @@ class SimState:
     def requests(self) -> list[JobRequest]:
         return [j.request() for j in self.active.values()]
 
-    def arrive(self, job: SimJob) -> None:
+    def arrive(self, job: J) -> None:
         self.active[job.key] = job
 
     # ---- the actuator --------------------------------------------------------------------
-    def apply(self, plan: RoundPlan, t: float, start: Callable[[SimJob, tuple[int, ...], float], None]) -> None:
+    def apply(self, plan: RoundPlan, t: float, start: Callable[[J, tuple[int, ...], float], None]) -> None:
         """Carry out a plan at t: stop what it suspends (a job stopped and launched again in
         the same plan is moved, not preempted), then start what it launches through the
         clock's `start` (which calls `SimState.start` and sets the job's progress model)."""

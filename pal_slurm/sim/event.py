@@ -178,7 +178,7 @@ class _EventRun:
             self.scores = {**self.scores, **cfg.variability.scores_for(self.cluster, cfg.variability_seed)}
         self.scores = {**self.scores, **unclassed_scores(trace, self.cluster.size)}
         self.ranking = Ranking.from_scores(self.scores, cfg.binning)
-        self.state = SimState(self.cluster, self.scores)
+        self.state: SimState[EventJob] = SimState(self.cluster, self.scores)
         self.engine = Engine(
             EngineSettings(placement=pol.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty,
                            running_jobs_move=not cfg.jobs_stay_put, tuner=cfg.tuner),
@@ -258,7 +258,6 @@ class _EventRun:
         job = self.active.get(key)
         if job is None or job.version != version:
             return False  # stale: the job was moved or stopped since
-        assert isinstance(job, EventJob)
         job.advance(t)
         self.state.finish(job, t, self.sim._best_net(job.src.model, job.src.num_gpus), job_id=job.src.job_id)
         return True
@@ -271,7 +270,6 @@ class _EventRun:
     # ---- one decision --------------------------------------------------------------------
     def schedule(self, t: float) -> None:
         for job in self.active.values():
-            assert isinstance(job, EventJob)
             job.advance(t)
         cyc = self.decide(t)
         self.plans += 1
@@ -297,10 +295,9 @@ class _EventRun:
                      self.decider.decide(t, requests, view, self.ranking))
 
     # ---- starting a job on the event clock ----------------------------------------------
-    def start(self, job: SimJob, gpus: tuple[int, ...], t: float) -> None:
+    def start(self, job: EventJob, gpus: tuple[int, ...], t: float) -> None:
         """The state's start, then the job's speed on these GPUs and network, its restart
         cost, the tuner's lesson, and its finish event."""
-        assert isinstance(job, EventJob)
         as_seen = job.request() if self.tuning and not job.gpus else None  # as the placement saw it
         restart = job.first_start is not None
         try:

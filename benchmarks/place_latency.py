@@ -197,6 +197,30 @@ def main() -> None:
     print(f"in-process place (default mode, {args.pending} jobs queued -> defer): p50 {pct(auto, 50):.3f} ms  "
           f"p99 {pct(auto, 99):.3f} ms")
 
+    # The submit path behind held jobs (Engine.place_behind): 64 held jobs that wait for four
+    # whole nodes each (a cycle planned them), then new 1-GPU jobs in the default mode: each
+    # answer is a plan over the held jobs and the new one (placed when that plan starts it).
+    wide = [JobInfo(200000 + i, "w", "PENDING", "JobHeldUser", 1000, "pal:class=resnet", "pal:defer", (), (), 4,
+                    f"gres:gpu:{args.gpus}", {}, 0, 1000 + i, 0, time_limit_s=3600) for i in range(64)]
+    for placement in ("pal", "pal-fit"):
+        service = PlacementService(ServiceSettings(placement=placement))
+        service.set_snapshot(pald.service.snapshot)
+        service.observe_cluster(pald.service.view, now=0.0, held_jobs=len(wide))
+        service.plan_cycle(wide, now=0.0)
+        assert service.waiting is not None
+        service.held_jobs = len(service.waiting)
+        behind, answers = [], {"place": 0, "defer": 0, "pass": 0}
+        for i in range(min(args.n, 200)):
+            r = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=1, time_limit=30),
+                             CommentSpec("resnet"))
+            t = time.perf_counter()
+            reply = service.place(r, now=1.0, key=f"n{i}")
+            behind.append(time.perf_counter() - t)
+            answers[reply.decision.value] += 1
+            service.retract(f"n{i}", reply.decision)  # the same question each time
+        print(f"in-process place behind {len(service.waiting)} held jobs ({placement}, submit-path backfill): "
+              f"p50 {pct(behind, 50):.3f} ms  p99 {pct(behind, 99):.3f} ms  (answers: {answers})")
+
     plan_t = []
     for _ in range(5):
         service = PlacementService(ServiceSettings(backfill=True))  # a fresh state: planning reserves

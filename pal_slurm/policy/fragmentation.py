@@ -38,7 +38,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.shape import JobShape
@@ -132,11 +132,18 @@ def packed_first_allocation(job: JobRequest, free: Sequence[int], ctx: Placement
         got = pack(eligible, n, cluster, rack_idx, max_tier, by_bin)
         if got is not None:
             candidates.append(got)
+    scored = ((gpus, tier, net_factor(job, nodes, racks, ctx)) for gpus, tier, nodes, racks in candidates)
+    return _cheapest(scored, sf, free_set, cluster, rack_idx, cost, (base_nodes, base_racks))
+
+
+def _cheapest(candidates: Iterable[Allocation], sf: Sequence[float], free: frozenset[int], cluster: ClusterView,
+              rack_idx: Sequence[int], cost: FragmentationCost, base: tuple[int, int]) -> Allocation | None:
+    """The candidate (gpus, tier, network factor) of least expected slowdown x fragmentation
+    cost (module docstring, step 3); ties keep the first listed (the anchor)."""
     best: tuple[float, Allocation] | None = None
-    for gpus, tier, nodes, racks in candidates:
-        factor = net_factor(job, nodes, racks, ctx)
-        more_nodes, more_racks = opened(gpus, free_set, cluster, rack_idx)
-        frag = 1.0 + cost.node * (more_nodes - base_nodes) + cost.rack * (more_racks - base_racks)
+    for gpus, tier, factor in candidates:
+        more_nodes, more_racks = opened(gpus, free, cluster, rack_idx)
+        frag = 1.0 + cost.node * (more_nodes - base[0]) + cost.rack * (more_racks - base[1])
         total = max(sf[g] for g in gpus) * factor * frag
         if best is None or total < best[0] - 1e-12:
             best = (total, (tuple(gpus), tier, factor))
@@ -172,15 +179,8 @@ def packed_first_per_node(job: JobRequest, free: Sequence[int], ctx: PlacementCo
         eligible = [g for g in ordered if sf[g] <= v]
         if len(eligible) >= job.num_gpus:
             candidates.extend(_per_node_picks(shape, eligible, sf, cluster, max_tier))
-    best: tuple[float, Allocation] | None = None
-    for gpus in candidates:
-        tier, factor = _tier_and_factor(job, gpus, cluster, rack_idx, ctx, net_factor)
-        more_nodes, more_racks = opened(gpus, free_set, cluster, rack_idx)
-        frag = 1.0 + cost.node * (more_nodes - base_nodes) + cost.rack * (more_racks - base_racks)
-        total = max(sf[g] for g in gpus) * factor * frag
-        if best is None or total < best[0] - 1e-12:
-            best = (total, (tuple(gpus), tier, factor))
-    return None if best is None else best[1]
+    scored = ((gpus, *_tier_and_factor(job, gpus, cluster, rack_idx, ctx, net_factor)) for gpus in candidates)
+    return _cheapest(scored, sf, free_set, cluster, rack_idx, cost, (base_nodes, base_racks))
 
 
 def _per_node_picks(shape: JobShape, free: Sequence[int], sf: Sequence[float], cluster: ClusterView,

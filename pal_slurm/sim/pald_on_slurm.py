@@ -20,7 +20,6 @@ engine (no network model: the placements' tier penalties).
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import replace
 from typing import Mapping
@@ -30,6 +29,7 @@ from pal_slurm.engine import Engine
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.decision import JobId
 from pal_slurm.ranking import Ranking
+from pal_slurm.sim.ticks import Period
 
 
 class PaldOnSlurm:
@@ -52,7 +52,7 @@ class PaldOnSlurm:
         self.settings = replace(settings or ServiceSettings(), placement=placement)
         self.ranking = ranking  # pald's own (measured) ranking; None: the simulator's
         self.engine = Engine(self.settings.engine(), rng=random.Random(0))
-        self.period = float(cycle_period_s)
+        self.cycle = Period(float(cycle_period_s))
         self.limits = dict(limits_s or {})
         self.net = net
         self.scale = float(wall_scale)
@@ -82,7 +82,7 @@ class PaldOnSlurm:
             launch[job.job_id] = tuple(gpus)
             free -= set(gpus)
             self.starts["placed"] += 1
-        if self.held and self.is_tick(now):
+        if self.held and self.cycle.is_tick(now):
             plan = self.engine.decide(list(self.held.values()), view.with_free(free), ranking, now_pald)
             for job_id, gpus in plan.launch.items():
                 launch[job_id] = tuple(gpus)
@@ -93,17 +93,9 @@ class PaldOnSlurm:
 
     def next_wakeup(self, now: float) -> float | None:
         """pald's next cycle while it holds jobs (the simulator wakes for it)."""
-        if not self.held or self.period <= 0:
-            return None
-        return (math.floor(now / self.period + 1e-9) + 1) * self.period
+        return self.cycle.next_after(now) if self.held else None
 
     # ---- pald's view -------------------------------------------------------------------------
-    def is_tick(self, now: float) -> bool:
-        if self.period <= 0:
-            return True
-        k = round(now / self.period)
-        return abs(now - k * self.period) <= 1e-6 * max(1.0, self.period)
-
     def as_pald_sees(self, job: JobRequest) -> JobRequest:
         """The job as squeue shows it to pald: on pald's clock, its time limit as remaining time."""
         limit = self.limits.get(int(job.job_id))

@@ -17,7 +17,6 @@ as remaining time) and Slurm's two paths with their timing.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import replace
 from typing import Mapping
@@ -27,6 +26,7 @@ from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.decision import JobId
 from pal_slurm.policy.base import PlacementPolicy
 from pal_slurm.ranking import Ranking
+from pal_slurm.sim.ticks import Period
 
 
 class StockSlurm:
@@ -37,7 +37,7 @@ class StockSlurm:
     def __init__(self, placement: PlacementPolicy, backfill_period_s: float,
                  limits_s: Mapping[int, float] | None = None):
         self.engine = Engine(EngineSettings(placement=placement.name), rng=random.Random(0), policy=placement)
-        self.period = float(backfill_period_s)
+        self.backfill_pass = Period(float(backfill_period_s))
         self.limits = dict(limits_s or {})
         self.starts = {"main": 0, "backfill": 0}
         self.waiting = False  # jobs left waiting by the last decision (a pass may start them)
@@ -52,7 +52,7 @@ class StockSlurm:
         order = [j for j in self.engine.order_jobs(seen) if not j.running_on]
         launch: dict[JobId, tuple[int, ...]] = {}
         in_order = True
-        backfill_now = self.is_tick(now)
+        backfill_now = self.backfill_pass.is_tick(now)
         for job in order:
             gpus = plan.launch.get(job.job_id)
             if gpus is None:
@@ -70,18 +70,10 @@ class StockSlurm:
         return RoundPlan(frozenset(), launch)
 
     def next_wakeup(self, now: float) -> float | None:
-        """The next backfill pass (the simulator wakes for it while jobs wait)."""
-        if self.period <= 0 or not self.waiting:
-            return None
-        return (math.floor(now / self.period + 1e-9) + 1) * self.period
+        """The next backfill pass while jobs wait (the simulator wakes for it)."""
+        return self.backfill_pass.next_after(now) if self.waiting else None
 
     # ---- Slurm's view ------------------------------------------------------------------------
-    def is_tick(self, now: float) -> bool:
-        if self.period <= 0:
-            return True
-        k = round(now / self.period)
-        return abs(now - k * self.period) <= 1e-6 * max(1.0, self.period)
-
     def as_slurm_sees(self, job: JobRequest, now: float) -> JobRequest:
         """Its time limit as its remaining time: a waiting job lasts its limit, a running one
         ends at its start + limit (at least now)."""

@@ -1,17 +1,17 @@
 """The simulator's model of pal-slurm on Slurm (sim.pald_on_slurm): the hook's held-job rule,
 pald's cycle period and pald's clock, on a two-node cluster without variability or network."""
 
-from pal_slurm.model import JobRequest, JobShape
+from pal_slurm.model import JobRequest
 from pal_slurm.sim.event import EventConfig, EventSimulator
 from pal_slurm.sim.pald_on_slurm import PaldOnSlurm
-from pal_slurm.sim.trace import UNCLASSED, Trace, TraceJob
+from pal_slurm.sim.trace import Trace
+
+from .builders import shaped_job
 
 CONFIG = EventConfig(num_nodes=2, gpus_per_node=4, nodes_per_rack=None, network=False, jobs_stay_put=True)
 
 
-def job(i, submit, seconds, nodes, per_node):
-    return TraceJob(i, nodes * per_node, float(submit), float(seconds), "resnet50", shape=JobShape.on_nodes(nodes, per_node),
-                    iter_s=1.0, perf_class=UNCLASSED)
+job = shaped_job
 
 
 # A holds node 1; B needs both nodes (held); C fits node 2 at once but arrives behind held B

@@ -1,18 +1,17 @@
 """The simulator's model of stock Slurm (sim.stock_slurm): in-order starts at once, backfill at
 each pass and judged on time limits, on a two-node cluster without variability or network."""
 
-from pal_slurm.model import JobShape
 from pal_slurm.replay.predict import STOCK_SLURM
 from pal_slurm.sim.event import EventConfig, EventSimulator
 from pal_slurm.sim.stock_slurm import StockSlurm
-from pal_slurm.sim.trace import UNCLASSED, Trace, TraceJob
+from pal_slurm.sim.trace import Trace
+
+from .builders import shaped_job
 
 CONFIG = EventConfig(num_nodes=2, gpus_per_node=4, nodes_per_rack=None, network=False)
 
 
-def job(i, submit, seconds, nodes, per_node):
-    return TraceJob(i, nodes * per_node, float(submit), float(seconds), "resnet50", shape=JobShape.on_nodes(nodes, per_node),
-                    iter_s=1.0, perf_class=UNCLASSED)
+job = shaped_job
 
 
 # A holds node 1 until 1000; B needs both nodes (blocked); C fits node 2 and runs 100 s

@@ -143,7 +143,9 @@ def _cheapest(candidates: Iterable[Allocation], sf: Sequence[float], free: froze
     best: tuple[float, Allocation] | None = None
     for gpus, tier, factor in candidates:
         more_nodes, more_racks = opened(gpus, free, cluster, rack_idx)
-        frag = 1.0 + cost.node * (more_nodes - base[0]) + cost.rack * (more_racks - base[1])
+        # beyond the anchor: opening fewer is no credit (a spread over partly used nodes in
+        # several racks must not look cheaper than the packed choice because it opens none)
+        frag = 1.0 + cost.node * max(0, more_nodes - base[0]) + cost.rack * max(0, more_racks - base[1])
         total = max(sf[g] for g in gpus) * factor * frag
         if best is None or total < best[0] - 1e-12:
             best = (total, (tuple(gpus), tier, factor))

@@ -193,3 +193,12 @@ def test_the_per_node_reservation_waits_for_k_nodes_with_g_free_each_not_for_a_g
     r = _Reservation.for_nodes(2, 2, free, releases, c, c.topology.rack_idx, now=0.0)
     assert r.shadow == 50.0 and r.group == frozenset(range(8)) and r.spare == 0
     assert _Reservation.make(4, RACK, free, releases, c, c.topology.rack_idx, now=0.0).shadow == 0.0  # the count says now
+
+
+def test_opening_fewer_nodes_than_the_packed_choice_earns_no_credit():
+    # rack 0 (nodes 0, 1) wholly free; node 2 (rack 1) has 2 free, node 3 is busy. The packed
+    # choice opens both nodes of rack 0; node 2 + node 0 opens one node but spans the spine.
+    # For a job the network does not slow (sens none) both cost the same, and the packed choice
+    # is kept: a spread is never cheaper for opening less than the anchor
+    got = decide_per_node(2, 2, [1.0] * 16, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, sens="none")
+    assert got is not None and node_of(got[0]) == {0, 1}

@@ -25,13 +25,8 @@ The rule (`packed_first_allocation`):
 The fragmentation weights only count when somebody could need a whole node or rack: `opened`
 counts nodes and racks only for jobs smaller than them.
 
-A per-node request (`-N k --gres=gpu:g`, what Slurm users type and the replay submits) gets
-the same rule in its own shape (`packed_first_per_node`): the anchor is the variability-blind
-per-node pick (best-fit nodes under one leaf switch when k of them fit there, else anywhere,
-lowest slots: the stock model's choice), the candidates are the per-node picks among the GPUs
-of each bin (under one leaf, and anywhere), the cost is the same. Without it a per-node job got
-PAL's best nodes wherever they were, scattering small jobs over racks, and the multi-node jobs
-behind them spread across racks (replayed on Slurm, workload-1: 33% slower each).
+Per-node requests (`-N k --gres=gpu:g`) keep PAL's per-node pick (policy.shapes): packing
+them first this way won in the event simulator but lost on real Slurm (docs/results/slurm/).
 Pure: no I/O, no clock.
 """
 
@@ -41,10 +36,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest
-from pal_slurm.model.shape import JobShape
-from pal_slurm.model.network import NODE, RACK, SPINE
 from pal_slurm.policy.base import PlacementContext
-from pal_slurm.policy.shapes import per_node_pick, shape_of, uniform_sf
 
 Allocation = tuple[tuple[int, ...], int, float]  # (gpus, tier, estimated network factor)
 Packing = tuple[tuple[int, ...], int, int, int]  # (gpus, tier, nodes, racks)
@@ -150,65 +142,6 @@ def _cheapest(candidates: Iterable[Allocation], sf: Sequence[float], free: froze
         if best is None or total < best[0] - 1e-12:
             best = (total, (tuple(gpus), tier, factor))
     return None if best is None else best[1]
-
-
-def packed_first_per_node(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool,
-                          max_tier: int, rack_idx: Sequence[int], cost: FragmentationCost,
-                          net_factor: NetFactor) -> Allocation | None:
-    """`packed_first_allocation` for a per-node request (k nodes x g GPUs): the blind per-node
-    pick unless a better bin's pick beats the locality and fragmentation costs."""
-    cluster = ctx.cluster
-    shape = shape_of(job)
-    k = shape.nodes or 1
-    if k > 1 and max_tier < RACK:
-        return None
-    ordered = sorted(free)
-    blind = uniform_sf(cluster)
-    anchor = _per_node_picks(shape, ordered, blind, cluster, max_tier)
-    if not anchor:
-        return None
-    sf = ctx.ranking.sf(job.perf_class) if variability else None
-    if sf is None:
-        gpus = anchor[0]
-        return gpus, *_tier_and_factor(job, gpus, cluster, rack_idx, ctx, net_factor)
-    free_set = frozenset(ordered)
-    base_nodes, base_racks = opened(anchor[0], free_set, cluster, rack_idx)
-    candidates = list(anchor)
-    same_nodes = _best_on_nodes(anchor[0], ordered, cluster.node_of, sf)
-    if same_nodes != anchor[0]:
-        candidates.append(same_nodes)
-    for v in sorted({sf[g] for g in ordered}):
-        eligible = [g for g in ordered if sf[g] <= v]
-        if len(eligible) >= job.num_gpus:
-            candidates.extend(_per_node_picks(shape, eligible, sf, cluster, max_tier))
-    scored = ((gpus, *_tier_and_factor(job, gpus, cluster, rack_idx, ctx, net_factor)) for gpus in candidates)
-    return _cheapest(scored, sf, free_set, cluster, rack_idx, cost, (base_nodes, base_racks))
-
-
-def _per_node_picks(shape: JobShape, free: Sequence[int], sf: Sequence[float], cluster: ClusterView,
-                    max_tier: int) -> list[tuple[int, ...]]:
-    """The per-node picks by `sf` within the tier limit: under one leaf switch first, then
-    anywhere (from the spine tier on); one pick for a one-node job."""
-    if (shape.nodes or 1) == 1:
-        got = per_node_pick(shape, free, sf, cluster)
-        return [got] if got is not None else []
-    out = []
-    one_rack = per_node_pick(shape, free, sf, cluster, one_rack=True)
-    if one_rack is not None:
-        out.append(one_rack)
-    if max_tier >= SPINE:
-        anywhere = per_node_pick(shape, free, sf, cluster)
-        if anywhere is not None and anywhere != one_rack:
-            out.append(anywhere)
-    return out
-
-
-def _tier_and_factor(job: JobRequest, gpus: Sequence[int], cluster: ClusterView, rack_idx: Sequence[int],
-                     ctx: PlacementContext, net_factor: NetFactor) -> tuple[int, float]:
-    nodes = {cluster.node_of[g] for g in gpus}
-    racks = {rack_idx[nd] for nd in nodes}
-    tier = NODE if len(nodes) <= 1 else RACK if len(racks) <= 1 else SPINE
-    return tier, net_factor(job, len(nodes), len(racks), ctx)
 
 
 def _by_id(g: int) -> int:

@@ -64,7 +64,7 @@ from pal_slurm.model.decision import JobId
 from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, DelayTimers, sensitivity_rank
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import PlacementContext, Traits
-from pal_slurm.policy.fragmentation import FragmentationCost, packed_first_allocation, packed_first_per_node
+from pal_slurm.policy.fragmentation import FragmentationCost, packed_first_allocation
 from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
 
 
@@ -611,11 +611,11 @@ class NetAwarePlacement:
                   rack_idx: Sequence[int]) -> tuple[tuple[int, ...], int, float] | None:
         """(gpus, tier, network factor) for `job` within `max_tier`, or None: PAL's cheapest
         bin x network factor, or with `fragmentation` the packed choice unless a better bin pays."""
-        if self.fragmentation is None:
+        # per-node requests keep PAL's per-node pick: packing them first (packed_first_per_node)
+        # won in the event simulator but lost on real Slurm (workload-3 replay: 1.04 of stock,
+        # against 0.70 with this pick; docs/results/slurm/)
+        if self.fragmentation is None or is_per_node(job):
             return best_allocation(job, free, ctx, self.variability, max_tier, rack_idx)
-        if is_per_node(job):
-            return packed_first_per_node(job, free, ctx, self.variability, max_tier, rack_idx, self.fragmentation,
-                                         net_factor)
         return packed_first_allocation(job, free, ctx, self.variability, max_tier, rack_idx, self.fragmentation,
                                        _pack, net_factor)
 

@@ -343,9 +343,12 @@ class PlacementService:
         group = eligibility.groups[0]
         if self.allowed_nodes(group, frozenset(), False) is not None:
             return None
-        waiting = [*self.waiting, *self.deferred_since_sync.values()]
-        if len(waiting) < self.held_jobs:  # deferred before a read that the cycle has not planned
+        known = len(self.waiting) + len(self.deferred_since_sync)
+        if known < self.held_jobs:  # deferred before a read that the cycle has not planned
             return None
+        if known > self.engine.settings.submit_backfill_max:  # a plan too long for the hook
+            return None
+        waiting = [*self.waiting, *self.deferred_since_sync.values()]
         gpus = self.engine.place_behind(job, waiting, self.available(), self.ranking, now)
         return None if gpus is None else (tuple(gpus), group)
 

@@ -41,7 +41,9 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
     """The predictions of replays already run (their JSON and work dirs under `out`) made again
     with today's simulator: what pald measured (ranking, release latency) is read back from each
     arm's work dir; nothing is replayed."""
-    from pal_slurm.replay.harness import LabShape, _pald_releases, release_latency
+    from pal_slurm.replay.ctldlog import slurm_starts
+    from pal_slurm.replay.harness import LabShape, _pald_releases, launch_cost, release_latency
+    from pal_slurm.replay.jobcomp import parse_jobcomp
     from pal_slurm.replay.plan import plan_replay
     from pal_slurm.replay.predict import pald_ranking, predict
     from pal_slurm.sim.trace import resolve_trace
@@ -59,6 +61,9 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
             db = work / "pal.db"
             if db.exists() and r.get("release_wall_s") is None:
                 r["release_wall_s"] = release_latency(_pald_releases(db), payloads)
+            # Slurm's launch cost as the prediction means it today (from its start in slurmctld's log)
+            comp = parse_jobcomp((work / "lab" / "jobcomp.txt").read_text())
+            r["launch_wall_s"] = launch_cost(payloads, comp, slurm_starts((work / "lab" / "log" / "slurmctld.log").read_text()))
             pred = predict(plan, r["arm"], r["seed"], num_nodes, gpus_per_node, nodes_per_rack,
                            launch_s=r["launch_wall_s"] * r["time_scale"], cluster=shape.cluster(),
                            ranking=pald_ranking(db, shape.cluster()), cycle_s=r.get("release_wall_s"))

@@ -25,6 +25,8 @@ from typing import Mapping, Sequence
 MAX_INPUT_BYTES = 512 * 1024 * 1024  # larger than any trace or dataset we have seen by 100x
 MAX_ROWS = 5_000_000
 
+MAX_INTEGER = 2**63 - 1  # the largest integer an input file may hold (SQL BIGINT)
+
 
 class InputError(ValueError):
     """A file (or value) that cannot be used; `str()` is one line naming file, line and column."""
@@ -125,7 +127,8 @@ class CsvRow:
             if not (math.isfinite(f) and f == int(f)):
                 raise self.fail(f"not an integer: {raw!r}", name) from None
             v = int(f)
-        return int(self._check(name, raw, v, minimum, None, maximum))
+        # no integer we read fits outside 64 bits (the store's integers): "1e300" is an error, not a crash
+        return int(self._check(name, raw, v, minimum, None, MAX_INTEGER if maximum is None else maximum))
 
     def _check(self, name, raw, v, minimum, above, maximum):
         if not math.isfinite(v):

@@ -65,7 +65,7 @@ from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, DelayTimers, sens
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import PlacementContext, Traits
 from pal_slurm.policy.fragmentation import FragmentationCost, packed_first_allocation
-from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
+from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, slurm_pick, uniform_sf
 
 
 Packing = tuple[tuple[int, ...], int, int, int]  # (gpus, tier, nodes, racks)
@@ -461,17 +461,23 @@ class _Reservation:
 
     @classmethod
     def for_nodes(cls, k: int, g: int, free: Iterable[int], releases: "_Releases", cluster: ClusterView,
-                  rack_idx: Sequence[int], now: float) -> "_Reservation":
-        """The reservation of a per-node job (k nodes x g GPUs under one leaf switch): a node is
-        ready when g of its GPUs are free (now, or as its running jobs end), a rack when k of
-        its nodes are; the rack ready first is the group. Counting the rack's GPUs alone would
-        say "now" while no k of its nodes have g free each. No spare: a job backfilled into the
-        rack ends before the shadow."""
+                  rack_idx: Sequence[int], now: float, within_rack: bool = True,
+                  busy_until: Mapping[int, float] | None = None) -> "_Reservation":
+        """The reservation of a per-node job (k nodes x g GPUs): a node is ready when g of its
+        GPUs are free (now, or as its running jobs end). Under one leaf switch (`within_rack`)
+        a rack is ready when k of its nodes are, and the rack ready first is the group;
+        anywhere, the group is the k nodes ready first, as Slurm's backfill reserves whole
+        nodes for the job it plans (of the nodes ready by then, the first ones, as its node
+        selection takes them). Counting GPUs alone would say "now" while no k nodes have g
+        free each, and would let a backfilled job take the nodes the blocked one needs. No
+        spare: a job backfilled into the group ends before the shadow. `busy_until`: node ->
+        when the blocked jobs reserved before this one release it (Slurm plans them in turn)."""
         t = topo(cluster)
         node_of = t.node_of
         have = Counter(node_of[x] for x in free)
         by_node = releases.at(NODE)
         ready: dict[int, list[float]] = {}
+        ready_nodes: list[tuple[float, int]] = []
         for nd in range(len(cluster.nodes)):
             avail, shadow = have.get(nd, 0), now
             for end, cnt in by_node.get(nd, ()):
@@ -480,7 +486,16 @@ class _Reservation:
                 avail += cnt
                 shadow = end
             if avail >= g:
+                if busy_until and nd in busy_until:
+                    shadow = max(shadow, busy_until[nd])
                 ready.setdefault(rack_idx[nd], []).append(shadow)
+                ready_nodes.append((shadow, nd))
+        if not within_rack:
+            if len(ready_nodes) < k:
+                return cls(math.inf, None, 0)
+            shadow = sorted(ready_nodes)[k - 1][0]  # when k nodes are ready; of those, the first k
+            chosen = sorted(nd for ready_at, nd in ready_nodes if ready_at <= shadow)[:k]
+            return cls(shadow, frozenset(x for x, nd in enumerate(node_of) if nd in set(chosen)), 0)
         best = None
         for rack, times in ready.items():
             if len(times) >= k:
@@ -530,10 +545,20 @@ class NetAwarePlacement:
     # and fragmentation costs; None: PAL's cheapest (bin x network factor) allocation
     fragmentation: FragmentationCost | None = None
     keeps_running: bool = True  # sticky: running jobs are never moved
+    # a job's remaining time is a wall-clock bound (Slurm's time limit, as Slurm's backfill reads
+    # it): it ends by now + remaining, whatever its GPUs and network; False: work on median
+    # GPUs, stretched by the placement's slowdown estimate
+    remaining_is_wall_limit: bool = False
+    # whose node choice answers a per-node request: "pal" (per_node_pick: bins, best fit,
+    # the placement's tiers) or "slurm" (shapes.slurm_pick: stock Slurm's cons_tres with
+    # topology/tree, the model of a site without pal-slurm)
+    node_choice: str = "pal"
 
     def __post_init__(self) -> None:
         if self.backfill not in ("easy", "greedy", "none"):
             raise ValueError(f"backfill must be easy, greedy or none, not {self.backfill!r}")
+        if self.node_choice not in ("pal", "slurm"):
+            raise ValueError(f"node_choice must be pal or slurm, not {self.node_choice!r}")
 
     # ---- delay scheduling ------------------------------------------------------------------
     def _timers(self, ctx: PlacementContext) -> DelayTimers:
@@ -603,10 +628,31 @@ class NetAwarePlacement:
 
     # ---- estimates --------------------------------------------------------------------------
     def _runtime(self, job: JobRequest, gpus: Sequence[int], ctx: PlacementContext, table: _Table | None = None) -> float:
+        if self.remaining_is_wall_limit:
+            return job.remaining_time
         pm, net = _slowdowns(job, gpus, ctx, table)
         return job.remaining_time * pm * net
 
     # ---- the plan ---------------------------------------------------------------------------
+    @staticmethod
+    def _reserve(job: JobRequest, allowed: int, free: Iterable[int], releases: "_Releases", cluster: ClusterView,
+                 rack_idx: Sequence[int], now: float, busy_until: dict[int, float]) -> _Reservation:
+        """The reservation of a job that cannot start: a per-node job's on whole nodes (under
+        one leaf switch when only that is allowed), after those reserved before it, whose nodes
+        it then holds for its remaining time (`busy_until`, updated); any other's on a GPU count."""
+        if is_per_node(job):
+            shape = shape_of(job)
+            k, g = shape.nodes or 1, shape.per_node or job.num_gpus
+            r = _Reservation.for_nodes(k, g, free, releases, cluster, rack_idx, now, allowed == RACK, busy_until)
+            if r.shadow == math.inf and allowed == RACK:  # no one rack can hold it: anywhere
+                r = _Reservation.for_nodes(k, g, free, releases, cluster, rack_idx, now, False, busy_until)
+            if r.group is not None and r.shadow < math.inf:
+                node_of = topo(cluster).node_of
+                for nd in {node_of[x] for x in r.group}:
+                    busy_until[nd] = max(busy_until.get(nd, now), r.shadow + job.remaining_time)
+            return r
+        return _Reservation.make(job.num_gpus, allowed, free, releases, cluster, rack_idx, now)
+
     def _allocate(self, job: JobRequest, free: Sequence[int], ctx: PlacementContext, max_tier: int,
                   rack_idx: Sequence[int]) -> tuple[tuple[int, ...], int, float] | None:
         """(gpus, tier, network factor) for `job` within `max_tier`, or None: PAL's cheapest
@@ -614,6 +660,12 @@ class NetAwarePlacement:
         # per-node requests keep PAL's per-node pick: packing them first (packed_first_per_node)
         # won in the event simulator but lost on real Slurm (workload-3 replay: 1.04 of stock,
         # against 0.70 with this pick; docs/results/slurm/)
+        if self.node_choice == "slurm" and is_per_node(job):
+            gpus = slurm_pick(shape_of(job), free, ctx.cluster)
+            if gpus is None:
+                return None
+            tier, nodes, racks = span(gpus, ctx.cluster)
+            return (gpus, tier, net_factor(job, nodes, racks, ctx)) if tier <= max_tier else None
         if self.fragmentation is None or is_per_node(job):
             return best_allocation(job, free, ctx, self.variability, max_tier, rack_idx)
         return packed_first_allocation(job, free, ctx, self.variability, max_tier, rack_idx, self.fragmentation,
@@ -639,6 +691,7 @@ class NetAwarePlacement:
         launch: dict[JobId, tuple[int, ...]] = {}
         suspend: set[JobId] = set()
         res: list[_Reservation] = []  # for the first jobs that cannot start (EASY: one)
+        reserved_nodes: dict[int, float] = {}  # node -> until when the per-node reservations hold it
         allocations = _Allocations(free, lambda job, free_ids, max_tier: self._allocate(job, free_ids, ctx, max_tier, rack_idx))
         # the running jobs preemption may stop (started recently, not stopped too often): made
         # once per plan, not once per blocked job
@@ -693,7 +746,7 @@ class NetAwarePlacement:
                     break
                 if (self.backfill == "easy" and len(res) < self.reservations
                         and now - job.waiting_since >= self.reserve_after_s):
-                    res.append(_Reservation.make(n, allowed, free, releases, cluster, rack_idx, now))
+                    res.append(self._reserve(job, allowed, free, releases, cluster, rack_idx, now, reserved_nodes))
                 continue
             if res:
                 end = now + self._runtime(job, got[0], ctx, table)

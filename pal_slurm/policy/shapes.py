@@ -16,8 +16,8 @@ Two implementations of that one order, tested to agree: `per_node_pick` (vectori
 free list: the placements' rounds) and `ShapeIndex` (per-node indexes updated in place: pald's
 submit path, where one view answers a burst of requests in microseconds each).
 
-`stock_slurm_choice` is what Slurm's cons_tres would pick for the per-node shape (nodes by
-weight then name, lowest free slots): the baseline pald reports next to its own choice.
+`slurm_pick` is what stock Slurm (cons_tres, topology/tree) would pick for the per-node shape:
+the simulator's model of stock Slurm places by it.
 """
 
 from __future__ import annotations
@@ -278,14 +278,33 @@ def place_one_per_node(job: JobRequest, ctx: PlacementContext, variability: bool
     return per_node_pick(shape_of(job), sorted(ctx.cluster.free), sf, ctx.cluster)
 
 
-def stock_slurm_choice(shape: JobShape, ctx: PlacementContext) -> ShapeChoice | None:
-    """What Slurm's cons_tres picks: nodes by (weight, name), the lowest free slots on each."""
+def slurm_pick(shape: JobShape, free: Iterable[int], cluster: ClusterView) -> tuple[int, ...] | None:
+    """What stock Slurm picks for a per-node shape (cons_tres with topology/tree), the lowest
+    free slots on each node it takes. Nodes qualify with `per_node` free GPUs and are taken by
+    (weight, name) within a leaf switch (a rack); the leaves by best fit, as the tree plugin
+    chooses them: while nodes are still needed, the leaf with the fewest qualifying nodes that
+    holds all of them, else the leaf with the most (ties: the first leaf). So a 2-node job goes
+    to the rack with exactly 2 free nodes, not the first rack with 4, and a job larger than any
+    rack fills whole racks first. Measured on the lab (slurmctld's backfill log, workload-3)."""
     k, g = shape.nodes or 1, shape.per_node or shape.total
     by_node: dict[int, list[int]] = {}
-    for gid in sorted(ctx.cluster.free):
-        by_node.setdefault(ctx.cluster.node_of[gid], []).append(gid)
-    nodes = ctx.cluster.nodes
-    order = sorted((n for n, f in by_node.items() if len(f) >= g), key=lambda n: (nodes[n].weight, nodes[n].name))
-    if len(order) < k:
+    for gid in sorted(free):
+        by_node.setdefault(cluster.node_of[gid], []).append(gid)
+    nodes = cluster.nodes
+    racks = cluster.rack_of_node
+    leaves: dict[str, list[int]] = {}
+    for n in sorted((n for n, f in by_node.items() if len(f) >= g), key=lambda n: (nodes[n].weight, nodes[n].name)):
+        leaves.setdefault(racks[n], []).append(n)
+    first = {rack: i for i, rack in enumerate(dict.fromkeys(racks))}
+    chosen: list[int] = []
+    while len(chosen) < k and leaves:
+        need = k - len(chosen)
+        fits = [r for r, ns in leaves.items() if len(ns) >= need]
+        if fits:
+            rack = min(fits, key=lambda r: (len(leaves[r]), first[r]))
+        else:
+            rack = min(leaves, key=lambda r: (-len(leaves[r]), first[r]))
+        chosen += leaves.pop(rack)[:need]
+    if len(chosen) < k:
         return None
-    return choice_of([gid for n in order[:k] for gid in by_node[n][:g]], ctx.cluster)
+    return tuple(sorted(gid for n in chosen for gid in by_node[n][:g]))

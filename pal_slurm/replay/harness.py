@@ -28,6 +28,7 @@ from typing import Callable
 from pal_slurm.daemon.process import REPO, PaldProcess
 from pal_slurm.model import ClusterView
 from pal_slurm.ranking.profiles import gpu_profiles
+from pal_slurm.replay.ctldlog import slurm_starts
 from pal_slurm.replay.jobcomp import parse_jobcomp
 from pal_slurm.replay.metrics import ArmSummary, JobResult, ReplayIncomplete, job_results, summarise
 from pal_slurm.replay.plan import ReplayPlan, payload_spec
@@ -89,7 +90,7 @@ class ArmRun:
     summary: ArmSummary
     lab_dir: Path
     payload_vs_slurm_s: float  # largest |Slurm's run time - the payload's own| (wall seconds)
-    launch_wall_s: float  # Slurm's own cost per job: sbatch -> payload running, + payload end -> Slurm's end
+    launch_wall_s: float  # Slurm's own cost per job: its start -> payload running, + payload end -> Slurm's end
     release_wall_s: float | None = None  # pald arms: a held job's GPUs free -> pald releases it (median)
 
 
@@ -192,7 +193,8 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
                if n in by_name)
     releases = _pald_releases(work / "pal.db") if placement is not None else []
     return ArmRun(arm, jobs, summarise(plan.trace, arm, jobs, cluster.size), work / "lab", diff,
-                  launch_cost(plan, submitted, payloads, comp), release_latency(releases, payloads))
+                  launch_cost(payloads, comp, slurm_starts(lab.log())),
+                  release_latency(releases, payloads))
 
 
 def _pald_releases(db: Path) -> list[tuple[float, dict]]:
@@ -228,21 +230,20 @@ def release_latency(releases: list[tuple[float, dict]], payloads: dict[str, dict
     return waits[len(waits) // 2] if waits else None
 
 
-def launch_cost(plan: ReplayPlan, submitted: dict[str, float], payloads: dict[str, dict], comp) -> float:
-    """Wall seconds Slurm adds to a job that finds its GPUs free: the median, over the jobs
-    Slurm started within a second of their submission (they did not queue), of sbatch -> the
-    payload running (scheduling, step launch, interpreter start), plus the mean of Slurm's end
-    - the payload's end over all jobs (teardown; Slurm's whole seconds average out over many
-    jobs). The prediction charges it per job. A median over many jobs, not one job's time, so a
-    moment of host load does not set it."""
+def launch_cost(payloads: dict[str, dict], comp, started: dict[int, tuple[float, str]]) -> float:
+    """Wall seconds Slurm adds to a job once a scheduling pass starts it: the median, over the
+    jobs, of Slurm's start (slurmctld's log, `ctldlog.slurm_starts`) -> the payload running
+    (step launch, interpreter start), plus the mean of Slurm's end - the payload's end
+    (teardown; Slurm's whole seconds average out over many jobs). The wait for the pass itself
+    is not in it: the prediction models the passes (sim.stock_slurm, sim.pald_on_slurm). A
+    median over many jobs, not one job's time, so a moment of host load does not set it."""
     by_name = {r.name: r for r in comp}
-    starts = sorted(p["start"] - submitted[n] for n, p in payloads.items()
-                    if n in by_name and n in submitted and by_name[n].start - by_name[n].submit <= 1)
-    if not starts:  # every job queued: the first one is still the best estimate
-        first = plan.jobs[0].name
-        starts = [payloads[first]["start"] - submitted[first]]
+    lags = sorted(p["start"] - started[by_name[n].job_id][0] for n, p in payloads.items()
+                  if n in by_name and by_name[n].job_id in started)
+    if not lags:
+        raise ReplayError("slurmctld's log names no job start (LogTimeFormat must keep milliseconds)")
     tails = [by_name[n].end + 0.5 - p["end"] for n, p in payloads.items() if n in by_name]
-    return max(0.0, starts[len(starts) // 2]) + max(0.0, sum(tails) / len(tails))
+    return max(0.0, lags[len(lags) // 2]) + max(0.0, sum(tails) / len(tails))
 
 
 def _submit_all(lab: LabCluster, plan: ReplayPlan, specs: Path, results: Path, argv_payload: list[str],

@@ -3,22 +3,26 @@
 The simulator runs the plan's jobs (the same subset, submission times relative to the first)
 on the same cluster (nodes, GPUs per node, nodes per leaf switch) with the same per-GPU draw
 (`variability_seed` = the replay's seed). Each arm maps to the simulator policy closest to it:
-`stock` -> `STOCK_SLURM`, a variability-blind, topology-aware first fit with EASY backfill
-(cons_tres takes the lowest free nodes and GPU indices, topology/tree prefers one leaf switch,
-sched/backfill starts jobs out of order when they do not delay the first blocked one), run as
-Slurm runs it (`sim.stock_slurm.StockSlurm`): in-order starts at once, backfilled ones at the
-next pass (`bf_interval`), backfill judged on the jobs' time limits, not their real length. Every arm with pald (`pal`, `pal-net`, `pal-fit`) -> pal-slurm on Slurm (`sim.pald_on_slurm.PaldOnSlurm`:
-the engine's submit-time path and held-job cycle every `PALD_CYCLE_S` x scale, jobs in their
-Slurm shapes with their time limits, started jobs kept where they are, Slurm's own slot choice
-where pald cannot bind slots). `palctl replay` reports the prediction next to the measurement
-so the gap is visible.
+`stock` -> `STOCK_SLURM`, a variability-blind placement with EASY backfill that picks nodes as
+Slurm does (`shapes.slurm_pick`: cons_tres takes the lowest free GPU indices, topology/tree the
+leaf switch that fits the job best,
+sched/backfill starts jobs out of order when they do not delay the blocked ones, each of which
+reserves whole nodes), run as Slurm runs it (`sim.stock_slurm.StockSlurm`): every start at a
+scheduling pass (`bf_interval`), backfill judged on the jobs' time limits as wall-clock bounds,
+not their real length. Every arm with pald (`pal`, `pal-net`, `pal-fit`) -> pal-slurm on Slurm
+(`sim.pald_on_slurm.PaldOnSlurm`: the engine's submit-time path and held-job cycle every
+`PALD_CYCLE_S` x scale, jobs in their Slurm shapes with their time limits, started jobs kept
+where they are, Slurm's own slot choice where pald cannot bind slots, and Slurm starting what
+pald pinned at its next pass). Both arms' jobs have the Slurm shapes the replay submits
+(`plan.slurm_shape`). `palctl replay` reports the prediction next to the measurement so the
+gap is visible.
 
 Slurm's own cost per job (`launch_s`, trace seconds: the replay measures it as wall seconds
-from sbatch to the payload running plus teardown, times the scale) is charged to every job as
-time on its GPUs without progress when it starts (`EventConfig.start_cost_s`: a fixed time, not
-stretched by the job's slow GPUs or network); at 600 trace s per wall s it is ~600 trace s a
-job, more than the median job's ideal runtime, so a prediction without it misses the replay by
-that much.
+from Slurm's start in slurmctld's log to the payload running plus teardown, times the scale,
+`harness.launch_cost`; ~0.1 s, 60 trace s at 600x) is charged to every job as time on its GPUs
+without progress when it starts (`EventConfig.start_cost_s`: a fixed time, not stretched by
+the job's slow GPUs or network). The wait for the pass (0.5 s on average at bf_interval=1, 300
+trace s at 600x, more than the median job's ideal runtime) is the passes' own.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from pal_slurm.sim.runner import RunSpec
 from pal_slurm.sim.trace import Trace
 
 STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
-                                topology_aware=True)
+                                topology_aware=True, reserve_after_s=0.0, remaining_is_wall_limit=True,
+                                node_choice="slurm")
 SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net",
                                                   "pal-fit": "pal-fit",
                                                   "pal-fit-aged": "pal-fit"}
@@ -70,8 +75,7 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
     RACK_WAIT_S = PolicyConfig().rack_wait_s  # the replay's pald runs with the default
 
     pald = ARMS.get(arm) is not None  # an arm with pald: decided by pald on Slurm (sim.pald_on_slurm)
-    jobs = tuple(replace(j.trace_job, submit_time=j.submit_s, shape=j.shape if pald else j.trace_job.shape)
-                 for j in plan.jobs)
+    jobs = tuple(replace(j.trace_job, submit_time=j.submit_s, shape=j.shape) for j in plan.jobs)
     spec = RunSpec(mode="event", num_nodes=num_nodes, gpus_per_node=gpus_per_node,
                    nodes_per_rack=nodes_per_rack, seeds=seed + 1, cluster=cluster if pald else None)
     policy = SIM_POLICY[arm]
@@ -79,13 +83,13 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
     sim = EventSimulator(replace(sim.config, start_cost_s=launch_s, jobs_stay_put=pald))
     decider: PaldOnSlurm | StockSlurm | None = None
     if not pald and arm == "stock":
-        decider = StockSlurm(STOCK_SLURM, backfill_period_s=BF_INTERVAL_S * plan.scale,
+        decider = StockSlurm(STOCK_SLURM, pass_period_s=BF_INTERVAL_S * plan.scale,
                              limits_s={i: j.limit_s for i, j in enumerate(plan.jobs)})
     if pald:
         limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}
         period = (PALD_CYCLE_S if cycle_s is None else cycle_s) * plan.scale
         decider = PaldOnSlurm(str(policy), cycle_period_s=period, limits_s=limits,
-                              ranking=ranking, wall_scale=plan.scale,
+                              ranking=ranking, wall_scale=plan.scale, slurm_pass_s=BF_INTERVAL_S * plan.scale,
                               settings=ServiceSettings(queue=arm_queue(arm),
                                                        delay_timers=rack_timers(RACK_WAIT_S)))
     result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)

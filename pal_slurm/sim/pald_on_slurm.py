@@ -9,7 +9,9 @@ On a Slurm site pald decides in two places, both through the one engine (pal_slu
 
 The jobs pald places or releases are pinned to the GPUs it chose (or, where it cannot bind the
 slots, to their nodes, where Slurm takes the lowest free slots: the engine already starts those),
-so Slurm starts them as soon as it sees them; Slurm's own scheduling (EASY backfill, its node
+so Slurm starts them at its next scheduling pass (`slurm_pass_s`: on the replay's labs nearly
+every start is the backfill pass's, see sim.stock_slurm; pald counts their GPUs as taken
+meanwhile); Slurm's own scheduling (EASY backfill, its node
 choice) only decides jobs pald passes, and a replayed trace has none (every job asks a shape
 pald places). What this decider adds to the simulator's own loop is therefore what pald sees and
 when: the hook's held-job rule, the cycle's period (a held job starts at the first cycle after
@@ -40,7 +42,8 @@ class PaldOnSlurm:
     (`cycle_s` x the replay's time scale); `net`: the sensitivity pald reads from the comment;
     `ranking`: the ranking pald ranked by (a replay measures it from noisy samples, so it bins
     GPUs a little differently from the simulator's exact draw; the jobs still run at the draw);
-    `wall_scale`: trace seconds per wall second of a time-compressed replay. pald lives on the
+    `wall_scale`: trace seconds per wall second of a time-compressed replay; `slurm_pass_s`:
+    Slurm's scheduling pass in trace seconds (0: Slurm starts pald's jobs at once). pald lives on the
     wall clock: its times (now, submit times, time limits) are trace seconds / scale, and its
     delay timers (`settings.delay_timers` over the placement's own) are wall seconds, so a
     compressed replay stretches them by the scale: a medium job's 120 s wait for one node is
@@ -48,11 +51,13 @@ class PaldOnSlurm:
 
     def __init__(self, placement: str, cycle_period_s: float, limits_s: Mapping[int, float] | None = None,
                  net: str = DEFAULT_NET, settings: ServiceSettings | None = None, ranking: Ranking | None = None,
-                 wall_scale: float = 1.0):
+                 wall_scale: float = 1.0, slurm_pass_s: float = 0.0):
         self.settings = replace(settings or ServiceSettings(), placement=placement)
         self.ranking = ranking  # pald's own (measured) ranking; None: the simulator's
         self.engine = Engine(self.settings.engine(), rng=random.Random(0))
         self.cycle = Period(float(cycle_period_s))
+        self.slurm_pass = Period(float(slurm_pass_s))
+        self.pinned: dict[JobId, tuple[int, ...]] = {}  # placed or released, not started by Slurm yet
         self.limits = dict(limits_s or {})
         self.net = net
         self.scale = float(wall_scale)
@@ -70,7 +75,7 @@ class PaldOnSlurm:
         waiting = {j.job_id: j for j in jobs if not j.running_on}
         self.held = {k: v for k, v in self.held.items() if k in waiting}
         launch: dict[JobId, tuple[int, ...]] = {}
-        free = set(view.free)
+        free = set(view.free).difference(*self.pinned.values())
         for job in sorted((j for j in waiting.values() if j.job_id not in self.seen), key=lambda j: j.submit_time):
             self.seen.add(job.job_id)
             ours = self.as_pald_sees(job)
@@ -89,11 +94,18 @@ class PaldOnSlurm:
                 free -= set(gpus)
                 del self.held[job_id]
                 self.starts["released"] += 1
-        return RoundPlan(frozenset(), launch)
+        self.pinned.update(launch)
+        if not self.slurm_pass.is_tick(now):
+            return RoundPlan(frozenset(), {})
+        started, self.pinned = self.pinned, {}
+        return RoundPlan(frozenset(), started)
 
     def next_wakeup(self, now: float) -> float | None:
-        """pald's next cycle while it holds jobs (the simulator wakes for it)."""
-        return self.cycle.next_after(now) if self.held else None
+        """pald's next cycle while it holds jobs, Slurm's next pass while jobs pald pinned wait
+        for it (the simulator wakes for them)."""
+        times = [t for t in (self.cycle.next_after(now) if self.held else None,
+                             self.slurm_pass.next_after(now) if self.pinned else None) if t is not None]
+        return min(times) if times else None
 
     # ---- pald's view -------------------------------------------------------------------------
     def as_pald_sees(self, job: JobRequest) -> JobRequest:

@@ -1,18 +1,19 @@
 """Stock Slurm, as the event simulator's decider: what the `stock` replay arm runs.
 
-Slurm (cons_tres, topology/tree, sched/backfill, FIFO priority) starts jobs in two ways:
+Slurm (cons_tres, topology/tree, sched/backfill, FIFO priority) starts jobs in scheduling
+passes: the main scheduler (on submissions and job ends) takes jobs in priority order until the
+first that does not fit; the backfill scheduler, every `bf_interval`, also starts the jobs
+behind a blocked one that do not delay it, judged on TIME LIMITS (a running job ends at its
+start + limit, a backfilled job lasts its limit) and on whole nodes (it reserves the nodes the
+blocked job will start on). On the replay's labs (Slurm 22.05 and 24.11) the backfill pass
+starts nearly every job, in-order ones included: slurmctld's log of five workload-1 arms shows
+0 to 7 of 40 jobs started by the main scheduler, and a job that fits waits for the next pass
+(0.5 s on average at bf_interval=1) before its ~0.1 s launch. So this decider starts jobs at
+the passes only, each pass an EASY backfill over the whole queue; between passes nothing starts.
 
-- the main scheduler, on every submission and job end: jobs in priority order, each started
-  where cons_tres puts it, until the first one that does not fit (it stops there);
-- the backfill scheduler, every `bf_interval`: the jobs behind the first blocked one that can
-  start without delaying it, judged on TIME LIMITS (a running job ends at its start + limit, a
-  backfilled job lasts its limit), not on how long jobs really run.
-
-So a backfilled job starts at the next backfill pass, not the instant it fits, and backfill
-is as cautious as the limits are long (a replay's whole-minute limits are hours of trace time).
 The allocation is the stock model's (`replay.predict.STOCK_SLURM`: variability-blind,
 topology-aware first fit with EASY backfill); this decider gives it what Slurm sees (limits
-as remaining time) and Slurm's two paths with their timing.
+as remaining time) and the passes' timing.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import Mapping
 
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
-from pal_slurm.model.decision import JobId
 from pal_slurm.policy.base import PlacementPolicy
 from pal_slurm.ranking import Ranking
 from pal_slurm.sim.ticks import Period
@@ -32,46 +32,33 @@ from pal_slurm.sim.ticks import Period
 class StockSlurm:
     """sim.event.Decider for stock Slurm. `limits_s`: per trace job index, its time limit in
     trace seconds (None/missing: the job's own remaining work, i.e. exact limits);
-    `backfill_period_s`: Slurm's bf_interval in trace seconds (0: backfill at every event)."""
+    `pass_period_s`: Slurm's bf_interval in trace seconds (0: a pass at every event)."""
 
-    def __init__(self, placement: PlacementPolicy, backfill_period_s: float,
+    def __init__(self, placement: PlacementPolicy, pass_period_s: float,
                  limits_s: Mapping[int, float] | None = None):
         self.engine = Engine(EngineSettings(placement=placement.name), rng=random.Random(0), policy=placement)
-        self.backfill_pass = Period(float(backfill_period_s))
+        self.slurm_pass = Period(float(pass_period_s))
         self.limits = dict(limits_s or {})
-        self.starts = {"main": 0, "backfill": 0}
-        self.waiting = False  # jobs left waiting by the last decision (a pass may start them)
+        self.starts = 0
+        self.waiting = False  # jobs left waiting by the last pass (the next pass may start them)
 
     # ---- sim.event.Decider -------------------------------------------------------------------
     def start(self, cluster: ClusterView, ranking: Ranking) -> None:
         self.cluster = cluster
 
     def decide(self, now: float, jobs: list[JobRequest], view: ClusterView, ranking: Ranking) -> RoundPlan:
-        seen = [self.as_slurm_sees(j, now) for j in jobs]
-        plan = self.engine.decide(seen, view, ranking, now)
-        order = [j for j in self.engine.order_jobs(seen) if not j.running_on]
-        launch: dict[JobId, tuple[int, ...]] = {}
-        in_order = True
-        backfill_now = self.backfill_pass.is_tick(now)
-        for job in order:
-            gpus = plan.launch.get(job.job_id)
-            if gpus is None:
-                in_order = False  # the main scheduler stops at the first job that waits
-                continue
-            if in_order:
-                launch[job.job_id] = tuple(gpus)
-                self.starts["main"] += 1
-            elif backfill_now:
-                launch[job.job_id] = tuple(gpus)
-                self.starts["backfill"] += 1
-            else:
-                break  # a backfilled start waits for the pass; later ones were planned around it
-        self.waiting = len(launch) < len(order)
-        return RoundPlan(frozenset(), launch)
+        waiting = sum(1 for j in jobs if not j.running_on)
+        if not self.slurm_pass.is_tick(now):
+            self.waiting = waiting > 0
+            return RoundPlan(frozenset(), {})
+        plan = self.engine.decide([self.as_slurm_sees(j, now) for j in jobs], view, ranking, now)
+        self.starts += len(plan.launch)
+        self.waiting = len(plan.launch) < waiting
+        return RoundPlan(frozenset(), {k: tuple(v) for k, v in plan.launch.items()})
 
     def next_wakeup(self, now: float) -> float | None:
-        """The next backfill pass while jobs wait (the simulator wakes for it)."""
-        return self.backfill_pass.next_after(now) if self.waiting else None
+        """The next pass while jobs wait (the simulator wakes for it)."""
+        return self.slurm_pass.next_after(now) if self.waiting else None
 
     # ---- Slurm's view ------------------------------------------------------------------------
     def as_slurm_sees(self, job: JobRequest, now: float) -> JobRequest:

@@ -40,3 +40,10 @@ def test_read_csv_error_type_is_the_callers(tmp_path):
 
     with pytest.raises(MyError, match="cannot open"):
         read_csv(tmp_path / "none.csv", error=MyError)
+
+
+def test_an_integer_too_large_for_the_store_is_an_error_naming_the_cell():
+    row = parse_csv("slot\n1e300\n", "v.csv").rows[0]
+    with pytest.raises(InputError, match=r"^v.csv:2:1: slot: must be <= "):
+        row.integer("slot", minimum=0)
+    assert parse_csv("slot\n9223372036854775807\n", "v.csv").rows[0].integer("slot") == 2**63 - 1

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from pal_slurm.model import JobShape
 from pal_slurm.policy import PLACEMENTS, placement
-from pal_slurm.policy.shapes import ShapeIndex, per_node_pick, stock_slurm_choice
+from pal_slurm.policy.shapes import ShapeIndex, per_node_pick, slurm_pick
 from pal_slurm.ranking import Ranking
 
 from .builders import cluster, ctx, job
@@ -77,8 +77,19 @@ def test_per_node_prefers_fast_gpus_then_best_fit_and_one_rack_when_asked():
 
 def test_stock_slurm_takes_the_lowest_slots_of_the_first_nodes():
     c = cluster(3, 4, free=set(range(12)) - {0})
-    got = stock_slurm_choice(JobShape.on_nodes(2, 2), ctx(c))
-    assert got.nodes == {"node00": (1, 2), "node01": (0, 1)}
+    assert slurm_pick(JobShape.on_nodes(2, 2), c.free, c) == (1, 2, 4, 5)
+
+
+def test_stock_slurm_fits_a_job_into_the_leaf_with_the_fewest_nodes_that_hold_it():
+    # 3 racks of 2 nodes x 2 GPUs; rack 0 has one free node, rack 1 two, rack 2 two (one of them
+    # with one GPU taken). A 1-node job goes to rack 0 (best fit), a 2-node job to rack 1 (the
+    # only rack with 2 qualifying nodes); 3 nodes: the largest leaf first, then the best fit
+    c = cluster(6, 2, free=set(range(12)) - {0, 1, 10}, racks=2)
+    assert slurm_pick(JobShape.on_nodes(1, 2), c.free, c) == (2, 3)
+    assert slurm_pick(JobShape.on_nodes(2, 2), c.free, c) == (4, 5, 6, 7)
+    assert slurm_pick(JobShape.on_nodes(1, 1), c.free, c) == (2,)  # rack 0: one qualifying node
+    assert slurm_pick(JobShape.on_nodes(3, 2), c.free, c) == (2, 3, 4, 5, 6, 7)
+    assert slurm_pick(JobShape.on_nodes(5, 2), c.free, c) is None
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -1,21 +1,22 @@
-from pal_slurm.replay.harness import LabShape, launch_cost
+import pytest
+
+from pal_slurm.replay.harness import LabShape, ReplayError, launch_cost
 from pal_slurm.replay.jobcomp import CompRecord
-from pal_slurm.replay.plan import plan_replay
-from pal_slurm.sim.trace import Trace, TraceJob
 
 
-def test_launch_cost_is_the_median_of_jobs_that_did_not_queue_plus_teardown():
-    plan = plan_replay(Trace("t", tuple(TraceJob(i, 1, float(i), 10.0, "BERT") for i in range(4))), 10.0, 4, 8)
-    names = [j.name for j in plan.jobs]
-    submitted = {n: 100.0 + i for i, n in enumerate(names)}
-    # job 3 queued for 20 s: its sbatch -> payload time is not launch cost
-    starts = {names[0]: 100.8, names[1]: 101.6, names[2]: 102.7, names[3]: 123.6}
-    payloads = {n: {"start": starts[n], "end": starts[n] + 1.0} for n in names}
-    comp = [CompRecord(i, n, "COMPLETED", int(submitted[n]), int(starts[n]), int(starts[n] + 1.0), "gpu01", 1)
+def test_launch_cost_is_the_median_from_slurms_start_to_the_payload_plus_teardown():
+    names = [f"replay-{i}" for i in range(4)]
+    # Slurm started job i at 100 + i (its log, ms); the payloads ran 0.05 .. 0.2 s later; job 3
+    # queued long before: its wait is not launch cost, only its 0.2 s from start to payload
+    started = {i: (100.0 + i, "backfill") for i in range(4)}
+    lag = [0.1, 0.05, 0.2, 0.15]
+    payloads = {n: {"start": 100.0 + i + lag[i], "end": 100.0 + i + lag[i] + 1.0} for i, n in enumerate(names)}
+    comp = [CompRecord(i, n, "COMPLETED", 90, 100 + i, int(payloads[n]["end"]), "gpu01", 1)
             for i, n in enumerate(names)]
-    cost = launch_cost(plan, submitted, payloads, comp)
-    tails = sum(int(starts[n] + 1.0) + 0.5 - (starts[n] + 1.0) for n in names) / 4
-    assert abs(cost - (0.7 + max(0.0, tails))) < 1e-9  # median of 0.6, 0.7, 0.8; teardown never negative
+    tails = sum(int(p["end"]) + 0.5 - p["end"] for p in payloads.values()) / 4
+    assert abs(launch_cost(payloads, comp, started) - (0.15 + max(0.0, tails))) < 1e-9  # upper median
+    with pytest.raises(ReplayError):
+        launch_cost(payloads, comp, {})
 
 
 def test_lab_shape_topology_has_one_leaf_per_four_nodes_under_a_spine():

@@ -55,3 +55,19 @@ def test_a_backfilling_placement_starts_a_newcomer_that_does_not_delay_the_held_
     assert seen[2] == 20.0
     assert seen[1] == 1200.0
     assert d.starts == {"placed": 2, "released": 1}
+
+
+def test_slurm_starts_what_pald_pinned_at_its_next_pass_and_nobody_takes_those_gpus_meanwhile():
+    # pal-fit places C at 20 (see above); Slurm starts it at its next pass (250), and B, released
+    # at pald's cycle at 1200, at the pass at 1250
+    d = PaldOnSlurm("pal-fit", cycle_period_s=300.0, slurm_pass_s=250.0)
+    seen = starts(d)
+    assert (seen[0], seen[2], seen[1]) == (0.0, 250.0, 1250.0)
+    # two one-GPU jobs on a one-GPU-free cluster: the second must not be placed on the GPU the
+    # first was pinned to while that one waits for the pass
+    trace = Trace("pinned", (job(0, 0, 1000, 1, 4), job(1, 0, 1000, 1, 3), job(2, 10, 100, 1, 1),
+                             job(3, 20, 100, 1, 1)))
+    gpus: dict[int, tuple[int, ...]] = {}
+    EventSimulator(CONFIG).run(trace, "pal-fit", decider=PaldOnSlurm("pal-fit", cycle_period_s=300.0, slurm_pass_s=250.0),
+                               on_start=lambda t, j, g: gpus.setdefault(j, (t, tuple(g))))
+    assert gpus[2][0] == 250.0 and gpus[3][0] >= 250.0 + 100.0  # job 3 waits for job 2's GPU

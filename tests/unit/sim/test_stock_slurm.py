@@ -1,5 +1,6 @@
-"""The simulator's model of stock Slurm (sim.stock_slurm): in-order starts at once, backfill at
-each pass and judged on time limits, on a two-node cluster without variability or network."""
+"""The simulator's model of stock Slurm (sim.stock_slurm): every start at a scheduling pass,
+backfill judged on time limits as wall-clock bounds, blocked per-node jobs reserving whole
+nodes; on small clusters without variability or network."""
 
 from pal_slurm.replay.predict import STOCK_SLURM
 from pal_slurm.sim.event import EventConfig, EventSimulator
@@ -18,31 +19,42 @@ job = shaped_job
 TRACE = Trace("bf", (job(0, 0, 1000, 1, 4), job(1, 10, 500, 2, 4), job(2, 20, 100, 1, 1)))
 
 
-def starts(decider):
+def starts(decider, trace=TRACE, config=CONFIG):
     seen: dict[int, float] = {}
-    EventSimulator(CONFIG).run(TRACE, STOCK_SLURM, decider=decider, on_start=lambda t, j, g: seen.setdefault(j, t))
+    EventSimulator(config).run(trace, STOCK_SLURM, decider=decider, on_start=lambda t, j, g: seen.setdefault(j, t))
     return seen
 
 
-def test_a_backfilled_job_starts_at_the_next_pass_and_in_order_ones_at_once():
-    d = StockSlurm(STOCK_SLURM, backfill_period_s=300.0)
+def test_every_start_waits_for_the_next_pass():
+    d = StockSlurm(STOCK_SLURM, pass_period_s=300.0)
     seen = starts(d)
-    assert seen[0] == 0.0 and seen[1] == 1000.0  # in order: at once
-    assert seen[2] == 300.0  # behind blocked B: the first backfill pass
-    assert d.starts == {"main": 2, "backfill": 1}
+    assert seen[0] == 0.0  # submitted on a pass
+    assert seen[2] == 300.0  # behind blocked B: the first pass after it arrived
+    assert seen[1] == 1200.0  # A ends at 1000: B starts at the pass after, not at once
+    assert d.starts == 3
 
 
 def test_backfill_judges_time_limits_not_real_length():
-    # A holds node 1 until 10000; B (both nodes) has waited over an hour when C (1 GPU, 100 s)
-    # arrives at 5000, so B holds a reservation. C's limit (20000 s) ends after B's shadow (A's
-    # limit): Slurm does not backfill it and C starts after B, though it would really have
-    # ended long before A; with exact lengths it is backfilled on arrival
+    # A holds node 1 until 10000; B (both nodes) is blocked when C (1 GPU, 100 s) arrives at
+    # 5000. C's limit (20000 s) ends after B's shadow (A's limit): Slurm does not backfill it
+    # and C starts after B, though it would really have ended long before A; with exact
+    # lengths it is backfilled on arrival
     trace = Trace("bf", (job(0, 0, 10000, 1, 4), job(1, 10, 500, 2, 4), job(2, 5000, 100, 1, 1)))
-    seen: dict[int, float] = {}
-    d = StockSlurm(STOCK_SLURM, backfill_period_s=0.0, limits_s={0: 10000.0, 1: 600.0, 2: 20000.0})
-    EventSimulator(CONFIG).run(trace, STOCK_SLURM, decider=d, on_start=lambda t, j, g: seen.setdefault(j, t))
-    assert (seen[1], seen[2]) == (10000.0, 10500.0)
-    exact: dict[int, float] = {}
-    EventSimulator(CONFIG).run(trace, STOCK_SLURM, decider=StockSlurm(STOCK_SLURM, backfill_period_s=0.0),
-                               on_start=lambda t, j, g: exact.setdefault(j, t))
+    limited = starts(StockSlurm(STOCK_SLURM, pass_period_s=0.0, limits_s={0: 10000.0, 1: 600.0, 2: 20000.0}), trace)
+    assert (limited[1], limited[2]) == (10000.0, 10500.0)
+    exact = starts(StockSlurm(STOCK_SLURM, pass_period_s=0.0), trace)
     assert exact[2] == 5000.0
+
+
+def test_a_blocked_per_node_job_reserves_whole_nodes_not_a_gpu_count():
+    # 4 nodes x 4. E (1 GPU, node 1), A (node 2) and D (node 3) run until 1000; B asks 3 whole
+    # nodes and waits. C (2 nodes x 2 GPUs, limit past B's shadow) fits the free GPUs by count
+    # (7 free; B needs 12 of the 16 at 1000: 4 to spare), but B will start on nodes 1-3 and C
+    # would need node 1: Slurm makes it wait for B
+    config = EventConfig(num_nodes=4, gpus_per_node=4, nodes_per_rack=None, network=False)
+    trace = Trace("nodes", (job(0, 0, 1000, 1, 1), job(1, 0, 1000, 1, 4), job(2, 0, 1000, 1, 4),
+                            job(3, 10, 500, 3, 4), job(4, 20, 100, 2, 2)))
+    limits = {0: 1000.0, 1: 1000.0, 2: 1000.0, 3: 500.0, 4: 5000.0}
+    seen = starts(StockSlurm(STOCK_SLURM, pass_period_s=0.0, limits_s=limits), trace, config)
+    assert seen[3] == 1000.0
+    assert seen[4] >= seen[3]

@@ -875,7 +875,7 @@ end
 -- Write `changes` ({field, value} in order) into job_desc; on any error put back what was
 -- there, so a failed write leaves the job as submitted. Returns true or false, error.
 local STRING_FIELDS = { req_nodes = true, tres_per_node = true, tres_per_job = true,
-  admin_comment = true, partition = true }
+  tres_per_socket = true, tres_per_task = true, features = true, admin_comment = true, partition = true }
 
 function M.write_fields(job_desc, changes)
   local done = {}
@@ -958,6 +958,71 @@ function M.changes_for(job_desc, reply, request_id, slurm)
     changes[#changes + 1] = { "admin_comment", tag_text(job_desc.admin_comment,
       "pal:pass=" .. M.token(reply.reason ~= "" and reply.reason or "pald") .. suffix) }
   end
+  return changes
+end
+
+------------------------------------------------------------------------- GPU model requests
+
+-- The GPU models whose requests the hook rewrites: PAL_OVERRIDES.gpu_models (a list or a
+-- comma-separated string) or PAL_GPU_MODELS in slurmctld's environment ("a100,v100"); nil
+-- when none. A site sets them when its GPUs carry pal-slurm's per-slot types and their models
+-- are node features (`palctl slurm gres-conf --from` prints both).
+function M.gpu_models(getenv, overrides)
+  local given = (overrides or {}).gpu_models
+  if given == nil then given = (getenv or os.getenv)("PAL_GPU_MODELS") end
+  if type(given) == "string" then given = split(given, ",") end
+  if type(given) ~= "table" then return nil end
+  local models, any = {}, false
+  for _, name in ipairs(given) do
+    if type(name) == "string" and name:find("^[%w_.%-]+$") then models[name], any = true, true end
+  end
+  return any and models or nil
+end
+
+local MODEL_TRES_FIELDS = { "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task" }
+
+-- With per-slot types Slurm knows no GPU of type "a100", so `--gres=gpu:a100:2` (and --gpus=,
+-- --gpus-per-socket=, --gpus-per-task= with a model) would be refused: the model request
+-- becomes an untyped count on nodes with the model's feature (`gpu:2` and `--constraint=a100`,
+-- ANDed with the job's own constraint), which Slurm grants on the same nodes and GPUs.
+-- Returns the field changes ({} when the job names no configured model), or nil, why (the job
+-- then stays as submitted): two models in one job, or a constraint with counts or brackets
+-- (Slurm keeps brackets for those, so the model cannot be ANDed in).
+function M.model_changes(job_desc, models)
+  local wanted, changes = nil, {}
+  for _, field in ipairs(MODEL_TRES_FIELDS) do
+    local tres = string_or_nil(job_desc[field])
+    if tres and tres ~= "" then
+      local items, changed = {}, false
+      for _, item in ipairs(split(tres, ",")) do
+        local parts = tres_parts(item)
+        if parts[1] == "gpu" and #parts >= 2 and models[parts[2]] then
+          if #parts > 3 or (parts[3] and not parts[3]:find("^%d+$")) then
+            return nil, "unreadable GPU request '" .. item .. "'"
+          end
+          if wanted and wanted ~= parts[2] then return nil, "GPUs of two models" end
+          wanted = parts[2]
+          item = (item:match("^gres[:/]") or "") .. "gpu:" .. (parts[3] or "1")
+          changed = true
+        end
+        items[#items + 1] = item
+      end
+      if changed then changes[#changes + 1] = { field, table.concat(items, ",") } end
+    end
+  end
+  if not wanted then return {} end
+  local features = string_or_nil(job_desc.features)
+  local combined
+  if not features or features == "" then
+    combined = wanted
+  elseif features:find("[%[%]%*]") then
+    return nil, "a constraint with counts or brackets"
+  elseif features:find("|", 1, true) then
+    combined = "(" .. features .. ")&" .. wanted
+  else
+    combined = features .. "&" .. wanted
+  end
+  changes[#changes + 1] = { "features", combined }
   return changes
 end
 
@@ -1074,8 +1139,24 @@ end
 -- The whole submit-time path. ctx: slurm (the Slurm table), getenv (default os.getenv),
 -- overrides (socket/timeout_ms/max_gpus_per_node), part_list (slurmctld's partitions for this
 -- user, to check a placement against), and for tests ask/now. Always returns slurm.SUCCESS.
+-- Every job, PAL's or not: a GPU model request on a site with per-slot types (M.model_changes).
+local function rewrite_gpu_models(job_desc, ctx)
+  local models = M.gpu_models(ctx.getenv, ctx.overrides)
+  if not models then return end
+  local changes, why = M.model_changes(job_desc, models)
+  if not changes then
+    log_info(ctx.slurm, "pal: GPU model request left as submitted: " .. M.safe_text(why, 200))
+  elseif #changes > 0 then
+    local ok, err = M.write_fields(job_desc, changes)
+    local last = changes[#changes]
+    log_info(ctx.slurm, ok and ("pal: GPU model request as constraint=" .. M.safe_text(last[2], 200))
+      or ("pal: GPU model request left as submitted: " .. M.safe_text(tostring(err), 200)))
+  end
+end
+
 function M.job_submit(job_desc, submit_uid, ctx)
   local slurm = ctx.slurm
+  pcall(rewrite_gpu_models, job_desc, ctx)
   local comment = job_desc.comment
   local status, spec = M.parse_comment(comment)
   if status == "none" then return slurm.SUCCESS end

@@ -25,6 +25,8 @@
 #                   `palctl slurm gres-conf --from` (the site's file is kept as gres.conf.site)
 #                   model: GPU model types as sites use them (Gres=gpu:<model>:N), per node from
 #                   LAB_GPU_MODELS="gpu01=a100 gpu02=v100 ..." (nodes not named: a100)
+#                   model-slots: that model gres.conf turned per-slot by `palctl slurm gres-conf
+#                   --from`, each node's model added to its Features
 #   LAB_FEATURES="gpu03=big,f3 gpu04=f4"   node features (one NodeName line per node then)
 #   LAB_EXTRA_CONF=<lines> appended to slurm.conf (more partitions, a QOS-free site's limits...)
 #   UTS=1        each slurmd in its own UTS namespace, so `hostname` in a job prints gpuNN
@@ -114,11 +116,19 @@ write_configs() {
       || { log "gres.conf generation from the site's file failed"; return 1; }
     gres_field=$(echo "$out" | grep -o 'Gres=[^ ]*' | tail -1)
   fi
-  if [ "$LAB_GRES" = model ]; then
+  if [ "$LAB_GRES" = model ] || [ "$LAB_GRES" = model-slots ]; then
     gres_field="Gres=gpu:{model}:$NGPUS"
     { echo AutoDetect=off; for n in $NODES; do
         printf 'NodeName=%s Name=gpu Type=%s File=%s/dev/nvidia[0-%s]\n' "$n" "$(gpu_model "$n")" "$LAB" "$GLAST"
       done; } > "$LAB/etc/gres.conf"
+  fi
+  if [ "$LAB_GRES" = model-slots ]; then  # the site's model gres.conf made per-slot, models as features
+    mv "$LAB/etc/gres.conf" "$LAB/etc/gres.conf.site"
+    out=$(cd "$REPO" && PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
+          'import sys; from pal_slurm.cli.main import main; sys.exit(main(sys.argv[1:]))' \
+          slurm gres-conf --from "$LAB/etc/gres.conf.site" --output "$LAB/etc/gres.conf") \
+      || { log "gres.conf generation from the site's model file failed"; return 1; }
+    gres_field=$(echo "$out" | grep -o 'Gres=[^ ]*' | tail -1)
   fi
 
   # the job_submit hook: a symlink to LAB_HOOK (+ sibling *.lua modules), or a pass-through
@@ -195,7 +205,7 @@ gpu_model() {
 # GPU models ({model} in the Gres= field stands for the node's model).
 node_lines() {
   local common="NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=$NCPUS RealMemory=$MEM_MB $1 State=UNKNOWN"
-  if [ -z "$LAB_FEATURES" ] && [ "$LAB_GRES" != model ]; then
+  if [ -z "$LAB_FEATURES" ] && [ "$LAB_GRES" != model ] && [ "$LAB_GRES" != model-slots ]; then
     echo "NodeName=gpu[01-$LAST] Port=[$NODE_PORT0-$LASTPORT] $common"
     return
   fi
@@ -203,6 +213,9 @@ node_lines() {
   for i in $(seq 1 "$NNODES"); do
     name=$(printf 'gpu%02d' "$i"); feats=""
     for item in $LAB_FEATURES; do [ "${item%%=*}" = "$name" ] && feats=" Features=${item#*=}"; done
+    if [ "$LAB_GRES" = model-slots ]; then  # the node's GPU model as a feature (gres-conf --from says so)
+      if [ -n "$feats" ]; then feats="$feats,$(gpu_model "$name")"; else feats=" Features=$(gpu_model "$name")"; fi
+    fi
     echo "NodeName=$name Port=$((NODE_PORT0 + i - 1)) ${common//\{model\}/$(gpu_model "$name")}$feats"
   done
 }

@@ -7,11 +7,16 @@ lines list the device files, becomes slot k with its own type `s<k>` (pal_slurm/
 keeping its device file, Cores= and Flags=. Lines of other GRES (mps, shard, bandwidth, ...) are
 kept as they are.
 
+GPU model types (`Type=a100`) become node features: Slurm matches a requested type exactly, so
+with per-slot types `--gres=gpu:a100:2` would find no GPU of type a100. Each node's model is
+added to its `Features=` (the slurm.conf fragment says so) and job_submit.lua, told the models
+(`PAL_GPU_MODELS`), rewrites every model request, PAL's or not and also when pald is down, into
+an untyped count on nodes with that feature (`--gres=gpu:2 --constraint=a100`): the same GPUs,
+the same nodes (docs/decisions/site-compat.md). A node with two models is refused.
+
 What is refused, with the line and why (the site keeps its file; pald still pins nodes):
 - `AutoDetect=nvml|rsmi|...`: slurmd then takes types and files from the driver, over ours;
-- GPU model types (`Type=a100`): Slurm matches a requested type exactly, so per-slot types
-  would make `--gres=gpu:a100:2` fail unless something rewrote every model request, also when
-  pald is down; on such a site PAL pins nodes of the model and Slurm picks the slots;
+- GPUs of two models on one node (one feature cannot tell which GPU a request may use);
 - a GPU line without File= (Slurm cannot tell one GPU from another), `Links=`/`MultipleFiles=`
   (per-device settings this does not carry over), a Count= that disagrees with the files;
 - a GPU line without NodeName= unless the caller names the nodes it applies to.
@@ -20,7 +25,7 @@ What is refused, with the line and why (the site keeps its file; pald still pins
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pal_slurm.slurm.gres import GRES_NAME, node_gres_field, slot_type
 from pal_slurm.slurm.errors import HostlistError
@@ -28,6 +33,7 @@ from pal_slurm.slurm.hostlist import compress, expand
 
 KEPT_GPU_KEYS = ("cores", "flags")  # carried onto every slot line of the device
 KNOWN_GPU_KEYS = {"nodename", "name", "type", "file", "count", *KEPT_GPU_KEYS}
+_MODEL = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _RANGE = re.compile(r"^(?P<head>.*)\[(?P<body>[0-9,\-]+)\](?P<tail>[^\[\]]*)$")
 
 
@@ -49,6 +55,12 @@ class Gpu:
 class SlotConf:
     lines: list[str]  # the new gres.conf
     gres_fields: dict[str, str]  # hostlist -> the slurm.conf NodeName Gres= value
+    models: dict[str, str] = field(default_factory=dict)  # hostlist -> its GPU model (a node feature)
+
+    @property
+    def model_names(self) -> list[str]:
+        """The GPU models job_submit.lua must rewrite (PAL_GPU_MODELS), sorted."""
+        return sorted(set(self.models.values()))
 
 
 def _fields(line: str) -> list[tuple[str, str]]:
@@ -84,6 +96,7 @@ def slot_conf(text: str, nodes: str | None = None) -> SlotConf:
     """The per-slot gres.conf for a site's gres.conf `text` (`nodes`: the hostlist that lines
     without NodeName= apply to). Raises GresConfUnsupported for what it does not carry over."""
     per_node: dict[str, list[Gpu]] = {}
+    model_of: dict[str, str | None] = {}
     spelled: dict[frozenset[str], str] = {}
     kept: list[str] = []
     for no, raw in enumerate(text.splitlines(), start=1):
@@ -109,10 +122,9 @@ def slot_conf(text: str, nodes: str | None = None) -> SlotConf:
         unknown = set(keys) - KNOWN_GPU_KEYS
         if unknown:
             raise GresConfUnsupported(no, raw, f"{', '.join(sorted(unknown))} is not carried over to per-slot lines")
-        if keys.get("type"):
-            raise GresConfUnsupported(no, raw, f"GPU model type {keys['type']!r}: Slurm matches types exactly, "
-                                      "so per-slot types would break --gres=gpu:<model>:N requests; keep this "
-                                      "gres.conf (PAL pins nodes of the model, Slurm picks the slots)")
+        model = keys.get("type") or None
+        if model is not None and not _MODEL.match(model):
+            raise GresConfUnsupported(no, raw, f"GPU type {model!r} cannot be a node feature (letters, digits, _ . -)")
         if not keys.get("file"):
             raise GresConfUnsupported(no, raw, "a GPU line without File=: Slurm cannot bind one GPU by type")
         hostlist = keys.get("nodename") or nodes
@@ -129,19 +141,25 @@ def slot_conf(text: str, nodes: str | None = None) -> SlotConf:
         spelled.setdefault(frozenset(names), hostlist)  # the site's own spelling of these nodes
         for name in names:
             per_node.setdefault(name, []).extend(Gpu(f, extra) for f in files)
+            if model_of.setdefault(name, model) != model:
+                raise GresConfUnsupported(no, raw, f"{name} has GPUs of two models ({model_of[name] or 'untyped'} and "
+                                          f"{model or 'untyped'}); one node feature cannot tell them apart")
     if not per_node:
         raise GresConfUnsupported(0, "", "no GPU lines with File= found")
-    by_layout: dict[tuple[Gpu, ...], list[str]] = {}
+    by_layout: dict[tuple[tuple[Gpu, ...], str | None], list[str]] = {}
     for name, gpus in per_node.items():
         if len({g.file for g in gpus}) != len(gpus):
             raise GresConfUnsupported(0, name, "a device file is listed twice for this node")
-        by_layout.setdefault(tuple(gpus), []).append(name)
+        by_layout.setdefault((tuple(gpus), model_of[name]), []).append(name)
     lines = ["AutoDetect=off"]
     fields_out: dict[str, str] = {}
-    for layout, names in by_layout.items():
+    models: dict[str, str] = {}
+    for (layout, model), names in by_layout.items():
         hostlist = spelled.get(frozenset(names)) or compress(names)
         for slot, gpu in enumerate(layout):
             kept_fields = "".join(f" {k}={v}" for k, v in gpu.extra)
             lines.append(f"NodeName={hostlist} Name={GRES_NAME} Type={slot_type(slot)} File={gpu.file}{kept_fields}")
         fields_out[hostlist] = node_gres_field(len(layout))
-    return SlotConf(lines + kept, fields_out)
+        if model is not None:
+            models[hostlist] = model
+    return SlotConf(lines + kept, fields_out, models)

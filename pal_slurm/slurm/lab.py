@@ -227,8 +227,10 @@ def start_lab(
     prolog/epilog/task_prolog: optional scripts (Prolog=/Epilog=/TaskProlog=).
     gres: "typed" (per-slot types, exact GPU binding), "plain" (Gres=gpu:N), "from-plain" (the
     plain lab's gres.conf made per-slot by `palctl slurm gres-conf --from`) or "model" (GPU
-        model types as sites use them, Gres=gpu:<model>:N; models from `gpu_models`).
-    gpu_models: node -> GPU model for gres="model" (nodes not named: a100).
+        model types as sites use them, Gres=gpu:<model>:N; models from `gpu_models`) or
+        "model-slots" (that model gres.conf made per-slot by `gres-conf --from`, models as node
+        features; the hook needs PAL_GPU_MODELS in `env`).
+    gpu_models: node -> GPU model for gres="model"/"model-slots" (nodes not named: a100).
     features: node -> Slurm Features= value (e.g. {"gpu04": "f4,big"}), for sites' constraints.
     extra_conf: lines appended to slurm.conf (more PartitionName= lines, limits).
     Raises LabError (with the log tail) if the cluster does not come up.
@@ -237,8 +239,8 @@ def start_lab(
                        ("task_prolog", task_prolog)):
         if path is not None and not Path(path).is_file():
             raise LabError(f"{what} {path}: no such file")
-    if gres not in ("typed", "plain", "model", "from-plain"):
-        raise LabError(f"gres must be 'typed', 'plain', 'model' or 'from-plain', not {gres!r}")
+    if gres not in ("typed", "plain", "model", "from-plain", "model-slots"):
+        raise LabError(f"gres must be 'typed', 'plain', 'model', 'from-plain' or 'model-slots', not {gres!r}")
     missing = missing_binaries()
     if missing:
         raise LabError("Slurm lab needs: " + ", ".join(missing))

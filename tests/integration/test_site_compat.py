@@ -252,6 +252,45 @@ def test_gpu_model_requests_keep_working_and_get_pals_nodes(model_site):
     assert all(j.nodes == ("gpu04",) for j in v100_single), [j.nodes for j in v100_single]
 
 
+# ---- the same site with pal-slurm's per-slot types: models as node features ---------------------
+# `palctl slurm gres-conf --from` the model gres.conf above (Type=s0..s3, Features=a100/v100) and
+# PAL_GPU_MODELS for the hook: the users' model requests are rewritten into counts on the model's
+# nodes (PAL jobs and the control alike), and PAL binds exact GPUs on them
+SLOT_MODEL_CASES = MODEL_CASES + [
+    ("--gres=gpu:a100:1 -C a100|v100", ["--gres=gpu:a100:1", "--constraint=a100|v100"], {"gpu01", "gpu02"}, "place"),
+]
+
+
+@pytest.fixture(scope="module")
+def slot_model_site(tmp_path_factory, lab_factory):
+    tmp = tmp_path_factory.mktemp("pald-slot-models")
+    sock = tmp / "pald.sock"
+    lab = lab_factory(hook=str(REPO / "job_submit_lua" / "job_submit.lua"),
+                      env={"PAL_SOCKET": str(sock), "PAL_GPU_MODELS": "a100,v100"},
+                      gres="model-slots", gpu_models=MODELS)
+    pald = start_pald(tmp, lab, {(n, s, c): 2.5 if (n, c) == ("gpu03", "A") else 1.0 + 0.1 * s
+                                 for n in MODELS for s in range(4) for c in "ABCD"})
+    yield lab, pald
+    pald.stop()
+
+
+def test_gpu_model_requests_keep_working_with_per_slot_types(slot_model_site):
+    lab, _ = slot_model_site
+    conf = (lab.lab_dir / "etc" / "gres.conf").read_text()
+    assert "Type=s3" in conf and "a100" not in conf  # per-slot: the models are features now
+    assert {n.name: n.gres for n in lab.reader.nodes()} == {n: "gpu:s0:1,gpu:s1:1,gpu:s2:1,gpu:s3:1" for n in MODELS}
+    problems, jobs, submitted = run_cases(lab, SLOT_MODEL_CASES)
+    assert problems == {k: [] for k in problems}, problems
+    v100_single = [jobs[j] for case, pal, j in submitted if pal and case == "--gpus=v100:1"]
+    assert all(j.nodes == ("gpu04",) for j in v100_single), [j.nodes for j in v100_single]
+    # the (a100|v100)&a100 case ran on a100 nodes although its own constraint allowed both
+    anded = [jobs[j] for case, _, j in submitted if case.startswith("--gres=gpu:a100:1 -C")]
+    assert anded and all(set(j.nodes) <= {"gpu01", "gpu02"} for j in anded), [j.nodes for j in anded]
+    # PAL's jobs got exact slots (slot types in their GRES), the control jobs Slurm's count
+    pal_bound = [jobs[j] for case, pal, j in submitted if pal and case == "--gres=gpu:a100:2"]
+    assert all("gpu:s" in (j.tres_per_node or "") for j in pal_bound), [j.tres_per_node for j in pal_bound]
+
+
 def test_heterogeneous_job_components_pass_and_run(site):
     lab, _ = site
     script = ("#!/bin/bash\n"

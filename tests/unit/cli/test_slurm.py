@@ -85,13 +85,23 @@ def test_from_the_sites_gres_conf(tmp_path: Path) -> None:
     assert "NodeName=tux[0-15] Name=gpu Type=s2 File=/dev/nvidia2" in text and "Name=mps Count=100" in text
 
 
-def test_from_a_gres_conf_with_model_types_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+def test_from_a_gres_conf_with_model_types_gives_slots_features_and_the_hooks_models(tmp_path: Path) -> None:
     site = tmp_path / "site-gres.conf"
-    site.write_text("AutoDetect=off\nNodeName=n1 Name=gpu Type=a100 File=/dev/nvidia[0-3]\n")
+    site.write_text("AutoDetect=off\nNodeName=n1 Name=gpu Type=a100 File=/dev/nvidia[0-3]\n"
+                    "NodeName=n2 Name=gpu Type=v100 File=/dev/nvidia[0-1]\n")
     out = tmp_path / "gres.conf"
     r = CliRunner().invoke(cli, ["slurm", "gres-conf", "--from", str(site), "--output", str(out)])
-    assert r.exit_code != 0 and "line 2" in r.output and "GPU model type 'a100'" in r.output
-    assert "nothing written" in r.output and not out.exists()
+    assert r.exit_code == 0, r.output
+    assert "NodeName=n1 Gres=gpu:s0:1,gpu:s1:1,gpu:s2:1,gpu:s3:1 Features=a100" in r.output
+    assert "NodeName=n2 Gres=gpu:s0:1,gpu:s1:1 Features=v100" in r.output
+    assert "PAL_GPU_MODELS=a100,v100" in r.output
+    assert "Type=a100" not in out.read_text() and "NodeName=n2 Name=gpu Type=s1 File=/dev/nvidia1" in out.read_text()
+    mixed = tmp_path / "mixed.conf"
+    mixed.write_text("NodeName=n1 Name=gpu Type=a100 File=/dev/nvidia0\nNodeName=n1 Name=gpu Type=v100 File=/dev/nvidia1\n")
+    out2 = tmp_path / "gres2.conf"
+    r = CliRunner().invoke(cli, ["slurm", "gres-conf", "--from", str(mixed), "--output", str(out2)])
+    assert r.exit_code != 0 and "line 2" in r.output and "two models" in r.output
+    assert "nothing written" in r.output and not out2.exists()
     both = CliRunner().invoke(cli, ["slurm", "gres-conf", "--from", str(site), "--gpus", "4"])
     assert both.exit_code != 0 and "--gpus" in both.output
     neither = CliRunner().invoke(cli, ["slurm", "gres-conf"])

@@ -60,7 +60,9 @@ def test_case_insensitive_keys_and_count_that_agrees():
 @pytest.mark.parametrize("text, why", [
     ("AutoDetect=nvml\n", "AutoDetect takes GPU types"),
     ("NodeName=tux[0-7] AutoDetect=nvml\nNodeName=tux[8-9] Name=gpu File=/dev/nvidia[0-3]\n", "AutoDetect"),
-    ("NodeName=n1 Name=gpu Type=a100 File=/dev/nvidia[0-3]\n", "GPU model type 'a100'"),
+    ("NodeName=n1 Name=gpu Type=a100 File=/dev/nvidia[0-1]\nNodeName=n1 Name=gpu Type=v100 File=/dev/nvidia[2-3]\n",
+     "n1 has GPUs of two models (a100 and v100)"),
+    ("NodeName=n1 Name=gpu Type=a100@x File=/dev/nvidia0\n", "cannot be a node feature"),
     ("NodeName=n1 Name=gpu Count=4\n", "without File="),
     ("NodeName=n1 Name=gpu File=/dev/nvidia[0-3] Count=2\n", "Count=2 but 4 device file(s)"),
     ("NodeName=n1 Name=gpu File=/dev/nvidia0 Links=-1,0\n", "links is not carried over"),
@@ -73,3 +75,21 @@ def test_what_is_not_carried_over_is_refused_with_the_line(text, why):
     with pytest.raises(GresConfUnsupported) as err:
         slot_conf(text)
     assert why in str(err.value)
+
+
+TWO_MODELS = """\
+AutoDetect=off
+NodeName=gpu[01-02] Name=gpu Type=a100 File=/dev/nvidia[0-3]
+NodeName=gpu[03-04] Name=gpu Type=v100 File=/dev/nvidia[0-3]
+"""
+
+
+def test_gpu_models_become_node_features_and_the_slots_types():
+    conf = slot_conf(TWO_MODELS)
+    assert "NodeName=gpu[01-02] Name=gpu Type=s3 File=/dev/nvidia3" in conf.lines
+    assert "NodeName=gpu[03-04] Name=gpu Type=s0 File=/dev/nvidia0" in conf.lines
+    assert not any("a100" in line or "v100" in line for line in conf.lines)
+    assert conf.models == {"gpu[01-02]": "a100", "gpu[03-04]": "v100"}
+    assert conf.model_names == ["a100", "v100"]
+    assert set(conf.gres_fields) == {"gpu[01-02]", "gpu[03-04]"}
+    assert slot_conf(WHOLE_CLUSTER).models == {}

@@ -75,6 +75,9 @@ class Traits:
     tuned: bool = False  # wants ctx.delay_timers from the delay-timer auto-tuner
     backfills: bool = False  # lets later jobs pass one that does not fit (callers add no backfill)
     variability: bool = True  # reads the ranking (False: every GPU is the same to it)
+    # reads running jobs' progress (remaining time, attained service: to reserve, preempt or
+    # re-place); False lets the event clock skip renewing their requests at every decision
+    reads_progress: bool = True
 
 
 class PlacementPolicy(Protocol):

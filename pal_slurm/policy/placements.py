@@ -70,4 +70,5 @@ RANDOM_STICKY = StickyPlacement("random-sticky", shape_aware(allocators.random_p
                                 traits=Traits(sticky=True, randomised=True, variability=False))
 RANDOM_NONSTICKY = NonStickyPlacement("random-nonsticky", shape_aware(allocators.random_pick, False),
                                       traits=Traits(randomised=True, variability=False))
-FIRST_FIT = StickyPlacement("firstfit", shape_aware(allocators.first_fit, False), preempt=False, traits=_BLIND_STICKY)
+FIRST_FIT = StickyPlacement("firstfit", shape_aware(allocators.first_fit, False), preempt=False,
+                            traits=Traits(sticky=True, variability=False, reads_progress=False))

@@ -111,7 +111,9 @@ class EventJob(SimJob):
     def remaining_time(self) -> float:
         return self.work_left
 
-    def advance(self, t: float) -> None:
+    def advance(self, t: float, renew: bool = True) -> None:
+        """Progress up to t. `renew`: the next request shows it (False: nobody reads a running
+        job's progress, its request stays as it was built at its start)."""
         if self.gpus and t > self.last:
             run_from = max(self.last, self.resume_at)
             if t > run_from:
@@ -119,7 +121,8 @@ class EventJob(SimJob):
                 self.work_left -= dt * self.rate
                 self.comm_s += dt * (1.0 - 1.0 / self.net)
             self.attained += t - self.last
-            self._req = None
+            if renew:
+                self._req = None
         self.last = t
 
 
@@ -184,6 +187,8 @@ class _EventRun:
                            running_jobs_move=not cfg.jobs_stay_put, tuner=cfg.tuner),
             rng=random.Random(cfg.seed), network=sim.netmodel if cfg.network else None, policy=pol)
         self.tuning = pol.traits.tuned
+        # a decider (pald's or Slurm's model) may read anything; a placement says what it reads
+        self.renew_running = decider is not None or pol.traits.reads_progress or self.tuning
         if decider is not None:
             decider.start(self.cluster, self.ranking)
         self.sens_cache: dict[str, str] = {}
@@ -269,8 +274,9 @@ class _EventRun:
 
     # ---- one decision --------------------------------------------------------------------
     def schedule(self, t: float) -> None:
+        renew = self.renew_running
         for job in self.active.values():
-            job.advance(t)
+            job.advance(t, renew)
         cyc = self.decide(t)
         self.plans += 1
         self.state.apply(cyc.plan, t, self.start)

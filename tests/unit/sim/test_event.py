@@ -225,3 +225,33 @@ def test_autotuned_policy_reports_its_timers():
     timers = r.extra["timers"]
     assert timers and all(0.0 <= v <= 3600.0 for v in timers.values())
     assert "high/rack" in timers  # JSON-friendly keys
+
+
+def test_a_placement_that_never_reads_running_jobs_progress_gets_the_same_run_without_renewals(monkeypatch):
+    """firstfit declares reads_progress=False: the event clock then keeps running jobs' requests
+    as built at their start. The run is the same, bit for bit, as with renewed requests, and
+    the requests are renewed far less often."""
+    from dataclasses import replace
+
+    from pal_slurm.model.job import JobRequest
+    from pal_slurm.policy.placements import FIRST_FIT
+
+    assert FIRST_FIT.traits.reads_progress is False
+    reading = replace(FIRST_FIT, traits=replace(FIRST_FIT.traits, reads_progress=True))
+    trace = synthetic_trace(300, seed=3, jobs_per_hour=60.0, max_gpus=8)
+    calls = {"n": 0}
+    evolved = JobRequest.evolved
+
+    def counted(self, **changes):
+        calls["n"] += 1
+        return evolved(self, **changes)
+
+    monkeypatch.setattr(JobRequest, "evolved", counted)
+    runs = {}
+    for pol in (FIRST_FIT, reading):
+        calls["n"] = 0
+        r = EventSimulator(EventConfig(num_nodes=8, gpus_per_node=4, nodes_per_rack=4)).run(trace, pol)
+        runs[pol.traits.reads_progress] = ([(o.job_id, repr(o.first_start), repr(o.finish), repr(o.comm_overhead_s))
+                                           for o in r.jobs], calls["n"])
+    assert runs[False][0] == runs[True][0]
+    assert runs[False][1] * 3 < runs[True][1], (runs[False][1], runs[True][1])

@@ -459,6 +459,7 @@ class PlacementService:
         classes: dict[str, str] = {}
         shapes: dict[tuple, JobShape | ShapeError] = {}
         not_yet = 0  # requeued jobs in Slurm's requeue delay: planned once they may start
+        unexpanded = 0  # array elements beyond what could start now (not planned this cycle)
         wheres: dict[tuple, tuple[JobRestrictions, NodeGroup | None] | str] = {}
         for j in held:
             if getattr(j, "unreadable", ""):  # Slurm's record of it did not parse: fail open
@@ -502,10 +503,12 @@ class PlacementService:
                 continue
             restrictions, group = where
             try:
-                refs = j.element_refs()[:max(1, len(self.available().free) // max(1, shape.total))]
+                every = j.element_refs()
             except SlurmError:
                 out.releases.append(Release(j.job_id, perf_class, None, None, "bad_array_tasks"))
                 continue
+            refs = every[:max(1, len(self.available().free) // max(1, shape.total))]
+            unexpanded += len(every) - len(refs)  # an array's later elements wait too
             for ref in refs:  # an array's pending elements: as many as could start now, in order
                 req = job_request(ref, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
                 by_id[ref], limits[ref] = req, restrictions
@@ -529,9 +532,11 @@ class PlacementService:
                     break
                 continue
             launched += 1
-        out.waiting = len(requests) + len(restricted) - launched + not_yet
+        out.waiting = len(requests) + len(restricted) - launched + not_yet + unexpanded
         released = {r.job_id for r in out.releases}
-        self.waiting = None if restricted or not_yet else [r for r in requests if r.job_id not in released]
+        # the submit path plans behind these; unknown (None) when some held jobs are not in it
+        self.waiting = (None if restricted or not_yet or unexpanded
+                        else [r for r in requests if r.job_id not in released])
         return out
 
     def _where(self, job, shape: JobShape, now: float) -> tuple[JobRestrictions, NodeGroup | None] | str:

@@ -108,26 +108,20 @@ write_configs() {
     gres_field="Gres=gpu:$NGPUS"
     printf 'AutoDetect=off\nNodeName=gpu[01-%s] Name=gpu File=%s/dev/nvidia[0-%s]\n' "$LAST" "$LAB" "$GLAST" > "$LAB/etc/gres.conf"
   fi
-  if [ "$LAB_GRES" = from-plain ]; then  # a site's plain gres.conf turned per-slot by palctl --from
-    mv "$LAB/etc/gres.conf" "$LAB/etc/gres.conf.site"
-    out=$(cd "$REPO" && PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
-          'import sys; from pal_slurm.cli.main import main; sys.exit(main(sys.argv[1:]))' \
-          slurm gres-conf --from "$LAB/etc/gres.conf.site" --output "$LAB/etc/gres.conf") \
-      || { log "gres.conf generation from the site's file failed"; return 1; }
-    gres_field=$(echo "$out" | grep -o 'Gres=[^ ]*' | tail -1)
-  fi
   if [ "$LAB_GRES" = model ] || [ "$LAB_GRES" = model-slots ]; then
     gres_field="Gres=gpu:{model}:$NGPUS"
     { echo AutoDetect=off; for n in $NODES; do
         printf 'NodeName=%s Name=gpu Type=%s File=%s/dev/nvidia[0-%s]\n' "$n" "$(gpu_model "$n")" "$LAB" "$GLAST"
       done; } > "$LAB/etc/gres.conf"
   fi
-  if [ "$LAB_GRES" = model-slots ]; then  # the site's model gres.conf made per-slot, models as features
+  # a site's own gres.conf (plain, or with model types) turned per-slot by palctl --from; with
+  # models, each node's model becomes a feature (node_lines)
+  if [ "$LAB_GRES" = from-plain ] || [ "$LAB_GRES" = model-slots ]; then
     mv "$LAB/etc/gres.conf" "$LAB/etc/gres.conf.site"
     out=$(cd "$REPO" && PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
           'import sys; from pal_slurm.cli.main import main; sys.exit(main(sys.argv[1:]))' \
           slurm gres-conf --from "$LAB/etc/gres.conf.site" --output "$LAB/etc/gres.conf") \
-      || { log "gres.conf generation from the site's model file failed"; return 1; }
+      || { log "gres.conf generation from the site's file failed"; return 1; }
     gres_field=$(echo "$out" | grep -o 'Gres=[^ ]*' | tail -1)
   fi
 

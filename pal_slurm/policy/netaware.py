@@ -494,8 +494,8 @@ class _Reservation:
             if len(ready_nodes) < k:
                 return cls(math.inf, None, 0)
             shadow = sorted(ready_nodes)[k - 1][0]  # when k nodes are ready; of those, the first k
-            chosen = sorted(nd for ready_at, nd in ready_nodes if ready_at <= shadow)[:k]
-            return cls(shadow, frozenset(x for x, nd in enumerate(node_of) if nd in set(chosen)), 0)
+            chosen = set(sorted(nd for ready_at, nd in ready_nodes if ready_at <= shadow)[:k])
+            return cls(shadow, frozenset(x for x, nd in enumerate(node_of) if nd in chosen), 0)
         best = None
         for rack, times in ready.items():
             if len(times) >= k:

@@ -29,7 +29,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from pal_slurm.slurm.lab import LabCluster, LabError, free_port_block, start_lab
 
@@ -99,8 +99,14 @@ class AccountingLab:
                 proc.wait(timeout=5)
 
 
-def start_accounting_lab(root: str | os.PathLike[str], nodes: int = 2, gpus: int = 4, **lab_kw) -> AccountingLab:
-    """MariaDB, munged, slurmdbd, `sacctmgr add cluster lab`, then the lab cluster on top."""
+def start_accounting_lab(root: str | os.PathLike[str], nodes: int = 2, gpus: int = 4, qos: Sequence[str] = (),
+                         **lab_kw) -> AccountingLab:
+    """MariaDB, munged, slurmdbd, `sacctmgr add cluster lab`, then the lab cluster on top.
+
+    qos: QOS names created in the database before slurmctld starts, so that a partition's
+    AllowQos/DenyQos in `extra_conf` names QOS that exist (no association enforcement: any
+    user may ask for any of them, as on a site where the partition is the gate).
+    """
     missing = missing_binaries()
     if missing:
         raise LabError("accounting lab needs: " + ", ".join(missing))
@@ -162,6 +168,11 @@ def start_accounting_lab(root: str | os.PathLike[str], nodes: int = 2, gpus: int
                              env={**os.environ, "SLURM_CONF": str(client_conf)}, timeout=30)
         if reg.returncode != 0:
             raise LabError(f"sacctmgr add cluster lab: {reg.stderr.strip() or reg.stdout.strip()}")
+        for name in qos:
+            made_qos = subprocess.run(["sacctmgr", "-i", "add", "qos", name], capture_output=True, text=True,
+                                      env={**os.environ, "SLURM_CONF": str(client_conf)}, timeout=30)
+            if made_qos.returncode != 0:
+                raise LabError(f"sacctmgr add qos {name}: {made_qos.stderr.strip() or made_qos.stdout.strip()}")
         extra = "\n".join(x for x in (lab_kw.pop("extra_conf", ""), accounting) if x)
         out.lab = start_lab(root / "lab", nodes=nodes, gpus=gpus, extra_conf=extra, **lab_kw)
         return out

@@ -1,6 +1,6 @@
 """pal-slurm on a site that already uses Slurm's own restrictions (issue 15): a real Slurm lab
-with several partitions, node features, an advance reservation and a drained node; the real
-hook and the real pald.
+with several partitions, node features, an advance reservation and a drained node (and, on a lab with accounting, partitions
+gated by QOS); the real hook and the real pald.
 
 For every restriction and job shape users already type, the same jobs are submitted with a
 `pal:` spec and without (the control). Counted: sbatch rejections because of PAL (must be 0),
@@ -289,6 +289,51 @@ def test_gpu_model_requests_keep_working_with_per_slot_types(slot_model_site):
     # PAL's jobs got exact slots (slot types in their GRES), the control jobs Slurm's count
     pal_bound = [jobs[j] for case, pal, j in submitted if pal and case == "--gres=gpu:a100:2"]
     assert all("gpu:s" in (j.tres_per_node or "") for j in pal_bound), [j.tres_per_node for j in pal_bound]
+
+
+# A QOS gate needs Slurm accounting (slurmdbd): partition qp admits only QOS q1, nq refuses it.
+QOS_NODES = ("gpu01", "gpu02", "gpu03")
+QOS_CONF = ("PartitionName=qp Nodes=gpu03 AllowQos=q1 MaxTime=INFINITE State=UP\n"
+            "PartitionName=nq Nodes=gpu02 DenyQos=q1 MaxTime=INFINITE State=UP\n")
+QOS_CASES = [
+    ("-p qp --qos=q1", ["-p", "qp", "--qos=q1", "--gres=gpu:1"], {"gpu03"}, "place"),
+    ("-p nq,qp --qos=q1", ["-p", "nq,qp", "--qos=q1", "--gres=gpu:1"], {"gpu03"}, "place"),
+    ("default partition --qos=q1", ["--qos=q1", "--gres=gpu:2"], set(QOS_NODES), "place"),
+    # the user's default QOS is the association's, which the hook does not see: pald passes
+    ("-p nq (default QOS)", ["-p", "nq", "--gres=gpu:1"], {"gpu02"}, "pass:partition_qos"),
+]
+
+
+@pytest.fixture(scope="module")
+def qos_site(tmp_path_factory):
+    from pal_slurm.slurm.accounting_lab import missing_binaries, start_accounting_lab
+    missing = missing_binaries()
+    if missing:
+        pytest.skip("accounting lab unavailable, missing: " + ", ".join(missing) + " (run scripts/install-deps.sh)")
+    tmp = tmp_path_factory.mktemp("pald-qos")
+    acct = start_accounting_lab(tmp_path_factory.mktemp("acct-qos"), nodes=len(QOS_NODES), gpus=4, qos=("q1",),
+                                hook=str(REPO / "job_submit_lua" / "job_submit.lua"),
+                                env={"PAL_SOCKET": str(tmp / "pald.sock")}, extra_conf=QOS_CONF)
+    try:
+        pald = start_pald(tmp, acct.lab, {(n, s, c): 1.0 + 0.1 * s for n in QOS_NODES for s in range(4)
+                                          for c in "ABCD"})
+        try:
+            yield acct.lab, pald
+        finally:
+            pald.stop()
+    finally:
+        acct.stop()
+
+
+def test_qos_gated_partitions_run_where_slurm_allows(qos_site):
+    lab, _ = qos_site
+    problems, jobs, submitted = run_cases(lab, QOS_CASES)
+    assert problems == {k: [] for k in problems}, problems
+    gated = [jobs[j] for case, pal, j in submitted if pal and case.startswith("-p ") and "q1" in case]
+    assert len(gated) == 2 * PER_CASE and all(j.nodes == ("gpu03",) for j in gated), [j.nodes for j in gated]
+    # Slurm ran them under the QOS they asked for; the default-QOS ones under the default
+    assert {case: jobs[j].placement_request.qos for case, _, j in submitted} == {
+        case: "q1" if "q1" in case else "normal" for case, *_ in QOS_CASES}
 
 
 def test_heterogeneous_job_components_pass_and_run(site):

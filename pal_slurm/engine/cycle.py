@@ -58,11 +58,22 @@ class EngineSettings:
 
 
 def eligible_view(cluster: ClusterView, jobs: Sequence[JobRequest]) -> ClusterView:
-    """The one place where the view is restricted to the nodes these jobs may use.
+    """The one place where the view is restricted to the GPUs these jobs may use.
 
-    Today every job may use every GPU node the view holds (the view already leaves out nodes
-    that accept no work); node eligibility by partition/feature plugs in here."""
-    return cluster
+    A job that needs one GPU model (`JobRequest.gpu_model`, the simulator's mixed clusters) may
+    use only that model's GPUs: when every job asked about needs the same model (the submit
+    path asks about one job), the free set is narrowed to them here; a cycle over a mixed queue
+    places those jobs one by one on their model's GPUs (`Engine._place_model_jobs`). On a site,
+    pald narrows the view by partitions, features and GPU models before the engine sees it
+    (policy.eligibility); its jobs carry no `gpu_model`."""
+    model = jobs[0].gpu_model if jobs else None
+    if model is None or any(j.gpu_model != model for j in jobs):
+        return cluster
+    return cluster.with_free(cluster.free & cluster.gpus_by_model.get(model, frozenset()))
+
+
+def needs_one_model(jobs: Sequence[JobRequest]) -> bool:
+    return any(j.gpu_model is not None for j in jobs)
 
 
 @dataclass(frozen=True)
@@ -119,10 +130,44 @@ class Engine:
         return Cycle(order, ctx, plan)
 
     def _plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
-        plan = self.policy.plan(order, ctx)
+        mixed = needs_one_model(order)
+        shared = [j for j in order if j.gpu_model is None] if mixed else order
+        plan = self.policy.plan(shared, ctx)
         if self.settings.backfill and not self.policy.traits.backfills:
-            plan = self._backfill(order, ctx, plan)
+            plan = self._backfill(shared, ctx, plan)
+        if mixed:
+            plan = self._place_model_jobs(order, ctx, plan)
         return plan
+
+    def _place_model_jobs(self, order: Sequence[JobRequest], ctx: PlacementContext, plan: RoundPlan) -> RoundPlan:
+        """Jobs that need one GPU model, after the plan of the others: in queue order, each by
+        the placement's `place_one` on its model's GPUs the plan left free. Without backfill
+        the first that does not fit holds the ones behind it. Running ones keep their GPUs.
+
+        Why after: a placement plans a queue on one free set; a job limited to part of it is
+        a question of its own. pald places its restricted jobs (partitions, features, models)
+        the same way after its shared cycle (daemon/service.plan_cycle)."""
+        launch = dict(plan.launch)
+        free = set(ctx.cluster.free)
+        free.update(g for j in order if j.job_id in plan.suspend for g in j.running_on)
+        free.difference_update(g for gpus in launch.values() for g in gpus)
+        backfills = self.settings.backfill or self.policy.traits.backfills
+        by_model = ctx.cluster.gpus_by_model
+        for job in order:
+            if job.gpu_model is None or job.running_on:
+                continue
+            mine = free & by_model.get(job.gpu_model, frozenset())
+            gpus = None
+            if len(mine) >= job.num_gpus:
+                view = ctx.cluster.with_free(mine)
+                gpus = self.policy.place_one(job, replace(ctx, cluster=view, memo=None, shape_index=None))
+            if gpus is None:
+                if not backfills:
+                    break
+                continue
+            launch[job.job_id] = tuple(gpus)
+            free.difference_update(gpus)
+        return RoundPlan(plan.suspend, launch)
 
     def _as_slurm_starts(self, order: Sequence[JobRequest], ctx: PlacementContext, plan: RoundPlan) -> RoundPlan:
         """The plan as Slurm carries it out: a per-node job whose slots pald cannot bind gets
@@ -174,6 +219,8 @@ class Engine:
     def place_new(self, job: JobRequest, cluster: ClusterView, ranking: Ranking, now: float,
                   shape_index: ShapeIndex | None = None) -> tuple[int, ...] | None:
         """The submit path: GPUs for a job nobody waits before (== decide([job])), or None."""
+        if job.gpu_model is not None:
+            shape_index = None  # pald's index is of the whole free set; the view is narrowed
         ctx = self.context(eligible_view(cluster, [job]), ranking, now, shape_index)
         gpus = self.policy.place_one(job, ctx)
         if gpus is not None and not self.settings.running_jobs_move and slurm_picks_slots(job, gpus, cluster):

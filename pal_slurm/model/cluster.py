@@ -6,7 +6,7 @@ id or node index, so the id order *is* the tie-break order; builders must respec
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Iterable, Mapping
 
@@ -31,6 +31,7 @@ class Node:
     gpu_ids: tuple[int, ...]  # its GPUs, ascending
     rack: str = "rack0"  # leaf switch / rack name (topology tier above the node)
     weight: int = 1  # Slurm node Weight (first fit prefers the lowest)
+    gpu_model: str | None = None  # its GPUs' model (a100, v100) on a mixed cluster; None: not named
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,10 @@ class ClusterView:
         racks: Mapping[str, str] | None = None,
         weights: Mapping[str, int] | None = None,
         uuids: Mapping[tuple[str, int], str] | None = None,
+        models: Mapping[str, str] | None = None,
     ) -> "ClusterView":
-        """Build from [(node name, gpu count), ...] in the order given; all GPUs free."""
+        """Build from [(node name, gpu count), ...] in the order given; all GPUs free.
+        `models`: node -> its GPUs' model, for a cluster of several GPU models."""
         gpus: list[Gpu] = []
         nodes: list[Node] = []
         for index, (name, count) in enumerate(layout):
@@ -126,9 +129,15 @@ class ClusterView:
                     tuple(ids),
                     rack=(racks or {}).get(name, "rack0"),
                     weight=(weights or {}).get(name, 1),
+                    gpu_model=(models or {}).get(name),
                 )
             )
         return cls(tuple(gpus), tuple(nodes), frozenset(g.gpu_id for g in gpus))
+
+    def with_gpu_models(self, models: Mapping[str, str]) -> "ClusterView":
+        """The same cluster with its nodes' GPU models set (node -> model; others unchanged)."""
+        nodes = tuple(replace(n, gpu_model=models.get(n.name, n.gpu_model)) for n in self.nodes)
+        return ClusterView(self.gpus, nodes, self.free)
 
     def with_free(self, free: Iterable[int]) -> "ClusterView":
         """The same cluster with another free set (layout caches are shared, not recomputed)."""
@@ -174,6 +183,15 @@ class ClusterView:
         return Topology(self.node_of, rack_idx, self.gpus_per_node, max(cap.values(), default=0),
                         max(members.values(), default=0))
 
+    @cached_property
+    def gpus_by_model(self) -> dict[str, frozenset[int]]:
+        """{GPU model: its GPUs} for the nodes whose model is named ({} on a one-model cluster)."""
+        out: dict[str, set[int]] = {}
+        for node in self.nodes:
+            if node.gpu_model is not None:
+                out.setdefault(node.gpu_model, set()).update(node.gpu_ids)
+        return {m: frozenset(g) for m, g in out.items()}
+
     def free_by_node(self) -> dict[int, list[int]]:
         """{node index: [free GPU ids ascending]} for nodes with at least one free GPU, in node order."""
         out: dict[int, list[int]] = {}
@@ -192,4 +210,4 @@ class ClusterView:
         return {(g.node, g.slot): g.gpu_id for g in self.gpus}
 
 
-_LAYOUT_CACHES = ("gpus_per_node", "max_gpus_per_node", "node_of", "rack_of_node", "topology")
+_LAYOUT_CACHES = ("gpus_per_node", "max_gpus_per_node", "node_of", "rack_of_node", "topology", "gpus_by_model")

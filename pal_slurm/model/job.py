@@ -28,6 +28,7 @@ class JobRequest:
     waiting_since: float = 0.0  # when the job last started waiting (delay scheduling); running: when it started
     preemptions: int = 0  # times the job was stopped by preemption (bounded by preempting policies)
     shape: JobShape | None = None  # how its GPUs must be spread (Slurm shapes); None: num_gpus anywhere
+    gpu_model: str | None = None  # only GPUs of this model (--gres=gpu:a100:2); None: any GPU
 
     @property
     def is_running(self) -> bool:

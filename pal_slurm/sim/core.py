@@ -74,6 +74,7 @@ class SimJob:
             submit_time=self.submit, running_on=self.gpus, attained_service=self.attained,
             remaining_time=max(0.0, self.remaining_time()), net_sensitivity=self.sensitivity,
             waiting_since=waiting_since, preemptions=self.preemptions, shape=self.src.shape,
+            gpu_model=self.src.gpu_model,
         )
         return self._req
 
@@ -90,6 +91,7 @@ class SimState(Generic[J]):
         self.cluster = cluster
         self.scores = scores
         self.sorted_scores = {c: sorted(v) for c, v in scores.items()}
+        self._model_scores: dict[tuple[str, str], list[float]] = {}  # (class, GPU model) -> its GPUs' sorted
         self.active: dict[JobId, J] = {}
         self.free: set[int] = set(range(cluster.size))
         self.outcomes: list[JobOutcome] = []
@@ -134,6 +136,9 @@ class SimState(Generic[J]):
                 raise RuntimeError(f"launched job {job.key} that is still running")
             if len(gpus) != job.src.num_gpus or not self.free.issuperset(gpus):
                 raise RuntimeError(f"bad allocation {gpus} for job {job.key} ({job.src.num_gpus} GPUs)")
+            model = job.src.gpu_model
+            if model is not None and not self.cluster.gpus_by_model.get(model, frozenset()).issuperset(gpus):
+                raise RuntimeError(f"job {job.key} needs {model} GPUs, got {gpus}")
         self.free.difference_update(gpus)
         job.gpus = gpus
         job.touch()
@@ -145,9 +150,18 @@ class SimState(Generic[J]):
 
     # ---- the outcome ---------------------------------------------------------------------
     def lower_bound(self, job: SimJob, best_factor: float) -> float:
-        """Its best possible JCT: ideal runtime on the n best GPUs of its class, with the best
-        network factor a job of its size can get, no wait."""
-        return job.src.ideal_runtime * self.sorted_scores[job.perf_class][job.src.num_gpus - 1] * best_factor
+        """Its best possible JCT: ideal runtime on the n best GPUs of its class (of its GPU
+        model, when it needs one), with the best network factor a job of its size can get, no
+        wait."""
+        if job.src.gpu_model is None:
+            best = self.sorted_scores[job.perf_class]
+        else:
+            key = (job.perf_class, job.src.gpu_model)
+            if key not in self._model_scores:
+                scores = self.scores[job.perf_class]
+                self._model_scores[key] = sorted(scores[g] for g in self.cluster.gpus_by_model[job.src.gpu_model])
+            best = self._model_scores[key]
+        return job.src.ideal_runtime * best[job.src.num_gpus - 1] * best_factor
 
     def finish(self, job: SimJob, t: float, best_factor: float | None, job_id: int) -> JobOutcome | None:
         """`job` ends at t: its GPUs are free, it leaves. Its outcome (as job `job_id`: the

@@ -41,9 +41,10 @@ from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
 from pal_slurm.sim.core import SimJob, SimState
 from pal_slurm.sim.errors import SimulationError
+from pal_slurm.sim.gpu_models import GpuModelGroup, scaled_scores, with_gpu_models
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.network import Congestion, NetworkModel, cluster_from_racks
-from pal_slurm.sim.trace import Trace, job_class, unclassed_scores
+from pal_slurm.sim.trace import Trace, check_gpu_models, job_class, unclassed_scores
 from pal_slurm.sim.variability import MeasuredGpus
 
 if TYPE_CHECKING:
@@ -89,11 +90,12 @@ class EventConfig:
     jobs_stay_put: bool = False
     max_events: int = 50_000_000  # a guard: a policy that never finishes is an error, not a hang
     variability: MeasuredGpus | None = None  # measured classes replace the bundled draws (sim.variability)
+    gpu_models: tuple[GpuModelGroup, ...] = ()  # several GPU models (sim.gpu_models); (): one, unnamed
 
     def build_cluster(self) -> ClusterView:
-        if self.cluster is not None:
-            return self.cluster
-        return ClusterView.uniform(self.num_nodes, self.gpus_per_node, nodes_per_rack=self.nodes_per_rack)
+        cluster = self.cluster if self.cluster is not None else \
+            ClusterView.uniform(self.num_nodes, self.gpus_per_node, nodes_per_rack=self.nodes_per_rack)
+        return with_gpu_models(cluster, self.gpu_models) if self.gpu_models else cluster
 
 
 @dataclass(eq=False)
@@ -162,6 +164,7 @@ class EventSimulator:
             if row.num_gpus > self.cluster.size:
                 raise ValueError(f"{trace.name}: job {row.job_id} needs {row.num_gpus} GPUs; "
                                  f"the cluster has {self.cluster.size}")
+        check_gpu_models(trace, self.cluster)
         pol = placement_by_name(policy) if isinstance(policy, str) else policy
         return _EventRun(self, trace, pol, decider, on_start).run(progress)
 
@@ -180,6 +183,8 @@ class _EventRun:
         if cfg.variability is not None:
             self.scores = {**self.scores, **cfg.variability.scores_for(self.cluster, cfg.variability_seed)}
         self.scores = {**self.scores, **unclassed_scores(trace, self.cluster.size)}
+        if cfg.gpu_models:
+            self.scores = scaled_scores(self.scores, self.cluster, cfg.gpu_models)
         self.ranking = Ranking.from_scores(self.scores, cfg.binning)
         self.state: SimState[EventJob] = SimState(self.cluster, self.scores)
         self.engine = Engine(
@@ -383,6 +388,7 @@ def simulator_for(spec: RunSpec, seed_index: int = 0) -> EventSimulator:
             seed=seed_index,
             congestion=Congestion(load, load),
             variability=getattr(spec, "variability", None),
+            gpu_models=spec.gpu_models,
             **kw,
         )
     )

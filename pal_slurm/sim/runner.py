@@ -10,6 +10,7 @@ from pal_slurm.sim.compat import CompatConfig, CompatSimulator
 from pal_slurm.model import ClusterView
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.trace import Trace
+from pal_slurm.sim.gpu_models import GpuModelGroup
 from pal_slurm.sim.variability import MeasuredGpus
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ class RunSpec:
     racks: tuple[tuple[str, str], ...] | None = None  # event mode: (node, leaf switch) from topology.conf
     cluster: ClusterView | None = None  # a named cluster (the measured one), instead of num_nodes x gpus
     variability: MeasuredGpus | None = None  # measured per-GPU data; None: the bundled Longhorn draws
+    gpu_models: tuple[GpuModelGroup, ...] = ()  # event mode: several GPU models (sim.gpu_models)
 
 
 def parse_cluster(text: str) -> tuple[int, int]:
@@ -48,6 +50,8 @@ def parse_cluster(text: str) -> tuple[int, int]:
 
 def _simulator(spec: RunSpec, seed_index: int) -> CompatSimulator | EventSimulator:
     if spec.mode == "compat":
+        if spec.gpu_models:
+            raise ValueError("several GPU models need --mode event (compat mode is the artifact's one-model cluster)")
         cfg = CompatConfig(
             num_nodes=spec.num_nodes,
             gpus_per_node=spec.gpus_per_node,

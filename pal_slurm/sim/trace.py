@@ -1,7 +1,10 @@
 """Job traces: the Sia-Philly CSV format and a seeded synthetic generator.
 
 Sia-Philly rows are `job_id,num_gpus,submit_time,duration,model` where `duration` is a number
-of *iterations* (the artifact multiplies it by a per-model iteration time).
+of *iterations* (the artifact multiplies it by a per-model iteration time). An optional
+`gpu_model` column names the GPU model a job must run on (a100, v100: a site's
+`--gres=gpu:a100:2`), for clusters of several models (`palctl simulate --gpu-models`); empty:
+any GPU.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from pal_slurm.model.classes import AppClassMap
+from pal_slurm.model.cluster import ClusterView
 from pal_slurm.model.shape import JobShape
 from pal_slurm.input_files import InputError, read_csv, where
 
@@ -66,6 +70,7 @@ class TraceJob:
 
     iter_s: float | None = None  # seconds per iteration when not the model's (accounting traces: 1.0)
     perf_class: str | None = None  # explicit variability class; None: from the model (sim's class map)
+    gpu_model: str | None = None  # the GPU model it must run on (--gres=gpu:a100:2); None: any GPU
 
     def __post_init__(self) -> None:
         # The simulators loop on these numbers: NaN or inf would never finish. No path (file,
@@ -134,6 +139,7 @@ def load_trace(path: str | Path, name: str | None = None) -> Trace:
             submit_time=row.number("submit_time", minimum=0.0, maximum=MAX_TIME_S),
             iterations=iterations,
             model=model,
+            gpu_model=row.get("gpu_model") or None,
         ))
     if not jobs:
         raise TraceError("no jobs (only a header)", path)
@@ -156,6 +162,23 @@ def bundled_trace(name: str) -> Trace:
 def bundled_trace_names() -> list[str]:
     d = Path(str(resources.files("pal_slurm") / "data" / "traces" / "sia-philly"))
     return sorted(p.stem for p in d.glob("*.csv"))
+
+
+def check_gpu_models(trace: Trace, cluster: ClusterView) -> None:
+    """Every job that needs a GPU model fits in that model's GPUs (a clear error, not a job that
+    never runs)."""
+    by_model = cluster.gpus_by_model
+    for job in trace.jobs:
+        if job.gpu_model is None:
+            continue
+        have = len(by_model.get(job.gpu_model, ()))
+        if not have:
+            known = ", ".join(sorted(by_model)) or "none (give them with --gpu-models)"
+            raise TraceError(f"{trace.name}: job {job.job_id} needs GPU model {job.gpu_model!r}; "
+                             f"the cluster's models: {known}")
+        if job.num_gpus > have:
+            raise TraceError(f"{trace.name}: job {job.job_id} needs {job.num_gpus} {job.gpu_model} GPUs; "
+                             f"the cluster has {have}")
 
 
 def resolve_trace(spec: str) -> Trace:

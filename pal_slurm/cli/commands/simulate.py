@@ -18,7 +18,8 @@ from pal_slurm.sim.network import cluster_from_racks
 from pal_slurm.sim.report import format_table, normalised_gains, aggregate, write_json, write_plots
 from pal_slurm.sim.runner import MODES, RunSpec, parse_cluster, run_grid
 from pal_slurm.sim.sacct import load_accounting_trace, parse_class_rules
-from pal_slurm.sim.trace import Trace, bundled_trace_names, rate_for_load, resolve_trace, synthetic_trace
+from pal_slurm.sim.trace import Trace, bundled_trace_names, check_gpu_models, rate_for_load, resolve_trace, synthetic_trace
+from pal_slurm.sim.gpu_models import GpuModelsError, parse_gpu_models, with_gpu_models
 from pal_slurm.sim.variability import MeasuredGpus, load_measured, merge
 
 ARTIFACT_POLICIES = "pal,pmfirst,packed-sticky,packed-nonsticky,random-sticky,random-nonsticky"
@@ -66,6 +67,10 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--cluster", "cluster_text", default=None,
               help="NODESxGPUS_PER_NODE [default: the measured nodes with --variability, else 16x4].")
 @click.option("--nodes-per-rack", type=click.IntRange(min=1), default=None, help="Event mode: nodes under one leaf switch.")
+@click.option("--gpu-models", "gpu_models_text", default=None, metavar="MODEL=NODES[:TIME],...",
+              help="Event mode: a cluster of several GPU models, e.g. a100=4:0.5,v100=12 (the first 4 nodes "
+                   "a100, running jobs in 0.5x the time; the next 12 v100). A trace's gpu_model column "
+                   "names the model a job must run on.")
 @click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
               help="Event mode: a Slurm topology.conf; its nodes (with --cluster's GPUs per node) and leaf switches.")
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Runs per (trace, policy); seed 0 of compat is the artifact's draw.")
@@ -78,12 +83,13 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="Write PNG plots into this folder.")
 @click.pass_context
 def simulate(ctx, trace_specs, days, rules_text, synthetic, synthetic_seed, synthetic_rate, synthetic_load, variability_specs, policies, mode,
-             cluster_text, nodes_per_rack, topology_path, seeds, queue_name, locality_penalty, round_s, congestion,
+             cluster_text, nodes_per_rack, gpu_models_text, topology_path, seeds, queue_name, locality_penalty, round_s, congestion,
              baseline, json_out, plots_dir):
     """Simulate traces under placement policies and print a comparison table."""
     measured = measured_gpus(ctx, variability_specs)
     cluster, racks = resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured)
     num_nodes, gpus_per_node = len(cluster.nodes), cluster.gpus_per_node
+    gpu_models, cluster = resolve_gpu_models(gpu_models_text, mode, cluster)
     names = [p.strip() for p in policies.split(",") if p.strip()]
     try:
         names = [placement(n).name for n in names]
@@ -107,9 +113,14 @@ def simulate(ctx, trace_specs, days, rules_text, synthetic, synthetic_seed, synt
     if too_big:
         name, jid, n = too_big[0]
         raise PalError(f"{name}: job {jid} needs {n} GPUs but the cluster has {num_nodes * gpus_per_node}")
+    try:
+        for trace in traces:
+            check_gpu_models(trace, cluster)
+    except InputError as exc:
+        raise PalError(str(exc)) from None
     spec = RunSpec(mode=mode, num_nodes=num_nodes, gpus_per_node=gpus_per_node, nodes_per_rack=nodes_per_rack,
                    seeds=seeds, queue=queue_name, locality_penalty=locality_penalty, round_s=round_s,
-                   congestion=congestion, racks=racks, variability=measured,
+                   congestion=congestion, racks=racks, variability=measured, gpu_models=gpu_models,
                    cluster=cluster if measured and cluster_text is None and not racks else None)
     start = time.monotonic()
     with DelayedProgress(f"simulating {len(traces)} trace(s) x {len(names)} policies x {seeds} seed(s)") as bar:
@@ -127,13 +138,27 @@ def simulate(ctx, trace_specs, days, rules_text, synthetic, synthetic_seed, synt
     click.echo(f"{len(results)} run(s) in {elapsed:.1f} s ({mode} mode, {num_nodes}x{gpus_per_node} GPUs)", err=True)
     meta = {"mode": mode, "variability": measured.source if measured else "bundled Longhorn", "cluster": f"{num_nodes}x{gpus_per_node}", "queue": queue_name, "seeds": seeds,
             "locality_penalty": locality_penalty, "round_s": round_s, "congestion": congestion,
-            "baseline": baseline, "geomean_avg_jct_vs_baseline": gains, "elapsed_s": elapsed}
+            "baseline": baseline, "geomean_avg_jct_vs_baseline": gains, "elapsed_s": elapsed,
+            "gpu_models": gpu_models_text}
     if json_out:
         write_json(json_out, results, meta)
         click.echo(f"wrote {json_out}", err=True)
     if plots_dir:
         for p in write_plots(plots_dir, results, baseline):
             click.echo(f"wrote {p}", err=True)
+
+
+def resolve_gpu_models(text: str | None, mode: str, cluster):
+    """(--gpu-models groups, the cluster with its nodes' models), or PalError."""
+    if text is None:
+        return (), cluster
+    if mode != "event":
+        raise PalError("--gpu-models needs --mode event (compat mode is the artifact's one-model cluster)")
+    try:
+        groups = parse_gpu_models(text)
+        return groups, with_gpu_models(cluster, groups)
+    except GpuModelsError as exc:
+        raise PalError(str(exc)) from None
 
 
 def class_rules(ctx: click.Context, text: str | None):

@@ -85,3 +85,21 @@ def test_event_mode_with_a_topology_file(tmp_path):
     assert r.exit_code == 1 and "bad.conf:1" in r.output
     r = CliRunner().invoke(cli, ["simulate", "--synthetic", "5", "--topology", str(topo)])
     assert r.exit_code == 2 and "needs --mode event" in r.output
+
+
+def test_gpu_models_run_in_event_mode_and_bad_specs_are_clear(tmp_path):
+    trace = tmp_path / "mixed.csv"
+    trace.write_text("job_id,num_gpus,submit_time,duration,model,gpu_model\n"
+                     + "".join(f"{i},{1 + i % 4},{60 * i},20000,resnet50,{['', 'a100', 'v100'][i % 3]}\n"
+                               for i in range(30)))
+    out = tmp_path / "r.json"
+    r = run("--trace", str(trace), "--mode", "event", "--gpu-models", "a100=4:0.5,v100=12",
+            "--policies", "pal,packed-sticky", "--json", str(out))
+    assert r.exit_code == 0, r.output
+    assert "mixed" in r.output and json.loads(out.read_text())["meta"]["gpu_models"] == "a100=4:0.5,v100=12"
+    for args, said in [(["--gpu-models", "a100=4,v100=12"], "needs --mode event"),
+                       (["--mode", "event", "--gpu-models", "a100=4,v100=8"], "names 12 nodes; the cluster has 16"),
+                       (["--mode", "event", "--gpu-models", "a100=4,h100=12"], "needs GPU model 'v100'"),
+                       (["--mode", "event"], "the cluster's models: none (give them with --gpu-models)")]:
+        r = CliRunner().invoke(cli, ["simulate", "--trace", str(trace), *args])
+        assert r.exit_code != 0 and said in r.output and "Traceback" not in r.output, (args, r.output)

@@ -116,3 +116,10 @@ def test_no_job_can_carry_a_non_finite_number():
         args = {"job_id": 0, "num_gpus": 1, "submit_time": 0.0, "iterations": 10.0, "model": "vgg19", **kw}
         with pytest.raises(TraceError):
             TraceJob(**args)
+
+
+def test_the_gpu_model_column_is_optional_and_read(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("job_id,num_gpus,submit_time,duration,model,gpu_model\n0,2,0,10,resnet50,a100\n1,1,5,10,vgg19,\n")
+    jobs = {j.job_id: j for j in load_trace(p).jobs}
+    assert jobs[0].gpu_model == "a100" and jobs[1].gpu_model is None

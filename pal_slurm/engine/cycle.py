@@ -130,7 +130,8 @@ class Engine:
         return Cycle(order, ctx, plan)
 
     def _plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
-        mixed = needs_one_model(order)
+        # a one-model cluster (every pald view) has no model jobs: no walk over the queue
+        mixed = bool(ctx.cluster.gpus_by_model) and needs_one_model(order)
         shared = [j for j in order if j.gpu_model is None] if mixed else order
         plan = self.policy.plan(shared, ctx)
         if self.settings.backfill and not self.policy.traits.backfills:

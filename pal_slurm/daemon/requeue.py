@@ -23,6 +23,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pal_slurm.daemon.tags import DEFER_TAG, PLACED_PREFIX, pal_tags
+from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.gres import parse_slot_type
+from pal_slurm.slurm.readers import parse_gres
 
 REQUEUED_KEY = "requeued"
 OWN_NODELIST = "nodelist=own"  # in the hook's tag: the job's ReqNodeList at submit was the user's
@@ -70,6 +73,20 @@ def is_requeued(job) -> bool:
 def not_yet_eligible(job, now: float) -> bool:
     """Slurm would not start it yet (a requeued job's delay, BeginTime): pald plans it later."""
     return job.eligible_time > now
+
+
+def bound_slots(job) -> tuple[int, ...] | None:
+    """The GPU slots a job's per-node request names by slot type (`gres:gpu:s0:1,gpu:s1:1`,
+    PAL's binding from an earlier placement), or None when it asks for an untyped count.
+    Slurm starts such a job only on those same slots (PlacementService._on_bound_slots)."""
+    try:
+        items = [i for i in parse_gres(job.tres_per_node) if i.name == "gpu"]
+    except SlurmError:
+        return None
+    slots = [parse_slot_type(i.type) for i in items]
+    if not items or any(s is None for s in slots):
+        return None
+    return tuple(sorted(s for s in slots if s is not None))
 
 
 def placement_record(job):

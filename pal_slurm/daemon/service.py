@@ -461,6 +461,7 @@ class PlacementService:
         not_yet = 0  # requeued jobs in Slurm's requeue delay: planned once they may start
         unexpanded = 0  # array elements beyond what could start now (not planned this cycle)
         wheres: dict[tuple, tuple[JobRestrictions, NodeGroup | None] | str] = {}
+        bound: dict[int | str, tuple[int, ...]] = {}  # jobs already bound to slot types
         for j in held:
             if getattr(j, "unreadable", ""):  # Slurm's record of it did not parse: fail open
                 out.releases.append(Release(j.job_id, "?", None, None, "unreadable_record"))
@@ -502,6 +503,9 @@ class PlacementService:
                 out.releases.append(Release(j.job_id, perf_class, None, None, where))
                 continue
             restrictions, group = where
+            slots = requeue.bound_slots(j) if shape.is_per_node else None
+            if slots is not None:
+                group = None  # placed after the shared cycle, on its own slots (_on_bound_slots)
             try:
                 every = j.element_refs()
             except SlurmError:
@@ -512,6 +516,8 @@ class PlacementService:
             for ref in refs:  # an array's pending elements: as many as could start now, in order
                 req = job_request(ref, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
                 by_id[ref], limits[ref] = req, restrictions
+                if slots is not None:
+                    bound[ref] = slots
                 if group is not None:
                     requests.append(req)
                     groups[ref] = group
@@ -527,6 +533,8 @@ class PlacementService:
             # without backfill the first that waits holds the ones behind it
             job = limits[req.job_id]
             found = self.place_eligible(req, self.eligibility(job, now), job.exclusive, now)
+            if found is not None and req.job_id in bound:
+                found = self._on_bound_slots(req, found, bound[req.job_id], now)
             if found is None or not self._release(out, req, found[0], found[1], job, now):
                 if not self.settings.backfill:
                     break
@@ -538,6 +546,31 @@ class PlacementService:
         self.waiting = (None if restricted or not_yet or unexpanded
                         else [r for r in requests if r.job_id not in released])
         return out
+
+    def _on_bound_slots(self, req: JobRequest, found: tuple[tuple[int, ...], NodeGroup], slots: tuple[int, ...],
+                        now: float) -> tuple[tuple[int, ...], NodeGroup] | None:
+        """A job whose request already names slot types (requeue.bound_slots: a requeued PAL
+        job, or one released before that did not start) is placed again on those same slots,
+        on whichever nodes have them free (PAL's choice among them), or waits (None).
+
+        Why not new slots: Slurm 22.05 keeps a retyped job's old slot types with count 0
+        (`GRES=gpu:s0:0(IDX:),gpu:s1:1(IDX:1)`) and does not start it on a node where those
+        old slots are busy (Reason=Resources, found on the lab), and refuses an untyped count
+        over typed ones. The same types on other nodes start (tests/integration/test_site_compat.py)."""
+        assert self.view is not None and self.ranking is not None
+        gpus, group = found
+        choice = choice_of(gpus, self.view)
+        wanted = set(slots)
+        if all(set(s) == wanted for s in choice.nodes.values()):
+            return found
+        if len(gpus) != len(slots) * len(choice.nodes):
+            return found  # its shape no longer matches the binding: bound anew as before
+        free = self.available().free
+        allowed = self.allowed_nodes(group, free, False)
+        on_old = frozenset(g for g in free if self.view.gpus[g].slot in wanted
+                           and (allowed is None or self.view.gpus[g].node_index in allowed))
+        again = self.engine.place_new(req, self.view.with_free(on_old), self.ranking, now)
+        return None if again is None else (tuple(again), group)
 
     def _where(self, job, shape: JobShape, now: float) -> tuple[JobRestrictions, NodeGroup | None] | str:
         """Where a held job may run: (its restrictions, its one node group when that is every

@@ -391,6 +391,53 @@ def test_a_requeued_pal_job_is_placed_again_not_left_on_its_old_busy_slot(site):
     lab.runner.run(["scancel", str(job), str(blocker)])
 
 
+def test_a_requeued_multi_node_pal_job_runs_again_on_its_own_slots(site):
+    """A `-N 2 --gres=gpu:2` PAL job first placed while s0-s1 were busy everywhere (so bound to
+    s2-s3) is requeued once they are free. Slurm 22.05 keeps a retyped job's old slot types
+    (count 0) and does not start it where they are busy, so pald places it again on s2-s3 of
+    nodes that have them free (gpu03, gpu04: a job without PAL holds gpu02's s2), where it runs
+    at once. (Rebound to PAL's otherwise best s0-s1 on gpu02 and gpu03, it waited with
+    Reason=Resources until the blocker on gpu02's s2 ended.)"""
+    lab, pald = site
+    jobs = lambda: {j.job_id: j for j in lab.reader.jobs()}  # noqa: E731
+    fillers = []
+    for node in sorted(OPEN):
+        filler, err = sbatch(lab, ["-w", node, "--gres=gpu:s0:1,gpu:s1:1"], pal=False, run="sleep 300")
+        assert filler is not None, err
+        fillers.append(filler)
+    blocker = job = None
+    try:
+        wait_for("the fillers", lambda: all(jobs()[f].state == "RUNNING" for f in fillers))
+        time.sleep(2.0)  # pald's view (a Slurm read every second) shows them too
+        job, err = sbatch(lab, ["-N", "2", "--gres=gpu:2", "--requeue"], pal=True, run="sleep 60")
+        assert job is not None, err
+        first = wait_for("the PAL job to run", lambda: (j := jobs()[job]).state == "RUNNING" and j.gpu_slots and j)
+        assert {frozenset(s) for s in first.gpu_slots.values()} == {frozenset({2, 3})}, (
+            first.gpu_slots, first.tres_per_node, first.admin_comment, [(jobs()[f].state, jobs()[f].gpu_slots) for f in fillers])
+        lab.runner.run(["scancel", *map(str, fillers)])
+        lab.runner.run(["scontrol", "requeue", str(job)])
+        blocker, err = sbatch(lab, ["-w", "gpu02", "--gres=gpu:s2:1"], pal=False, run="sleep 60")
+        assert blocker is not None, err
+        wait_for("the blocker", lambda: jobs()[blocker].state == "RUNNING")
+        wait_for("pald to take the requeued job back",
+                 lambda: (j := jobs()[job]).held and "pal:defer;requeued=1" in j.admin_comment)
+        # an admin skips the requeue delay; not within the requeue's own second: slurmd refuses
+        # to launch a job on a node it was requeued from with a credential of that second
+        # ("Job credential revoked"), which is what the delay is for
+        time.sleep(2.0)
+        lab.runner.run(["scontrol", "update", f"jobid={job}", "StartTime=now"])
+        try:
+            again = wait_for("the requeued job to run again", lambda: (j := jobs()[job]).state == "RUNNING" and j, 40)
+        except AssertionError:
+            j = jobs()[job]
+            raise AssertionError(f"job {job}: {j.state} {j.reason} {j.admin_comment!r} {j.tres_per_node} "
+                                 f"{j.required_nodes}; pald's log:\n{pald.log.read_text()[-3000:]}") from None
+        assert {n: set(s) for n, s in again.gpu_slots.items()} == {"gpu03": {2, 3}, "gpu04": {2, 3}}, again.gpu_slots
+        assert again.restart_count == 1 and jobs()[blocker].state == "RUNNING"
+    finally:
+        lab.runner.run(["scancel", *(str(x) for x in (*fillers, blocker, job) if x is not None)])
+
+
 def test_cpus_pald_promised_are_not_promised_twice(site):
     """Two PAL jobs that each need 10 of the 16 CPUs of partition one's only node, submitted
     back to back (no Slurm read in between, or one that does not show the first running yet):

@@ -10,7 +10,7 @@ from pal_slurm.daemon.app import Pald
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.engine import ManualClock
 
-from .builders import FakeActuator, FakeReader, held_job, node_info, view
+from .builders import FakeActuator, FakeReader, held_job, node_info, snapshot, view
 
 PLACED = "pal:placed=gpu02;rank=v1;req=ab"
 
@@ -95,3 +95,46 @@ def test_a_failed_take_back_leaves_the_job_to_slurm_and_is_retried(tmp_path):
     act.fail_for.clear()
     pald.sync_and_cycle()
     assert pald.counts["requeued"] == 1
+
+
+def test_bound_slots_reads_pals_slot_types_only():
+    assert requeue.bound_slots(requeued(slots="gres:gpu:s0:1,gpu:s1:1")) == (0, 1)
+    assert requeue.bound_slots(requeued(slots="gres/gpu:s3:1")) == (3,)  # 24.11's spelling
+    for untyped in ("gres:gpu:2", "gres:gpu:a100:1", "", "gres:gpu:s0:1,gpu:2"):
+        assert requeue.bound_slots(requeued(slots=untyped)) is None, untyped
+
+
+def multi_node_requeued(slots="gres:gpu:s0:1,gpu:s1:1"):
+    """A 2-node x 2-GPU PAL job Slurm requeued, taken back (tagged, held): its request still
+    names the slot types of its first placement."""
+    job = requeued(tag=f"{PLACED} pal:defer;requeued=1", held=True, slots=slots, pin=("gpu01", "gpu02"))
+    return replace(job, node_count=2)
+
+
+def test_a_requeued_job_is_placed_again_on_its_own_slots_wherever_they_are_free():
+    """Slurm 22.05 keeps a retyped job's old slot types (count 0) and will not start it where
+    they are busy, so a job bound to slots s0,s1 goes where s0,s1 are free on two nodes
+    (gpu02 and gpu03 here), not on PAL's otherwise best GPUs (gpu01's and gpu02's s2,s3 ...)."""
+    s = PlacementService(ServiceSettings())
+    # gpu01: s0,s1 busy; gpu02, gpu03: all free. Ranking: s2, s3 best everywhere
+    s.set_snapshot(snapshot({"A": {(f"gpu0{n}", k): (1.0 + 0.1 * (k < 2), 1.0 + 0.1 * (k < 2))
+                                   for n in (1, 2, 3) for k in range(4)}}, nodes=3))
+    s.observe_cluster(view(nodes=3, busy={0, 1}), now=0)
+    [rel] = s.plan_cycle([multi_node_requeued()], now=100).releases
+    assert rel.gres_spec == "gpu:s0:1,gpu:s1:1" and set(rel.choice.nodes) == {"gpu02", "gpu03"}, rel.choice
+    assert set(s.reservations[rel.key].gpu_ids) == {4, 5, 8, 9}
+    # a fresh (untyped) job of the same shape gets PAL's best: s2, s3
+    fresh = replace(multi_node_requeued(slots="gres:gpu:2"), job_id=6)
+    s.clear_reservations()
+    [rel] = s.plan_cycle([fresh], now=100).releases
+    assert rel.gres_spec == "gpu:s2:1,gpu:s3:1"
+
+
+def test_a_bound_job_waits_while_its_slots_are_free_on_too_few_nodes():
+    s = PlacementService(ServiceSettings())
+    s.observe_cluster(view(nodes=3, busy={0, 5, 10}), now=0)  # s0 and s1 both free on gpu03 only
+    out = s.plan_cycle([multi_node_requeued()], now=100)
+    assert out.releases == [] and out.waiting == 1 and s.reservations == {}
+    s.observe_cluster(view(nodes=3, busy={0}), now=200)  # gpu02 and gpu03 have s0,s1
+    [rel] = s.plan_cycle([multi_node_requeued()], now=200).releases
+    assert rel.gres_spec == "gpu:s0:1,gpu:s1:1" and set(rel.choice.nodes) == {"gpu02", "gpu03"}

@@ -108,3 +108,4 @@ def test_with_a_shape_index_the_index_is_the_free_set(name, state, cls, seed, ta
     exact = placement(name).place_one(j, ctx(c.with_free(c.free - gone), scores, seed))
     stale = placement(name).place_one(j, replace(ctx(c, scores, seed), shape_index=index))
     assert exact == stale
+

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import click
 
-from pal_slurm.cli.commands.simulate import class_rules, measured_gpus, resolve_cluster
+from pal_slurm.cli.commands.simulate import class_rules, measured_gpus, resolve_cluster, resolve_gpu_models
 from pal_slurm.cli.errors import PalError
 from pal_slurm.cli.progress import DelayedProgress
 from pal_slurm.input_files import InputError
@@ -38,6 +38,8 @@ def _names(text: str, what: str) -> list[str]:
               help="The site's topology.conf: racks (leaf switches) of the measured nodes.")
 @click.option("--cluster", "cluster_text", default=None, help="NODESxGPUS instead of the measured nodes.")
 @click.option("--nodes-per-rack", type=click.IntRange(min=1), default=None, help="Without --topology: nodes per leaf switch.")
+@click.option("--gpu-models", "gpu_models_text", default=None, metavar="MODEL=NODES[:TIME],...",
+              help="Several GPU models, e.g. a100=4:0.5,v100=12 (nodes in order; a model's time factor).")
 @click.option("--policies", default=",".join(DEFAULT_POLICIES), show_default=True, help="Candidate placements.")
 @click.option("--baselines", default=",".join(DEFAULT_BASELINES), show_default=True,
               help="Stock-like placements; gains are relative to the first (firstfit = stock Slurm's choice).")
@@ -50,8 +52,8 @@ def _names(text: str, what: str) -> list[str]:
               help="Where to write the plot ('' for none).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the numbers as JSON.")
 @click.pass_context
-def whatif(ctx, accounting_path, days, variability_specs, topology_path, cluster_text, nodes_per_rack, policies,
-           baselines, samples, rules_text, congestion, plot_path, json_out):
+def whatif(ctx, accounting_path, days, variability_specs, topology_path, cluster_text, nodes_per_rack, gpu_models_text,
+           policies, baselines, samples, rules_text, congestion, plot_path, json_out):
     """What would PAL gain here? This cluster's measured GPUs, its last N days of jobs, PAL and
     pal-net against stock-like placement, with 95% confidence intervals and a plot."""
     candidates = _names(policies, "--policies")
@@ -62,6 +64,7 @@ def whatif(ctx, accounting_path, days, variability_specs, topology_path, cluster
     baseline = stock[0]
     measured = measured_gpus(ctx, variability_specs)
     cluster, racks = resolve_cluster(cluster_text, topology_path, "event", nodes_per_rack, measured)
+    gpu_models, cluster = resolve_gpu_models(gpu_models_text, "event", cluster)
     try:
         trace = load_accounting_trace(accounting_path, class_rules(ctx, rules_text), days)
     except InputError as exc:
@@ -76,7 +79,7 @@ def whatif(ctx, accounting_path, days, variability_specs, topology_path, cluster
         click.echo(f"note: {w}", err=True)
     spec = RunSpec(mode="event", num_nodes=len(cluster.nodes), gpus_per_node=cluster.gpus_per_node,
                    nodes_per_rack=nodes_per_rack, racks=racks, congestion=congestion, variability=measured,
-                   cluster=cluster if measured and cluster_text is None and not racks else None)
+                   gpu_models=gpu_models, cluster=cluster if measured and cluster_text is None and not racks else None)
     start = time.monotonic()
     runs = []
     with DelayedProgress(f"simulating {samples} workload sample(s) x {len(names)} policies") as bar:
@@ -90,7 +93,8 @@ def whatif(ctx, accounting_path, days, variability_specs, topology_path, cluster
     header = [
         "What would PAL gain on this cluster?",
         f"  GPUs: {cluster.size} on {len(cluster.nodes)} node(s), {len(set(cluster.rack_of_node))} rack(s); "
-        f"variability: {measured.source if measured else 'bundled Longhorn'}",
+        f"variability: {measured.source if measured else 'bundled Longhorn'}"
+        + (f"; GPU models: {gpu_models_text}" if gpu_models_text else ""),
         f"  workload: {accounting_path}, last {days:g} days, {len(trace.jobs)} GPU job(s)",
         f"  {samples} workload sample(s) (1 as recorded + bootstrap resamples), event mode, FIFO queue, "
         f"{time.monotonic() - start:.0f} s",

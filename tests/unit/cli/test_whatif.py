@@ -54,3 +54,24 @@ def test_whatif_errors(palctl, tmp_path):
     assert r.exit_code == 1 and "time.submission is not a number" in r.output
     r = palctl("whatif", "--accounting", str(bad), "--policies", "nope")
     assert r.exit_code == 2 and "nope" in r.output
+
+
+def test_whatif_on_two_gpu_models(palctl, tmp_path):
+    """Half the nodes a model that runs jobs in half the time: the runs change (PAL, which puts
+    jobs on the fastest GPUs, gains from it), and the page says which models it simulated."""
+    acct = write_accounting(tmp_path / "acct.json")
+    variability = str(bundled_path("32gpu-variability.csv"))
+    jct = {}
+    for models in (None, "a100=4:0.5,v100=4"):
+        out = tmp_path / f"{models is None}.json"
+        args = ["whatif", "--accounting", str(acct), "--days", "3650", "--samples", "1", "--plot", "",
+                "--variability", f"{variability}", "--cluster", "8x4", "--json", str(out)]
+        r = palctl(*args, *(["--gpu-models", models] if models else []))
+        assert r.exit_code == 0, r.output
+        assert ("GPU models: a100=4:0.5,v100=4" in r.output) == (models is not None)
+        jct[models] = {row["policy"]: row["avg_jct_s"][0] for row in json.loads(out.read_text())["rows"]}
+    mixed, one = jct["a100=4:0.5,v100=4"], jct[None]
+    assert all(mixed[p] != one[p] for p in one) and mixed["pal"] < one["pal"], jct
+    r = palctl("whatif", "--accounting", str(acct), "--variability", variability, "--cluster", "8x4",
+               "--gpu-models", "a100=4")
+    assert r.exit_code == 1 and "names 4 nodes; the cluster has 8" in r.output

@@ -31,7 +31,7 @@ from pal_slurm.ranking.profiles import artifact_profiles
 from pal_slurm.sim.core import SimJob, SimState
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import RunResult
-from pal_slurm.sim.trace import Trace, TraceJob, check_gpu_models, job_class, unclassed_scores
+from pal_slurm.sim.trace import Trace, TraceJob, fit_gpu_models, job_class, unclassed_scores
 from pal_slurm.sim.variability import MeasuredGpus
 
 
@@ -93,7 +93,7 @@ class CompatSimulator:
         cfg = self.config
         G = self.cluster.size
         placement = placement_by_name(policy)
-        check_gpu_models(trace, self.cluster)  # the artifact's cluster names no models
+        trace = fit_gpu_models(trace, self.cluster)  # the artifact's cluster names no models: dropped
         perfvar, rng = artifact_profiles(G, cfg.variability_seed)
         if cfg.variability is not None:
             perfvar = {**perfvar, **cfg.variability.scores_for(self.cluster, cfg.variability_seed)}

@@ -44,7 +44,7 @@ from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.gpu_models import GpuModelGroup, scaled_scores, with_gpu_models
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.network import Congestion, NetworkModel, cluster_from_racks
-from pal_slurm.sim.trace import Trace, check_gpu_models, job_class, unclassed_scores
+from pal_slurm.sim.trace import Trace, fit_gpu_models, job_class, unclassed_scores
 from pal_slurm.sim.variability import MeasuredGpus
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ class EventSimulator:
             if row.num_gpus > self.cluster.size:
                 raise ValueError(f"{trace.name}: job {row.job_id} needs {row.num_gpus} GPUs; "
                                  f"the cluster has {self.cluster.size}")
-        check_gpu_models(trace, self.cluster)
+        trace = fit_gpu_models(trace, self.cluster)
         pol = placement_by_name(policy) if isinstance(policy, str) else policy
         return _EventRun(self, trace, pol, decider, on_start).run(progress)
 

@@ -12,11 +12,16 @@ GPUs, jobs still running (job steps, `123.batch` / `123.0`, are part of their jo
 
 `sacct -P` needs these fields (any order, header line included):
 
-    sacct -a -X -P --format=JobID,JobName,Account,Partition,Submit,Start,End,Timelimit,AllocTRES,NNodes,State,Comment
+    sacct -a -X -P --format=JobID,JobName,Account,Partition,Submit,Start,End,Timelimit,AllocTRES,NNodes,State,Comment,ReqTRES
 
 (`Comment` is recorded only with `AccountingStoreFlags=job_comment`; GPUs appear in AllocTRES only
 with `AccountingStorageTRES=gres/gpu`.) `sacct --json` (Slurm 22.05's data_parser 0.0.38 and
-later ones) has all of it.
+later ones) has all of it. A GPU model a job asked for (`--gres=gpu:a100:2`, `--gpus=v100:1`) is
+in its requested TRES (`tres.requested`; with -P the optional `ReqTRES`: `gres/gpu:a100=2`) when
+the site's `AccountingStorageTRES` names the model (`gres/gpu,gres/gpu:a100,gres/gpu:v100`; with
+`gres/gpu` alone accounting records no model). AllocTRES names the model a job got, asked or
+not, so it is not read for this. The simulator runs such a job on that model's GPUs on a
+`--gpu-models` cluster.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from pal_slurm.input_files import CsvRow, InputError, parse_csv, read_text
 from pal_slurm.sim.trace import MAX_RUNTIME_S, UNCLASSED, Trace, TraceError, TraceJob
 
 SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "Submit", "Start", "End", "Timelimit", "AllocTRES",
-                "NNodes", "State", "Comment")
+                "NNodes", "State", "Comment", "ReqTRES")
 REQUIRED_FIELDS = ("JobID", "Submit", "Start", "End", "AllocTRES")
 RULE_FIELDS = ("name", "account", "partition")
 
@@ -84,6 +89,7 @@ class AccountingJob:
     state: str
     comment: str
     where: str  # file:line (or file: job N) for messages
+    gpu_model: str | None = None  # the GPU model it asked for (requested TRES), None: any
 
 
 # ---- reading ------------------------------------------------------------------------------
@@ -132,6 +138,7 @@ def _read_json(text: str, path: str | Path) -> list[AccountingJob]:
             state=_json_state(j.get("state")),
             comment=str(comment or ""),
             where=where,
+            gpu_model=_json_model(j),
         ))
     return out
 
@@ -207,6 +214,25 @@ def _json_gpus(j: Mapping[str, Any], where: str) -> int:
     return total_plain or total_typed
 
 
+def _json_model(j: Mapping[str, Any]) -> str | None:
+    requested = (j.get("tres") or {}).get("requested") or []
+    return _requested_model(f"gres/{t.get('name')}" for t in (requested if isinstance(requested, list) else [])
+                            if isinstance(t, dict) and t.get("type") == "gres")
+
+
+def _requested_model(keys: Iterable[str]) -> str | None:
+    """The model of the first typed GPU request (`gres/gpu:a100`), not pal-slurm's slot types."""
+    for key in keys:
+        if key.startswith("gres/gpu:"):
+            model = key[len("gres/gpu:"):]
+            if model and not _SLOT_TYPE.match(model):
+                return model
+    return None
+
+
+_SLOT_TYPE = re.compile(r"^s\d+$")
+
+
 def _read_pipe(text: str, path: str | Path) -> list[AccountingJob]:
     lines = text.splitlines()
     if "|" not in lines[0]:
@@ -233,6 +259,7 @@ def _read_pipe(text: str, path: str | Path) -> list[AccountingJob]:
             state=row.get("State").split(" ")[0],
             comment=row.get("Comment"),
             where=f"{path}:{row.line}",
+            gpu_model=_requested_model(key for key, _, _ in (i.partition("=") for i in row.get("ReqTRES").split(","))),
         ))
     return out
 
@@ -353,7 +380,7 @@ def accounting_trace(
         if runtime > MAX_RUNTIME_S:
             raise TraceError(f"{j.where}: job {j.job_id} ran {runtime:.0f} s, more than {MAX_RUNTIME_S:g} s")
         out.append(TraceJob(job_id=index, num_gpus=j.gpus, submit_time=j.submit - t0, iterations=runtime,
-                            model=j.name or f"job{j.job_id}", iter_s=1.0, perf_class=cls))
+                            model=j.name or f"job{j.job_id}", iter_s=1.0, perf_class=cls, gpu_model=j.gpu_model))
     warnings = [f"{name}: {len(out)} job(s) kept; classes from comments {classes['comment']}, rules "
                 f"{classes['rule']}, unclassed {classes['unclassed']} (simulated without variability)"]
     warnings += [f"{name}: skipped {v} job(s): {k}" for k, v in skipped.items() if v]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Sequence
@@ -164,21 +164,32 @@ def bundled_trace_names() -> list[str]:
     return sorted(p.stem for p in d.glob("*.csv"))
 
 
-def check_gpu_models(trace: Trace, cluster: ClusterView) -> None:
-    """Every job that needs a GPU model fits in that model's GPUs (a clear error, not a job that
-    never runs)."""
+def fit_gpu_models(trace: Trace, cluster: ClusterView) -> Trace:
+    """The trace as `cluster` runs it. On a cluster that names GPU models every job that asks
+    for one must fit in that model's GPUs (a clear TraceError, not a job that never runs). On
+    one that names none, the requests are dropped with a warning and those jobs run on any GPU:
+    a site's accounting (every job on a typed site names a model) still simulates without
+    `--gpu-models`."""
+    asking = [job for job in trace.jobs if job.gpu_model is not None]
+    if not asking:
+        return trace
     by_model = cluster.gpus_by_model
-    for job in trace.jobs:
-        if job.gpu_model is None:
-            continue
+    if not by_model:
+        models = ", ".join(sorted({j.gpu_model for j in asking if j.gpu_model}))
+        note = (f"{trace.name}: {len(asking)} job(s) ask for a GPU model ({models}); the simulated cluster "
+                "names none (--gpu-models), so they run on any GPU")
+        jobs = tuple(replace(j, gpu_model=None) if j.gpu_model is not None else j for j in trace.jobs)
+        return Trace(trace.name, jobs, trace.warnings + (note,))
+    for job in asking:
+        assert job.gpu_model is not None
         have = len(by_model.get(job.gpu_model, ()))
         if not have:
-            known = ", ".join(sorted(by_model)) or "none (give them with --gpu-models)"
             raise TraceError(f"{trace.name}: job {job.job_id} needs GPU model {job.gpu_model!r}; "
-                             f"the cluster's models: {known}")
+                             f"the cluster's models: {', '.join(sorted(by_model))}")
         if job.num_gpus > have:
             raise TraceError(f"{trace.name}: job {job.job_id} needs {job.num_gpus} {job.gpu_model} GPUs; "
                              f"the cluster has {have}")
+    return trace
 
 
 def resolve_trace(spec: str) -> Trace:

@@ -36,7 +36,7 @@ from pal_slurm.slurm.lab import LabCluster, LabError, free_port_block, start_lab
 REQUIRED = ("/usr/sbin/slurmdbd", "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db", "/usr/bin/mariadb",
             "/usr/sbin/munged")
 ACCOUNTING_DB = "slurm_acct_db"
-SACCT_FORMAT = "JobID,JobName,Account,Partition,Submit,Start,End,Timelimit,AllocTRES,NNodes,State,Comment"
+SACCT_FORMAT = "JobID,JobName,Account,Partition,Submit,Start,End,Timelimit,AllocTRES,NNodes,State,Comment,ReqTRES"
 
 
 def missing_binaries() -> list[str]:
@@ -100,12 +100,14 @@ class AccountingLab:
 
 
 def start_accounting_lab(root: str | os.PathLike[str], nodes: int = 2, gpus: int = 4, qos: Sequence[str] = (),
-                         **lab_kw) -> AccountingLab:
+                         tres: str = "gres/gpu", **lab_kw) -> AccountingLab:
     """MariaDB, munged, slurmdbd, `sacctmgr add cluster lab`, then the lab cluster on top.
 
     qos: QOS names created in the database before slurmctld starts, so that a partition's
     AllowQos/DenyQos in `extra_conf` names QOS that exist (no association enforcement: any
     user may ask for any of them, as on a site where the partition is the gate).
+    tres: AccountingStorageTRES; a GPU model reaches accounting only when named there
+    (`gres/gpu,gres/gpu:a100`: sacct's requested TRES then says which jobs asked for it).
     """
     missing = missing_binaries()
     if missing:
@@ -157,7 +159,7 @@ def start_accounting_lab(root: str | os.PathLike[str], nodes: int = 2, gpus: int
         _wait_port(dbd_port, "slurmdbd", root / "log" / "slurmdbd.log")
         accounting = "\n".join([
             "AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
-            f"AccountingStoragePort={dbd_port}", "AccountingStorageTRES=gres/gpu", "AccountingStoreFlags=job_comment",
+            f"AccountingStoragePort={dbd_port}", f"AccountingStorageTRES={tres}", "AccountingStoreFlags=job_comment",
             # the munge socket for slurmdbd connections (Slurm reads it from this key): our munged, the lab's key
             f"AccountingStoragePass={root}/run/munge.sock",
         ])

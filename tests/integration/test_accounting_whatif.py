@@ -81,3 +81,40 @@ def test_whatif_on_the_lab_accounting(accounting, tmp_path, monkeypatch):
     doc = json.loads(out.read_text())
     assert {row["policy"] for row in doc["rows"]} == {"firstfit", "packed-sticky", "pal", "pal-net"}
     assert (tmp_path / "w.png").stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def model_accounting(tmp_path_factory):
+    """A lab whose nodes carry GPU model types (gpu01 a100, gpu02 v100) and whose accounting
+    names the models (AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:v100)."""
+    missing = lab_missing() + missing_binaries()
+    if missing:
+        pytest.skip("accounting lab unavailable, missing: " + ", ".join(missing) + " (run scripts/install-deps.sh)")
+    acct = start_accounting_lab(tmp_path_factory.mktemp("acct-models"), nodes=2, gpus=4,
+                                tres="gres/gpu,gres/gpu:a100,gres/gpu:v100", gres="model",
+                                gpu_models={"gpu01": "a100", "gpu02": "v100"})
+    try:
+        lab = acct.lab
+        jobs = {"a100": lab.sbatch("--gres=gpu:a100:2", "-J", "on-a100", wrap="sleep 1"),
+                "any": lab.sbatch("--gres=gpu:1", "-J", "anywhere", wrap="sleep 1"),
+                "v100": lab.sbatch("--gpus=v100:1", "-J", "on-v100", wrap="sleep 1")}
+        for j in jobs.values():
+            assert lab.wait_job(j) == "COMPLETED"
+        acct.wait_recorded(jobs.values())
+        yield acct
+    finally:
+        acct.stop()
+
+
+def test_gpu_model_requests_reach_the_simulator_from_accounting(model_accounting, tmp_path):
+    js, pipe = tmp_path / "acct.json", tmp_path / "acct.txt"
+    js.write_text(model_accounting.sacct("--json"))
+    pipe.write_text(model_accounting.sacct("-P", f"--format={SACCT_FORMAT}"))
+    for path in (js, pipe):
+        trace = load_accounting_trace(path)
+        assert {j.model: j.gpu_model for j in trace.jobs} == {"on-a100": "a100", "anywhere": None, "on-v100": "v100"}
+    r = CliRunner().invoke(cli, ["simulate", "--trace", f"sacct:{js}", "--mode", "event", "--cluster", "2x4",
+                                 "--gpu-models", "a100=1:0.5,v100=1", "--policies", "pal,firstfit"])
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    r = CliRunner().invoke(cli, ["simulate", "--trace", f"sacct:{js}", "--mode", "event", "--cluster", "2x4"])
+    assert r.exit_code == 0 and "2 job(s) ask for a GPU model (a100, v100)" in r.output, r.output

@@ -18,7 +18,7 @@ from pal_slurm.sim.network import cluster_from_racks
 from pal_slurm.sim.report import format_table, normalised_gains, aggregate, write_json, write_plots
 from pal_slurm.sim.runner import MODES, RunSpec, parse_cluster, run_grid
 from pal_slurm.sim.sacct import load_accounting_trace, parse_class_rules
-from pal_slurm.sim.trace import Trace, bundled_trace_names, check_gpu_models, rate_for_load, resolve_trace, synthetic_trace
+from pal_slurm.sim.trace import Trace, bundled_trace_names, fit_gpu_models, rate_for_load, resolve_trace, synthetic_trace
 from pal_slurm.sim.gpu_models import GpuModelsError, parse_gpu_models, with_gpu_models
 from pal_slurm.sim.variability import MeasuredGpus, load_measured, merge
 
@@ -106,6 +106,10 @@ def simulate(ctx, trace_specs, days, rules_text, synthetic, synthetic_seed, synt
                          accounting=lambda path: load_accounting_trace(path, class_rules(ctx, rules_text), days))
     except InputError as exc:
         raise PalError(str(exc)) from None
+    try:
+        traces = [fit_gpu_models(t, cluster) for t in traces]
+    except InputError as exc:
+        raise PalError(str(exc)) from None
     for trace in traces:
         for warning in trace.warnings:
             click.echo(f"warning: {warning}", err=True)
@@ -113,11 +117,6 @@ def simulate(ctx, trace_specs, days, rules_text, synthetic, synthetic_seed, synt
     if too_big:
         name, jid, n = too_big[0]
         raise PalError(f"{name}: job {jid} needs {n} GPUs but the cluster has {num_nodes * gpus_per_node}")
-    try:
-        for trace in traces:
-            check_gpu_models(trace, cluster)
-    except InputError as exc:
-        raise PalError(str(exc)) from None
     spec = RunSpec(mode=mode, num_nodes=num_nodes, gpus_per_node=gpus_per_node, nodes_per_rack=nodes_per_rack,
                    seeds=seeds, queue=queue_name, locality_penalty=locality_penalty, round_s=round_s,
                    congestion=congestion, racks=racks, variability=measured, gpu_models=gpu_models,

@@ -16,7 +16,7 @@ from pal_slurm.policy import UnknownPolicy, placement
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.runner import RunSpec, run_grid
 from pal_slurm.sim.sacct import load_accounting_trace
-from pal_slurm.sim.trace import Trace
+from pal_slurm.sim.trace import Trace, fit_gpu_models
 from pal_slurm.sim.whatif import DEFAULT_BASELINES, DEFAULT_POLICIES, compare, format_page, resample, write_plot
 
 
@@ -75,6 +75,10 @@ def whatif(ctx, accounting_path, days, variability_specs, topology_path, cluster
     dropped = len(trace.jobs) - len(fits)
     trace = Trace(trace.name, fits, trace.warnings + ((f"{trace.name}: dropped {dropped} job(s) larger than the "
                                                        f"{cluster.size}-GPU cluster",) if dropped else ()))
+    try:
+        trace = fit_gpu_models(trace, cluster)
+    except InputError as exc:
+        raise PalError(str(exc)) from None
     for w in trace.warnings:
         click.echo(f"note: {w}", err=True)
     spec = RunSpec(mode="event", num_nodes=len(cluster.nodes), gpus_per_node=cluster.gpus_per_node,

@@ -99,7 +99,8 @@ def test_gpu_models_run_in_event_mode_and_bad_specs_are_clear(tmp_path):
     assert "mixed" in r.output and json.loads(out.read_text())["meta"]["gpu_models"] == "a100=4:0.5,v100=12"
     for args, said in [(["--gpu-models", "a100=4,v100=12"], "needs --mode event"),
                        (["--mode", "event", "--gpu-models", "a100=4,v100=8"], "names 12 nodes; the cluster has 16"),
-                       (["--mode", "event", "--gpu-models", "a100=4,h100=12"], "needs GPU model 'v100'"),
-                       (["--mode", "event"], "the cluster's models: none (give them with --gpu-models)")]:
+                       (["--mode", "event", "--gpu-models", "a100=4,h100=12"], "needs GPU model 'v100'")]:
         r = CliRunner().invoke(cli, ["simulate", "--trace", str(trace), *args])
         assert r.exit_code != 0 and said in r.output and "Traceback" not in r.output, (args, r.output)
+    r = CliRunner().invoke(cli, ["simulate", "--trace", str(trace), "--mode", "event"])
+    assert r.exit_code == 0 and "20 job(s) ask for a GPU model (a100, v100); the simulated cluster names none" in r.output

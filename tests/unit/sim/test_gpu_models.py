@@ -9,7 +9,7 @@ from pal_slurm.model import ClusterView
 from pal_slurm.sim.compat import CompatConfig, CompatSimulator
 from pal_slurm.sim.event import EventConfig, EventSimulator
 from pal_slurm.sim.gpu_models import GpuModelGroup, GpuModelsError, parse_gpu_models, scaled_scores, with_gpu_models
-from pal_slurm.sim.trace import Trace, TraceError, TraceJob, UNCLASSED
+from pal_slurm.sim.trace import Trace, TraceError, TraceJob, UNCLASSED, fit_gpu_models
 
 MIXED = parse_gpu_models("a100=4:0.5,v100=12")
 
@@ -79,5 +79,15 @@ def test_a_job_whose_model_the_cluster_lacks_is_a_clear_error():
     big = Trace("t", (TraceJob(0, 20, 0.0, 100.0, "resnet50", gpu_model="a100"),))
     with pytest.raises(TraceError, match="needs 20 a100 GPUs; the cluster has 16"):
         EventSimulator(EventConfig(gpu_models=MIXED)).run(big, "pal")
-    with pytest.raises(TraceError, match="the cluster's models: none"):
-        CompatSimulator(CompatConfig()).run(trace, "pal")
+
+
+
+def test_on_a_cluster_that_names_no_models_the_requests_are_dropped_with_a_warning():
+    trace = Trace("t", (TraceJob(0, 1, 0.0, 100.0, "resnet50", gpu_model="h100"), TraceJob(1, 2, 5.0, 100.0, "vgg19")))
+    plain = fit_gpu_models(trace, ClusterView.uniform(2, 4))
+    assert [j.gpu_model for j in plain.jobs] == [None, None]
+    assert plain.warnings == ("t: 1 job(s) ask for a GPU model (h100); the simulated cluster names none "
+                              "(--gpu-models), so they run on any GPU",)
+    assert fit_gpu_models(plain, ClusterView.uniform(2, 4)) == plain  # once
+    assert len(CompatSimulator(CompatConfig()).run(trace, "pal").jobs) == 2
+    assert len(EventSimulator(EventConfig()).run(trace, "pal").jobs) == 2

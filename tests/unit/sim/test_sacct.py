@@ -92,3 +92,25 @@ def test_bad_rules():
     with pytest.raises(ValueError, match="bad rule 'user:x=A'"):
         parse_class_rules("user:x=A")
     assert parse_class_rules(" ;name:a*=B\n") [0].pattern == "a*"
+
+
+def test_a_requested_gpu_model_is_read_from_requested_tres_not_allocated(tmp_path):
+    import json
+    def job(jid, requested):
+        return {"job_id": jid, "name": f"j{jid}", "time": {"submission": 100, "start": 110, "end": 200, "limit": 60},
+                "state": {"current": "COMPLETED"}, "allocation_nodes": 1,
+                "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 1},
+                                       {"type": "gres", "name": "gpu:a100", "count": 1}],
+                         "requested": requested}}
+    js = tmp_path / "a.json"
+    js.write_text(json.dumps({"jobs": [job(1, [{"type": "gres", "name": "gpu:a100", "count": 1}]),
+                                       job(2, [{"type": "gres", "name": "gpu", "count": 1}]),
+                                       job(3, [{"type": "gres", "name": "gpu:s2", "count": 1}])]}))
+    assert [j.gpu_model for j in read_accounting(js)] == ["a100", None, None]  # s2: pal-slurm's slot type
+    pipe = tmp_path / "a.txt"
+    pipe.write_text("JobID|Submit|Start|End|AllocTRES|ReqTRES\n"
+                    "1|2024-03-01T10:00:00|2024-03-01T10:01:00|2024-03-01T11:01:00|gres/gpu:v100=2,gres/gpu=2|"
+                    "cpu=1,gres/gpu:v100=2,gres/gpu=2\n"
+                    "2|2024-03-01T10:00:00|2024-03-01T10:01:00|2024-03-01T11:01:00|gres/gpu:v100=1,gres/gpu=1|gres/gpu=1\n")
+    assert [j.gpu_model for j in read_accounting(pipe)] == ["v100", None]
+    assert [j.gpu_model for j in read_accounting(DATA / "sacct-p.txt")] == [None] * 4  # no ReqTRES field

@@ -20,6 +20,7 @@ restriction (they lie within the user's list; a list shorter than the job passes
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from pal_slurm.daemon.tags import DEFER_TAG, PLACED_PREFIX, pal_tags
@@ -39,8 +40,16 @@ def requeue_tag(restart_count: int) -> str:
 def requeues_taken(admin_comment: str | None) -> int:
     """The highest requeue count pald already took the job back for (0: none): only pald's own
     ``pal:defer;...;requeued=<n>`` tags count."""
+    return _requeues_taken(admin_comment or "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _requeues_taken(admin_comment: str) -> int:
+    """Memoised: every held job's comment is read every cycle, and most are alike."""
+    if _KEY not in admin_comment:
+        return 0
     counts = [0]
-    for tag in (admin_comment or "").split():
+    for tag in admin_comment.split():
         name, *fields = tag.split(";")
         if name == DEFER_TAG:
             counts += [int(f[len(_KEY):]) for f in fields if f.startswith(_KEY) and f[len(_KEY):].isdigit()]
@@ -79,8 +88,16 @@ def bound_slots(job) -> tuple[int, ...] | None:
     """The GPU slots a job's per-node request names by slot type (`gres:gpu:s0:1,gpu:s1:1`,
     PAL's binding from an earlier placement), or None when it asks for an untyped count.
     Slurm starts such a job only on those same slots (PlacementService._on_bound_slots)."""
+    return _slot_types(job.tres_per_node or "")
+
+
+@functools.lru_cache(maxsize=1024)
+def _slot_types(tres_per_node: str) -> tuple[int, ...] | None:
+    """Memoised: thousands of held jobs share a few request strings, read every cycle."""
+    if ":s" not in tres_per_node:
+        return None  # no slot type at all: the common case, without parsing
     try:
-        items = [i for i in parse_gres(job.tres_per_node) if i.name == "gpu"]
+        items = [i for i in parse_gres(tres_per_node) if i.name == "gpu"]
     except SlurmError:
         return None
     slots = [parse_slot_type(i.type) for i in items]

@@ -67,8 +67,8 @@ def eligible_view(cluster: ClusterView, jobs: Sequence[JobRequest]) -> ClusterVi
     pald narrows the view by partitions, features and GPU models before the engine sees it
     (policy.eligibility); its jobs carry no `gpu_model`."""
     model = jobs[0].gpu_model if jobs else None
-    if model is None or any(j.gpu_model != model for j in jobs):
-        return cluster
+    if model is None or not cluster.gpus_by_model or any(j.gpu_model != model for j in jobs):
+        return cluster  # (a cluster that names no models: a model request is no restriction)
     return cluster.with_free(cluster.free & cluster.gpus_by_model.get(model, frozenset()))
 
 

@@ -34,6 +34,11 @@ def test_a_view_for_jobs_of_one_model_is_that_models_free_gpus():
     assert eligible_view(view, [job(1, 1, model="v100")]).free == {8, 9}
     assert eligible_view(view, [job(1, 1, model="v100"), job(2, 1)]).free == {0, 1, 8, 9}  # mixed: per job
     assert eligible_view(view, [job(1, 1)]).free == {0, 1, 8, 9}
+    plain = ClusterView.uniform(4, 4).with_free({0, 1, 8, 9})  # names no models: no restriction
+    assert eligible_view(plain, [job(1, 1, model="v100")]).free == {0, 1, 8, 9}
+    eng = Engine(EngineSettings(placement="pal"))
+    j = job("m", 2, model="v100")
+    assert eng.place_new(j, plain, RANKING, 1.0) == eng.decide([j], plain, RANKING, 1.0).launch["m"]
 
 
 @pytest.mark.parametrize("name", sorted(PLACEMENTS))

@@ -15,9 +15,8 @@ from datetime import datetime
 from typing import Mapping
 
 from pal_slurm.slurm.errors import SlurmParseError
-from pal_slurm.slurm.gres import parse_slot_type
 from pal_slurm.slurm.hostlist import expand as expand_hostlist
-from pal_slurm.slurm.readers import parse_gres, parse_index_list
+from pal_slurm.slurm.readers import parse_gres, parse_index_list, slots_named
 
 _NODES_LINE = re.compile(r"^\s*Nodes=(\S+)\s.*?\bGRES=(\S+)", re.M)
 
@@ -51,19 +50,7 @@ def slots_from_typed_gres(text: str) -> tuple[int, ...]:
     per-node request it holds on every node of the job. () for untyped requests (gpu:2).
     """
     m = re.search(r"\bJOB_GRES=(\S+)", text)
-    if not m:
-        return ()
-    slots = set()
-    try:
-        items = [i for i in parse_gres(m.group(1)) if i.name == "gpu"]
-    except SlurmParseError:
-        return ()
-    for item in items:
-        slot = parse_slot_type(item.type)
-        if slot is None:
-            return ()  # an untyped or foreign-typed record: the slots are not all known
-        slots.add(slot)
-    return tuple(sorted(slots))
+    return slots_named(m.group(1)) if m else ()
 
 
 def end_time_from_scontrol(text: str) -> float | None:

@@ -24,9 +24,7 @@ import functools
 from dataclasses import replace
 
 from pal_slurm.daemon.tags import DEFER_TAG, PLACED_PREFIX, pal_tags
-from pal_slurm.slurm.errors import SlurmError
-from pal_slurm.slurm.gres import parse_slot_type
-from pal_slurm.slurm.readers import parse_gres
+from pal_slurm.slurm.readers import slots_named
 
 REQUEUED_KEY = "requeued"
 OWN_NODELIST = "nodelist=own"  # in the hook's tag: the job's ReqNodeList at submit was the user's
@@ -96,14 +94,7 @@ def _slot_types(tres_per_node: str) -> tuple[int, ...] | None:
     """Memoised: thousands of held jobs share a few request strings, read every cycle."""
     if ":s" not in tres_per_node:
         return None  # no slot type at all: the common case, without parsing
-    try:
-        items = [i for i in parse_gres(tres_per_node) if i.name == "gpu"]
-    except SlurmError:
-        return None
-    slots = [parse_slot_type(i.type) for i in items]
-    if not items or any(s is None for s in slots):
-        return None
-    return tuple(sorted(s for s in slots if s is not None))
+    return slots_named(tres_per_node) or None
 
 
 def placement_record(job):

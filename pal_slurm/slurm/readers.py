@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from pal_slurm.model.cluster import ClusterView
 from pal_slurm.slurm.dialects import LEGACY_22_05, NO_VAL, Dialect, detect
 from pal_slurm.slurm.errors import SlurmError, SlurmParseError, SlurmUnsupported
-from pal_slurm.slurm.gres import canonical_tres
+from pal_slurm.slurm.gres import canonical_tres, parse_slot_type
 from pal_slurm.slurm.hostlist import expand
 from pal_slurm.slurm.runner import Runner
 
@@ -104,6 +104,20 @@ def _parse_attrs(text: str) -> dict[str, str]:
         elif key is not None:
             attrs[key] += "," + piece
     return attrs
+
+
+def slots_named(text: str | None) -> tuple[int, ...]:
+    """The GPU slots a GRES/TRES string names by pal-slurm's per-slot types (`gpu:s1:1,gpu:s3:1`
+    -> (1, 3)); () when any GPU item is untyped or of another type (the slots are not all
+    known), or the string does not parse."""
+    try:
+        items = [i for i in parse_gres(text) if i.name == "gpu"]
+    except SlurmError:
+        return ()
+    slots = [parse_slot_type(i.type) for i in items]
+    if any(s is None for s in slots):
+        return ()
+    return tuple(sorted({s for s in slots if s is not None}))
 
 
 def parse_gres(text: str | None) -> tuple[GresItem, ...]:

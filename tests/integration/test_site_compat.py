@@ -60,7 +60,9 @@ CASES = [
     ("--gpus-per-task", ["--gpus-per-task=1", "-n", "2"], OPEN, "pass:gpus_per_task"),
     ("--gpus-per-socket", ["--gpus-per-socket=1", "--sockets-per-node=1"], OPEN, "pass:gpus_per_socket"),
     ("--ntasks-per-gpu", ["--ntasks-per-gpu=2", "--gres=gpu:1"], OPEN, "pass:ntasks_per_gpu"),
-    ("--begin", ["--begin=now+2", "--gres=gpu:1"], OPEN, "pass:begin"),
+    # a begin far enough ahead that it is still in the future when the hook sees the job on a
+    # loaded slurmctld (now+2 had passed by then on CI: the job was then, rightly, a normal one)
+    ("--begin", ["--begin=now+12", "--gres=gpu:1"], OPEN, "pass:begin"),
 ]
 
 

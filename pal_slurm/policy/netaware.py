@@ -354,13 +354,15 @@ class _LazyEnds(dict[JobId, float]):
 
 
 class _Allocations:
-    """A plan's allocations over its free GPUs, remembered until the free set changes
-    (`changed`): the jobs of a deep queue ask the same question (same size, class, model,
-    shape and accepted tier) many times in one plan."""
+    """A plan's allocations over its free GPUs, and the consolidated reservations the
+    finish-aware check compares them with, remembered until the free GPUs or the running jobs
+    change (`changed`): the jobs of a deep queue ask the same questions (same size, class,
+    model, shape and accepted tier) many times in one plan."""
 
     def __init__(self, free: set[int], allocate: Callable[[JobRequest, Sequence[int], int], Any]):
         self.free, self.allocate = free, allocate
         self.memo: dict[tuple[Any, ...], Any] = {}
+        self.reservations: dict[tuple[Any, ...], _Reservation] = {}
 
     def best(self, job: JobRequest, max_tier: int) -> Any:
         key = (job.num_gpus, job.perf_class, job.shape, job.app, job.net_sensitivity, max_tier)
@@ -368,8 +370,40 @@ class _Allocations:
             self.memo[key] = self.allocate(job, sorted(self.free), max_tier)
         return self.memo[key]
 
+    def reservation(self, key: tuple[Any, ...], make: Callable[[], "_Reservation"]) -> "_Reservation":
+        """`make()`'s reservation for `key`, a fresh copy each time (a plan uses its
+        reservations up: `take`)."""
+        r = self.reservations.get(key)
+        if r is None:
+            r = self.reservations[key] = make()
+        return _Reservation(r.shadow, r.group, r.spare)
+
     def changed(self) -> None:
         self.memo.clear()
+        self.reservations.clear()
+
+
+class _Preemptible:
+    """A plan's running jobs preemption may stop, with what every blocked job asks of them
+    worked out once: their sensitivity ranks, and per network level the one group (node or
+    rack) holding all their GPUs (None when they span several)."""
+
+    def __init__(self, jobs: dict[JobId, JobRequest]) -> None:
+        self.jobs = jobs
+        self.ranks = {jid: sensitivity_rank(v.net_sensitivity) for jid, v in jobs.items()}
+        self._groups: dict[tuple[int, JobId], int | None] = {}
+
+    def below(self, rank: int, suspend: set[JobId]) -> list[JobRequest]:
+        """The jobs less network-sensitive than `rank` that this plan has not stopped yet."""
+        ranks = self.ranks
+        return [v for jid, v in self.jobs.items() if ranks[jid] < rank and jid not in suspend]
+
+    def group(self, level: int, job: JobRequest, group_of: Callable[[int], int]) -> int | None:
+        key = (level, job.job_id)
+        if key not in self._groups:
+            groups = {group_of(g) for g in job.running_on}
+            self._groups[key] = groups.pop() if len(groups) == 1 else None
+        return self._groups[key]
 
 
 class _Releases:
@@ -565,14 +599,43 @@ class NetAwarePlacement:
         t = ctx.delay_timers
         return self.timers if not t else {**self.timers, **t}
 
-    def tier_deadlines(self, job: JobRequest, ctx: PlacementContext) -> list[tuple[float, int]]:
-        """[(time, tier)]: from `time` on, the job accepts placements up to `tier`."""
+    def deadline_table(self, ctx: PlacementContext) -> _Table:
+        """The run's {job key: tier deadlines} under the timers in force now. A waiting job's
+        deadlines stay the same plan after plan (they change with its wait, its length and the
+        timers, all in the keys): kept per ranking and network model (the slowdown table) and
+        per topology, timers and this placement's delay settings. A plan fetches it once."""
+        t = topo(ctx.cluster)
+        key = ("deadlines", t.gpus_per_node, t.rack_nodes, t.rack_cap, self.delay, self.cost_aware, self.patience,
+               self.max_wait_s, tuple(sorted(self._timers(ctx).items())))
+        tables = _slowdown_table(ctx)
+        table = tables.get(key)
+        if table is None:
+            if len(tables) >= _TABLE_LIMIT:
+                tables.clear()
+            table = tables[key] = {}
+        return table
+
+    def tier_deadlines(self, job: JobRequest, ctx: PlacementContext,
+                       table: _Table | None = None) -> tuple[tuple[float, int], ...]:
+        """((time, tier), ...): from `time` on, the job accepts placements up to `tier`.
+        `table`: the plan's deadline_table (fetched here without one)."""
+        table = self.deadline_table(ctx) if table is None else table
+        key = (job.job_id, job.waiting_since, job.remaining_time, job.num_gpus, job.shape, job.app,
+               job.net_sensitivity)
+        hit = table.get(key)
+        if hit is None:
+            if len(table) >= _TABLE_LIMIT:
+                table.clear()
+            hit = table[key] = self._tier_deadlines(job, ctx)
+        return hit  # type: ignore[no-any-return]
+
+    def _tier_deadlines(self, job: JobRequest, ctx: PlacementContext) -> tuple[tuple[float, int], ...]:
         cluster = ctx.cluster
         want = wanted_tier(job, cluster)
         start = job.waiting_since
         out = [(start, want)]
         if not self.delay or want == SPINE:
-            return [(start, SPINE)]
+            return ((start, SPINE),)
         timers = self._timers(ctx)
         t = start
         for tier in range(want, SPINE):
@@ -584,11 +647,11 @@ class NetAwarePlacement:
                 wait = min(saving, max(wait, self.patience * saving))
             t += max(0.0, wait)
             out.append((min(t, start + self.max_wait_s), tier + 1))
-        return out
+        return tuple(out)
 
-    def allowed_tier(self, job: JobRequest, ctx: PlacementContext) -> int:
+    def allowed_tier(self, job: JobRequest, ctx: PlacementContext, table: _Table | None = None) -> int:
         allowed = NODE
-        for when, tier in self.tier_deadlines(job, ctx):
+        for when, tier in self.tier_deadlines(job, ctx, table):
             if ctx.now >= when:
                 allowed = tier
         if ctx.now >= job.waiting_since + self.max_wait_s:
@@ -599,12 +662,14 @@ class NetAwarePlacement:
         """Earliest future instant at which a waiting job's accepted tier widens."""
         if not self.delay:
             return None
+        table = self.deadline_table(ctx)
+        now = ctx.now
         soon = math.inf
         for job in order:
             if job.running_on:
                 continue
-            for when, _tier in self.tier_deadlines(job, ctx):
-                if ctx.now < when < soon:
+            for when, _tier in self.tier_deadlines(job, ctx, table):
+                if now < when < soon:
                     soon = when
                     break
         return soon if soon < math.inf else None
@@ -693,12 +758,13 @@ class NetAwarePlacement:
         res: list[_Reservation] = []  # for the first jobs that cannot start (EASY: one)
         reserved_nodes: dict[int, float] = {}  # node -> until when the per-node reservations hold it
         allocations = _Allocations(free, lambda job, free_ids, max_tier: self._allocate(job, free_ids, ctx, max_tier, rack_idx))
+        deadlines = self.deadline_table(ctx)
         # the running jobs preemption may stop (started recently, not stopped too often): made
         # once per plan, not once per blocked job
         cfg = self.preempt
-        preemptible = {} if cfg is None else {
+        preemptible = _Preemptible({} if cfg is None else {
             jid: v for jid, v in running.items()
-            if now - v.waiting_since < cfg.recent_s and v.preemptions < cfg.max_preemptions}
+            if now - v.waiting_since < cfg.recent_s and v.preemptions < cfg.max_preemptions})
         for job in order:
             if job.running_on or job.job_id in launch:
                 continue
@@ -706,10 +772,15 @@ class NetAwarePlacement:
                 break
             n = job.num_gpus
             got = None
-            allowed = self.allowed_tier(job, ctx)
+            # the tier its delay timers allow, worked out only for a job that may start or
+            # reserve (most of a long queue does neither while the cluster is full)
+            allowed = -1
             if len(free) >= n:
+                allowed = self.allowed_tier(job, ctx, deadlines)
                 got = allocations.best(job, allowed)
-            if (got is None or got[1] > wanted_tier(job, cluster)) and self.preempt is not None:
+            if self.preempt is not None and (got is None or got[1] > wanted_tier(job, cluster)):
+                if allowed < 0:
+                    allowed = self.allowed_tier(job, ctx, deadlines)
                 freed = self._preempt(job, free, preemptible, suspend, launch, ctx, rack_idx)
                 for jid in freed:
                     ends.pop(jid, None)
@@ -722,10 +793,12 @@ class NetAwarePlacement:
                 want = wanted_tier(job, cluster)
                 if is_per_node(job) and want == RACK:
                     shape = shape_of(job)
-                    r = _Reservation.for_nodes(shape.nodes or 1, shape.per_node or n, free, releases, cluster,
-                                               rack_idx, now)
+                    k, g = shape.nodes or 1, shape.per_node or n
+                    r = allocations.reservation(("nodes", k, g), lambda: _Reservation.for_nodes(
+                        k, g, free, releases, cluster, rack_idx, now))
                 else:
-                    r = _Reservation.make(n, want, free, releases, cluster, rack_idx, now)
+                    r = allocations.reservation(("gpus", n, want), lambda: _Reservation.make(
+                        n, want, free, releases, cluster, rack_idx, now))
                 if r.group is not None and r.shadow <= now:
                     # consolidated GPUs are free now but cost more by variability: take the faster
                     tight_now = allocations.best(job, want)
@@ -746,6 +819,8 @@ class NetAwarePlacement:
                     break
                 if (self.backfill == "easy" and len(res) < self.reservations
                         and now - job.waiting_since >= self.reserve_after_s):
+                    if allowed < 0:
+                        allowed = self.allowed_tier(job, ctx, deadlines)
                     res.append(self._reserve(job, allowed, free, releases, cluster, rack_idx, now, reserved_nodes))
                 continue
             if res:
@@ -772,7 +847,7 @@ class NetAwarePlacement:
             releases.hold(job.job_id, tuple(gpus), ends[job.job_id])
         return RoundPlan(frozenset(suspend), launch)
 
-    def _preempt(self, job: JobRequest, free: set[int], preemptible: dict[JobId, JobRequest], suspend: set[JobId],
+    def _preempt(self, job: JobRequest, free: set[int], preemptible: "_Preemptible", suspend: set[JobId],
                  launch: dict[JobId, tuple[int, ...]], ctx: PlacementContext, rack_idx: Sequence[int]) -> list[JobId]:
         """Stop victims so that `job` gets its preferred tier; returns the victims' ids.
         `preemptible`: the running jobs recent and seldom stopped enough to be victims."""
@@ -785,18 +860,7 @@ class NetAwarePlacement:
             return []
         rank = sensitivity_rank(job.net_sensitivity)
         now = ctx.now
-        ranks: dict[str, int] = {}
-
-        def rank_of(sens: str) -> int:
-            got = ranks.get(sens)
-            if got is None:
-                got = ranks[sens] = sensitivity_rank(sens)
-            return got
-
-        victims = [
-            v for jid, v in preemptible.items()
-            if jid not in suspend and rank_of(v.net_sensitivity) < rank
-        ]
+        victims = preemptible.below(rank, suspend)
         if not victims:
             return []
         node_of = topo(cluster).node_of
@@ -806,9 +870,9 @@ class NetAwarePlacement:
             free_in[group_of(g)] = free_in.get(group_of(g), 0) + 1
         by_group: dict[int, list[JobRequest]] = {}
         for v in victims:
-            groups = {group_of(g) for g in v.running_on}
-            if len(groups) == 1:  # only victims wholly inside one group free it for us
-                by_group.setdefault(groups.pop(), []).append(v)
+            grp = preemptible.group(want, v, group_of)
+            if grp is not None:  # only victims wholly inside one group free it for us
+                by_group.setdefault(grp, []).append(v)
         saving = job.remaining_time * max(0.0, tier_factor(job, want + 1, cluster, ctx) - 1.0)
         best = None
         for grp, vs in by_group.items():

@@ -190,6 +190,23 @@ def test_cost_aware_delay_never_waits_longer_than_it_saves():
     assert pol.tier_deadlines(long, make_ctx(c))[-1][0] > 3600.0  # stretched by patience
 
 
+def test_deadlines_kept_for_the_run_follow_the_timers_and_the_wait():
+    """The deadline table lives for the run (one RunCache, one network model): a tuner's new
+    timers, and a wait that starts again (a preempted or requeued job), give new deadlines."""
+    c = ClusterView.uniform(4, 4, nodes_per_rack=2)
+    pol = NetAwarePlacement("t", cost_aware=False)
+    run = make_ctx(c)
+    waiting = req(0, 2, sens="medium")
+    at = lambda now, timers=None, job=waiting: pol.allowed_tier(  # noqa: E731
+        job, replace(run, now=now, delay_timers=timers))
+    assert at(10.0) == NODE  # the default 120 s
+    assert at(10.0, {("medium", "node"): 5.0}) == RACK  # the tuner shortened it
+    assert at(10.0) == NODE  # and the defaults again
+    assert at(200.0) == RACK
+    assert at(200.0, job=req(0, 2, sens="medium", waiting_since=150.0)) == NODE  # waits again from 150
+    assert len(pol.deadline_table(run)) == 2  # one entry per (job, wait) under the default timers
+
+
 def test_context_timers_override_the_defaults():
     c = ClusterView.uniform(4, 4, nodes_per_rack=2)
     pol = NetAwarePlacement("t", cost_aware=False)

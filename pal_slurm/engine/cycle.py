@@ -36,6 +36,7 @@ from typing import Any, Mapping, Sequence
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.policy import PlacementContext, autotune, netaware
 from pal_slurm.policy import placement as placement_by_name, queue_order
+from pal_slurm.policy.registry import PROGRESS_READING_QUEUES
 from pal_slurm.policy.base import NetworkFactor, PlacementPolicy, QueueOrder
 from pal_slurm.policy.cache import RunCache
 from pal_slurm.policy.shapes import ShapeIndex, slurm_picks, slurm_picks_slots
@@ -97,6 +98,14 @@ class Engine:
         self.cache = RunCache()  # values derived from the run's inputs (PlacementContext.cache)
         self.tuner = autotune.initial_state(settings.tuner, {**self.policy.delay_timers,
                                                              **(settings.delay_timers or {})})
+
+    @property
+    def reads_progress(self) -> bool:
+        """Whether a cycle reads running jobs' progress: its placement or its queue order does,
+        or the tuner learns from it. False lets the event clock leave a running job's request
+        as it was built at its start."""
+        traits = self.policy.traits
+        return traits.reads_progress or traits.tuned or self.settings.queue in PROGRESS_READING_QUEUES
 
     # ---- context ---------------------------------------------------------------------------
     def delay_timers(self) -> Timers | None:

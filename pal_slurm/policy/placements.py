@@ -59,16 +59,19 @@ class StickyPlacement(_RoundPlacement):
         return sticky_round(order, ctx, self.alloc, preempt=self.preempt)
 
 
-_BLIND = Traits(variability=False)
-_BLIND_STICKY = Traits(sticky=True, variability=False)
+# what the round placements read: the jobs' sizes, classes and GPUs, never their progress
+# (the queue order may: the engine renews running jobs' requests for one that does)
+_ROUND = Traits(reads_progress=False)
+_BLIND = Traits(variability=False, reads_progress=False)
+_BLIND_STICKY = Traits(sticky=True, variability=False, reads_progress=False)
 
-PAL = NonStickyPlacement("pal", shape_aware(allocators.pal), class_first=True)
-PM_FIRST = NonStickyPlacement("pmfirst", shape_aware(allocators.pm_first), class_first=True)
+PAL = NonStickyPlacement("pal", shape_aware(allocators.pal), class_first=True, traits=_ROUND)
+PM_FIRST = NonStickyPlacement("pmfirst", shape_aware(allocators.pm_first), class_first=True, traits=_ROUND)
 PACKED_STICKY = StickyPlacement("packed-sticky", shape_aware(allocators.packed, False), traits=_BLIND_STICKY)
 PACKED_NONSTICKY = NonStickyPlacement("packed-nonsticky", shape_aware(allocators.packed, False), traits=_BLIND)
 RANDOM_STICKY = StickyPlacement("random-sticky", shape_aware(allocators.random_pick, False),
-                                traits=Traits(sticky=True, randomised=True, variability=False))
+                                traits=Traits(sticky=True, randomised=True, variability=False, reads_progress=False))
 RANDOM_NONSTICKY = NonStickyPlacement("random-nonsticky", shape_aware(allocators.random_pick, False),
-                                      traits=Traits(randomised=True, variability=False))
+                                      traits=Traits(randomised=True, variability=False, reads_progress=False))
 FIRST_FIT = StickyPlacement("firstfit", shape_aware(allocators.first_fit, False), preempt=False,
                             traits=Traits(sticky=True, variability=False, reads_progress=False))

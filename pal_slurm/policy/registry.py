@@ -34,6 +34,10 @@ ALIASES = {
 
 QUEUE_ORDERS: dict[str, QueueOrder] = {"fifo": queue.fifo, "las": queue.las, "srtf": queue.srtf,
                                      "srtf-aged": queue.aged_srtf()}
+# the queue orders that read running jobs' progress (attained service, remaining time): an
+# engine with one renews running jobs' requests at every decision; fifo reads only priority and
+# submit time (tests/unit/policy/test_queue.py checks the split on every order)
+PROGRESS_READING_QUEUES = frozenset({"las", "srtf", "srtf-aged"})
 
 
 class UnknownPolicy(KeyError):

@@ -51,6 +51,12 @@ if TYPE_CHECKING:
     from pal_slurm.sim.runner import RunSpec
 
 ARRIVAL, FINISH, WAKE = 0, 1, 2
+SWEEP_MIN = 100_000  # queued events before stale finishes are swept out (see drop_stale_finishes)
+
+
+def _is_current(job: "EventJob | None", version: int) -> bool:
+    """Whether a finish event pushed at `version` is still the job's (not moved or stopped since)."""
+    return job is not None and job.version == version
 
 
 
@@ -193,7 +199,7 @@ class _EventRun:
             rng=random.Random(cfg.seed), network=sim.netmodel if cfg.network else None, policy=pol)
         self.tuning = pol.traits.tuned
         # a decider (pald's or Slurm's model) may read anything; a placement says what it reads
-        self.renew_running = decider is not None or pol.traits.reads_progress or self.tuning
+        self.renew_running = decider is not None or self.engine.reads_progress
         if decider is not None:
             decider.start(self.cluster, self.ranking)
         self.sens_cache: dict[str, str] = {}
@@ -206,6 +212,7 @@ class _EventRun:
         self.last_t = 0.0
         self.pending_wake = math.inf
         self.events = self.plans = self.restarts = 0
+        self.sweep_at = SWEEP_MIN  # heap size at which stale finish events are dropped
         for idx, row in enumerate(trace.jobs):
             self.push(row.submit_time, ARRIVAL, idx)
 
@@ -220,6 +227,8 @@ class _EventRun:
         heap, G = self.heap, self.cluster.size
         n_total = len(self.trace.jobs)
         while heap:
+            if len(heap) > self.sweep_at:
+                self.drop_stale_finishes()
             t = heap[0][0]
             self.busy_gpu_s += (G - len(self.free)) * (t - self.last_t)
             self.last_t = t
@@ -235,6 +244,21 @@ class _EventRun:
             raise SimulationError(f"{self.trace.name}/{self.pol.name}: {n_total - len(self.state.outcomes)} job(s) "
                                   f"never ran (e.g. {stuck})")
         return self.result()
+
+    def drop_stale_finishes(self) -> None:
+        """Drop the finish events of jobs moved or stopped since they were pushed. A placement
+        that re-places every job at every decision (random-nonsticky) leaves millions, and
+        every pop pays for the heap's size. They count as events, as popping them would have;
+        the live events keep their order (time, sequence). The one difference: a stale event
+        no longer splits the busy-GPU integral at its time, so `busy_gpu_s` may differ in its
+        last bits from a run that popped them (runs whose heap stays under SWEEP_MIN, such as
+        the golden cases, never sweep)."""
+        active, heap = self.active, self.heap
+        live = [e for e in heap if e[2] != FINISH or _is_current(active.get(e[3][0]), e[3][1])]  # type: ignore[index]
+        self.events += len(heap) - len(live)
+        heap[:] = live
+        heapq.heapify(heap)
+        self.sweep_at = max(SWEEP_MIN, 2 * len(heap))
 
     def apply_events(self, t: float) -> bool:
         """Every event at instant t; whether anything happened that calls for a decision."""

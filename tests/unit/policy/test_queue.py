@@ -55,3 +55,16 @@ def test_srtf_aged_lead_cap_bounds_a_very_long_jobs_wait():
     # the registered order caps the lead at 12 h
     before, after = job(1, 1, submit=12 * 3600 - 100, remaining_time=10), job(2, 1, submit=12 * 3600 + 100, remaining_time=10)
     assert [j.job_id for j in queue_order("srtf-aged")([huge, after, before])] == [1, 0, 2]
+
+
+def test_only_the_declared_queue_orders_read_progress():
+    """PROGRESS_READING_QUEUES is what the event clock trusts to skip renewing running jobs:
+    every other order must not change when attained service and remaining time do, and every
+    declared one must."""
+    from pal_slurm.policy.registry import PROGRESS_READING_QUEUES, QUEUE_ORDERS
+
+    jobs = [job(i, 1, submit=i * 10, attained_service=100 - i, remaining_time=1000 - 100 * i) for i in range(5)]
+    progressed = [job(i, 1, submit=i * 10, attained_service=i * 7, remaining_time=1) for i in range(5)]
+    for name, order in QUEUE_ORDERS.items():
+        same = [j.job_id for j in order(jobs)] == [j.job_id for j in order(progressed)]
+        assert same == (name not in PROGRESS_READING_QUEUES), name

@@ -227,17 +227,17 @@ def test_autotuned_policy_reports_its_timers():
     assert "high/rack" in timers  # JSON-friendly keys
 
 
-def test_a_placement_that_never_reads_running_jobs_progress_gets_the_same_run_without_renewals(monkeypatch):
-    """firstfit declares reads_progress=False: the event clock then keeps running jobs' requests
-    as built at their start. The run is the same, bit for bit, as with renewed requests, and
-    the requests are renewed far less often."""
+PROGRESS_BLIND = sorted(name for name, pol in PLACEMENTS.items() if not pol.traits.reads_progress)
+
+
+def _runs_with_and_without_renewals(monkeypatch, pol, queue="fifo"):
+    """{renewed?: (every job's outcome, requests renewed)} for `pol` as declared and with
+    reads_progress forced on."""
     from dataclasses import replace
 
     from pal_slurm.model.job import JobRequest
-    from pal_slurm.policy.placements import FIRST_FIT
 
-    assert FIRST_FIT.traits.reads_progress is False
-    reading = replace(FIRST_FIT, traits=replace(FIRST_FIT.traits, reads_progress=True))
+    reading = replace(pol, traits=replace(pol.traits, reads_progress=True))
     trace = synthetic_trace(300, seed=3, jobs_per_hour=60.0, max_gpus=8)
     calls = {"n": 0}
     evolved = JobRequest.evolved
@@ -248,10 +248,63 @@ def test_a_placement_that_never_reads_running_jobs_progress_gets_the_same_run_wi
 
     monkeypatch.setattr(JobRequest, "evolved", counted)
     runs = {}
-    for pol in (FIRST_FIT, reading):
+    for p, renewed in ((pol, False), (reading, True)):
         calls["n"] = 0
-        r = EventSimulator(EventConfig(num_nodes=8, gpus_per_node=4, nodes_per_rack=4)).run(trace, pol)
-        runs[pol.traits.reads_progress] = ([(o.job_id, repr(o.first_start), repr(o.finish), repr(o.comm_overhead_s))
-                                           for o in r.jobs], calls["n"])
+        r = EventSimulator(EventConfig(num_nodes=8, gpus_per_node=4, nodes_per_rack=4, queue=queue)).run(trace, p)
+        runs[renewed] = ([(o.job_id, repr(o.first_start), repr(o.finish), repr(o.comm_overhead_s)) for o in r.jobs],
+                         calls["n"])
+    return runs
+
+
+@pytest.mark.parametrize("policy", PROGRESS_BLIND)
+def test_a_placement_that_never_reads_running_jobs_progress_gets_the_same_run_without_renewals(monkeypatch, policy):
+    """A placement that declares reads_progress=False (firstfit, the artifact's round
+    placements): under a queue order that does not read it either (fifo), the event clock keeps
+    running jobs' requests as built at their start. The run is the same, bit for bit, as with
+    renewed requests, and the requests are renewed far less often."""
+    assert {"firstfit", "pal", "random-nonsticky"} <= set(PROGRESS_BLIND)
+    runs = _runs_with_and_without_renewals(monkeypatch, PLACEMENTS[policy])
     assert runs[False][0] == runs[True][0]
-    assert runs[False][1] * 3 < runs[True][1], (runs[False][1], runs[True][1])
+    # a sticky placement's running jobs stay put (renewed only when they start); a non-sticky
+    # one re-places them, and a moved job's request is built again anyway
+    fewer = 3 if PLACEMENTS[policy].traits.sticky else 1
+    assert runs[False][1] * fewer < runs[True][1], (runs[False][1], runs[True][1])
+
+
+@pytest.mark.parametrize("queue", ["las", "srtf"])
+def test_a_queue_order_that_reads_progress_renews_running_jobs_for_any_placement(monkeypatch, queue):
+    """LAS orders by attained service: with it, pal's running jobs are renewed at every
+    decision (their order decides which stay), whatever pal itself reads."""
+    runs = _runs_with_and_without_renewals(monkeypatch, PLACEMENTS["pal"], queue=queue)
+    assert runs[False][0] == runs[True][0]
+    assert runs[False][1] == runs[True][1] > 0
+
+
+def test_stale_finish_events_swept_out_change_nothing_but_the_heap(monkeypatch):
+    """random-nonsticky re-places every job at every decision: each move leaves a stale finish
+    event. Sweeping them out (here from 200 queued events on) keeps every job's outcome, the
+    event, plan and restart counts, and the busy GPU-seconds up to rounding."""
+    import pal_slurm.sim.event as event
+
+    trace = synthetic_trace(300, seed=3, jobs_per_hour=60.0, max_gpus=8)
+    cfg = EventConfig(num_nodes=8, gpus_per_node=4, nodes_per_rack=4)
+    sweeps = {"n": 0, "dropped": 0}
+    drop = event._EventRun.drop_stale_finishes
+
+    def counted(self):
+        before = len(self.heap)
+        drop(self)
+        sweeps["n"] += 1
+        sweeps["dropped"] += before - len(self.heap)
+
+    def outcome(r):
+        return ([(o.job_id, repr(o.first_start), repr(o.finish), repr(o.comm_overhead_s), o.preemptions)
+                 for o in r.jobs], r.extra["events"], r.extra["plans"], r.extra["restarts"])
+
+    plain = EventSimulator(cfg).run(trace, "random-nonsticky")
+    monkeypatch.setattr(event._EventRun, "drop_stale_finishes", counted)
+    monkeypatch.setattr(event, "SWEEP_MIN", 200)
+    swept = EventSimulator(cfg).run(trace, "random-nonsticky")
+    assert sweeps["n"] > 0 and sweeps["dropped"] > 1000, sweeps
+    assert outcome(swept) == outcome(plain)
+    assert swept.busy_gpu_s == pytest.approx(plain.busy_gpu_s, rel=1e-12)

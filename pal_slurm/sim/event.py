@@ -29,7 +29,7 @@ import heapq
 import math
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeGuard
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
@@ -54,7 +54,7 @@ ARRIVAL, FINISH, WAKE = 0, 1, 2
 SWEEP_MIN = 100_000  # queued events before stale finishes are swept out (see drop_stale_finishes)
 
 
-def _is_current(job: "EventJob | None", version: int) -> bool:
+def _is_current(job: "EventJob | None", version: int) -> TypeGuard["EventJob"]:
     """Whether a finish event pushed at `version` is still the job's (not moved or stopped since)."""
     return job is not None and job.version == version
 
@@ -290,7 +290,7 @@ class _EventRun:
     def finish(self, payload: tuple[int, int], t: float) -> bool:
         key, version = payload
         job = self.active.get(key)
-        if job is None or job.version != version:
+        if not _is_current(job, version):
             return False  # stale: the job was moved or stopped since
         job.advance(t)
         self.state.finish(job, t, self.sim._best_net(job.src.model, job.src.num_gpus), job_id=job.src.job_id)

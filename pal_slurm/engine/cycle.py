@@ -36,7 +36,7 @@ from typing import Any, Mapping, Sequence
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.policy import PlacementContext, autotune, netaware
 from pal_slurm.policy import placement as placement_by_name, queue_order
-from pal_slurm.policy.registry import PROGRESS_READING_QUEUES
+from pal_slurm.policy.registry import PROGRESS_READING_QUEUES, SUBMIT_ORDER_QUEUES
 from pal_slurm.policy.base import NetworkFactor, PlacementPolicy, QueueOrder
 from pal_slurm.policy.cache import RunCache
 from pal_slurm.policy.shapes import ShapeIndex, slurm_picks, slurm_picks_slots
@@ -123,15 +123,21 @@ class Engine:
         )
 
     # ---- the cycle -------------------------------------------------------------------------
-    def order_jobs(self, jobs: Sequence[JobRequest]) -> list[JobRequest]:
+    def order_jobs(self, jobs: Sequence[JobRequest], in_submit_order: bool = False) -> list[JobRequest]:
+        """The jobs in queue order. `in_submit_order`: the caller hands them sorted by submit
+        time, all of one priority (the simulator's clocks: jobs arrive in time order), so a
+        queue order that keeps such a list as it is (SUBMIT_ORDER_QUEUES: FIFO) need not sort."""
         if not self.settings.running_jobs_move:
             jobs = [j for j in jobs if not j.running_on]
+        if in_submit_order and self.settings.queue in SUBMIT_ORDER_QUEUES:
+            return list(jobs)
         return self.order(jobs)
 
-    def cycle(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float) -> Cycle:
+    def cycle(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float,
+              in_submit_order: bool = False) -> Cycle:
         """One cycle: queue order -> eligible view -> placement -> plan. `cluster.free` holds
-        the GPUs no running job holds."""
-        order = self.order_jobs(jobs)
+        the GPUs no running job holds. `in_submit_order`: as in `order_jobs`."""
+        order = self.order_jobs(jobs, in_submit_order)
         ctx = self.context(eligible_view(cluster, order), ranking, now)
         plan = self._plan(order, ctx)
         if not self.settings.running_jobs_move:
@@ -206,8 +212,9 @@ class Engine:
             left = ctx.cluster.with_free(set(ctx.cluster.free) - taken)
             plan = self._plan(rest, replace(ctx, cluster=left, memo=None, shape_index=None))
 
-    def decide(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float) -> RoundPlan:
-        return self.cycle(jobs, cluster, ranking, now).plan
+    def decide(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float,
+               in_submit_order: bool = False) -> RoundPlan:
+        return self.cycle(jobs, cluster, ranking, now, in_submit_order).plan
 
     def _backfill(self, order: Sequence[JobRequest], ctx: PlacementContext, plan: RoundPlan) -> RoundPlan:
         """Give every job the plan left waiting a chance, in order, on what is still free."""

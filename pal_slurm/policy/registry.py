@@ -38,6 +38,10 @@ QUEUE_ORDERS: dict[str, QueueOrder] = {"fifo": queue.fifo, "las": queue.las, "sr
 # engine with one renews running jobs' requests at every decision; fifo reads only priority and
 # submit time (tests/unit/policy/test_queue.py checks the split on every order)
 PROGRESS_READING_QUEUES = frozenset({"las", "srtf", "srtf-aged"})
+# the queue orders that keep jobs already sorted by submit time, all of one priority, as they
+# are: a caller that hands jobs in that order (the simulator's clocks, whose jobs arrive in time
+# order) may skip their sort, the largest cost of a decision over thousands of waiting jobs
+SUBMIT_ORDER_QUEUES = frozenset({"fifo"})
 
 
 class UnknownPolicy(KeyError):

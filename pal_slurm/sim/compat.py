@@ -53,7 +53,7 @@ class CompatConfig:
     variability: MeasuredGpus | None = None  # measured classes replace the bundled draws (sim.variability)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class CompatJob(SimJob):
     """A job on the round clock: progress in iterations, gained at each round boundary."""
 
@@ -144,7 +144,7 @@ class CompatSimulator:
                     continue
                 job.done += R / (job.pm * job.loc * job.iter_time)
                 job.attained += R
-                job.touch()
+                state.touch(job)
                 job.comm_s += R * (1.0 - 1.0 / job.loc)
                 if job.done >= job.src.iterations:
                     changed = True
@@ -162,7 +162,7 @@ class CompatSimulator:
                 pending_arrival = next(source)
             # (3) schedule, unless nothing can have changed since an idle round
             if changed or not idle_plan or replans_idle:
-                plan = engine.decide(state.requests(), state.view(), ranking, t)
+                plan = engine.decide(state.requests(), state.view(), ranking, t, in_submit_order=True)
                 state.apply(plan, t, start)
                 idle_plan = not plan.suspend and not plan.launch
             busy = state.busy

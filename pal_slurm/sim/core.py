@@ -30,7 +30,7 @@ from pal_slurm.sim.trace import TraceJob
 Scores = Mapping[str, Sequence[float]]  # class -> per-GPU score (slowdown factor; 1.0 = median GPU)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class SimJob:
     """One trace job in a run, as both clocks track it. A clock's subclass adds its progress
     model and says how much ideal work is left (`remaining_time`)."""
@@ -92,7 +92,13 @@ class SimState(Generic[J]):
         self.scores = scores
         self.sorted_scores = {c: sorted(v) for c, v in scores.items()}
         self._model_scores: dict[tuple[str, str], list[float]] = {}  # (class, GPU model) -> its GPUs' sorted
-        self.active: dict[JobId, J] = {}
+        self.active: dict[JobId, J] = {}  # in arrival order
+        self.running: dict[JobId, J] = {}  # the active jobs that hold GPUs
+        # Each active job's request, in arrival order, kept as jobs change instead of asked of
+        # every job at every decision: a large run holds thousands of waiting jobs whose
+        # requests do not change, and the event clock decides tens of thousands of times.
+        self._requests: dict[JobId, JobRequest | None] = {}
+        self._stale: dict[JobId, J] = {}  # jobs whose request is rebuilt at the next requests()
         self.free: set[int] = set(range(cluster.size))
         self.outcomes: list[JobOutcome] = []
 
@@ -104,10 +110,25 @@ class SimState(Generic[J]):
         return self.cluster.with_free(self.free)
 
     def requests(self) -> list[JobRequest]:
-        return [j.request() for j in self.active.values()]
+        """Every active job's request, in arrival order: by submit time (a clock makes a job
+        active when it arrives, in time order), all of one priority (Engine.order_jobs's
+        `in_submit_order`)."""
+        if self._stale:
+            for key, job in self._stale.items():
+                self._requests[key] = job.request()
+            self._stale.clear()
+        return list(self._requests.values())  # type: ignore[arg-type]
+
+    def touch(self, job: J) -> None:
+        """`job` changed in a way its request shows (GPUs, progress, wait, preemptions): the
+        next requests() builds its request again. Whoever changes a job's state says so here."""
+        job.touch()
+        self._stale[job.key] = job
 
     def arrive(self, job: J) -> None:
         self.active[job.key] = job
+        self._requests[job.key] = None  # (its place in arrival order; built at the next requests())
+        self._stale[job.key] = job
 
     # ---- the actuator --------------------------------------------------------------------
     def apply(self, plan: RoundPlan, t: float, start: Callable[[J, tuple[int, ...], float], None]) -> None:
@@ -119,16 +140,17 @@ class SimState(Generic[J]):
         for jid, gpus in plan.launch.items():
             start(self.active[jid], tuple(gpus), t)
 
-    def stop(self, job: SimJob, t: float, moved: bool) -> None:
+    def stop(self, job: J, t: float, moved: bool) -> None:
         self.free.update(job.gpus)
+        del self.running[job.key]
         job.gpus = ()
-        job.touch()
+        self.touch(job)
         job.version += 1
         job.waiting_since = t
         if not moved:
             job.preemptions += 1
 
-    def start(self, job: SimJob, gpus: tuple[int, ...], t: float, checked: bool = False) -> None:
+    def start(self, job: J, gpus: tuple[int, ...], t: float, checked: bool = False) -> None:
         """Give `job` its GPUs at t and set its slowest GPU (`pm`). `checked`: refuse a launch
         of a running job, or GPUs that are not free (a placement bug, not a simulated event)."""
         if checked:
@@ -141,7 +163,8 @@ class SimState(Generic[J]):
                 raise RuntimeError(f"job {job.key} needs {model} GPUs, got {gpus}")
         self.free.difference_update(gpus)
         job.gpus = gpus
-        job.touch()
+        self.running[job.key] = job
+        self.touch(job)
         job.version += 1
         job.pm = max(map(self.scores[job.perf_class].__getitem__, gpus))
         if job.first_start is None:
@@ -169,6 +192,9 @@ class SimState(Generic[J]):
         returned, unless `best_factor` is None (a job the run does not measure)."""
         self.free.update(job.gpus)
         del self.active[job.key]
+        del self._requests[job.key]
+        self.running.pop(job.key, None)
+        self._stale.pop(job.key, None)
         if best_factor is None:
             return None
         outcome = JobOutcome(

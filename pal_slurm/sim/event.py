@@ -104,7 +104,7 @@ class EventConfig:
         return with_gpu_models(cluster, self.gpu_models) if self.gpu_models else cluster
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class EventJob(SimJob):
     """A job on the event clock: ideal seconds of work left, shrinking while it runs at `rate`
     (after `resume_at`: a restart's cost)."""
@@ -119,9 +119,8 @@ class EventJob(SimJob):
     def remaining_time(self) -> float:
         return self.work_left
 
-    def advance(self, t: float, renew: bool = True) -> None:
-        """Progress up to t. `renew`: the next request shows it (False: nobody reads a running
-        job's progress, its request stays as it was built at its start)."""
+    def advance(self, t: float) -> None:
+        """Progress up to t (its request shows it once the state is told: SimState.touch)."""
         if self.gpus and t > self.last:
             run_from = max(self.last, self.resume_at)
             if t > run_from:
@@ -129,8 +128,6 @@ class EventJob(SimJob):
                 self.work_left -= dt * self.rate
                 self.comm_s += dt * (1.0 - 1.0 / self.net)
             self.attained += t - self.last
-            if renew:
-                self._req = None
         self.last = t
 
 
@@ -303,9 +300,12 @@ class _EventRun:
 
     # ---- one decision --------------------------------------------------------------------
     def schedule(self, t: float) -> None:
-        renew = self.renew_running
-        for job in self.active.values():
-            job.advance(t, renew)
+        running = self.state.running
+        for job in running.values():
+            job.advance(t)
+        if self.renew_running:  # else nobody reads it: a running job's request stays as first built
+            for job in running.values():
+                self.state.touch(job)
         cyc = self.decide(t)
         self.plans += 1
         self.state.apply(cyc.plan, t, self.start)
@@ -324,8 +324,8 @@ class _EventRun:
         requests = self.state.requests()
         view = self.state.view()
         if self.decider is None:
-            return self.engine.cycle(requests, view, self.ranking, t)
-        order = self.engine.order_jobs(requests)
+            return self.engine.cycle(requests, view, self.ranking, t, in_submit_order=True)
+        order = self.engine.order_jobs(requests, in_submit_order=True)
         return Cycle(order, self.engine.context(view, self.ranking, t),
                      self.decider.decide(t, requests, view, self.ranking))
 

@@ -80,3 +80,13 @@ def test_under_slurm_a_launch_is_the_slots_slurm_takes_and_later_jobs_plan_on_wh
     # the artifact's model (the simulator's own loop, nothing pinned by Slurm) keeps PAL's slots
     free_run = Engine(EngineSettings(placement="pal")).decide([big, small], view, ranking, 2.0)
     assert free_run.launch["a"] == (1, 2, 3, 4, 5, 6)
+
+
+def test_jobs_handed_in_submit_order_skip_only_a_submit_ordered_queues_sort():
+    """`in_submit_order` lets FIFO keep the list as it is; an order that reads anything else
+    (SRTF: remaining time) still sorts it."""
+    jobs = [JobRequest(job_id=i, num_gpus=1, submit_time=float(i), remaining_time=float(10 - i)) for i in range(4)]
+    fifo = Engine(EngineSettings(queue="fifo"))
+    srtf = Engine(EngineSettings(queue="srtf"))
+    assert [j.job_id for j in fifo.order_jobs(jobs, in_submit_order=True)] == [0, 1, 2, 3]
+    assert [j.job_id for j in srtf.order_jobs(jobs, in_submit_order=True)] == [3, 2, 1, 0]

@@ -68,3 +68,15 @@ def test_only_the_declared_queue_orders_read_progress():
     for name, order in QUEUE_ORDERS.items():
         same = [j.job_id for j in order(jobs)] == [j.job_id for j in order(progressed)]
         assert same == (name not in PROGRESS_READING_QUEUES), name
+
+
+def test_only_the_declared_queue_orders_keep_jobs_in_submit_order_as_they_are():
+    """SUBMIT_ORDER_QUEUES is what lets a caller that hands jobs sorted by submit time, one
+    priority, skip the sort (Engine.order_jobs): every declared order must keep such a list as
+    it is whatever else the jobs carry, and every other order must not."""
+    from pal_slurm.policy.registry import QUEUE_ORDERS, SUBMIT_ORDER_QUEUES
+
+    jobs = [job(i, 1, submit=i * 10, attained_service=100 - i, remaining_time=1000 - 100 * i) for i in range(5)]
+    for name, order in QUEUE_ORDERS.items():
+        kept = [j.job_id for j in order(jobs)] == [j.job_id for j in jobs]
+        assert kept == (name in SUBMIT_ORDER_QUEUES), name

@@ -74,3 +74,45 @@ def test_each_clock_says_how_much_work_is_left():
     e = EventJob(0, src, "A", 0.0, work_left=100.0, gpus=(0,), rate=0.5)
     e.advance(40.0)
     assert e.request().remaining_time == 80.0 and e.attained == 40.0
+
+
+def test_requests_kept_as_jobs_change_equal_requests_built_afresh():
+    """SimState keeps each active job's request as the job changes (arrive, start, stop, a
+    told change of progress, finish) instead of asking every job at every decision: after any
+    sequence of those, `requests()` is what building every request again gives, in arrival
+    order."""
+    import random
+
+    rng = random.Random(7)
+    s = state()
+    jobs: dict[int, _Job] = {}
+    for step in range(400):
+        op = rng.random()
+        waiting = [j for j in jobs.values() if not j.gpus]
+        running = [j for j in jobs.values() if j.gpus]
+        if op < 0.3 or not jobs:
+            j = job(step, gpus=rng.choice((1, 2)))
+            j.submit = float(step)
+            jobs[step] = j
+            s.arrive(j)
+        elif op < 0.55 and waiting:
+            j = rng.choice(waiting)
+            if len(s.free) >= j.src.num_gpus:
+                s.start(j, tuple(sorted(s.free))[: j.src.num_gpus], float(step), checked=True)
+        elif op < 0.7 and running:
+            s.stop(rng.choice(running), float(step), moved=rng.random() < 0.5)
+        elif op < 0.85 and running:
+            j = rng.choice(running)
+            j.left -= 1.0
+            j.attained += 1.0
+            s.touch(j)
+        elif running:
+            j = rng.choice(running)
+            s.finish(j, float(step), best_factor=None, job_id=j.key)
+            del jobs[j.key]
+        kept = s.requests()
+        for j in jobs.values():
+            j.touch()
+        assert kept == [j.request() for j in jobs.values()], step
+        assert [r.job_id for r in kept] == sorted(jobs)  # arrival order
+        assert set(s.running) == {j.key for j in jobs.values() if j.gpus}

@@ -308,3 +308,32 @@ def test_stale_finish_events_swept_out_change_nothing_but_the_heap(monkeypatch):
     assert sweeps["n"] > 0 and sweeps["dropped"] > 1000, sweeps
     assert outcome(swept) == outcome(plain)
     assert swept.busy_gpu_s == pytest.approx(plain.busy_gpu_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["event", "compat"])
+def test_the_clocks_hand_the_engine_their_jobs_in_fifo_order(monkeypatch, mode):
+    """Both clocks tell the engine their jobs come in submit order, one priority (so FIFO skips
+    its sort of thousands of waiting jobs at every decision): at every decision of a run with
+    arrivals, moves, preemptions and finishes, that list is exactly FIFO's order of it."""
+    from pal_slurm.engine import Engine
+    from pal_slurm.policy.queue import fifo
+    from pal_slurm.sim.compat import CompatConfig, CompatSimulator
+
+    seen = {"decisions": 0, "max_jobs": 0}
+    order_jobs = Engine.order_jobs
+
+    def checked(self, jobs, in_submit_order=False):
+        assert in_submit_order
+        assert [j.job_id for j in jobs] == [j.job_id for j in fifo(jobs)]
+        seen["decisions"] += 1
+        seen["max_jobs"] = max(seen["max_jobs"], len(jobs))
+        return order_jobs(self, jobs, in_submit_order)
+
+    monkeypatch.setattr(Engine, "order_jobs", checked)
+    trace = synthetic_trace(120, seed=5, jobs_per_hour=120.0, max_gpus=8)
+    for policy in ("random-nonsticky", "pal", "packed-sticky"):
+        if mode == "event":
+            EventSimulator(EventConfig(num_nodes=4, gpus_per_node=4, nodes_per_rack=2)).run(trace, policy)
+        else:
+            CompatSimulator(CompatConfig()).run(small_trace(n=30), policy)
+    assert seen["decisions"] > 50 and seen["max_jobs"] > 10, seen

@@ -197,7 +197,7 @@ _Table = dict[tuple[Any, ...], Any]  # a per-run table of derived values
 def _slowdown_table(ctx: PlacementContext) -> _Table:
     """The run's {job key: (score, factor)} for the context's ranking and network model."""
     by_net: dict[object, tuple[object, _Table]] = ctx.cache.get("slowdowns", ctx.ranking, dict)
-    net = getattr(ctx, "network", None)
+    net = ctx.network
     # NodeLocality is a value (a new one per plan, equal by its penalty); other models are
     # the run's own object: kept with its table, so its id is not reused while cached.
     key = net if isinstance(net, NodeLocality) else id(net)
@@ -740,7 +740,7 @@ class NetAwarePlacement:
         """The context as this policy sees it (node-only locality when not topology-aware)."""
         if self.topology_aware:
             return ctx
-        return dataclasses.replace(ctx, network=NodeLocality(getattr(ctx, "locality_penalty", 1.7)))
+        return dataclasses.replace(ctx, network=NodeLocality(ctx.locality_penalty))
 
     def plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
         ctx = self._view(ctx)

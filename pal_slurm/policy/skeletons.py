@@ -62,7 +62,7 @@ def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: A
     seq = class_first(order, ctx.cluster.size) if reorder else list(order)
     # Every round starts from the same free set, so a deterministic allocator gives the same
     # GPUs to the same leading jobs as last round: reuse them up to the first change.
-    memo = getattr(ctx, "memo", None) if deterministic else None
+    memo = ctx.memo if deterministic else None
     keys = [(j.job_id, j.num_gpus, j.perf_class, j.shape) for j in seq] if memo is not None else []
     sig = (alloc, ctx.locality_penalty, tuple(free)) if memo is not None else None
     allocs: list[tuple[int, ...] | None] = []

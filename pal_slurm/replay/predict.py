@@ -34,6 +34,7 @@ from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
 from pal_slurm.ranking import Ranking
 from pal_slurm.replay.plan import ReplayPlan
+from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.runner import RunSpec
 from pal_slurm.sim.trace import Trace
 
@@ -59,7 +60,18 @@ def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
             nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
             ranking: Ranking | None = None, cycle_s: float | None = None) -> dict:
-    """{"policy", "avg_jct_s", "makespan_s"} of the event simulator for this arm. `cluster`: the
+    """{"policy", "avg_jct_s", "makespan_s"} of the event simulator for this arm (the
+    arguments as in `predicted_run`)."""
+    result = predicted_run(plan, arm, seed, num_nodes, gpus_per_node, nodes_per_rack, launch_s, cluster,
+                           ranking, cycle_s)
+    s = result.summary()
+    return {"policy": result.policy, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"]}
+
+
+def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
+                  nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
+                  ranking: Ranking | None = None, cycle_s: float | None = None) -> RunResult:
+    """The event simulator's run of this arm, every job's outcome in it. `cluster`: the
     lab's (its node names; default num_nodes x gpus_per_node); `ranking`: pald's measured one
     on that cluster (pal-slurm arms; default the simulator's exact draw); `cycle_s`: pald's
     cycle as the replay measured it (wall seconds from a held job's GPUs coming free to its
@@ -93,6 +105,5 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
                               settings=ServiceSettings(queue=arm_queue(arm),
                                                        delay_timers=rack_timers(RACK_WAIT_S)))
     result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)
-    s = result.summary()
     name = policy if isinstance(policy, str) else policy.name
-    return {"policy": f"{name}-on-slurm" if pald else name, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"]}
+    return replace(result, policy=f"{name}-on-slurm" if pald else name)

@@ -1,0 +1,81 @@
+"""Issue 12 without a Slurm: what the replay's simulator predicts for an arm against stock.
+
+    python3 benchmarks/replay_prediction.py                          # 6 traces x seeds 0-2
+    python3 benchmarks/replay_prediction.py --traces workload-5 --seeds 0 --explain 3
+
+The setting is `palctl replay`'s (first --jobs jobs of each bundled Sia-Philly trace, --scale
+trace seconds per wall second, 16 nodes x 4 GPUs, 4 nodes per leaf switch, the replay's Slurm
+shapes and time limits) and the prediction is `replay.predict.predict`'s: the model of stock
+Slurm (passes, EASY backfill on limits, whole-node reservations, best-fit leaf) against the
+model of pald on Slurm for the arm, with the simulator's exact per-GPU draw for the seed as
+pald's ranking (a replay measures it) and a fixed Slurm launch cost. It runs in seconds, so it
+covers traces and seeds a replay (minutes of wall time each) does not.
+
+Prints per (seed, trace) the arm's avg JCT and makespan over stock's, the geomean and the
+worst; `--explain K` lists, for each loss, the K jobs whose JCT grew most, with where each
+arm ran them (start-finish, trace hours) and their run time's stretch over the job's ideal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from pal_slurm.replay.plan import plan_replay  # noqa: E402
+from pal_slurm.replay.predict import predicted_run  # noqa: E402
+from pal_slurm.sim.trace import bundled_trace  # noqa: E402
+
+TRACES = ("workload-1", "workload-2", "workload-3", "workload-4", "workload-5", "workload-6")
+
+
+def predicted_runs(trace: str, arm: str, seed: int, jobs: int, scale: float, launch_s: float):
+    """(stock's run, the arm's run) as the replay predicts them."""
+    plan = plan_replay(bundled_trace(trace), scale, 4, 64, jobs=jobs)
+    return (predicted_run(plan, "stock", seed, 16, 4, 4, launch_s=launch_s),
+            predicted_run(plan, arm, seed, 16, 4, 4, launch_s=launch_s))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--traces", default=",".join(TRACES))
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--arm", default="pal-fit")
+    ap.add_argument("--jobs", type=int, default=40)
+    ap.add_argument("--scale", type=float, default=600.0)
+    ap.add_argument("--launch-s", type=float, default=60.0, help="Slurm's launch cost, trace seconds")
+    ap.add_argument("--explain", type=int, default=0, metavar="K")
+    args = ap.parse_args()
+    ratios = []
+    print(f"{args.arm} / stock, predicted ({args.jobs} jobs, scale {args.scale:g}, 16x4, 4 nodes per leaf)")
+    print(f"{'seed':>4s} {'trace':12s} {'stock avg JCT h':>15s} {'arm avg JCT h':>13s} {'JCT ratio':>9s} {'makespan ratio':>14s}")
+    for seed in (int(s) for s in args.seeds.split(",")):
+        for trace in args.traces.split(","):
+            stock, arm = predicted_runs(trace, args.arm, seed, args.jobs, args.scale, args.launch_s)
+            s, a = stock.summary(), arm.summary()
+            r, m = a["avg_jct_s"] / s["avg_jct_s"], a["makespan_s"] / s["makespan_s"]
+            ratios.append(r)
+            print(f"{seed:4d} {trace:12s} {s['avg_jct_s'] / 3600:15.3f} {a['avg_jct_s'] / 3600:13.3f} "
+                  f"{r:9.3f} {m:14.3f}{'  <- loss' if r > 1.0 or m > 1.0 else ''}", flush=True)
+            if args.explain and (r > 1.0 or m > 1.0):
+                explain(stock, arm, args.explain)
+    geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    print(f"geomean avg JCT ratio {geo:.3f} over {len(ratios)} runs, worst {max(ratios):.3f}")
+
+
+def explain(stock, arm, k: int) -> None:
+    before = {o.job_id: o for o in stock.jobs}
+    grown = sorted(arm.jobs, key=lambda o: before[o.job_id].jct - o.jct)[:k]
+    for o in grown:
+        b = before[o.job_id]
+        print(f"      job {o.job_id} ({o.num_gpus} GPUs, {o.model}): JCT {b.jct / 3600:.2f} -> {o.jct / 3600:.2f} h; "
+              f"stock ran it {b.first_start / 3600:.2f}-{b.finish / 3600:.2f} (x{(b.finish - b.first_start) / o.ideal_runtime:.2f}"
+              f" ideal), the arm {o.first_start / 3600:.2f}-{o.finish / 3600:.2f} "
+              f"(x{(o.finish - o.first_start) / o.ideal_runtime:.2f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -56,7 +56,8 @@ class SimJob:
         raise NotImplementedError
 
     def touch(self) -> None:
-        """Its state changed: the next request is built again."""
+        """Its state changed: the next request is built again. (Called by `SimState.touch`,
+        which a clock calls, so the state's kept requests follow.)"""
         self._req = None
 
     def request(self) -> JobRequest:

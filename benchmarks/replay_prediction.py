@@ -19,7 +19,6 @@ arm ran them (start-finish, trace hours) and their run time's stretch over the j
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 
@@ -27,16 +26,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pal_slurm.replay.plan import plan_replay  # noqa: E402
 from pal_slurm.replay.predict import predicted_run  # noqa: E402
+from pal_slurm.sim.metrics import geomean  # noqa: E402
 from pal_slurm.sim.trace import bundled_trace  # noqa: E402
 
 TRACES = ("workload-1", "workload-2", "workload-3", "workload-4", "workload-5", "workload-6")
+NODES, GPUS_PER_NODE, NODES_PER_LEAF = 16, 4, 4  # the replay's lab cluster
 
 
 def predicted_runs(trace: str, arm: str, seed: int, jobs: int, scale: float, launch_s: float):
     """(stock's run, the arm's run) as the replay predicts them."""
-    plan = plan_replay(bundled_trace(trace), scale, 4, 64, jobs=jobs)
-    return (predicted_run(plan, "stock", seed, 16, 4, 4, launch_s=launch_s),
-            predicted_run(plan, arm, seed, 16, 4, 4, launch_s=launch_s))
+    plan = plan_replay(bundled_trace(trace), scale, GPUS_PER_NODE, NODES * GPUS_PER_NODE, jobs=jobs)
+    return tuple(predicted_run(plan, a, seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF, launch_s=launch_s)
+                 for a in ("stock", arm))
 
 
 def main() -> None:
@@ -62,8 +63,7 @@ def main() -> None:
                   f"{r:9.3f} {m:14.3f}{'  <- loss' if r > 1.0 or m > 1.0 else ''}", flush=True)
             if args.explain and (r > 1.0 or m > 1.0):
                 explain(stock, arm, args.explain)
-    geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
-    print(f"geomean avg JCT ratio {geo:.3f} over {len(ratios)} runs, worst {max(ratios):.3f}")
+    print(f"geomean avg JCT ratio {geomean(ratios):.3f} over {len(ratios)} runs, worst {max(ratios):.3f}")
 
 
 def explain(stock, arm, k: int) -> None:

@@ -231,7 +231,7 @@ class _EventRun:
             self.last_t = t
             if not self.apply_events(t) or not self.active:
                 continue
-            if self.pol.traits.sticky and all(j.gpus for j in self.active.values()):
+            if self.pol.traits.sticky and len(self.state.running) == len(self.active):
                 continue  # nothing to place and a sticky policy never moves running jobs
             self.schedule(t)
             if progress is not None:

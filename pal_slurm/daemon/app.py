@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Collection
 
 from pal_slurm.model.comment_grammar import CommentError, verify_spec
 from pal_slurm.daemon import requeue
@@ -456,7 +457,7 @@ class Pald:
         for job_id, err in errors:
             self._note_error("release", RuntimeError(f"job {job_id}: {err}"))
         self._give_up_on(dict(errors))
-        self._admin_hold([j for j in held if j.job_id in self.deferred])
+        self._admin_hold([j for j in held if j.job_id in self.deferred], {r.job_id for r in done_releases})
         self.last_cycle = now
         return done_releases
 
@@ -503,7 +504,7 @@ class Pald:
                     or (j.job_id not in self.deferred and j.submit_time < self.started)):
                 continue
             if j.state == "PENDING" and j.job_id not in self.admin_held and j.job_id not in self.reheld:
-                self._hold_again(j.job_id)
+                self._hold_again(j.job_id, j.ref)
                 continue
             self.noticed.add(j.job_id)
             with self.lock:
@@ -519,10 +520,11 @@ class Pald:
         self.admin_held &= present
         self.reheld &= present
 
-    def _hold_again(self, job_id: int) -> None:
-        """Put a deferred job its user released back under pald's (admin) hold."""
+    def _hold_again(self, job_id: int, ref: int | str) -> None:
+        """Put a deferred job its user released back under pald's (admin) hold (by `ref`, its
+        scontrol name: an array element's job id may be the array's, which names them all)."""
         try:
-            self.actuator.hold(job_id)
+            self.actuator.hold(ref)
         except Exception as exc:  # noqa: BLE001 - it started meanwhile, or Slurm refused: next sync sees which
             self._note_error("hold", exc)
             return
@@ -581,8 +583,8 @@ class Pald:
             if not requeue.to_take_back(j):
                 continue
             try:
-                self.actuator.set_admin_comment(j.job_id, requeue.tagged_comment(j))
-                self.actuator.hold(j.job_id)
+                self.actuator.set_admin_comment(j.ref, requeue.tagged_comment(j))  # A_I: not its array
+                self.actuator.hold(j.ref)
             except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the others
                 self._note_error("requeue", RuntimeError(f"job {j.job_id}: {exc}"))
                 continue
@@ -592,15 +594,31 @@ class Pald:
                      j.job_id, j.restart_count)
             self._record(str(j.job_id), DecisionKind.DEFER, f"requeued:{j.restart_count}", {}, None)
 
-    def _admin_hold(self, held) -> None:
+    def _admin_hold(self, held, released: Collection[int | str] = ()) -> None:
         """Turn the hook's hold (priority 0, JobHeldUser: its user may `scontrol release` it and
         jump pald's queue) into an admin hold (JobHeldAdmin), which only SlurmUser/root lifts.
-        pald runs as one of them, so `scontrol hold` here is an admin hold."""
-        user_held = [j.job_id for j in held if j.reason != "JobHeldAdmin"]
-        if not user_held:
+        pald runs as one of them, so `scontrol hold` here is an admin hold.
+
+        `held` was read before this cycle's releases (`released`): an array's record is held
+        by the names of the elements it still has (`JobInfo.own_ref`), never by the array's
+        job id, which would hold again the elements just released (a flaky 30 s wait, found
+        by tests/integration/test_site_compat.py's array test)."""
+        refs, user_held = [], []
+        for j in held:
+            if j.reason == "JobHeldAdmin":
+                continue
+            try:
+                ref = j.own_ref(without=released)
+            except SlurmError as exc:  # an array task string not read: the plan passed it to Slurm
+                self._note_error("hold", exc)
+                continue
+            if ref is not None:
+                refs.append(ref)
+                user_held.append(j.job_id)
+        if not refs:
             return
         try:
-            self.actuator.hold_many(user_held)
+            self.actuator.hold_many(refs)
         except Exception as exc:  # noqa: BLE001 - the jobs stay held as they were; next cycle retries
             self._note_error("hold", exc)
             return

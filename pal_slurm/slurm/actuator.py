@@ -36,8 +36,8 @@ from pal_slurm.slurm.hostlist import compress, expand
 from pal_slurm.slurm.runner import Runner
 
 
-JobRef = int | str  # a job id, or ``A_I`` for element I of array A (see readers.JobInfo.ref)
-_REF = re.compile(r"\d+(?:_\d+)?")
+JobRef = int | str  # a job id, ``A_I`` for element I of array A, ``A_[1,3-5]`` for several (readers.JobInfo)
+_REF = re.compile(r"\d+(?:_\d+|_\[\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*\])?")
 
 
 def job_ref(job: JobRef) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.model.cluster import ClusterView
 from pal_slurm.slurm.dialects import LEGACY_22_05, NO_VAL, Dialect, detect
@@ -340,6 +340,22 @@ class JobInfo:
             return [self.ref]
         return [f"{self.array_job_id}_{i}" for i in array_task_ids(self.array_tasks)]
 
+    def own_ref(self, without: Collection[int | str] = ()) -> int | str | None:
+        """The scontrol name of exactly the elements this record stands for, less the element
+        refs in `without` (those a cycle just released); None when none is left.
+
+        Why not the job id: an array's pending record keeps the array's own job id, and
+        `scontrol hold <array id>` holds *every* pending element of the array, those pald has
+        just pinned and released too (they then wait held until pald places them again). The
+        ``A_[1,3-8]`` form names only the record's elements (Slurm 22.05 and 24.11, lab-tested
+        in tests/integration/test_site_compat.py). Raises SlurmParseError for a task string
+        this does not read."""
+        if not (self.array_job_id and self.array_task_id is None and self.array_tasks):
+            return None if self.ref in without or self.job_id in without else self.ref
+        gone = {str(ref) for ref in without}
+        tasks = [i for i in array_task_ids(self.array_tasks) if f"{self.array_job_id}_{i}" not in gone]
+        return f"{self.array_job_id}_[{task_string(tasks)}]" if tasks else None
+
 
 _TASK_RANGE = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
 MAX_ARRAY_TASKS = 1_000_000  # Slurm's MaxArraySize is at most 4000001; more is not a task string
@@ -360,6 +376,17 @@ def array_task_ids(text: str) -> list[int]:
             raise SlurmParseError(f"bad array task string {text!r}")
         out.extend(range(first, last + 1, step))
     return out
+
+
+def task_string(ids: Iterable[int]) -> str:
+    """Task ids -> an array task string (``1,3-5``): what `array_task_ids` reads back."""
+    runs: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _allocated_nodes(raw: Mapping[str, Any]) -> list[str]:

@@ -166,3 +166,34 @@ def test_runner_reports_failing_command(lab: LabCluster) -> None:
     assert err.value.returncode == 1
     assert "Invalid job id" in err.value.stderr
     assert err.value.argv == ("scontrol", "show", "job", "999999")
+
+
+def _array_elements(lab: LabCluster, array: int) -> dict[str, bool]:
+    """Each pending element of the array (``A_I``) -> whether it is held (the pending ones
+    that were not split off share one record)."""
+    return {str(ref): j.held for j in lab.reader.jobs() if j.array_job_id == array and j.pending
+            for ref in j.element_refs()}
+
+
+def test_an_array_record_is_held_by_its_own_elements_not_by_the_array_id(lab: LabCluster) -> None:
+    """pald makes the hook's hold of an array's record an admin hold after its cycle released
+    some elements, from a record read before those releases. By the array's job id, Slurm
+    holds every pending element, the ones just released too (they waited held until pald
+    placed them again: the flaky array test of test_site_compat); by `JobInfo.own_ref` only
+    the record's own elements are held."""
+    blocker = lab.sbatch("-w", "gpu01", "--gres=gpu:4", wrap="sleep 60")
+    lab.wait_job(blocker, states={"RUNNING"})
+    array = lab.sbatch("--hold", "--array=1-4", "--gres=gpu:1", wrap="sleep 60")
+    plain = lab.sbatch("--hold", "--gres=gpu:1", wrap="sleep 60")
+    record = next(j for j in lab.reader.jobs() if j.array_job_id == array)  # read before the release
+    assert record.element_refs() == [f"{array}_{i}" for i in range(1, 5)]
+    released = f"{array}_1"
+    lab.actuator.place_nodes(released, ["gpu01"])  # pinned behind the blocker: pending, not held
+    assert _array_elements(lab, array) == {released: False, **{f"{array}_{i}": True for i in (2, 3, 4)}}
+    assert record.own_ref(without={released}) == f"{array}_[2-4]"
+    lab.actuator.hold_many([plain, record.own_ref(without={released})])
+    assert _array_elements(lab, array)[released] is False
+    reasons = {j.job_id: j.reason for j in lab.reader.jobs()}
+    assert reasons[plain] == reasons[array] == "JobHeldAdmin"  # the record kept the array's id
+    lab.actuator.hold(record.job_id)  # the fault: the array's id names the released element too
+    assert _array_elements(lab, array)[released] is True

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pal_slurm.config import Config, DaemonConfig
 from pal_slurm.daemon.app import Pald, started_keys
@@ -12,7 +14,7 @@ from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.engine import ManualClock
 from pal_slurm.slurm.actuator import job_ref
 from pal_slurm.slurm.errors import SlurmError, SlurmParseError
-from pal_slurm.slurm.readers import array_task_ids
+from pal_slurm.slurm.readers import array_task_ids, task_string
 
 from .builders import FakeActuator, FakeReader, held_job, node_info, view
 
@@ -61,6 +63,44 @@ def test_only_as_many_elements_as_could_start_are_planned():
     assert plan.waiting == 997 and s.waiting is None
     bad = s.plan_cycle([array_record(array_id=20, tasks="1-x")], now=1)
     assert [(r.job_id, r.choice, r.reason) for r in bad.releases] == [(20, None, "bad_array_tasks")]
+
+
+def test_element_names_of_what_a_record_still_holds():
+    """`own_ref`: how pald names the elements a record still stands for in `scontrol hold`
+    (the array's job id would name every pending element, released ones too)."""
+    assert array_record(tasks="1-8").own_ref() == "10_[1-8]"
+    assert array_record(tasks="1-8").own_ref(without={"10_1", "10_2", "10_5"}) == "10_[3-4,6-8]"
+    assert array_record(tasks="1-2").own_ref(without={"10_1", "10_2"}) is None
+    assert array_record(tasks="0-9:4%2").own_ref() == "10_[0,4,8]"
+    assert element(12, task=3, state="PENDING").own_ref() == "10_3"
+    assert element(12, task=3, state="PENDING").own_ref(without={"10_3"}) is None
+    assert held_job(7).own_ref() == 7 and held_job(7).own_ref(without={7}) is None
+    assert job_ref("10_[3-4,6-8]") == "10_[3-4,6-8]"
+    for bad in ("10_[", "10_[]", "10_[1;2]", "10_[1-2]x"):
+        with pytest.raises(SlurmError):
+            job_ref(bad)
+
+
+@given(st.sets(st.integers(0, 200), min_size=1, max_size=40))
+def test_task_strings_read_back(ids):
+    assert array_task_ids(task_string(ids)) == sorted(ids)
+
+
+def test_pald_holds_only_the_elements_its_cycle_did_not_release(tmp_path):
+    cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "s"), heartbeat_file=str(tmp_path / "hb")))
+    reader = FakeReader([node_info("gpu01", used=(0,))], [array_record(tasks="1-6"), held_job(3, gpn=4)])
+    act = FakeActuator()
+    pald = Pald(cfg, None, reader, act, clock=ManualClock(100.0))
+    pald.sync_and_cycle()
+    assert [c[1] for c in act.calls if c[0] == "place"] == ["10_1", "10_2", "10_3"]  # 3 GPUs free
+    assert [c for c in act.calls if c[0] == "hold"] == [("hold", ("10_[4-6]", 3))]
+    # every element released: the record is not held again (the array's id would hold them all)
+    reader._jobs, act.calls = [array_record(tasks="1-2")], []
+    pald = Pald(cfg, None, reader, act, clock=ManualClock(100.0))
+    reader._nodes = [node_info("gpu01")]
+    pald.sync_and_cycle()
+    assert [c[1] for c in act.calls if c[0] == "place"] == ["10_1", "10_2"]
+    assert [c for c in act.calls if c[0] == "hold"] == []
 
 
 def test_pald_releases_elements_and_does_not_count_them_as_released_outside(tmp_path):

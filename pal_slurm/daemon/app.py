@@ -409,6 +409,7 @@ class Pald:
             if site is not None:
                 self.service.observe_site(site)
             self.service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs))
+            self.service.observe_running(jobs, now)
             self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")

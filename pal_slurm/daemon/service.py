@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import random
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon import requeue
@@ -166,6 +166,9 @@ class PlacementService:
     waiting: list[JobRequest] | None = None
     # ... and the hook's deferrals since the last Slurm read (key -> request)
     deferred_since_sync: dict[str, JobRequest] = field(default_factory=dict)
+    # the running jobs as the last Slurm read showed them, for a placement that plans around
+    # them (Traits.plans_around_running; else empty): their time limit less their run time left
+    running: list[JobRequest] = field(default_factory=list)
     reservations: dict[str, Reservation] = field(default_factory=dict)
     engine: Engine = field(init=False)
     _available: ClusterView | None = None  # view minus reservations (cached until either changes)
@@ -204,6 +207,40 @@ class PlacementService:
             # deferred before this read: Slurm's held list (the next cycle) has them now
             self.deferred_since_sync = {k: j for k, j in self.deferred_since_sync.items() if j.submit_time >= now}
         self._changed()
+
+    def observe_running(self, jobs: Iterable, now: float) -> None:
+        """The running jobs (slurm JobInfo records, from the same read as the view) as the
+        engine sees them, for a placement that plans around them: on the GPUs Slurm shows them
+        on, each with its time limit less the time it has run as what is left (pald knows
+        nothing closer; a job without a limit counts as ending now), and the network
+        sensitivity its comment names (`medium` for any other comment)."""
+        self.running = []
+        if self.view is None or not self.engine.policy.traits.plans_around_running:
+            return
+        where = self.view.gpu_by_location()
+        seen: dict[str, tuple[str, str, str]] = {}  # comment -> (app, class, sensitivity)
+        for j in jobs:
+            if j.state != "RUNNING" or not j.gpu_slots:
+                continue
+            gpus = tuple(where[(node, slot)] for node, slots in j.gpu_slots.items() for slot in slots
+                         if (node, slot) in where)
+            if not gpus:
+                continue
+            if j.comment not in seen:
+                try:
+                    spec = parse_comment(j.comment)
+                except CommentError:
+                    spec = None
+                app = spec.perf_class if spec else "unknown"
+                seen[j.comment] = (app if spec else "", self.resolve_class(app)[0],
+                                   ((spec.net if spec else None) or DEFAULT_NET).lower())
+            app, perf_class, net = seen[j.comment]
+            started = float(j.start_time or now)
+            left = max(0.0, float(j.time_limit_s) - (now - started)) if j.time_limit_s else 0.0
+            self.running.append(JobRequest(job_id=j.job_id, num_gpus=len(gpus), perf_class=perf_class, app=app,
+                                           submit_time=float(j.submit_time or started), waiting_since=started,
+                                           running_on=gpus,
+                                           remaining_time=left, net_sensitivity=net))
 
     def observe_site(self, site: SiteView) -> None:
         """Partitions, features, reservations and free CPUs/memory from the same Slurm read."""
@@ -309,10 +346,12 @@ class PlacementService:
         return self._shape_index
 
     def place_eligible(self, job: JobRequest, eligibility: Eligibility, exclusive: bool,
-                       now: float) -> tuple[tuple[int, ...], NodeGroup] | None:
+                       now: float, running: Sequence[JobRequest] = ()) -> tuple[tuple[int, ...], NodeGroup] | None:
         """The engine's answer for a new job on the nodes it may use: one answer per node group
         (partition), the one whose slowest GPU is fastest. The unrestricted case (every node)
-        goes through the shared index; a restricted one gets the view narrowed to its nodes."""
+        goes through the shared index, or, given the `running` jobs (a placement that plans
+        around them: it may rather wait for one to end), through a cycle over them and the job
+        (Engine.place_behind); a restricted one gets the view narrowed to its nodes."""
         assert self.view is not None and self.ranking is not None
         index = self._index()
         sf = self.ranking.sf(job.perf_class)
@@ -321,8 +360,10 @@ class PlacementService:
             allowed = self.allowed_nodes(group, index.free, exclusive)
             if allowed is not None and not allowed:
                 continue
-            # the index is the free set; narrowed, it skips the nodes the job may not use
-            gpus = self.engine.place_new(job, self.view, self.ranking, now, shape_index=index.narrowed(allowed))
+            if allowed is None and running and not exclusive:
+                gpus = self.engine.place_behind(job, (), self.available(), self.ranking, now, running)
+            else:  # the index is the free set; narrowed, it skips the nodes the job may not use
+                gpus = self.engine.place_new(job, self.view, self.ranking, now, shape_index=index.narrowed(allowed))
             if gpus is None:
                 continue
             worst = max(sf[g] for g in gpus)
@@ -349,7 +390,7 @@ class PlacementService:
         if known > self.engine.settings.submit_backfill_max:  # a plan too long for the hook
             return None
         waiting = [*self.waiting, *self.deferred_since_sync.values()]
-        gpus = self.engine.place_behind(job, waiting, self.available(), self.ranking, now)
+        gpus = self.engine.place_behind(job, waiting, self.available(), self.ranking, now, self.running)
         return None if gpus is None else (tuple(gpus), group)
 
     # ---- reservations --------------------------------------------------------------------
@@ -420,8 +461,9 @@ class PlacementService:
                 self.held_jobs += 1
                 self.deferred_since_sync[key] = job
                 return PlaceReply(DecisionKind.DEFER, reason="queued", **base)
-        else:
-            found = self.place_eligible(job, eligibility, restrictions.exclusive, now)
+        else:  # `now` asks for GPUs now: no waiting for a running job's end
+            found = self.place_eligible(job, eligibility, restrictions.exclusive, now,
+                                        self.running if mode == "auto" else ())
         if found is None:
             if mode == "now":
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
@@ -525,7 +567,7 @@ class PlacementService:
                     restricted.append(req)
         launched = 0
         if requests:
-            plan = self.engine.decide(requests, self.available(), self.ranking, now)
+            plan = self.engine.decide([*self.running, *requests], self.available(), self.ranking, now)
             for job_id, gpus in plan.launch.items():
                 launched += self._release(out, by_id[job_id], gpus, groups[job_id], limits[job_id], now)
         for req in self.engine.order_jobs(restricted):

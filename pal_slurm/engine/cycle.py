@@ -22,7 +22,9 @@ slots pald cannot bind is pinned to its nodes and Slurm takes the lowest free sl
 
 Under Slurm a started job cannot be moved or stopped by us (`running_jobs_move=False`): the
 engine then gives the placement only the waiting jobs, with the running jobs' GPUs busy in
-the view. The delay rule is the placements' (network-aware ones wait for one node, then one
+the view, unless the placement plans around running jobs it never moves
+(`Traits.plans_around_running`: their ends time its finish-aware choice and its backfill
+reservations); a running job is never in what the cycle launches. The delay rule is the placements' (network-aware ones wait for one node, then one
 leaf switch); the engine adds one queue rule of its own: `backfill` lets later jobs pass one
 that does not fit, for placements that do not backfill themselves.
 """
@@ -127,7 +129,7 @@ class Engine:
         """The jobs in queue order. `in_submit_order`: the caller hands them sorted by submit
         time, all of one priority (the simulator's clocks: jobs arrive in time order), so a
         queue order that keeps such a list as it is (SUBMIT_ORDER_QUEUES: FIFO) need not sort."""
-        if not self.settings.running_jobs_move:
+        if not self.settings.running_jobs_move and not self.policy.traits.plans_around_running:
             jobs = [j for j in jobs if not j.running_on]
         if in_submit_order and self.settings.queue in SUBMIT_ORDER_QUEUES:
             return list(jobs)
@@ -196,7 +198,7 @@ class Engine:
             changed_at = None
             for pos, job in enumerate(order):
                 gpus = plan.launch.get(job.job_id)
-                if gpus is None or job.job_id in launch:
+                if gpus is None or job.job_id in launch or job.running_on:  # a running job stays as it is
                     continue
                 if slurm_picks_slots(job, gpus, ctx.cluster):
                     got = slurm_picks(gpus, ctx.cluster, ctx.cluster.free - taken)
@@ -245,9 +247,11 @@ class Engine:
         return gpus
 
     def place_behind(self, job: JobRequest, waiting: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking,
-                     now: float) -> tuple[int, ...] | None:
+                     now: float, running: Sequence[JobRequest] = ()) -> tuple[int, ...] | None:
         """The submit path when `waiting` (older jobs, not started) wait: the GPUs a cycle over
-        them and `job` would start `job` on now, or None (it waits with them).
+        them and `job` would start `job` on now, or None (it waits with them). `running`: the
+        running jobs, as the cycle gets them (a placement that plans around them reads their
+        ends; the others never see them).
 
         Why: holding every newcomer behind a waiting job until the next cycle costs each one a
         cycle, where Slurm's backfill starts a job that fits at once when it does not delay the
@@ -255,11 +259,12 @@ class Engine:
         Slurm slot rule), so the submit path and the cycle cannot disagree; the launches it
         plans for the waiting jobs are left to the cycle. Bounded: past `submit_backfill_max`
         waiting jobs a plan costs more than a hook may wait, and the job is held."""
-        if not waiting:
+        running = running if self.policy.traits.plans_around_running else ()
+        if not waiting and not running:
             return self.place_new(job, cluster, ranking, now)
         if len(waiting) > self.settings.submit_backfill_max:
             return None
-        order = self.order_jobs([*waiting, job])
+        order = self.order_jobs([*running, *waiting, job])
         # a plan of its own: the non-sticky memo is the cycle's, not this question's
         ctx = replace(self.context(eligible_view(cluster, order), ranking, now), memo=None)
         plan = self._plan(order, ctx)

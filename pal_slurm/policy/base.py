@@ -78,6 +78,10 @@ class Traits:
     # reads running jobs' progress (remaining time, attained service: to reserve, preempt or
     # re-place); False lets the event clock skip renewing their requests at every decision
     reads_progress: bool = True
+    # plans around running jobs it never moves: their GPUs stay theirs, their ends time its
+    # choices (finish-aware placement, backfill reservations), so the engine hands it running
+    # jobs even where they cannot move (pald under Slurm); False: they are left out there
+    plans_around_running: bool = False
 
 
 class PlacementPolicy(Protocol):

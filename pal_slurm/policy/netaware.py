@@ -685,7 +685,8 @@ class NetAwarePlacement:
     @property
     def traits(self) -> Traits:
         return Traits(sticky=self.keeps_running, tuned=self.autotune, backfills=self.backfill != "none",
-                      variability=self.variability)
+                      variability=self.variability,
+                      plans_around_running=self.keeps_running and self.preempt is None)
 
     @property
     def delay_timers(self) -> DelayTimers:

@@ -13,6 +13,10 @@ measures where jobs ran, not how a site's limits bite.
 Shapes. A job of N GPUs on nodes of G GPUs asks for k = ceil(N / G) nodes of N / k GPUs each
 (`-N k --gres=gpu:N/k`), the Slurm shape that holds it on the fewest nodes; every Sia-Philly
 count (1, 4, 6, 8, 12, 16, 24, 32, 48 on 4-GPU nodes) divides evenly.
+
+Comments. A job's `--comment` names its class and its network sensitivity
+(`pal:class=bert,net=high`): the one the simulator gives the job's model
+(`NetworkModel.sensitivity`), as an ML user who knows their model talks a lot would write it.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class ReplayJob:
     submit_s: float  # trace seconds after the first submission
     limit_minutes: int  # Slurm --time (wall minutes)
     scale: float
+    net_sensitivity: str = "medium"  # the comment's net= (the simulator's sensitivity of its model)
 
     @property
     def name(self) -> str:
@@ -80,7 +85,7 @@ class ReplayJob:
     def sbatch_args(self) -> list[str]:
         return [f"--job-name={self.name}", f"--nodes={self.shape.nodes}",
                 f"--gres=gpu:{self.shape.per_node}", f"--time={self.limit_minutes}",
-                f"--comment=pal:class={self.perf_class}"]
+                f"--comment=pal:class={self.perf_class},net={self.net_sensitivity}"]
 
 
 @dataclass(frozen=True)
@@ -95,21 +100,28 @@ class ReplayPlan:
 
 
 def plan_replay(trace: Trace, scale: float, gpus_per_node: int, total_gpus: int,
-                jobs: int | None = None, classes: AppClassMap | None = None) -> ReplayPlan:
-    """The first `jobs` jobs of `trace` (all when None), submission times relative to the first."""
+                jobs: int | None = None, classes: AppClassMap | None = None,
+                network: NetworkModel | None = None) -> ReplayPlan:
+    """The first `jobs` jobs of `trace` (all when None), submission times relative to the first.
+    `network`: the model whose sensitivities the comments name (default: the simulator's)."""
     if scale <= 0:
         raise PlanError(f"time scale must be > 0, not {scale}")
     chosen = list(trace.jobs[:jobs] if jobs else trace.jobs)
     if not chosen:
         raise PlanError(f"{trace.name}: no jobs to replay")
     classes = classes or AppClassMap()
+    network = network or NetworkModel()
+    sensitivity: dict[str, str] = {}
     t0 = min(j.submit_time for j in chosen)
     out = []
     for j in sorted(chosen, key=lambda j: (j.submit_time, j.job_id)):
         if j.num_gpus > total_gpus:
             raise PlanError(f"{trace.name}: job {j.job_id} needs {j.num_gpus} GPUs; the cluster has {total_gpus}")
+        if j.model not in sensitivity:
+            sensitivity[j.model] = network.sensitivity(j.model)
         out.append(ReplayJob(j, classes.class_of(j.model), slurm_shape(j.num_gpus, gpus_per_node),
-                             j.submit_time - t0, time_limit_minutes(j.ideal_runtime, scale), scale))
+                             j.submit_time - t0, time_limit_minutes(j.ideal_runtime, scale), scale,
+                             sensitivity[j.model]))
     return ReplayPlan(trace.name, scale, tuple(out))
 
 

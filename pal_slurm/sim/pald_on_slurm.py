@@ -17,7 +17,9 @@ pald places). What this decider adds to the simulator's own loop is therefore wh
 when: the hook's held-job rule, the cycle's period (a held job starts at the first cycle after
 its GPUs free up, not at that instant), the jobs as Slurm shows them to pald (their time limit
 as remaining time, the comment's network sensitivity, `medium` when it names none) and pald's
-engine (no network model: the placements' tier penalties).
+engine (no network model: the placements' tier penalties). The running jobs reach the engine
+as squeue shows them to pald: each with its time limit less the time it has run as what is
+left of it (what a finish-aware placement and backfill reservations plan with).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import random
 from dataclasses import replace
 from typing import Mapping
 
-from pal_slurm.daemon.service import DEFAULT_NET, ServiceSettings
+from pal_slurm.daemon.service import ServiceSettings
 from pal_slurm.engine import Engine
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.decision import JobId
@@ -39,8 +41,7 @@ class PaldOnSlurm:
 
     `limits_s`: per trace job index, the Slurm time limit pald reads as the job's remaining time
     (None: the job's own remaining work); `cycle_period_s`: pald's cycle in trace seconds
-    (`cycle_s` x the replay's time scale); `net`: the sensitivity pald reads from the comment;
-    `ranking`: the ranking pald ranked by (a replay measures it from noisy samples, so it bins
+    (`cycle_s` x the replay's time scale); `ranking`: the ranking pald ranked by (a replay measures it from noisy samples, so it bins
     GPUs a little differently from the simulator's exact draw; the jobs still run at the draw);
     `wall_scale`: trace seconds per wall second of a time-compressed replay; `slurm_pass_s`:
     Slurm's scheduling pass in trace seconds (0: Slurm starts pald's jobs at once). pald lives on the
@@ -50,7 +51,7 @@ class PaldOnSlurm:
     20 trace hours at 600x. The model decides on pald's clock, as pald does."""
 
     def __init__(self, placement: str, cycle_period_s: float, limits_s: Mapping[int, float] | None = None,
-                 net: str = DEFAULT_NET, settings: ServiceSettings | None = None, ranking: Ranking | None = None,
+                 settings: ServiceSettings | None = None, ranking: Ranking | None = None,
                  wall_scale: float = 1.0, slurm_pass_s: float = 0.0):
         self.settings = replace(settings or ServiceSettings(), placement=placement)
         self.ranking = ranking  # pald's own (measured) ranking; None: the simulator's
@@ -59,7 +60,6 @@ class PaldOnSlurm:
         self.slurm_pass = Period(float(slurm_pass_s))
         self.pinned: dict[JobId, tuple[int, ...]] = {}  # placed or released, not started by Slurm yet
         self.limits = dict(limits_s or {})
-        self.net = net
         self.scale = float(wall_scale)
         self.held: dict[JobId, JobRequest] = {}  # job id -> as pald saw it when held
         self.seen: set[JobId] = set()
@@ -73,14 +73,16 @@ class PaldOnSlurm:
         ranking = self.ranking or ranking
         now_pald = now / self.scale  # pald's clock
         waiting = {j.job_id: j for j in jobs if not j.running_on}
+        running = [self.as_pald_sees(j, now) for j in jobs if j.running_on]
         self.held = {k: v for k, v in self.held.items() if k in waiting}
         launch: dict[JobId, tuple[int, ...]] = {}
         free = set(view.free).difference(*self.pinned.values())
         for job in sorted((j for j in waiting.values() if j.job_id not in self.seen), key=lambda j: j.submit_time):
             self.seen.add(job.job_id)
-            ours = self.as_pald_sees(job)
+            ours = self.as_pald_sees(job, now)
             # the hook: place now when a cycle over the held jobs and this one would start it
-            gpus = self.engine.place_behind(ours, list(self.held.values()), view.with_free(free), ranking, now_pald)
+            gpus = self.engine.place_behind(ours, list(self.held.values()), view.with_free(free), ranking, now_pald,
+                                            running)
             if gpus is None:
                 self.held[job.job_id] = ours
                 continue
@@ -88,7 +90,7 @@ class PaldOnSlurm:
             free -= set(gpus)
             self.starts["placed"] += 1
         if self.held and self.cycle.is_tick(now):
-            plan = self.engine.decide(list(self.held.values()), view.with_free(free), ranking, now_pald)
+            plan = self.engine.decide([*running, *self.held.values()], view.with_free(free), ranking, now_pald)
             for job_id, gpus in plan.launch.items():
                 launch[job_id] = tuple(gpus)
                 free -= set(gpus)
@@ -108,9 +110,16 @@ class PaldOnSlurm:
         return min(times) if times else None
 
     # ---- pald's view -------------------------------------------------------------------------
-    def as_pald_sees(self, job: JobRequest) -> JobRequest:
-        """The job as squeue shows it to pald: on pald's clock, its time limit as remaining time."""
+    def as_pald_sees(self, job: JobRequest, now: float) -> JobRequest:
+        """The job as squeue shows it to pald: on pald's clock, its time limit (less the time
+        it has run, for a running job) as remaining time; its network sensitivity is the one
+        its comment names (the replay writes the simulator's: replay.plan)."""
         limit = self.limits.get(int(job.job_id))
-        return replace(job, net_sensitivity=self.net, submit_time=job.submit_time / self.scale,
-                       waiting_since=job.waiting_since / self.scale,
-                       remaining_time=(job.remaining_time if limit is None else float(limit)) / self.scale)
+        if limit is None:
+            left = job.remaining_time
+        elif job.running_on:
+            left = max(0.0, float(limit) - (now - job.waiting_since))  # waiting_since: its start
+        else:
+            left = float(limit)
+        return replace(job, submit_time=job.submit_time / self.scale, waiting_since=job.waiting_since / self.scale,
+                       remaining_time=left / self.scale)

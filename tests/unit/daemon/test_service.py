@@ -196,3 +196,56 @@ def test_a_backfilling_placement_places_a_newcomer_the_cycle_would_start_behind_
             assert not s.deferred_since_sync  # the next cycle plans b from Slurm's list
             # held_jobs (2) > what pald has planned (1): held until the next cycle
             assert s.place(request(gpn=1), now=2.5, key="c").decision is DecisionKind.DEFER
+
+
+# ---- running jobs: a placement that plans around them reads their ends from their limits ----
+def running_info(job_id, node, slots, limit_s, start=1, comment="pal:class=resnet"):
+    from dataclasses import replace
+
+    from .builders import held_job
+    return replace(held_job(job_id), state="RUNNING", reason="None", priority=1000, comment=comment,
+                   nodes=(node,), gpu_slots={node: frozenset(slots)}, start_time=start, time_limit_s=limit_s)
+
+
+def with_running(placement, now, jobs):
+    s = PlacementService(ServiceSettings(placement=placement))
+    s.observe_cluster(view(nodes=2, busy=[0, 1, 2, 4, 5, 6]), now=now)  # 1 GPU free on each node
+    s.observe_running(jobs, now)
+    return s
+
+
+def talkative(gpj=2):
+    from dataclasses import replace
+    r = request("bert", gpj=gpj)
+    r = replace(r, job=replace(r.job, comment="pal:class=bert,net=high", time_limit=600), pal=replace(r.pal, net="high"))
+    return r
+
+
+RUNNING = [running_info(11, "gpu01", (0, 1, 2), 100.0, comment="pal:class=vgg19,net=low"),
+           running_info(12, "gpu02", (0, 1, 2), 90_000.0, comment="odd comment")]
+
+
+def test_the_running_jobs_are_seen_with_their_limit_less_their_run_time():
+    s = with_running("pal-fit", 40.0, RUNNING + [running_info(13, "gpu02", (3,), None)])
+    got = {r.job_id: r for r in s.running}
+    assert got[11].running_on == (0, 1, 2) and got[12].running_on == (4, 5, 6) and got[13].running_on == (7,)
+    assert (got[11].remaining_time, got[12].remaining_time, got[13].remaining_time) == (61.0, 89_961.0, 0.0)
+    assert (got[11].net_sensitivity, got[11].app) == ("low", "vgg19")
+    assert got[12].net_sensitivity == "medium" and got[12].app == ""  # a comment that is not ours
+    assert with_running("pal", 40.0, RUNNING).running == []  # pal does not plan around them
+
+
+def test_a_talkative_job_waits_for_the_running_job_whose_limit_ends_soon_instead_of_spreading():
+    # 2 GPUs, network-sensitive: spread over both nodes now, or on gpu01 when job 11's limit
+    # ends in 90 s? pal-fit waits (deferred: pald's cycle places it); pal spreads it at once
+    r = with_running("pal-fit", 10.0, RUNNING).place(talkative(), now=10.0, key="r1")
+    assert r.decision is DecisionKind.DEFER and r.reason == "no_room"
+    r = with_running("pal", 10.0, RUNNING).place(talkative(), now=10.0, key="r1")
+    assert r.decision is DecisionKind.PLACE and set(r.nodes) == {"gpu01", "gpu02"}
+    # `mode=now` asks for GPUs now: no wait for a running job's end
+    now_job = talkative()
+    from dataclasses import replace
+    now_job = replace(now_job, pal=replace(now_job.pal, mode="now"))
+    assert with_running("pal-fit", 10.0, RUNNING).place(now_job, now=10.0, key="r1").decision is DecisionKind.PLACE
+    # job 11 has outrun its limit: its end is no longer known to be near, so it spreads now
+    assert with_running("pal-fit", 500.0, RUNNING).place(talkative(), now=500.0, key="r1").decision is DecisionKind.PLACE

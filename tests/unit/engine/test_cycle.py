@@ -22,6 +22,25 @@ def test_under_slurm_running_jobs_are_not_moved():
     assert not plan.suspend and set(plan.launch) == {"w"} and not set(plan.launch["w"]) & {0, 4}
 
 
+def test_under_slurm_only_a_placement_that_plans_around_running_jobs_sees_them_and_none_is_launched():
+    from pal_slurm.policy import placement as placement_by_name
+    from pal_slurm.policy.registry import PLACEMENTS
+
+    running = job("r", 2, running_on=(0, 4), remaining_time=50.0)
+    waiting = job("w", 2, 1.0, remaining_time=100.0)
+    view = VIEW.with_free(set(range(16)) - {0, 4})
+    for name in sorted(PLACEMENTS):
+        eng = Engine(EngineSettings(placement=name, running_jobs_move=False), rng=random.Random(1))
+        seen = [j.job_id for j in eng.order_jobs([running, waiting])]
+        assert seen == (["r", "w"] if placement_by_name(name).traits.plans_around_running else ["w"]), name
+        plan = eng.decide([running, waiting], view, RANKING, 1.0)
+        assert not plan.suspend and "r" not in plan.launch, name
+        fresh = Engine(EngineSettings(placement=name, running_jobs_move=False), rng=random.Random(1))
+        assert fresh.place_behind(waiting, (), view, RANKING, 1.0, [running]) == plan.launch.get("w"), name
+    assert {n for n in PLACEMENTS if placement_by_name(n).traits.plans_around_running} >= {"pal-net", "pal-fit"}
+    assert not placement_by_name("pal-net-preempt").traits.plans_around_running  # it would stop them
+
+
 def test_backfill_lets_later_jobs_pass_for_placements_that_do_not_backfill():
     view = VIEW.with_free(range(12, 16))  # 4 GPUs free on node03
     jobs = [job("big", 8, 0.0), job("small", 2, 1.0, shape=JobShape.on_nodes(1, 2))]

@@ -142,6 +142,11 @@ class PaldDecider:
         slots: dict[str, set[int]] = {}
         for g in job.running_on:
             slots.setdefault(self.cluster.gpus[g].node, set()).add(self.cluster.gpus[g].slot)
+        # a running job's limit less its run time is what pald takes as left of it: here the
+        # simulator's own estimate, so both engines plan around the same ends
+        now = self.clock.now()
+        start = int(job.waiting_since) if running else 0  # (a running request's waiting_since: its start)
+        limit = job.remaining_time + (now - start) if running else job.remaining_time
         return JobInfo(
             job_id=job.job_id, name="sim", state="RUNNING" if running else "PENDING",
             reason="None" if running else "JobHeldUser", user_id=1000,
@@ -149,7 +154,7 @@ class PaldDecider:
             admin_comment=f"pal:defer;req=sim{job.job_id}", nodes=tuple(slots), required_nodes=(),
             node_count=shape.nodes or 1, tres_per_node=f"gres:gpu:{shape.per_node}" if shape.is_per_node else "",
             gpu_slots={n: frozenset(s) for n, s in slots.items()}, priority=1 if running else 0,
-            submit_time=self.submitted[job.job_id], start_time=0, time_limit_s=job.remaining_time,
+            submit_time=self.submitted[job.job_id], start_time=start, time_limit_s=limit,
             tres_per_job="" if shape.is_per_node else f"gres:gpu:{shape.total}")
 
     def site(self, nodes):

@@ -1,10 +1,12 @@
 """The simulator's model of pal-slurm on Slurm (sim.pald_on_slurm): the hook's held-job rule,
 pald's cycle period and pald's clock, on a two-node cluster without variability or network."""
 
+from dataclasses import replace
+
 from pal_slurm.model import JobRequest
 from pal_slurm.sim.event import EventConfig, EventSimulator
 from pal_slurm.sim.pald_on_slurm import PaldOnSlurm
-from pal_slurm.sim.trace import Trace
+from pal_slurm.sim.trace import UNCLASSED, Trace, TraceJob
 
 from .builders import shaped_job
 
@@ -40,10 +42,33 @@ def test_a_cycle_at_every_instant_is_the_simulator_s_own_loop():
 
 def test_pald_reads_time_limits_on_its_own_clock():
     d = PaldOnSlurm("pal", cycle_period_s=0.0, limits_s={0: 1200.0}, wall_scale=600.0)
-    seen_job = d.as_pald_sees(JobRequest(job_id=0, num_gpus=4, submit_time=600.0, waiting_since=1200.0,
-                                         remaining_time=999.0, net_sensitivity="high"))
+    waiting = JobRequest(job_id=0, num_gpus=4, submit_time=600.0, waiting_since=1200.0, remaining_time=999.0,
+                         net_sensitivity="high")
+    seen_job = d.as_pald_sees(waiting, now=1800.0)
     assert (seen_job.submit_time, seen_job.waiting_since, seen_job.remaining_time) == (1.0, 2.0, 2.0)
-    assert seen_job.net_sensitivity == "medium"  # the replay's comments name no sensitivity
+    assert seen_job.net_sensitivity == "high"  # the replay's comment names the simulator's sensitivity
+    # running since 1200 (waiting_since is its start): its limit less the 600 s it has run
+    running = d.as_pald_sees(replace(waiting, running_on=(0, 1, 2, 3)), now=1800.0)
+    assert running.remaining_time == 1.0
+    assert d.as_pald_sees(replace(waiting, running_on=(0, 1, 2, 3)), now=9000.0).remaining_time == 0.0
+
+
+def test_a_finish_aware_placement_waits_for_a_running_job_s_end_that_pald_reads_from_its_limit():
+    # A (3 GPUs on one node, limit 100 s) and B (3 on the other, long) run; C (2 GPUs, any
+    # nodes, network-sensitive BERT, 10,000 s) arrives at 10: spread over both nodes now, or on
+    # A's node when A ends at 100? pal-fit sees A's end from its limit and waits; a placement
+    # that does not plan around running jobs (pal) spreads C at once
+    trace = Trace("ends", (job(0, 0, 100, 1, 3), job(1, 0, 50_000, 1, 3),
+                           TraceJob(2, 2, 10.0, 10_000.0, "BERT", iter_s=1.0, perf_class=UNCLASSED)))
+    limits = {0: 100.0, 1: 100_000.0, 2: 20_000.0}
+    seen: dict[int, tuple[float, tuple[int, ...]]] = {}
+    EventSimulator(CONFIG).run(trace, "pal-fit", decider=PaldOnSlurm("pal-fit", cycle_period_s=0.0, limits_s=limits),
+                               on_start=lambda t, j, g: seen.setdefault(j, (t, tuple(g))))
+    assert seen[2][0] >= 100.0 and {g // 4 for g in seen[2][1]} == {seen[0][1][0] // 4}
+    seen.clear()
+    EventSimulator(CONFIG).run(trace, "pal", decider=PaldOnSlurm("pal", cycle_period_s=0.0, limits_s=limits),
+                               on_start=lambda t, j, g: seen.setdefault(j, (t, tuple(g))))
+    assert seen[2][0] == 10.0 and len({g // 4 for g in seen[2][1]}) == 2
 
 
 def test_a_backfilling_placement_starts_a_newcomer_that_does_not_delay_the_held_job():

@@ -2,6 +2,7 @@ import random
 
 from pal_slurm.engine import Engine, EngineSettings, ManualClock, WallClock
 from pal_slurm.model import ClusterView, JobRequest, JobShape
+from pal_slurm.policy.netaware import FALLBACK_PENALTY
 from pal_slurm.ranking import Ranking
 
 VIEW = ClusterView.uniform(4, 4, nodes_per_rack=2)
@@ -67,7 +68,8 @@ def test_only_tuned_placements_learn_and_the_loss_is_the_work_times_the_factor_g
     tuned = Engine(EngineSettings(placement="pal-net-tuned"))
     tuned.observe_start(spread, (0, 1, 2, 3, 8, 9, 10, 11), VIEW, 50.0)
     losses = dict(tuned.tuner.losses)
-    assert tuned.tuner.updates == 1 and losses[("high", "rack")] == (1000.0 * (4.0 - 1.5),)  # spine vs rack penalty
+    _node, rack, spine = FALLBACK_PENALTY["high"]
+    assert tuned.tuner.updates == 1 and losses[("high", "rack")] == (1000.0 * (spine - rack),)  # spine vs rack penalty
 
 
 def test_clocks():

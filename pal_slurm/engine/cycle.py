@@ -24,9 +24,10 @@ Under Slurm a started job cannot be moved or stopped by us (`running_jobs_move=F
 engine then gives the placement only the waiting jobs, with the running jobs' GPUs busy in
 the view, unless the placement plans around running jobs it never moves
 (`Traits.plans_around_running`: their ends time its finish-aware choice and its backfill
-reservations); a running job is never in what the cycle launches. The delay rule is the placements' (network-aware ones wait for one node, then one
-leaf switch); the engine adds one queue rule of its own: `backfill` lets later jobs pass one
-that does not fit, for placements that do not backfill themselves.
+reservations); a running job is never in what the cycle launches. The delay rule is the
+placements' (network-aware ones wait for one node, then one leaf switch); the engine adds one
+queue rule of its own: `backfill` lets later jobs pass one that does not fit, for placements
+that do not backfill themselves.
 """
 
 from __future__ import annotations

@@ -256,3 +256,46 @@ def test_multi_node_job_waits_for_one_rack_while_a_small_job_passes(env, tmp_pat
     out = lab.job_output(big)
     hosts = {line.strip() for line in out.splitlines() if line.startswith("gpu")}
     assert hosts in ({"gpu01", "gpu02"}, {"gpu03", "gpu04"}), out
+
+
+def test_a_talkative_job_waits_for_a_running_job_s_limit_instead_of_spreading_over_switches(env, tmp_path):
+    """pal-fit under pald plans around the running jobs (their limit less their run time):
+    a 2-node `net=high` job whose only placement now spans both leaf switches waits for the
+    job whose limit ends soonest to free a node in the leaf it can share, instead of starting
+    across the spine. Before pald read the running jobs it spread it at once."""
+    lab, pald, _ = env
+    wait_quiet(pald)
+    topo = tmp_path / "topology.conf"
+    topo.write_text("SwitchName=leaf1 Nodes=gpu[01-02]\nSwitchName=leaf2 Nodes=gpu[03-04]\n"
+                    "SwitchName=spine Switches=leaf[1-2]\n")
+    cfg = tmp_path / "pal.toml"
+    cfg.write_text(pald.config.read_text().replace("[slurm]", f'[slurm]\ntopology_conf = "{topo}"')
+                   .replace('placement = "pal"', 'placement = "pal-fit"'))
+    pald.stop()
+    fitting = PaldProcess(cfg, pald.socket, tmp_path / "pald.log").start()
+    blockers = []
+    try:
+        # free: 2 GPUs on gpu02 (leaf1) and 2 on gpu04 (leaf2); gpu01's job ends within its 1 min
+        for node, gpus, limit, sleep in (("gpu01", 4, 1, 6), ("gpu02", 2, 60, 120), ("gpu03", 4, 60, 120),
+                                         ("gpu04", 2, 60, 120)):
+            blockers.append(lab.sbatch(f"--gres=gpu:{gpus}", f"--nodelist={node}", f"--time={limit}",
+                                       wrap=f'sleep {sleep}; echo "END=$(date +%s.%N)"'))
+        for b in blockers:
+            assert lab.wait_job(b, timeout=30, states=("RUNNING",)) == "RUNNING"
+        time.sleep(2.5)  # pald's syncs see them running
+        big, _ = sbatch_capture(lab, "-N2", "--gres=gpu:2", "--time=60", "--comment=pal:class=bert,net=high",
+                                wrap=JOB.format(sleep=0) + '; srun -N2 hostname')
+        time.sleep(2.0)
+        assert lab.job_state(big) == "PENDING"  # it could have had gpu02 + gpu04 (two leaves)
+        assert admin_comment(lab, big).startswith("pal:defer")
+        assert lab.wait_job(big, timeout=60) == "COMPLETED"
+        first_end = float(parse_out(lab.job_output(blockers[0]))["END"])
+    finally:
+        for b in blockers:
+            subprocess.run(["scancel", str(b)], env=lab.client_env(), capture_output=True)
+        fitting.stop()
+        pald.start()
+    out = lab.job_output(big)
+    hosts = {line.strip() for line in out.splitlines() if line.startswith("gpu")}
+    assert hosts == {"gpu01", "gpu02"}, out  # in leaf1, once gpu01's job ended
+    assert float(parse_out(out)["START"]) >= first_end

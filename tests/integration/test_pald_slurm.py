@@ -224,20 +224,27 @@ def test_explain_tells_why_a_job_got_its_gpus(env):
     assert "gpu01:2  score 1.000" in r.output and "gpu01:0" in r.output  # chose 2,3; the slow 0 avoided
 
 
-def test_multi_node_job_waits_for_one_rack_while_a_small_job_passes(env, tmp_path):
-    """Delay scheduling through pald (the network-aware placement's delay rule, the one the
-    simulator runs): racks from a topology.conf; a 2-node job waits for two nodes under one
-    leaf switch instead of taking one free node in each rack."""
-    lab, pald, db = env
+def racked_pald(pald, tmp_path, placement: str) -> PaldProcess:
+    """Stop the module's pald (once the cluster is quiet) and start one with `placement` and
+    two leaf switches from a topology.conf (gpu01-02, gpu03-04); the caller stops it and
+    starts the module's pald again."""
     wait_quiet(pald)
     topo = tmp_path / "topology.conf"
     topo.write_text("SwitchName=leaf1 Nodes=gpu[01-02]\nSwitchName=leaf2 Nodes=gpu[03-04]\n"
                     "SwitchName=spine Switches=leaf[1-2]\n")
     cfg = tmp_path / "pal.toml"
     cfg.write_text(pald.config.read_text().replace("[slurm]", f'[slurm]\ntopology_conf = "{topo}"')
-                   .replace('placement = "pal"', 'placement = "pal-net"'))
+                   .replace('placement = "pal"', f'placement = "{placement}"'))
     pald.stop()
-    racked = PaldProcess(cfg, pald.socket, tmp_path / "pald.log").start()
+    return PaldProcess(cfg, pald.socket, tmp_path / "pald.log").start()
+
+
+def test_multi_node_job_waits_for_one_rack_while_a_small_job_passes(env, tmp_path):
+    """Delay scheduling through pald (the network-aware placement's delay rule, the one the
+    simulator runs): racks from a topology.conf; a 2-node job waits for two nodes under one
+    leaf switch instead of taking one free node in each rack."""
+    lab, pald, db = env
+    racked = racked_pald(pald, tmp_path, "pal-net")
     try:
         blockers = [lab.sbatch("--gres=gpu:4", f"--nodelist={n}", wrap="sleep 5") for n in ("gpu01", "gpu03")]
         for b in blockers:
@@ -264,15 +271,7 @@ def test_a_talkative_job_waits_for_a_running_job_s_limit_instead_of_spreading_ov
     job whose limit ends soonest to free a node in the leaf it can share, instead of starting
     across the spine. Before pald read the running jobs it spread it at once."""
     lab, pald, _ = env
-    wait_quiet(pald)
-    topo = tmp_path / "topology.conf"
-    topo.write_text("SwitchName=leaf1 Nodes=gpu[01-02]\nSwitchName=leaf2 Nodes=gpu[03-04]\n"
-                    "SwitchName=spine Switches=leaf[1-2]\n")
-    cfg = tmp_path / "pal.toml"
-    cfg.write_text(pald.config.read_text().replace("[slurm]", f'[slurm]\ntopology_conf = "{topo}"')
-                   .replace('placement = "pal"', 'placement = "pal-fit"'))
-    pald.stop()
-    fitting = PaldProcess(cfg, pald.socket, tmp_path / "pald.log").start()
+    fitting = racked_pald(pald, tmp_path, "pal-fit")
     blockers = []
     try:
         # free: 2 GPUs on gpu02 (leaf1) and 2 on gpu04 (leaf2); gpu01's job ends within its 1 min

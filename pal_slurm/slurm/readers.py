@@ -336,9 +336,14 @@ class JobInfo:
         """The scontrol names of the elements this record stands for (one unless it is an
         array's record of several pending elements). Raises SlurmParseError for a task string
         this does not read."""
-        if not (self.array_job_id and self.array_task_id is None and self.array_tasks):
+        if not self.is_array_record:
             return [self.ref]
         return [f"{self.array_job_id}_{i}" for i in array_task_ids(self.array_tasks)]
+
+    @property
+    def is_array_record(self) -> bool:
+        """An array's one record of several pending elements (not one element, not a job)."""
+        return bool(self.array_job_id and self.array_task_id is None and self.array_tasks)
 
     def own_ref(self, without: Collection[int | str] = ()) -> int | str | None:
         """The scontrol name of exactly the elements this record stands for, less the element
@@ -348,9 +353,9 @@ class JobInfo:
         `scontrol hold <array id>` holds *every* pending element of the array, those pald has
         just pinned and released too (they then wait held until pald places them again). The
         ``A_[1,3-8]`` form names only the record's elements (Slurm 22.05 and 24.11, lab-tested
-        in tests/integration/test_site_compat.py). Raises SlurmParseError for a task string
+        in tests/integration/test_slurm_adapter.py). Raises SlurmParseError for a task string
         this does not read."""
-        if not (self.array_job_id and self.array_task_id is None and self.array_tasks):
+        if not self.is_array_record:
             return None if self.ref in without or self.job_id in without else self.ref
         gone = {str(ref) for ref in without}
         tasks = [i for i in array_task_ids(self.array_tasks) if f"{self.array_job_id}_{i}" not in gone]

@@ -39,13 +39,12 @@ def replay(trace: str, arms: str, scale: float, jobs: int, seed: int, out: Path)
 
 def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_rack: int = 4) -> list[dict]:
     """The predictions of replays already run (their JSON and work dirs under `out`) made again
-    with today's simulator: what pald measured (ranking, release latency) is read back from each
-    arm's work dir; nothing is replayed."""
-    from pal_slurm.replay.ctldlog import slurm_starts
-    from pal_slurm.replay.harness import LabShape, _pald_releases, launch_cost, release_latency
-    from pal_slurm.replay.jobcomp import parse_jobcomp
+    with today's simulator and today's reading of what each arm measured (`harness.measure_arm`
+    on its work dir: Slurm's launch cost and pass clock, pald's ranking and release latency);
+    nothing is replayed."""
+    from pal_slurm.replay.harness import LabShape, measure_arm
     from pal_slurm.replay.plan import plan_replay
-    from pal_slurm.replay.predict import pald_ranking, predict
+    from pal_slurm.replay.predict import predict_measured
     from pal_slurm.sim.trace import resolve_trace
 
     shape = LabShape(num_nodes, gpus_per_node, nodes_per_rack)
@@ -56,18 +55,12 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
         jobs = int(tag.rsplit("-n", 1)[1].split("-")[0])
         for r in results:
             plan = plan_replay(resolve_trace(r["trace"]), r["time_scale"], gpus_per_node, num_nodes * gpus_per_node, jobs)
-            work = out / tag / r["arm"]
-            payloads = {p.stem: json.loads(p.read_text()) for p in (work / "results").glob("*.json")}
-            db = work / "pal.db"
-            if db.exists() and r.get("release_wall_s") is None:
-                r["release_wall_s"] = release_latency(_pald_releases(db), payloads)
-            # Slurm's launch cost as the prediction means it today (from its start in slurmctld's log)
-            comp = parse_jobcomp((work / "lab" / "jobcomp.txt").read_text())
-            r["launch_wall_s"] = launch_cost(payloads, comp, slurm_starts((work / "lab" / "log" / "slurmctld.log").read_text()))
-            pred = predict(plan, r["arm"], r["seed"], num_nodes, gpus_per_node, nodes_per_rack,
-                           launch_s=r["launch_wall_s"] * r["time_scale"], cluster=shape.cluster(),
-                           ranking=pald_ranking(db, shape.cluster()), cycle_s=r.get("release_wall_s"))
-            r.update(predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
+            run = measure_arm(plan, r["arm"], out / tag / r["arm"], num_nodes * gpus_per_node)
+            pred = predict_measured(plan, run, r["seed"], shape)
+            r.update(launch_wall_s=run.launch_wall_s, release_wall_s=run.release_wall_s,
+                     slurm_pass_phase_s=run.slurm_pass.phase_s if run.slurm_pass else None,
+                     slurm_pass_period_s=run.slurm_pass.period_s if run.slurm_pass else None,
+                     predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
                      predicted_by=f"event:{pred['policy']}")
         path.write_text(json.dumps({"results": results}, indent=2))
         rows += results

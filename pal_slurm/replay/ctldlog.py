@@ -1,4 +1,5 @@
-"""slurmctld's log: when Slurm started each job, to the millisecond (pure parsing).
+"""slurmctld's log: when Slurm started and ended each job, to the millisecond, and the clock of
+its scheduling passes (pure parsing).
 
 Slurm's job records (jobcomp) keep whole seconds, and a replay compresses time (one wall second
 is `scale` trace seconds), so the instant a job was started comes from the log line of the
@@ -7,16 +8,27 @@ scheduler that started it, stamped in milliseconds (LogTimeFormat's default, iso
     [2026-11-24T05:47:11.022] sched/backfill: _start_job: Started JobId=1 in gpu on gpu01
     [2026-11-24T05:50:52.004] sched: Allocate JobId=8 NodeList=gpu[13-16] #CPUs=4 Partition=gpu
 
+    [2026-11-24T05:47:11.500] _job_complete: JobId=1 done
+
 (the same on Slurm 22.05 and 24.11). Times are the host's local time, like jobcomp's.
+
+The backfill pass runs every `bf_interval` seconds from slurmctld's start, plus the pass's own
+time, so its phase against a replay's first submission is a draw of the lab, not of the trace:
+on the replay's labs nearly every job starts at such a pass, and a trace whose first jobs come
+in one burst waits up to a whole interval more or less depending on it (workload-1, 40 jobs:
+the model's avg JCT moved 6% with the phase). `pass_clock` reads the phase and the period
+from the passes that started jobs, so the prediction can run the passes the lab ran.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime
 
 _START = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] "
                     r"(?:sched/backfill: _start_job: Started JobId=(\d+)|sched: Allocate JobId=(\d+))")
+_DONE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] _job_complete: JobId=(\d+) done")
 
 
 def slurm_starts(text: str) -> dict[int, tuple[float, str]]:
@@ -31,3 +43,48 @@ def slurm_starts(text: str) -> dict[int, tuple[float, str]]:
         out.setdefault(job_id, (datetime.fromisoformat(m.group(1)).timestamp(),
                                 "backfill" if m.group(2) else "main"))
     return out
+
+
+def slurm_ends(text: str) -> dict[int, float]:
+    """{job id: epoch seconds}: when slurmctld completed each job (its GPUs free for the next
+    pass; the last completion counts: a requeued job ends once more)."""
+    out: dict[int, float] = {}
+    for line in text.splitlines():
+        m = _DONE.match(line)
+        if m:
+            out[int(m.group(2))] = datetime.fromisoformat(m.group(1)).timestamp()
+    return out
+
+
+@dataclass(frozen=True)
+class PassClock:
+    """Slurm's backfill passes as a lab ran them, in wall seconds: one at `phase_s` after the
+    replay's first submission and every `period_s` after (and before) it."""
+
+    phase_s: float
+    period_s: float
+
+
+SAME_PASS_S = 0.05  # starts this close together came from one pass (a pass starts jobs in ms)
+
+
+def pass_clock(starts: dict[int, tuple[float, str]], t0: float, interval_s: float) -> PassClock | None:
+    """The clock of the backfill passes that started jobs (`slurm_starts`), against `t0` (the
+    first submission, epoch seconds); `interval_s` is the configured bf_interval, the period's
+    first guess. The period is fitted to the passes (least squares through the first pass, in
+    time order: bf_interval plus each pass's own milliseconds); None when fewer than two passes started
+    jobs (then nothing says the period)."""
+    times = sorted(t for t, by in starts.values() if by == "backfill")
+    passes: list[float] = []
+    for t in times:
+        if not passes or t - passes[-1] > SAME_PASS_S:
+            passes.append(t)
+    if len(passes) < 2:
+        return None
+    period, k, cd, cc = float(interval_s), 0, 0.0, 0.0
+    for p in passes[1:]:  # in order: a pass's interval count is read with the period fitted so far
+        d = p - passes[0]
+        k = max(k + 1, round(d / period))
+        cd, cc = cd + k * d, cc + k * k
+        period = cd / cc
+    return PassClock(phase_s=(passes[0] - t0) % period, period_s=period)

@@ -28,7 +28,7 @@ from typing import Callable
 from pal_slurm.daemon.process import REPO, PaldProcess
 from pal_slurm.model import ClusterView
 from pal_slurm.ranking.profiles import gpu_profiles
-from pal_slurm.replay.ctldlog import slurm_starts
+from pal_slurm.replay.ctldlog import PassClock, pass_clock, slurm_ends, slurm_starts
 from pal_slurm.replay.jobcomp import parse_jobcomp
 from pal_slurm.replay.metrics import ArmSummary, JobResult, ReplayIncomplete, job_results, summarise
 from pal_slurm.replay.plan import ReplayPlan, payload_spec
@@ -92,6 +92,7 @@ class ArmRun:
     payload_vs_slurm_s: float  # largest |Slurm's run time - the payload's own| (wall seconds)
     launch_wall_s: float  # Slurm's own cost per job: its start -> payload running, + payload end -> Slurm's end
     release_wall_s: float | None = None  # pald arms: a held job's GPUs free -> pald releases it (median)
+    slurm_pass: PassClock | None = None  # the lab's backfill passes (phase vs the first submission, period)
 
 
 def _palctl(config: Path, *args: str, timeout: float = 300.0) -> str:
@@ -183,7 +184,20 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
         if pald is not None:
             pald.stop()
         lab.stop()
-    payloads = {p.stem: json.loads(p.read_text()) for p in results.glob("*.json")}
+    return measure_arm(plan, arm, work, cluster.size, comp)
+
+
+def measure_arm(plan: ReplayPlan, arm: str, work: Path, cluster_gpus: int, comp=None) -> ArmRun:
+    """An arm's results from what its run left in `work` (the payloads' records, submitted.json,
+    slurmctld's log, Slurm's jobcomp file, pald's store): `run_arm` ends with it, and a kept
+    work dir can be measured again (benchmarks/replay_repredict.py)."""
+    work = Path(work)
+    lab_dir = work / "lab"
+    if comp is None:
+        path = lab_dir / "jobcomp.txt"
+        comp = parse_jobcomp(path.read_text()) if path.exists() else []
+    payloads = {p.stem: json.loads(p.read_text()) for p in (work / "results").glob("*.json")}
+    submitted = json.loads((work / "submitted.json").read_text())
     try:
         jobs = job_results(plan, comp, payloads, submitted)
     except ReplayIncomplete as exc:
@@ -191,10 +205,14 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
     by_name = {r.name: r for r in comp}
     diff = max(abs((by_name[n].end - by_name[n].start) - (p["end"] - p["start"])) for n, p in payloads.items()
                if n in by_name)
-    releases = _pald_releases(work / "pal.db") if placement is not None else []
-    return ArmRun(arm, jobs, summarise(plan.trace, arm, jobs, cluster.size), work / "lab", diff,
-                  launch_cost(payloads, comp, slurm_starts(lab.log())),
-                  release_latency(releases, payloads))
+    releases = _pald_releases(work / "pal.db") if ARMS[arm] is not None else []
+    log_path = lab_dir / "log" / "slurmctld.log"
+    log = log_path.read_text(errors="replace") if log_path.exists() else ""
+    starts = slurm_starts(log)
+    return ArmRun(arm, jobs, summarise(plan.trace, arm, jobs, cluster_gpus), lab_dir, diff,
+                  launch_cost(payloads, comp, starts, slurm_ends(log)),
+                  release_latency(releases, payloads),
+                  pass_clock(starts, min(submitted.values()), BF_INTERVAL_S) if submitted else None)
 
 
 def _pald_releases(db: Path) -> list[tuple[float, dict]]:
@@ -230,20 +248,31 @@ def release_latency(releases: list[tuple[float, dict]], payloads: dict[str, dict
     return waits[len(waits) // 2] if waits else None
 
 
-def launch_cost(payloads: dict[str, dict], comp, started: dict[int, tuple[float, str]]) -> float:
+def launch_cost(payloads: dict[str, dict], comp, started: dict[int, tuple[float, str]],
+                ended: dict[int, float] | None = None) -> float:
     """Wall seconds Slurm adds to a job once a scheduling pass starts it: the median, over the
     jobs, of Slurm's start (slurmctld's log, `ctldlog.slurm_starts`) -> the payload running
-    (step launch, interpreter start), plus the mean of Slurm's end - the payload's end
-    (teardown; Slurm's whole seconds average out over many jobs). The wait for the pass itself
-    is not in it: the prediction models the passes (sim.stock_slurm, sim.pald_on_slurm). A
-    median over many jobs, not one job's time, so a moment of host load does not set it."""
+    (step launch, interpreter start), plus the median of Slurm's end - the payload's end
+    (teardown: until slurmctld completes the job, its log's `ctldlog.slurm_ends`, to the ms).
+    Without the log's ends, Slurm's whole-second records +0.5 s stand in (their rounding is a
+    mean of +-0.5 s a job: on 40 jobs it moved the figure by up to 0.14 s, 80 trace s at 600x).
+    The wait for the pass itself is not in it: the prediction models the passes
+    (sim.stock_slurm, sim.pald_on_slurm). Medians over many jobs, not one job's time, so a
+    moment of host load does not set it."""
     by_name = {r.name: r for r in comp}
     lags = sorted(p["start"] - started[by_name[n].job_id][0] for n, p in payloads.items()
                   if n in by_name and by_name[n].job_id in started)
     if not lags:
         raise ReplayError("slurmctld's log names no job start (LogTimeFormat must keep milliseconds)")
-    tails = [by_name[n].end + 0.5 - p["end"] for n, p in payloads.items() if n in by_name]
-    return max(0.0, lags[len(lags) // 2]) + max(0.0, sum(tails) / len(tails))
+    ended = ended or {}
+    exact = sorted(ended[by_name[n].job_id] - p["end"] for n, p in payloads.items()
+                   if n in by_name and by_name[n].job_id in ended)
+    if exact:
+        tail = exact[len(exact) // 2]
+    else:
+        rounded = [by_name[n].end + 0.5 - p["end"] for n, p in payloads.items() if n in by_name]
+        tail = sum(rounded) / len(rounded)
+    return max(0.0, lags[len(lags) // 2]) + max(0.0, tail)
 
 
 def _submit_all(lab: LabCluster, plan: ReplayPlan, specs: Path, results: Path, argv_payload: list[str],

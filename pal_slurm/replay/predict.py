@@ -22,21 +22,28 @@ from Slurm's start in slurmctld's log to the payload running plus teardown, time
 `harness.launch_cost`; ~0.1 s, 60 trace s at 600x) is charged to every job as time on its GPUs
 without progress when it starts (`EventConfig.start_cost_s`: a fixed time, not stretched by
 the job's slow GPUs or network). The wait for the pass (0.5 s on average at bf_interval=1, 300
-trace s at 600x, more than the median job's ideal runtime) is the passes' own.
+trace s at 600x, more than the median job's ideal runtime) is the passes' own, on the clock the
+lab's passes ran (`ctldlog.pass_clock`: their phase against the first submission is the lab's
+draw, and a burst of submissions at a trace's start waits for it).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
+from pal_slurm.replay.ctldlog import PassClock
 from pal_slurm.ranking import Ranking
 from pal_slurm.replay.plan import ReplayPlan
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.runner import RunSpec
 from pal_slurm.sim.trace import Trace
+
+if TYPE_CHECKING:
+    from pal_slurm.replay.harness import ArmRun, LabShape
 
 STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
                                 topology_aware=True, reserve_after_s=0.0, remaining_is_wall_limit=True,
@@ -57,25 +64,40 @@ def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:
     return ranking_of(cluster, open_store(f"sqlite:///{db}", upgrade=False).latest_ranking())
 
 
+def predict_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -> dict:
+    """`predict` for a replayed arm with what its run measured (`harness.measure_arm`): Slurm's
+    launch cost, pald's ranking and release latency, the clock of the lab's passes. The one
+    call `palctl replay`, benchmarks/slurm_replay.py --predict-only and the replay's tests make."""
+    cluster = shape.cluster()
+    return predict(plan, run.arm, seed, shape.num_nodes, shape.gpus_per_node, shape.nodes_per_rack,
+                   launch_s=run.launch_wall_s * plan.scale, cluster=cluster,
+                   ranking=pald_ranking(run.lab_dir.parent / "pal.db", cluster), cycle_s=run.release_wall_s,
+                   slurm_pass=run.slurm_pass)
+
+
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
             nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
-            ranking: Ranking | None = None, cycle_s: float | None = None) -> dict:
+            ranking: Ranking | None = None, cycle_s: float | None = None,
+            slurm_pass: PassClock | None = None) -> dict:
     """{"policy", "avg_jct_s", "makespan_s"} of the event simulator for this arm (the
     arguments as in `predicted_run`)."""
     result = predicted_run(plan, arm, seed, num_nodes, gpus_per_node, nodes_per_rack, launch_s, cluster,
-                           ranking, cycle_s)
+                           ranking, cycle_s, slurm_pass)
     s = result.summary()
     return {"policy": result.policy, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"]}
 
 
 def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
                   nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
-                  ranking: Ranking | None = None, cycle_s: float | None = None) -> RunResult:
+                  ranking: Ranking | None = None, cycle_s: float | None = None,
+                  slurm_pass: PassClock | None = None) -> RunResult:
     """The event simulator's run of this arm, every job's outcome in it. `cluster`: the
     lab's (its node names; default num_nodes x gpus_per_node); `ranking`: pald's measured one
     on that cluster (pal-slurm arms; default the simulator's exact draw); `cycle_s`: pald's
     cycle as the replay measured it (wall seconds from a held job's GPUs coming free to its
-    release, `harness.release_latency`; default pald's configured cycle)."""
+    release, `harness.release_latency`; default pald's configured cycle); `slurm_pass`: the
+    clock of the lab's backfill passes (`ctldlog.pass_clock`, wall seconds; default a pass
+    every bf_interval from the first submission on)."""
     from pal_slurm.replay.harness import ARMS, BF_INTERVAL_S, PALD_CYCLE_S, arm_queue
     from pal_slurm.sim.event import EventSimulator, simulator_for
     from pal_slurm.config import PolicyConfig
@@ -87,6 +109,8 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     RACK_WAIT_S = PolicyConfig().rack_wait_s  # the replay's pald runs with the default
 
     pald = ARMS.get(arm) is not None  # an arm with pald: decided by pald on Slurm (sim.pald_on_slurm)
+    clock = slurm_pass or PassClock(phase_s=0.0, period_s=BF_INTERVAL_S)
+    pass_s, pass_offset_s = clock.period_s * plan.scale, clock.phase_s * plan.scale
     jobs = tuple(replace(j.trace_job, submit_time=j.submit_s, shape=j.shape) for j in plan.jobs)
     spec = RunSpec(mode="event", num_nodes=num_nodes, gpus_per_node=gpus_per_node,
                    nodes_per_rack=nodes_per_rack, seeds=seed + 1, cluster=cluster if pald else None)
@@ -95,13 +119,14 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     sim = EventSimulator(replace(sim.config, start_cost_s=launch_s, jobs_stay_put=pald))
     decider: PaldOnSlurm | StockSlurm | None = None
     if not pald and arm == "stock":
-        decider = StockSlurm(STOCK_SLURM, pass_period_s=BF_INTERVAL_S * plan.scale,
+        decider = StockSlurm(STOCK_SLURM, pass_period_s=pass_s, pass_offset_s=pass_offset_s,
                              limits_s={i: j.limit_s for i, j in enumerate(plan.jobs)})
     if pald:
         limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}
         period = (PALD_CYCLE_S if cycle_s is None else cycle_s) * plan.scale
         decider = PaldOnSlurm(str(policy), cycle_period_s=period, limits_s=limits,
-                              ranking=ranking, wall_scale=plan.scale, slurm_pass_s=BF_INTERVAL_S * plan.scale,
+                              ranking=ranking, wall_scale=plan.scale, slurm_pass_s=pass_s,
+                              slurm_pass_offset_s=pass_offset_s,
                               settings=ServiceSettings(queue=arm_queue(arm),
                                                        delay_timers=rack_timers(RACK_WAIT_S)))
     result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)

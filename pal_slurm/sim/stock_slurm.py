@@ -32,12 +32,13 @@ from pal_slurm.sim.ticks import Period
 class StockSlurm:
     """sim.event.Decider for stock Slurm. `limits_s`: per trace job index, its time limit in
     trace seconds (None/missing: the job's own remaining work, i.e. exact limits);
-    `pass_period_s`: Slurm's bf_interval in trace seconds (0: a pass at every event)."""
+    `pass_period_s`: Slurm's bf_interval in trace seconds (0: a pass at every event);
+    `pass_offset_s`: the passes' phase against the trace's start (trace seconds)."""
 
     def __init__(self, placement: PlacementPolicy, pass_period_s: float,
-                 limits_s: Mapping[int, float] | None = None):
+                 limits_s: Mapping[int, float] | None = None, pass_offset_s: float = 0.0):
         self.engine = Engine(EngineSettings(placement=placement.name), rng=random.Random(0), policy=placement)
-        self.slurm_pass = Period(float(pass_period_s))
+        self.slurm_pass = Period(float(pass_period_s), float(pass_offset_s))
         self.limits = dict(limits_s or {})
         self.starts = 0
         self.waiting = False  # jobs left waiting by the last pass (the next pass may start them)

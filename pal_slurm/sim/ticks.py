@@ -10,18 +10,22 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Period:
-    """Ticks at every multiple of `seconds` (trace seconds); 0 or less: at every event."""
+    """Ticks at `offset` plus every multiple of `seconds` (trace seconds); `seconds` 0 or less:
+    at every event. `offset` is the phase of a scheduler whose clock does not start with the
+    trace (Slurm's passes run from slurmctld's start: replay.ctldlog.pass_clock)."""
 
     seconds: float
+    offset: float = 0.0
 
     def is_tick(self, now: float) -> bool:
         if self.seconds <= 0:
             return True
-        k = round(now / self.seconds)
-        return abs(now - k * self.seconds) <= 1e-6 * max(1.0, self.seconds)
+        since = now - self.offset
+        k = round(since / self.seconds)
+        return abs(since - k * self.seconds) <= 1e-6 * max(1.0, self.seconds)
 
     def next_after(self, now: float) -> float | None:
         """The first tick after `now` (None: it acts at every event, no wake-up needed)."""
         if self.seconds <= 0:
             return None
-        return (math.floor(now / self.seconds + 1e-9) + 1) * self.seconds
+        return (math.floor((now - self.offset) / self.seconds + 1e-9) + 1) * self.seconds + self.offset

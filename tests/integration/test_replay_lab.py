@@ -10,7 +10,6 @@ import pytest
 
 from pal_slurm.replay.harness import run_arm
 from pal_slurm.replay.plan import plan_replay
-from pal_slurm.replay.predict import predict
 from pal_slurm.sim.trace import resolve_trace
 
 pytestmark = pytest.mark.slurm
@@ -76,13 +75,14 @@ def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
     Slurm (sim.pald_on_slurm) with what this run measured: Slurm's launch cost, pald's ranking
     and the latency from a held job's GPUs coming free to pald releasing it (host load sets it)."""
     from pal_slurm.replay.harness import LabShape
-    from pal_slurm.replay.predict import pald_ranking
+    from pal_slurm.replay.predict import predict_measured
 
     assert 0.0 < arm.launch_wall_s < 10.0
     if arm.arm != "stock":
         assert arm.release_wall_s is not None and 0.0 <= arm.release_wall_s < 30.0
-    cluster = LabShape().cluster()
-    pred = predict(plan, arm.arm, 0, 16, 4, 4, launch_s=arm.launch_wall_s * SCALE, cluster=cluster,
-                   ranking=pald_ranking(arm.lab_dir.parent / "pal.db", cluster), cycle_s=arm.release_wall_s)
+    # the lab's passes: bf_interval=1 plus each pass's own time, at a phase of the lab's start
+    assert arm.slurm_pass is not None and 1.0 <= arm.slurm_pass.period_s < 1.2
+    assert 0.0 <= arm.slurm_pass.phase_s < arm.slurm_pass.period_s
+    pred = predict_measured(plan, arm, 0, LabShape())
     ratio = pred["avg_jct_s"] / arm.summary.avg_jct_s
     assert abs(ratio - 1.0) <= PREDICTION_TOLERANCE, (pred, arm.summary)

@@ -30,7 +30,7 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
     """Replay a trace on freshly started Slurm lab clusters, one per arm, and compare."""
     from pal_slurm.replay.harness import ARMS, LabShape, ReplayError, run_arm
     from pal_slurm.replay.plan import PlanError, plan_replay
-    from pal_slurm.replay.predict import pald_ranking, predict
+    from pal_slurm.replay.predict import predict_measured
     from pal_slurm.sim.trace import TraceError, resolve_trace
     from pal_slurm.slurm.lab import LabError
 
@@ -55,14 +55,15 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
             except (ReplayError, LabError) as exc:
                 raise PalError(f"arm {arm}: {exc}") from None
         runs[arm] = run
-        pred = predict(plan, arm, seed, num_nodes, gpus_per_node, nodes_per_rack, launch_s=run.launch_wall_s * scale,
-                       cluster=shape.cluster(), ranking=pald_ranking(work / arm / "pal.db", shape.cluster()),
-                       cycle_s=run.release_wall_s)
+        pred = predict_measured(plan, run, seed, shape)
         row = run.summary.as_dict()
         row.update(predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
                    predicted_by=f"event:{pred['policy']}", time_scale=scale, seed=seed,
                    payload_vs_slurm_max_s=run.payload_vs_slurm_s,
-                   launch_wall_s=run.launch_wall_s, release_wall_s=run.release_wall_s, wall_s=time.monotonic() - t0)
+                   launch_wall_s=run.launch_wall_s, release_wall_s=run.release_wall_s,
+                   slurm_pass_phase_s=run.slurm_pass.phase_s if run.slurm_pass else None,
+                   slurm_pass_period_s=run.slurm_pass.period_s if run.slurm_pass else None,
+                   wall_s=time.monotonic() - t0)
         results.append(row)
         click.echo(f"{arm:8} avg JCT {row['avg_jct_s'] / 3600:7.3f} h  p99 {row['p99_jct_s'] / 3600:7.3f} h  "
                    f"makespan {row['makespan_s'] / 3600:7.3f} h  util {row['utilization']:.3f}  "

@@ -1,6 +1,8 @@
 from datetime import datetime
 
-from pal_slurm.replay.ctldlog import slurm_starts
+import pytest
+
+from pal_slurm.replay.ctldlog import PassClock, pass_clock, slurm_ends, slurm_starts
 
 LOG = """\
 [2026-11-24T05:47:10.028] SchedulerParameters=default_queue_depth=1000,max_rpc_cnt=0
@@ -18,3 +20,33 @@ def test_starts_come_from_both_schedulers_with_milliseconds_and_the_first_one_co
     assert starts[1] == (datetime.fromisoformat("2026-11-24T05:47:11.022").timestamp(), "backfill")
     assert starts[8] == (datetime.fromisoformat("2026-11-24T05:50:52.004").timestamp(), "main")
     assert slurm_starts("") == {}
+
+
+def test_ends_are_slurmctlds_completions_with_milliseconds():
+    assert slurm_ends(LOG) == {1: datetime.fromisoformat("2026-11-24T05:47:11.500").timestamp()}
+    assert slurm_ends("[2026-11-24T05:47:11.500] _job_complete: JobId=1 WEXITSTATUS 0\n") == {}
+
+
+def _backfill_starts(times):
+    return {i: (t, "backfill") for i, t in enumerate(times)}
+
+
+def test_the_pass_clock_is_fitted_to_the_passes_that_started_jobs():
+    # passes every 1.004 s, the first 0.88 s after the first submission; a pass starts several
+    # jobs within milliseconds, and some passes start none (they still count)
+    t0 = 1000.0
+    passes = [t0 + 0.88 + 1.004 * k for k in (0, 1, 2, 5, 9, 30, 31, 80)]
+    starts = _backfill_starts([p + d for p in passes for d in (0.0, 0.001, 0.002)])
+    starts[999] = (t0 + 0.3, "main")  # the main scheduler's start is not a pass
+    clock = pass_clock(starts, t0, 1.0)
+    assert clock is not None
+    assert clock.period_s == pytest.approx(1.004, abs=2e-4)
+    assert clock.phase_s == pytest.approx(0.88, abs=1e-3)
+
+
+def test_the_phase_is_taken_within_one_period_and_two_passes_are_needed():
+    starts = _backfill_starts([10.0 + 2.5, 10.0 + 3.5])  # first pass 2.5 s after t0
+    clock = pass_clock(starts, 10.0, 1.0)
+    assert clock == PassClock(phase_s=pytest.approx(0.5), period_s=pytest.approx(1.0))
+    assert pass_clock(_backfill_starts([11.0, 11.01]), 10.0, 1.0) is None  # one pass
+    assert pass_clock({1: (11.0, "main"), 2: (12.0, "main")}, 10.0, 1.0) is None

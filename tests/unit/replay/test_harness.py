@@ -19,6 +19,18 @@ def test_launch_cost_is_the_median_from_slurms_start_to_the_payload_plus_teardow
         launch_cost(payloads, comp, {})
 
 
+def test_launch_cost_takes_the_teardown_from_slurmctlds_completions_when_it_has_them():
+    """jobcomp's whole seconds would say anything from 0 to 1 s of teardown; the log says 0.03."""
+    names = [f"replay-{i}" for i in range(3)]
+    started = {i: (100.0 + i, "backfill") for i in range(3)}
+    payloads = {n: {"start": 100.0 + i + 0.1, "end": 100.0 + i + 1.9} for i, n in enumerate(names)}
+    comp = [CompRecord(i, n, "COMPLETED", 90, 100 + i, int(payloads[n]["end"]) + 1, "gpu01", 1)
+            for i, n in enumerate(names)]
+    ended = {i: payloads[n]["end"] + (0.03, 0.02, 0.5)[i] for i, n in enumerate(names)}  # one slow: the median
+    assert launch_cost(payloads, comp, started, ended) == pytest.approx(0.1 + 0.03)
+    assert launch_cost(payloads, comp, started) == pytest.approx(0.1 + 0.6)  # rounded: +0.5 - 0.9 + 1
+
+
 def test_lab_shape_topology_has_one_leaf_per_four_nodes_under_a_spine():
     text = LabShape(8, 4, 4).topology_conf()
     assert "SwitchName=leaf1 Nodes=gpu01,gpu02,gpu03,gpu04" in text

@@ -96,9 +96,10 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     on that cluster (pal-slurm arms; default the simulator's exact draw); `cycle_s`: pald's
     cycle as the replay measured it (wall seconds from a held job's GPUs coming free to its
     release, `harness.release_latency`; default pald's configured cycle); `slurm_pass`: the
-    clock of the lab's backfill passes (`ctldlog.pass_clock`, wall seconds; default a pass
-    every bf_interval from the first submission on)."""
-    from pal_slurm.replay.harness import ARMS, BF_INTERVAL_S, PALD_CYCLE_S, arm_queue
+    clock of the lab's backfill passes (`ctldlog.pass_clock`, wall seconds; default the clock a
+    replay starts its trace on: a pass every bf_interval, the first ALIGN_AFTER_PASS_S before
+    the first submission)."""
+    from pal_slurm.replay.harness import ALIGN_AFTER_PASS_S, ARMS, BF_INTERVAL_S, PALD_CYCLE_S, arm_queue
     from pal_slurm.sim.event import EventSimulator, simulator_for
     from pal_slurm.config import PolicyConfig
     from pal_slurm.daemon.service import ServiceSettings
@@ -109,7 +110,7 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     RACK_WAIT_S = PolicyConfig().rack_wait_s  # the replay's pald runs with the default
 
     pald = ARMS.get(arm) is not None  # an arm with pald: decided by pald on Slurm (sim.pald_on_slurm)
-    clock = slurm_pass or PassClock(phase_s=0.0, period_s=BF_INTERVAL_S)
+    clock = slurm_pass or PassClock(phase_s=BF_INTERVAL_S - ALIGN_AFTER_PASS_S, period_s=BF_INTERVAL_S)
     pass_s, pass_offset_s = clock.period_s * plan.scale, clock.phase_s * plan.scale
     jobs = tuple(replace(j.trace_job, submit_time=j.submit_s, shape=j.shape) for j in plan.jobs)
     spec = RunSpec(mode="event", num_nodes=num_nodes, gpus_per_node=gpus_per_node,

@@ -80,9 +80,12 @@ def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
     assert 0.0 < arm.launch_wall_s < 10.0
     if arm.arm != "stock":
         assert arm.release_wall_s is not None and 0.0 <= arm.release_wall_s < 30.0
-    # the lab's passes: bf_interval=1 plus each pass's own time, at a phase of the lab's start
+    # the lab's passes: bf_interval=1 plus each pass's own time; every arm's trace starts at the
+    # same phase of them (harness._pass_aligned_start), the first pass half an interval in
+    from pal_slurm.replay.harness import ALIGN_AFTER_PASS_S
+
     assert arm.slurm_pass is not None and 1.0 <= arm.slurm_pass.period_s < 1.2
-    assert 0.0 <= arm.slurm_pass.phase_s < arm.slurm_pass.period_s
+    assert abs(arm.slurm_pass.phase_s - (arm.slurm_pass.period_s - ALIGN_AFTER_PASS_S)) < 0.1, arm.slurm_pass
     pred = predict_measured(plan, arm, 0, LabShape())
     ratio = pred["avg_jct_s"] / arm.summary.avg_jct_s
     assert abs(ratio - 1.0) <= PREDICTION_TOLERANCE, (pred, arm.summary)

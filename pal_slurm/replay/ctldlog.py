@@ -8,6 +8,8 @@ scheduler that started it, stamped in milliseconds (LogTimeFormat's default, iso
     [2026-11-24T05:47:11.022] sched/backfill: _start_job: Started JobId=1 in gpu on gpu01
     [2026-11-24T05:50:52.004] sched: Allocate JobId=8 NodeList=gpu[13-16] #CPUs=4 Partition=gpu
 
+and the instant it ended (its GPUs free for the next pass) from slurmctld's completion:
+
     [2026-11-24T05:47:11.500] _job_complete: JobId=1 done
 
 (the same on Slurm 22.05 and 24.11). Times are the host's local time, like jobcomp's.
@@ -72,8 +74,8 @@ def pass_clock(starts: dict[int, tuple[float, str]], t0: float, interval_s: floa
     """The clock of the backfill passes that started jobs (`slurm_starts`), against `t0` (the
     first submission, epoch seconds); `interval_s` is the configured bf_interval, the period's
     first guess. The period is fitted to the passes (least squares through the first pass, in
-    time order: bf_interval plus each pass's own milliseconds); None when fewer than two passes started
-    jobs (then nothing says the period)."""
+    time order: bf_interval plus each pass's own milliseconds); None when fewer than two passes
+    started jobs (then nothing says the period)."""
     times = sorted(t for t, by in starts.values() if by == "backfill")
     passes: list[float] = []
     for t in times:

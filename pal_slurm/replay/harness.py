@@ -5,8 +5,9 @@ switch in topology.conf with topology/tree, per-slot GRES, sched/backfill with t
 below, jobcomp/filetxt), for pal-slurm arms start pald with the hook and a ranking MEASURED
 with `palctl profile-nodes --backend replay` (replaying the event simulator's per-GPU draw),
 find the phase of Slurm's backfill passes with a probe job and start the trace at the same
-phase in every arm (ALIGN_AFTER_PASS_S), submit every planned job at its compressed time, wait until Slurm recorded every job, stop
-everything, and return the per-job results (metrics.py).
+phase in every arm (ALIGN_AFTER_PASS_S), submit every planned job at its compressed time, wait
+until Slurm recorded every job, stop everything, and return the per-job results (metrics.py,
+`measure_arm`).
 
 Scheduler parameters (the lab's defaults are overridden through `start_lab(extra_conf=...)`):
 bf_interval=1 and bf_resolution=1 so backfill plans in one-second steps (the default 60 s would
@@ -201,7 +202,7 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
 def measure_arm(plan: ReplayPlan, arm: str, work: Path, cluster_gpus: int, comp=None) -> ArmRun:
     """An arm's results from what its run left in `work` (the payloads' records, submitted.json,
     slurmctld's log, Slurm's jobcomp file, pald's store): `run_arm` ends with it, and a kept
-    work dir can be measured again (benchmarks/replay_repredict.py)."""
+    work dir can be measured again (benchmarks/slurm_replay.py --predict-only)."""
     work = Path(work)
     lab_dir = work / "lab"
     if comp is None:

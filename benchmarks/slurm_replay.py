@@ -57,9 +57,7 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
             plan = plan_replay(resolve_trace(r["trace"]), r["time_scale"], gpus_per_node, num_nodes * gpus_per_node, jobs)
             run = measure_arm(plan, r["arm"], out / tag / r["arm"], num_nodes * gpus_per_node)
             pred = predict_measured(plan, run, r["seed"], shape)
-            r.update(launch_wall_s=run.launch_wall_s, release_wall_s=run.release_wall_s,
-                     slurm_pass_phase_s=run.slurm_pass.phase_s if run.slurm_pass else None,
-                     slurm_pass_period_s=run.slurm_pass.period_s if run.slurm_pass else None,
+            r.update(**run.measured_inputs(),
                      predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
                      predicted_by=f"event:{pred['policy']}")
         path.write_text(json.dumps({"results": results}, indent=2))

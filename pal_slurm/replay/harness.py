@@ -32,7 +32,7 @@ from pal_slurm.daemon.process import REPO, PaldProcess
 from pal_slurm.model import ClusterView
 from pal_slurm.ranking.profiles import gpu_profiles
 from pal_slurm.replay.ctldlog import PassClock, pass_clock, slurm_ends, slurm_starts
-from pal_slurm.replay.jobcomp import parse_jobcomp
+from pal_slurm.replay.jobcomp import CompRecord, parse_jobcomp
 from pal_slurm.replay.metrics import ArmSummary, JobResult, ReplayIncomplete, job_results, summarise
 from pal_slurm.replay.plan import ReplayPlan, payload_spec
 from pal_slurm.sim.network import NetworkModel
@@ -104,6 +104,14 @@ class ArmRun:
     launch_wall_s: float  # Slurm's own cost per job: its start -> payload running, + payload end -> Slurm's end
     release_wall_s: float | None = None  # pald arms: a held job's GPUs free -> pald releases it (median)
     slurm_pass: PassClock | None = None  # the lab's backfill passes (phase vs the first submission, period)
+
+    def measured_inputs(self) -> dict:
+        """What the prediction takes from this run (`predict.predict_measured`), as the replay's
+        JSON rows name it (wall seconds)."""
+        clock = self.slurm_pass
+        return {"launch_wall_s": self.launch_wall_s, "release_wall_s": self.release_wall_s,
+                "slurm_pass_phase_s": clock.phase_s if clock else None,
+                "slurm_pass_period_s": clock.period_s if clock else None}
 
 
 def _palctl(config: Path, *args: str, timeout: float = 300.0) -> str:
@@ -199,7 +207,8 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
     return measure_arm(plan, arm, work, cluster.size, comp)
 
 
-def measure_arm(plan: ReplayPlan, arm: str, work: Path, cluster_gpus: int, comp=None) -> ArmRun:
+def measure_arm(plan: ReplayPlan, arm: str, work: Path, cluster_gpus: int,
+                comp: list[CompRecord] | None = None) -> ArmRun:
     """An arm's results from what its run left in `work` (the payloads' records, submitted.json,
     slurmctld's log, Slurm's jobcomp file, pald's store): `run_arm` ends with it, and a kept
     work dir can be measured again (benchmarks/slurm_replay.py --predict-only)."""

@@ -59,10 +59,7 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
         row = run.summary.as_dict()
         row.update(predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
                    predicted_by=f"event:{pred['policy']}", time_scale=scale, seed=seed,
-                   payload_vs_slurm_max_s=run.payload_vs_slurm_s,
-                   launch_wall_s=run.launch_wall_s, release_wall_s=run.release_wall_s,
-                   slurm_pass_phase_s=run.slurm_pass.phase_s if run.slurm_pass else None,
-                   slurm_pass_period_s=run.slurm_pass.period_s if run.slurm_pass else None,
+                   payload_vs_slurm_max_s=run.payload_vs_slurm_s, **run.measured_inputs(),
                    wall_s=time.monotonic() - t0)
         results.append(row)
         click.echo(f"{arm:8} avg JCT {row['avg_jct_s'] / 3600:7.3f} h  p99 {row['p99_jct_s'] / 3600:7.3f} h  "

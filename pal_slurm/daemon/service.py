@@ -35,6 +35,7 @@ from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest
 from pal_slurm.model.classes import AppClassMap
+from pal_slurm.model.network import MAX_DECLARED_FACTOR, is_known_sensitivity
 from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.eligibility import (
@@ -94,6 +95,15 @@ def _squeue_shape(tres_per_node: str, tres_per_job: str, node_count: int, commen
     """Memoised on the strings (a pure parse; thousands of held jobs share a few shapes)."""
     return job_shape(gpus_per_node=gpu_count(tres_per_node), gpus_per_job=gpu_count(tres_per_job),
                      nodes=node_count, comment_gpus=comment_gpus)
+
+
+def unknown_net_warning(net: str | None) -> str | None:
+    """The user's warning for a `net=` that is neither a class nor a spread factor (placed as the
+    most sensitive: spreading it is what could cost it most), None when it is fine or absent."""
+    if net is None or is_known_sensitivity(net.lower()):
+        return None
+    return (f"pal: unknown network sensitivity '{net}', placed as high; give low, medium, high or "
+            f"the factor your job runs slower at over two racks (e.g. net=2.2, 1 to {MAX_DECLARED_FACTOR:g})")
 
 
 def job_request(job_id, shape: JobShape, perf_class: str, spec: CommentSpec | None, submitted: float,
@@ -425,6 +435,9 @@ class PlacementService:
         if now - self.view_time > self.settings.max_view_age_s:
             return PlaceReply(DecisionKind.PASS, reason="stale_view")
         perf_class, warning = self.resolve_class(req.pal.perf_class)
+        net_warning = unknown_net_warning(req.pal.net)
+        if net_warning:
+            warning = f"{warning}; {net_warning}" if warning else net_warning
         base: dict[str, Any] = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
         traits = traits_from_fields(req.job, now)
         passing = pass_reason(traits)

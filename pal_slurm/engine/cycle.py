@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.model.network import sensitivity_class
 from pal_slurm.policy import PlacementContext, autotune, netaware
 from pal_slurm.policy import placement as placement_by_name, queue_order
 from pal_slurm.policy.registry import PROGRESS_READING_QUEUES, SUBMIT_ORDER_QUEUES
@@ -297,7 +298,7 @@ class Engine:
         work = job.remaining_time if work_s is None else work_s
         self.tuner = autotune.observe(
             self.tuner,
-            autotune.Observation(sensitivity=job.net_sensitivity, wanted=wanted, got=got,
+            autotune.Observation(sensitivity=sensitivity_class(job.net_sensitivity), wanted=wanted, got=got,
                                  waited_s=now - job.waiting_since, comm_loss_s=work * (factor - best_factor),
                                  time=now),
             self.settings.tuner,

@@ -61,7 +61,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.cluster import Topology
 from pal_slurm.model.decision import JobId
-from pal_slurm.model.network import LEVELS, NODE, RACK, SPINE, DelayTimers, sensitivity_rank
+from pal_slurm.model.network import (LEVELS, NODE, RACK, SPINE, DelayTimers, declared_factor, sensitivity_class,
+                                      sensitivity_rank)
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import PlacementContext, Traits
 from pal_slurm.policy.fragmentation import FragmentationCost, packed_first_allocation
@@ -82,6 +83,26 @@ FALLBACK_PENALTY: Mapping[str, tuple[float, float, float]] = {
     "medium": (1.0, 1.03, 1.35),
     "high": (1.0, 1.5, 8.0),
 }
+# A numeric sensitivity (`net=2.2`, model.network) declares its spine factor; its leaf penalty is
+# read off the classes' (spine -> leaf) points above, linearly between them and on the last
+# segment beyond (DCGAN's 2.2x across the spine: 1.09x in a leaf).
+_LEAF_BY_SPINE = ((1.0, 1.0), (1.15, 1.01), (1.35, 1.03), (8.0, 1.5))
+
+
+def fallback_penalty(net: str) -> tuple[float, float, float]:
+    """(node, rack, spine) penalties of a job's network sensitivity without a network model:
+    a class's (FALLBACK_PENALTY), a numeric one's spine factor with its leaf penalty
+    interpolated, and `high`'s for anything else (an unknown name: assume the worst)."""
+    pen = FALLBACK_PENALTY.get(net)
+    if pen is not None:
+        return pen
+    spine = declared_factor(net)
+    if spine is None:
+        return FALLBACK_PENALTY["high"]
+    points = _LEAF_BY_SPINE
+    i = next((k for k in range(1, len(points)) if spine <= points[k][0]), len(points) - 1)
+    (x0, y0), (x1, y1) = points[i - 1], points[i]
+    return 1.0, min(spine, y0 + (spine - x0) * (y1 - y0) / (x1 - x0)), spine
 
 
 @dataclass(frozen=True)
@@ -137,7 +158,7 @@ def net_factor(job: JobRequest, nodes: int, racks: int, ctx: PlacementContext) -
     net = ctx.network
     if net is not None:
         return net.factor(job.app, job.num_gpus, nodes, racks)
-    pen = FALLBACK_PENALTY.get(job.net_sensitivity, FALLBACK_PENALTY["high"])
+    pen = fallback_penalty(job.net_sensitivity)
     return pen[0] if nodes <= 1 else pen[1] if racks <= 1 else pen[2]
 
 
@@ -643,7 +664,7 @@ class NetAwarePlacement:
         timers = self._timers(ctx)
         t = start
         for tier in range(want, SPINE):
-            wait = float(timers.get((job.net_sensitivity, LEVELS[tier]), 0.0))
+            wait = float(timers.get((sensitivity_class(job.net_sensitivity), LEVELS[tier]), 0.0))
             if self.cost_aware and job.remaining_time > 0:  # unknown length (0): class timer only
                 # the class timer, stretched to `patience` x the saving for jobs that would lose
                 # much by spreading, and never longer than the saving itself

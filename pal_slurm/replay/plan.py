@@ -14,9 +14,11 @@ Shapes. A job of N GPUs on nodes of G GPUs asks for k = ceil(N / G) nodes of N /
 (`-N k --gres=gpu:N/k`), the Slurm shape that holds it on the fewest nodes; every Sia-Philly
 count (1, 4, 6, 8, 12, 16, 24, 32, 48 on 4-GPU nodes) divides evenly.
 
-Comments. A job's `--comment` names its class and its network sensitivity
-(`pal:class=bert,net=high`): the one the simulator gives the job's model
-(`NetworkModel.sensitivity`), as an ML user who knows their model talks a lot would write it.
+Comments. A job's `--comment` names its class and its network sensitivity as a number
+(`pal:class=dcgan,net=2.22`): the factor the simulator's network model gives the job's model
+over two racks (`NetworkModel.spread_factor`, model.network), as an ML user who ran their model
+across two leaf switches once would write it. (With the three class names, pald took DCGAN's
+2.2x for `medium`'s 1.35x and spread its jobs where waiting for a leaf was sooner.)
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class ReplayJob:
     submit_s: float  # trace seconds after the first submission
     limit_minutes: int  # Slurm --time (wall minutes)
     scale: float
-    net_sensitivity: str = "medium"  # the comment's net= (the simulator's sensitivity of its model)
+    net_sensitivity: str = "medium"  # the comment's net= (its model's spread factor: declared_net)
 
     @property
     def name(self) -> str:
@@ -103,7 +105,7 @@ def plan_replay(trace: Trace, scale: float, gpus_per_node: int, total_gpus: int,
                 jobs: int | None = None, classes: AppClassMap | None = None,
                 network: NetworkModel | None = None) -> ReplayPlan:
     """The first `jobs` jobs of `trace` (all when None), submission times relative to the first.
-    `network`: the model whose sensitivities the comments name (default: the simulator's)."""
+    `network`: the model whose spread factors the comments declare (default: the simulator's)."""
     if scale <= 0:
         raise PlanError(f"time scale must be > 0, not {scale}")
     chosen = list(trace.jobs[:jobs] if jobs else trace.jobs)
@@ -118,11 +120,16 @@ def plan_replay(trace: Trace, scale: float, gpus_per_node: int, total_gpus: int,
         if j.num_gpus > total_gpus:
             raise PlanError(f"{trace.name}: job {j.job_id} needs {j.num_gpus} GPUs; the cluster has {total_gpus}")
         if j.model not in sensitivity:
-            sensitivity[j.model] = network.sensitivity(j.model)
+            sensitivity[j.model] = declared_net(network, j.model)
         out.append(ReplayJob(j, classes.class_of(j.model), slurm_shape(j.num_gpus, gpus_per_node),
                              j.submit_time - t0, time_limit_minutes(j.ideal_runtime, scale), scale,
                              sensitivity[j.model]))
     return ReplayPlan(trace.name, scale, tuple(out))
+
+
+def declared_net(network: NetworkModel, model: str) -> str:
+    """A model's `net=` as the replay's comments declare it: its spread factor, 2 decimals."""
+    return f"{network.spread_factor(model):.2f}"
 
 
 def payload_spec(job: ReplayJob, cluster: ClusterView, slowdowns: Mapping[str, Sequence[float]],

@@ -128,6 +128,7 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
         decider = PaldOnSlurm(str(policy), cycle_period_s=period, limits_s=limits,
                               ranking=ranking, wall_scale=plan.scale, slurm_pass_s=pass_s,
                               slurm_pass_offset_s=pass_offset_s,
+                              nets={i: j.net_sensitivity for i, j in enumerate(plan.jobs)},
                               settings=ServiceSettings(queue=arm_queue(arm),
                                                        delay_timers=rack_timers(RACK_WAIT_S)))
     result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)

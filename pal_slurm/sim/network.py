@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from pal_slurm.model import ClusterView
-from pal_slurm.model.network import NODE, RACK, SPINE, TIERS
+from pal_slurm.model.network import NODE, RACK, SPINE, TIERS, class_of_factor
 
 
 DEFAULT_MODEL_MAP: Mapping[str, str] = {
@@ -83,10 +83,6 @@ DEFAULT_MODEL_MAP: Mapping[str, str] = {
 }
 DEFAULT_TABLE_MODEL = "BERT"
 
-# Network sensitivity classes (model.network.SENSITIVITIES), by the factor of a 2-rack, 8-GPU
-# placement at no congestion: >= HIGH_AT -> high, >= MEDIUM_AT -> medium, else low.
-HIGH_AT = 3.0
-MEDIUM_AT = 1.25
 
 
 class NetworkError(ValueError):
@@ -340,9 +336,14 @@ class NetworkModel:
         return self.factor(app, len(gpu_ids), nodes, racks)
 
     def sensitivity(self, app: str) -> str:
-        """`low` / `medium` / `high` (the JobRequest.net_sensitivity a policy sees)."""
-        f = NetworkModel(self.table, Congestion(), self.model_map, self.default_model).factor(app, 8, 2, 2)
-        return "high" if f >= HIGH_AT else "medium" if f >= MEDIUM_AT else "low"
+        """`low` / `medium` / `high` (the JobRequest.net_sensitivity a policy sees): the class
+        of `spread_factor` (model.network.class_of_factor)."""
+        return class_of_factor(self.spread_factor(app))
+
+    def spread_factor(self, app: str) -> float:
+        """The factor of an 8-GPU placement over two nodes in two racks, no congestion: what a
+        user declares with a numeric `net=` (model.network)."""
+        return NetworkModel(self.table, Congestion(), self.model_map, self.default_model).factor(app, 8, 2, 2)
 
 
 def _factor(curve: ModelCurve, c: Congestion, n: int, nodes: int, racks: int) -> float:

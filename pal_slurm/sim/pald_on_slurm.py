@@ -45,7 +45,9 @@ class PaldOnSlurm:
     GPUs a little differently from the simulator's exact draw; the jobs still run at the draw);
     `wall_scale`: trace seconds per wall second of a time-compressed replay; `slurm_pass_s`:
     Slurm's scheduling pass in trace seconds (0: Slurm starts pald's jobs at once),
-    `slurm_pass_offset_s` its phase against the trace's start. pald lives on the
+    `slurm_pass_offset_s` its phase against the trace's start; `nets`: per trace job index, the
+network sensitivity its comment declares (None or absent: the simulator's class of its model).
+pald lives on the
     wall clock: its times (now, submit times, time limits) are trace seconds / scale, and its
     delay timers (`settings.delay_timers` over the placement's own) are wall seconds, so a
     compressed replay stretches them by the scale: a medium job's 120 s wait for one node is
@@ -53,7 +55,8 @@ class PaldOnSlurm:
 
     def __init__(self, placement: str, cycle_period_s: float, limits_s: Mapping[int, float] | None = None,
                  settings: ServiceSettings | None = None, ranking: Ranking | None = None,
-                 wall_scale: float = 1.0, slurm_pass_s: float = 0.0, slurm_pass_offset_s: float = 0.0):
+                 wall_scale: float = 1.0, slurm_pass_s: float = 0.0, slurm_pass_offset_s: float = 0.0,
+                 nets: Mapping[int, str] | None = None):
         self.settings = replace(settings or ServiceSettings(), placement=placement)
         self.ranking = ranking  # pald's own (measured) ranking; None: the simulator's
         self.engine = Engine(self.settings.engine(), rng=random.Random(0))
@@ -61,6 +64,7 @@ class PaldOnSlurm:
         self.slurm_pass = Period(float(slurm_pass_s), float(slurm_pass_offset_s))
         self.pinned: dict[JobId, tuple[int, ...]] = {}  # placed or released, not started by Slurm yet
         self.limits = dict(limits_s or {})
+        self.nets = dict(nets or {})
         self.scale = float(wall_scale)
         self.held: dict[JobId, JobRequest] = {}  # job id -> as pald saw it when held
         self.seen: set[JobId] = set()
@@ -114,8 +118,9 @@ class PaldOnSlurm:
     def as_pald_sees(self, job: JobRequest, now: float) -> JobRequest:
         """The job as squeue shows it to pald: on pald's clock, its time limit (less the time
         it has run, for a running job) as remaining time; its network sensitivity is the one
-        its comment names (the replay writes the simulator's: replay.plan)."""
+        its comment names (`nets`: the replay writes its model's spread factor, replay.plan)."""
         limit = self.limits.get(int(job.job_id))
+        net = self.nets.get(int(job.job_id), job.net_sensitivity)
         if limit is None:
             left = job.remaining_time
         elif job.running_on:
@@ -123,4 +128,4 @@ class PaldOnSlurm:
         else:
             left = float(limit)
         return replace(job, submit_time=job.submit_time / self.scale, waiting_since=job.waiting_since / self.scale,
-                       remaining_time=left / self.scale)
+                       remaining_time=left / self.scale, net_sensitivity=net)

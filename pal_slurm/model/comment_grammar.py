@@ -16,7 +16,8 @@ Grammar (one whitespace-delimited token of the comment; other text around it is 
   not ours. At most one such token.
 - Comma-separated `key=value` pairs, any order, each key at most once; `class` is required.
 - `<name>` and `<sensitivity>`: 1-64 characters of `A-Z a-z 0-9 _ . -`. Whether the class is
-  known is pald's business (unknown -> default class plus a warning), not the grammar's.
+  known is pald's business (unknown -> default class plus a warning), not the grammar's; so is
+  what a sensitivity means (a class name or a spread factor such as `2.2`: model.network).
 - `<n>`: 1..999999, decimal, no sign, no leading zero.
 - Pairs are checked left to right; the first error wins, then a missing class is reported.
 """

@@ -17,11 +17,12 @@ def view(nodes=4, gpus=4, busy=()):
     return v.with_free(set(range(v.size)) - set(busy))
 
 
-def request(cls="resnet", gpn=None, gpj=None, nodes=None, mode=None, gpus=None, rid=None):
-    comment = f"pal:class={cls}" + (f",gpus={gpus}" if gpus else "") + (f",mode={mode}" if mode else "")
+def request(cls="resnet", gpn=None, gpj=None, nodes=None, mode=None, gpus=None, rid=None, net=None):
+    comment = (f"pal:class={cls}" + (f",gpus={gpus}" if gpus else "") + (f",mode={mode}" if mode else "")
+               + (f",net={net}" if net else ""))
     return PlaceRequest(
         job=JobFields(uid=1000, comment=comment, gpus_per_node=gpn, gpus_per_job=gpj, min_nodes=nodes),
-        pal=CommentSpec(cls, gpus=gpus, mode=mode),
+        pal=CommentSpec(cls, gpus=gpus, mode=mode, net=net),
         request_id=rid,
     )
 

@@ -69,6 +69,24 @@ def test_unknown_class_gets_the_default_and_a_warning():
     assert "unknown class 'mystery-app'" in r.warning
 
 
+@pytest.mark.parametrize("net", ["loud", "0.5", "nan", "5000"])
+def test_a_net_that_is_neither_a_class_nor_a_factor_gets_a_warning_and_is_placed(net):
+    s = service()
+    r = s.place(request("resnet", gpn=1, net=net), now=0, key="k")
+    assert r.decision is DecisionKind.PLACE
+    assert f"unknown network sensitivity '{net}'" in r.warning and "net=2.2" in r.warning
+
+
+@pytest.mark.parametrize("net", [None, "low", "HIGH", "1", "2.2", "7.78"])
+def test_a_class_or_a_spread_factor_is_no_warning(net):
+    assert service().place(request("resnet", gpn=1, net=net), now=0, key="k").warning is None
+
+
+def test_both_warnings_reach_the_user():
+    r = service().place(request("mystery-app", gpn=1, net="loud"), now=0, key="k")
+    assert "unknown class 'mystery-app'" in r.warning and "unknown network sensitivity 'loud'" in r.warning
+
+
 def test_store_class_map_is_used():
     s = service()
     s.set_class_map({"mystery-app": "D"})

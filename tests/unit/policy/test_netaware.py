@@ -14,7 +14,10 @@ from pal_slurm.policy.netaware import (
     SPINE,
     NetAwarePlacement,
     PreemptConfig,
+    FALLBACK_PENALTY,
     best_allocation,
+    fallback_penalty,
+    net_factor,
     preferred_tier,
     span,
 )
@@ -150,6 +153,42 @@ def test_without_a_network_model_tier_penalties_still_apply():
     free = {0, 1, 2, 3, 4, 5}
     gpus, tier, factor = best_allocation(req(0, 4), sorted(free), make_ctx(c.with_free(free), network=False))
     assert tier == RACK and factor > 1.0
+
+
+def test_a_declared_spread_factor_is_the_spine_penalty_without_a_network_model():
+    c = ClusterView.uniform(4, 4, nodes_per_rack=2)
+    ctx = make_ctx(c, network=False)
+    job = req(0, 8, app="DCGAN", sens="2.22")
+    assert net_factor(job, 2, 2, ctx) == 2.22 and net_factor(job, 1, 1, ctx) == 1.0
+    assert 1.03 < net_factor(job, 2, 1, ctx) < 1.5  # between medium's and high's leaf penalties
+    for name, pen in FALLBACK_PENALTY.items():
+        assert fallback_penalty(name) == pen
+    assert fallback_penalty("loud") == fallback_penalty("0.5") == FALLBACK_PENALTY["high"]  # unknown: the worst
+
+
+@given(st.floats(1.0, 1000.0), st.floats(1.0, 1000.0))
+def test_the_leaf_penalty_of_a_factor_grows_with_it_and_never_passes_it(a, b):
+    lo, hi = sorted((a, b))
+    (n1, r1, s1), (n2, r2, s2) = fallback_penalty(repr(lo)), fallback_penalty(repr(hi))
+    assert n1 == n2 == 1.0 and (s1, s2) == (lo, hi)
+    assert 1.0 <= r1 <= r2 + 1e-12 and r1 <= s1 and r2 <= s2
+
+
+def test_a_factor_between_the_classes_waits_for_a_leaf_where_medium_would_spread():
+    """Two leaves of 2 nodes x 4 GPUs; a 4-GPU job on one node of each; 8 GPUs free only across
+    the leaves. The job on the first leaf ends in 2000 s; the newcomer runs 4000 s. Finish-aware,
+    `medium` (1.35x across the spine: ends at 5400 s against 6000 waiting) spreads; a job that
+    declares 2.2x (8800 s) waits for the leaf."""
+    c = ClusterView.uniform(4, 4, nodes_per_rack=2)
+    soon = req(8, 4, app="vgg19", sens="low", running_on=range(4), remaining=2000.0, submit=0)
+    late = req(9, 4, app="vgg19", sens="low", running_on=range(8, 12), remaining=50_000.0, submit=0)
+    ctx = make_ctx(c.with_free(set(range(4, 8)) | set(range(12, 16))), network=False)
+    started = {}
+    for sens in ("medium", "2.22"):
+        job = req(1, 8, app="DCGAN", sens=sens, remaining=4000.0, submit=1)
+        plan = NetAwarePlacement("t", delay=False, finish_aware=True).plan([soon, late, job], ctx)
+        started[sens] = job.job_id in plan.launch
+    assert started == {"medium": True, "2.22": False}
 
 
 # ---- delay scheduling ----------------------------------------------------------------------

@@ -1,6 +1,8 @@
 import pytest
 
 from pal_slurm.model import ClusterView
+from pal_slurm.model.comment_grammar import parse_comment
+from pal_slurm.model.network import sensitivity_class
 from pal_slurm.replay.plan import PlanError, payload_spec, plan_replay, slurm_shape, time_limit_minutes
 from pal_slurm.sim.network import NetworkModel
 from pal_slurm.sim.trace import Trace, TraceJob
@@ -40,6 +42,18 @@ def test_plan_orders_by_submission_and_compresses_times():
     job = plan.jobs[1]
     assert job.limit_s == job.limit_minutes * 60.0 * 10.0 >= 2 * job.base_s
     assert "--nodes=2" in job.sbatch_args() and "--gres=gpu:3" in job.sbatch_args()
+
+
+def test_each_comment_declares_its_model_s_spread_factor_in_the_simulator_s_class():
+    net = NetworkModel()
+    trace = Trace("t", tuple(TraceJob(i, 8, float(i), 100.0, m) for i, m in enumerate(("DCGAN", "BERT", "vgg19"))))
+    for job in plan_replay(trace, 10.0, 4, 64).jobs:
+        model = job.trace_job.model
+        comment = next(a for a in job.sbatch_args() if a.startswith("--comment="))[len("--comment="):]
+        declared = parse_comment(comment).net
+        assert declared == job.net_sensitivity == f"{net.spread_factor(model):.2f}"
+        assert sensitivity_class(declared) == net.sensitivity(model)
+    assert plan_replay(trace, 10.0, 4, 64).jobs[0].net_sensitivity == "2.22"  # DCGAN: neither 1.35x nor 8x
 
 
 def test_plan_refuses_a_job_bigger_than_the_cluster():

@@ -46,7 +46,9 @@ def test_pald_reads_time_limits_on_its_own_clock():
                          net_sensitivity="high")
     seen_job = d.as_pald_sees(waiting, now=1800.0)
     assert (seen_job.submit_time, seen_job.waiting_since, seen_job.remaining_time) == (1.0, 2.0, 2.0)
-    assert seen_job.net_sensitivity == "high"  # the replay's comment names the simulator's sensitivity
+    assert seen_job.net_sensitivity == "high"  # no declaration: the simulator's class of its model
+    declared = PaldOnSlurm("pal", cycle_period_s=0.0, nets={0: "2.22"}).as_pald_sees(waiting, now=1800.0)
+    assert declared.net_sensitivity == "2.22"  # what the job's comment declares
     # running since 1200 (waiting_since is its start): its limit less the 600 s it has run
     running = d.as_pald_sees(replace(waiting, running_on=(0, 1, 2, 3)), now=1800.0)
     assert running.remaining_time == 1.0

@@ -174,8 +174,13 @@ class PlacementService:
     # the held jobs as the engine saw them, for the submit path's backfill (Engine.place_behind):
     # those the last cycle left waiting (None: not known, or some may use only some nodes) ...
     waiting: list[JobRequest] | None = None
-    # ... and the hook's deferrals since the last Slurm read (key -> request)
+    # ... and the hook's deferrals since the last Slurm read (key -> request) ...
     deferred_since_sync: dict[str, JobRequest] = field(default_factory=dict)
+    # ... and those before it that no cycle has planned yet: a read counts them as held at once,
+    # but the cycle that plans them runs after it (app: sync, then cycle, the lock released in
+    # between); without them every submission in that window was held (a lab replay: 6 of 40
+    # jobs, each of which then waited for pald's next cycle and often Slurm's next pass)
+    deferred_unplanned: dict[str, JobRequest] = field(default_factory=dict)
     # the running jobs as the last Slurm read showed them, for a placement that plans around
     # them (Traits.plans_around_running; else empty): their time limit less their run time left
     running: list[JobRequest] = field(default_factory=list)
@@ -214,7 +219,10 @@ class PlacementService:
                 del self.reservations[key]
         if held_jobs is not None:
             self.held_jobs = held_jobs
-            # deferred before this read: Slurm's held list (the next cycle) has them now
+            # deferred before this read: Slurm's held list has them now, the next cycle plans
+            # them; until it does, the submit path plans behind them as it did (none held: gone)
+            before = {k: j for k, j in self.deferred_since_sync.items() if j.submit_time < now}
+            self.deferred_unplanned = {**self.deferred_unplanned, **before} if held_jobs else {}
             self.deferred_since_sync = {k: j for k, j in self.deferred_since_sync.items() if j.submit_time >= now}
         self._changed()
 
@@ -386,7 +394,7 @@ class PlacementService:
         """A new job while older PAL jobs are held: placed now only where the cycle would start
         it now (Engine.place_behind over the held jobs and it), else None (it is held too).
         Only when pald knows every held job as the engine sees it (the last cycle's waiting
-        jobs and the deferrals since) and the new job, like them, may use every node: anything
+        jobs and the deferrals that cycle did not plan) and the new job, like them, may use every node: anything
         else is held, as before (the cycle decides it)."""
         assert self.view is not None and self.ranking is not None
         if self.waiting is None or exclusive or len(eligibility.groups) != 1:
@@ -394,12 +402,12 @@ class PlacementService:
         group = eligibility.groups[0]
         if self.allowed_nodes(group, frozenset(), False) is not None:
             return None
-        known = len(self.waiting) + len(self.deferred_since_sync)
-        if known < self.held_jobs:  # deferred before a read that the cycle has not planned
+        waiting = [*self.waiting, *self.deferred_unplanned.values(), *self.deferred_since_sync.values()]
+        known = len(waiting)
+        if known < self.held_jobs:  # held jobs the submit path does not know (requeued, ...)
             return None
         if known > self.engine.settings.submit_backfill_max:  # a plan too long for the hook
             return None
-        waiting = [*self.waiting, *self.deferred_since_sync.values()]
         gpus = self.engine.place_behind(job, waiting, self.available(), self.ranking, now, self.running)
         return None if gpus is None else (tuple(gpus), group)
 
@@ -427,6 +435,7 @@ class PlacementService:
         if decision is DecisionKind.DEFER:
             self.held_jobs = max(0, self.held_jobs - 1)
             self.deferred_since_sync.pop(key, None)
+            self.deferred_unplanned.pop(key, None)
 
     # ---- the submit-time answer ----------------------------------------------------------
     def place(self, req: PlaceRequest, now: float, key: str) -> PlaceReply:
@@ -600,6 +609,7 @@ class PlacementService:
         # the submit path plans behind these; unknown (None) when some held jobs are not in it
         self.waiting = (None if restricted or not_yet or unexpanded
                         else [r for r in requests if r.job_id not in released])
+        self.deferred_unplanned = {}  # this cycle planned them (in `held`, as Slurm's jobs)
         return out
 
     def _on_bound_slots(self, req: JobRequest, found: tuple[tuple[int, ...], NodeGroup], slots: tuple[int, ...],

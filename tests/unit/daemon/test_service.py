@@ -211,9 +211,32 @@ def test_a_backfilling_placement_places_a_newcomer_the_cycle_would_start_behind_
         if placed:
             assert small.nodes == {"gpu04": (0,)} and len(s.free_now()) == 3  # reserved: never promised twice
             s.observe_cluster(view(busy=range(13)), now=2.0, held_jobs=2)  # Slurm shows both held
-            assert not s.deferred_since_sync  # the next cycle plans b from Slurm's list
-            # held_jobs (2) > what pald has planned (1): held until the next cycle
-            assert s.place(request(gpn=1), now=2.5, key="c").decision is DecisionKind.DEFER
+            assert not s.deferred_since_sync and "b" in s.deferred_unplanned  # the next cycle plans b
+
+
+def test_between_a_read_and_the_cycle_that_plans_it_a_newcomer_is_placed_behind_the_held_jobs():
+    """pald reads Slurm, then plans the held jobs it read (the lock released in between). A
+    job submitted in that window was held because the read counted a deferral the last cycle
+    had not planned (a lab replay of workload-1: 6 of 40 jobs, each then waiting for pald's
+    next cycle and often Slurm's next pass); it is planned behind them as after the cycle.
+    A held job pald knows nothing of (requeued by Slurm, ...) still holds newcomers."""
+    from .builders import held_job
+
+    s = service(busy=range(12), placement="pal-fit")
+    s.observe_cluster(view(busy=range(12)), now=0.0, held_jobs=1)
+    s.plan_cycle([held_job(1, gpn=4, nodes=2, time_limit_s=3600)], now=1.0)
+    big = s.place(request(gpn=4, nodes=2), now=1.6, key="b")  # does not fit: held
+    assert (big.decision, big.reason) == (DecisionKind.DEFER, "queued")
+    s.observe_cluster(view(busy=range(12)), now=2.0, held_jobs=2)  # the read: both held; no cycle yet
+    c = s.place(request(gpn=1), now=2.5, key="c")
+    assert c.decision is DecisionKind.PLACE and c.nodes == {"gpu04": (0,)}
+    held = [held_job(1, gpn=4, nodes=2, time_limit_s=3600), held_job(2, gpn=4, nodes=2, time_limit_s=3600)]
+    s.plan_cycle(held, now=3.0)  # the cycle plans that read
+    assert not s.deferred_unplanned and [w.job_id for w in s.waiting] == [1, 2]
+    s.observe_cluster(view(busy=range(13)), now=4.0, held_jobs=3)  # one more held that pald never saw
+    assert s.place(request(gpn=1), now=4.5, key="d").decision is DecisionKind.DEFER
+    s.observe_cluster(view(busy=range(13)), now=5.0, held_jobs=0)  # nothing held: nothing to plan behind
+    assert not s.deferred_unplanned and not s.deferred_since_sync
 
 
 # ---- running jobs: a placement that plans around them reads their ends from their limits ----

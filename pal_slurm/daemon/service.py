@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.daemon.choice_check import Binding, vet
@@ -159,6 +159,9 @@ class Reservation:
     gpu_ids: frozenset[int]
     made_at: float
     promised: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # node -> (CPUs, memory MB)
+    # pald pinned only the nodes: Slurm takes the lowest slots free there when it starts the job,
+    # so the reservation follows what each read shows free (PlacementService._follow_slurm_picks)
+    slurm_picks: bool = False
 
 
 @dataclass
@@ -217,6 +220,7 @@ class PlacementService:
             confirmed = key in started or (r.made_at < now and not (r.gpu_ids & view.free))
             if confirmed or now - r.made_at > self.settings.reservation_ttl_s:
                 del self.reservations[key]
+        self._follow_slurm_picks(view)
         if held_jobs is not None:
             self.held_jobs = held_jobs
             # deferred before this read: Slurm's held list has them now, the next cycle plans
@@ -225,6 +229,30 @@ class PlacementService:
             self.deferred_unplanned = {**self.deferred_unplanned, **before} if held_jobs else {}
             self.deferred_since_sync = {k: j for k, j in self.deferred_since_sync.items() if j.submit_time >= now}
         self._changed()
+
+    def _follow_slurm_picks(self, view: ClusterView) -> None:
+        """Move each not yet started job whose slots Slurm picks onto the lowest slots free on
+        its nodes now (in the order they were promised, around the exact reservations).
+
+        Why: pald reserved the lowest slots its view showed free, but a view is up to a cycle
+        old; a slot below them that frees before Slurm's pass is the one Slurm gives the job,
+        and pald had promised it to the next job, which then waited behind it (a lab replay of
+        workload-4: a 1-GPU job waited two scheduling passes, 1600 trace s, on a slot Slurm had
+        given a 6-GPU job; at a site it waits for that job's whole run)."""
+        if not any(r.slurm_picks for r in self.reservations.values()):
+            return
+        taken = set().union(*[r.gpu_ids for r in self.reservations.values() if not r.slurm_picks])
+        for key, r in sorted(self.reservations.items(), key=lambda kv: kv[1].made_at):
+            if not r.slurm_picks:
+                continue
+            free = view.free - taken
+            picked: set[int] = set()
+            for node, mine in _by_node(r.gpu_ids, view).items():
+                lowest = [g for g in view.nodes[node].gpu_ids if g in free][:len(mine)]
+                picked.update(lowest if len(lowest) == len(mine) else mine)  # not startable yet: as promised
+            taken |= picked
+            if picked != r.gpu_ids:
+                self.reservations[key] = replace(r, gpu_ids=frozenset(picked))
 
     def observe_running(self, jobs: Iterable, now: float) -> None:
         """The running jobs (slurm JobInfo records, from the same read as the view) as the
@@ -412,10 +440,12 @@ class PlacementService:
         return None if gpus is None else (tuple(gpus), group)
 
     # ---- reservations --------------------------------------------------------------------
-    def reserve(self, key: str, gpu_ids, now: float, job: JobRestrictions | None = None, nodes=()) -> None:
-        """Promise `gpu_ids` (and, with `job`, its CPUs and memory on each of `nodes`) to `key`."""
+    def reserve(self, key: str, gpu_ids, now: float, job: JobRestrictions | None = None, nodes=(),
+                slurm_picks: bool = False) -> None:
+        """Promise `gpu_ids` (and, with `job`, its CPUs and memory on each of `nodes`) to `key`;
+        `slurm_picks`: pald pinned only the nodes, Slurm picks the slots (they follow each read)."""
         promised = {n: (job.cpus_per_node, job.memory_per_node_mb) for n in nodes} if job else {}
-        self.reservations[key] = Reservation(key, frozenset(gpu_ids), now, promised)
+        self.reservations[key] = Reservation(key, frozenset(gpu_ids), now, promised, slurm_picks)
         self._available = None  # rebuilt when asked; the shape index stays in step
         if self._shape_index is not None:
             self._shape_index.take(gpu_ids)
@@ -498,10 +528,11 @@ class PlacementService:
         if bound is None:  # Slurm may not have what the view says: the job runs as submitted
             return PlaceReply(DecisionKind.PASS, reason=f"doubt:{why}", **base)
         gpus, choice = self._as_slurm_takes(job, gpus, choice, bound)
-        self.reserve(key, gpus, now, restrictions, choice.nodes)
         gres = None
         if bound is Binding.SLOTS and shape.is_per_node and choice.same_slots_everywhere():
             gres = tres_per_node(next(iter(choice.nodes.values())))
+        # a per-node job answered without its slots: Slurm takes the lowest free ones on its nodes
+        self.reserve(key, gpus, now, restrictions, choice.nodes, slurm_picks=shape.is_per_node and gres is None)
         return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres,
                           partition=group.partition, site_checked=True, **base)
 
@@ -670,7 +701,8 @@ class PlacementService:
         rel = Release(req.job_id, req.perf_class, choice,
                       gres_for_release(shape_of(req), choice, bound is Binding.SLOTS),
                       self.settings.placement, request=req, partition=group.partition)
-        self.reserve(rel.key, gpus, now, job, choice.nodes)
+        exact = bound is Binding.SLOTS and choice.same_slots_everywhere()  # else Slurm takes the lowest free
+        self.reserve(rel.key, gpus, now, job, choice.nodes, slurm_picks=shape_of(req).is_per_node and not exact)
         out.releases.append(rel)
         return True
 
@@ -687,3 +719,11 @@ class PlacementService:
 
     def released(self, count: int = 1) -> None:
         self.held_jobs = max(0, self.held_jobs - count)
+
+
+def _by_node(gpu_ids: Iterable[int], view: ClusterView) -> dict[int, list[int]]:
+    """GPU ids grouped by their node's index."""
+    out: dict[int, list[int]] = {}
+    for g in sorted(gpu_ids):
+        out.setdefault(view.gpus[g].node_index, []).append(g)
+    return out

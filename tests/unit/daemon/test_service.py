@@ -190,6 +190,33 @@ def test_unbound_slots_reserve_what_slurm_will_take():
     assert r2.nodes in ({"gpu01": (3,)}, {"gpu02": (3,)})  # never a slot Slurm gives job a
 
 
+def test_slots_slurm_picks_follow_what_each_read_shows_free_until_the_job_starts():
+    """Fault seen in a replay on the lab (workload-4): pald's view still showed slot 2 of gpu01
+    busy, so a 2 x 3 GPU job got slots 0, 1, 3 there and 0-2 on gpu02 (they differ: Slurm picks);
+    slot 2 freed before Slurm's pass, Slurm gave it to that job, and pald promised it to the next
+    1-GPU job, which waited behind it. The reservation must follow Slurm's pick."""
+    s = service(busy=(2, *range(8, 16)))
+    a = s.place(request("resnet", gpn=3, nodes=2), now=0.1, key="a")
+    assert a.decision is DecisionKind.PLACE and a.gres is None  # slots differ: Slurm picks
+    assert s.reservations["a"].gpu_ids == frozenset({0, 1, 3, 4, 5, 6})
+    s.observe_cluster(view(busy=range(8, 16)), now=0.5)  # slot 2 free; job a not started yet
+    slurm_takes = frozenset({0, 1, 2, 4, 5, 6})  # the lowest free slots on its nodes at the pass
+    assert s.reservations["a"].gpu_ids == slurm_takes
+    b = s.place(request("resnet", gpn=1), now=0.6, key="b")
+    assert b.decision is DecisionKind.PLACE and b.nodes in ({"gpu01": (3,)}, {"gpu02": (3,)})
+    s.observe_cluster(view(busy=(0, 1, 2, 4, 5, 6, *range(8, 16))), now=1.0, started={"a"})
+    assert "a" not in s.reservations and "b" in s.reservations  # started: Slurm's own record now
+
+
+def test_exactly_bound_slots_are_never_moved():
+    s = service(busy=range(8, 16))
+    a = s.place(request("resnet", gpn=3, nodes=2), now=0.1, key="a")
+    assert a.gres is not None and not s.reservations["a"].slurm_picks  # same slots on both nodes: bound
+    before = s.reservations["a"].gpu_ids
+    s.observe_cluster(view(busy=(7, *range(8, 16))), now=0.5)
+    assert s.reservations["a"].gpu_ids == before
+
+
 def test_a_backfilling_placement_places_a_newcomer_the_cycle_would_start_behind_held_jobs():
     """Held behind an older PAL job, a new job is placed at once when the cycle over the held
     jobs and it would start it (pal-fit backfills: Engine.place_behind), not a cycle later;

@@ -227,6 +227,11 @@ class PlacementService:
             # them; until it does, the submit path plans behind them as it did (none held: gone)
             before = {k: j for k, j in self.deferred_since_sync.items() if j.submit_time < now}
             self.deferred_unplanned = {**self.deferred_unplanned, **before} if held_jobs else {}
+            if not held_jobs:
+                # nothing waits (pald runs no cycle then): not "unknown" (None, the start), and
+                # not the last cycle's list (jobs since started or gone), or the first job held
+                # after a quiet spell held every newcomer until a cycle ran (a lab replay: 2 jobs)
+                self.waiting = []
             self.deferred_since_sync = {k: j for k, j in self.deferred_since_sync.items() if j.submit_time >= now}
         self._changed()
 

@@ -190,6 +190,23 @@ def test_unbound_slots_reserve_what_slurm_will_take():
     assert r2.nodes in ({"gpu01": (3,)}, {"gpu02": (3,)})  # never a slot Slurm gives job a
 
 
+def test_after_a_read_with_nothing_held_the_first_held_job_does_not_hold_the_newcomers():
+    """pald runs no cycle while nothing is held, so before this fix the submit path's list of
+    held jobs stayed unknown (pald's start) or the last cycle's (jobs since started): the
+    first job held after a quiet spell held every newcomer until the next cycle."""
+    from .builders import held_job
+
+    s = service(busy=range(12), placement="pal-fit")
+    s.observe_cluster(view(busy=range(12)), now=0.0, held_jobs=0)  # a read: nothing held
+    big = s.place(request(gpn=4, nodes=2), now=0.5, key="big")
+    assert (big.decision, big.reason) == (DecisionKind.DEFER, "no_room")
+    small = s.place(request(gpn=1), now=0.6, key="small")
+    assert small.decision is DecisionKind.PLACE  # behind `big`, as the cycle would
+    s.plan_cycle([held_job(1, gpn=4, nodes=2, time_limit_s=3600)], now=1.0)
+    s.observe_cluster(view(busy=range(13)), now=2.0, held_jobs=0)  # it started or went: nothing held
+    assert s.waiting == [] and not s.deferred_unplanned
+
+
 def test_slots_slurm_picks_follow_what_each_read_shows_free_until_the_job_starts():
     """Fault seen in a replay on the lab (workload-4): pald's view still showed slot 2 of gpu01
     busy, so a 2 x 3 GPU job got slots 0, 1, 3 there and 0-2 on gpu02 (they differ: Slurm picks);

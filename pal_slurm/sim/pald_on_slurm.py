@@ -11,7 +11,8 @@ The jobs pald places or releases are pinned to the GPUs it chose (or, where it c
 slots, to their nodes, where Slurm takes the lowest free slots: the engine already starts those),
 so Slurm starts them at its next scheduling pass (`slurm_pass_s`: on the replay's labs nearly
 every start is the backfill pass's, see sim.stock_slurm; pald counts their GPUs as taken
-meanwhile); Slurm's own scheduling (EASY backfill, its node
+meanwhile, and a placement that plans around running jobs sees them run until the job's limit,
+as pald sees its promises); Slurm's own scheduling (EASY backfill, its node
 choice) only decides jobs pald passes, and a replayed trace has none (every job asks a shape
 pald places). What this decider adds to the simulator's own loop is therefore what pald sees and
 when: the hook's held-job rule, the cycle's period (a held job starts at the first cycle after
@@ -82,6 +83,11 @@ pald lives on the
         self.held = {k: v for k, v in self.held.items() if k in waiting}
         launch: dict[JobId, tuple[int, ...]] = {}
         free = set(view.free).difference(*self.pinned.values())
+        # jobs pald pinned that Slurm has not started: to pald, running until their limit
+        # (PlacementService.planning_running: for a placement that plans around running jobs)
+        promises = self.engine.policy.traits.plans_around_running
+        if promises:
+            running += [self.as_promised(waiting[k], gpus, now) for k, gpus in self.pinned.items() if k in waiting]
         for job in sorted((j for j in waiting.values() if j.job_id not in self.seen), key=lambda j: j.submit_time):
             self.seen.add(job.job_id)
             ours = self.as_pald_sees(job, now)
@@ -94,6 +100,8 @@ pald lives on the
             launch[job.job_id] = tuple(gpus)
             free -= set(gpus)
             self.starts["placed"] += 1
+            if promises:
+                running.append(self.as_promised(job, gpus, now))
         if self.held and self.cycle.is_tick(now):
             plan = self.engine.decide([*running, *self.held.values()], view.with_free(free), ranking, now_pald)
             for job_id, gpus in plan.launch.items():
@@ -115,6 +123,12 @@ pald lives on the
         return min(times) if times else None
 
     # ---- pald's view -------------------------------------------------------------------------
+    def as_promised(self, job: JobRequest, gpus: tuple[int, ...], now: float) -> JobRequest:
+        """A job pald pinned to `gpus` that Slurm has not started, as pald plans around it:
+        running there until its limit (daemon.service.Reservation.as_running)."""
+        return replace(self.as_pald_sees(job, now), num_gpus=len(gpus), running_on=tuple(gpus),
+                       waiting_since=now / self.scale)
+
     def as_pald_sees(self, job: JobRequest, now: float) -> JobRequest:
         """The job as squeue shows it to pald: on pald's clock, its time limit (less the time
         it has run, for a running job) as remaining time; its network sensitivity is the one

@@ -334,3 +334,36 @@ def test_a_talkative_job_waits_for_the_running_job_whose_limit_ends_soon_instead
     assert with_running("pal-fit", 10.0, RUNNING).place(now_job, now=10.0, key="r1").decision is DecisionKind.PLACE
     # job 11 has outrun its limit: its end is no longer known to be near, so it spreads now
     assert with_running("pal-fit", 500.0, RUNNING).place(talkative(), now=500.0, key="r1").decision is DecisionKind.PLACE
+
+
+def limited(req, minutes):
+    from dataclasses import replace
+    return replace(req, job=replace(req.job, time_limit=minutes))
+
+
+def test_gpus_promised_to_jobs_slurm_has_not_started_free_at_their_limit_not_never():
+    """Each node holds 3 GPUs pald promised to a job Slurm has not started yet (no running job
+    at all), one with a 2-minute limit. A talkative 2-GPU job waits for that one's end rather
+    than spreading over both nodes: to pald the promised job runs until its limit. Before,
+    promised GPUs had no end, no node could ever hold the job, and it was spread at once
+    (on the replay's model of workload-1: a 16-GPU GPT2 job spread over two leaves, 7.8x slower)."""
+    s = PlacementService(ServiceSettings(placement="pal-fit"))
+    s.observe_cluster(view(nodes=2), now=0.0)
+    s.observe_running([], 0.0)
+    short = s.place(limited(request("vgg19", gpn=3), 2), now=1.0, key="a")
+    long = s.place(limited(request("vgg19", gpn=3), 1500), now=1.0, key="b")
+    assert short.decision is DecisionKind.PLACE and long.decision is DecisionKind.PLACE
+    assert set(short.nodes) != set(long.nodes)  # 1 GPU left free on each node
+    assert [j.remaining_time for j in s.planning_running()] == [120.0, 90_000.0]
+    r = s.place(talkative(), now=2.0, key="c")
+    assert r.decision is DecisionKind.DEFER and r.reason == "no_room"
+    # once Slurm shows them running, they count once (as Slurm's), not again as promises
+    started = [running_info(11, next(iter(short.nodes)), (0, 1, 2), 120.0, start=2),
+               running_info(12, next(iter(long.nodes)), (0, 1, 2), 90_000.0, start=2)]
+    s.observe_running(started, 3.0)
+    assert len(s.planning_running()) == 2
+    # a placement that does not plan around running jobs sees no promises either
+    p = PlacementService(ServiceSettings(placement="pal"))
+    p.observe_cluster(view(nodes=2), now=0.0)
+    p.place(limited(request("vgg19", gpn=3), 2), now=1.0, key="a")
+    assert p.planning_running() == []

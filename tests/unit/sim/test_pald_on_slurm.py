@@ -98,3 +98,19 @@ def test_slurm_starts_what_pald_pinned_at_its_next_pass_and_nobody_takes_those_g
     EventSimulator(CONFIG).run(trace, "pal-fit", decider=PaldOnSlurm("pal-fit", cycle_period_s=300.0, slurm_pass_s=250.0),
                                on_start=lambda t, j, g: gpus.setdefault(j, (t, tuple(g))))
     assert gpus[2][0] == 250.0 and gpus[3][0] >= 250.0 + 100.0  # job 3 waits for job 2's GPU
+
+
+def test_gpus_pald_pinned_for_slurm_s_next_pass_free_at_the_job_s_limit_not_never():
+    # as above, but A and B are pinned and wait for Slurm's pass (at 250) when C arrives at 10:
+    # nothing runs yet. pal-fit sees A's GPUs free at A's limit (as pald sees its promises:
+    # daemon.service.Reservation.as_running) and waits for A's node; before, pinned GPUs had no
+    # end, no node could ever hold C, and C was spread over both nodes at once
+    trace = Trace("promised", (job(0, 1, 100, 1, 3), job(1, 1, 50_000, 1, 3),
+                               TraceJob(2, 2, 10.0, 10_000.0, "BERT", iter_s=1.0, perf_class=UNCLASSED)))
+    limits = {0: 100.0, 1: 100_000.0, 2: 20_000.0}
+    seen: dict[int, tuple[float, tuple[int, ...]]] = {}
+    EventSimulator(CONFIG).run(trace, "pal-fit",
+                               decider=PaldOnSlurm("pal-fit", cycle_period_s=0.0, limits_s=limits, slurm_pass_s=250.0),
+                               on_start=lambda t, j, g: seen.setdefault(j, (t, tuple(g))))
+    assert seen[0][0] == seen[1][0] == 250.0
+    assert seen[2][0] >= 350.0 and {g // 4 for g in seen[2][1]} == {seen[0][1][0] // 4}

@@ -12,7 +12,10 @@ pald's ranking (a replay measures it) and a fixed Slurm launch cost. It runs in 
 covers traces and seeds a replay (minutes of wall time each) does not.
 
 Prints per (seed, trace) the arm's avg JCT and makespan over stock's, the geomean and the
-worst; `--explain K` lists, for each loss, the K jobs whose JCT grew most, with where each
+worst; `--phases K` predicts each (seed, trace) at K phases of Slurm's backfill passes against
+the first submission (spread over one bf_interval; a replay aligns its first job 0.5 s after a
+pass, and the lab's passes drift by milliseconds each) and prints the ratio's min / mean / max:
+how much the outcome of a compressed replay hangs on sub-second timing; `--explain K` lists, for each loss, the K jobs whose JCT grew most, with where each
 arm ran them (start-finish, trace hours) and their run time's stretch over the job's ideal.
 """
 
@@ -24,6 +27,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from pal_slurm.replay.ctldlog import PassClock  # noqa: E402
+from pal_slurm.replay.harness import BF_INTERVAL_S  # noqa: E402
 from pal_slurm.replay.plan import plan_replay  # noqa: E402
 from pal_slurm.replay.predict import predicted_run  # noqa: E402
 from pal_slurm.sim.metrics import geomean  # noqa: E402
@@ -33,11 +38,25 @@ TRACES = ("workload-1", "workload-2", "workload-3", "workload-4", "workload-5", 
 NODES, GPUS_PER_NODE, NODES_PER_LEAF = 16, 4, 4  # the replay's lab cluster
 
 
-def predicted_runs(trace: str, arm: str, seed: int, jobs: int, scale: float, launch_s: float):
-    """(stock's run, the arm's run) as the replay predicts them."""
+def predicted_runs(trace: str, arm: str, seed: int, jobs: int, scale: float, launch_s: float,
+                   slurm_pass: PassClock | None = None):
+    """(stock's run, the arm's run) as the replay predicts them (`slurm_pass`: the passes'
+    clock, default the one a replay aligns its first job to)."""
     plan = plan_replay(bundled_trace(trace), scale, GPUS_PER_NODE, NODES * GPUS_PER_NODE, jobs=jobs)
-    return tuple(predicted_run(plan, a, seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF, launch_s=launch_s)
+    return tuple(predicted_run(plan, a, seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF, launch_s=launch_s,
+                               slurm_pass=slurm_pass)
                  for a in ("stock", arm))
+
+
+def phase_spread(trace: str, arm: str, seed: int, jobs: int, scale: float, launch_s: float,
+                 phases: int) -> list[float]:
+    """The arm's avg JCT over stock's at `phases` pass phases spread over one bf_interval."""
+    out = []
+    for k in range(phases):
+        clock = PassClock(phase_s=(k + 0.5) / phases * BF_INTERVAL_S, period_s=BF_INTERVAL_S)
+        stock, arm_run = predicted_runs(trace, arm, seed, jobs, scale, launch_s, clock)
+        out.append(arm_run.summary()["avg_jct_s"] / stock.summary()["avg_jct_s"])
+    return out
 
 
 def main() -> None:
@@ -49,7 +68,19 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=600.0)
     ap.add_argument("--launch-s", type=float, default=60.0, help="Slurm's launch cost, trace seconds")
     ap.add_argument("--explain", type=int, default=0, metavar="K")
+    ap.add_argument("--phases", type=int, default=0, metavar="K",
+                    help="predict at K phases of Slurm's passes and print the ratio's min/mean/max")
     args = ap.parse_args()
+    if args.phases:
+        print(f"{args.arm} / stock avg JCT, predicted at {args.phases} pass phases ({args.jobs} jobs, "
+              f"scale {args.scale:g}, launch {args.launch_s:g} trace s)")
+        print(f"{'seed':>4s} {'trace':12s} {'min':>6s} {'mean':>6s} {'max':>6s}  per phase")
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for trace in args.traces.split(","):
+                rs = phase_spread(trace, args.arm, seed, args.jobs, args.scale, args.launch_s, args.phases)
+                print(f"{seed:4d} {trace:12s} {min(rs):6.3f} {sum(rs) / len(rs):6.3f} {max(rs):6.3f}  "
+                      + " ".join(f"{r:.3f}" for r in rs), flush=True)
+        return
     ratios = []
     print(f"{args.arm} / stock, predicted ({args.jobs} jobs, scale {args.scale:g}, 16x4, 4 nodes per leaf)")
     print(f"{'seed':>4s} {'trace':12s} {'stock avg JCT h':>15s} {'arm avg JCT h':>13s} {'JCT ratio':>9s} {'makespan ratio':>14s}")

@@ -212,9 +212,17 @@ class Engine:
                     break
             if changed_at is None:
                 return RoundPlan(plan.suspend, launch)
-            rest = [j for j in order[changed_at + 1:] if j.job_id not in launch]
+            # the jobs after it, around every job that holds GPUs: the running ones and those
+            # launched so far (running from now): a plan without them saw no GPUs ever coming
+            # free, and a finish-aware placement spread a 12-GPU job it would have waited for
+            # (the replay's model of workload-3: a GPT2 job 7.8x slower)
+            holding = [j for j in order if j.running_on] + [
+                replace(j, running_on=launch[j.job_id], waiting_since=ctx.now)
+                for j in order if not j.running_on and j.job_id in launch
+            ] if self.policy.traits.plans_around_running else []
+            rest = [j for j in order[changed_at + 1:] if j.job_id not in launch and not j.running_on]
             left = ctx.cluster.with_free(set(ctx.cluster.free) - taken)
-            plan = self._plan(rest, replace(ctx, cluster=left, memo=None, shape_index=None))
+            plan = self._plan([*holding, *rest], replace(ctx, cluster=left, memo=None, shape_index=None))
 
     def decide(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float,
                in_submit_order: bool = False) -> RoundPlan:

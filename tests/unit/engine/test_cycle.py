@@ -111,3 +111,23 @@ def test_jobs_handed_in_submit_order_skip_only_a_submit_ordered_queues_sort():
     srtf = Engine(EngineSettings(queue="srtf"))
     assert [j.job_id for j in fifo.order_jobs(jobs, in_submit_order=True)] == [0, 1, 2, 3]
     assert [j.job_id for j in srtf.order_jobs(jobs, in_submit_order=True)] == [3, 2, 1, 0]
+
+
+def test_jobs_planned_again_after_slurm_s_slots_still_see_the_running_jobs_end():
+    """After a launch changes to Slurm's slots, the jobs after it are planned again around the
+    running jobs and that launch. Before, that second plan saw no running jobs: no GPU ever came
+    free, and a finish-aware placement spread a network-bound job it would have waited for (the
+    replay's model of workload-3: a 12-GPU GPT2 job over two leaf switches, 7.8x slower)."""
+    from pal_slurm.ranking.snapshot import CLASS_ORDER
+
+    slow = {8, 15}  # node 3 slot 0, node 4 slot 3: PAL's best slots differ between the nodes
+    ranking = Ranking.from_scores({c: tuple(2.8 if g in slow else 1.0 for g in range(16)) for c in CLASS_ORDER})
+    short = job("r", 2, running_on=(0, 1), remaining_time=50.0)  # node 1 is whole again at 50
+    long = job("l", 4, running_on=(4, 5, 6, 7), remaining_time=10_000.0)
+    view = VIEW.with_free(set(range(16)) - {0, 1, 4, 5, 6, 7})
+    pinned = job("a", 6, 0.0, shape=JobShape.on_nodes(2, 3), remaining_time=1000.0)  # nodes 3 and 4
+    talkative = job("b", 4, 1.0, remaining_time=10_000.0, net_sensitivity="high")
+    eng = Engine(EngineSettings(placement="pal-fit", running_jobs_move=False))
+    plan = eng.decide([short, long, pinned, talkative], view, ranking, 2.0)
+    assert plan.launch["a"] == (8, 9, 10, 12, 13, 14)  # Slurm's lowest slots, not PAL's 9-11 and 12-14
+    assert "b" not in plan.launch  # it waits for node 1 (at 50) rather than spread over three nodes

@@ -174,10 +174,8 @@ class Reservation:
         spread placement 7.8x slower (issue 12's model, workload-1)."""
         if self.request is None:
             return None
-        on = tuple(sorted(self.gpu_ids.difference(busy)))
-        if not on:
-            return None
-        return replace(self.request, num_gpus=len(on), running_on=on, waiting_since=self.made_at)
+        on = sorted(self.gpu_ids.difference(busy))
+        return self.request.started_on(on, self.made_at) if on else None
 
 
 @dataclass
@@ -341,6 +339,8 @@ class PlacementService:
         and the jobs pald promised GPUs to that Slurm has not started yet, each ending at its limit."""
         if not self.engine.policy.traits.plans_around_running:
             return []
+        if not self.reservations:  # the hook's common case: nothing more to build
+            return self.running
         busy = {g for j in self.running for g in j.running_on}
         started = {j.job_id for j in self.running}
         promised = (r.as_running(busy) for r in self.reservations.values())

@@ -217,7 +217,7 @@ class Engine:
             # free, and a finish-aware placement spread a 12-GPU job it would have waited for
             # (the replay's model of workload-3: a GPT2 job 7.8x slower)
             holding = [j for j in order if j.running_on] + [
-                replace(j, running_on=launch[j.job_id], waiting_since=ctx.now)
+                j.started_on(launch[j.job_id], ctx.now)
                 for j in order if not j.running_on and j.job_id in launch
             ] if self.policy.traits.plans_around_running else []
             rest = [j for j in order[changed_at + 1:] if j.job_id not in launch and not j.running_on]

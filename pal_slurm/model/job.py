@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Sequence
 
 from pal_slurm.model.shape import JobShape
 
@@ -33,6 +34,12 @@ class JobRequest:
     @property
     def is_running(self) -> bool:
         return bool(self.running_on)
+
+    def started_on(self, gpus: Sequence[int], since: float) -> "JobRequest":
+        """The job as if it had started on `gpus` at `since`: how a placement that plans around
+        running jobs sees one that holds GPUs Slurm has not started it on yet (pald's promises,
+        a launch planned earlier in the same cycle), so those GPUs free at its end, not never."""
+        return replace(self, num_gpus=len(gpus), running_on=tuple(gpus), waiting_since=since)
 
     def evolved(self, **changes: object) -> "JobRequest":
         """`dataclasses.replace(self, **changes)` for the fields that change as a job runs,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from pal_slurm.daemon.service import ServiceSettings
 from pal_slurm.engine import Engine
@@ -123,11 +123,10 @@ pald lives on the
         return min(times) if times else None
 
     # ---- pald's view -------------------------------------------------------------------------
-    def as_promised(self, job: JobRequest, gpus: tuple[int, ...], now: float) -> JobRequest:
+    def as_promised(self, job: JobRequest, gpus: Sequence[int], now: float) -> JobRequest:
         """A job pald pinned to `gpus` that Slurm has not started, as pald plans around it:
         running there until its limit (daemon.service.Reservation.as_running)."""
-        return replace(self.as_pald_sees(job, now), num_gpus=len(gpus), running_on=tuple(gpus),
-                       waiting_since=now / self.scale)
+        return self.as_pald_sees(job, now).started_on(gpus, now / self.scale)
 
     def as_pald_sees(self, job: JobRequest, now: float) -> JobRequest:
         """The job as squeue shows it to pald: on pald's clock, its time limit (less the time

@@ -2,6 +2,7 @@
 
     python3 benchmarks/replay_prediction.py                          # 6 traces x seeds 0-2
     python3 benchmarks/replay_prediction.py --traces workload-5 --seeds 0 --explain 3
+    python3 benchmarks/replay_prediction.py --jobs 80 --phases 10 --scale 600,150,60 --launch-wall-s 0.14
 
 The setting is `palctl replay`'s (first --jobs jobs of each bundled Sia-Philly trace, --scale
 trace seconds per wall second, 16 nodes x 4 GPUs, 4 nodes per leaf switch, the replay's Slurm
@@ -17,6 +18,8 @@ the first submission (spread over one bf_interval; a replay aligns its first job
 pass, and the lab's passes drift by milliseconds each) and prints the ratio's min / mean / max:
 how much the outcome of a compressed replay hangs on sub-second timing; `--explain K` lists, for each loss, the K jobs whose JCT grew most, with where each
 arm ran them (start-finish, trace hours) and their run time's stretch over the job's ideal.
+`--scale` takes several scales (a table each): how much the time compression decides, with
+`--launch-wall-s`, Slurm's launch cost in wall seconds (as on a lab: the same at every scale).
 """
 
 from __future__ import annotations
@@ -65,28 +68,41 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--arm", default="pal-fit")
     ap.add_argument("--jobs", type=int, default=40)
-    ap.add_argument("--scale", type=float, default=600.0)
+    ap.add_argument("--scale", default="600", help="trace seconds per wall second; several: 600,150,60")
     ap.add_argument("--launch-s", type=float, default=60.0, help="Slurm's launch cost, trace seconds")
+    ap.add_argument("--launch-wall-s", type=float, default=None,
+                    help="Slurm's launch cost in wall seconds (x each scale; overrides --launch-s)")
     ap.add_argument("--explain", type=int, default=0, metavar="K")
     ap.add_argument("--phases", type=int, default=0, metavar="K",
                     help="predict at K phases of Slurm's passes and print the ratio's min/mean/max")
     args = ap.parse_args()
-    if args.phases:
-        print(f"{args.arm} / stock avg JCT, predicted at {args.phases} pass phases ({args.jobs} jobs, "
-              f"scale {args.scale:g}, launch {args.launch_s:g} trace s)")
-        print(f"{'seed':>4s} {'trace':12s} {'min':>6s} {'mean':>6s} {'max':>6s}  per phase")
-        for seed in (int(s) for s in args.seeds.split(",")):
-            for trace in args.traces.split(","):
-                rs = phase_spread(trace, args.arm, seed, args.jobs, args.scale, args.launch_s, args.phases)
-                print(f"{seed:4d} {trace:12s} {min(rs):6.3f} {sum(rs) / len(rs):6.3f} {max(rs):6.3f}  "
-                      + " ".join(f"{r:.3f}" for r in rs), flush=True)
-        return
+    scales = [float(s) for s in args.scale.split(",")]
+    for scale in scales:
+        launch_s = args.launch_s if args.launch_wall_s is None else args.launch_wall_s * scale
+        if args.phases:
+            print_phases(args, scale, launch_s)
+        else:
+            print_predictions(args, scale, launch_s)
+
+
+def print_phases(args, scale: float, launch_s: float) -> None:
+    print(f"{args.arm} / stock avg JCT, predicted at {args.phases} pass phases ({args.jobs} jobs, "
+          f"scale {scale:g}, launch {launch_s:g} trace s)")
+    print(f"{'seed':>4s} {'trace':12s} {'min':>6s} {'mean':>6s} {'max':>6s}  per phase")
+    for seed in (int(s) for s in args.seeds.split(",")):
+        for trace in args.traces.split(","):
+            rs = phase_spread(trace, args.arm, seed, args.jobs, scale, launch_s, args.phases)
+            print(f"{seed:4d} {trace:12s} {min(rs):6.3f} {sum(rs) / len(rs):6.3f} {max(rs):6.3f}  "
+                  + " ".join(f"{r:.3f}" for r in rs), flush=True)
+
+
+def print_predictions(args, scale: float, launch_s: float) -> None:
     ratios = []
-    print(f"{args.arm} / stock, predicted ({args.jobs} jobs, scale {args.scale:g}, 16x4, 4 nodes per leaf)")
+    print(f"{args.arm} / stock, predicted ({args.jobs} jobs, scale {scale:g}, 16x4, 4 nodes per leaf)")
     print(f"{'seed':>4s} {'trace':12s} {'stock avg JCT h':>15s} {'arm avg JCT h':>13s} {'JCT ratio':>9s} {'makespan ratio':>14s}")
     for seed in (int(s) for s in args.seeds.split(",")):
         for trace in args.traces.split(","):
-            stock, arm = predicted_runs(trace, args.arm, seed, args.jobs, args.scale, args.launch_s)
+            stock, arm = predicted_runs(trace, args.arm, seed, args.jobs, scale, launch_s)
             s, a = stock.summary(), arm.summary()
             r, m = a["avg_jct_s"] / s["avg_jct_s"], a["makespan_s"] / s["makespan_s"]
             ratios.append(r)

@@ -17,7 +17,9 @@ from pal_slurm.cli.progress import DelayedProgress
 @click.option("--trace", "trace_spec", required=True, help="CSV path or bundled name (workload-1..6), as for palctl simulate.")
 @click.option("--arms", default="stock,pal", show_default=True, help="Comma-separated: stock, pal, pal-net, pal-fit, pal-fit-aged (pal-fit with the srtf-aged queue).")
 @click.option("--time-scale", "scale", type=click.FloatRange(min=1.0), default=600.0, show_default=True,
-              help="Trace seconds per wall second.")
+              help="Trace seconds per wall second. Lower is closer to a site and slower: every wall "
+                   "second Slurm's passes or pald's cycle take costs this many trace seconds "
+                   "(docs/results/slurm/ compares 600 and 150).")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Replay only the first N jobs.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Per-GPU variability draw (as simulate's seed index).")
 @click.option("--nodes", "num_nodes", type=click.IntRange(min=1), default=16, show_default=True)

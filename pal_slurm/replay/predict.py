@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
                                 topology_aware=True, reserve_after_s=0.0, remaining_is_wall_limit=True,
                                 node_choice="slurm")
+# Slurm's backfill plans a blocked job with its select plugin's will-run test, which takes the
+# running jobs off in batches whose first window is 30 wall seconds (policy.netaware.slurm_will_run)
+SLURM_WILL_RUN_WINDOW_S = 30.0
 SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net",
                                                   "pal-fit": "pal-fit",
                                                   "pal-fit-aged": "pal-fit"}
@@ -120,7 +123,8 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     sim = EventSimulator(replace(sim.config, start_cost_s=launch_s, jobs_stay_put=pald))
     decider: PaldOnSlurm | StockSlurm | None = None
     if not pald and arm == "stock":
-        decider = StockSlurm(STOCK_SLURM, pass_period_s=pass_s, pass_offset_s=pass_offset_s,
+        policy = replace(STOCK_SLURM, will_run_window_s=SLURM_WILL_RUN_WINDOW_S * plan.scale)
+        decider = StockSlurm(policy, pass_period_s=pass_s, pass_offset_s=pass_offset_s,
                              limits_s={i: j.limit_s for i, j in enumerate(plan.jobs)})
     if pald:
         limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}

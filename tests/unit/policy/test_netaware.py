@@ -1,3 +1,4 @@
+import math
 import random
 from dataclasses import replace
 
@@ -382,3 +383,18 @@ def test_topology_blind_ablation_ignores_racks():
     blind = placement("pal-backfill").plan([job], ctx).launch[0]
     assert span(aware, c)[0] == RACK and set(aware) == set(range(8))
     assert span(blind, c)[0] == SPINE and set(blind) == {0, 1, 2, 3, 8, 9, 10, 11}
+
+
+def test_slurm_s_will_run_takes_running_jobs_off_in_doubling_windows():
+    """Nodes free at 0, 100, 500 and 2000; a 30-s window from the first end rounded up (120):
+    up to 150 two nodes, then the window doubles until the next end is in (600: three nodes,
+    starting at the last end taken, 500), then again (2040: four, at 2000)."""
+    from pal_slurm.policy.netaware import slurm_will_run
+
+    c = ClusterView.uniform(4, 1, nodes_per_rack=4)
+    ready = [(0.0, 0), (100.0, 1), (500.0, 2), (2000.0, 3)]
+    assert slurm_will_run(2, 1, ready, c, 0.0, 30.0) == (100.0, frozenset({0, 1}))
+    assert slurm_will_run(3, 1, ready, c, 0.0, 30.0) == (500.0, frozenset({0, 1, 2}))
+    assert slurm_will_run(4, 1, ready, c, 0.0, 30.0) == (2000.0, frozenset({0, 1, 2, 3}))
+    assert slurm_will_run(1, 1, ready, c, 0.0, 30.0) == (0.0, frozenset({0}))  # fits now
+    assert slurm_will_run(5, 1, ready, c, 0.0, 30.0)[0] == math.inf

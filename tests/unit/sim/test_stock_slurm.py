@@ -2,6 +2,8 @@
 backfill judged on time limits as wall-clock bounds, blocked per-node jobs reserving whole
 nodes; on small clusters without variability or network."""
 
+from dataclasses import replace
+
 from pal_slurm.replay.predict import STOCK_SLURM
 from pal_slurm.sim.event import EventConfig, EventSimulator
 from pal_slurm.sim.stock_slurm import StockSlurm
@@ -58,3 +60,27 @@ def test_a_blocked_per_node_job_reserves_whole_nodes_not_a_gpu_count():
     seen = starts(StockSlurm(STOCK_SLURM, pass_period_s=0.0, limits_s=limits), trace, config)
     assert seen[3] == 1000.0
     assert seen[4] >= seen[3]
+
+
+def test_a_blocked_job_is_planned_as_slurm_s_will_run_test_batches_the_running_jobs_ends():
+    """4 leaf switches of 4 nodes. A holds the first leaf until 1100, Z the second and third
+    until 1000, Y two nodes of the fourth until 1000; B asks 12 whole nodes and waits; C (one
+    node, a long limit) comes next. Taking the running jobs off one by one, twelve nodes are
+    ready at 1000 and those are B's, the fourth leaf's two free nodes among them: C waits for B.
+    Slurm's will-run takes off every job that ends within its first window (1000 and 1100 here),
+    plans B on three whole leaves at 1100 and backfills C on the fourth at once (a lab replay of
+    workload-3 at 150x: the model's stock avg JCT 10% long without this, 0.1% with it)."""
+    config = EventConfig(num_nodes=16, gpus_per_node=4, nodes_per_rack=4, network=False)
+    trace = Trace("will-run", (job(0, 0, 1100, 4, 4), job(1, 0, 1000, 8, 4), job(2, 0, 1000, 2, 4),
+                               job(3, 10, 500, 12, 4), job(4, 20, 40_000, 1, 4)))
+    limits = {0: 1100.0, 1: 1000.0, 2: 1000.0, 3: 500.0, 4: 50_000.0}
+    one_by_one = starts(StockSlurm(STOCK_SLURM, pass_period_s=0.0, limits_s=limits), trace, config)
+    assert one_by_one[4] >= one_by_one[3] == 1000.0
+    where: dict[int, tuple[int, ...]] = {}
+    seen: dict[int, float] = {}
+    slurm = replace(STOCK_SLURM, will_run_window_s=300.0)
+    EventSimulator(config).run(trace, slurm, decider=StockSlurm(slurm, pass_period_s=0.0, limits_s=limits),
+                               on_start=lambda t, j, g: (seen.setdefault(j, t), where.setdefault(j, tuple(g))))
+    assert {g // 4 for g in where[2]} == {12, 13}  # Y as Slurm placed it: the fourth leaf's first two
+    assert seen[4] == 20.0 and {g // 4 for g in where[4]} <= {14, 15}  # backfilled on arrival
+    assert seen[3] == 1100.0 and {g // 4 for g in where[3]} == set(range(12))  # three whole leaves

@@ -501,7 +501,8 @@ def slurm_will_run(k: int, g: int, ready_nodes: Sequence[tuple[float, int]], clu
         if picked is None:
             return None
         start = max([now, *(t for t, _nd in ready_nodes if t <= until)])
-        return start, frozenset(x for x, nd in enumerate(node_of) if nd in {node_of[y] for y in picked})
+        nodes = {node_of[y] for y in picked}
+        return start, frozenset(x for x, nd in enumerate(node_of) if nd in nodes)
 
     got = fit(now)
     if got is not None or not ends:
@@ -785,7 +786,8 @@ class NetAwarePlacement:
                  busy_until: dict[int, float]) -> _Reservation:
         """The reservation of a job that cannot start: a per-node job's on whole nodes (under
         one leaf switch when only that is allowed), after those reserved before it, whose nodes
-        it then holds for its remaining time (`busy_until`, updated); any other's on a GPU count."""
+        it then holds for its remaining time (`busy_until`, updated), planned as Slurm's will-run
+        test plans it when `will_run_window_s` is set; any other's on a GPU count."""
         if is_per_node(job):
             shape = shape_of(job)
             k, g = shape.nodes or 1, shape.per_node or job.num_gpus

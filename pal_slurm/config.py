@@ -75,6 +75,9 @@ class PolicyConfig:
     default_class: str = "A"  # class for unknown applications (A = most sensitive)
     binning: str = "optimal"  # ranking binning: optimal (exact 1-D k-means) | artifact (PAL's)
     rack_wait_s: float = 600.0  # multi-node deferred jobs wait this long (x sensitivity) for one rack
+    # backfilling placements (pal-net, pal-fit): a job that cannot start holds a reservation once
+    # it has waited this long; until then later jobs pass it freely
+    reserve_after_s: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,8 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
 )
 
 # Strings that must not be empty.
+# durations where 0 means "at once" and a negative one means nothing
+NON_NEGATIVE: frozenset[tuple[str, str]] = frozenset({("policy", "rack_wait_s"), ("policy", "reserve_after_s")})
 NON_EMPTY: frozenset[tuple[str, str]] = frozenset(
     {
         ("store", "url"),
@@ -274,6 +279,8 @@ def _check_value(section: str, key: str, value: Any, where: str) -> None:
         raise ConfigError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
     if (section, key) in POSITIVE and not value > 0:
         raise ConfigError(f"{where}: must be greater than 0, got {value!r}")
+    if (section, key) in NON_NEGATIVE and not value >= 0:
+        raise ConfigError(f"{where}: must be 0 or more, got {value!r}")
     if (section, key) in NON_EMPTY and not str(value).strip():
         raise ConfigError(f"{where}: must not be empty")
     if (section, key) == ("profiling", "replay_slowdown") and value:

@@ -137,6 +137,7 @@ class Pald:
                 locality_penalty=p.locality_penalty,
                 backfill=d.backfill,
                 delay_timers=autotune.rack_timers(p.rack_wait_s),
+                reserve_after_s=p.reserve_after_s,
                 default_class=p.default_class,
                 default_mode=d.default_mode,
                 reservation_ttl_s=d.reservation_ttl_s,

@@ -58,6 +58,7 @@ class EngineSettings:
     running_jobs_move: bool = True  # False under Slurm: a started job keeps its GPUs
     backfill: bool = False  # later jobs may pass one that does not fit (placements without their own)
     delay_timers: Timers | None = None  # overrides the placement's delay timers {(sens, level): s}
+    reserve_after_s: float | None = None  # overrides a backfilling placement's reserve_after_s
     submit_backfill_max: int = 64  # place_behind plans over at most this many waiting jobs
     tuner: autotune.TunerConfig = autotune.TunerConfig()
 
@@ -123,6 +124,7 @@ class Engine:
         return PlacementContext(
             cluster=cluster, ranking=ranking, rng=self.rng, locality_penalty=self.settings.locality_penalty,
             now=now, network=self.network, delay_timers=self.delay_timers(), memo=self.memo,
+            reserve_after_s=self.settings.reserve_after_s,
             shape_index=shape_index, cache=self.cache,
         )
 

@@ -47,6 +47,10 @@ class PlacementContext:
     # (the auto-tuner's current output).
     network: NetworkFactor | None = None
     delay_timers: DelayTimers | None = None
+    # Overrides a backfilling placement's `reserve_after_s` (how long a blocked job waits before
+    # it holds a reservation; None: the placement's own): a site's setting, in the caller's
+    # clock (pald's `[policy] reserve_after_s`; a time-compressed replay scales it)
+    reserve_after_s: float | None = None
     # A dict the *caller* owns and passes to every round (the simulators do): non-sticky
     # placements keep the previous round's allocations there and recompute only from the first
     # job whose position changed. Explicit state, not hidden: the plan is the same with or

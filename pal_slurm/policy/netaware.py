@@ -844,6 +844,7 @@ class NetAwarePlacement:
         reserved_nodes: dict[int, float] = {}  # node -> until when the per-node reservations hold it
         allocations = _Allocations(free, lambda job, free_ids, max_tier: self._allocate(job, free_ids, ctx, max_tier, rack_idx))
         deadlines = self.deadline_table(ctx)
+        reserve_after = self.reserve_after_s if ctx.reserve_after_s is None else ctx.reserve_after_s
         # the running jobs preemption may stop (started recently, not stopped too often): made
         # once per plan, not once per blocked job
         cfg = self.preempt
@@ -903,7 +904,7 @@ class NetAwarePlacement:
                         continue  # delayed by its own timer: others may go (delay scheduling)
                     break
                 if (self.backfill == "easy" and len(res) < self.reservations
-                        and now - job.waiting_since >= self.reserve_after_s):
+                        and now - job.waiting_since >= reserve_after):
                     if allowed < 0:
                         allowed = self.allowed_tier(job, ctx, deadlines)
                     res.append(self._reserve(job, allowed, free, releases, cluster, rack_idx, now, reserved_nodes))

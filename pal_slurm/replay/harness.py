@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from pal_slurm.config import PolicyConfig
 from pal_slurm.daemon.process import REPO, PaldProcess
 from pal_slurm.model import ClusterView
 from pal_slurm.ranking.profiles import gpu_profiles
@@ -47,6 +48,26 @@ ARM_QUEUE = {"pal-fit-aged": "srtf-aged"}
 def arm_queue(arm: str) -> str:
     """The registered queue order pald runs with in `arm` (FIFO unless ARM_QUEUE says otherwise)."""
     return ARM_QUEUE.get(arm, "fifo")
+
+
+@dataclass(frozen=True)
+class PaldTimes:
+    """pald's policy durations in a replay, wall seconds: how long a multi-node job waits for one
+    leaf switch (`[policy] rack_wait_s`) and a held job before it reserves (`reserve_after_s`)."""
+
+    rack_wait_s: float
+    reserve_after_s: float
+
+
+def pald_times(scale: float) -> PaldTimes:
+    """A site's defaults (`config.PolicyConfig`, in its seconds) compressed as the trace is: a
+    held job waits as long in trace time as it would at a site. Why: pald reads its own clock,
+    and unscaled, the default hour before a reservation was 150 trace hours at 150x, so no held
+    job ever reserved where a site's would after an hour. In the replay's model the first 40
+    jobs of every trace and workload-1 at 80 are placed the same either way; workload-3 at 80
+    is not (docs/results/slurm/)."""
+    site = PolicyConfig()
+    return PaldTimes(rack_wait_s=site.rack_wait_s / scale, reserve_after_s=site.reserve_after_s / scale)
 PALD_CYCLE_S = 0.3  # pald's cycle in the replay (wall seconds; the simulator's model uses the same)
 BF_INTERVAL_S = 1  # Slurm's backfill pass (wall seconds; the stock model's pass, sim.stock_slurm)
 SCHEDULER_PARAMETERS = (f"batch_sched_delay=0,sched_min_interval=0,bf_interval={BF_INTERVAL_S},bf_resolution=1,"
@@ -125,7 +146,9 @@ def _palctl(config: Path, *args: str, timeout: float = 300.0) -> str:
 
 
 def _pald_config(path: Path, work: Path, lab: LabCluster, placement: str, shape: LabShape, seed: int,
-                 queue: str = "fifo") -> Path:
+                 queue: str = "fifo", times: PaldTimes | None = None) -> Path:
+    """pald's config in an arm; `times`: its policy durations (default: a site's, uncompressed)."""
+    times = times or pald_times(1.0)
     path.write_text(f"""
 [store]
 url = "sqlite:///{work}/pal.db"
@@ -139,6 +162,8 @@ heartbeat_file = "{work}/heartbeat"
 [policy]
 placement = "{placement}"
 queue = "{queue}"
+rack_wait_s = {times.rack_wait_s!r}
+reserve_after_s = {times.reserve_after_s!r}
 
 [slurm]
 conf = "{lab.slurm_conf}"
@@ -187,7 +212,8 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
     pald = None
     try:
         if placement is not None:
-            config = _pald_config(work / "pal.toml", work, lab, placement, shape, seed, arm_queue(arm))
+            config = _pald_config(work / "pal.toml", work, lab, placement, shape, seed, arm_queue(arm),
+                                  pald_times(plan.scale))
             _palctl(config, "db", "upgrade")
             _palctl(config, "profile-nodes", "--local", "--backend", "replay", "--nodes", shape.hostlist,
                     "--gpus-per-node", str(shape.gpus_per_node), "--seed", str(seed))

@@ -102,15 +102,12 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     clock of the lab's backfill passes (`ctldlog.pass_clock`, wall seconds; default the clock a
     replay starts its trace on: a pass every bf_interval, the first ALIGN_AFTER_PASS_S before
     the first submission)."""
-    from pal_slurm.replay.harness import ALIGN_AFTER_PASS_S, ARMS, BF_INTERVAL_S, PALD_CYCLE_S, arm_queue
+    from pal_slurm.replay.harness import ALIGN_AFTER_PASS_S, ARMS, BF_INTERVAL_S, PALD_CYCLE_S, arm_queue, pald_times
     from pal_slurm.sim.event import EventSimulator, simulator_for
-    from pal_slurm.config import PolicyConfig
     from pal_slurm.daemon.service import ServiceSettings
     from pal_slurm.policy.autotune import rack_timers
     from pal_slurm.sim.pald_on_slurm import PaldOnSlurm
     from pal_slurm.sim.stock_slurm import StockSlurm
-
-    RACK_WAIT_S = PolicyConfig().rack_wait_s  # the replay's pald runs with the default
 
     pald = ARMS.get(arm) is not None  # an arm with pald: decided by pald on Slurm (sim.pald_on_slurm)
     clock = slurm_pass or PassClock(phase_s=BF_INTERVAL_S - ALIGN_AFTER_PASS_S, period_s=BF_INTERVAL_S)
@@ -129,12 +126,14 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     if pald:
         limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}
         period = (PALD_CYCLE_S if cycle_s is None else cycle_s) * plan.scale
+        times = pald_times(plan.scale)  # as the replay configures pald (pald's clock: wall seconds)
         decider = PaldOnSlurm(str(policy), cycle_period_s=period, limits_s=limits,
                               ranking=ranking, wall_scale=plan.scale, slurm_pass_s=pass_s,
                               slurm_pass_offset_s=pass_offset_s,
                               nets={i: j.net_sensitivity for i, j in enumerate(plan.jobs)},
                               settings=ServiceSettings(queue=arm_queue(arm),
-                                                       delay_timers=rack_timers(RACK_WAIT_S)))
+                                                       delay_timers=rack_timers(times.rack_wait_s),
+                                                       reserve_after_s=times.reserve_after_s))
     result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)
     name = policy if isinstance(policy, str) else policy.name
     return replace(result, policy=f"{name}-on-slurm" if pald else name)

@@ -132,6 +132,8 @@ def test_unknown_section(tmp_path):
         ('[policy]\nbinning = "kmeans"\n', r"binning: 'kmeans' is not one of"),
         ('[profiling]\nbackend = "cuda"\n', r"backend: 'cuda' is not one of"),
         ("[daemon]\ncycle_s = 0\n", r"cycle_s: must be greater than 0"),
+        ("[policy]\nreserve_after_s = -1\n", r"reserve_after_s: must be 0 or more"),
+        ("[policy]\nrack_wait_s = -5.0\n", r"rack_wait_s: must be 0 or more"),
         ('[daemon]\nsocket = ""\n', r"socket: must not be empty"),
         ('daemon = "x"\n', r"\[daemon\] must be a table"),
     ],

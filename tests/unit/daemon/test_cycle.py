@@ -149,3 +149,18 @@ def test_held_job_whose_record_did_not_parse_is_released_untouched():
     plan = plan_releases([bad, held_job(7, submit=1)], s)
     assert [(r.job_id, r.choice is None, r.reason) for r in plan.releases][0] == (6, True, "unreadable_record")
     assert plan.releases[1].job_id == 7 and plan.releases[1].choice is not None
+
+
+def test_a_sites_reserve_after_s_reaches_the_placement_through_palds_engine(tmp_path):
+    """`[policy] reserve_after_s` is what the engine's placements read (PlacementContext), not
+    their built-in hour."""
+    from pal_slurm.config import Config, DaemonConfig, PolicyConfig
+    from pal_slurm.daemon.app import Pald
+    from pal_slurm.ranking import Ranking
+
+    from .builders import FakeReader, node_info
+
+    cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "s"), heartbeat_file=str(tmp_path / "hb")),
+                 policy=PolicyConfig(placement="pal-fit", reserve_after_s=120.0))
+    pald = Pald(cfg, None, FakeReader([node_info("gpu01")]), FakeActuator(), clock=ManualClock(100.0))
+    assert pald.service.engine.context(view(), Ranking.uniform(16), 0.0).reserve_after_s == 120.0

@@ -398,3 +398,27 @@ def test_slurm_s_will_run_takes_running_jobs_off_in_doubling_windows():
     assert slurm_will_run(4, 1, ready, c, 0.0, 30.0) == (2000.0, frozenset({0, 1, 2, 3}))
     assert slurm_will_run(1, 1, ready, c, 0.0, 30.0) == (0.0, frozenset({0}))  # fits now
     assert slurm_will_run(5, 1, ready, c, 0.0, 30.0)[0] == math.inf
+
+
+def _per_node(job_id, k, g, **kw):
+    from pal_slurm.model.shape import JobShape
+
+    return req(job_id, k * g, shape=JobShape(k * g, nodes=k, per_node=g), **kw)
+
+
+def test_a_site_s_reserve_after_s_in_the_context_overrides_the_placement_s():
+    """A blocked 3-node job that has waited 0 s: with the placement's own hour it holds no
+    reservation yet and a long one-node job takes the free node it needs; with the site's
+    `reserve_after_s` = 0 (pald's `[policy]`, through the context) it reserves that node and the
+    long job waits. Node 1 free, node 0 free at 10, node 2 at 100, node 3 at 1000."""
+    pal_fit = placement("pal-fit")
+    c = ClusterView.uniform(4, 4, nodes_per_rack=2).with_free({4, 5, 6, 7})
+    running = [req(10, 4, running_on=(0, 1, 2, 3), remaining=10.0, submit=0),
+               req(11, 4, running_on=(8, 9, 10, 11), remaining=100.0, submit=0),
+               req(12, 4, running_on=(12, 13, 14, 15), remaining=1000.0, submit=0)]
+    blocked = _per_node(1, 3, 4, sens="low", waiting_since=0.0)
+    long_job = _per_node(2, 1, 4, sens="low", remaining=5000.0)
+    order = [*running, blocked, long_job]
+    ctx = make_ctx(c, network=False)
+    assert pal_fit.plan(order, ctx).launch == {2: (4, 5, 6, 7)}
+    assert pal_fit.plan(order, replace(ctx, reserve_after_s=0.0)).launch == {}

@@ -73,7 +73,7 @@ def test_each_arms_pald_config_names_its_placement_and_queue_order(tmp_path):
     gets is one pald accepts (the allowed values come from the registries)."""
     from types import SimpleNamespace
 
-    from pal_slurm.config import load_config
+    from pal_slurm.config import PolicyConfig, load_config
     from pal_slurm.replay.harness import ARMS, _pald_config, arm_queue
 
     lab = SimpleNamespace(slurm_conf=str(tmp_path / "slurm.conf"), lab_dir=tmp_path)
@@ -85,5 +85,24 @@ def test_each_arms_pald_config_names_its_placement_and_queue_order(tmp_path):
         cfg = load_config(path)
         seen[arm] = (cfg.policy.placement, cfg.policy.queue)
     assert seen["pal-fit-aged"] == ("pal-fit", "srtf-aged")
+    assert cfg.policy.reserve_after_s == PolicyConfig().reserve_after_s  # a site's, uncompressed (scale 1)
     assert seen["pal-fit"] == ("pal-fit", "fifo")
     assert seen["pal"] == ("pal", "fifo")
+
+
+def test_palds_policy_durations_are_compressed_as_the_trace_is(tmp_path):
+    """At 150 trace s per wall s pald's hour before a held job reserves is 24 wall s (a site's
+    hour of trace time), its rack wait 4 s; the config pald reads says so, and the replay's
+    model runs pald with the same (replay.predict)."""
+    from types import SimpleNamespace
+
+    from pal_slurm.config import PolicyConfig, load_config
+    from pal_slurm.replay.harness import _pald_config, pald_times
+
+    site = PolicyConfig()
+    times = pald_times(150.0)
+    assert times.reserve_after_s * 150.0 == pytest.approx(site.reserve_after_s)
+    assert times.rack_wait_s * 150.0 == pytest.approx(site.rack_wait_s)
+    lab = SimpleNamespace(slurm_conf=str(tmp_path / "slurm.conf"), lab_dir=tmp_path)
+    cfg = load_config(_pald_config(tmp_path / "pal.toml", tmp_path, lab, "pal-fit", LabShape(), 0, "fifo", times))
+    assert (cfg.policy.reserve_after_s, cfg.policy.rack_wait_s) == (times.reserve_after_s, times.rack_wait_s)

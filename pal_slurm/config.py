@@ -178,9 +178,10 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
     }
 )
 
-# Strings that must not be empty.
-# durations where 0 means "at once" and a negative one means nothing
+# Durations where 0 means "at once" (a negative one means nothing).
 NON_NEGATIVE: frozenset[tuple[str, str]] = frozenset({("policy", "rack_wait_s"), ("policy", "reserve_after_s")})
+
+# Strings that must not be empty.
 NON_EMPTY: frozenset[tuple[str, str]] = frozenset(
     {
         ("store", "url"),

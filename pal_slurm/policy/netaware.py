@@ -647,7 +647,9 @@ class NetAwarePlacement:
     timers: DelayTimers = field(default_factory=lambda: dict(DEFAULT_TIMERS))
     max_wait_s: float = 24 * 3600.0  # hard cap: after this any placement is accepted
     reservations: int = 4  # easy backfill: how many blocked jobs hold a reservation
-    reserve_after_s: float = 3600.0  # easy backfill: a blocked job holds one once it waited this long
+    # easy backfill: a blocked job holds one once it waited this long (a site's `[policy]
+    # reserve_after_s` overrides it through PlacementContext.reserve_after_s)
+    reserve_after_s: float = 3600.0
     cost_aware: bool = True  # never wait longer than consolidation would save
     patience: float = 0.5  # cost-aware: wait up to this fraction of the saving (above the timer)
     finish_aware: bool = True  # refuse a spread placement that ends later than waiting would

@@ -68,6 +68,8 @@ def pald_times(scale: float) -> PaldTimes:
     is not (docs/results/slurm/)."""
     site = PolicyConfig()
     return PaldTimes(rack_wait_s=site.rack_wait_s / scale, reserve_after_s=site.reserve_after_s / scale)
+
+
 PALD_CYCLE_S = 0.3  # pald's cycle in the replay (wall seconds; the simulator's model uses the same)
 BF_INTERVAL_S = 1  # Slurm's backfill pass (wall seconds; the stock model's pass, sim.stock_slurm)
 SCHEDULER_PARAMETERS = (f"batch_sched_delay=0,sched_min_interval=0,bf_interval={BF_INTERVAL_S},bf_resolution=1,"

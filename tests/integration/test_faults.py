@@ -730,7 +730,13 @@ def silence_the_store(rig: Rig, work: Workload) -> None:
 
 def restore_the_store(rig: Rig, work: Workload) -> None:
     """The store answers again: note what the spool holds, then let one job's prolog deliver
-    it (the real path: a prolog that reaches the store drains the spool)."""
+    it (the real path: a prolog that reaches the store drains the spool). First every epilog
+    has ended (a job is COMPLETING until its epilog does): the note of the spool raced the
+    last one's, which was still waiting on the silent store (job 66's walltime samples, Debian
+    13 under load)."""
+    deadline = time.monotonic() + 60
+    while rig.slurm("squeue", "-h", "-t", "CG", "-o", "%i").stdout.strip() and time.monotonic() < deadline:
+        time.sleep(0.2)
     write_profiling_conf(rig.profiling, rig.db)
     work.notes.pop("silent_store").__exit__(None, None, None)
     work.notes["spooled"] = spooled_samples(rig)

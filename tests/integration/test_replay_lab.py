@@ -84,8 +84,13 @@ def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
     # same phase of them (harness._pass_aligned_start), the first pass half an interval in
     from pal_slurm.replay.harness import ALIGN_AFTER_PASS_S
 
-    assert arm.slurm_pass is not None and 1.0 <= arm.slurm_pass.period_s < 1.2
-    assert abs(arm.slurm_pass.phase_s - (arm.slurm_pass.period_s - ALIGN_AFTER_PASS_S)) < 0.1, arm.slurm_pass
+    if arm.slurm_pass is None:
+        # fewer than two backfill passes started a job (Slurm's main scheduler started what pald
+        # placed: seen on Slurm 24.11); the prediction runs on the clock the trace was aligned to
+        assert arm.arm != "stock"
+    else:
+        assert 1.0 <= arm.slurm_pass.period_s < 1.2
+        assert abs(arm.slurm_pass.phase_s - (arm.slurm_pass.period_s - ALIGN_AFTER_PASS_S)) < 0.1, arm.slurm_pass
     pred = predict_measured(plan, arm, 0, LabShape())
     ratio = pred["avg_jct_s"] / arm.summary.avg_jct_s
     assert abs(ratio - 1.0) <= PREDICTION_TOLERANCE, (pred, arm.summary)

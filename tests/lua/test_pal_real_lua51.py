@@ -52,10 +52,25 @@ def run_hook(tmp_path, comment, sock_path, timeout_ms=None):
     return json.loads(out.stdout)
 
 
+def run_hook_until_answered(tmp_path, comment, sock_path, attempts=3):
+    """`run_hook` for a test about what an answer does: the hook's deadline is capped at 150 ms,
+    and a loaded machine (the whole suite in a Debian root beside another) can miss it before
+    the server thread is scheduled. A timeout is retried (it is what the hook must do then, and
+    other tests prove it); any other outcome is returned. result["attempts"]: how many runs."""
+    runs = 0
+    while True:
+        runs += 1
+        result = run_hook(tmp_path, comment, sock_path)
+        timed_out = result["job"].get("admin_comment", "").startswith("pal:pass=timeout")
+        if not timed_out or runs == attempts:
+            result["attempts"] = runs
+            return result
+
+
 def test_real_lua51_places_a_job_through_a_real_socket(tmp_path):
     sock = tmp_path / "pald.sock"
     with TinyPald(sock) as pald:
-        result = run_hook(tmp_path, "exp pal:class=resnet,gpus=2", sock)
+        result = run_hook_until_answered(tmp_path, "exp pal:class=resnet,gpus=2", sock)
     assert result["version"] == "Lua 5.1"
     assert result["socket"].startswith("LuaSocket") and result["unix"] == "table"
     assert result["rc"] == 0
@@ -63,8 +78,8 @@ def test_real_lua51_places_a_job_through_a_real_socket(tmp_path):
     assert job["req_nodes"] == "gpu03" and job["min_nodes"] == 1 and job["max_nodes"] == 1
     assert job["tres_per_node"] == "gres:gpu:s2:1,gres:gpu:s3:1"
     assert job["admin_comment"].startswith("pal:placed=gpu03;rank=v7;req=h")
-    (line,) = pald.received
-    req = decode_request(line)  # what Lua wrote, Python's protocol reads
+    assert len(pald.received) == result["attempts"]
+    req = decode_request(pald.received[-1])  # what Lua wrote, Python's protocol reads
     assert isinstance(req, PlaceRequest)
     assert req.pal.perf_class == "resnet" and req.pal.gpus == 2
     assert req.job.uid == 1001 and req.job.gpus_per_node == 2
@@ -147,7 +162,7 @@ def run_against_pald_server(tmp_path, comment, handler, allowed_uids):
     thread.start()
     try:
         assert (sock.stat().st_mode & 0o777) == 0o600
-        return run_hook(tmp_path, comment, sock)
+        return run_hook_until_answered(tmp_path, comment, sock)
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
@@ -173,7 +188,7 @@ def test_real_lua51_against_palds_own_socket_server(tmp_path):
     assert job["req_nodes"] == "gpu02" and job["tres_per_node"] == "gres:gpu:s1:1,gres:gpu:s2:1"
     assert job["admin_comment"].startswith("pal:placed=gpu02;rank=v3;req=h")
     assert result["user"] == ["pal: unknown class 'mystery': using A"]
-    assert len(seen) == 1 and seen[0].pal.perf_class == "mystery"
+    assert len(seen) == result["attempts"] and seen[-1].pal.perf_class == "mystery"
 
 
 def test_real_lua51_peer_refused_by_pald_passes(tmp_path):
@@ -191,13 +206,16 @@ def test_real_lua51_latin1_comment_still_gets_placed(tmp_path):
     driver.write_text(DRIVER)
     sock = tmp_path / "pald.sock"
     with TinyPald(sock) as pald:
-        out = subprocess.run([LUA, str(driver), str(REPO / "job_submit_lua"),
-                              b"caf\xe9 pal:class=resnet"],
-                             capture_output=True, env={"PAL_SOCKET": str(sock)}, timeout=20,
-                             check=True)
-    result = json.loads(out.stdout.decode("utf-8", "replace"))
+        for _ in range(3):  # a timeout on a loaded machine is retried, as in run_hook_until_answered
+            out = subprocess.run([LUA, str(driver), str(REPO / "job_submit_lua"),
+                                  b"caf\xe9 pal:class=resnet"],
+                                 capture_output=True, env={"PAL_SOCKET": str(sock)}, timeout=20,
+                                 check=True)
+            result = json.loads(out.stdout.decode("utf-8", "replace"))
+            if not result["job"]["admin_comment"].startswith("pal:pass=timeout"):
+                break
     assert result["job"]["req_nodes"] == "gpu03"
-    (line,) = pald.received
+    line = pald.received[-1]
     assert b"caf\xe9" in line  # sent as is
     req = decode_request(line)
     assert req.job.comment == "caf\ufffd pal:class=resnet" and req.pal.perf_class == "resnet"

@@ -69,7 +69,7 @@ class DaemonConfig:
 class PolicyConfig:
     """Which policy places jobs, and its knobs."""
 
-    placement: str = "pal"  # placement policy name (pal_slurm.policy registry)
+    placement: str = "pal-fit"  # placement policy name (pal_slurm.policy registry)
     queue: str = "fifo"  # queue order for deferred jobs: fifo | las | srtf | srtf-aged
     locality_penalty: float = 1.7  # slowdown factor for a job spanning more than one node
     default_class: str = "A"  # class for unknown applications (A = most sensitive)

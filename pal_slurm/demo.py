@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from pal_slurm.config import PolicyConfig
 from pal_slurm.daemon.client import PaldClient
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
@@ -129,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         db = f"sqlite:///{work}/pal.db"
         cfg = write_config(work / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf,
                            heartbeat=work / "pald.heartbeat", cycle_s=0.5,
+                           placement=PolicyConfig().placement,  # what a site gets by default
                            extra=f'\n[profiling]\nbackend = "replay"\nspool_dir = "{work}/spool"\n')
         pald = PaldProcess(cfg, sock, work / "pald.log").start()
         print(f"   pald pid {pald.proc.pid}, socket {sock}")

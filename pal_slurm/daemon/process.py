@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]  # source checkout (PYTHONPATH for th
 
 def write_config(path: Path, *, socket: Path, db_url: str, slurm_conf: str, heartbeat: Path,
                  cycle_s: float = 0.3, metrics_listen: str = "", extra: str = "",
-                 slurm_bin_dir: str = "") -> Path:
+                 slurm_bin_dir: str = "", placement: str = "pal") -> Path:
+    """pald's config for a lab. `placement` is "pal" for the tests written against PAL's own
+    held-queue behaviour; the demo passes the site default (`PolicyConfig().placement`)."""
     path.write_text(f"""
 [store]
 url = "{db_url}"
@@ -31,7 +33,7 @@ heartbeat_file = "{heartbeat}"
 heartbeat_stale_s = 5.0
 
 [policy]
-placement = "pal"
+placement = "{placement}"
 
 [slurm]
 conf = "{slurm_conf}"

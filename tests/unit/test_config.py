@@ -35,7 +35,7 @@ def test_defaults_when_no_file_and_no_env(monkeypatch):
     assert cfg.daemon.hook_timeout_ms == 150
     assert cfg.daemon.slurm_user == "slurm"
     assert cfg.daemon.heartbeat_stale_s == 30.0
-    assert cfg.policy.placement == "pal"
+    assert cfg.policy.placement == "pal-fit"
     assert cfg.policy.queue == "fifo"
     assert cfg.policy.locality_penalty == 1.7
     assert cfg.policy.default_class == "A"
@@ -69,7 +69,7 @@ conf = "/etc/slurm-lab/slurm.conf"
     assert cfg.daemon.hook_timeout_ms == 90
     assert cfg.policy.queue == "las"
     assert cfg.policy.default_class == "C"
-    assert cfg.policy.placement == "pal"  # untouched keys keep defaults
+    assert cfg.policy.placement == "pal-fit"  # untouched keys keep defaults
     assert cfg.slurm.conf == "/etc/slurm-lab/slurm.conf"
 
 

@@ -344,7 +344,7 @@ def test_a_deferred_job_released_by_its_user_before_pald_ever_saw_it_is_held_aga
     pald.sync_and_cycle()
     assert pald.counts["reheld"] == 1 and pald.noticed == {6}
     pald.flush_decisions()
-    assert [d.reason for d in reversed(store.decisions("3"))] == ["reheld:released_by_user", "released:pal"]
+    assert [d.reason for d in reversed(store.decisions("3"))] == ["reheld:released_by_user", "released:pal-fit"]
     assert [d.reason for d in store.decisions("5")] == ["released_outside_pal"]
 
 
@@ -385,4 +385,4 @@ def test_a_released_job_that_does_not_start_is_placed_anew_then_unpinned(tmp_pat
     assert len(pald.actuator.calls) == 5  # once
     pald.flush_decisions()
     assert [d.reason for d in reversed(store.decisions("7"))] == [
-        "released:pal", "unstuck:replace", "released:pal", "unstuck:unpinned"]
+        "released:pal-fit", "unstuck:replace", "released:pal-fit", "unstuck:unpinned"]

@@ -57,7 +57,7 @@ def test_place_decisions_latency_state_and_hook_tags_are_scraped(tmp_path, endpo
     publisher.publish(pald)  # the same jobs seen again are not counted twice
     m = scrape(port)
     placed = {k: v for k, v in m.items() if k[0] == "pal_decisions_total"}
-    assert placed == {("pal_decisions_total", (("outcome", "placed"), ("reason", "pal"))): 3}
+    assert placed == {("pal_decisions_total", (("outcome", "placed"), ("reason", "pal-fit"))): 3}
     assert m[("pal_place_duration_seconds_count", ())] == 3
     assert 0 < m[("pal_place_duration_seconds_sum", ())] < 1
     assert m[("pal_hook_outcomes_total", (("outcome", "passed"), ("reason", "timeout")))] == 1

@@ -316,6 +316,9 @@ def _launch(lab: Path, nodes, gpus, cpus, hook, env, prolog, epilog, task_prolog
     except subprocess.TimeoutExpired:
         cluster.stop()
         return LabError(f"lab start did not finish in {timeout:g} s")
+    except BaseException:  # interrupted while starting (Ctrl-C, palctl replay's SIGTERM): leave nothing running
+        cluster.stop()
+        raise
     cluster.start_seconds = time.monotonic() - t0
     if proc.returncode != 0:
         tail = "\n".join(cluster.log().splitlines()[-15:])

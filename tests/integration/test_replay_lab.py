@@ -6,6 +6,15 @@ what the job itself saw, pald pinning a job to GPUs another job holds."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
 import pytest
 
 from pal_slurm.replay.harness import run_arm
@@ -13,6 +22,7 @@ from pal_slurm.replay.plan import plan_replay
 from pal_slurm.sim.trace import resolve_trace
 
 pytestmark = pytest.mark.slurm
+REPO = Path(__file__).resolve().parents[2]
 
 SCALE = 600.0  # trace seconds per wall second: the 13.5 h job runs 81 s
 JOBS = 40
@@ -94,3 +104,54 @@ def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
     pred = predict_measured(plan, arm, 0, LabShape())
     ratio = pred["avg_jct_s"] / arm.summary.avg_jct_s
     assert abs(ratio - 1.0) <= PREDICTION_TOLERANCE, (pred, arm.summary)
+
+
+def test_a_replay_stopped_by_sigterm_leaves_no_lab_and_no_pald_behind(tmp_path):
+    """`timeout`, `kill` or a batch system's end of a long replay: before, Python died on SIGTERM
+    without running its clean-up, and the arm's slurmctld, 16 slurmd, munged and pald ran on."""
+    from tests.integration.conftest import _skip_without_slurm
+
+    _skip_without_slurm()
+    work = tmp_path / "work"
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "pal_slurm.cli", "replay", "--trace", "workload-1",
+                             "--arms", "pal-fit", "--time-scale", str(SCALE), "--jobs", "10",
+                             "--work-dir", str(work)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 180
+        specs = work / "pal-fit" / "specs"
+        while not specs.is_dir() or not any(specs.iterdir()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the pal-fit arm never got as far as its jobs"
+            time.sleep(0.2)
+        time.sleep(1.0)  # jobs being submitted and run, pald placing them
+        running = processes_naming(work, but=proc.pid)
+        assert any("slurmctld" in c for c in running) and any("pal_slurm.daemon.main" in c for c in running)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert "stopped by SIGTERM" in err
+        time.sleep(0.5)
+        assert processes_naming(work, but=proc.pid) == []
+    finally:  # a failure must not leave its lab running under the rest of the suite
+        if proc.poll() is None:
+            proc.kill()
+        lab = work / "pal-fit" / "lab"
+        if (lab / "etc" / "slurm.conf").exists():
+            subprocess.run(["bash", str(REPO / "scripts" / "slurm-lab.sh"), "stop"], capture_output=True,
+                           env={**os.environ, "LAB": str(lab)}, timeout=60)
+        for p in psutil.process_iter(["cmdline"]):
+            if str(work) in " ".join(p.info["cmdline"] or []):
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
+
+
+def processes_naming(path, but: int) -> list[str]:
+    """Command lines of the processes (other than `but`) that name `path`."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if str(path) in cmd and p.info["pid"] != but:
+            found.append(cmd)
+    return found

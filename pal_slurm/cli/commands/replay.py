@@ -11,6 +11,7 @@ import click
 
 from pal_slurm.cli.errors import PalError
 from pal_slurm.cli.progress import DelayedProgress
+from pal_slurm.cli.signals import Terminated, exit_cleanly_on_termination
 
 
 @click.command("replay")
@@ -29,12 +30,13 @@ from pal_slurm.cli.progress import DelayedProgress
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, writable=True), default=None, help="Write the results as JSON.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="Write a JCT CDF and per-GPU Gantt charts here.")
 def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_per_rack, work_dir, json_out, plots_dir):
-    """Replay a trace on freshly started Slurm lab clusters, one per arm, and compare."""
-    from pal_slurm.replay.harness import ARMS, LabShape, ReplayError, run_arm
+    """Replay a trace on freshly started Slurm lab clusters, one per arm, and compare.
+
+    Stopped by Ctrl-C, SIGTERM or SIGHUP, it first stops the labs and pald it started (exit
+    status 128 + the signal after SIGTERM or SIGHUP); the work dir keeps what ran."""
+    from pal_slurm.replay.harness import ARMS, LabShape
     from pal_slurm.replay.plan import PlanError, plan_replay
-    from pal_slurm.replay.predict import predict_measured
     from pal_slurm.sim.trace import TraceError, resolve_trace
-    from pal_slurm.slurm.lab import LabError
 
     arm_list = [a.strip() for a in arms.split(",") if a.strip()]
     bad = [a for a in arm_list if a not in ARMS]
@@ -48,6 +50,35 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="pal-replay-"))
     click.echo(f"replaying {len(plan.jobs)} job(s) of {plan.trace} at {scale:g} trace s per wall s "
                f"on {num_nodes}x{gpus_per_node} GPUs; work dir {work}", err=True)
+    try:
+        with exit_cleanly_on_termination():
+            results, runs = _run_arms(plan, arm_list, work, seed, shape, scale)
+    except Terminated as stop:
+        click.echo(f"palctl replay: stopped by {stop.name}; the labs and pald it started are stopped; "
+                   f"what ran is in {work}", err=True)
+        raise
+    if "stock" in runs:
+        base = runs["stock"].summary
+        for arm, run in runs.items():
+            if arm != "stock":
+                click.echo(f"{arm} / stock: avg JCT {run.summary.avg_jct_s / base.avg_jct_s:.3f}, "
+                           f"makespan {run.summary.makespan_s / base.makespan_s:.3f}")
+    if json_out:
+        Path(json_out).write_text(json.dumps({"results": results}, indent=2))
+        click.echo(f"wrote {json_out}", err=True)
+    if plots_dir:
+        from pal_slurm.replay.plots import write_plots
+
+        for p in write_plots(plots_dir, plan.trace, {a: r.jobs for a, r in runs.items()}, gpus_per_node, shape.node_names):
+            click.echo(f"wrote {p}", err=True)
+
+
+def _run_arms(plan, arm_list, work, seed, shape, scale):
+    """Each arm on its own fresh lab, one after another: (result rows, runs by arm)."""
+    from pal_slurm.replay.harness import ReplayError, run_arm
+    from pal_slurm.replay.predict import predict_measured
+    from pal_slurm.slurm.lab import LabError
+
     results, runs = [], {}
     for i, arm in enumerate(arm_list):
         t0 = time.monotonic()
@@ -68,20 +99,7 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
                    f"makespan {row['makespan_s'] / 3600:7.3f} h  util {row['utilization']:.3f}  "
                    f"slowdown {row['gpu_weighted_slowdown']:.3f}  (predicted avg JCT "
                    f"{row['predicted_avg_jct_s'] / 3600:.3f} h, makespan {row['predicted_makespan_s'] / 3600:.3f} h)")
-    if "stock" in runs:
-        base = runs["stock"].summary
-        for arm, run in runs.items():
-            if arm != "stock":
-                click.echo(f"{arm} / stock: avg JCT {run.summary.avg_jct_s / base.avg_jct_s:.3f}, "
-                           f"makespan {run.summary.makespan_s / base.makespan_s:.3f}")
-    if json_out:
-        Path(json_out).write_text(json.dumps({"results": results}, indent=2))
-        click.echo(f"wrote {json_out}", err=True)
-    if plots_dir:
-        from pal_slurm.replay.plots import write_plots
-
-        for p in write_plots(plots_dir, plan.trace, {a: r.jobs for a, r in runs.items()}, gpus_per_node, shape.node_names):
-            click.echo(f"wrote {p}", err=True)
+    return results, runs
 
 
 COMMAND = replay

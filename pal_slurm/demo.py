@@ -29,7 +29,7 @@ from pal_slurm.config import PolicyConfig
 from pal_slurm.daemon.client import PaldClient
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
-from pal_slurm.slurm.lab import LAB_SCRIPT, missing_binaries, start_lab
+from pal_slurm.slurm.lab import missing_binaries, start_lab, stop_lab_dir
 
 # (name, application, GPUs per node, seconds): a mixed workload, more GPUs than the cluster has.
 WORKLOAD = [
@@ -95,13 +95,6 @@ def slowdown(snapshot, perf_class: str, node: str, cvd: str) -> float:
     return max(scores.get((node, int(s)), 1.0) for s in cvd.split(","))
 
 
-def stop_leftover_lab(lab_dir: Path) -> None:
-    """A previous demo that was interrupted: stop its lab by the PIDs it recorded."""
-    if (lab_dir / "etc" / "slurm.conf").exists():
-        subprocess.run(["bash", str(LAB_SCRIPT), "stop"], env={**os.environ, "LAB": str(lab_dir)},
-                       capture_output=True, timeout=60)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="pal-demo", description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default=str(REPO / ".pal-demo"), help="work directory (wiped first)")
@@ -114,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo: missing {', '.join(missing)}: run `make deps` (or scripts/install-deps.sh) as root",
               file=sys.stderr)
         return 1
-    stop_leftover_lab(work / "lab")
+    stop_lab_dir(work / "lab")  # a previous demo that was interrupted
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     lab = pald = None

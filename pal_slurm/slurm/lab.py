@@ -201,6 +201,15 @@ class LabCluster:
         return time.monotonic() - t0
 
 
+def stop_lab_dir(lab_dir: str | os.PathLike[str]) -> None:
+    """Stop a lab left running in `lab_dir` (an interrupted demo or test) by the PIDs its script
+    recorded; nothing to do when no lab was ever set up there."""
+    lab = Path(lab_dir)
+    if (lab / "etc" / "slurm.conf").exists():
+        subprocess.run(["bash", str(LAB_SCRIPT), "stop"], env={**os.environ, "LAB": str(lab)},
+                       capture_output=True, timeout=60)
+
+
 def start_lab(
     lab_dir: str | os.PathLike[str],
     hook: str | os.PathLike[str] | None = None,

@@ -20,6 +20,7 @@ import pytest
 from pal_slurm.replay.harness import run_arm
 from pal_slurm.replay.plan import plan_replay
 from pal_slurm.sim.trace import resolve_trace
+from pal_slurm.slurm.lab import stop_lab_dir
 
 pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
@@ -137,10 +138,7 @@ def test_a_replay_stopped_by_sigterm_leaves_no_lab_and_no_pald_behind(tmp_path):
     finally:  # a failure must not leave its lab running under the rest of the suite
         if proc.poll() is None:
             proc.kill()
-        lab = work / "pal-fit" / "lab"
-        if (lab / "etc" / "slurm.conf").exists():
-            subprocess.run(["bash", str(REPO / "scripts" / "slurm-lab.sh"), "stop"], capture_output=True,
-                           env={**os.environ, "LAB": str(lab)}, timeout=60)
+        stop_lab_dir(work / "pal-fit" / "lab")
         for p in psutil.process_iter(["cmdline"]):
             if str(work) in " ".join(p.info["cmdline"] or []):
                 with contextlib.suppress(psutil.Error):

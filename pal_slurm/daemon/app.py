@@ -51,7 +51,9 @@ from pal_slurm.engine import Clock, WallClock
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.shape import ShapeError
 from pal_slurm.policy import autotune
+from pal_slurm.policy.shapes import choice_of
 from pal_slurm.slurm.errors import SlurmError, SlurmUnsupported
+from pal_slurm.slurm.hostlist import compress
 from pal_slurm.slurm.readers import cluster_view
 from pal_slurm.slurm.topology import read_racks
 from pal_slurm.store.leader import AlwaysLeader
@@ -163,6 +165,7 @@ class Pald:
         self.released_at: dict[int | str, float] = {}  # jobs pald pinned and released, not seen started yet
         self.replaced: dict[int | str, int] = {}  # job id -> times a stuck release went back to the queue
         self.release_failures: dict[int | str, int] = {}  # job id -> cycles in a row Slurm refused its placement
+        self.reserved_on: dict[int | str, str] = {}  # held job -> the nodes its reservation held at the last cycle
         self.last_jobs: tuple = ()  # jobs of the last Slurm sync (read by the metrics publisher)
         self.held_ids: frozenset[int] = frozenset()  # PAL-held jobs among them
         self.cycle_observers: list = []  # called on the event loop with each cycle's duration (s)
@@ -269,6 +272,10 @@ class Pald:
                 "gpus": self.service.view.size if self.service.view else 0,
                 "free_gpus": len(self.service.free_now()),
                 "reservations": len(self.service.reservations),
+                # held jobs that wait with a backfill reservation: where, and in how many seconds
+                "planned_starts": {str(job_id): {"nodes": self.reserved_on.get(job_id, "?"),
+                                                 "in_s": round(start.at - now, 1)}
+                                   for job_id, (start, _) in self.service.planned.items()},
                 "held_jobs": self.service.held_jobs,
                 "leader": self.leading,
                 "leader_state": self.leadership.state(),
@@ -433,6 +440,7 @@ class Pald:
         now = self.clock()
         with self.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
             plan = self.service.plan_cycle(held, now)
+            self._note_planned_starts(now)
         done_releases: list[Release] = []
 
         def done(rel):
@@ -462,6 +470,25 @@ class Pald:
         self._admin_hold([j for j in held if j.job_id in self.deferred], {r.job_id for r in done_releases})
         self.last_cycle = now
         return done_releases
+
+    def _note_planned_starts(self, now: float) -> None:
+        """Log and record a held job's backfill reservation when it first holds one or holds
+        other nodes than at the last cycle (its planned start moves with every estimate, so
+        not each cycle): `palctl explain JOB` and pald's log then say what a held job waits
+        for, and a job behind it that stays held can be told why (the reservation refuses
+        it the nodes it holds when it would end after the planned start). Caller holds the lock."""
+        view = self.service.view
+        now_on: dict[int | str, str] = {}
+        for job_id, (start, perf_class) in self.service.planned.items():
+            nodes = choice_of(sorted(start.gpus), view).nodes if start.gpus is not None and view else {}
+            where = compress(nodes) if nodes else "anywhere"
+            now_on[job_id] = where
+            if self.reserved_on.get(job_id) != where:
+                log.info("job %s waits with a reservation on %s, planned start in %.0f s", job_id, where,
+                         start.at - now)
+                self._record(str(job_id), DecisionKind.DEFER, f"reserved:start_in_s={start.at - now:.0f}",
+                             nodes, perf_class)
+        self.reserved_on = now_on
 
     def _give_up_on(self, failed: dict[int | str, str]) -> None:
         """A job whose placement Slurm refused MAX_RELEASE_FAILURES cycles in a row is released

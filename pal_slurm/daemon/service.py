@@ -33,7 +33,8 @@ from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_com
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields
 from pal_slurm.engine import Engine, EngineSettings
-from pal_slurm.model import ClusterView, DecisionKind, JobRequest
+from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
+from pal_slurm.model.decision import JobId
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.network import MAX_DECLARED_FACTOR, is_known_sensitivity
 from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
@@ -204,6 +205,10 @@ class PlacementService:
     # them (Traits.plans_around_running; else empty): their time limit less their run time left
     running: list[JobRequest] = field(default_factory=list)
     reservations: dict[str, Reservation] = field(default_factory=dict)
+    # the last cycle's held jobs that wait with a backfill reservation: job -> when and where
+    # the engine plans to start them, and the job's class (what an admin asks about a job
+    # that stays held)
+    planned: dict[JobId, tuple[PlannedStart, str]] = field(default_factory=dict)
     engine: Engine = field(init=False)
     _available: ClusterView | None = None  # view minus reservations (cached until either changes)
     _shape_index: ShapeIndex | None = None  # the free GPUs (view minus reservations), indexed
@@ -577,6 +582,7 @@ class PlacementService:
         cycle over them. Every release's GPUs are reserved before this returns; the caller
         acts on Slurm and calls `unreserve(release.key)` for a release that failed."""
         out = CycleResult()
+        self.planned = {}
         if self.view is None or self.ranking is None:
             return out
         requests: list[JobRequest] = []  # may use every node: one engine cycle over them all
@@ -656,6 +662,8 @@ class PlacementService:
         launched = 0
         if requests:
             plan = self.engine.decide([*self.planning_running(), *requests], self.available(), self.ranking, now)
+            self.planned = {job_id: (p, by_id[job_id].perf_class) for job_id, p in plan.planned.items()
+                            if job_id in by_id}
             for job_id, gpus in plan.launch.items():
                 launched += self._release(out, by_id[job_id], gpus, groups[job_id], limits[job_id], now)
         for req in self.engine.order_jobs(restricted):

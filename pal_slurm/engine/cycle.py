@@ -189,7 +189,7 @@ class Engine:
                 continue
             launch[job.job_id] = tuple(gpus)
             free.difference_update(gpus)
-        return RoundPlan(plan.suspend, launch)
+        return _with_launch(plan, launch)
 
     def _as_slurm_starts(self, order: Sequence[JobRequest], ctx: PlacementContext, plan: RoundPlan) -> RoundPlan:
         """The plan as Slurm carries it out: a per-node job whose slots pald cannot bind gets
@@ -198,6 +198,7 @@ class Engine:
         decides as pald's one-at-a-time submit path does (`place_new`)."""
         launch: dict[Any, tuple[int, ...]] = {}
         taken: set[int] = set()
+        planned = dict(plan.planned)
         while True:
             changed_at = None
             for pos, job in enumerate(order):
@@ -213,7 +214,7 @@ class Engine:
                 if changed_at is not None:
                     break
             if changed_at is None:
-                return RoundPlan(plan.suspend, launch)
+                return RoundPlan(plan.suspend, launch, {k: v for k, v in planned.items() if k not in launch})
             # the jobs after it, around every job that holds GPUs: the running ones and those
             # launched so far (running from now): a plan without them saw no GPUs ever coming
             # free, and a finish-aware placement spread a 12-GPU job it would have waited for
@@ -225,6 +226,9 @@ class Engine:
             rest = [j for j in order[changed_at + 1:] if j.job_id not in launch and not j.running_on]
             left = ctx.cluster.with_free(set(ctx.cluster.free) - taken)
             plan = self._plan([*holding, *rest], replace(ctx, cluster=left, memo=None, shape_index=None))
+            for j in rest:  # the jobs planned again: their planned starts are the new plan's
+                planned.pop(j.job_id, None)
+            planned.update(plan.planned)
 
     def decide(self, jobs: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking, now: float,
                in_submit_order: bool = False) -> RoundPlan:
@@ -245,7 +249,7 @@ class Engine:
                 continue
             launch[job.job_id] = tuple(gpus)
             index.take(gpus)
-        return RoundPlan(plan.suspend, launch)
+        return _with_launch(plan, launch)
 
     def place_new(self, job: JobRequest, cluster: ClusterView, ranking: Ranking, now: float,
                   shape_index: ShapeIndex | None = None) -> tuple[int, ...] | None:
@@ -313,3 +317,8 @@ class Engine:
                                  time=now),
             self.settings.tuner,
         )
+
+
+def _with_launch(plan: RoundPlan, launch: Mapping[Any, tuple[int, ...]]) -> RoundPlan:
+    """`plan` with `launch` for its launches; a job now launched has no planned start."""
+    return RoundPlan(plan.suspend, launch, {k: v for k, v in plan.planned.items() if k not in launch})

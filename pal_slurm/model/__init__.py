@@ -2,7 +2,7 @@
 
 from pal_slurm.model.classes import CLASS_ORDER, DEFAULT_APP_CLASSES, AppClassMap
 from pal_slurm.model.cluster import ClusterView, Gpu, Node
-from pal_slurm.model.decision import DecisionKind, RoundPlan
+from pal_slurm.model.decision import DecisionKind, PlannedStart, RoundPlan
 from pal_slurm.model.job import JobRequest
 from pal_slurm.model.shape import JobShape, ShapeError
 
@@ -16,6 +16,7 @@ __all__ = [
     "JobRequest",
     "JobShape",
     "Node",
+    "PlannedStart",
     "RoundPlan",
     "ShapeError",
 ]

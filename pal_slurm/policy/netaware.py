@@ -58,7 +58,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.model import ClusterView, JobRequest, PlannedStart, RoundPlan
 from pal_slurm.model.cluster import Topology
 from pal_slurm.model.decision import JobId
 from pal_slurm.model.shape import JobShape
@@ -843,6 +843,7 @@ class NetAwarePlacement:
         launch: dict[JobId, tuple[int, ...]] = {}
         suspend: set[JobId] = set()
         res: list[_Reservation] = []  # for the first jobs that cannot start (EASY: one)
+        planned: dict[JobId, PlannedStart] = {}  # their planned starts, as the plan reports them
         reserved_nodes: dict[int, float] = {}  # node -> until when the per-node reservations hold it
         allocations = _Allocations(free, lambda job, free_ids, max_tier: self._allocate(job, free_ids, ctx, max_tier, rack_idx))
         deadlines = self.deadline_table(ctx)
@@ -899,6 +900,7 @@ class NetAwarePlacement:
                         got = None
                         if self.backfill == "easy" and len(res) < self.reservations:
                             res.append(r)
+                            planned[job.job_id] = PlannedStart(r.shadow, r.group)
                         continue
             if got is None:
                 if self.backfill == "none":
@@ -910,6 +912,8 @@ class NetAwarePlacement:
                     if allowed < 0:
                         allowed = self.allowed_tier(job, ctx, deadlines)
                     res.append(self._reserve(job, allowed, free, releases, cluster, rack_idx, now, reserved_nodes))
+                    if res[-1].shadow < math.inf:
+                        planned[job.job_id] = PlannedStart(res[-1].shadow, res[-1].group)
                 continue
             if res:
                 end = now + self._runtime(job, got[0], ctx, table)
@@ -933,7 +937,7 @@ class NetAwarePlacement:
             allocations.changed()
             ends[job.job_id] = now + self._runtime(job, gpus, ctx, table)
             releases.hold(job.job_id, tuple(gpus), ends[job.job_id])
-        return RoundPlan(frozenset(suspend), launch)
+        return RoundPlan(frozenset(suspend), launch, planned)
 
     def _preempt(self, job: JobRequest, free: set[int], preemptible: "_Preemptible", suspend: set[JobId],
                  launch: dict[JobId, tuple[int, ...]], ctx: PlacementContext, rack_idx: Sequence[int]) -> list[JobId]:

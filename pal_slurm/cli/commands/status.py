@@ -108,6 +108,17 @@ def collect(cfg, stale_after: float) -> dict:
     return report
 
 
+def _duration(seconds: float) -> str:
+    """A planned start's distance, as an admin reads it (it may be past: the plan's estimate)."""
+    if seconds < 0:
+        return "now (estimate passed)"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def render(report: dict) -> None:
     rows = []
     p = report["pald"]
@@ -140,6 +151,10 @@ def render(report: dict) -> None:
                                  f"{len(r['classes'])} classes ({'fresh' if r['fresh'] else 'STALE'})"))
     if report["held_jobs"] is not None:
         rows.append(("held jobs", f"{report['held_jobs']} waiting for pald"))
+    planned = p.get("planned_starts") or {} if p["up"] else {}
+    if planned:  # held jobs with a backfill reservation: jobs behind them pass only around it
+        rows.append(("reserved", "; ".join(f"job {j} on {v['nodes']} in {_duration(v['in_s'])}"
+                                           for j, v in sorted(planned.items()))))
     rows.append(("errors", "none" if not errors else f"{len(errors)} recent"))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:

@@ -62,3 +62,30 @@ def test_status_json_is_the_same_report_with_the_same_exit_code(tmp_path):
     assert doc["ok"] is False and doc["pald"]["up"] is False and doc["store"]["ok"] is False
     assert any("pald is not answering" in p for p in doc["problems"])
     assert doc["ranking"] is None and doc["heartbeat"]["age_s"] is None
+
+
+def test_status_names_a_held_job_s_reservation(tmp_path):
+    """A held job that waits with a backfill reservation: `palctl status` says on which nodes
+    and when pald plans to start it (what an admin asks first about a job that stays held)."""
+    import time
+    from dataclasses import replace
+
+    from pal_slurm.config import load_config
+    from pal_slurm.daemon.app import Pald
+    from tests.unit.daemon.builders import FakeActuator, FakeReader, ServerThread, held_job, node_info
+
+    db = f"sqlite:///{tmp_path}/pal.db"
+    open_store(db).close()
+    cfg_path = write_cfg(tmp_path, db)
+    cfg_path.write_text(cfg_path.read_text() + '[policy]\nplacement = "pal-fit"\nreserve_after_s = 0\n')
+    now = time.time()
+    running = replace(held_job(1, gpn=4), state="RUNNING", reason="None", priority=1, nodes=("gpu01",),
+                      gpu_slots={"gpu01": frozenset(range(4))}, start_time=now - 600, time_limit_s=3 * 3600)
+    wide = held_job(2, gpn=4, nodes=2, submit=now - 60, time_limit_s=3600)
+    nodes = [node_info("gpu01", used=range(4)), node_info("gpu02")]
+    pald = Pald(load_config(cfg_path), open_store(db), FakeReader(nodes, [running, wide]), FakeActuator())
+    pald.sync_and_cycle()
+    with ServerThread(pald.handle, str(tmp_path / "pald.sock")):
+        r = CliRunner().invoke(cli, ["--config", str(cfg_path), "status"])
+    line = next((ln for ln in r.output.splitlines() if ln.startswith("reserved")), "")
+    assert "job 2 on gpu[01-02] in 2.8 h" in line, r.output

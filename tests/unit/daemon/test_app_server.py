@@ -386,3 +386,43 @@ def test_a_released_job_that_does_not_start_is_placed_anew_then_unpinned(tmp_pat
     pald.flush_decisions()
     assert [d.reason for d in reversed(store.decisions("7"))] == [
         "released:pal-fit", "unstuck:replace", "released:pal-fit", "unstuck:unpinned"]
+
+
+def test_a_held_job_s_reservation_is_logged_recorded_and_shown_once_until_its_nodes_change(tmp_path, caplog):
+    """A held per-node job that waited `reserve_after_s` holds a backfill reservation: pald
+    logs it and records it for `palctl explain` when it first holds one and again only when it
+    holds other nodes (not every cycle), and its health reply names the nodes and when."""
+    import logging
+    from dataclasses import replace
+
+    from pal_slurm.config import PolicyConfig
+    from pal_slurm.engine import ManualClock
+
+    store = MemoryRepository()
+    cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "pald.sock"), heartbeat_file=str(tmp_path / "hb")),
+                 policy=PolicyConfig(placement="pal-fit", reserve_after_s=10.0))
+    busy = {"gpu01": 3000, "gpu02": 3000, "gpu03": 500}  # node -> the time limit of the job running there
+    running = [replace(held_job(i, gpn=4), state="RUNNING", reason="None", priority=1, nodes=(node,),
+                       gpu_slots={node: frozenset(range(4))}, start_time=50, time_limit_s=limit)
+               for i, (node, limit) in enumerate(busy.items(), start=1)]
+    nodes = [node_info(f"gpu{i:02d}", used=range(4) if f"gpu{i:02d}" in busy else ()) for i in range(1, 5)]
+    wide = held_job(10, gpn=4, nodes=2, submit=0, tag="pal:defer;req=w", time_limit_s=3600)
+    clock = ManualClock(100.0)
+    pald = Pald(cfg, store, FakeReader(nodes, [*running, wide]), FakeActuator(), clock=clock)
+    with caplog.at_level(logging.INFO, logger="pald"):
+        pald.sync_and_cycle()
+        clock.t = 150.0
+        pald.sync_and_cycle()  # the same nodes: nothing new to say
+    assert [c for c in pald.actuator.calls if c[0] != "hold"] == []  # one node free, two wanted: it waits
+    said = [r.getMessage() for r in caplog.records if "reservation" in r.getMessage()]
+    assert said == ["job 10 waits with a reservation on gpu[03-04], planned start in 450 s"]
+    planned = pald.health().details["planned_starts"]
+    assert planned == {"10": {"nodes": "gpu[03-04]", "in_s": 400.0}}
+    # gpu03's job now runs longer than gpu01's: the reservation moves (to the lowest names ready by
+    # then, as Slurm's node selection takes them), and says so once more
+    pald.reader._jobs = [replace(running[2], time_limit_s=9000), *running[:2], wide]
+    pald.sync_and_cycle()
+    pald.flush_decisions()
+    reasons = [(d.kind, d.reason, sorted(d.nodes)) for d in reversed(store.decisions("10"))]
+    assert reasons == [(DecisionKind.DEFER, "reserved:start_in_s=450", ["gpu03", "gpu04"]),
+                       (DecisionKind.DEFER, "reserved:start_in_s=2900", ["gpu01", "gpu02"])]

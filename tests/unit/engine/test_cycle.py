@@ -131,3 +131,6 @@ def test_jobs_planned_again_after_slurm_s_slots_still_see_the_running_jobs_end()
     plan = eng.decide([short, long, pinned, talkative], view, ranking, 2.0)
     assert plan.launch["a"] == (8, 9, 10, 12, 13, 14)  # Slurm's lowest slots, not PAL's 9-11 and 12-14
     assert "b" not in plan.launch  # it waits for node 1 (at 50) rather than spread over three nodes
+    # ... and the cycle reports that wait as the second plan made it (RoundPlan.planned)
+    assert set(plan.planned) == {"b"} and plan.planned["b"].at == 52.0
+    assert plan.planned["b"].gpus is not None and set(range(4)) <= plan.planned["b"].gpus

@@ -422,3 +422,22 @@ def test_a_site_s_reserve_after_s_in_the_context_overrides_the_placement_s():
     ctx = make_ctx(c, network=False)
     assert pal_fit.plan(order, ctx).launch == {2: (4, 5, 6, 7)}
     assert pal_fit.plan(order, replace(ctx, reserve_after_s=0.0)).launch == {}
+
+
+def test_a_plan_reports_the_start_and_nodes_it_reserved_for_a_blocked_job():
+    """The reservation a plan holds for a blocked job is in its output (RoundPlan.planned: what
+    pald logs and `palctl explain` shows): the 3 nodes ready first (node 1 now, 0 at 10, 2 at
+    100), from 100; a job that starts has none, nor does one that holds no reservation."""
+    pal_fit = placement("pal-fit")
+    c = ClusterView.uniform(4, 4, nodes_per_rack=2).with_free({4, 5, 6, 7})
+    running = [req(10, 4, running_on=(0, 1, 2, 3), remaining=10.0, submit=0),
+               req(11, 4, running_on=(8, 9, 10, 11), remaining=100.0, submit=0),
+               req(12, 4, running_on=(12, 13, 14, 15), remaining=1000.0, submit=0)]
+    blocked = _per_node(1, 3, 4, sens="low", waiting_since=0.0)
+    short = _per_node(2, 1, 4, sens="low", remaining=50.0)
+    ctx = make_ctx(c, network=False)
+    plan = pal_fit.plan([*running, blocked, short], replace(ctx, reserve_after_s=0.0))
+    assert plan.launch == {2: (4, 5, 6, 7)}  # ends before the reservation's start: it passes
+    assert list(plan.planned) == [1]
+    assert plan.planned[1].at == ctx.now + 100.0 and plan.planned[1].gpus == frozenset(range(12))
+    assert pal_fit.plan([*running, blocked, short], ctx).planned == {}  # not waited long enough

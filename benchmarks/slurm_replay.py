@@ -37,14 +37,18 @@ def replay(trace: str, arms: str, scale: float, jobs: int, seed: int, out: Path)
     return json.loads(json_path.read_text())["results"]
 
 
-def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_rack: int = 4) -> list[dict]:
+def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_rack: int = 4,
+              partings: int = 0) -> list[dict]:
     """The predictions of replays already run (their JSON and work dirs under `out`) made again
     with today's simulator and today's reading of what each arm measured (`harness.measure_arm`
     on its work dir: Slurm's launch cost and pass clock, pald's ranking and release latency);
-    nothing is replayed."""
-    from pal_slurm.replay.harness import LabShape, measure_arm
+    nothing is replayed. `partings` > 0: print, per arm, the first that many jobs the lab and
+    the model ran differently (`replay.compare`)."""
+    from pal_slurm.replay.compare import partings as parted
+    from pal_slurm.replay.harness import BF_INTERVAL_S, PALD_CYCLE_S, LabShape, measure_arm
     from pal_slurm.replay.plan import plan_replay
-    from pal_slurm.replay.predict import predict_measured
+    from pal_slurm.replay.predict import predicted_run_measured
+    from pal_slurm.sim.metrics import summarize
     from pal_slurm.sim.trace import resolve_trace
 
     shape = LabShape(num_nodes, gpus_per_node, nodes_per_rack)
@@ -56,10 +60,20 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
         for r in results:
             plan = plan_replay(resolve_trace(r["trace"]), r["time_scale"], gpus_per_node, num_nodes * gpus_per_node, jobs)
             run = measure_arm(plan, r["arm"], out / tag / r["arm"], num_nodes * gpus_per_node)
-            pred = predict_measured(plan, run, r["seed"], shape)
+            model = predicted_run_measured(plan, run, r["seed"], shape)
+            pred = summarize(model)
             r.update(**run.measured_inputs(),
                      predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
-                     predicted_by=f"event:{pred['policy']}")
+                     predicted_by=f"event:{model.policy}")
+            if partings:
+                # a replay's own jitter: a Slurm pass and a pald cycle, twice, in trace seconds
+                tolerance = 2 * (BF_INTERVAL_S + PALD_CYCLE_S) * plan.scale
+                found = parted(plan, run.jobs, model, shape.cluster(), tolerance)
+                print(f"{tag} {r['arm']}: {len(found)} of {len(plan.jobs)} jobs ran otherwise in the lab than in "
+                      f"the model (start more than {tolerance:.0f} trace s apart, or other nodes); the first "
+                      f"{min(partings, len(found))}, trace hours:")
+                for p in found[:partings]:
+                    print("   " + p.describe())
         path.write_text(json.dumps({"results": results}, indent=2))
         rows += results
     return rows
@@ -79,13 +93,15 @@ def main() -> int:
     ap.add_argument("--out", default="/tmp/pal-slurm-replay")
     ap.add_argument("--predict-only", action="store_true",
                     help="replay nothing: predict the replays already under --out again (today's simulator)")
+    ap.add_argument("--partings", type=int, default=0, metavar="K",
+                    help="with --predict-only: per arm, the first K jobs the lab and the model ran differently")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     rows = []
     if a.predict_only:
-        rows = repredict(out)
+        rows = repredict(out, partings=a.partings)
     else:
         for scale in [float(s) for s in a.scales.split(",")]:
             for trace in a.traces.split(","):

@@ -71,11 +71,17 @@ def predict_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShap
     """`predict` for a replayed arm with what its run measured (`harness.measure_arm`): Slurm's
     launch cost, pald's ranking and release latency, the clock of the lab's passes. The one
     call `palctl replay`, benchmarks/slurm_replay.py --predict-only and the replay's tests make."""
+    return _headline(predicted_run_measured(plan, run, seed, shape))
+
+
+def predicted_run_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -> RunResult:
+    """`predicted_run` with what the arm's run measured (as `predict_measured`): every job's
+    outcome, to set beside the lab's (`replay.compare.partings`)."""
     cluster = shape.cluster()
-    return predict(plan, run.arm, seed, shape.num_nodes, shape.gpus_per_node, shape.nodes_per_rack,
-                   launch_s=run.launch_wall_s * plan.scale, cluster=cluster,
-                   ranking=pald_ranking(run.lab_dir.parent / "pal.db", cluster), cycle_s=run.release_wall_s,
-                   slurm_pass=run.slurm_pass)
+    return predicted_run(plan, run.arm, seed, shape.num_nodes, shape.gpus_per_node, shape.nodes_per_rack,
+                         launch_s=run.launch_wall_s * plan.scale, cluster=cluster,
+                         ranking=pald_ranking(run.lab_dir.parent / "pal.db", cluster), cycle_s=run.release_wall_s,
+                         slurm_pass=run.slurm_pass)
 
 
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
@@ -84,8 +90,11 @@ def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node
             slurm_pass: PassClock | None = None) -> dict:
     """{"policy", "avg_jct_s", "makespan_s"} of the event simulator for this arm (the
     arguments as in `predicted_run`)."""
-    result = predicted_run(plan, arm, seed, num_nodes, gpus_per_node, nodes_per_rack, launch_s, cluster,
-                           ranking, cycle_s, slurm_pass)
+    return _headline(predicted_run(plan, arm, seed, num_nodes, gpus_per_node, nodes_per_rack, launch_s, cluster,
+                                   ranking, cycle_s, slurm_pass))
+
+
+def _headline(result: RunResult) -> dict:
     s = result.summary()
     return {"policy": result.policy, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"]}
 

@@ -202,7 +202,7 @@ class SimState(Generic[J]):
             job_id=job_id, num_gpus=job.src.num_gpus, model=job.src.model, submit=job.submit,
             first_start=job.first_start if job.first_start is not None else t, finish=t,
             ideal_runtime=job.src.ideal_runtime, lower_bound_s=self.lower_bound(job, best_factor),
-            comm_overhead_s=job.comm_s, preemptions=job.preemptions,
+            comm_overhead_s=job.comm_s, preemptions=job.preemptions, gpus=job.gpus,
         )
         self.outcomes.append(outcome)
         return outcome

@@ -31,6 +31,7 @@ class JobOutcome:
     lower_bound_s: float  # best possible JCT (best GPUs, best locality, no wait)
     comm_overhead_s: float = 0.0  # seconds lost to network/locality penalties
     preemptions: int = 0
+    gpus: tuple[int, ...] = ()  # the GPUs it ended on (a replay's model is compared with the lab's by them)
 
     @property
     def jct(self) -> float:

@@ -35,6 +35,8 @@ def test_every_registered_placement_finishes_every_job(policy):
         assert j.finish > j.first_start
         # never faster than the best GPUs at the best locality with no wait
         assert j.jct >= j.lower_bound_s * (1 - 1e-9)
+        # the GPUs it ended on (a replay's model is set beside the lab's by them)
+        assert len(set(j.gpus)) == j.num_gpus and set(j.gpus) <= set(range(16))
     assert 0.0 < s["utilization"] <= 1.0 + 1e-9
     assert r.mode == "event"
 

@@ -45,7 +45,7 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
     nothing is replayed. `partings` > 0: print, per arm, the first that many jobs the lab and
     the model ran differently (`replay.compare`)."""
     from pal_slurm.replay.compare import partings as parted
-    from pal_slurm.replay.harness import BF_INTERVAL_S, PALD_CYCLE_S, LabShape, measure_arm
+    from pal_slurm.replay.harness import ALIKE_WITHIN_WALL_S, LabShape, measure_arm
     from pal_slurm.replay.plan import plan_replay
     from pal_slurm.replay.predict import predicted_run_measured
     from pal_slurm.sim.metrics import summarize
@@ -66,8 +66,7 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
                      predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
                      predicted_by=f"event:{model.policy}")
             if partings:
-                # a replay's own jitter: a Slurm pass and a pald cycle, twice, in trace seconds
-                tolerance = 2 * (BF_INTERVAL_S + PALD_CYCLE_S) * plan.scale
+                tolerance = ALIKE_WITHIN_WALL_S * plan.scale
                 found = parted(plan, run.jobs, model, shape.cluster(), tolerance)
                 print(f"{tag} {r['arm']}: {len(found)} of {len(plan.jobs)} jobs ran otherwise in the lab than in "
                       f"the model (start more than {tolerance:.0f} trace s apart, or other nodes); the first "

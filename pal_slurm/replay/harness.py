@@ -72,6 +72,9 @@ def pald_times(scale: float) -> PaldTimes:
 
 PALD_CYCLE_S = 0.3  # pald's cycle in the replay (wall seconds; the simulator's model uses the same)
 BF_INTERVAL_S = 1  # Slurm's backfill pass (wall seconds; the stock model's pass, sim.stock_slurm)
+# how far apart the lab and the model may start a job and still count as running it alike: a
+# Slurm pass and a pald cycle, twice (wall seconds; x the scale in trace seconds; replay.compare)
+ALIKE_WITHIN_WALL_S = 2 * (BF_INTERVAL_S + PALD_CYCLE_S)
 SCHEDULER_PARAMETERS = (f"batch_sched_delay=0,sched_min_interval=0,bf_interval={BF_INTERVAL_S},bf_resolution=1,"
                         "bf_continue,default_queue_depth=1000,bf_max_job_test=1000")
 

@@ -9,8 +9,10 @@ answers it the same way, with its own view of variability:
   node with the fewest free GPUs, to keep whole nodes for big jobs), then node order.
   Placements blind to variability see every GPU as 1.0 (best fit, then node order);
 - with `one_rack`, only `k` nodes under one leaf switch (the rack whose k-th best node is
-  best). Locality between the nodes is the network-aware placements' business (their delay
-  rule decides when a job stops waiting for one rack).
+  best; among racks whose k-th best is equally good, the one with the fewest free GPUs: best
+  fit, as Slurm's topology/tree takes the leaf switch that fits a job most tightly, so whole
+  leaves stay for later multi-node jobs). Locality between the nodes is the network-aware
+  placements' business (their delay rule decides when a job stops waiting for one rack).
 
 Two implementations of that one order, tested to agree: `per_node_pick` (vectorised, over any
 free list: the placements' rounds) and `ShapeIndex` (per-node indexes updated in place: pald's
@@ -104,16 +106,40 @@ def _uniform(size: int) -> tuple[float, ...]:
     return (1.0,) * size
 
 
-def first_rack_to_collect(candidates: Iterable[int], rack_of: Callable[[int], str], k: int) -> list[int] | None:
-    """The first `k` candidates (in preference order) that share a rack: walking the order, the
-    first rack to collect k of them, so the rack whose k-th best node is best. None: no rack has k."""
-    per_rack: dict[str, list[int]] = {}
-    for c in candidates:
-        got = per_rack.setdefault(rack_of(c), [])
-        got.append(c)
+def best_fit_rack_to_collect(scored: Iterable[tuple[float, int]], rack_of: Callable[[int], int | str], k: int,
+                             free_in_rack: Callable[[int | str], int]) -> list[int] | None:
+    """The `k` candidates of one rack for a job that must stay under one leaf switch.
+    `scored`: (cost, candidate) in preference order, cost never falling (a node's worst binned
+    slowdown for the job). Walking it, the racks that collect k candidates at the cost of the
+    first rack to collect k are equally fast for the job; of those, the one with the fewest
+    free GPUs (`free_in_rack`): a tie (K-means bins make many) goes to the tightest fit, not
+    to the lowest node names, which kept breaking up the emptiest leaf (the replay's model of
+    workload-1: an 8-GPU PointNet job spread over two leaves, 1.33x slower, because two
+    earlier jobs had each taken nodes of the one leaf that stock Slurm kept whole). None: no
+    rack has k."""
+    per_rack: dict[int | str, list[int]] = {}
+    best: tuple[int | str, list[int]] | None = None  # (rack, its k candidates)
+    best_fit: int | None = None  # its free GPUs, counted once a second rack ties with it
+    best_cost = 0.0
+    for cost, c in scored:
+        if best is not None and cost > best_cost:
+            break  # every rack still to complete costs more
+        rack = rack_of(c)
+        got = per_rack.setdefault(rack, [])
         if len(got) == k:
-            return got
-    return None
+            continue
+        got.append(c)
+        if len(got) < k:
+            continue
+        if best is None:
+            best, best_cost = (rack, got), cost
+            continue
+        if best_fit is None:
+            best_fit = free_in_rack(best[0])
+        fit = free_in_rack(rack)
+        if fit < best_fit:
+            best, best_fit = (rack, got), fit
+    return None if best is None else best[1]
 
 
 # ---- the vectorised pick -------------------------------------------------------------------
@@ -133,10 +159,13 @@ def per_node_pick(shape: JobShape, free: Sequence[int], sf: Sequence[float], clu
     if int(ok.sum()) < k:
         return None
     nodes, starts, counts = nodes[ok], starts[ok], counts[ok]
-    pref = np.lexsort((nodes, counts, s[starts + g - 1]))  # (worst of best g, free count, node)
+    worst = s[starts + g - 1]
+    pref = np.lexsort((nodes, counts, worst))  # (worst of best g, free count, node)
     if one_rack and k > 1:
-        racks = cluster.rack_of_node
-        chosen = first_rack_to_collect(pref.tolist(), lambda i: racks[int(nodes[i])], k)
+        rack_idx = cluster.topology.rack_idx
+        free_per_rack = np.bincount(np.asarray(rack_idx, dtype=np.int64)[nd])
+        chosen = best_fit_rack_to_collect(((float(worst[i]), int(i)) for i in pref), lambda i: rack_idx[int(nodes[i])],
+                                          k, lambda r: int(free_per_rack[int(r)]))
         if chosen is None:
             return None
     else:
@@ -183,6 +212,22 @@ class FreeIndex:
         for lst in self.orders.values():
             lst.sort()
 
+    def _free_in_rack(self, rack_of_node: Sequence[str], allowed: frozenset[int] | None) -> Callable[[int | str], int]:
+        """Free GPUs per rack (on the allowed nodes), counted when a one-rack choice first has
+        a tie to break."""
+        counts: dict[int | str, int] | None = None
+
+        def free_in(rack: int | str) -> int:
+            nonlocal counts
+            if counts is None:
+                counts = {}
+                for node, gpus in self.free.items():
+                    if allowed is None or node in allowed:
+                        counts[rack_of_node[node]] = counts.get(rack_of_node[node], 0) + len(gpus)
+            return counts.get(rack, 0)
+
+        return free_in
+
     def _keys(self, node: int) -> dict[int, tuple[float, int, int]]:
         fl = self.free.get(node, [])
         return {g: (self.sf[fl[g - 1]], len(fl), node) for g in range(1, len(fl) + 1)}
@@ -211,14 +256,15 @@ class FreeIndex:
         lst = self.orders[g]
         if len(lst) < k:
             return None
-        nodes = (node for (_c, _n, node) in lst) if allowed is None else (
-            node for (_c, _n, node) in lst if node in allowed)
+        scored = ((cost, node) for (cost, _n, node) in lst) if allowed is None else (
+            (cost, node) for (cost, _n, node) in lst if node in allowed)
         if rack_of_node is None or k == 1:
-            picked = list(itertools.islice(nodes, k))
+            picked = [node for _cost, node in itertools.islice(scored, k)]
             if len(picked) < k:
                 return None
         else:
-            found = first_rack_to_collect(nodes, lambda n: rack_of_node[n], k)
+            found = best_fit_rack_to_collect(scored, lambda n: rack_of_node[n], k,
+                                             self._free_in_rack(rack_of_node, allowed))
             if found is None:
                 return None
             picked = found

@@ -75,6 +75,24 @@ def test_per_node_prefers_fast_gpus_then_best_fit_and_one_rack_when_asked():
     assert per_node_pick(JobShape.on_nodes(4, 4), sorted(c.free), sf, c) is None  # node01 has 2
 
 
+def test_one_rack_ties_go_to_the_tightest_leaf_and_speed_still_comes_first():
+    """Two leaves of 3 nodes x 4 GPUs can each hold a 2 x 4 job on equally fast GPUs: the job
+    goes to the leaf with fewer free GPUs (leaf 1: 8; leaf 0: 10), as Slurm's topology/tree
+    fits it, keeping the emptier leaf for the next multi-node job, not to the lowest node
+    names. A slower GPU in the tighter leaf still sends it to the other (variability first).
+    Both implementations (the rounds' pick and pald's index) choose alike."""
+    c = cluster(6, 4, free=set(range(24)) - {8, 9} - set(range(20, 24)), racks=3)
+    shape = JobShape.on_nodes(2, 4)
+    fast = Ranking.from_scores({"A": [1.0] * 24}).sf("A")
+    assert per_node_pick(shape, sorted(c.free), fast, c, one_rack=True) == tuple(range(12, 20))
+    assert ShapeIndex(c).pick(shape, fast, one_rack=True) == tuple(range(12, 20))
+    scores = [1.0] * 24
+    scores[12] = 1.3  # node 3 slot 0
+    slower = Ranking.from_scores({"A": scores}).sf("A")
+    assert per_node_pick(shape, sorted(c.free), slower, c, one_rack=True) == tuple(range(0, 8))
+    assert ShapeIndex(c).pick(shape, slower, one_rack=True) == tuple(range(0, 8))
+
+
 def test_stock_slurm_takes_the_lowest_slots_of_the_first_nodes():
     c = cluster(3, 4, free=set(range(12)) - {0})
     assert slurm_pick(JobShape.on_nodes(2, 2), c.free, c) == (1, 2, 4, 5)

@@ -406,20 +406,25 @@ def _per_node(job_id, k, g, **kw):
     return req(job_id, k * g, shape=JobShape(k * g, nodes=k, per_node=g), **kw)
 
 
+def _a_blocked_three_node_job():
+    """(context, running jobs, a 3-node job that waited 0 s): node 1 free, node 0 free at 10,
+    node 2 at 100, node 3 at 1000; 2 nodes per leaf, no network model."""
+    c = ClusterView.uniform(4, 4, nodes_per_rack=2).with_free({4, 5, 6, 7})
+    running = [req(10, 4, running_on=(0, 1, 2, 3), remaining=10.0, submit=0),
+               req(11, 4, running_on=(8, 9, 10, 11), remaining=100.0, submit=0),
+               req(12, 4, running_on=(12, 13, 14, 15), remaining=1000.0, submit=0)]
+    return make_ctx(c, network=False), running, _per_node(1, 3, 4, sens="low", waiting_since=0.0)
+
+
 def test_a_site_s_reserve_after_s_in_the_context_overrides_the_placement_s():
     """A blocked 3-node job that has waited 0 s: with the placement's own hour it holds no
     reservation yet and a long one-node job takes the free node it needs; with the site's
     `reserve_after_s` = 0 (pald's `[policy]`, through the context) it reserves that node and the
     long job waits. Node 1 free, node 0 free at 10, node 2 at 100, node 3 at 1000."""
     pal_fit = placement("pal-fit")
-    c = ClusterView.uniform(4, 4, nodes_per_rack=2).with_free({4, 5, 6, 7})
-    running = [req(10, 4, running_on=(0, 1, 2, 3), remaining=10.0, submit=0),
-               req(11, 4, running_on=(8, 9, 10, 11), remaining=100.0, submit=0),
-               req(12, 4, running_on=(12, 13, 14, 15), remaining=1000.0, submit=0)]
-    blocked = _per_node(1, 3, 4, sens="low", waiting_since=0.0)
+    ctx, running, blocked = _a_blocked_three_node_job()
     long_job = _per_node(2, 1, 4, sens="low", remaining=5000.0)
     order = [*running, blocked, long_job]
-    ctx = make_ctx(c, network=False)
     assert pal_fit.plan(order, ctx).launch == {2: (4, 5, 6, 7)}
     assert pal_fit.plan(order, replace(ctx, reserve_after_s=0.0)).launch == {}
 
@@ -429,13 +434,8 @@ def test_a_plan_reports_the_start_and_nodes_it_reserved_for_a_blocked_job():
     pald logs and `palctl explain` shows): the 3 nodes ready first (node 1 now, 0 at 10, 2 at
     100), from 100; a job that starts has none, nor does one that holds no reservation."""
     pal_fit = placement("pal-fit")
-    c = ClusterView.uniform(4, 4, nodes_per_rack=2).with_free({4, 5, 6, 7})
-    running = [req(10, 4, running_on=(0, 1, 2, 3), remaining=10.0, submit=0),
-               req(11, 4, running_on=(8, 9, 10, 11), remaining=100.0, submit=0),
-               req(12, 4, running_on=(12, 13, 14, 15), remaining=1000.0, submit=0)]
-    blocked = _per_node(1, 3, 4, sens="low", waiting_since=0.0)
+    ctx, running, blocked = _a_blocked_three_node_job()
     short = _per_node(2, 1, 4, sens="low", remaining=50.0)
-    ctx = make_ctx(c, network=False)
     plan = pal_fit.plan([*running, blocked, short], replace(ctx, reserve_after_s=0.0))
     assert plan.launch == {2: (4, 5, 6, 7)}  # ends before the reservation's start: it passes
     assert list(plan.planned) == [1]

@@ -440,7 +440,7 @@ class Pald:
         now = self.clock()
         with self.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
             plan = self.service.plan_cycle(held, now)
-            self._note_planned_starts(now)
+            self._note_planned_starts(now, {str(j.job_id) for j in held})
         done_releases: list[Release] = []
 
         def done(rel):
@@ -471,14 +471,17 @@ class Pald:
         self.last_cycle = now
         return done_releases
 
-    def _note_planned_starts(self, now: float) -> None:
+    def _note_planned_starts(self, now: float, held: Collection[str]) -> None:
         """Log and record a held job's backfill reservation when it first holds one or holds
-        other nodes than at the last cycle (its planned start moves with every estimate, so
-        not each cycle): `palctl explain JOB` and pald's log then say what a held job waits
-        for, and a job behind it that stays held can be told why (the reservation refuses
-        it the nodes it holds when it would end after the planned start). Caller holds the lock."""
+        other nodes than the last one logged for it (its planned start moves with every
+        estimate, and a cycle may leave it without one for a moment: not each time):
+        `palctl explain JOB` and pald's log then say what a held job waits for, and a job
+        behind it that stays held can be told why (the reservation refuses it the nodes it
+        holds when it would end after the planned start). `held`: the held jobs' ids (a job
+        no longer held is forgotten). Caller holds the lock."""
         view = self.service.view
-        now_on: dict[int | str, str] = {}
+        now_on: dict[int | str, str] = {k: v for k, v in self.reserved_on.items()
+                                        if str(k).split("_", 1)[0] in held}
         for job_id, (start, perf_class) in self.service.planned.items():
             nodes = choice_of(sorted(start.gpus), view).nodes if start.gpus is not None and view else {}
             where = compress(nodes) if nodes else "anywhere"

@@ -426,3 +426,16 @@ def test_a_held_job_s_reservation_is_logged_recorded_and_shown_once_until_its_no
     reasons = [(d.kind, d.reason, sorted(d.nodes)) for d in reversed(store.decisions("10"))]
     assert reasons == [(DecisionKind.DEFER, "reserved:start_in_s=450", ["gpu03", "gpu04"]),
                        (DecisionKind.DEFER, "reserved:start_in_s=2900", ["gpu01", "gpu02"])]
+    # a cycle that leaves it without a reservation for a moment, then the same nodes again: not
+    # news; once it is no longer held, pald forgets what it said about it
+    planned, said_before = dict(pald.service.planned), len(pald.reserved_on)
+    pald.service.planned = {}
+    pald._note_planned_starts(200.0, {"10"})
+    pald.service.planned = planned
+    with caplog.at_level(logging.INFO, logger="pald"):
+        caplog.clear()
+        pald._note_planned_starts(201.0, {"10"})
+        assert not [r for r in caplog.records if "reservation" in r.getMessage()]
+    pald.service.planned = {}
+    pald._note_planned_starts(202.0, set())
+    assert said_before == 1 and pald.reserved_on == {}

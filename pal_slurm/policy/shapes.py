@@ -113,10 +113,10 @@ def best_fit_rack_to_collect(scored: Iterable[tuple[float, int]], rack_of: Calla
     slowdown for the job). Walking it, the racks that collect k candidates at the cost of the
     first rack to collect k are equally fast for the job; of those, the one with the fewest
     free GPUs (`free_in_rack`): a tie (K-means bins make many) goes to the tightest fit, not
-    to the lowest node names, which kept breaking up the emptiest leaf (the replay's model of
-    workload-1: an 8-GPU PointNet job spread over two leaves, 1.33x slower, because two
-    earlier jobs had each taken nodes of the one leaf that stock Slurm kept whole). None: no
-    rack has k."""
+    to the lowest node names, which break up an emptier leaf while a tighter one would do; a
+    later multi-node job then finds no leaf with its nodes free and spreads (1.33x slower for
+    a PointNet job over two leaves in the replay's model, where stock Slurm had kept a leaf
+    whole). None: no rack has k."""
     per_rack: dict[int | str, list[int]] = {}
     best: tuple[int | str, list[int]] | None = None  # (rack, its k candidates)
     best_fit: int | None = None  # its free GPUs, counted once a second rack ties with it

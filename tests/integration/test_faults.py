@@ -733,9 +733,21 @@ def restore_the_store(rig: Rig, work: Workload) -> None:
     it (the real path: a prolog that reaches the store drains the spool). First every epilog
     has ended (a job is COMPLETING until its epilog does): the note of the spool raced the
     last one's, which was still waiting on the silent store (job 66's walltime samples, Debian
-    13 under load)."""
+    13 under load). Slurm 24.11 showed a job no longer COMPLETING while its epilog had not yet
+    spooled (the same job 66, twice in three runs on a quiet machine), so the wait is for what
+    the check reads: every job's epilog samples in the spool (bounded: a lost sample still
+    fails the check)."""
     deadline = time.monotonic() + 60
     while rig.slurm("squeue", "-h", "-t", "CG", "-o", "%i").stdout.strip() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    jobs = {str(i) for i in work.job_ids}
+    while time.monotonic() < deadline:
+        try:
+            epilogs = {smp.job_id for smp in spooled_samples(rig) if smp.kind == KIND_WALLTIME}
+        except ValueError:  # a line being written: read again
+            epilogs = set()
+        if jobs <= epilogs:
+            break
         time.sleep(0.2)
     write_profiling_conf(rig.profiling, rig.db)
     work.notes.pop("silent_store").__exit__(None, None, None)

@@ -44,11 +44,9 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
     on its work dir: Slurm's launch cost and pass clock, pald's ranking and release latency);
     nothing is replayed. `partings` > 0: print, per arm, the first that many jobs the lab and
     the model ran differently (`replay.compare`)."""
-    from pal_slurm.replay.compare import partings as parted
-    from pal_slurm.replay.harness import ALIKE_WITHIN_WALL_S, LabShape, measure_arm
+    from pal_slurm.replay.harness import LabShape, measure_arm
     from pal_slurm.replay.plan import plan_replay
-    from pal_slurm.replay.predict import predicted_run_measured
-    from pal_slurm.sim.metrics import summarize
+    from pal_slurm.replay.predict import predict_arm
     from pal_slurm.sim.trace import resolve_trace
 
     shape = LabShape(num_nodes, gpus_per_node, nodes_per_rack)
@@ -60,19 +58,15 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
         for r in results:
             plan = plan_replay(resolve_trace(r["trace"]), r["time_scale"], gpus_per_node, num_nodes * gpus_per_node, jobs)
             run = measure_arm(plan, r["arm"], out / tag / r["arm"], num_nodes * gpus_per_node)
-            model = predicted_run_measured(plan, run, r["seed"], shape)
-            pred = summarize(model)
+            pred = predict_arm(plan, run, r["seed"], shape)
+            headline = pred.headline()
             r.update(**run.measured_inputs(),
-                     predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
-                     predicted_by=f"event:{model.policy}")
+                     predicted_avg_jct_s=headline["avg_jct_s"], predicted_makespan_s=headline["makespan_s"],
+                     predicted_by=f"event:{headline['policy']}")
             if partings:
-                tolerance = ALIKE_WITHIN_WALL_S * plan.scale
-                found = parted(plan, run.jobs, model, shape.cluster(), tolerance)
-                print(f"{tag} {r['arm']}: {len(found)} of {len(plan.jobs)} jobs ran otherwise in the lab than in "
-                      f"the model (start more than {tolerance:.0f} trace s apart, or other nodes); the first "
-                      f"{min(partings, len(found))}, trace hours:")
-                for p in found[:partings]:
-                    print("   " + p.describe())
+                print(f"{tag} {r['arm']}: {pred.partings_line(len(plan.jobs))}")
+                for p in pred.partings[1:partings]:  # the first is in that line
+                    print("   then " + p.describe())
         path.write_text(json.dumps({"results": results}, indent=2))
         rows += results
     return rows

@@ -29,12 +29,13 @@ draw, and a burst of submissions at a trace's start waits for it).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
+from pal_slurm.replay.compare import Parting, partings
 from pal_slurm.replay.ctldlog import PassClock
 from pal_slurm.ranking import Ranking
 from pal_slurm.replay.plan import ReplayPlan
@@ -69,8 +70,8 @@ def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:
 
 def predict_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -> dict:
     """`predict` for a replayed arm with what its run measured (`harness.measure_arm`): Slurm's
-    launch cost, pald's ranking and release latency, the clock of the lab's passes. The one
-    call `palctl replay`, benchmarks/slurm_replay.py --predict-only and the replay's tests make."""
+    launch cost, pald's ranking and release latency, the clock of the lab's passes: the
+    headline alone (`predict_arm` adds where the lab parted from it)."""
     return _headline(predicted_run_measured(plan, run, seed, shape))
 
 
@@ -82,6 +83,37 @@ def predicted_run_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "L
                          launch_s=run.launch_wall_s * plan.scale, cluster=cluster,
                          ranking=pald_ranking(run.lab_dir.parent / "pal.db", cluster), cycle_s=run.release_wall_s,
                          slurm_pass=run.slurm_pass)
+
+
+@dataclass(frozen=True)
+class ArmPrediction:
+    """A replayed arm's prediction made from what it measured (`predicted_run_measured`), and
+    the jobs the lab ran otherwise than it (`replay.compare.partings`, in submission order,
+    started more than `alike_within_s` apart or on other nodes)."""
+
+    model: RunResult
+    partings: list[Parting]
+    alike_within_s: float
+
+    def headline(self) -> dict:
+        return _headline(self.model)
+
+    def partings_line(self, jobs: int) -> str:
+        """How many of the arm's `jobs` parted, and the first of them (trace hours)."""
+        first = f"; the first, trace hours: {self.partings[0].describe()}" if self.partings else ""
+        return (f"{len(self.partings)} of {jobs} jobs ran otherwise than predicted (started more than "
+                f"{self.alike_within_s:.0f} trace s apart, or on other nodes){first}")
+
+
+def predict_arm(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -> ArmPrediction:
+    """The arm's measured prediction and where the lab parted from it, with the replay's one
+    tolerance for "alike" (`harness.ALIKE_WITHIN_WALL_S`, in trace seconds): what `palctl
+    replay` reports per arm and `benchmarks/slurm_replay.py --predict-only --partings` lists."""
+    from pal_slurm.replay.harness import ALIKE_WITHIN_WALL_S
+
+    model = predicted_run_measured(plan, run, seed, shape)
+    alike = ALIKE_WITHIN_WALL_S * plan.scale
+    return ArmPrediction(model, partings(plan, run.jobs, model, shape.cluster(), alike), alike)
 
 
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,

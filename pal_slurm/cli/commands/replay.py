@@ -75,10 +75,8 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
 
 def _run_arms(plan, arm_list, work, seed, shape, scale):
     """Each arm on its own fresh lab, one after another: (result rows, runs by arm)."""
-    from pal_slurm.replay.compare import partings
-    from pal_slurm.replay.harness import ALIKE_WITHIN_WALL_S, ReplayError, run_arm
-    from pal_slurm.replay.predict import predicted_run_measured
-    from pal_slurm.sim.metrics import summarize
+    from pal_slurm.replay.harness import ReplayError, run_arm
+    from pal_slurm.replay.predict import predict_arm
     from pal_slurm.slurm.lab import LabError
 
     results, runs = [], {}
@@ -90,13 +88,12 @@ def _run_arms(plan, arm_list, work, seed, shape, scale):
             except (ReplayError, LabError) as exc:
                 raise PalError(f"arm {arm}: {exc}") from None
         runs[arm] = run
-        model = predicted_run_measured(plan, run, seed, shape)
-        pred = summarize(model)
-        # where the lab and the model part ways: the first such job is where a prediction miss starts
-        parted = partings(plan, run.jobs, model, shape.cluster(), ALIKE_WITHIN_WALL_S * scale)
+        # with where the lab and the model part ways: the first such job is where a prediction miss starts
+        pred = predict_arm(plan, run, seed, shape)
+        parted, headline = pred.partings, pred.headline()
         row = run.summary.as_dict()
-        row.update(predicted_avg_jct_s=pred["avg_jct_s"], predicted_makespan_s=pred["makespan_s"],
-                   predicted_by=f"event:{model.policy}", time_scale=scale, seed=seed,
+        row.update(predicted_avg_jct_s=headline["avg_jct_s"], predicted_makespan_s=headline["makespan_s"],
+                   predicted_by=f"event:{headline['policy']}", time_scale=scale, seed=seed,
                    payload_vs_slurm_max_s=run.payload_vs_slurm_s, **run.measured_inputs(),
                    jobs_run_otherwise_than_predicted=len(parted),
                    first_run_otherwise=parted[0].describe() if parted else None,
@@ -107,9 +104,7 @@ def _run_arms(plan, arm_list, work, seed, shape, scale):
                    f"slowdown {row['gpu_weighted_slowdown']:.3f}  (predicted avg JCT "
                    f"{row['predicted_avg_jct_s'] / 3600:.3f} h, makespan {row['predicted_makespan_s'] / 3600:.3f} h)")
         if parted:
-            click.echo(f"{'':8} {len(parted)} of {len(plan.jobs)} jobs ran otherwise than predicted (started "
-                       f"{ALIKE_WITHIN_WALL_S * scale:.0f} trace s apart or on other nodes); the first, trace hours: "
-                       f"{parted[0].describe()}")
+            click.echo(f"{'':8} {pred.partings_line(len(plan.jobs))}")
     return results, runs
 
 

@@ -171,10 +171,21 @@ class Pald:
         self.cycle_observers: list = []  # called on the event loop with each cycle's duration (s)
         self._racks: tuple[float, dict[str, str]] | None = None
         self._req_seq = 0
+        self._unsettled: dict[int, tuple[str, PlaceReply]] = {}  # id(request) -> (key, reply) until the server settles it
 
     # ---- requests ------------------------------------------------------------------------
     def handle(self, request) -> object:
-        """Answer one decoded request (never raises: errors become ErrorReply)."""
+        """Answer one request for a caller that holds the reply itself (tests, tools): what
+        the answer decided is settled at once, as delivered. Never raises."""
+        reply = self.answer(request)
+        self.settle(request, reply, written=True)
+        return reply
+
+    def answer(self, request) -> object:
+        """Answer one decoded request for the socket server (never raises: errors become
+        ErrorReply). A placement, deferral or pass is counted and recorded only in `settle`,
+        once the server knows its reply went out before the hook's deadline: pald frozen
+        between its last deadline check and the write is a request the hook gave up on."""
         try:
             if isinstance(request, PlaceRequest):
                 return self._place(request)
@@ -213,9 +224,27 @@ class Pald:
             if expired:
                 return self._late(req)
         with self.lock:
-            self.counts[reply.decision.value] += 1
-            self._record(f"req:{key}", reply.decision, reply.reason, reply.nodes, reply.perf_class)
+            self._unsettled[id(req)] = (f"req:{key}", reply)
         return reply
+
+    def settle(self, request, reply, written: bool) -> None:
+        """The server wrote `reply` to the hook (`written`) or could not. A placement that
+        went out past the request's deadline, or not at all, was never written into the job
+        (the hook passed it as submitted): it is taken back and counted late, like one read
+        too late; otherwise it is counted and recorded (once)."""
+        with self.lock:
+            pending = self._unsettled.pop(id(request), None)
+            if pending is None:
+                return
+            key, answered = pending
+            if not written or request.expired(self.clock()):
+                self.service.retract(key, answered.decision)
+                self.counts["late"] += 1
+                log.info("request %s answered past its deadline %s: not recorded", request.request_id,
+                         request.deadline_ms)
+                return
+            self.counts[answered.decision.value] += 1
+            self._record(key, answered.decision, answered.reason, answered.nodes, answered.perf_class)
 
     def _late(self, req: PlaceRequest) -> PlaceReply:
         """The hook gave up on this request (it passed the job as submitted): answer, but

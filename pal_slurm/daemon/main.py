@@ -50,7 +50,7 @@ def with_metrics(config, pald: Pald):
 
     listen = parse_listen(config.metrics.listen)
     if listen is None:
-        return pald.handle, None
+        return pald.answer, None
     from pal_slurm.daemon.metrics import PaldMetrics, Publisher, instrument, serve_metrics
 
     metrics = PaldMetrics()
@@ -58,7 +58,7 @@ def with_metrics(config, pald: Pald):
         http = serve_metrics(metrics, *listen)
     except OSError as exc:
         log.error("metrics endpoint %s unavailable (%s): serving without metrics", config.metrics.listen, exc)
-        return pald.handle, None
+        return pald.answer, None
     publisher = Publisher(metrics, config.drift.threshold)
 
     def cycle_done(seconds: float) -> None:
@@ -66,14 +66,14 @@ def with_metrics(config, pald: Pald):
         publisher.publish(pald)
 
     pald.cycle_observers.append(cycle_done)
-    return instrument(pald.handle, metrics), http
+    return instrument(pald.answer, metrics), http
 
 
 async def serve(config, pald: Pald) -> None:
     slurm_uid = _uid_of(config.daemon.slurm_user)
     allowed = {0, os.geteuid()} | ({slurm_uid} if slurm_uid is not None else set())
     handler, metrics_http = with_metrics(config, pald)
-    server = SocketServer(handler, config.daemon.socket, allowed, owner_uid=slurm_uid)
+    server = SocketServer(handler, config.daemon.socket, allowed, owner_uid=slurm_uid, settle=pald.settle)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -31,8 +31,10 @@ def peer_uid(sock: socket.socket) -> int | None:
 
 
 class SocketServer:
-    def __init__(self, handler, path: str, allowed_uids: set[int], owner_uid: int | None = None):
+    def __init__(self, handler, path: str, allowed_uids: set[int], owner_uid: int | None = None,
+                 settle=None):
         self.handler = handler  # request -> reply (sync, memory only)
+        self.settle = settle  # (request, reply, written: bool) -> None, after each reply's write
         self.path = path
         self.allowed_uids = allowed_uids
         self.owner_uid = owner_uid
@@ -79,14 +81,22 @@ class SocketServer:
                     return
                 if not line:
                     return
+                request = None
                 try:
-                    reply = self.handler(decode_request(line))
+                    request = decode_request(line)
+                    reply = self.handler(request)
                 except ProtocolError as exc:
                     reply = ErrorReply.from_error(exc)
                 if inspect.iscoroutine(reply):  # a handler that must wait (reload) does it off the loop
                     reply = await reply
-                writer.write(encode_reply(reply))
-                await writer.drain()
+                written = False
+                try:
+                    writer.write(encode_reply(reply))
+                    await writer.drain()
+                    written = True
+                finally:
+                    if self.settle is not None and request is not None:
+                        self.settle(request, reply, written)
         except (ConnectionError, BrokenPipeError):
             pass
         finally:

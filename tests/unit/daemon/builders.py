@@ -121,7 +121,7 @@ class FakeActuator:
 class ServerThread:
     """pald's SocketServer on its own event loop in a thread (tests talk to it over the socket)."""
 
-    def __init__(self, handler, path, allowed_uids=None):
+    def __init__(self, handler, path, allowed_uids=None, settle=None):
         import asyncio
         import os
         import threading
@@ -129,7 +129,7 @@ class ServerThread:
         from pal_slurm.daemon.server import SocketServer
 
         self.loop = asyncio.new_event_loop()
-        self.server = SocketServer(handler, str(path), allowed_uids or {0, os.geteuid()})
+        self.server = SocketServer(handler, str(path), allowed_uids or {0, os.geteuid()}, settle=settle)
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 

@@ -277,6 +277,61 @@ def test_a_deadline_passing_while_pald_decides_undoes_the_decision(tmp_path):
     assert store.decisions("req:slow") == []
 
 
+def test_an_answer_written_past_its_deadline_is_taken_back_not_recorded(tmp_path):
+    """Finding 3, the last window: pald passed both deadline checks, then froze before the
+    server wrote the reply; the hook had given up and passed the job as submitted. Through the
+    real socket server: what `answer` decided is settled after the write, so the deferral is
+    taken back (no reservation, no held job), counted late and never recorded; an answer
+    written in time is counted and recorded once."""
+    from pal_slurm.model.comment_grammar import CommentSpec
+    from pal_slurm.daemon.protocol import JobFields, PlaceRequest
+
+    clock = [1000.0]
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store)
+    pald.clock = lambda: clock[0]
+    pald.sync_and_cycle()
+
+    def frozen_before_the_write(request):
+        reply = pald.answer(request)
+        if request.request_id == "frozen":
+            clock[0] += 0.5  # SIGSTOP between the answer and the write
+        return reply
+
+    def ask_defer(rid: str) -> dict:
+        req = PlaceRequest(JobFields(uid=1, comment="pal:class=resnet,mode=defer", gpus_per_node=2),
+                           CommentSpec("resnet", mode="defer"), request_id=rid,
+                           deadline_ms=int(clock[0] * 1000) + 100)
+        return ask(path, encode_request(req))
+
+    path = str(tmp_path / "pald.sock")
+    with ServerThread(frozen_before_the_write, path, settle=pald.settle):
+        assert ask_defer("frozen")["decision"] == "defer"  # the hook is gone by now
+        assert pald.service.held_jobs == 0 and pald.service.reservations == {}
+        assert pald.counts["late"] == 1 and pald.counts["defer"] == 0
+        assert ask_defer("on-time")["decision"] == "defer"
+        assert pald.service.held_jobs == 1 and pald.counts["defer"] == 1 and pald.counts["late"] == 1
+    assert pald._unsettled == {}
+    pald.flush_decisions()
+    assert store.decisions("req:frozen") == []
+    assert [d.kind for d in store.decisions("req:on-time")] == [DecisionKind.DEFER]
+
+
+def test_an_answer_the_server_could_not_write_is_taken_back(tmp_path):
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store)
+    pald.sync_and_cycle()
+    req = request(gpn=2, rid="gone")
+    reply = pald.answer(req)
+    assert reply.decision is DecisionKind.PLACE and list(pald.service.reservations) == ["req:gone"]
+    pald.settle(req, reply, written=False)  # the hook closed its end first
+    assert pald.service.reservations == {} and pald.counts["place"] == 0 and pald.counts["late"] == 1
+    pald.settle(req, reply, written=True)  # settled once: a second call changes nothing
+    assert pald.counts["place"] == 0
+    pald.flush_decisions()
+    assert store.decisions("req:gone") == []
+
+
 def test_deferred_jobs_get_an_admin_hold_and_an_outside_release_is_recorded_once(tmp_path):
     """Finding 8: the hook's priority-0 hold is a user hold its owner can lift."""
     store = MemoryRepository()

@@ -12,7 +12,11 @@ answers it the same way, with its own view of variability:
   best; among racks whose k-th best is equally good, the one with the fewest free GPUs: best
   fit, as Slurm's topology/tree takes the leaf switch that fits a job most tightly, so whole
   leaves stay for later multi-node jobs). Locality between the nodes is the network-aware
-  placements' business (their delay rule decides when a job stops waiting for one rack).
+  placements' business (their delay rule decides when a job stops waiting for one rack);
+- without `one_rack`, a multi-node job takes, among the nodes as fast for it as its k best
+  (its worst GPU decides), as few leaves as Slurm's topology/tree would (the leaf that holds
+  all still needed with the fewest, else the fullest), so that ties do not scatter it over
+  every leaf.
 
 Two implementations of that one order, tested to agree: `per_node_pick` (vectorised, over any
 free list: the placements' rounds) and `ShapeIndex` (per-node indexes updated in place: pald's
@@ -142,6 +146,41 @@ def best_fit_rack_to_collect(scored: Iterable[tuple[float, int]], rack_of: Calla
     return None if best is None else best[1]
 
 
+def fewest_leaves_among_ties(scored: Iterable[tuple[float, int]], rack_of: Callable[[int], int | str],
+                             k: int) -> list[int] | None:
+    """The `k` candidates for a job free to span leaf switches, as fast as the `k` best and
+    under as few leaves as ties allow. `scored`: (cost, candidate) in preference order, cost
+    never falling. The job's speed is its worst GPU's, so every candidate that costs no more
+    than the k-th best is as good for it as the k best; among those, the leaves are taken as
+    Slurm's topology/tree takes them (while candidates are still needed: the leaf with the
+    fewest that holds all still needed, else the one with the most; ties to the leaf whose
+    best candidate comes first), each leaf's best first. Taking the k best regardless spread
+    a 12-node job over all four leaves of the replay's lab where three would do as fast, and a
+    later one-leaf job waited a day for a whole leaf (workload-3 at 80 jobs). None: fewer
+    than k candidates."""
+    leaves: dict[int | str, list[int]] = {}
+    taken = 0
+    kth_cost = 0.0
+    for cost, c in scored:
+        if taken >= k and cost > kth_cost:
+            break
+        leaves.setdefault(rack_of(c), []).append(c)
+        taken += 1
+        if taken == k:
+            kth_cost = cost
+    if taken < k:
+        return None
+    first = {rack: i for i, rack in enumerate(leaves)}
+    chosen: list[int] = []
+    while len(chosen) < k:
+        need = k - len(chosen)
+        fits = [r for r, cs in leaves.items() if len(cs) >= need]
+        rack = (min(fits, key=lambda r: (len(leaves[r]), first[r])) if fits
+                else min(leaves, key=lambda r: (-len(leaves[r]), first[r])))
+        chosen += leaves.pop(rack)[:need]
+    return chosen
+
+
 # ---- the vectorised pick -------------------------------------------------------------------
 def per_node_pick(shape: JobShape, free: Sequence[int], sf: Sequence[float], cluster: ClusterView,
                   one_rack: bool = False) -> tuple[int, ...] | None:
@@ -166,6 +205,12 @@ def per_node_pick(shape: JobShape, free: Sequence[int], sf: Sequence[float], clu
         free_per_rack = np.bincount(np.asarray(rack_idx, dtype=np.int64)[nd])
         chosen = best_fit_rack_to_collect(((float(worst[i]), int(i)) for i in pref), lambda i: rack_idx[int(nodes[i])],
                                           k, lambda r: int(free_per_rack[int(r)]))
+        if chosen is None:
+            return None
+    elif k > 1:
+        rack_idx = cluster.topology.rack_idx
+        chosen = fewest_leaves_among_ties(((float(worst[i]), int(i)) for i in pref),
+                                          lambda i: rack_idx[int(nodes[i])], k)
         if chosen is None:
             return None
     else:
@@ -246,11 +291,13 @@ class FreeIndex:
             for g, key in self._keys(node).items():
                 bisect.insort(self.orders[g], key)
 
-    def choose(self, k: int, g: int, rack_of_node: Sequence[str] | None = None, allowed: frozenset[int] | None = None) -> tuple[int, ...] | None:
-        """The best `k` nodes for `g` GPUs each; with `rack_of_node`, all in one rack (the rack
-        whose k-th best node is best: walking the global order, the first rack to collect k).
-        `allowed`: the node indices the job may use (None: all); the walk skips the others, so
-        a restricted job costs no rebuilt index."""
+    def choose(self, k: int, g: int, rack_of_node: Sequence[str] | None = None, allowed: frozenset[int] | None = None,
+               one_rack: bool = False) -> tuple[int, ...] | None:
+        """The best `k` nodes for `g` GPUs each (with `rack_of_node`: under as few leaves as
+        ties allow); with `one_rack`, all in one rack (the rack whose k-th best node is best:
+        walking the global order, the first rack to collect k). `allowed`: the node indices
+        the job may use (None: all); the walk skips the others, so a restricted job costs no
+        rebuilt index."""
         if g > self.max_g:
             return None
         lst = self.orders[g]
@@ -263,8 +310,9 @@ class FreeIndex:
             if len(picked) < k:
                 return None
         else:
-            found = best_fit_rack_to_collect(scored, lambda n: rack_of_node[n], k,
-                                             self._free_in_rack(rack_of_node, allowed))
+            found = (best_fit_rack_to_collect(scored, lambda n: rack_of_node[n], k,
+                                              self._free_in_rack(rack_of_node, allowed)) if one_rack
+                     else fewest_leaves_among_ties(scored, lambda n: rack_of_node[n], k))
             if found is None:
                 return None
             picked = found
@@ -301,7 +349,7 @@ class ShapeIndex:
         if hit is None or hit[0] is not sf:
             hit = by_sf[id(sf)] = (sf, FreeIndex(self.cluster, self._shared.free, sf))
         return hit[1].choose(shape.nodes or 1, shape.per_node or shape.total,
-                             self.cluster.rack_of_node if one_rack else None, self.allowed)
+                             self.cluster.rack_of_node, self.allowed, one_rack)
 
     def take(self, gpu_ids: Iterable[int]) -> None:
         self._shared.free.difference_update(gpu_ids)

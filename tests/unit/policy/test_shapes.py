@@ -93,6 +93,31 @@ def test_one_rack_ties_go_to_the_tightest_leaf_and_speed_still_comes_first():
     assert ShapeIndex(c).pick(shape, slower, one_rack=True) == tuple(range(0, 8))
 
 
+def test_a_job_over_several_leaves_takes_as_few_as_equally_fast_nodes_allow():
+    """Four leaves of 4 nodes x 4 GPUs; leaf 0's first two nodes are slower. A 12-node job
+    has 14 equally fast nodes to choose 12 from: it takes leaves 1-3 whole (as Slurm's
+    topology/tree would), not the 12 lowest names (over all four leaves, which leaves no whole
+    leaf for the next multi-node job); its worst GPU is as fast either way. When the only 12
+    fast nodes are spread over four leaves (a slow node in each), speed comes first and the
+    job spans four. Both implementations choose alike."""
+    c = cluster(16, 4, racks=4)
+    shape = JobShape.on_nodes(12, 4)
+    scores = [1.0] * 64
+    for gpu in (0, 4):  # nodes 0 and 1
+        scores[gpu] = 1.3
+    sf = Ranking.from_scores({"A": scores}).sf("A")
+    three_leaves = tuple(range(16, 64))
+    assert per_node_pick(shape, sorted(c.free), sf, c) == three_leaves
+    assert ShapeIndex(c).pick(shape, sf) == three_leaves
+    scores = [1.0] * 64
+    for gpu in (0, 16, 32, 48):  # nodes 0, 4, 8, 12: a slow node in every leaf
+        scores[gpu] = 1.3
+    sf = Ranking.from_scores({"A": scores}).sf("A")
+    fast_nodes = tuple(g for g in range(64) if g // 4 not in (0, 4, 8, 12))
+    assert per_node_pick(shape, sorted(c.free), sf, c) == fast_nodes
+    assert ShapeIndex(c).pick(shape, sf) == fast_nodes
+
+
 def test_stock_slurm_takes_the_lowest_slots_of_the_first_nodes():
     c = cluster(3, 4, free=set(range(12)) - {0})
     assert slurm_pick(JobShape.on_nodes(2, 2), c.free, c) == (1, 2, 4, 5)

@@ -19,28 +19,13 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pal_slurm.model.shape import JobShape  # noqa: E402
 from pal_slurm.policy import PLACEMENTS  # noqa: E402
 from pal_slurm.sim.event import EventConfig, EventSimulator  # noqa: E402
-from pal_slurm.sim.trace import Trace, rate_for_load, synthetic_trace  # noqa: E402
-
-
-def shaped_trace(seed: int) -> Trace:
-    """240 jobs at 1.1x the 64 GPUs' hours, every third multi-node job asking for whole
-    nodes and every third 2-GPU job for one GPU on each of two nodes (the golden 'shaped')."""
-    jobs = []
-    for j in synthetic_trace(240, seed=seed, jobs_per_hour=rate_for_load(1.1, 64), max_gpus=32, name="loaded").jobs:
-        if j.num_gpus % 4 == 0 and j.num_gpus > 4 and j.job_id % 3 == 0:
-            j = replace(j, shape=JobShape(j.num_gpus, nodes=j.num_gpus // 4, per_node=4))
-        elif j.num_gpus == 2 and j.job_id % 3 == 1:
-            j = replace(j, shape=JobShape(2, nodes=2, per_node=1))
-        jobs.append(j)
-    return Trace("shaped", tuple(jobs))
+from tests.unit.sim.test_event_golden import shaped_trace  # noqa: E402  (the golden case's construction)
 
 
 def run_draw(placement: str, draw: int) -> tuple[float, float]:

@@ -38,15 +38,17 @@ GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "event-results.json"
 CLUSTER = dict(num_nodes=16, gpus_per_node=4, nodes_per_rack=4)
 
 
-def _loaded_trace() -> Trace:
+def loaded_trace(seed: int = 11) -> Trace:
     """240 jobs asking for 1.1x the 64 GPUs' hours: a queue builds, every policy decision counts."""
-    return synthetic_trace(240, seed=11, jobs_per_hour=rate_for_load(1.1, 64), max_gpus=32, name="loaded")
+    return synthetic_trace(240, seed=seed, jobs_per_hour=rate_for_load(1.1, 64), max_gpus=32, name="loaded")
 
 
-def _shaped_trace() -> Trace:
-    """The loaded trace with every third multi-node job asking for whole nodes (-N k --gres=gpu:4)."""
+def shaped_trace(seed: int = 11) -> Trace:
+    """The loaded trace with every third multi-node job asking for whole nodes (-N k --gres=gpu:4)
+    and every third 2-GPU job for one GPU on each of two nodes (benchmarks/shaped_draws.py runs
+    it over many seeds)."""
     jobs = []
-    for j in _loaded_trace().jobs:
+    for j in loaded_trace(seed).jobs:
         if j.num_gpus % 4 == 0 and j.num_gpus > 4 and j.job_id % 3 == 0:
             j = replace(j, shape=JobShape(j.num_gpus, nodes=j.num_gpus // 4, per_node=4))
         elif j.num_gpus == 2 and j.job_id % 3 == 1:
@@ -56,9 +58,9 @@ def _shaped_trace() -> Trace:
 
 
 CASES = {
-    "loaded": (_loaded_trace, EventConfig(**CLUSTER, seed=3, variability_seed=1)),
-    "shaped": (_shaped_trace, EventConfig(**CLUSTER, seed=4, variability_seed=2)),
-    "stay-put": (_loaded_trace, EventConfig(**CLUSTER, seed=5, variability_seed=0, jobs_stay_put=True)),
+    "loaded": (loaded_trace, EventConfig(**CLUSTER, seed=3, variability_seed=1)),
+    "shaped": (shaped_trace, EventConfig(**CLUSTER, seed=4, variability_seed=2)),
+    "stay-put": (loaded_trace, EventConfig(**CLUSTER, seed=5, variability_seed=0, jobs_stay_put=True)),
 }
 
 

@@ -184,8 +184,8 @@ class Pald:
     def answer(self, request) -> object:
         """Answer one decoded request for the socket server (never raises: errors become
         ErrorReply). A placement, deferral or pass is counted and recorded only in `settle`,
-        once the server knows its reply went out before the hook's deadline: pald frozen
-        between its last deadline check and the write is a request the hook gave up on."""
+        once the server knows whether its reply reached the hook's socket: pald frozen between
+        its last deadline check and the write answers a hook that has given up and closed."""
         try:
             if isinstance(request, PlaceRequest):
                 return self._place(request)
@@ -228,20 +228,23 @@ class Pald:
         return reply
 
     def settle(self, request, reply, written: bool) -> None:
-        """The server wrote `reply` to the hook (`written`) or could not. A placement that
-        went out past the request's deadline, or not at all, was never written into the job
-        (the hook passed it as submitted): it is taken back and counted late, like one read
-        too late; otherwise it is counted and recorded (once)."""
+        """The server wrote `reply` to the hook's socket (`written`) or could not: the hook
+        gave up and closed it (its deadline passed while pald was frozen), so the placement
+        was never written into the job (it passed as submitted) and is taken back and counted
+        late, like a request read too late. A reply that reached the socket is counted and
+        recorded (once) even if it went out just past `deadline_ms`: the hook still takes a
+        reply that is waiting when it looks (and `deadline_ms` is the floor of its deadline),
+        so taking that placement back would let a later request double-book its GPUs."""
         with self.lock:
             pending = self._unsettled.pop(id(request), None)
             if pending is None:
                 return
             key, answered = pending
-            if not written or request.expired(self.clock()):
+            if not written:
                 self.service.retract(key, answered.decision)
                 self.counts["late"] += 1
-                log.info("request %s answered past its deadline %s: not recorded", request.request_id,
-                         request.deadline_ms)
+                log.info("request %s: the hook closed before the reply (deadline %s): not recorded",
+                         request.request_id, request.deadline_ms)
                 return
             self.counts[answered.decision.value] += 1
             self._record(key, answered.decision, answered.reason, answered.nodes, answered.perf_class)

@@ -4,6 +4,7 @@ or failing store. (The real Slurm + hook path is in tests/integration.)"""
 import asyncio
 import json
 import socket
+import threading
 import time
 
 import pytest
@@ -277,47 +278,77 @@ def test_a_deadline_passing_while_pald_decides_undoes_the_decision(tmp_path):
     assert store.decisions("req:slow") == []
 
 
-def test_an_answer_written_past_its_deadline_is_taken_back_not_recorded(tmp_path):
-    """Finding 3, the last window: pald passed both deadline checks, then froze before the
-    server wrote the reply; the hook had given up and passed the job as submitted. Through the
-    real socket server: what `answer` decided is settled after the write, so the deferral is
-    taken back (no reservation, no held job), counted late and never recorded; an answer
-    written in time is counted and recorded once."""
+def _defer_request(rid: str, deadline_ms: int):
     from pal_slurm.model.comment_grammar import CommentSpec
     from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 
+    return PlaceRequest(JobFields(uid=1, comment="pal:class=resnet,gpus=4", gpus_per_node=4),
+                        CommentSpec("resnet", gpus=4), request_id=rid, deadline_ms=deadline_ms)
+
+
+def test_an_answer_to_a_hook_that_gave_up_and_closed_is_taken_back_not_recorded(tmp_path):
+    """Finding 3, the last window: pald passed both deadline checks, then froze before the
+    server wrote the reply; the hook had given up, closed its socket and passed the job as
+    submitted. Through the real socket server: the write fails, so what `answer` decided is
+    taken back (no reservation), counted late and never recorded."""
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store)
+    pald.sync_and_cycle()
+    gone = threading.Event()
+
+    def frozen_before_the_write(request):
+        reply = pald.answer(request)
+        gone.wait(5)  # SIGSTOP between the answer and the write, until the hook has closed
+        time.sleep(0.05)
+        return reply
+
+    path = str(tmp_path / "pald.sock")
+    with ServerThread(frozen_before_the_write, path, settle=pald.settle):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(path)
+            s.sendall(encode_request(_defer_request("gave-up", int(time.time() * 1000) + 60_000)))
+        gone.set()  # the hook's deadline passed: it closed without a reply
+        wait = time.monotonic() + 5
+        while pald.counts["late"] == 0 and time.monotonic() < wait:
+            time.sleep(0.01)
+        assert pald.counts["late"] == 1 and pald.counts["place"] == 0
+        assert pald.service.reservations == {}
+    assert pald._unsettled == {}
+    pald.flush_decisions()
+    assert store.decisions("req:gave-up") == []
+
+
+def test_an_answer_written_just_past_its_deadline_and_read_keeps_its_gpus(tmp_path):
+    """The hook still takes a reply that is waiting when it looks, and `deadline_ms` is the
+    floor of its deadline: a placement written a little past `deadline_ms` (pald's clock read
+    after the write) may be in the job. Taking it back let the next request double-book its
+    GPUs (CI: a 2-GPU job placed on gpu01 beside a 4-GPU job there). It stays reserved, and
+    is counted and recorded."""
     clock = [1000.0]
     store = MemoryRepository()
     pald = make_pald(tmp_path, store=store)
     pald.clock = lambda: clock[0]
     pald.sync_and_cycle()
 
-    def frozen_before_the_write(request):
+    def slow_write(request):
         reply = pald.answer(request)
-        if request.request_id == "frozen":
-            clock[0] += 0.5  # SIGSTOP between the answer and the write
+        clock[0] += 0.01  # the write lands just past deadline_ms
         return reply
 
-    def ask_defer(rid: str) -> dict:
-        req = PlaceRequest(JobFields(uid=1, comment="pal:class=resnet,mode=defer", gpus_per_node=2),
-                           CommentSpec("resnet", mode="defer"), request_id=rid,
-                           deadline_ms=int(clock[0] * 1000) + 100)
-        return ask(path, encode_request(req))
-
     path = str(tmp_path / "pald.sock")
-    with ServerThread(frozen_before_the_write, path, settle=pald.settle):
-        assert ask_defer("frozen")["decision"] == "defer"  # the hook is gone by now
-        assert pald.service.held_jobs == 0 and pald.service.reservations == {}
-        assert pald.counts["late"] == 1 and pald.counts["defer"] == 0
-        assert ask_defer("on-time")["decision"] == "defer"
-        assert pald.service.held_jobs == 1 and pald.counts["defer"] == 1 and pald.counts["late"] == 1
-    assert pald._unsettled == {}
+    with ServerThread(slow_write, path, settle=pald.settle):
+        first = ask(path, encode_request(_defer_request("first", int(clock[0] * 1000) + 5)))
+        second = ask(path, encode_request(_defer_request("second", int(clock[0] * 1000) + 5)))
+    assert first["decision"] == second["decision"] == "place"
+    assert set(first["nodes"]).isdisjoint(second["nodes"])  # not the same node twice
+    assert pald.counts["place"] == 2 and pald.counts["late"] == 0
+    assert set(pald.service.reservations) == {"req:first", "req:second"}
     pald.flush_decisions()
-    assert store.decisions("req:frozen") == []
-    assert [d.kind for d in store.decisions("req:on-time")] == [DecisionKind.DEFER]
+    assert [d.kind for d in store.decisions("req:first")] == [DecisionKind.PLACE]
 
 
 def test_an_answer_the_server_could_not_write_is_taken_back(tmp_path):
+    """Settled once: a second settle of the same request changes nothing."""
     store = MemoryRepository()
     pald = make_pald(tmp_path, store=store)
     pald.sync_and_cycle()

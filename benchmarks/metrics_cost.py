@@ -42,9 +42,10 @@ def build(args):
     return pald, rng
 
 
-def serve_socket(handler, path):
-    """pald's SocketServer (place_latency's) in a thread; a connected client socket + reader."""
-    serve(handler, path)
+def serve_socket(handler, settle, path):
+    """pald's SocketServer (place_latency's) in a thread, wired as pald's main wires it; a
+    connected client socket + reader."""
+    serve(handler, path, settle)
     s = socket.socket(socket.AF_UNIX)
     s.connect(path)
     return s, s.makefile("rb")
@@ -65,8 +66,9 @@ def main() -> None:
     pald, rng = build(args)
     metrics = PaldMetrics()
     tmp = tempfile.mkdtemp()
-    socks = {"plain": serve_socket(pald.handle, f"{tmp}/plain.sock"),
-             "metrics": serve_socket(instrument(pald.handle, metrics), f"{tmp}/metrics.sock")}
+    counted = instrument(pald.answer, pald.settle, metrics)
+    socks = {"plain": serve_socket(pald.answer, pald.settle, f"{tmp}/plain.sock"),
+             "metrics": serve_socket(counted.answer, counted.settle, f"{tmp}/metrics.sock")}
     times: dict[str, list[float]] = {"plain": [], "metrics": []}
     block = 200
     for b in range(args.n // block):

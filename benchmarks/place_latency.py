@@ -103,10 +103,11 @@ def build_pald(num_nodes: int, gpus: int, pending: int, rng: random.Random):
     return pald, nodes, held
 
 
-def serve(handler, path):
-    """pald's SocketServer on its own event loop in a daemon thread: (loop, server)."""
+def serve(handler, path, settle=None):
+    """pald's SocketServer on its own event loop in a daemon thread: (loop, server); `settle`
+    as pald's main wires it (called after each reply's write)."""
     loop = asyncio.new_event_loop()
-    srv = SocketServer(handler, path, {os.geteuid(), 0})
+    srv = SocketServer(handler, path, {os.geteuid(), 0}, settle=settle)
     ready = threading.Event()
 
     def run():
@@ -283,7 +284,7 @@ def main() -> None:
                     pald.service.clear_reservations()
         return out
 
-    loop1, srv1 = serve(pald.handle, f"{tmp}/real.sock")
+    loop1, srv1 = serve(pald.answer, f"{tmp}/real.sock", pald.settle)  # as pald's main wires it
     loop2, srv2 = serve(lambda r: HealthReply(status="ok"), f"{tmp}/noop.sock")
     real = round_trips(f"{tmp}/real.sock", args.n)
     noop = round_trips(f"{tmp}/noop.sock", args.n)

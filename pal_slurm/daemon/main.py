@@ -44,13 +44,14 @@ def build(config) -> Pald:
 
 
 def with_metrics(config, pald: Pald):
-    """(request handler, metrics HTTP server or None). Metrics are optional: an address that
-    cannot be bound is logged and pald serves placements without them."""
+    """(request handler, settle, metrics HTTP server or None): what the socket server calls to
+    answer a request and, after writing the reply, to settle it. Metrics are optional: an
+    address that cannot be bound is logged and pald serves placements without them."""
     from pal_slurm.config import parse_listen
 
     listen = parse_listen(config.metrics.listen)
     if listen is None:
-        return pald.answer, None
+        return pald.answer, pald.settle, None
     from pal_slurm.daemon.metrics import PaldMetrics, Publisher, instrument, serve_metrics
 
     metrics = PaldMetrics()
@@ -58,7 +59,7 @@ def with_metrics(config, pald: Pald):
         http = serve_metrics(metrics, *listen)
     except OSError as exc:
         log.error("metrics endpoint %s unavailable (%s): serving without metrics", config.metrics.listen, exc)
-        return pald.answer, None
+        return pald.answer, pald.settle, None
     publisher = Publisher(metrics, config.drift.threshold)
 
     def cycle_done(seconds: float) -> None:
@@ -66,14 +67,15 @@ def with_metrics(config, pald: Pald):
         publisher.publish(pald)
 
     pald.cycle_observers.append(cycle_done)
-    return instrument(pald.answer, metrics), http
+    counted = instrument(pald.answer, pald.settle, metrics)
+    return counted.answer, counted.settle, http
 
 
 async def serve(config, pald: Pald) -> None:
     slurm_uid = _uid_of(config.daemon.slurm_user)
     allowed = {0, os.geteuid()} | ({slurm_uid} if slurm_uid is not None else set())
-    handler, metrics_http = with_metrics(config, pald)
-    server = SocketServer(handler, config.daemon.socket, allowed, owner_uid=slurm_uid, settle=pald.settle)
+    handler, settle, metrics_http = with_metrics(config, pald)
+    server = SocketServer(handler, config.daemon.socket, allowed, owner_uid=slurm_uid, settle=settle)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

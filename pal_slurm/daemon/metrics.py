@@ -266,23 +266,51 @@ def _epoch(when) -> float | None:
     return when.timestamp()
 
 
-def instrument(handler, metrics: PaldMetrics):
-    """Wrap pald's request handler: time and count place requests (other requests pass through)."""
-    from pal_slurm.daemon.protocol import PlaceReply, PlaceRequest
+class Instrumented:
+    """pald's request path with its place requests timed and counted: `answer` times pald's
+    answer, `settle` (which the socket server calls after each write) counts it, as pald
+    itself does (`Pald.settle`): an answer the server could not write (the hook gave up and
+    closed its socket) was taken back by pald and is counted passed/late, not by what it said.
+    Both run on the server's event loop, the one owner of the timings held in between."""
 
-    def handle(request):
+    def __init__(self, answer, settle, metrics: PaldMetrics) -> None:
+        self._answer, self._settle, self.metrics = answer, settle, metrics
+        self._seconds: dict[int, float] = {}  # id(request) -> time pald took to answer it, until settled
+
+    def answer(self, request):
+        from pal_slurm.daemon.protocol import PlaceRequest
+
         if not isinstance(request, PlaceRequest):
-            return handler(request)
+            return self._answer(request)
         started = time.perf_counter()
-        reply = handler(request)
-        seconds = time.perf_counter() - started
-        if isinstance(reply, PlaceReply):
-            metrics.observe_place(reply.decision.value, reply.reason, seconds)
-        else:
-            metrics.observe_error(seconds)
+        reply = self._answer(request)
+        self._seconds[id(request)] = time.perf_counter() - started
         return reply
 
-    return handle
+    def settle(self, request, reply, written: bool) -> None:
+        from pal_slurm.daemon.protocol import PlaceReply
+
+        self._settle(request, reply, written)
+        seconds = self._seconds.pop(id(request), None)
+        if seconds is None:  # not a place request (or answered by something else)
+            return
+        if not isinstance(reply, PlaceReply):
+            self.metrics.observe_error(seconds)
+        elif written:
+            self.metrics.observe_place(reply.decision.value, reply.reason, seconds)
+        else:
+            self.metrics.observe_place("pass", "late", seconds)
+
+    def handle(self, request):
+        """Answer and settle at once, as delivered (`Pald.handle`'s in-process form)."""
+        reply = self.answer(request)
+        self.settle(request, reply, written=True)
+        return reply
+
+
+def instrument(answer, settle, metrics: PaldMetrics) -> Instrumented:
+    """Wrap pald's `answer` and `settle` (see `Instrumented`)."""
+    return Instrumented(answer, settle, metrics)
 
 
 class GpuSeriesText:

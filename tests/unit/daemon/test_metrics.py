@@ -9,8 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pal_slurm.daemon.metrics import PaldMetrics, Publisher, instrument, reason_label, serve_metrics
 from pal_slurm.store.memory import MemoryRepository
 
-from .builders import held_job, request, snapshot
-from .test_app_server import make_pald
+from .builders import ServerThread, held_job, request, snapshot
+from .test_app_server import _defer_request, make_pald
 
 
 def scrape(port: int) -> dict:
@@ -49,7 +49,7 @@ def test_place_decisions_latency_state_and_hook_tags_are_scraped(tmp_path, endpo
     pald.refresh_store()
     pald.service.set_snapshot(snapshot({"A": {("gpu01", 0): (1.3, 1.4), ("gpu01", 1): (0.9, 1.0)}}, version=7))
     pald.sync_and_cycle()
-    handle = instrument(pald.handle, metrics)
+    handle = instrument(pald.answer, pald.settle, metrics).handle
     for _ in range(3):
         handle(request(gpn=2))
     publisher = Publisher(metrics, drift_threshold=0.05)
@@ -69,6 +69,52 @@ def test_place_decisions_latency_state_and_hook_tags_are_scraped(tmp_path, endpo
     assert m[("pal_store_up", ())] == 1 and m[("pal_leader", ())] == 1
     assert m[("pal_held_job_oldest_age_seconds", ())] > 0  # job 11 is still held in the view
     assert ("pal_rack_wait_timer_seconds", (("sensitivity", "high"),)) in m
+
+
+def test_an_answer_the_hook_never_got_is_counted_late_not_placed(tmp_path, endpoint):
+    """pald takes back an answer the server could not write (the hook gave up and closed its
+    socket): the scraped decisions must say so too, or an operator's placed count would hold
+    placements that never reached a job. Through the real socket server: one request read and
+    answered normally, one whose hook closed before the write."""
+    import socket
+    import threading
+    import time
+
+    from pal_slurm.daemon.protocol import encode_request
+
+    metrics, port = endpoint
+    pald = make_pald(tmp_path)
+    pald.sync_and_cycle()
+    counted = instrument(pald.answer, pald.settle, metrics)
+    gone = threading.Event()
+
+    def answer(request):
+        reply = counted.answer(request)
+        if request.request_id == "gave-up":
+            gone.wait(5)  # pald frozen between its answer and the write, until the hook has closed
+            time.sleep(0.05)
+        return reply
+
+    path = str(tmp_path / "pald.sock")
+    deadline_ms = int(time.time() * 1000) + 60_000
+    with ServerThread(answer, path, settle=counted.settle):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(path)
+            s.sendall(encode_request(_defer_request("read", deadline_ms)))
+            assert s.makefile().readline()  # the hook read its reply
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(path)
+            s.sendall(encode_request(_defer_request("gave-up", deadline_ms)))
+        gone.set()  # the hook closed without a reply
+        wait = time.monotonic() + 5
+        while pald.counts["late"] == 0 and time.monotonic() < wait:
+            time.sleep(0.01)
+    assert pald.counts["place"] == 1 and pald.counts["late"] == 1
+    m = scrape(port)
+    decisions = {k[1]: v for k, v in m.items() if k[0] == "pal_decisions_total"}
+    assert decisions == {(("outcome", "placed"), ("reason", "pal-fit")): 1,
+                         (("outcome", "passed"), ("reason", "late")): 1}
+    assert m[("pal_place_duration_seconds_count", ())] == 2
 
 
 def test_a_new_ranking_with_a_slower_gpu_counts_drift(tmp_path, endpoint):
@@ -99,6 +145,6 @@ def test_metrics_listen_config_and_a_busy_port_does_not_stop_pald(tmp_path):
     busy.listen()
     cfg = from_mapping({"metrics": {"listen": f"127.0.0.1:{busy.getsockname()[1]}"}})
     pald = make_pald(tmp_path)
-    handler, http = with_metrics(cfg, pald)
-    assert http is None and handler == pald.answer  # logged, pald goes on without metrics
+    handler, settle, http = with_metrics(cfg, pald)
+    assert http is None and handler == pald.answer and settle == pald.settle  # logged, pald goes on without metrics
     busy.close()

@@ -38,15 +38,17 @@ def replay(trace: str, arms: str, scale: float, jobs: int, seed: int, out: Path)
 
 
 def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_rack: int = 4,
-              partings: int = 0) -> list[dict]:
+              partings: int = 0, spread: int = 0) -> list[dict]:
     """The predictions of replays already run (their JSON and work dirs under `out`) made again
     with today's simulator and today's reading of what each arm measured (`harness.measure_arm`
     on its work dir: Slurm's launch cost and pass clock, pald's ranking and release latency);
     nothing is replayed. `partings` > 0: print, per arm, the first that many jobs the lab and
-    the model ran differently (`replay.compare`)."""
+    the model ran differently (`replay.compare`). `spread` > 0: also predict each pald arm at
+    that many release latencies, 0.5x-1.5x the measured one (`predict.release_spread`), kept
+    as the row's "release_spread" and summed up by `print_spread`."""
     from pal_slurm.replay.harness import LabShape, measure_arm
     from pal_slurm.replay.plan import plan_replay
-    from pal_slurm.replay.predict import predict_arm
+    from pal_slurm.replay.predict import predict_arm, release_spread
     from pal_slurm.sim.trace import resolve_trace
 
     shape = LabShape(num_nodes, gpus_per_node, nodes_per_rack)
@@ -63,13 +65,47 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
             r.update(**run.measured_inputs(),
                      predicted_avg_jct_s=headline["avg_jct_s"], predicted_makespan_s=headline["makespan_s"],
                      predicted_by=f"event:{headline['policy']}")
+            if spread:
+                factors = [0.5 + k / max(1, spread - 1) for k in range(spread)] if spread > 1 else [1.0]
+                r["release_spread"] = [{"release_wall_s": latency, "avg_jct_s": h["avg_jct_s"],
+                                        "makespan_s": h["makespan_s"]}
+                                       for latency, h in release_spread(plan, run, r["seed"], shape, factors)]
             if partings:
                 print(f"{tag} {r['arm']}: {pred.partings_line(len(plan.jobs))}")
                 for p in pred.partings[1:partings]:  # the first is in that line
                     print("   then " + p.describe())
         path.write_text(json.dumps({"results": results}, indent=2))
-        rows += results
+        rows += [dict(r, tag=tag, jobs=jobs) for r in results]  # which replay each row came from
     return rows
+
+
+def print_spread(rows: list[dict]) -> None:
+    """Per pald arm with a release spread: its avg JCT / stock's predicted over the spread
+    (min / mean / max, and the outcomes it takes, to 0.01, with how often), the replay's
+    ratio, and whether the replay is within 0.05 of the point prediction, of the spread's
+    mean, and of one of its outcomes."""
+    print(f"\n{'trace':12} {'jobs':>4} {'seed':>4} {'arm':8} {'replay':>6} {'point':>6} {'min':>6} {'mean':>6} "
+          f"{'max':>6}  outcomes (ratio x share; makespan ratio)")
+    for r in rows:
+        if not r.get("release_spread"):
+            continue
+        base = next(b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
+                    and b["time_scale"] == r["time_scale"] and b.get("tag") == r.get("tag"))
+        ratios = [(x["avg_jct_s"] / base["predicted_avg_jct_s"], x["makespan_s"] / base["predicted_makespan_s"])
+                  for x in r["release_spread"]]
+        outcomes: dict[float, list[float]] = {}
+        for jr, mr in ratios:
+            outcomes.setdefault(round(jr, 2), []).append(mr)
+        shown = ", ".join(f"{k:.2f} x{len(v)} ({min(v):.3f}-{max(v):.3f})" for k, v in sorted(outcomes.items()))
+        xs = [jr for jr, _ in ratios]
+        lab = r["avg_jct_s"] / base["avg_jct_s"]
+        point = r["predicted_avg_jct_s"] / base["predicted_avg_jct_s"]
+        mean = sum(xs) / len(xs)
+        print(f"{r['trace']:12} {r.get('jobs', 0):4d} {r['seed']:4d} {r['arm']:8} {lab:6.3f} {point:6.3f} "
+              f"{min(xs):6.3f} {mean:6.3f} {max(xs):6.3f}  {shown}")
+        print(f"{'':36}within 0.05: point {'yes' if abs(point - lab) <= 0.05 else 'NO'}, "
+              f"mean {'yes' if abs(mean - lab) <= 0.05 else 'NO'}, "
+              f"an outcome {'yes' if any(abs(x - lab) <= 0.05 for x in xs) else 'NO'}")
 
 
 def geomean(xs: list[float]) -> float:
@@ -86,6 +122,8 @@ def main() -> int:
     ap.add_argument("--out", default="/tmp/pal-slurm-replay")
     ap.add_argument("--predict-only", action="store_true",
                     help="replay nothing: predict the replays already under --out again (today's simulator)")
+    ap.add_argument("--spread", type=int, default=0, metavar="K",
+                    help="with --predict-only: predict each pald arm at K release latencies (0.5x-1.5x measured)")
     ap.add_argument("--partings", type=int, default=0, metavar="K",
                     help="with --predict-only: per arm, the first K jobs the lab and the model ran differently")
     a = ap.parse_args()
@@ -94,7 +132,7 @@ def main() -> int:
     t0 = time.monotonic()
     rows = []
     if a.predict_only:
-        rows = repredict(out, partings=a.partings)
+        rows = repredict(out, partings=a.partings, spread=a.spread)
     else:
         for scale in [float(s) for s in a.scales.split(",")]:
             for trace in a.traces.split(","):
@@ -115,6 +153,8 @@ def main() -> int:
               f"{jp - jr:+6.3f} {r['makespan_s'] / 3600:9.3f} {mr:6.3f} {mp:6.3f}")
     for (scale, arm), xs in sorted(ratios.items()):
         print(f"geomean avg JCT {arm} / stock at scale {scale:g}: {geomean(xs):.3f} over {len(xs)} trace(s)")
+    if a.spread:
+        print_spread(rows)
     print(f"wall {time.monotonic() - t0:.0f} s; results in {out / 'all.json'}")
     return 0
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
@@ -75,14 +75,35 @@ def predict_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShap
     return _headline(predicted_run_measured(plan, run, seed, shape))
 
 
-def predicted_run_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -> RunResult:
+def predicted_run_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape",
+                           release_wall_s: float | None = None) -> RunResult:
     """`predicted_run` with what the arm's run measured (as `predict_measured`): every job's
-    outcome, to set beside the lab's (`replay.compare.partings`)."""
+    outcome, to set beside the lab's (`replay.compare.partings`). `release_wall_s` replaces
+    the measured release latency (`release_spread`)."""
     cluster = shape.cluster()
     return predicted_run(plan, run.arm, seed, shape.num_nodes, shape.gpus_per_node, shape.nodes_per_rack,
                          launch_s=run.launch_wall_s * plan.scale, cluster=cluster,
-                         ranking=pald_ranking(run.lab_dir.parent / "pal.db", cluster), cycle_s=run.release_wall_s,
+                         ranking=pald_ranking(run.lab_dir.parent / "pal.db", cluster),
+                         cycle_s=run.release_wall_s if release_wall_s is None else release_wall_s,
                          slurm_pass=run.slurm_pass)
+
+
+def release_spread(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape",
+                   factors: Sequence[float]) -> list[tuple[float, dict]]:
+    """(release latency in wall s, headline) of a pald arm predicted at each `factor` x the
+    release latency its run measured, everything else as measured. The measured figure is a
+    median over releases whose own latencies vary by tenths of a second; on a loaded trace the
+    model's outcome can turn on which of two jobs ending a few trace seconds apart pald sees
+    first (workload-3, 80 jobs: two outcomes, 0.51 and 0.59 of stock's avg JCT, alternating
+    every few hundredths of a second of latency), so one point prediction is one draw of
+    them. Empty for an arm without pald (nothing measured to vary)."""
+    if run.release_wall_s is None:
+        return []
+    out = []
+    for f in factors:
+        latency = run.release_wall_s * f
+        out.append((latency, _headline(predicted_run_measured(plan, run, seed, shape, release_wall_s=latency))))
+    return out
 
 
 @dataclass(frozen=True)

@@ -37,3 +37,25 @@ def test_the_prediction_runs_slurms_passes_on_the_clock_the_lab_ran_them(arm):
         assert t == pytest.approx(450.0 + k * 602.4, abs=1e-6)
     default = {o.job_id: o.first_start for o in predicted_run(plan, arm, 0, 16, 4, 4, launch_s=60.0).jobs}
     assert default[first] == pytest.approx(0.5 * 600)  # the replay's clock: the trace starts mid-interval
+
+
+def test_the_release_spread_predicts_a_pald_arm_at_each_latency_and_nothing_for_stock(tmp_path):
+    """Each point is the model with pald's release latency set to factor x the measured one
+    and everything else as measured: the point at 1.0 is the measured prediction itself, the
+    others are the model at their latency."""
+    from pal_slurm.replay.harness import ArmRun, LabShape
+    from pal_slurm.replay.predict import predict_measured, release_spread
+
+    plan = plan_replay(bundled_trace("workload-3"), 600, 4, 64, jobs=20)  # jobs wait for pald's releases
+    shape = LabShape()
+    run = ArmRun("pal-fit", [], None, tmp_path / "lab", 0.0, 0.1, release_wall_s=0.3)  # type: ignore[arg-type]
+    spread = release_spread(plan, run, 0, shape, [0.5, 1.0, 1.5])
+    assert [round(latency, 6) for latency, _ in spread] == [0.15, 0.3, 0.45]
+    assert spread[1][1] == predict_measured(plan, run, 0, shape)
+    for latency, headline in spread:
+        direct = predicted_run(plan, "pal-fit", 0, 16, 4, 4, launch_s=0.1 * 600, cluster=shape.cluster(),
+                               cycle_s=latency)
+        assert headline["avg_jct_s"] == pytest.approx(direct.summary()["avg_jct_s"])
+    assert spread[2][1]["avg_jct_s"] != spread[0][1]["avg_jct_s"]  # the latency is not ignored
+    stock = ArmRun("stock", [], None, tmp_path / "lab", 0.0, 0.1)  # type: ignore[arg-type]
+    assert release_spread(plan, stock, 0, shape, [0.5, 1.0]) == []

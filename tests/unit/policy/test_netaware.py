@@ -441,3 +441,41 @@ def test_a_plan_reports_the_start_and_nodes_it_reserved_for_a_blocked_job():
     assert list(plan.planned) == [1]
     assert plan.planned[1].at == ctx.now + 100.0 and plan.planned[1].gpus == frozenset(range(12))
     assert pal_fit.plan([*running, blocked, short], ctx).planned == {}  # not waited long enough
+
+
+def test_a_per_node_reservation_holds_the_nodes_that_free_last_and_leaves_a_free_leaf_to_pass():
+    """Workload-3 at 80 jobs, made small: two leaves of four nodes; leaf 0 free now, leaf 1 busy
+    until its job ends (100 s of work, later on its GPUs). A blocked 6-node job needs every node
+    of leaf 1 and two of leaf 0 then, whichever two. Holding the nodes ready first (0-5) kept a long 2-node job that wants one
+    leaf off nodes 2 and 3 until the blocked job ended; pal-fit holds those ready last (4-7,
+    then 0 and 1), the long job starts on 2 and 3 now, and the blocked job's planned start is
+    the same."""
+    c = ClusterView.uniform(8, 4, nodes_per_rack=4).with_free(set(range(16)))
+    running = [req(10, 16, running_on=tuple(range(16, 32)), remaining=100.0, submit=0)]
+    blocked = _per_node(1, 6, 4, sens="low", waiting_since=0.0)
+    long_job = _per_node(2, 2, 4, sens="high", remaining=5000.0)
+    ctx = replace(make_ctx(c, network=False), reserve_after_s=0.0)
+    pal_fit = placement("pal-fit")
+    plan = pal_fit.plan([*running, blocked, long_job], ctx)
+    assert plan.launch == {2: tuple(range(8, 16))}
+    starts = plan.planned[1].at
+    assert starts >= 100.0 and plan.planned[1].gpus == frozenset(range(8)) | frozenset(range(16, 32))
+    first = replace(pal_fit, reserve_ready_last=False)  # the k nodes ready first, lowest names first
+    plan = first.plan([*running, blocked, long_job], ctx)
+    assert plan.launch == {}
+    assert plan.planned[1].at == starts and plan.planned[1].gpus == frozenset(range(24))
+
+
+def test_the_nodes_a_reservation_holds_free_last_keep_leaves_whole_and_fill_best_fit():
+    """`_ready_last` on three leaves of four nodes (0-3, 4-7, 8-11): with enough busy nodes, the
+    busy ones under the fewest leaves; with too few, the busy ones, then free nodes of the
+    leaves already held, then of the leaf with the fewest free, so the whole free leaf stays
+    whole for jobs that pass."""
+    from pal_slurm.policy.netaware import _ready_last
+
+    rack_idx = (0,) * 4 + (1,) * 4 + (2,) * 4
+    busy = [(50.0, 4), (60.0, 8), (70.0, 5), (80.0, 9), (90.0, 10)]
+    assert sorted(_ready_last(busy, 3, rack_idx, now=0.0)) == [8, 9, 10]
+    assert sorted(_ready_last(busy, 2, rack_idx, now=0.0)) == [4, 5]
+    mixed = [(50.0, 4)] + [(0.0, nd) for nd in (0, 1, 2, 3, 6, 8)]
+    assert _ready_last(mixed, 3, rack_idx, now=0.0) == [4, 6, 8]

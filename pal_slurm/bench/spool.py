@@ -1,11 +1,15 @@
 """Local queue of samples for when the store is unreachable (JSON lines on local disk).
 
 Writers (prolog/epilog) append one line per sample under an exclusive flock, re-opening when
-a drain has renamed the file under them, so a line is never torn or lost. `drain` renames the
-spool file aside (new appends start a fresh file), sends every valid line in ONE
-`add_samples` call, and deletes the renamed file only after that call succeeded: each queued
-sample is delivered exactly once. A line that does not parse is reported and moved to
-`rejected.jsonl` for a human; it never blocks the other samples.
+the file was renamed under them, so a line is never torn or lost. A spool file that reaches
+`ROTATE_BYTES` is set aside (renamed `draining-*.jsonl`) by the writer that filled it, and
+`drain` sets the live file aside too (new appends start a fresh file): every file set aside is
+one delivery, one `add_samples` call, deleted only after that call succeeded, so each queued
+sample is delivered exactly once and a drain cut short (the hook's deadline) keeps what it
+delivered so far. One drain at a time per spool (`DRAIN_LOCK`, non-blocking): a prolog and an
+epilog on the same node used to deliver the same waiting file twice. A line that does not
+parse is reported and moved to `rejected.jsonl` for a human; it never blocks the other
+samples.
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ from pal_slurm.bench.base import Sample, SampleSink
 
 SPOOL_FILE = "samples.jsonl"
 REJECTED_FILE = "rejected.jsonl"
-DRAINING_PREFIX = "draining-"
+DRAINING_PREFIX = "draining-"  # a file set aside, waiting for (or in) a drain
+DRAIN_LOCK = "drain.lock"
+# a spool file this large is set aside by its writer (a few hundred samples): one drain's
+# transaction per file stays short enough for what is left of a hook's deadline
+ROTATE_BYTES = 64 * 1024
 
 
 def append(spool_dir: str | Path, samples: Sequence[Sample]) -> Path:
@@ -42,9 +50,22 @@ def append(spool_dir: str | Path, samples: Sequence[Sample]) -> Path:
                 n = os.write(fd, view)
                 view = view[n:]
             os.fsync(fd)
+            if os.fstat(fd).st_size >= ROTATE_BYTES:
+                _set_aside(path)  # under this file's lock, as a drain renames it
             return path
         finally:
             os.close(fd)
+
+
+def _set_aside(live: Path) -> Path:
+    """Rename the live spool file to a fresh `draining-*.jsonl` name (the caller holds its
+    lock; writers waiting for that lock re-open the live path)."""
+    n = 0
+    while (live.parent / f"{DRAINING_PREFIX}{os.getpid()}-{n}.jsonl").exists():
+        n += 1
+    aside = live.parent / f"{DRAINING_PREFIX}{os.getpid()}-{n}.jsonl"
+    os.rename(live, aside)
+    return aside
 
 
 @dataclass
@@ -52,6 +73,7 @@ class DrainReport:
     delivered: int = 0
     corrupt: list[str] = field(default_factory=list)  # "file:line: reason"
     files: int = 0
+    busy: bool = False  # another drain of this spool was running: it delivers, this one did nothing
 
 
 def pending(spool_dir: str | Path) -> int:
@@ -72,52 +94,71 @@ def _spool_files(d: Path) -> list[Path]:
 def _take(d: Path) -> list[Path]:
     """Rename the live spool aside (under its lock); return every file waiting to be drained."""
     live = d / SPOOL_FILE
-    if live.exists():
+    try:
         fd = os.open(live, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = None
+    if fd is not None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            n = 0
-            while (d / f"{DRAINING_PREFIX}{os.getpid()}-{n}.jsonl").exists():
-                n += 1
-            os.rename(live, d / f"{DRAINING_PREFIX}{os.getpid()}-{n}.jsonl")
+            if os.path.exists(live) and os.fstat(fd).st_ino == os.stat(live).st_ino:
+                _set_aside(live)  # (else a writer set it aside between our open and lock)
+        except FileNotFoundError:
+            pass
         finally:
             os.close(fd)
     return sorted(d.glob(f"{DRAINING_PREFIX}*.jsonl"))
 
 
 def drain(sink: SampleSink, spool_dir: str | Path) -> DrainReport:
-    """Deliver every queued sample to `sink` exactly once (see module docstring).
+    """Deliver every queued sample to `sink` exactly once (see module docstring), one
+    `add_samples` call per file set aside.
 
-    If `sink.add_samples` raises, nothing is deleted and the exception propagates: the samples
-    stay queued for the next drain.
+    If `sink.add_samples` raises, the file it was given and those after it stay queued for the
+    next drain and the exception propagates (the files delivered before it are gone). While
+    another drain of the same spool runs, returns at once with `busy` set.
     """
     d = Path(spool_dir)
     report = DrainReport()
     if not d.is_dir():
         return report
-    files = _take(d)
+    lock = os.open(d / DRAIN_LOCK, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            report.busy = True
+            return report
+        files = _take(d)
+        report.files = len(files)
+        for p in files:
+            _deliver(sink, p, d, report)
+        return report
+    finally:
+        os.close(lock)  # releases the flock
+
+
+def _deliver(sink: SampleSink, path: Path, spool_dir: Path, report: DrainReport) -> None:
+    """One file set aside: its valid samples in one `add_samples` call, its corrupt lines to
+    `rejected.jsonl`, then the file deleted."""
     samples: list[Sample] = []
     rejected: list[str] = []
-    for p in files:
-        with p.open("r", encoding="utf-8", errors="replace") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    samples.append(Sample.from_json(line))
-                except ValueError as exc:
-                    report.corrupt.append(f"{p.name}:{lineno}: {exc}")
-                    rejected.append(line if line.endswith("\n") else line + "\n")
-    report.files = len(files)
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                samples.append(Sample.from_json(line))
+            except ValueError as exc:
+                report.corrupt.append(f"{path.name}:{lineno}: {exc}")
+                rejected.append(line if line.endswith("\n") else line + "\n")
     if samples:
         sink.add_samples(samples)
-    report.delivered = len(samples)
+    report.delivered += len(samples)
     if rejected:
-        with (d / REJECTED_FILE).open("a", encoding="utf-8") as fh:
+        with (spool_dir / REJECTED_FILE).open("a", encoding="utf-8") as fh:
             fh.writelines(rejected)
-    for p in files:
-        p.unlink(missing_ok=True)
-    return report
+    path.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         repo.close()
+    if report.busy:
+        print("pal spool: another drain of this spool is running; it delivers the samples")
+        return 0
     for bad in report.corrupt:
         print(f"pal spool: corrupt line skipped (kept in {REJECTED_FILE}): {bad}", file=sys.stderr)
     print(f"pal spool: delivered {report.delivered} sample(s) from {report.files} file(s)")

@@ -88,3 +88,51 @@ def test_spool_main_drains_into_the_configured_store(tmp_path, monkeypatch, caps
     assert len(StoreProfilingRepository(open_store(url)).samples()) == 2
     conf.write_text("[profiling]\nbogus = 1\n")
     assert spool.main([str(conf)]) == 2
+
+
+def test_a_full_spool_file_is_set_aside_and_a_drain_cut_short_keeps_what_it_delivered(tmp_path, monkeypatch):
+    """Files of at most ~ROTATE_BYTES, one delivery each: a store that fails on the second
+    delivery (the hook's deadline, a dropped connection) keeps the first file's samples
+    stored and the rest queued; the next drain delivers the rest, each sample once."""
+    monkeypatch.setattr(spool, "ROTATE_BYTES", 400)
+    for i in range(12):
+        spool.append(tmp_path, [s(i)])
+    waiting = sorted(tmp_path.glob(f"{spool.DRAINING_PREFIX}*.jsonl"))
+    assert len(waiting) >= 3 and spool.pending(tmp_path) == 12
+
+    class FailsSecond(MemorySink):
+        calls = 0
+
+        def add_samples(self, samples):
+            self.calls += 1
+            if self.calls == 2:
+                raise ConnectionError("store gone")
+            super().add_samples(samples)
+
+    sink = FailsSecond()
+    with pytest.raises(ConnectionError):
+        spool.drain(sink, tmp_path)
+    first = len(sink.samples)
+    assert 0 < first < 12 and spool.pending(tmp_path) == 12 - first
+    assert spool.drain(sink, tmp_path).delivered == 12 - first
+    assert sorted(x.taken_at for x in sink.samples) == [float(i) for i in range(12)]  # each once
+    assert spool.pending(tmp_path) == 0
+
+
+def test_a_second_drain_while_one_runs_delivers_nothing(tmp_path):
+    """A prolog and an epilog on one node drain at the same time: the one that finds the
+    drain lock taken leaves the files to the other (before, both delivered the same file)."""
+    import fcntl
+
+    spool.append(tmp_path, [s(1), s(2)])
+    held = os.open(tmp_path / spool.DRAIN_LOCK, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the other drain, mid-delivery
+        sink = MemorySink()
+        report = spool.drain(sink, tmp_path)
+        assert report.busy and report.delivered == 0 and sink.samples == []
+        assert spool.pending(tmp_path) == 2
+    finally:
+        os.close(held)
+    report = spool.drain(sink, tmp_path)
+    assert not report.busy and report.delivered == 2 and spool.pending(tmp_path) == 0

@@ -195,6 +195,9 @@ def _drain_spool(ctx: HookContext, sink: SampleSink) -> None:
     try:  # the store is back: send what waited in the spool
         if spool.pending(ctx.settings.spool_dir):
             report = spool.drain(sink, ctx.settings.spool_dir)
+            if report.busy:
+                log.info("another hook is draining the spool")
+                return
             log.info("drained %d spooled sample(s)", report.delivered)
             for bad in report.corrupt:
                 log.warning("corrupt spool line skipped: %s", bad)

@@ -101,7 +101,7 @@ def _take(d: Path) -> list[Path]:
     if fd is not None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            if os.path.exists(live) and os.fstat(fd).st_ino == os.stat(live).st_ino:
+            if os.fstat(fd).st_ino == os.stat(live).st_ino:  # FileNotFoundError: set aside already
                 _set_aside(live)  # (else a writer set it aside between our open and lock)
         except FileNotFoundError:
             pass

@@ -533,7 +533,9 @@ def _ready_last(ready: Sequence[tuple[float, int]], k: int, rack_idx: Sequence[i
     reservation that needed only the other three (workload-3, 80 jobs)."""
     later = [nd for at, nd in sorted(ready, key=lambda r: r[1]) if at > now]
     if len(later) >= k:
-        return fewest_leaves_among_ties(((0.0, nd) for nd in later), rack_idx.__getitem__, k) or later[:k]
+        picked = fewest_leaves_among_ties(((0.0, nd) for nd in later), rack_idx.__getitem__, k)
+        assert picked is not None  # None only for fewer than k candidates
+        return picked
     chosen = list(later)
     free_now = [nd for at, nd in ready if at <= now]
     free_in: Counter[int] = Counter(rack_idx[nd] for nd in free_now)

@@ -41,14 +41,14 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
               partings: int = 0, spread: int = 0) -> list[dict]:
     """The predictions of replays already run (their JSON and work dirs under `out`) made again
     with today's simulator and today's reading of what each arm measured (`harness.measure_arm`
-    on its work dir: Slurm's launch cost and pass clock, pald's ranking and release latency);
+    on its work dir: Slurm's launch cost and pass clock, pald's ranking and cycle);
     nothing is replayed. `partings` > 0: print, per arm, the first that many jobs the lab and
-    the model ran differently (`replay.compare`). `spread` > 0: also predict each pald arm at
-    that many release latencies, 0.5x-1.5x the measured one (`predict.release_spread`), kept
-    as the row's "release_spread" and summed up by `print_spread`."""
+    the model ran differently (`replay.compare`). `spread` > 0: also predict each pald arm
+    with its cycle at that many phases (`predict.cycle_phase_spread`), kept as the row's
+    "phase_spread" and summed up by `print_spread`."""
     from pal_slurm.replay.harness import LabShape, measure_arm
     from pal_slurm.replay.plan import plan_replay
-    from pal_slurm.replay.predict import predict_arm, release_spread
+    from pal_slurm.replay.predict import cycle_phase_spread, predict_arm
     from pal_slurm.sim.trace import resolve_trace
 
     shape = LabShape(num_nodes, gpus_per_node, nodes_per_rack)
@@ -66,10 +66,9 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
                      predicted_avg_jct_s=headline["avg_jct_s"], predicted_makespan_s=headline["makespan_s"],
                      predicted_by=f"event:{headline['policy']}")
             if spread:
-                factors = [0.5 + k / max(1, spread - 1) for k in range(spread)] if spread > 1 else [1.0]
-                r["release_spread"] = [{"release_wall_s": latency, "avg_jct_s": h["avg_jct_s"],
-                                        "makespan_s": h["makespan_s"]}
-                                       for latency, h in release_spread(plan, run, r["seed"], shape, factors)]
+                r["phase_spread"] = [{"pald_cycle_phase_s": phase, "avg_jct_s": h["avg_jct_s"],
+                                      "makespan_s": h["makespan_s"]}
+                                     for phase, h in cycle_phase_spread(plan, run, r["seed"], shape, spread)]
             if partings:
                 print(f"{tag} {r['arm']}: {pred.partings_line(len(plan.jobs))}")
                 for p in pred.partings[1:partings]:  # the first is in that line
@@ -80,19 +79,19 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
 
 
 def print_spread(rows: list[dict]) -> None:
-    """Per pald arm with a release spread: its avg JCT / stock's predicted over the spread
+    """Per pald arm with a phase spread: its avg JCT / stock's predicted over the spread
     (min / mean / max, and the outcomes it takes, to 0.01, with how often), the replay's
     ratio, and whether the replay is within 0.05 of the point prediction, of the spread's
     mean, and of one of its outcomes."""
     print(f"\n{'trace':12} {'jobs':>4} {'seed':>4} {'arm':8} {'replay':>6} {'point':>6} {'min':>6} {'mean':>6} "
           f"{'max':>6}  outcomes (ratio x share; makespan ratio)")
     for r in rows:
-        if not r.get("release_spread"):
+        if not r.get("phase_spread"):
             continue
         base = next(b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
                     and b["time_scale"] == r["time_scale"] and b.get("tag") == r.get("tag"))
         ratios = [(x["avg_jct_s"] / base["predicted_avg_jct_s"], x["makespan_s"] / base["predicted_makespan_s"])
-                  for x in r["release_spread"]]
+                  for x in r["phase_spread"]]
         outcomes: dict[float, list[float]] = {}
         for jr, mr in ratios:
             outcomes.setdefault(round(jr, 2), []).append(mr)
@@ -123,7 +122,7 @@ def main() -> int:
     ap.add_argument("--predict-only", action="store_true",
                     help="replay nothing: predict the replays already under --out again (today's simulator)")
     ap.add_argument("--spread", type=int, default=0, metavar="K",
-                    help="with --predict-only: predict each pald arm at K release latencies (0.5x-1.5x measured)")
+                    help="with --predict-only: predict each pald arm with its cycle at K phases")
     ap.add_argument("--partings", type=int, default=0, metavar="K",
                     help="with --predict-only: per arm, the first K jobs the lab and the model ran differently")
     a = ap.parse_args()

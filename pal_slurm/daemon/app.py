@@ -32,7 +32,7 @@ from typing import Collection
 
 from pal_slurm.model.comment_grammar import CommentError, verify_spec
 from pal_slurm.daemon import requeue
-from pal_slurm.daemon.cycle import apply_releases, is_pal_held
+from pal_slurm.daemon.cycle import apply_releases, is_pal_held, until_next_tick
 from pal_slurm.daemon.tags import DEFER_TAG, pal_tags
 from pal_slurm.daemon.protocol import (
     ErrorCode,
@@ -733,7 +733,6 @@ class Pald:
     async def run_loops(self, stop: asyncio.Event) -> None:
         cycle = self.config.daemon.cycle_s
         while not stop.is_set():
-            started = time.monotonic()
             try:
                 self.apply_store_read()
                 cycle_started = time.monotonic()
@@ -744,7 +743,7 @@ class Pald:
                     observe(cycle_s)
             except Exception as exc:  # noqa: BLE001 - never let the loop die
                 self._note_error("loop", exc)
-            delay = max(0.05, cycle - (time.monotonic() - started))
+            delay = until_next_tick(time.time(), cycle)
             try:
                 await asyncio.wait_for(stop.wait(), timeout=delay)
             except asyncio.TimeoutError:

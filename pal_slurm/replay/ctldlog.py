@@ -60,8 +60,9 @@ def slurm_ends(text: str) -> dict[int, float]:
 
 @dataclass(frozen=True)
 class PassClock:
-    """Slurm's backfill passes as a lab ran them, in wall seconds: one at `phase_s` after the
-    replay's first submission and every `period_s` after (and before) it."""
+    """A scheduler that acts on a period, as a lab ran it, in wall seconds: one tick at `phase_s`
+    after the replay's first submission and every `period_s` after (and before) it. Slurm's
+    backfill passes (`pass_clock`) and pald's cycle (`replay.harness.pald_clock`)."""
 
     phase_s: float
     period_s: float

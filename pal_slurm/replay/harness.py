@@ -130,14 +130,17 @@ class ArmRun:
     launch_wall_s: float  # Slurm's own cost per job: its start -> payload running, + payload end -> Slurm's end
     release_wall_s: float | None = None  # pald arms: a held job's GPUs free -> pald releases it (median)
     slurm_pass: PassClock | None = None  # the lab's backfill passes (phase vs the first submission, period)
+    pald_cycle: PassClock | None = None  # pald arms: pald's cycle as it ran (`pald_clock`)
 
     def measured_inputs(self) -> dict:
         """What the prediction takes from this run (`predict.predict_measured`), as the replay's
-        JSON rows name it (wall seconds)."""
-        clock = self.slurm_pass
+        JSON rows name it (wall seconds; `release_wall_s` is reported, the model runs pald's
+        cycle instead)."""
+        clock, cycle = self.slurm_pass, self.pald_cycle
         return {"launch_wall_s": self.launch_wall_s, "release_wall_s": self.release_wall_s,
                 "slurm_pass_phase_s": clock.phase_s if clock else None,
-                "slurm_pass_period_s": clock.period_s if clock else None}
+                "slurm_pass_period_s": clock.period_s if clock else None,
+                "pald_cycle_phase_s": cycle.phase_s if cycle else None}
 
 
 def _palctl(config: Path, *args: str, timeout: float = 300.0) -> str:
@@ -261,10 +264,13 @@ def measure_arm(plan: ReplayPlan, arm: str, work: Path, cluster_gpus: int,
     log_path = lab_dir / "log" / "slurmctld.log"
     log = log_path.read_text(errors="replace") if log_path.exists() else ""
     starts = slurm_starts(log)
+    t0 = min(submitted.values()) if submitted else None
     return ArmRun(arm, jobs, summarise(plan.trace, arm, jobs, cluster_gpus), lab_dir, diff,
                   launch_cost(payloads, comp, starts, slurm_ends(log)),
                   release_latency(releases, payloads),
-                  pass_clock(starts, min(submitted.values()), BF_INTERVAL_S) if submitted else None)
+                  pass_clock(starts, t0, BF_INTERVAL_S) if t0 is not None else None,
+                  pald_clock([at for at, _ in releases], t0, PALD_CYCLE_S)
+                  if t0 is not None and ARMS[arm] is not None else None)
 
 
 def _pald_releases(db: Path) -> list[tuple[float, dict]]:
@@ -281,6 +287,22 @@ def _pald_releases(db: Path) -> list[tuple[float, dict]]:
             at = d.created_at if d.created_at.tzinfo else d.created_at.replace(tzinfo=timezone.utc)
             out.append((at.timestamp(), dict(d.nodes)))
     return out
+
+
+def pald_clock(releases: list[float], t0: float, cycle_s: float) -> PassClock:
+    """pald's cycle in an arm, against `t0` (the first submission, epoch seconds): its period
+    `cycle_s` and the phase of the instants it released held jobs (`releases`, epoch seconds;
+    the circular mean of their phases). pald cycles at the multiples of `cycle_s` on the epoch
+    clock (`daemon.cycle.until_next_tick`), and a release comes that cycle's Slurm reads and
+    decision later (tens of ms); the phase is taken where the releases landed, the moment the
+    model's pald decides (what it sees of a job ending within that moment is the lab's draw).
+    Without releases: the multiples of `cycle_s` themselves. (pald before the epoch clock
+    drifted, ~0.1 s a minute: its releases' mean phase is the best a single phase can be.)"""
+    if not releases:
+        return PassClock(phase_s=(-t0) % cycle_s, period_s=cycle_s)
+    angles = [2.0 * math.pi * (((at - t0) % cycle_s) / cycle_s) for at in releases]
+    mean = math.atan2(sum(math.sin(a) for a in angles), sum(math.cos(a) for a in angles))
+    return PassClock(phase_s=(mean / (2.0 * math.pi) * cycle_s) % cycle_s, period_s=cycle_s)
 
 
 def release_latency(releases: list[tuple[float, dict]], payloads: dict[str, dict]) -> float | None:

@@ -24,14 +24,17 @@ without progress when it starts (`EventConfig.start_cost_s`: a fixed time, not s
 the job's slow GPUs or network). The wait for the pass (0.5 s on average at bf_interval=1, 300
 trace s at 600x, more than the median job's ideal runtime) is the passes' own, on the clock the
 lab's passes ran (`ctldlog.pass_clock`: their phase against the first submission is the lab's
-draw, and a burst of submissions at a trace's start waits for it).
+draw, and a burst of submissions at a trace's start waits for it). pald's cycles run on the
+clock pald ran them (`harness.pald_clock`: it cycles at the multiples of its period on the
+epoch clock, so the phase is known, not drawn): a held job is released at the first cycle
+that sees its GPUs free, tenths of a wall second after they free.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
@@ -70,39 +73,42 @@ def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:
 
 def predict_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -> dict:
     """`predict` for a replayed arm with what its run measured (`harness.measure_arm`): Slurm's
-    launch cost, pald's ranking and release latency, the clock of the lab's passes: the
+    launch cost, pald's ranking and cycle, the clock of the lab's passes: the
     headline alone (`predict_arm` adds where the lab parted from it)."""
     return _headline(predicted_run_measured(plan, run, seed, shape))
 
 
 def predicted_run_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape",
-                           release_wall_s: float | None = None) -> RunResult:
+                           pald_phase_s: float | None = None) -> RunResult:
     """`predicted_run` with what the arm's run measured (as `predict_measured`): every job's
-    outcome, to set beside the lab's (`replay.compare.partings`). `release_wall_s` replaces
-    the measured release latency (`release_spread`)."""
+    outcome, to set beside the lab's (`replay.compare.partings`). `pald_phase_s` replaces the
+    measured phase of pald's cycle (`cycle_phase_spread`)."""
     cluster = shape.cluster()
+    cycle = run.pald_cycle
+    if cycle is not None and pald_phase_s is not None:
+        cycle = replace(cycle, phase_s=pald_phase_s)
     return predicted_run(plan, run.arm, seed, shape.num_nodes, shape.gpus_per_node, shape.nodes_per_rack,
                          launch_s=run.launch_wall_s * plan.scale, cluster=cluster,
                          ranking=pald_ranking(run.lab_dir.parent / "pal.db", cluster),
-                         cycle_s=run.release_wall_s if release_wall_s is None else release_wall_s,
-                         slurm_pass=run.slurm_pass)
+                         pald_cycle=cycle, slurm_pass=run.slurm_pass)
 
 
-def release_spread(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape",
-                   factors: Sequence[float]) -> list[tuple[float, dict]]:
-    """(release latency in wall s, headline) of a pald arm predicted at each `factor` x the
-    release latency its run measured, everything else as measured. The measured figure is a
-    median over releases whose own latencies vary by tenths of a second; on a loaded trace the
-    model's outcome can turn on which of two jobs ending a few trace seconds apart pald sees
-    first (workload-3, 80 jobs: two outcomes, 0.51 and 0.59 of stock's avg JCT, alternating
-    every few hundredths of a second of latency), so one point prediction is one draw of
-    them. Empty for an arm without pald (nothing measured to vary)."""
-    if run.release_wall_s is None:
+def cycle_phase_spread(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape",
+                       phases: int) -> list[tuple[float, dict]]:
+    """(phase of pald's cycle in wall s, headline) of a pald arm predicted with its cycle at
+    `phases` evenly spaced phases, everything else as measured: how much the outcome hangs on
+    pald's timing. A held job is released at the first cycle that sees its GPUs free; on a
+    loaded trace which of two jobs ending a few trace seconds apart a cycle sees first can
+    decide the order of the large jobs (workload-3, 40 jobs, pal-net: 0.68 or 0.75 of stock's
+    avg JCT by the phase; before pald's cycle ran on the epoch clock its phase drifted through
+    a replay, so a point prediction was one draw of these). Empty for an arm without pald."""
+    if run.pald_cycle is None:
         return []
+    period = run.pald_cycle.period_s
     out = []
-    for f in factors:
-        latency = run.release_wall_s * f
-        out.append((latency, _headline(predicted_run_measured(plan, run, seed, shape, release_wall_s=latency))))
+    for k in range(phases):
+        phase = period * k / phases
+        out.append((phase, _headline(predicted_run_measured(plan, run, seed, shape, pald_phase_s=phase))))
     return out
 
 
@@ -139,12 +145,12 @@ def predict_arm(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -
 
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
             nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
-            ranking: Ranking | None = None, cycle_s: float | None = None,
+            ranking: Ranking | None = None, pald_cycle: PassClock | None = None,
             slurm_pass: PassClock | None = None) -> dict:
     """{"policy", "avg_jct_s", "makespan_s"} of the event simulator for this arm (the
     arguments as in `predicted_run`)."""
     return _headline(predicted_run(plan, arm, seed, num_nodes, gpus_per_node, nodes_per_rack, launch_s, cluster,
-                                   ranking, cycle_s, slurm_pass))
+                                   ranking, pald_cycle, slurm_pass))
 
 
 def _headline(result: RunResult) -> dict:
@@ -154,13 +160,13 @@ def _headline(result: RunResult) -> dict:
 
 def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
                   nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
-                  ranking: Ranking | None = None, cycle_s: float | None = None,
+                  ranking: Ranking | None = None, pald_cycle: PassClock | None = None,
                   slurm_pass: PassClock | None = None) -> RunResult:
     """The event simulator's run of this arm, every job's outcome in it. `cluster`: the
     lab's (its node names; default num_nodes x gpus_per_node); `ranking`: pald's measured one
-    on that cluster (pal-slurm arms; default the simulator's exact draw); `cycle_s`: pald's
-    cycle as the replay measured it (wall seconds from a held job's GPUs coming free to its
-    release, `harness.release_latency`; default pald's configured cycle); `slurm_pass`: the
+    on that cluster (pal-slurm arms; default the simulator's exact draw); `pald_cycle`: pald's
+    cycle as the replay ran it (`harness.pald_clock`, wall seconds: its period and phase against
+    the first submission; default pald's configured cycle at phase 0); `slurm_pass`: the
     clock of the lab's backfill passes (`ctldlog.pass_clock`, wall seconds; default the clock a
     replay starts its trace on: a pass every bf_interval, the first ALIGN_AFTER_PASS_S before
     the first submission)."""
@@ -187,9 +193,10 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
                              limits_s={i: j.limit_s for i, j in enumerate(plan.jobs)})
     if pald:
         limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}
-        period = (PALD_CYCLE_S if cycle_s is None else cycle_s) * plan.scale
+        cycle = pald_cycle or PassClock(phase_s=0.0, period_s=PALD_CYCLE_S)
         times = pald_times(plan.scale)  # as the replay configures pald (pald's clock: wall seconds)
-        decider = PaldOnSlurm(str(policy), cycle_period_s=period, limits_s=limits,
+        decider = PaldOnSlurm(str(policy), cycle_period_s=cycle.period_s * plan.scale,
+                              cycle_offset_s=cycle.phase_s * plan.scale, limits_s=limits,
                               ranking=ranking, wall_scale=plan.scale, slurm_pass_s=pass_s,
                               slurm_pass_offset_s=pass_offset_s,
                               nets={i: j.net_sensitivity for i, j in enumerate(plan.jobs)},

@@ -42,26 +42,28 @@ class PaldOnSlurm:
 
     `limits_s`: per trace job index, the Slurm time limit pald reads as the job's remaining time
     (None: the job's own remaining work); `cycle_period_s`: pald's cycle in trace seconds
-    (`cycle_s` x the replay's time scale); `ranking`: the ranking pald ranked by (a replay measures it from noisy samples, so it bins
-    GPUs a little differently from the simulator's exact draw; the jobs still run at the draw);
-    `wall_scale`: trace seconds per wall second of a time-compressed replay; `slurm_pass_s`:
-    Slurm's scheduling pass in trace seconds (0: Slurm starts pald's jobs at once),
-    `slurm_pass_offset_s` its phase against the trace's start; `nets`: per trace job index, the
-network sensitivity its comment declares (None or absent: the simulator's class of its model).
-pald lives on the
-    wall clock: its times (now, submit times, time limits) are trace seconds / scale, and its
-    delay timers (`settings.delay_timers` over the placement's own) are wall seconds, so a
-    compressed replay stretches them by the scale: a medium job's 120 s wait for one node is
-    20 trace hours at 600x. The model decides on pald's clock, as pald does."""
+    (`cycle_s` x the replay's time scale), `cycle_offset_s` its phase against the trace's start
+    (pald cycles on the epoch clock, `daemon.cycle.until_next_tick`, so a replay knows it:
+    `replay.harness.pald_clock`); `ranking`: the ranking pald ranked by (a replay measures it
+    from noisy samples, so it bins GPUs a little differently from the simulator's exact draw;
+    the jobs still run at the draw); `wall_scale`: trace seconds per wall second of a
+    time-compressed replay; `slurm_pass_s`: Slurm's scheduling pass in trace seconds (0: Slurm
+    starts pald's jobs at once), `slurm_pass_offset_s` its phase against the trace's start;
+    `nets`: per trace job index, the network sensitivity its comment declares (None or absent:
+    the simulator's class of its model). pald lives on the wall clock: its times (now, submit
+    times, time limits) are trace seconds / scale, and its delay timers
+    (`settings.delay_timers` over the placement's own) are wall seconds, so a compressed replay
+    stretches them by the scale: a medium job's 120 s wait for one node is 20 trace hours at
+    600x. The model decides on pald's clock, as pald does."""
 
     def __init__(self, placement: str, cycle_period_s: float, limits_s: Mapping[int, float] | None = None,
                  settings: ServiceSettings | None = None, ranking: Ranking | None = None,
                  wall_scale: float = 1.0, slurm_pass_s: float = 0.0, slurm_pass_offset_s: float = 0.0,
-                 nets: Mapping[int, str] | None = None):
+                 nets: Mapping[int, str] | None = None, cycle_offset_s: float = 0.0):
         self.settings = replace(settings or ServiceSettings(), placement=placement)
         self.ranking = ranking  # pald's own (measured) ranking; None: the simulator's
         self.engine = Engine(self.settings.engine(), rng=random.Random(0))
-        self.cycle = Period(float(cycle_period_s))
+        self.cycle = Period(float(cycle_period_s), float(cycle_offset_s))
         self.slurm_pass = Period(float(slurm_pass_s), float(slurm_pass_offset_s))
         self.pinned: dict[JobId, tuple[int, ...]] = {}  # placed or released, not started by Slurm yet
         self.limits = dict(limits_s or {})

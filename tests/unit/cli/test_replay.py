@@ -15,7 +15,7 @@ def test_unknown_trace_is_a_clear_error():
 
 def test_each_arms_json_row_carries_what_its_prediction_was_made_from(tmp_path, monkeypatch):
     """The JSON row of an arm: Slurm's records summarised, the prediction, the measured inputs
-    of that prediction (launch cost, release latency, the lab's pass clock), and where the lab
+    of that prediction (launch cost, release latency, the lab's pass clock, pald's cycle), and where the lab
     ran a job otherwise than the model (the first such job: where a prediction miss starts)."""
     import json
 
@@ -31,7 +31,8 @@ def test_each_arms_json_row_carries_what_its_prediction_was_made_from(tmp_path, 
         jobs = [JobResult(j.name, 1, 10.0, 0.0, i * 10.0 + (late if i == 1 else 0.0), i * 10.0 + 5.0 + late,
                           1.0, 1.0, {"gpu01": (0,)}) for i, j in enumerate(plan.jobs)]
         return harness.ArmRun(arm, jobs, summary, work / "lab", 0.2, 0.15, None if arm == "stock" else 0.25,
-                              PassClock(phase_s=0.5, period_s=1.004))
+                              PassClock(phase_s=0.5, period_s=1.004),
+                              None if arm == "stock" else PassClock(phase_s=0.12, period_s=0.3))
 
     def fake_model(plan, run, seed, shape):
         outcomes = [JobOutcome(j.trace_job.job_id, 1, "x", 0.0, i * 10.0, 420.0 if i == 0 else 10.0, 5.0, 5.0,
@@ -46,6 +47,7 @@ def test_each_arms_json_row_carries_what_its_prediction_was_made_from(tmp_path, 
     assert r.exit_code == 0, r.output
     rows = {row["arm"]: row for row in json.loads(out.read_text())["results"]}
     assert rows["pal-fit"]["release_wall_s"] == 0.25 and rows["stock"]["release_wall_s"] is None
+    assert rows["pal-fit"]["pald_cycle_phase_s"] == 0.12 and rows["stock"]["pald_cycle_phase_s"] is None
     for row in rows.values():
         assert row["launch_wall_s"] == 0.15 and row["avg_jct_s"] == 100.0
         assert row["slurm_pass_phase_s"] == 0.5 and row["slurm_pass_period_s"] == 1.004

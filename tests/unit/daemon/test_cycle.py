@@ -1,4 +1,7 @@
-from pal_slurm.daemon.cycle import apply_releases, is_pal_held
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pal_slurm.daemon.cycle import apply_releases, is_pal_held, until_next_tick
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.engine import ManualClock
 
@@ -164,3 +167,18 @@ def test_a_sites_reserve_after_s_reaches_the_placement_through_palds_engine(tmp_
                  policy=PolicyConfig(placement="pal-fit", reserve_after_s=120.0))
     pald = Pald(cfg, None, FakeReader([node_info("gpu01")]), FakeActuator(), clock=ManualClock(100.0))
     assert pald.service.engine.context(view(), Ranking.uniform(16), 0.0).reserve_after_s == 120.0
+
+
+@given(now=st.floats(min_value=1.6e9, max_value=2.0e9), cycle=st.sampled_from([0.1, 0.3, 1.0, 5.0]))
+def test_cycles_run_at_the_multiples_of_cycle_s_on_the_epoch_clock(now, cycle):
+    delay = until_next_tick(now, cycle)
+    assert 0 < delay <= cycle + 1e-3
+    ticks = (now + delay) / cycle
+    assert abs(ticks - round(ticks)) * cycle < 1e-5  # at a multiple, whenever the last cycle ended
+
+
+def test_a_wake_up_a_hair_before_a_tick_does_not_run_that_tick_twice():
+    tick = 3_333_334 * 0.3  # a multiple of 0.3 s
+    assert until_next_tick(tick - 0.0005, 0.3) > 0.3  # the tick this wake-up stands for is done
+    assert abs(until_next_tick(tick - 0.05, 0.3) - 0.05) < 1e-6
+    assert abs(until_next_tick(tick + 0.01, 0.3) - 0.29) < 1e-6  # a cycle of 10 ms: the rest of it

@@ -39,23 +39,39 @@ def test_the_prediction_runs_slurms_passes_on_the_clock_the_lab_ran_them(arm):
     assert default[first] == pytest.approx(0.5 * 600)  # the replay's clock: the trace starts mid-interval
 
 
-def test_the_release_spread_predicts_a_pald_arm_at_each_latency_and_nothing_for_stock(tmp_path):
-    """Each point is the model with pald's release latency set to factor x the measured one
-    and everything else as measured: the point at 1.0 is the measured prediction itself, the
-    others are the model at their latency."""
+def test_the_phase_spread_predicts_a_pald_arm_at_each_phase_of_its_cycle_and_nothing_for_stock(tmp_path):
+    """Each point is the model with pald's cycle at one phase and everything else as measured:
+    the point at the measured phase is the measured prediction itself, the others are the
+    model with its cycle there."""
+    from pal_slurm.replay.ctldlog import PassClock
     from pal_slurm.replay.harness import ArmRun, LabShape
-    from pal_slurm.replay.predict import predict_measured, release_spread
+    from pal_slurm.replay.predict import cycle_phase_spread, predict_measured
 
     plan = plan_replay(bundled_trace("workload-3"), 600, 4, 64, jobs=20)  # jobs wait for pald's releases
     shape = LabShape()
-    run = ArmRun("pal-fit", [], None, tmp_path / "lab", 0.0, 0.1, release_wall_s=0.3)  # type: ignore[arg-type]
-    spread = release_spread(plan, run, 0, shape, [0.5, 1.0, 1.5])
-    assert [round(latency, 6) for latency, _ in spread] == [0.15, 0.3, 0.45]
+    cycle = PassClock(phase_s=0.2, period_s=0.8)
+    run = ArmRun("pal-fit", [], None, tmp_path / "lab", 0.0, 0.1, release_wall_s=0.3,  # type: ignore[arg-type]
+                 pald_cycle=cycle)
+    spread = cycle_phase_spread(plan, run, 0, shape, 4)
+    assert [round(phase, 6) for phase, _ in spread] == [0.0, 0.2, 0.4, 0.6]
     assert spread[1][1] == predict_measured(plan, run, 0, shape)
-    for latency, headline in spread:
+    for phase, headline in spread:
         direct = predicted_run(plan, "pal-fit", 0, 16, 4, 4, launch_s=0.1 * 600, cluster=shape.cluster(),
-                               cycle_s=latency)
+                               pald_cycle=PassClock(phase_s=phase, period_s=0.8))
         assert headline["avg_jct_s"] == pytest.approx(direct.summary()["avg_jct_s"])
-    assert spread[2][1]["avg_jct_s"] != spread[0][1]["avg_jct_s"]  # the latency is not ignored
+    assert len({round(h["avg_jct_s"], 3) for _, h in spread}) > 1  # the phase is not ignored
     stock = ArmRun("stock", [], None, tmp_path / "lab", 0.0, 0.1)  # type: ignore[arg-type]
-    assert release_spread(plan, stock, 0, shape, [0.5, 1.0]) == []
+    assert cycle_phase_spread(plan, stock, 0, shape, 4) == []
+
+
+def test_a_held_job_is_released_at_a_tick_of_palds_cycle_on_its_phase():
+    """pald's cycle at phase 0.2 of a 0.8-wall-s period (600x: ticks at 120 + k x 480 trace
+    s): every job pald held starts after a tick, and moving the phase moves its release."""
+    from pal_slurm.replay.ctldlog import PassClock
+
+    plan = plan_replay(bundled_trace("workload-3"), 600, 4, 64, jobs=20)
+    runs = {phase: predicted_run(plan, "pal-fit", 0, 16, 4, 4, pald_cycle=PassClock(phase_s=phase, period_s=0.8))
+            for phase in (0.2, 0.6)}
+    waited = {phase: sorted(o.first_start for o in run.jobs if o.first_start - o.submit > 600.0)
+              for phase, run in runs.items()}
+    assert waited[0.2] and waited[0.2] != waited[0.6]

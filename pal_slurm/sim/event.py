@@ -231,8 +231,9 @@ class _EventRun:
             self.last_t = t
             if not self.apply_events(t) or not self.active:
                 continue
-            if self.pol.traits.sticky and len(self.state.running) == len(self.active):
-                continue  # nothing to place and a sticky policy never moves running jobs
+            if self.decider is None and self.pol.traits.sticky and len(self.state.running) == len(self.active):
+                continue  # nothing to place and a sticky policy never moves running jobs (a decider
+                # hears every end: pald learns of one only at its next sync, sim.pald_on_slurm)
             self.schedule(t)
             if progress is not None:
                 progress(len(self.state.outcomes) / n_total)

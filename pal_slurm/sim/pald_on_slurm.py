@@ -70,6 +70,8 @@ class PaldOnSlurm:
         self.nets = dict(nets or {})
         self.scale = float(wall_scale)
         self.held: dict[JobId, JobRequest] = {}  # job id -> as pald saw it when held
+        self.running: dict[JobId, JobRequest] = {}  # running at the last call
+        self.ended: dict[JobId, tuple[float, JobRequest]] = {}  # ended since pald's last sync: (when, job)
         self.seen: set[JobId] = set()
         self.starts = {"placed": 0, "released": 0}
 
@@ -81,10 +83,11 @@ class PaldOnSlurm:
         ranking = self.ranking or ranking
         now_pald = now / self.scale  # pald's clock
         waiting = {j.job_id: j for j in jobs if not j.running_on}
-        running = [self.as_pald_sees(j, now) for j in jobs if j.running_on]
+        unseen = self.ended_since_sync(now, {j.job_id: j for j in jobs if j.running_on})
+        running = [self.as_pald_sees(j, now) for j in [*self.running.values(), *unseen]]
         self.held = {k: v for k, v in self.held.items() if k in waiting}
         launch: dict[JobId, tuple[int, ...]] = {}
-        free = set(view.free).difference(*self.pinned.values())
+        free = set(view.free).difference(*self.pinned.values(), *(j.running_on for j in unseen))
         # jobs pald pinned that Slurm has not started: to pald, running until their limit
         # (PlacementService.planning_running: for a placement that plans around running jobs)
         promises = self.engine.policy.traits.plans_around_running
@@ -115,7 +118,22 @@ class PaldOnSlurm:
         if not self.slurm_pass.is_tick(now):
             return RoundPlan(frozenset(), {})
         started, self.pinned = self.pinned, {}
+        self.running.update({k: waiting[k].started_on(gpus, now) for k, gpus in started.items()})
         return RoundPlan(frozenset(), started)
+
+    def ended_since_sync(self, now: float, running: dict[JobId, JobRequest]) -> list[JobRequest]:
+        """The jobs that ended after pald's last sync (its cycle's last tick at or before `now`):
+        pald still sees them running on their GPUs, so the hook does not place on them and the
+        cycle plans around them (`as_pald_sees`) until its next sync. The simulator calls a
+        decider at every job's end, so a job gone from `running` since the last call (running
+        then, or started by it) ended now. Keeps `running` for the next call."""
+        for job_id, job in self.running.items():
+            if job_id not in running:
+                self.ended[job_id] = (now, job)
+        self.running = running
+        synced = self.cycle.last_at_or_before(now)
+        self.ended = {k: v for k, v in self.ended.items() if v[0] > synced}
+        return [job for _, job in self.ended.values()]
 
     def next_wakeup(self, now: float) -> float | None:
         """pald's next cycle while it holds jobs, Slurm's next pass while jobs pald pinned wait

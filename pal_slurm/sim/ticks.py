@@ -29,3 +29,9 @@ class Period:
         if self.seconds <= 0:
             return None
         return (math.floor((now - self.offset) / self.seconds + 1e-9) + 1) * self.seconds + self.offset
+
+    def last_at_or_before(self, now: float) -> float:
+        """The latest tick at or before `now` (`now` itself when it acts at every event)."""
+        if self.seconds <= 0:
+            return now
+        return math.floor((now - self.offset) / self.seconds + 1e-9) * self.seconds + self.offset

@@ -114,3 +114,20 @@ def test_gpus_pald_pinned_for_slurm_s_next_pass_free_at_the_job_s_limit_not_neve
                                on_start=lambda t, j, g: seen.setdefault(j, (t, tuple(g))))
     assert seen[0][0] == seen[1][0] == 250.0
     assert seen[2][0] >= 350.0 and {g // 4 for g in seen[2][1]} == {seen[0][1][0] // 4}
+
+
+def test_the_hook_answers_from_palds_last_sync_so_gpus_freed_since_wait_for_the_next_cycle():
+    # A holds node 1 to 1000, B node 2 for long; C (4 GPUs) arrives at 1100. pald syncs at its
+    # cycle's ticks (900, 1200): at 1100 it still sees A running, so the hook holds C and the
+    # cycle at 1200 releases it. A pald that synced at every instant would have placed it at 1100.
+    trace = Trace("stale", (job(0, 0, 1000, 1, 4), job(1, 0, 50_000, 1, 4), job(2, 1100, 100, 1, 4)))
+
+    def run(decider):
+        seen: dict[int, float] = {}
+        EventSimulator(CONFIG).run(trace, "pal-fit", decider=decider, on_start=lambda t, j, g: seen.setdefault(j, t))
+        return seen
+
+    stale = PaldOnSlurm("pal-fit", cycle_period_s=300.0)
+    assert run(stale)[2] == 1200.0 and stale.starts == {"placed": 2, "released": 1}
+    assert run(PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=100.0))[2] == 1100.0  # synced at 1000
+    assert run(PaldOnSlurm("pal-fit", cycle_period_s=0.0))[2] == 1100.0

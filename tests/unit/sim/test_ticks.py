@@ -28,3 +28,12 @@ def test_the_next_tick_is_a_tick_later_than_now_by_at_most_one_period(seconds, p
     t = p.next_after(now)
     assert t is not None and now < t <= now + seconds * (1 + 1e-9) + 1e-6
     assert p.is_tick(t)
+
+
+@given(st.floats(1.0, 1e4), st.floats(0.0, 1.0), st.floats(0.0, 1e6))
+def test_the_last_tick_is_a_tick_at_or_before_now_within_one_period(seconds, phase, now):
+    p = Period(seconds, offset=phase * seconds)
+    t = p.last_at_or_before(now)
+    assert now - seconds * (1 + 1e-9) - 1e-6 <= t <= now + 1e-6
+    assert p.is_tick(t)
+    assert Period(0.0).last_at_or_before(now) == now  # every event is a tick

@@ -53,7 +53,7 @@ class DaemonConfig:
     """pald: the socket the submit hook talks to and its scheduling cycle."""
 
     socket: str = "/run/pal/pald.sock"  # unix socket, mode 0600, owned by slurm_user
-    cycle_s: float = 1.0  # seconds between scheduling cycles (deferred jobs, state sync)
+    cycle_s: float = 1.0  # seconds between scheduling cycles (deferred jobs, state sync), at its epoch multiples
     hook_timeout_ms: int = 150  # the submit hook's hard timeout when asking pald
     slurm_user: str = "slurm"  # SlurmUser: the only non-root peer allowed on the socket
     heartbeat_stale_s: float = 30.0  # pal-failsafe releases held jobs after this much silence

@@ -525,3 +525,34 @@ def test_a_held_job_s_reservation_is_logged_recorded_and_shown_once_until_its_no
     pald.service.planned = {}
     pald._note_planned_starts(202.0, set())
     assert said_before == 1 and pald.reserved_on == {}
+
+
+def test_palds_loop_runs_its_cycles_at_the_multiples_of_cycle_s_on_the_epoch_clock(tmp_path):
+    """Whatever a cycle costs (here 0-60 ms) and whenever pald started (here half a cycle past
+    a multiple), each cycle after the first starts at a multiple of cycle_s: the phase a
+    replay's prediction runs pald's cycle on (replay.harness.pald_clock). A loop that waited
+    out the rest of each cycle would keep the start's phase, 0.1 s past the multiples."""
+    cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "pald.sock"), heartbeat_file=str(tmp_path / "hb"),
+                                     cycle_s=0.2))
+    pald = Pald(cfg, None, FakeReader([node_info("gpu01")], ()), FakeActuator())
+    starts: list[float] = []
+
+    def cycle():
+        starts.append(time.time())
+        time.sleep(0.06 * (len(starts) % 2))
+
+    pald.sync_and_cycle = cycle  # type: ignore[method-assign]
+
+    async def main():
+        stop = asyncio.Event()
+        task = asyncio.create_task(pald.run_loops(stop))
+        await asyncio.sleep(1.5)
+        stop.set()
+        await task
+
+    time.sleep((0.1 - time.time() % 0.2) % 0.2)  # start 0.1 s past a multiple of 0.2
+    asyncio.run(main())
+    assert 0.05 < starts[0] % 0.2 < 0.15  # the first cycle at once, half a cycle off
+    assert len(starts) >= 6
+    late = [t % 0.2 for t in starts[1:]]
+    assert max(late) < 0.07, late

@@ -22,11 +22,11 @@ def until_next_tick(now_s: float, cycle_s: float) -> float:
     """Seconds from `now_s` (epoch seconds) to pald's next cycle: the cycles run at the multiples
     of `cycle_s` on the epoch clock, not `cycle_s` after the last one ended, so pald's cycle has
     one phase for its whole life (a loop that waits out the rest of each cycle drifts by each
-    wait's overshoot, about 0.1 s a minute at 0.3 s). What a cycle sees of a job that ended
-    tenths of a second before it turns on that phase; known, a replay's prediction runs the
-    cycles pald ran (replay.harness.pald_clock). A cycle that overran waits for the next
-    multiple; within a millisecond of a multiple counts as at it (a wake-up a hair early does
-    not run the same tick twice). Always > 0 for `cycle_s` > 0."""
+    wait's overshoot: tenths of a second within minutes in the replays). What a cycle sees of a
+    job that ended tenths of a second before it turns on that phase; known, a replay's
+    prediction runs the cycles pald ran (replay.harness.pald_clock). A cycle that overran waits
+    for the next multiple; within a millisecond of a multiple counts as at it (a wake-up a hair
+    early does not run the same tick twice). Always > 0 for `cycle_s` > 0."""
     if cycle_s <= 0:
         return 0.0
     left = cycle_s - (now_s % cycle_s)

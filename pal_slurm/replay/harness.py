@@ -297,7 +297,8 @@ def pald_clock(releases: list[float], t0: float, cycle_s: float) -> PassClock:
     decision later (tens of ms); the phase is taken where the releases landed, the moment the
     model's pald decides (what it sees of a job ending within that moment is the lab's draw).
     Without releases: the multiples of `cycle_s` themselves. (pald before the epoch clock
-    drifted, ~0.1 s a minute: its releases' mean phase is the best a single phase can be.)"""
+    drifted, tenths of a second within minutes: its releases' mean phase is the best a single
+    phase can be.)"""
     if not releases:
         return PassClock(phase_s=(-t0) % cycle_s, period_s=cycle_s)
     angles = [2.0 * math.pi * (((at - t0) % cycle_s) / cycle_s) for at in releases]

@@ -84,13 +84,18 @@ def test_metrics_are_consistent(arm):
 def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
     """Stock Slurm through the simulator's Slurm model, pal-slurm through its model of pald on
     Slurm (sim.pald_on_slurm) with what this run measured: Slurm's launch cost, pald's ranking
-    and the latency from a held job's GPUs coming free to pald releasing it (host load sets it)."""
-    from pal_slurm.replay.harness import LabShape
+    and its cycle (its period, and the phase its releases landed at: pald cycles on the epoch
+    clock); the latency from a held job's GPUs coming free to pald releasing it is reported."""
+    from pal_slurm.replay.harness import PALD_CYCLE_S, LabShape
     from pal_slurm.replay.predict import predict_measured
 
     assert 0.0 < arm.launch_wall_s < 10.0
     if arm.arm != "stock":
         assert arm.release_wall_s is not None and 0.0 <= arm.release_wall_s < 30.0
+        assert arm.pald_cycle is not None and arm.pald_cycle.period_s == PALD_CYCLE_S
+        assert 0.0 <= arm.pald_cycle.phase_s < PALD_CYCLE_S
+    else:
+        assert arm.pald_cycle is None
     # the lab's passes: bf_interval=1 plus each pass's own time; every arm's trace starts at the
     # same phase of them (harness._pass_aligned_start), the first pass half an interval in
     from pal_slurm.replay.harness import ALIGN_AFTER_PASS_S

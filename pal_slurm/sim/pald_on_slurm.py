@@ -14,11 +14,12 @@ every start is the backfill pass's, see sim.stock_slurm; pald counts their GPUs 
 meanwhile, and a placement that plans around running jobs sees them run until the job's limit,
 as pald sees its promises); Slurm's own scheduling (EASY backfill, its node
 choice) only decides jobs pald passes, and a replayed trace has none (every job asks a shape
-pald places). What this decider adds to the simulator's own loop is therefore what pald sees and
-when: the hook's held-job rule, the cycle's period (a held job starts at the first cycle after
-its GPUs free up, not at that instant), the jobs as Slurm shows them to pald (their time limit
-as remaining time, the comment's network sensitivity, `medium` when it names none) and pald's
-engine (no network model: the placements' tier penalties). The running jobs reach the engine
+pald places). What this decider adds to the simulator's own loop is therefore what pald sees
+and when: the hook's held-job rule, the cycle's period and phase (a held job starts at the
+first cycle after its GPUs free up, not at that instant), the view as of pald's last sync
+(between two cycles the hook still sees a job that has ended since as running), the jobs as
+Slurm shows them to pald (their time limit as remaining time, the comment's network
+sensitivity, `medium` when it names none) and pald's engine (no network model: the placements' tier penalties). The running jobs reach the engine
 as squeue shows them to pald: each with its time limit less the time it has run as what is
 left of it (what a finish-aware placement and backfill reservations plan with).
 """

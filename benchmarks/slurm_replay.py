@@ -86,10 +86,10 @@ def print_spread(rows: list[dict]) -> None:
     print(f"\n{'trace':12} {'jobs':>4} {'seed':>4} {'arm':8} {'replay':>6} {'point':>6} {'min':>6} {'mean':>6} "
           f"{'max':>6}  outcomes (ratio x share; makespan ratio)")
     for r in rows:
-        if not r.get("phase_spread"):
+        base = next((b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
+                     and b["time_scale"] == r["time_scale"] and b.get("tag") == r.get("tag")), None)
+        if not r.get("phase_spread") or base is None:
             continue
-        base = next(b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
-                    and b["time_scale"] == r["time_scale"] and b.get("tag") == r.get("tag"))
         ratios = [(x["avg_jct_s"] / base["predicted_avg_jct_s"], x["makespan_s"] / base["predicted_makespan_s"])
                   for x in r["phase_spread"]]
         outcomes: dict[float, list[float]] = {}
@@ -141,8 +141,12 @@ def main() -> int:
           f"{'makespan':>9} {'ratio':>6} {'pred':>6}")
     ratios: dict[tuple[float, str], list[float]] = {}
     for r in rows:
-        base = next(b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
-                    and b["time_scale"] == r["time_scale"])
+        base = next((b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
+                     and b["time_scale"] == r["time_scale"] and b.get("tag") == r.get("tag")), None)
+        if base is None:  # pald arms replayed alone (beside an earlier stock replay): no ratio here
+            print(f"{r['trace']:12} {r['time_scale']:6g} {r['arm']:8} {r['avg_jct_s'] / 3600:9.3f} {'-':>6} {'-':>6} "
+                  f"{'-':>6} {r['makespan_s'] / 3600:9.3f}  (no stock arm under --out: link one, --predict-only)")
+            continue
         jr = r["avg_jct_s"] / base["avg_jct_s"]
         jp = r["predicted_avg_jct_s"] / base["predicted_avg_jct_s"]
         mr = r["makespan_s"] / base["makespan_s"]

@@ -19,9 +19,10 @@ and when: the hook's held-job rule, the cycle's period and phase (a held job sta
 first cycle after its GPUs free up, not at that instant), the view as of pald's last sync
 (between two cycles the hook still sees a job that has ended since as running), the jobs as
 Slurm shows them to pald (their time limit as remaining time, the comment's network
-sensitivity, `medium` when it names none) and pald's engine (no network model: the placements' tier penalties). The running jobs reach the engine
-as squeue shows them to pald: each with its time limit less the time it has run as what is
-left of it (what a finish-aware placement and backfill reservations plan with).
+sensitivity, `medium` when it names none) and pald's engine (no network model: the placements'
+tier penalties). The running jobs reach the engine as squeue shows them to pald: each with its
+time limit less the time it has run as what is left of it (what a finish-aware placement and
+backfill reservations plan with).
 """
 
 from __future__ import annotations
@@ -84,8 +85,9 @@ class PaldOnSlurm:
         ranking = self.ranking or ranking
         now_pald = now / self.scale  # pald's clock
         waiting = {j.job_id: j for j in jobs if not j.running_on}
-        unseen = self.ended_since_sync(now, {j.job_id: j for j in jobs if j.running_on})
-        running = [self.as_pald_sees(j, now) for j in [*self.running.values(), *unseen]]
+        running_now = {j.job_id: j for j in jobs if j.running_on}
+        unseen = self.ended_since_sync(now, running_now)
+        running = [self.as_pald_sees(j, now) for j in [*running_now.values(), *unseen]]
         self.held = {k: v for k, v in self.held.items() if k in waiting}
         launch: dict[JobId, tuple[int, ...]] = {}
         free = set(view.free).difference(*self.pinned.values(), *(j.running_on for j in unseen))

@@ -229,11 +229,13 @@ class _EventRun:
             t = heap[0][0]
             self.busy_gpu_s += (G - len(self.free)) * (t - self.last_t)
             self.last_t = t
-            if not self.apply_events(t) or not self.active:
+            if not self.apply_events(t):
                 continue
-            if self.decider is None and self.pol.traits.sticky and len(self.state.running) == len(self.active):
+            if self.decider is None and (not self.active or (self.pol.traits.sticky
+                                                             and len(self.state.running) == len(self.active))):
                 continue  # nothing to place and a sticky policy never moves running jobs (a decider
-                # hears every end: pald learns of one only at its next sync, sim.pald_on_slurm)
+                # hears every end, the last one's too: pald learns of one only at its next sync,
+                # sim.pald_on_slurm, and a cluster gone idle must not hide it till the next job)
             self.schedule(t)
             if progress is not None:
                 progress(len(self.state.outcomes) / n_total)

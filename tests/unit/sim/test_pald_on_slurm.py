@@ -131,3 +131,16 @@ def test_the_hook_answers_from_palds_last_sync_so_gpus_freed_since_wait_for_the_
     assert run(stale)[2] == 1200.0 and stale.starts == {"placed": 2, "released": 1}
     assert run(PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=100.0))[2] == 1100.0  # synced at 1000
     assert run(PaldOnSlurm("pal-fit", cycle_period_s=0.0))[2] == 1100.0
+
+
+def test_an_end_that_leaves_the_cluster_idle_reaches_pald_at_its_next_sync_not_at_the_next_job():
+    # A (both nodes) ends at 1000 and nothing else runs or waits; B (both nodes) arrives at
+    # 1650, after pald's syncs at 1200 and 1500: pald saw A's end there, so the hook places B
+    # at once. A simulator that called the decider only while jobs were active told pald of A's
+    # end at 1650, as if it had just happened: pald held B until its cycle at 1800.
+    trace = Trace("idle", (job(0, 0, 1000, 2, 4), job(1, 1650, 100, 2, 4)))
+    seen: dict[int, float] = {}
+    pald = PaldOnSlurm("pal-fit", cycle_period_s=300.0)
+    EventSimulator(CONFIG).run(trace, "pal-fit", decider=pald, on_start=lambda t, j, g: seen.setdefault(j, t))
+    assert seen == {0: 0.0, 1: 1650.0}
+    assert pald.starts == {"placed": 2, "released": 0}

@@ -3,9 +3,9 @@ pald's cycle period and pald's clock, on a two-node cluster without variability 
 
 from dataclasses import replace
 
-from pal_slurm.model import JobRequest
+from pal_slurm.model import ClusterView, JobRequest, JobShape
 from pal_slurm.sim.event import EventConfig, EventSimulator
-from pal_slurm.sim.pald_on_slurm import PaldOnSlurm
+from pal_slurm.sim.pald_on_slurm import PaldOnSlurm, slurm_starts
 from pal_slurm.sim.trace import UNCLASSED, Trace, TraceJob
 
 from .builders import shaped_job
@@ -144,3 +144,26 @@ def test_an_end_that_leaves_the_cluster_idle_reaches_pald_at_its_next_sync_not_a
     EventSimulator(CONFIG).run(trace, "pal-fit", decider=pald, on_start=lambda t, j, g: seen.setdefault(j, t))
     assert seen == {0: 0.0, 1: 1650.0}
     assert pald.starts == {"placed": 2, "released": 0}
+
+
+def test_slurm_takes_the_lowest_free_slots_when_its_pass_starts_a_job_pald_pinned_to_nodes():
+    # A (1 GPU) runs on slot 0 of node 1 until 100. B (-N 2 --gres=gpu:3) arrives at 50: pald
+    # pins it to both nodes (slots 1-3 there, 0-2 on node 2: not the same slots, so Slurm picks
+    # them). Slurm's pass at 150 starts B after A ended, on the lowest free slots then: 0-2 on
+    # both nodes. The model used to start B on the slots Slurm would have taken at 50.
+    trace = Trace("slots", (job(0, 0, 100, 1, 1), job(1, 50, 1000, 2, 3)))
+    seen: dict[int, tuple[float, tuple[int, ...]]] = {}
+    EventSimulator(CONFIG).run(trace, "pal-fit", decider=PaldOnSlurm("pal-fit", cycle_period_s=0.0, slurm_pass_s=150.0),
+                               on_start=lambda t, j, g: seen.setdefault(j, (t, tuple(g))))
+    assert seen[0] == (0.0, (0,))
+    assert seen[1] == (150.0, (0, 1, 2, 4, 5, 6))
+
+
+def test_a_pinned_job_whose_bound_slot_an_earlier_job_took_at_the_pass_waits_for_the_next():
+    # A (-N 2 --gres=gpu:2, pinned to slots 1-2 and 0-1: Slurm picks) takes the lowest free
+    # slots at the pass, slot 0 of node 1 among them; B (1 GPU, bound to that slot) cannot start.
+    view = ClusterView.uniform(2, 4)
+    a = JobRequest(job_id=0, num_gpus=4, submit_time=0.0, shape=JobShape.on_nodes(2, 2))
+    b = JobRequest(job_id=1, num_gpus=1, submit_time=1.0, shape=JobShape.on_nodes(1, 1))
+    started = slurm_starts({1: (0,), 0: (1, 2, 4, 5)}, {0: a, 1: b}, view)
+    assert started == {0: (0, 1, 4, 5)}

@@ -8,8 +8,8 @@ On a Slurm site pald decides in two places, both through the one engine (pal_slu
 - pald's cycle, every `cycle_s`: the held jobs, in queue order, through `Engine.decide`.
 
 The jobs pald places or releases are pinned to the GPUs it chose (or, where it cannot bind the
-slots, to their nodes, where Slurm takes the lowest free slots: the engine already starts those),
-so Slurm starts them at its next scheduling pass (`slurm_pass_s`: on the replay's labs nearly
+slots, to their nodes, where Slurm takes the lowest slots free when its pass starts the job:
+`slurm_starts`), so Slurm starts them at its next scheduling pass (`slurm_pass_s`: on the replay's labs nearly
 every start is the backfill pass's, see sim.stock_slurm; pald counts their GPUs as taken
 meanwhile, and a placement that plans around running jobs sees them run until the job's limit,
 as pald sees its promises); Slurm's own scheduling (EASY backfill, its node

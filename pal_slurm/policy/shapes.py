@@ -66,13 +66,31 @@ def choice_of(gpu_ids: Sequence[int], cluster: ClusterView) -> ShapeChoice:
 def slurm_picks(gpu_ids: Sequence[int], cluster: ClusterView, free: Collection[int]) -> tuple[int, ...]:
     """The GPUs Slurm itself takes when a job is pinned only to the nodes of `gpu_ids` (it keeps
     its own per-node count): cons_tres gives it the lowest-index free GPUs of each node. `free`:
-    the GPUs free for this job (the job's own chosen GPUs count as free)."""
+    the GPUs free for this job (the job's own chosen GPUs count as free, so every node has
+    enough)."""
     chosen = set(gpu_ids)
+    picked = _lowest_on_nodes(chosen, cluster, lambda g: g in free or g in chosen)
+    return picked if picked is not None else tuple(sorted(chosen))
+
+
+def slurm_picks_at_start(gpu_ids: Sequence[int], cluster: ClusterView, free: Collection[int]) -> tuple[int, ...] | None:
+    """`slurm_picks` when Slurm's pass starts the job: the lowest of `free` (as the pass finds
+    them) on each node of `gpu_ids`, as many as there, or None when a node has too few (the job
+    waits for a later pass)."""
+    return _lowest_on_nodes(gpu_ids, cluster, free.__contains__)
+
+
+def _lowest_on_nodes(gpu_ids: Iterable[int], cluster: ClusterView, is_free: Callable[[int], bool]) -> tuple[int, ...] | None:
+    counts: dict[int, int] = {}
+    for g in gpu_ids:
+        node = cluster.gpus[g].node_index
+        counts[node] = counts.get(node, 0) + 1
     out: list[int] = []
-    for node in sorted({cluster.gpus[g].node_index for g in chosen}):
-        mine = [g for g in chosen if cluster.gpus[g].node_index == node]
-        lowest = [g for g in cluster.nodes[node].gpu_ids if g in free or g in chosen][:len(mine)]
-        out += lowest if len(lowest) == len(mine) else mine
+    for node, count in counts.items():
+        lowest = [g for g in cluster.nodes[node].gpu_ids if is_free(g)][:count]
+        if len(lowest) < count:
+            return None
+        out += lowest
     return tuple(sorted(out))
 
 

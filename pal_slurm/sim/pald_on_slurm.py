@@ -28,7 +28,6 @@ backfill reservations plan with).
 from __future__ import annotations
 
 import random
-from collections import Counter
 from dataclasses import replace
 from typing import Mapping, Sequence
 
@@ -36,7 +35,7 @@ from pal_slurm.daemon.service import ServiceSettings
 from pal_slurm.engine import Engine
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.decision import JobId
-from pal_slurm.policy.shapes import slurm_picks_slots
+from pal_slurm.policy.shapes import slurm_picks_at_start, slurm_picks_slots
 from pal_slurm.ranking import Ranking
 from pal_slurm.sim.ticks import Period
 
@@ -44,8 +43,8 @@ from pal_slurm.sim.ticks import Period
 def slurm_starts(pinned: Mapping[JobId, Sequence[int]], waiting: Mapping[JobId, JobRequest],
                  view: ClusterView) -> dict[JobId, tuple[int, ...]]:
     """The GPUs Slurm's pass starts the pinned jobs on, in submit order: pald's where it binds
-    the slots, else the lowest free slots of the pinned nodes at this pass (`shapes.slurm_picks`);
-    a job whose GPUs an earlier one in the pass took is not started (it stays pinned).
+    the slots, else the lowest free slots of the pinned nodes at this pass
+    (`shapes.slurm_picks_at_start`); a job that finds too few is not started (it stays pinned).
     Why at the pass: pald answered with Slurm's pick as of its answer, but Slurm picks when it
     starts the job, and a GPU freed in between is a lower free slot then (the lab's
     workload-4, seed 1: a 6-GPU job pinned to two nodes while a 1-GPU job held slot 2 of one
@@ -54,14 +53,12 @@ def slurm_starts(pinned: Mapping[JobId, Sequence[int]], waiting: Mapping[JobId, 
     free = set(view.free)
     out: dict[JobId, tuple[int, ...]] = {}
     for job_id in sorted(pinned, key=lambda k: (waiting[k].submit_time, str(k))):
-        gpus = tuple(pinned[job_id])
-        if slurm_picks_slots(waiting[job_id], gpus, view):
-            node_of = view.node_of
-            want = Counter(node_of[g] for g in gpus)
-            lowest = {nd: [g for g in view.nodes[nd].gpu_ids if g in free][:k] for nd, k in want.items()}
-            if all(len(lowest[nd]) == k for nd, k in want.items()):
-                gpus = tuple(sorted(g for got in lowest.values() for g in got))
-        if not free.issuperset(gpus):
+        gpus: tuple[int, ...] | None = tuple(pinned[job_id])
+        if slurm_picks_slots(waiting[job_id], pinned[job_id], view):
+            gpus = slurm_picks_at_start(pinned[job_id], view, free)
+        elif not free.issuperset(pinned[job_id]):
+            gpus = None
+        if gpus is None:
             continue
         out[job_id] = gpus
         free.difference_update(gpus)

@@ -56,18 +56,12 @@ def stack(tmp_path_factory, lab_factory):
     cfg = write_config(tmp / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf, heartbeat=tmp / "hb",
                        metrics_listen=f"127.0.0.1:{metrics_port}")
     pald = PaldProcess(cfg, sock, tmp / "pald.log").start()
-    prom_port = free_port_block(1)
-    (tmp / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"rule_files:\n  - {RULES}\n"
-        f"scrape_configs:\n  - job_name: pald\n    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n")
-    prom_log = open(tmp / "prometheus.log", "wb")
-    prom = subprocess.Popen(["prometheus", f"--config.file={tmp / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-                            stdout=prom_log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{prom_port}"
     try:
-        _wait(lambda: urllib.request.urlopen(f"{base}/-/ready", timeout=2).status == 200, 60, "prometheus ready")
+        prom, base = _start_prometheus(tmp, metrics_port)
+    except Exception:
+        pald.stop()
+        raise
+    try:
         yield lab, pald, base, cfg, db, metrics_port
     finally:
         prom.terminate()
@@ -75,8 +69,43 @@ def stack(tmp_path_factory, lab_factory):
             prom.wait(15)
         except subprocess.TimeoutExpired:
             prom.kill()
-        prom_log.close()
         pald.stop()
+
+
+def _start_prometheus(tmp, metrics_port: int, attempts: int = 2) -> tuple[subprocess.Popen, str]:
+    """A Prometheus server scraping pald every second, ready, and its URL. A server that exits
+    before it is ready (its port taken meanwhile) is started again on another port; one that
+    fails or is not ready in 120 s fails the test with the end of its own log (a full suite in
+    the Debian 13 root once waited 60 s for it in vain, and its log was lost with the root)."""
+    (tmp / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files:\n  - {RULES}\n"
+        f"scrape_configs:\n  - job_name: pald\n    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n")
+    attempt = 0
+    while True:
+        attempt += 1
+        prom_port = free_port_block(1)
+        log_path = tmp / f"prometheus-{attempt}.log"
+        with open(log_path, "wb") as prom_log:
+            prom = subprocess.Popen(["prometheus", f"--config.file={tmp / 'prometheus.yml'}",
+                                     f"--storage.tsdb.path={tmp / f'tsdb-{attempt}'}",
+                                     f"--web.listen-address=127.0.0.1:{prom_port}"],
+                                    stdout=prom_log, stderr=subprocess.STDOUT, start_new_session=True)
+        base = f"http://127.0.0.1:{prom_port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and prom.poll() is None:
+            try:
+                if urllib.request.urlopen(f"{base}/-/ready", timeout=2).status == 200:
+                    return prom, base
+            except OSError:
+                pass  # not up yet
+            time.sleep(0.5)
+        tail = log_path.read_text(errors="replace")[-2000:]
+        if prom.poll() is None:
+            prom.kill()
+            raise AssertionError(f"prometheus not ready in 120 s on port {prom_port}; its log ends:\n{tail}")
+        if attempt == attempts:
+            raise AssertionError(f"prometheus exited ({prom.returncode}) before it was ready; its log ends:\n{tail}")
 
 
 def _wait(check, timeout, what):

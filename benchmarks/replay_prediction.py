@@ -20,6 +20,9 @@ how much the outcome of a compressed replay hangs on sub-second timing; `--expla
 arm ran them (start-finish, trace hours) and their run time's stretch over the job's ideal.
 `--scale` takes several scales (a table each): how much the time compression decides, with
 `--launch-wall-s`, Slurm's launch cost in wall seconds (as on a lab: the same at every scale).
+`--limits-as-scale L` rounds the time limits as a replay at L would (one wall minute at least:
+2.5 trace hours at 150) whatever `--scale` is: with `--scale 5` (a pass 5 trace s, pald's cycle
+1.5, a launch 0.7: a site's timing) it tells what the limits decide from what the timing does.
 """
 
 from __future__ import annotations
@@ -42,22 +45,24 @@ NODES, GPUS_PER_NODE, NODES_PER_LEAF = 16, 4, 4  # the replay's lab cluster
 
 
 def predicted_runs(trace: str, arm: str, seed: int, jobs: int, scale: float, launch_s: float,
-                   slurm_pass: PassClock | None = None):
+                   slurm_pass: PassClock | None = None, limit_scale: float | None = None):
     """(stock's run, the arm's run) as the replay predicts them (`slurm_pass`: the passes'
-    clock, default the one a replay aligns its first job to)."""
-    plan = plan_replay(bundled_trace(trace), scale, GPUS_PER_NODE, NODES * GPUS_PER_NODE, jobs=jobs)
+    clock, default the one a replay aligns its first job to; `limit_scale`: time limits rounded
+    to whole wall minutes at that scale, default `scale`'s own)."""
+    plan = plan_replay(bundled_trace(trace), scale, GPUS_PER_NODE, NODES * GPUS_PER_NODE, jobs=jobs,
+                       limit_scale=limit_scale)
     return tuple(predicted_run(plan, a, seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF, launch_s=launch_s,
                                slurm_pass=slurm_pass)
                  for a in ("stock", arm))
 
 
 def phase_spread(trace: str, arm: str, seed: int, jobs: int, scale: float, launch_s: float,
-                 phases: int) -> list[float]:
+                 phases: int, limit_scale: float | None = None) -> list[float]:
     """The arm's avg JCT over stock's at `phases` pass phases spread over one bf_interval."""
     out = []
     for k in range(phases):
         clock = PassClock(phase_s=(k + 0.5) / phases * BF_INTERVAL_S, period_s=BF_INTERVAL_S)
-        stock, arm_run = predicted_runs(trace, arm, seed, jobs, scale, launch_s, clock)
+        stock, arm_run = predicted_runs(trace, arm, seed, jobs, scale, launch_s, clock, limit_scale)
         out.append(arm_run.summary()["avg_jct_s"] / stock.summary()["avg_jct_s"])
     return out
 
@@ -72,6 +77,9 @@ def main() -> None:
     ap.add_argument("--launch-s", type=float, default=60.0, help="Slurm's launch cost, trace seconds")
     ap.add_argument("--launch-wall-s", type=float, default=None,
                     help="Slurm's launch cost in wall seconds (x each scale; overrides --launch-s)")
+    ap.add_argument("--limits-as-scale", type=float, default=None, metavar="L",
+                    help="round time limits to whole wall minutes as a replay at scale L would (default: each "
+                         "--scale's own): a site's time scale with a compressed replay's limits")
     ap.add_argument("--explain", type=int, default=0, metavar="K")
     ap.add_argument("--phases", type=int, default=0, metavar="K",
                     help="predict at K phases of Slurm's passes and print the ratio's min/mean/max")
@@ -91,18 +99,20 @@ def print_phases(args, scale: float, launch_s: float) -> None:
     print(f"{'seed':>4s} {'trace':12s} {'min':>6s} {'mean':>6s} {'max':>6s}  per phase")
     for seed in (int(s) for s in args.seeds.split(",")):
         for trace in args.traces.split(","):
-            rs = phase_spread(trace, args.arm, seed, args.jobs, scale, launch_s, args.phases)
+            rs = phase_spread(trace, args.arm, seed, args.jobs, scale, launch_s, args.phases, args.limits_as_scale)
             print(f"{seed:4d} {trace:12s} {min(rs):6.3f} {sum(rs) / len(rs):6.3f} {max(rs):6.3f}  "
                   + " ".join(f"{r:.3f}" for r in rs), flush=True)
 
 
 def print_predictions(args, scale: float, launch_s: float) -> None:
     ratios = []
-    print(f"{args.arm} / stock, predicted ({args.jobs} jobs, scale {scale:g}, 16x4, 4 nodes per leaf)")
+    limits = "" if args.limits_as_scale is None else f", limits as at scale {args.limits_as_scale:g}"
+    print(f"{args.arm} / stock, predicted ({args.jobs} jobs, scale {scale:g}{limits}, 16x4, 4 nodes per leaf)")
     print(f"{'seed':>4s} {'trace':12s} {'stock avg JCT h':>15s} {'arm avg JCT h':>13s} {'JCT ratio':>9s} {'makespan ratio':>14s}")
     for seed in (int(s) for s in args.seeds.split(",")):
         for trace in args.traces.split(","):
-            stock, arm = predicted_runs(trace, args.arm, seed, args.jobs, scale, launch_s)
+            stock, arm = predicted_runs(trace, args.arm, seed, args.jobs, scale, launch_s,
+                                        limit_scale=args.limits_as_scale)
             s, a = stock.summary(), arm.summary()
             r, m = a["avg_jct_s"] / s["avg_jct_s"], a["makespan_s"] / s["makespan_s"]
             ratios.append(r)

@@ -7,6 +7,8 @@ Time limits. Slurm's backfill needs one per job and stores it in whole minutes o
 so a job's limit is `LIMIT_FACTOR x ideal runtime` (a user's estimate with headroom for slow
 GPUs and the network) rounded UP to whole wall minutes (at least one); the limit in trace
 seconds is that many minutes x 60 x scale, and the simulator must use exactly that value.
+A plan for the model alone may round limits at another scale (`limit_scale`): a site's time
+scale with a compressed replay's coarse limits, to tell the two effects apart (issue 12).
 Slurm never kills a job at its limit (the lab runs with OverTimeLimit=UNLIMITED): a replay
 measures where jobs ran, not how a site's limits bite.
 
@@ -66,6 +68,7 @@ class ReplayJob:
     limit_minutes: int  # Slurm --time (wall minutes)
     scale: float
     net_sensitivity: str = "medium"  # the comment's net= (its model's spread factor: declared_net)
+    limit_scale: float | None = None  # the scale whose wall minutes count limit_minutes (None: scale)
 
     @property
     def name(self) -> str:
@@ -78,13 +81,16 @@ class ReplayJob:
     @property
     def limit_s(self) -> float:
         """The time limit in trace seconds (what the simulator uses)."""
-        return self.limit_minutes * 60.0 * self.scale
+        return self.limit_minutes * 60.0 * (self.scale if self.limit_scale is None else self.limit_scale)
 
     @property
     def submit_wall(self) -> float:
         return self.submit_s / self.scale
 
     def sbatch_args(self) -> list[str]:
+        if self.limit_scale not in (None, self.scale):
+            raise PlanError(f"job {self.trace_job.job_id}: its limit is rounded at scale {self.limit_scale:g}, not the "
+                            f"replay's {self.scale:g}; such a plan is for the model only")
         return [f"--job-name={self.name}", f"--nodes={self.shape.nodes}",
                 f"--gres=gpu:{self.shape.per_node}", f"--time={self.limit_minutes}",
                 f"--comment=pal:class={self.perf_class},net={self.net_sensitivity}"]
@@ -103,11 +109,12 @@ class ReplayPlan:
 
 def plan_replay(trace: Trace, scale: float, gpus_per_node: int, total_gpus: int,
                 jobs: int | None = None, classes: AppClassMap | None = None,
-                network: NetworkModel | None = None) -> ReplayPlan:
+                network: NetworkModel | None = None, limit_scale: float | None = None) -> ReplayPlan:
     """The first `jobs` jobs of `trace` (all when None), submission times relative to the first.
-    `network`: the model whose spread factors the comments declare (default: the simulator's)."""
-    if scale <= 0:
-        raise PlanError(f"time scale must be > 0, not {scale}")
+    `network`: the model whose spread factors the comments declare (default: the simulator's).
+    `limit_scale`: round time limits to whole wall minutes at this scale instead (model only)."""
+    if scale <= 0 or (limit_scale is not None and limit_scale <= 0):
+        raise PlanError(f"time scale must be > 0, not {scale if scale <= 0 else limit_scale}")
     chosen = list(trace.jobs[:jobs] if jobs else trace.jobs)
     if not chosen:
         raise PlanError(f"{trace.name}: no jobs to replay")
@@ -122,8 +129,8 @@ def plan_replay(trace: Trace, scale: float, gpus_per_node: int, total_gpus: int,
         if j.model not in sensitivity:
             sensitivity[j.model] = declared_net(network, j.model)
         out.append(ReplayJob(j, classes.class_of(j.model), slurm_shape(j.num_gpus, gpus_per_node),
-                             j.submit_time - t0, time_limit_minutes(j.ideal_runtime, scale), scale,
-                             sensitivity[j.model]))
+                             j.submit_time - t0, time_limit_minutes(j.ideal_runtime, limit_scale or scale), scale,
+                             sensitivity[j.model], limit_scale))
     return ReplayPlan(trace.name, scale, tuple(out))
 
 

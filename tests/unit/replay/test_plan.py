@@ -44,6 +44,18 @@ def test_plan_orders_by_submission_and_compresses_times():
     assert "--nodes=2" in job.sbatch_args() and "--gres=gpu:3" in job.sbatch_args()
 
 
+def test_a_model_only_plan_rounds_limits_at_another_scale_and_cannot_be_submitted():
+    # a 100-s job at scale 5 asks for 1 wall minute (300 trace s); rounded as at 150, 9,000 trace s
+    tight, coarse = (plan_replay(_trace(), 5.0, 4, 64, jobs=2, limit_scale=s).jobs[0] for s in (None, 150.0))
+    assert tight.limit_s == 300.0 and coarse.limit_s == 9000.0
+    assert coarse.submit_s == tight.submit_s and coarse.scale == 5.0
+    with pytest.raises(PlanError, match="for the model only"):
+        coarse.sbatch_args()
+    assert plan_replay(_trace(), 5.0, 4, 64, jobs=2, limit_scale=5.0).jobs[0].sbatch_args() == tight.sbatch_args()
+    with pytest.raises(PlanError, match="must be > 0"):
+        plan_replay(_trace(), 5.0, 4, 64, limit_scale=0.0)
+
+
 def test_each_comment_declares_its_model_s_spread_factor_in_the_simulator_s_class():
     net = NetworkModel()
     trace = Trace("t", tuple(TraceJob(i, 8, float(i), 100.0, m) for i, m in enumerate(("DCGAN", "BERT", "vgg19"))))

@@ -743,8 +743,10 @@ def restore_the_store(rig: Rig, work: Workload) -> None:
     13 under load). Slurm 24.11 showed a job no longer COMPLETING while its epilog had not yet
     spooled (the same job 66, twice in three runs on a quiet machine), so the wait is for what
     the check reads: every job's epilog samples in the spool (bounded: a lost sample still
-    fails the check). Each wait has its own bound: with one for both, a slow COMPLETING phase
-    left a late epilog (job 72, Debian 13 root, once in a full run) no time to be seen."""
+    fails the check). Each wait has its own bound: they shared one 60 s when job 72's epilog
+    samples were not seen (Debian 13 root, once in a full run; the rig was gone, so whether its
+    epilog was late or lost is not known: a failure now says how long the wait took, which jobs
+    it still lacked and how epilog.log ends)."""
     started = time.monotonic()
     deadline = started + 60
     while rig.slurm("squeue", "-h", "-t", "CG", "-o", "%i").stdout.strip() and time.monotonic() < deadline:

@@ -757,7 +757,8 @@ def restore_the_store(rig: Rig, work: Workload) -> None:
     while time.monotonic() < deadline:
         try:
             epilogs = {smp.job_id for smp in spooled_samples(rig) if smp.kind == KIND_WALLTIME}
-        except ValueError:  # a line being written: read again
+        except ValueError:  # a line being written: read again (keeping the last full read)
+            time.sleep(0.2)
             continue
         if jobs <= epilogs:
             break

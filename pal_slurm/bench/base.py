@@ -73,6 +73,11 @@ class Backend(Protocol):
 
     def available(self) -> Availability: ...
 
+    def prepare(self, gpus: Sequence[GpuTarget]) -> None:
+        """Ready what `sample` needs for these GPUs (imports, CUDA, a load), so that the hook
+        can tell a backend's start from its measuring time and fit the latter to its deadline."""
+        ...
+
     def sample(
         self, gpus: Sequence[GpuTarget], perf_class: str, duration_s: float
     ) -> list[Sample]: ...

@@ -119,10 +119,35 @@ def job_class(ctx: HookContext) -> str:
     return AppClassMap(default=ctx.settings.default_class).class_of(name)
 
 
+#: of the hook's deadline, kept after measuring for the store (and the spool behind it)
+STORE_RESERVE_S = 1.5
+
+
+def measuring_time(ctx: HookContext, now: float) -> float:
+    """profiling.duration_s, cut to what the deadline leaves once the store has its share.
+
+    Why: a backend's start is not part of duration_s (on an H200, importing torch and starting
+    CUDA took ~3 s of the default 5), so a full-length measurement could leave the store too
+    little time and the samples went to the spool.
+    """
+    want = ctx.settings.duration_s
+    if ctx.deadline is None:
+        return want
+    return max(0.0, min(want, ctx.deadline - now - STORE_RESERVE_S))
+
+
 def measure(ctx: HookContext, gpus: Sequence[int], perf_class: str) -> list[Sample]:
     targets = [GpuTarget(ctx.node, slot) for slot in gpus]
+    started = time.monotonic()
     backend = (ctx.backend or _default_backend)(ctx.settings, ctx.job_id)
-    samples = backend.sample(targets, perf_class, ctx.settings.duration_s)
+    backend.prepare(targets)
+    ready = time.monotonic()
+    duration = measuring_time(ctx, ready)
+    samples = backend.sample(targets, perf_class, duration)
+    log.info("%s backend ready in %.2f s, measured %d GPU(s) in %.2f s%s", backend.name, ready - started,
+             len(targets), time.monotonic() - ready,
+             "" if duration >= ctx.settings.duration_s else
+             f" (for {duration:.2f} s, not duration_s {ctx.settings.duration_s:g}: the deadline)")
     if backend.name != "replay":  # replayed runs are not disturbed by this host's load
         probe = ctx.busy or BusyProbe(max_load_per_cpu=ctx.settings.max_load_per_cpu)
         samples = flag_busy(samples, probe.host_reason())
@@ -162,6 +187,7 @@ def deliver(ctx: HookContext, samples: Sequence[Sample]) -> str:
             break  # out of time: abandon the store call, spool
         stored.wait(0.05 if left is None else min(0.05, left))
     if stored.is_set():
+        log.info("stored %d sample(s) in %.2f s", len(samples), time.monotonic() - started)
         if ctx.deadline is not None:  # let the spool drain finish while there is time
             worker.join(max(0.0, ctx.deadline - time.monotonic() - 0.1))
         return "stored"

@@ -7,8 +7,14 @@ slower by roughly that ratio for compute-bound work. So the score is a *proxy*:
     value = max SM clock / observed (median) SM clock     (1.0 = full speed, > 1 slower)
 
 It ignores memory-bound slowdowns and per-chip differences at equal clocks (the kernel backend
-measures those). Telemetry is polled over `duration_s` while whatever runs on the GPU (the job
-just starting, or an optional `load` callable such as the kernel backend's matmul) loads it.
+measures those). Telemetry is polled over `duration_s` while the optional `load` callable (the
+kernel backend's matmul, `kernel.matmul_load`, wherever torch or cupy is importable) runs on the
+GPUs. Only polls that saw the GPU working count (utilization above 0, or where NVML cannot tell
+that, no `GpuIdle` clock reason): an idle GPU drops to its idle clock (345 of 1980 MHz on an
+H200, a "slowness" of 5.7) or keeps its last clock, and neither says how fast it is. Slurm runs
+the prolog before the job's tasks, so nothing loads the GPU there but `load`. A sample with no
+working poll keeps its telemetry, has the neutral value 1.0 and is flagged (`busy`, reason
+`idle: ...`): ranking ignores it unless a GPU has nothing else.
 Everything else NVML knows that matters for variability is recorded in `metrics`: memory clock
 vs max, power vs limit, temperature, throttle reasons decoded to names, uncorrected ECC errors
 and remapped rows. A query the GPU does not support is None, never a failure.
@@ -26,9 +32,10 @@ from typing import Callable, Sequence
 from pal_slurm.bench.base import Availability, GpuTarget, NoGpuAvailable, Sample, Unavailable
 from pal_slurm.bench.busy import gpu_process_reason
 
+GPU_IDLE = 0x1  # nvmlClocksEventReasonGpuIdle: nothing runs on the GPU
 #: NVML clock event ("throttle") reason bits -> names (nvml.h, nvmlClocksEventReason*)
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
-    (0x1, "GpuIdle"),
+    (GPU_IDLE, "GpuIdle"),
     (0x2, "ApplicationsClocksSetting"),
     (0x4, "SwPowerCap"),
     (0x8, "HwSlowdown"),
@@ -38,6 +45,10 @@ THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
     (0x80, "HwPowerBrakeSlowdown"),
     (0x100, "DisplayClockSetting"),
 )
+
+
+#: why a sample with no working poll is flagged (ranking ignores it unless a GPU has nothing else)
+IDLE_REASON = "idle: nothing ran on the GPU while NVML polled it (the clock proxy needs a load)"
 
 
 def decode_throttle(mask: int | None) -> tuple[str, ...]:
@@ -69,8 +80,10 @@ def _load_pynvml():
 class NvmlBackend:
     """Samples NVML telemetry per GPU (see module docstring).
 
-    `loader` returns the pynvml module (tests inject a fake); `load` optionally runs a workload
-    on the GPUs while telemetry is polled; `poll_s` is the polling interval.
+    `loader` returns the pynvml module (tests inject a fake); `load`, given the GPUs, readies a
+    workload on them (imports, allocations, a warm-up: before polling starts, so it costs no
+    polls) and returns what runs it for N seconds beside the polls; a load that cannot start
+    leaves the GPUs idle, and the samples say so. `poll_s` is the polling interval.
     """
 
     name = "nvml"
@@ -78,7 +91,7 @@ class NvmlBackend:
     def __init__(
         self,
         loader: Callable[[], object] = _load_pynvml,
-        load: Callable[[Sequence[GpuTarget], float], object] | None = None,
+        load: Callable[[Sequence[GpuTarget]], Callable[[float], object]] | None = None,
         poll_s: float = 0.1,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
@@ -88,6 +101,7 @@ class NvmlBackend:
         self._poll_s = poll_s
         self._clock = clock
         self._sleep = sleep
+        self._prepared: tuple[tuple[GpuTarget, ...], Callable[[float], object] | None] | None = None
 
     # ---- availability -----------------------------------------------------------------
     def _module(self):
@@ -132,6 +146,10 @@ class NvmlBackend:
             _shutdown(nv)
 
     # ---- sampling ---------------------------------------------------------------------
+    def prepare(self, gpus: Sequence[GpuTarget]) -> None:
+        """Ready the load (torch/cupy import, CUDA, a warm-up) for the next `sample` of these GPUs."""
+        self._prepared = (tuple(gpus), self._ready_load(gpus))
+
     def sample(self, gpus: Sequence[GpuTarget], perf_class: str, duration_s: float = 1.0) -> list[Sample]:
         nv = self._module()
         self._init(nv)
@@ -145,8 +163,10 @@ class NvmlBackend:
                     raise NoGpuAvailable(f"nvml: GPU index {g.index} on {g.node} not visible ({count} GPUs)")
                 handles[g] = nv.nvmlDeviceGetHandleByIndex(g.index)
             loader = None
-            if self._load is not None:
-                loader = threading.Thread(target=self._load, args=(gpus, duration_s), daemon=True)
+            prepared, self._prepared = self._prepared, None
+            run_load = prepared[1] if prepared and prepared[0] == tuple(gpus) else self._ready_load(gpus)
+            if run_load is not None:
+                loader = threading.Thread(target=run_load, args=(duration_s,), daemon=True)
                 loader.start()
             polls: dict[GpuTarget, list[dict]] = {g: [] for g in gpus}
             deadline = self._clock() + max(duration_s, 0.0)
@@ -159,13 +179,22 @@ class NvmlBackend:
             if loader is not None:
                 loader.join(timeout=max(duration_s, 0.0) + 5.0)
             now = self._clock()
-            return [self._summarise(nv, g, handles[g], polls[g], perf_class, now) for g in gpus]
+            return [self._summarise(nv, g, handles[g], polls[g], perf_class, now, loader is not None) for g in gpus]
         finally:
             _shutdown(nv)
 
-    def _summarise(self, nv, g: GpuTarget, h, polls: list[dict], perf_class: str, now: float) -> Sample:
-        def med(key):
-            vals = [p[key] for p in polls if p.get(key) is not None]
+    def _ready_load(self, gpus: Sequence[GpuTarget]) -> Callable[[float], object] | None:
+        if self._load is None:
+            return None
+        try:
+            return self._load(gpus)
+        except Exception:  # noqa: BLE001 - no load (no torch/cupy, a CUDA error): idle polls flag it
+            return None
+
+    def _summarise(self, nv, g: GpuTarget, h, polls: list[dict], perf_class: str, now: float,
+                   loaded: bool) -> Sample:
+        def med(key, among=polls):
+            vals = [p[key] for p in among if p.get(key) is not None]
             return statistics.median(vals) if vals else None
 
         def peak(key):
@@ -175,10 +204,11 @@ class NvmlBackend:
         mask = 0
         for p in polls:
             mask |= p.get("throttle") or 0
+        working = [p for p in polls if _working(p)]
         max_sm = _opt(nv, nv.nvmlDeviceGetMaxClockInfo, h, getattr(nv, "NVML_CLOCK_SM", 1))
         max_mem = _opt(nv, nv.nvmlDeviceGetMaxClockInfo, h, getattr(nv, "NVML_CLOCK_MEM", 2))
         limit_mw = _opt(nv, nv.nvmlDeviceGetEnforcedPowerLimit, h)
-        sm = med("sm_mhz")
+        sm = med("sm_mhz", working or polls)
         power_mw = med("power_mw")
         uuid = g.uuid or _text(_opt(nv, nv.nvmlDeviceGetUUID, h))
         ecc = _opt(
@@ -203,15 +233,20 @@ class NvmlBackend:
             "ecc_uncorrected": None if ecc is None else int(ecc),
             "remapped_rows_uncorrectable": None if remapped is None else int(remapped[1]),
             "remap_pending": None if remapped is None else bool(remapped[2]),
+            "gpu_util_pct": med("util_pct"),
             "polls": len(polls),
+            "working_polls": len(working),
+            "load": loaded,  # our load ran beside the polls
         }
         reason = gpu_process_reason((getattr(p, "pid", -1) for p in procs), (os.getpid(),))
+        if not working and not reason:
+            reason = IDLE_REASON
         return Sample(
             node=g.node,
             slot=g.slot,
             perf_class=perf_class,
             backend=self.name,
-            value=clock_slowdown(max_sm, sm),
+            value=clock_slowdown(max_sm, sm) if working else 1.0,
             higher_is_better=False,
             metrics=metrics,
             uuid=uuid,
@@ -245,7 +280,20 @@ def _poll(nv, h) -> dict:
         "power_mw": _opt(nv, nv.nvmlDeviceGetPowerUsage, h),
         "temp_c": _opt(nv, nv.nvmlDeviceGetTemperature, h, getattr(nv, "NVML_TEMPERATURE_GPU", 0)),
         "throttle": _opt(nv, throttle_fn, h),
+        "util_pct": _utilization(nv, h),
     }
+
+
+def _working(poll: dict) -> bool:
+    """Did this poll see the GPU at work? Utilization when NVML gives it, else no GpuIdle reason."""
+    if poll.get("util_pct") is not None:
+        return poll["util_pct"] > 0
+    return not (poll.get("throttle") or 0) & GPU_IDLE
+
+
+def _utilization(nv, h) -> int | None:
+    rates = _opt(nv, getattr(nv, "nvmlDeviceGetUtilizationRates", None), h)
+    return None if rates is None else int(getattr(rates, "gpu", 0))
 
 
 def _shutdown(nv) -> None:

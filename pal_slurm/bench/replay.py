@@ -109,6 +109,9 @@ class ReplayBackend:
         random.Random(_digest(self.seed, perf_class, g.node, g.slot, "perm")).shuffle(order)
         return order[int(draw_key) % n]
 
+    def prepare(self, gpus: Sequence[GpuTarget]) -> None:
+        """Nothing to start: replayed runs need no GPU."""
+
     def sample(self, gpus: Sequence[GpuTarget], perf_class: str, duration_s: float = 0.0) -> list[Sample]:
         """One replayed run per GPU; draws differ per call (or per nonce) but repeat per seed."""
         # draws count per class: interleaving classes must not skip runs of any one class

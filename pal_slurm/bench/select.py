@@ -1,7 +1,8 @@
 """Choose a backend by name or by what this host offers.
 
 auto: `kernel` when torch/cupy is importable and sees a GPU (it measures what jobs feel), else
-`nvml` when NVML initialises and sees a GPU (clock telemetry, a proxy), else NoGpuAvailable
+`nvml` when NVML initialises and sees a GPU (clock telemetry, a proxy, under the kernel's matmul
+where one can run, else of an idle GPU, which its samples flag), else NoGpuAvailable
 with every backend's reason. `replay` is never chosen automatically: replayed profiles on a
 real cluster would be wrong data, so it must be asked for by name.
 """
@@ -18,14 +19,14 @@ AUTO_ORDER = ("kernel", "nvml")
 
 def _default_factories(seed: int, nonce: object | None, slowdown: str,
                        cluster: str = "") -> dict[str, Callable[[], Backend]]:
-    from pal_slurm.bench.kernel import KernelBackend
+    from pal_slurm.bench.kernel import KernelBackend, MatmulLoad
     from pal_slurm.bench.nvml import NvmlBackend
     from pal_slurm.bench.replay import ReplayBackend
     from pal_slurm.config import parse_replay_cluster, parse_slowdowns
 
     return {
         "kernel": KernelBackend,
-        "nvml": NvmlBackend,
+        "nvml": lambda: NvmlBackend(load=MatmulLoad()),
         "replay": lambda: ReplayBackend(seed=seed, nonce=nonce, slowdown=parse_slowdowns(slowdown),
                                         cluster=parse_replay_cluster(cluster)),
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pal_slurm.store import migrate
 from pal_slurm.store.engine import make_engine
 from pal_slurm.store.memory import MemoryRepository
 from pal_slurm.store.repository import Repository
@@ -25,7 +24,9 @@ def open_store(url: str, *, upgrade: bool = True) -> Repository:
     engine = make_engine(url, create=upgrade)
     repo = SqlRepository(engine)  # before the first connection: it tracks them all
     try:
-        if upgrade:
+        if upgrade:  # Alembic is imported only here: the prolog's sink never migrates
+            from pal_slurm.store import migrate
+
             migrate.upgrade(engine)
     except BaseException:
         engine.dispose()

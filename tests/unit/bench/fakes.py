@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import types
 
 
@@ -23,7 +24,8 @@ class FakeLibraryNotFound(FakeNVMLError):
 
 def make_pynvml(gpus, init_error=None, unsupported=()):
     """A pynvml-like module. `gpus`: list of dicts with sm, max_sm, mem, max_mem, power_mw,
-    limit_mw, temp, throttle, ecc, remapped (tuple), uuid, procs (pids).
+    limit_mw, temp, throttle, ecc, remapped (tuple), uuid, procs (pids), util (GPU utilization %,
+    default 100); sm, throttle and util may be callables, read at each poll.
     `unsupported`: names of functions that raise NotSupported."""
     m = types.ModuleType("pynvml")
     m.NVMLError = FakeNVMLError
@@ -50,8 +52,11 @@ def make_pynvml(gpus, init_error=None, unsupported=()):
     def shutdown():
         m.calls["shutdown"] += 1
 
+    def now(v):
+        return v() if callable(v) else v  # a callable figure changes from poll to poll
+
     def clock(h, kind):
-        return gpus[h]["sm"] if kind == 1 else gpus[h]["mem"]
+        return now(gpus[h]["sm"]) if kind == 1 else gpus[h]["mem"]
 
     def max_clock(h, kind):
         return gpus[h]["max_sm"] if kind == 1 else gpus[h]["max_mem"]
@@ -68,7 +73,8 @@ def make_pynvml(gpus, init_error=None, unsupported=()):
         "nvmlDeviceGetPowerUsage": lambda h: gpus[h]["power_mw"],
         "nvmlDeviceGetEnforcedPowerLimit": lambda h: gpus[h]["limit_mw"],
         "nvmlDeviceGetTemperature": lambda h, s: gpus[h]["temp"],
-        "nvmlDeviceGetCurrentClocksEventReasons": lambda h: gpus[h].get("throttle", 0),
+        "nvmlDeviceGetCurrentClocksEventReasons": lambda h: now(gpus[h].get("throttle", 0)),
+        "nvmlDeviceGetUtilizationRates": lambda h: types.SimpleNamespace(gpu=now(gpus[h].get("util", 100)), memory=0),
         "nvmlDeviceGetTotalEccErrors": lambda h, t, c: gpus[h].get("ecc", 0),
         "nvmlDeviceGetRemappedRows": lambda h: gpus[h].get("remapped", (0, 0, 0, 0)),
         "nvmlDeviceGetComputeRunningProcesses": lambda h: [
@@ -118,6 +124,10 @@ class FakeTorch:
             @staticmethod
             def synchronize(i):
                 torch.ops.append(("sync", i))
+
+            @staticmethod
+            def device(i):
+                return contextlib.nullcontext()
 
         self.cuda = _Cuda()
 

@@ -1,7 +1,10 @@
+import types
+
 import pytest
 
 from pal_slurm.bench.base import GpuTarget, NoGpuAvailable, Unavailable
-from pal_slurm.bench.kernel import KernelBackend, TorchAccelerator
+from pal_slurm.bench import kernel
+from pal_slurm.bench.kernel import KernelBackend, MatmulLoad, TorchAccelerator
 
 from .fakes import FakeClock, FakeTorch
 
@@ -71,3 +74,64 @@ def test_device_index_differs_from_slot_inside_a_job():
     (s,) = b.sample([GpuTarget("n1", 3, device=1)], "A", duration_s=1.0)
     assert s.slot == 3 and s.value == pytest.approx(0.1)
     assert ("matmul", 1) in torch.ops and ("matmul", 0) not in torch.ops
+
+
+def test_matmul_load_readies_before_it_runs_and_stops_on_time():
+    clock = FakeClock()
+    torch = FakeTorch(clock, [0.01, 0.02], [0.1, 0.1])
+    load = MatmulLoad(accelerator=lambda: TorchAccelerator(torch), matmul_n=8, clock=clock)
+    run_for = load([GpuTarget("n1", 0, device=1)])
+    assert torch.ops == [("matmul", 1), ("sync", 1)]  # the warm-up, on the job's CUDA device
+    run_for(0.1)
+    assert clock.t == pytest.approx(0.02 + 0.1, abs=0.02)  # whole matmuls until 0.1 s have passed
+    assert {op for op in torch.ops} == {("matmul", 1), ("sync", 1)}
+
+
+def test_matmul_load_without_a_library_is_typed():
+    def missing():
+        raise ImportError("No module named 'cupy'")
+
+    with pytest.raises(NoGpuAvailable, match="neither torch nor cupy"):
+        MatmulLoad(accelerator=missing)([GpuTarget("n1", 0)])
+
+
+def fake_cupy(devices):
+    def count():
+        if isinstance(devices, Exception):
+            raise devices
+        return devices
+
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=count)))
+
+
+@pytest.mark.parametrize("cupy, torch, library", [
+    (fake_cupy(1), "torch", "cupy"),                        # both: cupy (starts 3x faster)
+    (fake_cupy(RuntimeError("CUDA driver too old")), "torch", "torch"),  # a cupy that sees no GPU
+    (None, "torch", "torch"),                               # torch alone
+    (fake_cupy(0), None, "cupy"),                           # cupy alone, even seeing none (typed later)
+])
+def test_default_accelerator_prefers_a_cupy_that_sees_a_gpu(monkeypatch, cupy, torch, library):
+    modules = {"cupy": cupy, "torch": FakeTorch(FakeClock(), [0.01], [0.01]) if torch else None}
+
+    def import_module(name):
+        if modules.get(name) is None:
+            raise ImportError(f"No module named {name!r}")
+        return modules[name]
+
+    monkeypatch.setattr(kernel.importlib, "import_module", import_module)
+    assert kernel.default_accelerator().library == library
+
+
+def test_neither_library_is_an_import_error(monkeypatch):
+    def import_module(name):
+        raise ImportError(f"No module named {name!r}")
+
+    monkeypatch.setattr(kernel.importlib, "import_module", import_module)
+    with pytest.raises(ImportError):
+        kernel.default_accelerator()
+
+
+def test_prepare_starts_cuda_on_each_gpu_before_any_measuring():
+    b, torch = make([0.01, 0.01], [0.1, 0.1])
+    b.prepare([GpuTarget("n1", 0), GpuTarget("n1", 5, device=1)])
+    assert torch.ops == [("sync", 0), ("sync", 1)] and torch.clock.t == 0.0

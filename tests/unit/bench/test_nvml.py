@@ -64,6 +64,85 @@ def test_other_gpu_processes_flag_the_sample_busy():
     assert s.busy and "4242" in s.busy_reason
 
 
+def test_an_idle_gpu_is_flagged_with_the_neutral_value_not_its_idle_clock():
+    """Seen on an H200: unloaded, NVML read 345 of 1980 MHz and the proxy said 5.7x slower."""
+    mod = make_pynvml([gpu(sm=345, max_sm=1980, util=0, throttle=0x1)])
+    (s,) = backend(mod).sample([GpuTarget("n1", 0)], "A", 0.5)
+    assert s.value == 1.0 and s.busy and s.busy_reason.startswith("idle:")
+    assert s.metrics["sm_clock_mhz"] == 345 and s.metrics["working_polls"] == 0
+    assert s.metrics["gpu_util_pct"] == 0 and s.metrics["polls"] == 5
+
+
+def test_only_the_polls_that_saw_the_gpu_working_set_the_clock():
+    """A load that starts late: the first polls see the idle clock, which must not count."""
+    clock = FakeClock(100.0)
+
+    def working():
+        return clock.t >= 100.25
+
+    mod = make_pynvml([gpu(max_sm=1980, sm=lambda: 1800 if working() else 345,
+                           util=lambda: 97 if working() else 0)])
+    (s,) = backend(mod, clock).sample([GpuTarget("n1", 0)], "A", 0.5)
+    assert s.metrics["working_polls"] == 3 and s.metrics["polls"] == 5
+    assert s.value == pytest.approx(1980 / 1800) and not s.busy
+
+
+def test_without_utilization_the_idle_reason_decides():
+    clock = FakeClock(100.0)
+    mod = make_pynvml([gpu(max_sm=1980, sm=lambda: 1650 if clock.t >= 100.25 else 345,
+                           throttle=lambda: 0x4 if clock.t >= 100.25 else 0x1)],
+                      unsupported={"nvmlDeviceGetUtilizationRates"})
+    (s,) = backend(mod, clock).sample([GpuTarget("n1", 0)], "A", 0.5)
+    assert s.metrics["gpu_util_pct"] is None and s.metrics["working_polls"] == 3
+    assert s.value == pytest.approx(1980 / 1650) and s.metrics["throttle_reasons"] == "GpuIdle,SwPowerCap"
+
+
+def test_other_processes_win_over_idle_as_the_reason():
+    mod = make_pynvml([gpu(util=0, procs=(77,))])
+    (s,) = backend(mod).sample([GpuTarget("n1", 0)], "A", 0.0)
+    assert s.busy and "77" in s.busy_reason and s.value == 1.0
+
+
+def test_the_load_is_readied_before_polling_and_runs_beside_it():
+    events = []
+
+    def load(gpus):
+        events.append(("ready", [g.slot for g in gpus]))
+        return lambda seconds: events.append(("run", seconds))
+
+    mod = make_pynvml([gpu()])
+    b = NvmlBackend(loader=lambda: mod, load=load, clock=FakeClock(1.0), sleep=lambda dt: None)
+    (s,) = b.sample([GpuTarget("n1", 2, device=0)], "A", 0.0)
+    assert events == [("ready", [2]), ("run", 0.0)] and s.metrics["load"] is True
+
+
+def test_prepare_readies_the_load_once_for_the_next_sample_of_those_gpus():
+    readied = []
+
+    def load(gpus):
+        readied.append([g.slot for g in gpus])
+        return lambda seconds: None
+
+    mod = make_pynvml([gpu(), gpu()])
+    b = NvmlBackend(loader=lambda: mod, load=load, clock=FakeClock(1.0), sleep=lambda dt: None)
+    b.prepare([GpuTarget("n1", 1)])
+    b.sample([GpuTarget("n1", 1)], "A", 0.0)
+    assert readied == [[1]]  # not readied again inside sample
+    b.sample([GpuTarget("n1", 0)], "A", 0.0)  # other GPUs, or a second sample: readied there
+    b.sample([GpuTarget("n1", 0)], "A", 0.0)
+    assert readied == [[1], [0], [0]]
+
+
+def test_a_load_that_cannot_start_leaves_an_idle_sample_not_a_failure():
+    def load(gpus):
+        raise RuntimeError("CUDA error: out of memory")
+
+    mod = make_pynvml([gpu(util=0)])
+    b = NvmlBackend(loader=lambda: mod, load=load, clock=FakeClock(1.0), sleep=lambda dt: None)
+    (s,) = b.sample([GpuTarget("n1", 0)], "A", 0.0)
+    assert s.metrics["load"] is False and s.busy and s.busy_reason.startswith("idle:")
+
+
 def test_library_not_found_is_a_typed_condition():
     mod = make_pynvml([], init_error=FakeLibraryNotFound())
     b = backend(mod)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pal_slurm.bench import epilog, prolog, spool
+from pal_slurm.bench import epilog, hook, prolog, spool
 from pal_slurm.bench.base import KIND_WALLTIME, MemorySink
 from pal_slurm.bench.busy import BusyProbe
 from pal_slurm.bench.hook import HookContext
@@ -90,6 +90,9 @@ def test_crashing_backend_and_hung_backend_exit_0(tmp_path, caplog):
     class Hung:
         name = "hung"
 
+        def prepare(self, gpus):
+            pass
+
         def sample(self, gpus, cls, d):
             time.sleep(3)
             return []
@@ -146,6 +149,9 @@ def test_sbin_script_with_store_down_exits_0_and_spools(tmp_path, script):
 def test_busy_host_flags_measured_samples_but_not_replayed_ones(tmp_path):
     class Measured:
         name = "nvml"
+
+        def prepare(self, gpus):
+            pass
 
         def sample(self, gpus, cls, d):
             return ReplayBackend(seed=1).sample(gpus, cls)
@@ -216,6 +222,7 @@ def test_a_store_that_accepts_tcp_but_never_answers_gets_the_samples_spooled(tmp
     """Issue #10 (#11): the prolog used to wait on such a store until its own 5 s deadline and
     lose the samples; now the store gets the time left minus a reserve, then they are spooled.
     (On the lab, 100 jobs: tests/integration/test_faults.py, fault `prolog-silent-store`.)"""
+    pytest.importorskip("psycopg2", reason="the silent store is a PostgreSQL URL: install pal-slurm[postgres]")
     with silent_store() as url:
         c = ctx(tmp_path, timeout=2.0)
         c.sink = None  # the real sink: open_store on the URL below
@@ -240,3 +247,57 @@ def test_a_sqlite_store_in_a_missing_directory_is_named_and_not_created(tmp_path
     assert spool.pending(tmp_path / "spool") == 2
     assert f"no store database at {missing}" in caplog.text and "no such table" not in caplog.text
     assert not (tmp_path / "no").exists()
+
+
+class SlowStartingBackend:
+    """A backend whose start (import, CUDA) eats `start_s` of the hook's time: records the
+    duration it is asked to measure for."""
+
+    name = "kernel"
+
+    def __init__(self, start_s):
+        self.start_s = start_s
+        self.durations = []
+        self.prepared = []
+
+    def prepare(self, gpus):
+        time.sleep(self.start_s)
+        self.prepared.append([g.slot for g in gpus])
+
+    def sample(self, gpus, perf_class, duration_s):
+        self.durations.append(duration_s)
+        return ReplayBackend(seed=1).sample(gpus, perf_class, 0.0)
+
+
+def test_a_slow_backend_start_shortens_the_measurement_so_the_store_keeps_its_time(tmp_path, caplog):
+    """On an H200 the kernel backend's start took ~3 s of the default 5, and a full 2-s
+    measurement left the store too little: one prolog in three spooled its samples."""
+    made = []
+
+    def backend(settings, job):
+        made.append(SlowStartingBackend(0.6))
+        return made[-1]
+
+    sink = MemorySink()
+    c = ctx(tmp_path, sink, backend=backend, timeout=2.5)
+    c.settings = ProfilingSettings(backend="kernel", spool_dir=str(tmp_path / "spool"), timeout_s=2.5,
+                                   duration_s=2.0)
+    caplog.set_level(logging.INFO, logger="pal.hook")
+    t = time.monotonic()
+    assert prolog.main(ctx=c) == 0
+    assert time.monotonic() - t < 2.5
+    (asked,) = made[0].durations
+    assert made[0].prepared == [[2, 3]]
+    assert 0.2 < asked <= 2.5 - 0.6 - hook.STORE_RESERVE_S + 0.01
+    assert len(sink.samples) == 2 and spool.pending(tmp_path / "spool") == 0
+    assert "not duration_s 2: the deadline" in caplog.text and "stored 2 sample(s)" in caplog.text
+
+
+def test_measuring_time_is_duration_s_unless_the_deadline_is_nearer(tmp_path):
+    c = ctx(tmp_path)
+    c.settings = ProfilingSettings(duration_s=2.0)
+    assert hook.measuring_time(c, now=100.0) == 2.0  # no deadline (called directly)
+    c.deadline = 110.0
+    assert hook.measuring_time(c, now=100.0) == 2.0
+    assert hook.measuring_time(c, now=107.0) == pytest.approx(110.0 - 107.0 - hook.STORE_RESERVE_S)
+    assert hook.measuring_time(c, now=109.9) == 0.0

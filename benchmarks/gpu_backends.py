@@ -11,6 +11,8 @@ without one it says so and exits 1. Prints:
              ranking's median sees)
   nvml       the clock proxy with the GPU idle (what a prolog sees: the job has not started)
              and with the kernel's matmul as its load (what select_backend gives it)
+  others     the kernel backend beside another process on the GPU (idle, then computing):
+             its TFLOP/s and whether the sample is flagged
   prolog     `sbin/pal-prolog` as slurmd starts it (a fresh Python, a SQLite store, the job's
              GPU from the environment: no scontrol here) with backend replay (the baseline), nvml,
              kernel and auto; wall time against profiling.timeout_s, and the samples that landed
@@ -38,6 +40,7 @@ from pal_slurm.bench.base import GpuTarget  # noqa: E402
 from pal_slurm.bench.kernel import (  # noqa: E402
     Accelerator, CupyAccelerator, KernelBackend, MatmulLoad, TorchAccelerator)
 from pal_slurm.bench.nvml import NvmlBackend  # noqa: E402
+from pal_slurm.bench.select import select_backend  # noqa: E402
 from pal_slurm.store import open_store  # noqa: E402
 
 GPU = GpuTarget("local", 0)
@@ -104,6 +107,41 @@ def _kernel_rounds(backend: KernelBackend, rounds: int, durations: list[float]) 
         print(f"  {'':17} wall s {spread(wall)}")
 
 
+OTHER_JOB = """
+import sys, time
+import cupy
+a = cupy.ones((4096, 4096), dtype=cupy.float32)
+busy = sys.argv[1] == "busy"
+(a @ a); cupy.cuda.Device(0).synchronize()
+print("ready", flush=True)
+end = time.time() + 30
+while time.time() < end:
+    if busy:
+        for _ in range(20):
+            a @ a
+        cupy.cuda.Device(0).synchronize()
+    else:
+        time.sleep(0.1)
+"""
+
+
+def kernel_beside_another_process() -> None:
+    """A process left on the GPU (idle, or still computing): the kernel sample must be flagged."""
+    backend = select_backend("kernel")
+    for mode in ("idle", "busy"):
+        other = subprocess.Popen([sys.executable, "-c", OTHER_JOB, mode], stdout=subprocess.PIPE, text=True)
+        try:
+            assert other.stdout is not None and other.stdout.readline().strip() == "ready"
+            (s,) = backend.sample([GPU], "A", 2.0)
+            print(f"  kernel beside a {mode} process (pid {other.pid}): TFLOP/s {s.value:.2f}  busy {s.busy} "
+                  f"[{s.busy_reason}]")
+        finally:
+            other.kill()
+            other.wait()
+    (s,) = backend.sample([GPU], "A", 2.0)
+    print(f"  kernel alone again: TFLOP/s {s.value:.2f}  busy {s.busy} [{s.busy_reason}]")
+
+
 def nvml_idle_and_loaded(duration: float) -> None:
     print(f"nvml: {NvmlBackend().available()}")
     for label, backend in (("idle", NvmlBackend()), ("matmul load", NvmlBackend(load=MatmulLoad()))):
@@ -113,7 +151,7 @@ def nvml_idle_and_loaded(duration: float) -> None:
               f"mem {m['mem_clock_mhz']} / {m['mem_clock_max_mhz']} MHz  power {m['power_w']} / "
               f"{m['power_limit_w']} W  temp {m['temperature_c']} C  reasons [{m['throttle_reasons']}]  "
               f"polls {m['working_polls']}/{m['polls']} working, util {m['gpu_util_pct']}%  ecc {m['ecc_uncorrected']}  remapped {m['remapped_rows_uncorrectable']}  "
-              f"busy {s.busy} {s.busy_reason or ''}")
+              f"busy {s.busy} [{s.busy_reason}]")
 
 
 def prolog_runs(runs: int, timeout_s: float, duration_s: float) -> None:
@@ -152,7 +190,8 @@ def prolog_runs(runs: int, timeout_s: float, duration_s: float) -> None:
             for line in res.stderr.strip().splitlines():
                 print(f"          log: {line.split(' pal.hook ', 1)[-1][:200]}")
             if got:
-                print(f"          last sample: backend {got[0].backend} value {got[0].value:.3f} busy {got[0].busy}")
+                print(f"          last sample: backend {got[0].backend} value {got[0].value:.3f} busy {got[0].busy} "
+                      f"[{got[0].busy_reason}]")
 
 
 def _epoch(t: float):
@@ -177,6 +216,7 @@ def main() -> int:
     start_costs(args.start_runs)
     kernel_rounds(args.rounds, [float(x) for x in args.durations.split(",")])
     nvml_idle_and_loaded(args.nvml_duration)
+    kernel_beside_another_process()
     prolog_runs(args.prolog_runs, args.timeout_s, args.duration_s)
     return 0
 

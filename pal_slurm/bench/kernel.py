@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import time
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from pal_slurm.bench.base import Availability, GpuTarget, NoGpuAvailable, Sample, Unavailable
 
@@ -199,8 +199,10 @@ class KernelBackend:
         wall_clock: Callable[[], float] = time.time,
         matmul_n: int = MATMUL_N,
         copy_bytes: int = COPY_BYTES,
+        other_processes: Callable[[Sequence[int]], Mapping[int, str]] | None = None,
     ) -> None:
         self._factory = accelerator
+        self._other_processes = other_processes  # slot -> busy reason ('' none), e.g. nvml's
         self._acc: Accelerator | None = None
         self._clock = clock
         self._wall = wall_clock
@@ -295,4 +297,5 @@ class KernelBackend:
                     taken_at=self._wall(),
                 )
             )
-        return out
+        others = self._other_processes([g.slot for g in gpus]) if self._other_processes else {}
+        return [s.flagged_busy(others[s.slot]) if others.get(s.slot) else s for s in out]

@@ -284,6 +284,29 @@ def _poll(nv, h) -> dict:
     }
 
 
+def other_gpu_processes(slots: Sequence[int], loader: Callable[[], object] = _load_pynvml) -> dict[int, str]:
+    """For each NVML index (a GPU's slot), why it counts as busy: processes other than this one
+    on it ('' when none). {} when NVML cannot tell (no library, no driver): nothing is flagged.
+
+    The kernel backend's check: a process left behind by an earlier job slows the matmul, and an
+    unflagged sample would blame the GPU for it.
+    """
+    try:
+        nv = loader()
+        nv.nvmlInit()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - no NVML: the kernel's figures stand unflagged
+        return {}
+    try:
+        out = {}
+        for slot in slots:
+            h = _opt(nv, nv.nvmlDeviceGetHandleByIndex, slot)  # type: ignore[attr-defined]
+            procs = [] if h is None else _opt(nv, nv.nvmlDeviceGetComputeRunningProcesses, h) or []  # type: ignore[attr-defined]
+            out[slot] = gpu_process_reason((getattr(p, "pid", -1) for p in procs), (os.getpid(),))
+        return out
+    finally:
+        _shutdown(nv)
+
+
 def _working(poll: dict) -> bool:
     """Did this poll see the GPU at work? Utilization when NVML gives it, else no GpuIdle reason."""
     if poll.get("util_pct") is not None:

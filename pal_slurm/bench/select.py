@@ -20,12 +20,12 @@ AUTO_ORDER = ("kernel", "nvml")
 def _default_factories(seed: int, nonce: object | None, slowdown: str,
                        cluster: str = "") -> dict[str, Callable[[], Backend]]:
     from pal_slurm.bench.kernel import KernelBackend, MatmulLoad
-    from pal_slurm.bench.nvml import NvmlBackend
+    from pal_slurm.bench.nvml import NvmlBackend, other_gpu_processes
     from pal_slurm.bench.replay import ReplayBackend
     from pal_slurm.config import parse_replay_cluster, parse_slowdowns
 
     return {
-        "kernel": KernelBackend,
+        "kernel": lambda: KernelBackend(other_processes=other_gpu_processes),
         "nvml": lambda: NvmlBackend(load=MatmulLoad()),
         "replay": lambda: ReplayBackend(seed=seed, nonce=nonce, slowdown=parse_slowdowns(slowdown),
                                         cluster=parse_replay_cluster(cluster)),

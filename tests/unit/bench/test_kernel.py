@@ -135,3 +135,20 @@ def test_prepare_starts_cuda_on_each_gpu_before_any_measuring():
     b, torch = make([0.01, 0.01], [0.1, 0.1])
     b.prepare([GpuTarget("n1", 0), GpuTarget("n1", 5, device=1)])
     assert torch.ops == [("sync", 0), ("sync", 1)] and torch.clock.t == 0.0
+
+
+def test_a_gpu_another_process_uses_is_flagged_by_slot():
+    """A process left behind by an earlier job slows the matmul: the sample must say so."""
+    clock = FakeClock()
+    torch = FakeTorch(clock, [0.01, 0.01], [0.1, 0.1])
+    asked = []
+
+    def others(slots):
+        asked.append(list(slots))
+        return {7: "other gpu processes: 4242", 3: ""}
+
+    b = KernelBackend(accelerator=lambda: TorchAccelerator(torch), clock=clock, wall_clock=lambda: 5.0,
+                      matmul_n=1000, copy_bytes=10**9, other_processes=others)
+    three, seven = b.sample([GpuTarget("n1", 3, device=0), GpuTarget("n1", 7, device=1)], "A", 1.0)
+    assert asked == [[3, 7]]  # NVML's index is the slot, not the job's CUDA device
+    assert not three.busy and seven.busy and "4242" in seven.busy_reason

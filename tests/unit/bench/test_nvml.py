@@ -1,7 +1,9 @@
+import os
+
 import pytest
 
 from pal_slurm.bench.base import GpuTarget, NoGpuAvailable, Unavailable
-from pal_slurm.bench.nvml import NvmlBackend, clock_slowdown, decode_throttle
+from pal_slurm.bench.nvml import NvmlBackend, clock_slowdown, decode_throttle, other_gpu_processes
 
 from .fakes import FakeClock, FakeLibraryNotFound, gpu, make_pynvml
 
@@ -177,3 +179,17 @@ def test_real_nvml_on_a_gpu():
         pytest.skip(f"no NVIDIA GPU: {a}")
     (s,) = b.sample([GpuTarget("local", 0)], "A", 0.5)
     assert s.metrics["sm_clock_max_mhz"] > 0 and s.value > 0
+
+
+def test_other_gpu_processes_per_slot_for_the_kernel_backend():
+    mod = make_pynvml([gpu(procs=(os.getpid(),)), gpu(procs=(os.getpid(), 555))])
+    assert other_gpu_processes([0, 1], loader=lambda: mod) == {0: "", 1: "other gpu processes: 555"}
+    assert mod.calls["init"] == mod.calls["shutdown"] == 1
+
+
+def test_other_gpu_processes_without_nvml_flags_nothing():
+    def missing():
+        raise ImportError("No module named 'pynvml'")
+
+    assert other_gpu_processes([0], loader=missing) == {}
+    assert other_gpu_processes([0], loader=lambda: make_pynvml([], init_error=FakeLibraryNotFound())) == {}

@@ -8,7 +8,7 @@ slower by roughly that ratio for compute-bound work. So the score is a *proxy*:
 
 It ignores memory-bound slowdowns and per-chip differences at equal clocks (the kernel backend
 measures those). Telemetry is polled over `duration_s` while the optional `load` callable (the
-kernel backend's matmul, `kernel.matmul_load`, wherever torch or cupy is importable) runs on the
+kernel backend's matmul, `kernel.MatmulLoad`, wherever torch or cupy is importable) runs on the
 GPUs. Only polls that saw the GPU working count (utilization above 0, or where NVML cannot tell
 that, no `GpuIdle` clock reason): an idle GPU drops to its idle clock (345 of 1980 MHz on an
 H200, a "slowness" of 5.7) or keeps its last clock, and neither says how fast it is. Slurm runs

@@ -48,6 +48,24 @@ class BusyProbe:
         return ""
 
 
+#: an NVML sample whose polls never saw the GPU working: its clocks say nothing of its speed
+IDLE_GPU_REASON = "idle: nothing ran on the GPU while NVML polled it (the clock proxy needs a load)"
+
+#: what `reason_kind` calls each flag, in the order palctl rank lists them
+REASON_KINDS = ("busy host", "other GPU processes", "idle GPU")
+
+
+def reason_kind(reason: str) -> str:
+    """The kind of a flag's reason, for counting (one of REASON_KINDS, else the reason itself)."""
+    if reason.startswith("cpu "):
+        return "busy host"
+    if reason.startswith("other gpu processes"):
+        return "other GPU processes"
+    if reason == IDLE_GPU_REASON:
+        return "idle GPU"
+    return reason
+
+
 def gpu_process_reason(pids: Iterable[int], own_pids: Iterable[int] = ()) -> str:
     """'' unless processes other than ours use the GPU."""
     others = sorted(set(pids) - set(own_pids))

@@ -30,7 +30,7 @@ import time
 from typing import Callable, Sequence
 
 from pal_slurm.bench.base import Availability, GpuTarget, NoGpuAvailable, Sample, Unavailable
-from pal_slurm.bench.busy import gpu_process_reason
+from pal_slurm.bench.busy import IDLE_GPU_REASON, gpu_process_reason
 
 GPU_IDLE = 0x1  # nvmlClocksEventReasonGpuIdle: nothing runs on the GPU
 #: NVML clock event ("throttle") reason bits -> names (nvml.h, nvmlClocksEventReason*)
@@ -45,10 +45,6 @@ THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
     (0x80, "HwPowerBrakeSlowdown"),
     (0x100, "DisplayClockSetting"),
 )
-
-
-#: why a sample with no working poll is flagged (ranking ignores it unless a GPU has nothing else)
-IDLE_REASON = "idle: nothing ran on the GPU while NVML polled it (the clock proxy needs a load)"
 
 
 def decode_throttle(mask: int | None) -> tuple[str, ...]:
@@ -240,7 +236,7 @@ class NvmlBackend:
         }
         reason = gpu_process_reason((getattr(p, "pid", -1) for p in procs), (os.getpid(),))
         if not working and not reason:
-            reason = IDLE_REASON
+            reason = IDLE_GPU_REASON
         return Sample(
             node=g.node,
             slot=g.slot,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import click
 
+from pal_slurm.bench.busy import REASON_KINDS, reason_kind
 from pal_slurm.bench.repository import StoreError
 from pal_slurm.cli.commands._drift import drift_between, log_drift, mark_nodes
 from pal_slurm.cli.commands._profiling import open_profiling
@@ -43,6 +45,23 @@ def format_moves(moves) -> list[str]:
         else:
             arrow = "slower" if m.new_bin > m.old_bin else "faster"
             lines.append(f"  {arrow:6}{where}: bin {m.old_bin} -> {m.new_bin} (sf {m.old_sf:.3f} -> {m.new_sf:.3f})")
+    return lines
+
+
+def flagged_sample_lines(samples) -> list[str]:
+    """How many of the window's samples were flagged, and why: ranking uses a flagged sample
+    only for a GPU with nothing else, so an admin should know when that is most of them."""
+    flagged = [s for s in samples if s.busy]
+    if not flagged:
+        return []
+    counts = Counter(reason_kind(s.busy_reason) for s in flagged)
+    order = {k: i for i, k in enumerate(REASON_KINDS)}
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])))
+    lines = [f"{len(flagged)} of {len(samples)} sample(s) flagged ({kinds}): each counts only for a GPU "
+             "with nothing else"]
+    if counts.get("idle GPU"):
+        lines.append("  idle GPU: the nvml backend polled GPUs that ran nothing; with cupy (pip install "
+                     "'pal-slurm[gpu]') or torch beside it, it loads them while it polls")
     return lines
 
 
@@ -84,6 +103,8 @@ def rank(ctx, window, method, classes, dry_run):
     verb = "would be" if dry_run else "saved as"
     click.echo(f"ranking {verb} v{version}: {gpus} GPU(s), classes {','.join(snap.classes())}, "
                f"{sum(e.samples for e in snap.entries)} sample(s) used")
+    for line in flagged_sample_lines(samples):
+        click.echo(line)
     flagged = [e for e in snap.entries if e.flags]
     if flagged:
         click.echo(f"{len(flagged)} flagged entr{'y' if len(flagged) == 1 else 'ies'} (see palctl rankings)")

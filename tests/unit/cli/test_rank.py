@@ -1,4 +1,5 @@
 import json
+import time
 
 
 from .profiling_env import palctl  # noqa: F401 - fixture
@@ -93,3 +94,30 @@ def test_a_slowed_gpu_is_flagged_as_drift_by_rank_and_rankings_changed(palctl, m
     assert "would run: scontrol update NodeName=gpu02 State=DRAIN \"Reason=pal drift: GPU 1 class A" in r.output
     r = palctl("rankings", "--changed", "--since", "2")
     assert r.exit_code == 1 and "not older" in r.output
+
+
+def test_rank_counts_the_flagged_samples_by_why(palctl):
+    """An NVML-only site ranks on idle samples: rank says so, and what would fix it."""
+    from pal_slurm.bench.busy import IDLE_GPU_REASON
+    from pal_slurm.model.sample import Sample
+
+    profile(palctl, classes="A")
+    now = time.time()
+
+    def flagged(slot, reason):
+        return Sample(node="gpu01", slot=slot, perf_class="A", backend="nvml", value=1.0, higher_is_better=False,
+                      taken_at=now, busy=True, busy_reason=reason)
+
+    repo = palctl.repo()
+    repo.add_samples([flagged(0, IDLE_GPU_REASON), flagged(1, IDLE_GPU_REASON),
+                      flagged(2, "other gpu processes: 4242"), flagged(3, "cpu load 8.00 on 2 cpus")])
+    repo.close()
+    r = palctl("rank")
+    assert r.exit_code == 0, r.output
+    assert "4 of 132 sample(s) flagged (busy host 1, other GPU processes 1, idle GPU 2)" in r.output  # 16 x 8 + 4
+    assert "idle GPU: the nvml backend polled GPUs that ran nothing" in r.output
+
+
+def test_rank_says_nothing_of_flags_when_there_are_none(palctl):
+    profile(palctl, classes="A")
+    assert "flagged (" not in palctl("rank").output

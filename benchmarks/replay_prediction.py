@@ -20,6 +20,8 @@ how much the outcome of a compressed replay hangs on sub-second timing; `--expla
 arm ran them (start-finish, trace hours) and their run time's stretch over the job's ideal.
 `--scale` takes several scales (a table each): how much the time compression decides, with
 `--launch-wall-s`, Slurm's launch cost in wall seconds (as on a lab: the same at every scale).
+`--headroom` adds how far any policy could go (the jobs' best possible JCT over stock's), the run
+times' share of stock's JCT (the rest is waiting) and the share of the headroom the arm took.
 `--limits-as-scale L` rounds the time limits as a replay at L would (one wall minute at least:
 2.5 trace hours at 150) whatever `--scale` is: with `--scale 5` (a pass 5 trace s, pald's cycle
 1.5, a launch 0.7: a site's timing) it tells what the limits decide from what the timing does.
@@ -81,6 +83,10 @@ def main() -> None:
                     help="round time limits to whole wall minutes as a replay at scale L would (default: each "
                          "--scale's own): a site's time scale with a compressed replay's limits")
     ap.add_argument("--explain", type=int, default=0, metavar="K")
+    ap.add_argument("--headroom", action="store_true",
+                    help="also print how far any policy could go: the jobs' best possible JCT (best GPUs, best "
+                         "locality, no wait) over stock's avg JCT, stock's and the arm's run time (start to end) "
+                         "over stock's avg JCT, and the share of that headroom the arm takes")
     ap.add_argument("--phases", type=int, default=0, metavar="K",
                     help="predict at K phases of Slurm's passes and print the ratio's min/mean/max")
     args = ap.parse_args()
@@ -105,10 +111,11 @@ def print_phases(args, scale: float, launch_s: float) -> None:
 
 
 def print_predictions(args, scale: float, launch_s: float) -> None:
-    ratios = []
+    ratios, bounds = [], []
     limits = "" if args.limits_as_scale is None else f", limits as at scale {args.limits_as_scale:g}"
     print(f"{args.arm} / stock, predicted ({args.jobs} jobs, scale {scale:g}{limits}, 16x4, 4 nodes per leaf)")
-    print(f"{'seed':>4s} {'trace':12s} {'stock avg JCT h':>15s} {'arm avg JCT h':>13s} {'JCT ratio':>9s} {'makespan ratio':>14s}")
+    print(f"{'seed':>4s} {'trace':12s} {'stock avg JCT h':>15s} {'arm avg JCT h':>13s} {'JCT ratio':>9s} {'makespan ratio':>14s}"
+          + (f" {'bound':>6s} {'stock run':>9s} {'arm run':>8s} {'taken':>6s}" if args.headroom else ""))
     for seed in (int(s) for s in args.seeds.split(",")):
         for trace in args.traces.split(","):
             stock, arm = predicted_runs(trace, args.arm, seed, args.jobs, scale, launch_s,
@@ -116,11 +123,34 @@ def print_predictions(args, scale: float, launch_s: float) -> None:
             s, a = stock.summary(), arm.summary()
             r, m = a["avg_jct_s"] / s["avg_jct_s"], a["makespan_s"] / s["makespan_s"]
             ratios.append(r)
+            extra = ""
+            if args.headroom:
+                room = headroom(stock, arm)
+                bounds.append(room["bound"])
+                extra = (f" {room['bound']:6.3f} {room['stock_run']:9.3f} {room['arm_run']:8.3f} "
+                         f"{room['taken']:6.2f}")
             print(f"{seed:4d} {trace:12s} {s['avg_jct_s'] / 3600:15.3f} {a['avg_jct_s'] / 3600:13.3f} "
-                  f"{r:9.3f} {m:14.3f}{'  <- loss' if r > 1.0 or m > 1.0 else ''}", flush=True)
+                  f"{r:9.3f} {m:14.3f}{extra}{'  <- loss' if r > 1.0 or m > 1.0 else ''}", flush=True)
             if args.explain and (r > 1.0 or m > 1.0):
                 explain(stock, arm, args.explain)
-    print(f"geomean avg JCT ratio {geomean(ratios):.3f} over {len(ratios)} runs, worst {max(ratios):.3f}")
+    print(f"geomean avg JCT ratio {geomean(ratios):.3f} over {len(ratios)} runs, worst {max(ratios):.3f}"
+          + (f"; geomean bound {geomean(bounds):.3f}" if bounds else ""))
+
+
+def headroom(stock, arm) -> dict:
+    """How far any policy could bring avg JCT below stock's, and how much of it the arm took,
+    all over stock's avg JCT: `bound` (every job's best possible JCT: its best GPUs, best
+    locality, no wait: `JobOutcome.lower_bound_s`), `stock_run` / `arm_run` (the jobs' run
+    times, start to end: what placement decides; the rest is waiting), `taken` ((stock - arm) /
+    (stock - bound))."""
+    n = len(stock.jobs)
+    stock_jct = sum(o.jct for o in stock.jobs) / n
+    arm_jct = sum(o.jct for o in arm.jobs) / len(arm.jobs)
+    bound = sum(o.lower_bound_s for o in stock.jobs) / n
+    return {"bound": bound / stock_jct,
+            "stock_run": sum(o.finish - o.first_start for o in stock.jobs) / n / stock_jct,
+            "arm_run": sum(o.finish - o.first_start for o in arm.jobs) / len(arm.jobs) / stock_jct,
+            "taken": (stock_jct - arm_jct) / (stock_jct - bound) if stock_jct > bound else float("nan")}
 
 
 def explain(stock, arm, k: int) -> None:

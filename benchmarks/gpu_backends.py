@@ -41,6 +41,7 @@ from pal_slurm.bench.kernel import (  # noqa: E402
     Accelerator, CupyAccelerator, KernelBackend, MatmulLoad, TorchAccelerator)
 from pal_slurm.bench.nvml import NvmlBackend  # noqa: E402
 from pal_slurm.bench.select import select_backend  # noqa: E402
+from pal_slurm.bench.repository import StoreProfilingRepository  # noqa: E402
 from pal_slurm.store import open_store  # noqa: E402
 
 GPU = GpuTarget("local", 0)
@@ -178,9 +179,9 @@ def prolog_runs(runs: int, timeout_s: float, duration_s: float) -> None:
                                      env=dict(env, SLURM_JOB_ID=str(job)), capture_output=True, text=True)
                 walls.append(time.perf_counter() - t0)
                 gave_up += "gave up" in res.stderr
-                repo = open_store(url)
+                repo = StoreProfilingRepository(open_store(url, upgrade=False))
                 try:
-                    got = [s for s in repo.recent_samples(_epoch(0), include_busy=True) if s.job_id == str(job)]
+                    got = [s for s in repo.samples() if s.job_id == str(job)]
                 finally:
                     repo.close()
                 landed += len(got)
@@ -192,12 +193,6 @@ def prolog_runs(runs: int, timeout_s: float, duration_s: float) -> None:
             if got:
                 print(f"          last sample: backend {got[0].backend} value {got[0].value:.3f} busy {got[0].busy} "
                       f"[{got[0].busy_reason}]")
-
-
-def _epoch(t: float):
-    from pal_slurm.ranking.snapshot import utc_from_epoch
-
-    return utc_from_epoch(t)
 
 
 def main() -> int:

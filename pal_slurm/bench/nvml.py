@@ -215,7 +215,6 @@ class NvmlBackend:
             getattr(nv, "NVML_VOLATILE_ECC", 0),
         )
         remapped = _opt(nv, getattr(nv, "nvmlDeviceGetRemappedRows", None), h)
-        procs = _opt(nv, nv.nvmlDeviceGetComputeRunningProcesses, h) or []
         metrics = {
             "sm_clock_mhz": sm,
             "sm_clock_max_mhz": max_sm,
@@ -234,7 +233,7 @@ class NvmlBackend:
             "working_polls": len(working),
             "load": loaded,  # our load ran beside the polls
         }
-        reason = gpu_process_reason((getattr(p, "pid", -1) for p in procs), (os.getpid(),))
+        reason = _others_on(nv, h)
         if not working and not reason:
             reason = IDLE_GPU_REASON
         return Sample(
@@ -296,11 +295,16 @@ def other_gpu_processes(slots: Sequence[int], loader: Callable[[], object] = _lo
         out = {}
         for slot in slots:
             h = _opt(nv, nv.nvmlDeviceGetHandleByIndex, slot)  # type: ignore[attr-defined]
-            procs = [] if h is None else _opt(nv, nv.nvmlDeviceGetComputeRunningProcesses, h) or []  # type: ignore[attr-defined]
-            out[slot] = gpu_process_reason((getattr(p, "pid", -1) for p in procs), (os.getpid(),))
+            out[slot] = "" if h is None else _others_on(nv, h)
         return out
     finally:
         _shutdown(nv)
+
+
+def _others_on(nv, h) -> str:
+    """Why this GPU counts as busy: processes other than this one on it ('' when none)."""
+    procs = _opt(nv, nv.nvmlDeviceGetComputeRunningProcesses, h) or []
+    return gpu_process_reason((getattr(p, "pid", -1) for p in procs), (os.getpid(),))
 
 
 def _working(poll: dict) -> bool:

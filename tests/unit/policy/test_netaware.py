@@ -479,3 +479,78 @@ def test_the_nodes_a_reservation_holds_free_last_keep_leaves_whole_and_fill_best
     assert sorted(_ready_last(busy, 2, rack_idx, now=0.0)) == [4, 5]
     mixed = [(50.0, 4)] + [(0.0, nd) for nd in (0, 1, 2, 3, 6, 8)]
     assert _ready_last(mixed, 3, rack_idx, now=0.0) == [4, 6, 8]
+
+
+def _a_long_job_and_a_slow_free_node(remaining, running_left=100.0):
+    """(context, running job, a one-node 4-GPU job of `remaining` s): two nodes of 4 GPUs, node
+    0 free with one slow GPU (1.3x), node 1 fast and busy until its job ends (`running_left`)."""
+    c = ClusterView.uniform(2, 4, nodes_per_rack=2).with_free({0, 1, 2, 3})
+    ctx = make_ctx(c, scores={"B": [1.0, 1.0, 1.0, 1.3, 1.0, 1.0, 1.0, 1.0]}, network=False)
+    running = req(10, 4, running_on=(4, 5, 6, 7), remaining=running_left, submit=0)
+    return ctx, running, _per_node(1, 1, 4, sens="low", remaining=remaining)
+
+
+def test_a_long_one_node_job_waits_for_a_faster_node_that_frees_soon_and_holds_it():
+    """Workload-4 made small: a 7.4-hour ResNet-50 job came while short jobs held the fast
+    nodes and took the one whole node left, 8.7% slower, for all its hours. A one-node job
+    whose work on the slow node (10,000 s x 1.3) ends later than waiting 100 s for the fast one
+    waits, and its plan says for what (node 1, from 100)."""
+    ctx, running, job = _a_long_job_and_a_slow_free_node(remaining=10_000.0)
+    plan = placement("pal-fit").plan([running, job], ctx)
+    assert plan.launch == {}
+    assert plan.planned[1].at == 100.0 and plan.planned[1].gpus == frozenset({4, 5, 6, 7})
+    blind = replace(placement("pal-fit"), waits_for_faster_node=False)
+    assert blind.plan([running, job], ctx).launch == {1: (0, 1, 2, 3)}
+
+
+def test_a_short_job_takes_the_slow_node_now_rather_than_wait_longer_than_it_gains():
+    """500 s x 0.3 = 150 s saved would need a 100-s wait: a gain, it waits; 300 s x 0.3 = 90 s
+    is less than the wait: it starts now on the slow node."""
+    for remaining, waits in ((500.0, True), (300.0, False)):
+        ctx, running, job = _a_long_job_and_a_slow_free_node(remaining=remaining)
+        plan = placement("pal-fit").plan([running, job], ctx)
+        assert (plan.launch == {}) is waits, remaining
+        if not waits:
+            assert plan.launch == {1: (0, 1, 2, 3)}
+
+
+def test_a_job_running_past_its_estimate_frees_nothing_to_wait_for():
+    """A running job whose estimated end has passed (it runs over its limit: 0 s left) may run
+    on for any time: no job waits for its GPUs."""
+    ctx, running, job = _a_long_job_and_a_slow_free_node(remaining=10_000.0, running_left=0.0)
+    assert placement("pal-fit").plan([running, job], ctx).launch == {1: (0, 1, 2, 3)}
+
+
+def test_the_gpus_a_job_waits_for_are_reserved_from_the_moment_it_chooses_to_wait():
+    """Workload-3 at 60x (session 15): a job that chose to wait for a better bin without a claim
+    saw smaller jobs take the GPUs and started 16 hours later. Node 1 has two fast GPUs free
+    and two held until 100; the 4-GPU job waits for all four, and a long 1-GPU job behind it
+    (which would take a fast free GPU) goes to node 0 instead; a 1-GPU job that ends before 100
+    may use node 1."""
+    c = ClusterView.uniform(2, 4, nodes_per_rack=2).with_free({0, 1, 2, 3, 4, 5})
+    ctx = make_ctx(c, scores={"B": [1.0, 1.0, 1.3, 1.3, 1.0, 1.0, 1.0, 1.0]}, network=False)
+    running = req(10, 2, running_on=(6, 7), remaining=100.0, submit=0)
+    job = _per_node(1, 1, 4, sens="low", remaining=10_000.0)
+    long_one = _per_node(2, 1, 1, sens="low", remaining=10_000.0)
+    plan = placement("pal-fit").plan([running, job, long_one], ctx)
+    assert 1 not in plan.launch and plan.planned[1].gpus == frozenset({4, 5, 6, 7})
+    assert plan.launch == {2: (0,)}
+    short_one = _per_node(3, 1, 1, sens="low", remaining=50.0)
+    plan = placement("pal-fit").plan([running, job, short_one], ctx)
+    assert plan.launch == {3: (4,)}
+
+
+def test_a_job_waits_for_a_faster_node_only_when_nobody_ahead_of_it_waits():
+    """Workload-6 at 80 jobs, seed 1: a 5-hour ResNet-50 job waited for a fast node while a
+    48-GPU job ahead of it also waited; when the GPUs freed, the job ahead took them, and the
+    one-node job, its slower node long gone to jobs behind it, started 13 hours later. A job
+    ahead comes first for whatever frees, so with one waiting the one-node job starts now."""
+    c = ClusterView.uniform(3, 4, nodes_per_rack=3).with_free({0, 1, 2, 3})
+    ctx = make_ctx(c, scores={"B": [1.0, 1.0, 1.0, 1.3] + [1.0] * 8}, network=False)
+    running = [req(10, 4, running_on=(4, 5, 6, 7), remaining=100.0, submit=0),
+               req(11, 4, running_on=(8, 9, 10, 11), remaining=1000.0, submit=0)]
+    ahead = _per_node(1, 3, 4, sens="low")
+    job = _per_node(2, 1, 4, sens="low", remaining=10_000.0)
+    pal_fit = placement("pal-fit")
+    assert pal_fit.plan([*running, job], ctx).launch == {}  # alone: it waits for node 1
+    assert pal_fit.plan([*running, ahead, job], ctx).launch == {2: (0, 1, 2, 3)}

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ from pal_slurm.model.network import (LEVELS, NODE, RACK, SPINE, DelayTimers, dec
                                       sensitivity_rank)
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import PlacementContext, Traits
+from pal_slurm.policy.cache import RunCache
 from pal_slurm.policy.fragmentation import FragmentationCost, packed_first_allocation
 from pal_slurm.policy.shapes import fewest_leaves_among_ties, is_per_node, per_node_pick, shape_of, slurm_pick, uniform_sf
 
@@ -446,22 +448,10 @@ class _Releases:
                  counts: _Table):
         self.holding, self.ends, self.topology, self.counts = holding, ends, topo(cluster), counts
         self.levels: dict[int, dict[int, list[tuple[float, int]]]] = {}
-        self._gpus_by_node: dict[int, list[tuple[float, int]]] | None = None
 
-    def gpus_by_node(self) -> dict[int, list[tuple[float, int]]]:
-        """{node: [(estimated end, GPU it frees), ...] ascending}: which GPUs free when, for the
-        finish-aware wait for a faster node (`faster_node_later`)."""
-        if self._gpus_by_node is None:
-            node_of = self.topology.node_of
-            out: dict[int, list[tuple[float, int]]] = {}
-            for jid, gpus in self.holding.items():
-                end = self.ends[jid]
-                for x in gpus:
-                    out.setdefault(node_of[x], []).append((end, x))
-            for lst in out.values():
-                lst.sort()
-            self._gpus_by_node = out
-        return self._gpus_by_node
+    def nodes_of(self, gpus: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+        """((node, GPUs there), ...) of a running job's GPUs (kept for the run)."""
+        return self._spread(NODE, gpus)
 
     def _spread(self, level: int, gpus: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
         spread = self.counts.get((level, gpus))
@@ -489,15 +479,10 @@ class _Releases:
         for level, out in self.levels.items():
             for grp, cnt in self._spread(level, gpus):
                 bisect.insort(out.setdefault(grp, []), (end, cnt))
-        if self._gpus_by_node is not None:
-            node_of = self.topology.node_of
-            for x in gpus:
-                bisect.insort(self._gpus_by_node.setdefault(node_of[x], []), (end, x))
 
     def drop(self, jid: JobId) -> None:
         self.holding.pop(jid, None)
         self.levels.clear()
-        self._gpus_by_node = None
 
 
 def slurm_will_run(k: int, g: int, ready_nodes: Sequence[tuple[float, int]], cluster: ClusterView, now: float,
@@ -570,7 +555,7 @@ def _ready_last(ready: Sequence[tuple[float, int]], k: int, rack_idx: Sequence[i
 
 def faster_node_later(job: JobRequest, g: int, now_bin: float, free: Iterable[int], releases: "_Releases",
                       sf: Sequence[float], cluster: ClusterView, now: float,
-                      reservations: Sequence["_Reservation"]) -> tuple[float, tuple[int, ...]] | None:
+                      reservations: Sequence["_Reservation"], cache: RunCache) -> tuple[float, tuple[int, ...]] | None:
     """(when, GPUs): the wait for `g` GPUs on one node of a faster bin than `now_bin` (the
     worst bin of what the job can take now) that finishes it soonest, when that is sooner than
     starting now (remaining time x bin); None when starting now is as soon.
@@ -580,33 +565,57 @@ def faster_node_later(job: JobRequest, g: int, now_bin: float, free: Iterable[in
     whole node free, where the nodes short jobs freed minutes later were in the best bin).
     The running jobs' ends are estimates (pald: their time limits, so waits look long); an
     end already past (a job running over its estimate) frees nothing. Candidates must leave
-    the plan's earlier `reservations` whole."""
-    if job.remaining_time <= 0:
+    the plan's earlier `reservations` whole. Only the nodes that could beat `now_bin` and the
+    ends early enough to pay are looked at: this runs on pald's submit path."""
+    left = job.remaining_time
+    if left <= 0:
         return None
     t = topo(cluster)
+    by_best = _gth_best_by_node(sf, g, t, cache)
+    if not by_best or by_best[0][0] >= now_bin:
+        return None
+    candidates = {nd for best, nd in itertools.takewhile(lambda b: b[0] < now_bin, by_best)}
+    latest = now + left * (now_bin - by_best[0][0])  # a wait ending later cannot pay
     node_of = t.node_of
-    members = t.members(NODE)
+    frees: dict[int, list[tuple[float, int]]] = {}
+    for jid, gpus in releases.holding.items():
+        if not any(nd in candidates for nd, _ in releases.nodes_of(gpus)):
+            continue
+        end = releases.ends[jid]
+        if now < end < latest:
+            for x in gpus:
+                if node_of[x] in candidates:
+                    frees.setdefault(node_of[x], []).append((end, x))
+    if not frees:
+        return None
     free_on: dict[int, list[int]] = {}
     for x in free:
-        free_on.setdefault(node_of[x], []).append(x)
-    best_finish = now + job.remaining_time * now_bin
+        if node_of[x] in frees:
+            free_on.setdefault(node_of[x], []).append(x)
+    best_finish = now + left * now_bin
     best: tuple[float, tuple[int, ...]] | None = None
-    for nd, frees in releases.gpus_by_node().items():
-        on_node = sorted(sf[x] for x in members[nd])
-        if len(on_node) < g or on_node[g - 1] >= now_bin:
-            continue  # no g GPUs of a faster bin on this node
-        avail = list(free_on.get(nd, ()))
-        for end, x in frees:
-            if end <= now:
-                continue
+    for nd, node_frees in frees.items():
+        avail = free_on.get(nd, [])
+        for end, x in sorted(node_frees):
             avail.append(x)
             if len(avail) < g:
                 continue
             pick = sorted(avail, key=lambda y: (sf[y], y))[:g]
-            finish = end + job.remaining_time * max(sf[y] for y in pick)
+            finish = end + left * max(sf[y] for y in pick)
             if finish < best_finish - 1e-9 and all(r.admits(finish, pick) for r in reservations):
                 best_finish, best = finish, (end, tuple(sorted(pick)))
     return best
+
+
+def _gth_best_by_node(sf: Sequence[float], g: int, t: Topology, cache: RunCache) -> list[tuple[float, int]]:
+    """[(the g-th best bin among a node's GPUs, node), ...] ascending: the best bin a one-node
+    job of g GPUs could have there (kept for the run, per ranking and size)."""
+    table: dict[int, tuple[Topology, list[tuple[float, int]]]] = cache.get("gth-best-by-node", sf, dict)
+    hit = table.get(g)
+    if hit is None or hit[0] is not t:  # (a layout's topology is one object: ClusterView.topology)
+        hit = table[g] = (t, sorted((sorted(sf[x] for x in gpus)[g - 1], nd)
+                                    for nd, gpus in t.members(NODE).items() if len(gpus) >= g))
+    return hit[1]
 
 
 class _Reservation:
@@ -1060,7 +1069,8 @@ class NetAwarePlacement:
         if sf is None:
             return False
         g = shape.per_node or job.num_gpus
-        wait = faster_node_later(job, g, max(sf[x] for x in now_gpus), free, releases, sf, ctx.cluster, now, res)
+        wait = faster_node_later(job, g, max(sf[x] for x in now_gpus), free, releases, sf, ctx.cluster, now, res,
+                                 ctx.cache)
         if wait is None:
             return False
         at, gpus = wait

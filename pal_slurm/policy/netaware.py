@@ -574,7 +574,7 @@ def faster_node_later(job: JobRequest, g: int, now_bin: float, free: Iterable[in
     by_best = _gth_best_by_node(sf, g, t, cache)
     if not by_best or by_best[0][0] >= now_bin:
         return None
-    candidates = {nd for best, nd in itertools.takewhile(lambda b: b[0] < now_bin, by_best)}
+    candidates = {nd for _bin, nd in itertools.takewhile(lambda b: b[0] < now_bin, by_best)}
     latest = now + left * (now_bin - by_best[0][0])  # a wait ending later cannot pay
     node_of = t.node_of
     frees: dict[int, list[tuple[float, int]]] = {}

@@ -33,7 +33,7 @@ from typing import Collection
 from pal_slurm.model.comment_grammar import CommentError, verify_spec
 from pal_slurm.daemon import requeue
 from pal_slurm.daemon.cycle import apply_releases, is_pal_held, until_next_tick
-from pal_slurm.daemon.tags import DEFER_TAG, pal_tags
+from pal_slurm.daemon.tags import DEFER_TAG, pal_tags, request_id
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     ErrorReply,
@@ -64,7 +64,6 @@ log = logging.getLogger("pald")
 MAX_RELEASE_FAILURES = 3  # then the job is released as submitted (see Pald._give_up_on)
 MAX_REPLACES = 1  # a released job stuck this many times more keeps no node pin (see Pald._unstick)
 RELOAD_WAIT_S = DEADLINE_S  # `reload` waits this long for the store read (off the loop)
-_REQ_ID = re.compile(r"(?:^|[;\s])req=([^;\s]+)")
 
 
 def started_keys(jobs) -> set[str]:
@@ -76,9 +75,9 @@ def started_keys(jobs) -> set[str]:
             continue
         out.add(f"job:{j.job_id}")
         out.add(f"job:{j.ref}")  # an array element pald released as A_I
-        m = _REQ_ID.search(j.admin_comment or "")
-        if m:
-            out.add(f"req:{m.group(1)}")
+        rid = request_id(j.admin_comment)
+        if rid:
+            out.add(f"req:{rid}")
     return out
 
 

@@ -29,6 +29,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon import requeue
+from pal_slurm.daemon.tags import request_id
 from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields
@@ -684,6 +685,12 @@ class PlacementService:
         self.waiting = (None if restricted or not_yet or unexpanded
                         else [r for r in requests if r.job_id not in released])
         self.deferred_unplanned = {}  # this cycle planned them (in `held`, as Slurm's jobs)
+        # ... and so it did any deferral the read behind `held` already showed (one deferred as
+        # the read was taken): else the submit path planned behind it twice until the next read
+        for j in held:
+            rid = request_id(getattr(j, "admin_comment", None))
+            if rid:
+                self.deferred_since_sync.pop(f"req:{rid}", None)
         return out
 
     def _on_bound_slots(self, req: JobRequest, found: tuple[tuple[int, ...], NodeGroup], slots: tuple[int, ...],

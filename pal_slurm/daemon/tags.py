@@ -8,8 +8,10 @@ pald appends ``pal:defer;requeued=<n>`` when it takes a requeued job back (daemo
 from __future__ import annotations
 
 import functools
+import re
 
 DEFER_TAG = "pal:defer"
+_REQUEST_ID = re.compile(r"(?:^|[;\s])req=([^;\s]+)")
 PLACED_PREFIX = "pal:placed="
 
 
@@ -22,3 +24,10 @@ def pal_tags(admin_comment: str | None) -> tuple[str, ...]:
 def _tag_names(admin_comment: str) -> tuple[str, ...]:
     """Memoised on the text: pald's sync reads the tags of every job each second."""
     return tuple(word.split(";", 1)[0] for word in admin_comment.split())
+
+
+def request_id(admin_comment: str | None) -> str | None:
+    """The hook's request id in an admin_comment (``req=<id>``: it joins a job to the answer
+    pald gave its submission, and to pald's logs), or None."""
+    m = _REQUEST_ID.search(admin_comment or "")
+    return m.group(1) if m else None

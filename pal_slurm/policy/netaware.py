@@ -602,7 +602,7 @@ def faster_node_later(job: JobRequest, g: int, now_bin: float, free: Iterable[in
                 continue
             pick = sorted(avail, key=lambda y: (sf[y], y))[:g]
             finish = end + left * max(sf[y] for y in pick)
-            if finish < best_finish - 1e-9 and all(r.admits(finish, pick) for r in reservations):
+            if finish < best_finish - 1e-9 and all(r.admits(finish, pick, job.remaining_time) for r in reservations):
                 best_finish, best = finish, (end, tuple(sorted(pick)))
     return best
 
@@ -627,6 +627,9 @@ class _Reservation:
         self.shadow = shadow
         self.group = group  # GPU ids; None = the whole cluster
         self.spare = spare
+        # a job no longer than this (JobRequest.remaining_time) passes whatever it takes: the
+        # reservation of a job in its grace (`grace_reservation`); -inf: none passes so
+        self.passes_up_to = -math.inf
 
     @classmethod
     def make(cls, n: int, tier: int, free: Iterable[int], releases: "_Releases", cluster: ClusterView,
@@ -724,11 +727,13 @@ class _Reservation:
     def _inside(self, gpus: Sequence[int]) -> int:
         return len(gpus) if self.group is None else sum(1 for g in gpus if g in self.group)
 
-    def admits(self, end: float, gpus: Sequence[int]) -> bool:
-        return end <= self.shadow or self._inside(gpus) <= self.spare
+    def admits(self, end: float, gpus: Sequence[int], remaining: float) -> bool:
+        """Whether a job ending at `end` on `gpus` (its own estimate of its length:
+        `remaining`) may start now without breaking this reservation."""
+        return end <= self.shadow or remaining <= self.passes_up_to or self._inside(gpus) <= self.spare
 
-    def take(self, end: float, gpus: Sequence[int]) -> None:
-        if end > self.shadow:
+    def take(self, end: float, gpus: Sequence[int], remaining: float) -> None:
+        if end > self.shadow and remaining > self.passes_up_to:
             self.spare -= self._inside(gpus)
 
 
@@ -777,6 +782,11 @@ class NetAwarePlacement:
     # node of a faster one when the running jobs' ends free it soon enough to finish sooner,
     # and holds a reservation on those GPUs from then on (`faster_node_later`)
     waits_for_faster_node: bool = False
+    # easy backfill: a blocked job still within its `reserve_after_s` grace holds a reservation
+    # too, from the grace's end on (or its shadow, if later): later jobs pass it while they end
+    # by then, so short jobs still go first, but a long one cannot take what it needs for hours
+    # (False: during the grace later jobs pass freely)
+    grace_reservation: bool = False
 
     def __post_init__(self) -> None:
         if self.backfill not in ("easy", "greedy", "none"):
@@ -1020,11 +1030,14 @@ class NetAwarePlacement:
                     if len(free) >= n:
                         continue  # delayed by its own timer: others may go (delay scheduling)
                     break
+                in_grace = now - job.waiting_since < reserve_after
                 if (self.backfill == "easy" and len(res) < self.reservations
-                        and now - job.waiting_since >= reserve_after):
+                        and (not in_grace or self.grace_reservation)):
                     if allowed < 0:
                         allowed = self.allowed_tier(job, ctx, deadlines)
                     res.append(self._reserve(job, allowed, free, releases, cluster, rack_idx, now, reserved_nodes))
+                    if in_grace:  # shorter jobs still pass it (an unknown length: any job)
+                        res[-1].passes_up_to = job.remaining_time if job.remaining_time > 0 else math.inf
                     if res[-1].shadow < math.inf:
                         planned[job.job_id] = PlannedStart(res[-1].shadow, res[-1].group)
                 continue
@@ -1033,20 +1046,22 @@ class NetAwarePlacement:
                 continue
             if res:
                 end = now + self._runtime(job, got[0], ctx, table)
-                if not all(r.admits(end, got[0]) for r in res):
+                left = job.remaining_time
+                if not all(r.admits(end, got[0], left) for r in res):
                     # the free GPUs no reservation refuses to a job ending at `end`: a reservation
                     # refuses its group's GPUs when the job ends after its shadow and it has none to spare
-                    refusing = [r for r in res if end > r.shadow and r.spare < 1]
+                    refusing = [r for r in res if end > r.shadow and left > r.passes_up_to and r.spare < 1]
                     if any(r.group is None for r in refusing):
                         outside = []
                     else:
                         outside = sorted(free.difference(*[r.group for r in refusing if r.group is not None]))
                     got = self._allocate(job, outside, ctx, allowed, rack_idx)
-                    if got is None or not all(r.admits(now + self._runtime(job, got[0], ctx, table), got[0]) for r in res):
+                    if got is None or not all(r.admits(now + self._runtime(job, got[0], ctx, table), got[0], left)
+                                              for r in res):
                         continue
                     end = now + self._runtime(job, got[0], ctx, table)
                 for r in res:
-                    r.take(end, got[0])
+                    r.take(end, got[0], left)
             gpus = got[0]
             launch[job.job_id] = tuple(gpus)
             free.difference_update(gpus)
@@ -1142,7 +1157,8 @@ PAL_BACKFILL = NetAwarePlacement("pal-backfill", delay=False, finish_aware=False
 # PAL for a backfilling Slurm (issue #12): the packed, topology-aware choice unless a better bin
 # beats the locality and fragmentation costs (policy.fragmentation); a spread placement only
 # when waiting for the consolidated one would not finish the job sooner; a one-node job on a
-# slower bin only when waiting for a faster node would not finish it sooner; EASY backfill
+# slower bin only when waiting for a faster node would not finish it sooner; EASY backfill, in
+# which a held job within its grace lets only jobs no longer than itself pass
 PAL_FIT = NetAwarePlacement("pal-fit", delay=False, finish_aware=True, fragmentation=FragmentationCost(),
-                           reserve_ready_last=True, waits_for_faster_node=True)
+                           reserve_ready_last=True, waits_for_faster_node=True, grace_reservation=True)
 NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, PAL_FIT, DALLY)

@@ -8,8 +8,8 @@ import click
 
 from pal_slurm.cli.context import cli_config, cli_store
 from pal_slurm.cli.errors import PalError
+from pal_slurm.daemon.tags import request_id
 
-_REQ = re.compile(r"(?:^|[;\s])req=([^;\s]+)")
 _TAG = re.compile(r"pal:(placed|defer|pass)(?:=([^;\s]*))?")
 
 
@@ -42,9 +42,9 @@ def explain(ctx: click.Context, job_id: int) -> None:
         if job.nodes:
             slots = "; ".join(f"{n}:{','.join(map(str, sorted(s)))}" for n, s in sorted(job.gpu_slots.items()))
             click.echo(f"  runs on {','.join(job.nodes)}" + (f" (GPU slots {slots})" if slots else ""))
-        m = _REQ.search(job.admin_comment or "")
-        if m:
-            keys.insert(0, f"req:{m.group(1)}")
+        rid = request_id(job.admin_comment)
+        if rid:
+            keys.insert(0, f"req:{rid}")
         tag = _TAG.search(job.admin_comment or "")
         if not tag:
             click.echo("  no pal: tag: not a PAL job (no pal: spec in its comment), or submitted before pal-slurm")

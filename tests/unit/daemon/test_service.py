@@ -283,6 +283,29 @@ def test_between_a_read_and_the_cycle_that_plans_it_a_newcomer_is_placed_behind_
     assert not s.deferred_unplanned and not s.deferred_since_sync
 
 
+def test_a_deferral_the_read_already_shows_is_planned_behind_once():
+    """A job deferred as Slurm's read is taken (the same instant: the read may or may not have
+    it) stays among the deferrals since that read; when the cycle over that read plans it (its
+    admin_comment's req= names the deferral), the submit path stops counting it a second time.
+    Counted twice, it held a second reservation in the submit path's plan and a newcomer the
+    cycle would start was held or placed elsewhere (pald and the simulator parted: issue 12)."""
+    from .builders import held_job
+
+    s = service(busy=range(12), placement="pal-fit")
+    s.observe_cluster(view(busy=range(12)), now=0.0, held_jobs=1)
+    s.plan_cycle([held_job(1, gpn=4, nodes=2, time_limit_s=3600, tag="pal:defer;req=a")], now=1.0)
+    big = s.place(request(gpn=4, nodes=2), now=2.0, key="req:b")
+    assert (big.decision, big.reason) == (DecisionKind.DEFER, "queued")
+    s.observe_cluster(view(busy=range(12)), now=2.0, held_jobs=2)  # the read, at the deferral's instant
+    assert "req:b" in s.deferred_since_sync  # not known to be in the read
+    held = [held_job(1, gpn=4, nodes=2, time_limit_s=3600, tag="pal:defer;req=a"),
+            held_job(2, gpn=4, nodes=2, time_limit_s=3600, tag="pal:defer;rank=v1;req=b")]
+    s.plan_cycle(held, now=2.0)  # ... but it was: the cycle plans job 2, which is b
+    assert "req:b" not in s.deferred_since_sync and [w.job_id for w in s.waiting] == [1, 2]
+    s.observe_cluster(view(busy=range(12)), now=3.0, held_jobs=2)
+    assert not s.deferred_unplanned  # nothing for the submit path to plan behind a second time
+
+
 # ---- running jobs: a placement that plans around them reads their ends from their limits ----
 def running_info(job_id, node, slots, limit_s, start=1, comment="pal:class=resnet"):
     from dataclasses import replace

@@ -291,6 +291,29 @@ def test_easy_backfill_protects_the_head_of_the_queue():
     assert set(aging.plan([running, head, long], ctx).launch) == {2}
 
 
+def test_a_blocked_job_in_its_grace_lets_only_jobs_no_longer_than_itself_pass():
+    """`grace_reservation`: before `reserve_after_s` the head (an hour long) still holds a
+    reservation, which a job no longer than the head passes (it would not with a reservation at
+    once: it ends after the head's shadow) and a longer one does not (it would with none)."""
+    c = ClusterView.uniform(2, 4, nodes_per_rack=1)
+    running = req(9, 4, app="vgg19", sens="low", running_on=(0, 1, 2, 3), remaining=1000.0)
+    head = req(0, 8, app="vgg19", sens="low", waiting_since=0.0, remaining=3600.0)  # shadow 1010
+    shorter = req(1, 4, app="vgg19", sens="low", remaining=3000.0)
+    longer = req(2, 4, app="vgg19", sens="low", remaining=5000.0)
+    ctx = make_ctx(c.with_free({4, 5, 6, 7}), now=10.0)
+    free_pass = NetAwarePlacement("t", variability=False, reserve_after_s=3600.0)
+    bounded = replace(free_pass, grace_reservation=True)
+    at_once = replace(free_pass, reserve_after_s=0.0)
+    assert set(bounded.plan([running, head, shorter], ctx).launch) == {1}
+    assert at_once.plan([running, head, shorter], ctx).launch == {}
+    assert bounded.plan([running, head, longer], ctx).launch == {}
+    assert set(free_pass.plan([running, head, longer], ctx).launch) == {2}
+    assert bounded.plan([running, head, longer], ctx).planned[0].at == 1010.0
+    # past its grace the head's reservation is EASY's: the shorter job ends after its shadow
+    late = replace(ctx, now=4000.0)
+    assert bounded.plan([running, head, shorter], late).launch == {}
+
+
 # ---- preemption ----------------------------------------------------------------------------
 
 
@@ -417,13 +440,14 @@ def _a_blocked_three_node_job():
 
 
 def test_a_site_s_reserve_after_s_in_the_context_overrides_the_placement_s():
-    """A blocked 3-node job that has waited 0 s: with the placement's own hour it holds no
-    reservation yet and a long one-node job takes the free node it needs; with the site's
-    `reserve_after_s` = 0 (pald's `[policy]`, through the context) it reserves that node and the
-    long job waits. Node 1 free, node 0 free at 10, node 2 at 100, node 3 at 1000."""
+    """A blocked 3-node job (an hour long) that has waited 0 s: with the placement's own hour it
+    is in its grace and a one-node job no longer than it, ending long after its shadow, takes the
+    free node it needs; with the site's `reserve_after_s` = 0 (pald's `[policy]`, through the
+    context) it reserves that node and the other job waits. Node 1 free, node 0 free at 10,
+    node 2 at 100, node 3 at 1000."""
     pal_fit = placement("pal-fit")
     ctx, running, blocked = _a_blocked_three_node_job()
-    long_job = _per_node(2, 1, 4, sens="low", remaining=5000.0)
+    long_job = _per_node(2, 1, 4, sens="low", remaining=3000.0)
     order = [*running, blocked, long_job]
     assert pal_fit.plan(order, ctx).launch == {2: (4, 5, 6, 7)}
     assert pal_fit.plan(order, replace(ctx, reserve_after_s=0.0)).launch == {}
@@ -432,7 +456,7 @@ def test_a_site_s_reserve_after_s_in_the_context_overrides_the_placement_s():
 def test_a_plan_reports_the_start_and_nodes_it_reserved_for_a_blocked_job():
     """The reservation a plan holds for a blocked job is in its output (RoundPlan.planned: what
     pald logs and `palctl explain` shows): the 3 nodes ready first (node 1 now, 0 at 10, 2 at
-    100), from 100; a job that starts has none, nor does one that holds no reservation."""
+    100), from 100; a job that starts has none."""
     pal_fit = placement("pal-fit")
     ctx, running, blocked = _a_blocked_three_node_job()
     short = _per_node(2, 1, 4, sens="low", remaining=50.0)
@@ -440,7 +464,8 @@ def test_a_plan_reports_the_start_and_nodes_it_reserved_for_a_blocked_job():
     assert plan.launch == {2: (4, 5, 6, 7)}  # ends before the reservation's start: it passes
     assert list(plan.planned) == [1]
     assert plan.planned[1].at == ctx.now + 100.0 and plan.planned[1].gpus == frozenset(range(12))
-    assert pal_fit.plan([*running, blocked, short], ctx).planned == {}  # not waited long enough
+    # in its grace it holds the same reservation (jobs no longer than it pass it)
+    assert pal_fit.plan([*running, blocked, short], ctx).planned == plan.planned
 
 
 def test_a_per_node_reservation_holds_the_nodes_that_free_last_and_leaves_a_free_leaf_to_pass():
@@ -549,7 +574,7 @@ def test_a_job_waits_for_a_faster_node_only_when_nobody_ahead_of_it_waits():
     ctx = make_ctx(c, scores={"B": [1.0, 1.0, 1.0, 1.3] + [1.0] * 8}, network=False)
     running = [req(10, 4, running_on=(4, 5, 6, 7), remaining=100.0, submit=0),
                req(11, 4, running_on=(8, 9, 10, 11), remaining=1000.0, submit=0)]
-    ahead = _per_node(1, 3, 4, sens="low")
+    ahead = _per_node(1, 3, 4, sens="low", remaining=20_000.0)  # longer: the job may pass it
     job = _per_node(2, 1, 4, sens="low", remaining=10_000.0)
     pal_fit = placement("pal-fit")
     assert pal_fit.plan([*running, job], ctx).launch == {}  # alone: it waits for node 1

@@ -34,8 +34,9 @@ policies are configurations and ablations are one flag away:
   the job accepts now) that frees enough GPUs soonest by the running jobs' estimated ends (the
   shadow time). Later jobs start only if they end before every shadow time or use GPUs the
   reservations can spare. Until a job has waited `reserve_after_s`, later jobs pass it freely
-  (short jobs are most of these traces); after that it cannot be overtaken indefinitely, so
-  nobody starves. `greedy` lets any later job that fits go (Dally's skip); `none` stops at
+  (short jobs are most of these traces), or with `grace_reservation` (pal-fit) only those no
+  longer than it (by their time limits): a long job that passes a short one can hold what it
+  needs for hours; after that it cannot be overtaken indefinitely, so nobody starves. `greedy` lets any later job that fits go (Dally's skip); `none` stops at
   the first job that does not fit (the artifact's rule).
 
 Running jobs are never moved (sticky), so a plan with nobody waiting changes nothing.

@@ -291,13 +291,14 @@ def test_easy_backfill_protects_the_head_of_the_queue():
     assert set(aging.plan([running, head, long], ctx).launch) == {2}
 
 
-def test_a_blocked_job_in_its_grace_lets_only_jobs_no_longer_than_itself_pass():
-    """`grace_reservation`: before `reserve_after_s` the head (an hour long) still holds a
-    reservation, which a job no longer than the head passes (it would not with a reservation at
-    once: it ends after the head's shadow) and a longer one does not (it would with none)."""
+def test_a_blocked_job_on_whole_nodes_in_its_grace_lets_only_jobs_no_longer_than_itself_pass():
+    """`grace_reservation`: before `reserve_after_s` a held job on whole nodes (an hour long)
+    still holds a reservation, which a job no longer than it passes (it would not with a
+    reservation at once: it ends after the held job's shadow) and a longer one does not (it
+    would with none). A held job that takes GPUs anywhere keeps the free pass."""
     c = ClusterView.uniform(2, 4, nodes_per_rack=1)
     running = req(9, 4, app="vgg19", sens="low", running_on=(0, 1, 2, 3), remaining=1000.0)
-    head = req(0, 8, app="vgg19", sens="low", waiting_since=0.0, remaining=3600.0)  # shadow 1010
+    head = _per_node(0, 2, 4, app="vgg19", sens="low", waiting_since=0.0, remaining=3600.0)  # shadow 1010
     shorter = req(1, 4, app="vgg19", sens="low", remaining=3000.0)
     longer = req(2, 4, app="vgg19", sens="low", remaining=5000.0)
     ctx = make_ctx(c.with_free({4, 5, 6, 7}), now=10.0)
@@ -309,9 +310,12 @@ def test_a_blocked_job_in_its_grace_lets_only_jobs_no_longer_than_itself_pass():
     assert bounded.plan([running, head, longer], ctx).launch == {}
     assert set(free_pass.plan([running, head, longer], ctx).launch) == {2}
     assert bounded.plan([running, head, longer], ctx).planned[0].at == 1010.0
-    # past its grace the head's reservation is EASY's: the shorter job ends after its shadow
+    # past its grace the held job's reservation is EASY's: the shorter job ends after its shadow
     late = replace(ctx, now=4000.0)
     assert bounded.plan([running, head, shorter], late).launch == {}
+    # 8 GPUs anywhere (--gpus=8): no reservation in its grace, the longer job passes
+    anywhere = req(0, 8, app="vgg19", sens="low", waiting_since=0.0, remaining=3600.0)
+    assert set(bounded.plan([running, anywhere, longer], ctx).launch) == {2}
 
 
 # ---- preemption ----------------------------------------------------------------------------

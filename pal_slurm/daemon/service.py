@@ -687,10 +687,12 @@ class PlacementService:
         self.deferred_unplanned = {}  # this cycle planned them (in `held`, as Slurm's jobs)
         # ... and so it did any deferral the read behind `held` already showed (one deferred as
         # the read was taken): else the submit path planned behind it twice until the next read
-        for j in held:
-            rid = request_id(getattr(j, "admin_comment", None))
-            if rid:
-                self.deferred_since_sync.pop(f"req:{rid}", None)
+        # (none since the read, the usual case: no need to read every held job's tags)
+        if self.deferred_since_sync:
+            for j in held:
+                rid = request_id(getattr(j, "admin_comment", None))
+                if rid:
+                    self.deferred_since_sync.pop(f"req:{rid}", None)
         return out
 
     def _on_bound_slots(self, req: JobRequest, found: tuple[tuple[int, ...], NodeGroup], slots: tuple[int, ...],

@@ -31,7 +31,8 @@ class Period:
         return (math.floor((now - self.offset) / self.seconds + 1e-9) + 1) * self.seconds + self.offset
 
     def last_at_or_before(self, now: float) -> float:
-        """The latest tick at or before `now` (`now` itself when it acts at every event)."""
+        """The latest tick at or before `now` (`now` itself when it acts at every event); a tick
+        within 1e-9 of a period after `now` is float noise and counts as at `now`."""
         if self.seconds <= 0:
             return now
         return math.floor((now - self.offset) / self.seconds + 1e-9) * self.seconds + self.offset

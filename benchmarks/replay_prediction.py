@@ -41,6 +41,7 @@ from pal_slurm.replay.plan import plan_replay  # noqa: E402
 from pal_slurm.replay.predict import predicted_run  # noqa: E402
 from pal_slurm.sim.metrics import geomean  # noqa: E402
 from pal_slurm.sim.trace import bundled_trace  # noqa: E402
+from pal_slurm.slurm.hostlist import compress  # noqa: E402
 
 TRACES = ("workload-1", "workload-2", "workload-3", "workload-4", "workload-5", "workload-6")
 NODES, GPUS_PER_NODE, NODES_PER_LEAF = 16, 4, 4  # the replay's lab cluster
@@ -160,8 +161,13 @@ def explain(stock, arm, k: int) -> None:
         b = before[o.job_id]
         print(f"      job {o.job_id} ({o.num_gpus} GPUs, {o.model}): JCT {b.jct / 3600:.2f} -> {o.jct / 3600:.2f} h; "
               f"stock ran it {b.first_start / 3600:.2f}-{b.finish / 3600:.2f} (x{(b.finish - b.first_start) / o.ideal_runtime:.2f}"
-              f" ideal), the arm {o.first_start / 3600:.2f}-{o.finish / 3600:.2f} "
-              f"(x{(o.finish - o.first_start) / o.ideal_runtime:.2f})")
+              f" ideal) on {_nodes(b.gpus)}, the arm {o.first_start / 3600:.2f}-{o.finish / 3600:.2f} "
+              f"(x{(o.finish - o.first_start) / o.ideal_runtime:.2f}) on {_nodes(o.gpus)}")
+
+
+def _nodes(gpus) -> str:
+    """The lab's names of the nodes a job's GPUs are on (GPU index = node position x 4 + slot)."""
+    return compress(f"gpu{g // GPUS_PER_NODE + 1:02d}" for g in gpus) or "-"
 
 
 if __name__ == "__main__":

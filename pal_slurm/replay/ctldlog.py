@@ -62,10 +62,13 @@ def slurm_ends(text: str) -> dict[int, float]:
 class PassClock:
     """A scheduler that acts on a period, as a lab ran it, in wall seconds: one tick at `phase_s`
     after the replay's first submission and every `period_s` after (and before) it. Slurm's
-    backfill passes (`pass_clock`) and pald's cycle (`replay.harness.pald_clock`)."""
+    backfill passes (`pass_clock`) and pald's cycle (`replay.harness.pald_clock`). `view_age_s`:
+    how old what it acts on is at each tick (pald decides on a read of Slurm made that long
+    before; Slurm's pass reads its own state, 0)."""
 
     phase_s: float
     period_s: float
+    view_age_s: float = 0.0
 
 
 SAME_PASS_S = 0.05  # starts this close together came from one pass (a pass starts jobs in ms)

@@ -71,6 +71,12 @@ def pald_times(scale: float) -> PaldTimes:
 
 
 PALD_CYCLE_S = 0.3  # pald's cycle in the replay (wall seconds; the simulator's model uses the same)
+# where in its cycle pald's read of Slurm stands (wall seconds after the tick): sinfo --json
+# returns after 0.018 s and squeue --json after 0.039 s on an idle 16x4 lab (median of 40
+# syncs), so squeue's record is about 0.03 s in; and how old that read is when the cycle
+# decides, where a replay's releases do not say (the median release 0.13 s after the tick)
+PALD_READ_S = 0.03
+PALD_VIEW_AGE_S = 0.1
 BF_INTERVAL_S = 1  # Slurm's backfill pass (wall seconds; the stock model's pass, sim.stock_slurm)
 # how far apart the lab and the model may start a job and still count as running it alike: a
 # Slurm pass and a pald cycle, twice (wall seconds; x the scale in trace seconds; replay.compare)
@@ -291,19 +297,25 @@ def _pald_releases(db: Path) -> list[tuple[float, dict]]:
 
 def pald_clock(releases: list[float], t0: float, cycle_s: float) -> PassClock:
     """pald's cycle in an arm, against `t0` (the first submission, epoch seconds): its period
-    `cycle_s` and the phase of the instants it released held jobs (`releases`, epoch seconds;
-    the circular mean of their phases). pald cycles at the multiples of `cycle_s` on the epoch
-    clock (`daemon.cycle.until_next_tick`), and a release comes that cycle's Slurm reads and
-    decision later (tens of ms); the phase is taken where the releases landed, the moment the
-    model's pald decides (what it sees of a job ending within that moment is the lab's draw).
-    Without releases: the multiples of `cycle_s` themselves. (pald before the epoch clock
-    drifted, tenths of a second within minutes: its releases' mean phase is the best a single
-    phase can be.)"""
+    `cycle_s`, the phase of the instants it released held jobs (`releases`, epoch seconds; the
+    circular mean of their phases), and how old its view was then. pald cycles at the
+    multiples of `cycle_s` on the epoch clock (`daemon.cycle.until_next_tick`): each cycle
+    reads Slurm first (squeue's record is `PALD_READ_S` into the cycle) and releases a tenth
+    of a second after its tick (the three 160-job replays of sessions 24-25: median 0.13 s over
+    277 releases, 0.05-0.29 s), so a job that ends between the read and the release is
+    still running to that cycle (`view_age_s`: the model's pald decides at the phase, on a read
+    that old; without it the model saw ends up to 0.1 wall s sooner than pald could, 15 trace s
+    at 150, and released held jobs a Slurm pass sooner than the lab). Without releases: the
+    multiples of `cycle_s` themselves, with the typical age (`PALD_VIEW_AGE_S`)."""
+    tick = (-t0) % cycle_s  # the epoch multiples, against t0
     if not releases:
-        return PassClock(phase_s=(-t0) % cycle_s, period_s=cycle_s)
+        return PassClock(phase_s=(tick + PALD_VIEW_AGE_S + PALD_READ_S) % cycle_s, period_s=cycle_s,
+                         view_age_s=PALD_VIEW_AGE_S)
     angles = [2.0 * math.pi * (((at - t0) % cycle_s) / cycle_s) for at in releases]
     mean = math.atan2(sum(math.sin(a) for a in angles), sum(math.cos(a) for a in angles))
-    return PassClock(phase_s=(mean / (2.0 * math.pi) * cycle_s) % cycle_s, period_s=cycle_s)
+    phase = (mean / (2.0 * math.pi) * cycle_s) % cycle_s
+    age = max(0.0, (phase - tick) % cycle_s - PALD_READ_S)
+    return PassClock(phase_s=phase, period_s=cycle_s, view_age_s=age)
 
 
 def release_latency(releases: list[tuple[float, dict]], payloads: dict[str, dict]) -> float | None:

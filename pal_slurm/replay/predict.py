@@ -170,7 +170,8 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     clock of the lab's backfill passes (`ctldlog.pass_clock`, wall seconds; default the clock a
     replay starts its trace on: a pass every bf_interval, the first ALIGN_AFTER_PASS_S before
     the first submission)."""
-    from pal_slurm.replay.harness import ALIGN_AFTER_PASS_S, ARMS, BF_INTERVAL_S, PALD_CYCLE_S, arm_queue, pald_times
+    from pal_slurm.replay.harness import (ALIGN_AFTER_PASS_S, ARMS, BF_INTERVAL_S, PALD_CYCLE_S, PALD_VIEW_AGE_S,
+                                         arm_queue, pald_times)
     from pal_slurm.sim.event import EventSimulator, simulator_for
     from pal_slurm.daemon.service import ServiceSettings
     from pal_slurm.policy.autotune import rack_timers
@@ -193,10 +194,11 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
                              limits_s={i: j.limit_s for i, j in enumerate(plan.jobs)})
     if pald:
         limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}
-        cycle = pald_cycle or PassClock(phase_s=0.0, period_s=PALD_CYCLE_S)
+        cycle = pald_cycle or PassClock(phase_s=0.0, period_s=PALD_CYCLE_S, view_age_s=PALD_VIEW_AGE_S)
         times = pald_times(plan.scale)  # as the replay configures pald (pald's clock: wall seconds)
         decider = PaldOnSlurm(str(policy), cycle_period_s=cycle.period_s * plan.scale,
-                              cycle_offset_s=cycle.phase_s * plan.scale, limits_s=limits,
+                              cycle_offset_s=cycle.phase_s * plan.scale, view_age_s=cycle.view_age_s * plan.scale,
+                              limits_s=limits,
                               ranking=ranking, wall_scale=plan.scale, slurm_pass_s=pass_s,
                               slurm_pass_offset_s=pass_offset_s,
                               nets={i: j.net_sensitivity for i, j in enumerate(plan.jobs)},

@@ -82,16 +82,25 @@ class PaldOnSlurm:
     times, time limits) are trace seconds / scale, and its delay timers
     (`settings.delay_timers` over the placement's own) are wall seconds, so a compressed replay
     stretches them by the scale: a medium job's 120 s wait for one node is 20 trace hours at
-    600x. The model decides on pald's clock, as pald does."""
+    600x. The model decides on pald's clock, as pald does.
+
+    `view_age_s` (trace seconds): how old pald's view of Slurm is when its cycle decides. pald
+    reads Slurm (sinfo, squeue, the site) at the top of each cycle and decides on that read a
+    tenth of a wall second later (`replay.harness.pald_clock`); a job that ends in between is
+    still running to that cycle, as it is to the hook until the next read. The cycle's ticks
+    (`cycle_offset_s`) are its decisions; its reads come `view_age_s` before each."""
 
     def __init__(self, placement: str, cycle_period_s: float, limits_s: Mapping[int, float] | None = None,
                  settings: ServiceSettings | None = None, ranking: Ranking | None = None,
                  wall_scale: float = 1.0, slurm_pass_s: float = 0.0, slurm_pass_offset_s: float = 0.0,
-                 nets: Mapping[int, str] | None = None, cycle_offset_s: float = 0.0):
+                 nets: Mapping[int, str] | None = None, cycle_offset_s: float = 0.0,
+                 view_age_s: float = 0.0):
         self.settings = replace(settings or ServiceSettings(), placement=placement)
         self.ranking = ranking  # pald's own (measured) ranking; None: the simulator's
         self.engine = Engine(self.settings.engine(), rng=random.Random(0))
         self.cycle = Period(float(cycle_period_s), float(cycle_offset_s))
+        # pald's reads of Slurm: each cycle's, view_age_s before its decision
+        self.sync = Period(float(cycle_period_s), float(cycle_offset_s) - float(view_age_s))
         self.slurm_pass = Period(float(slurm_pass_s), float(slurm_pass_offset_s))
         self.pinned: dict[JobId, tuple[int, ...]] = {}  # placed or released, not started by Slurm yet
         self.limits = dict(limits_s or {})
@@ -152,7 +161,7 @@ class PaldOnSlurm:
         return RoundPlan(frozenset(), started)
 
     def ended_since_sync(self, now: float, running: dict[JobId, JobRequest]) -> list[JobRequest]:
-        """The jobs that ended after pald's last sync (its cycle's last tick at or before `now`):
+        """The jobs that ended after pald's last read of Slurm (at or before `now`, `sync`):
         pald still sees them running on their GPUs, so the hook does not place on them and the
         cycle plans around them (`as_pald_sees`) until its next sync. The simulator calls a
         decider at every job's end, so a job gone from `running` since the last call (running
@@ -161,7 +170,7 @@ class PaldOnSlurm:
             if job_id not in running:
                 self.ended[job_id] = (now, job)
         self.running = running
-        synced = self.cycle.last_at_or_before(now)
+        synced = self.sync.last_at_or_before(now)
         self.ended = {k: v for k, v in self.ended.items() if v[0] > synced}
         return [job for _, job in self.ended.values()]
 

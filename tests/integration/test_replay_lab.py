@@ -94,6 +94,7 @@ def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
         assert arm.release_wall_s is not None and 0.0 <= arm.release_wall_s < 30.0
         assert arm.pald_cycle is not None and arm.pald_cycle.period_s == PALD_CYCLE_S
         assert 0.0 <= arm.pald_cycle.phase_s < PALD_CYCLE_S
+        assert 0.0 <= arm.pald_cycle.view_age_s < PALD_CYCLE_S  # its read comes before its release
     else:
         assert arm.pald_cycle is None
     # the lab's passes: bf_interval=1 plus each pass's own time; every arm's trace starts at the

@@ -60,8 +60,9 @@ def test_release_latency_is_the_median_wait_from_free_gpus_to_palds_release():
 def test_palds_clock_is_the_mean_phase_of_its_releases_and_else_the_epoch_multiples():
     """Releases 0.04 and 0.06 s after multiples of 0.3 and one 0.01 s before one: their phase
     is about 0.03 s after the multiples (the mean on the circle; of the numbers, 0.13),
-    told against the first submission `t0`."""
-    from pal_slurm.replay.harness import pald_clock
+    told against the first submission `t0`; pald's view is as old as the phase is past its
+    read (`PALD_READ_S` after the multiple)."""
+    from pal_slurm.replay.harness import PALD_READ_S, PALD_VIEW_AGE_S, pald_clock
 
     t0 = 1_000_000.1
     base = 3_333_340 * 0.3  # a multiple of 0.3 s after t0
@@ -69,8 +70,13 @@ def test_palds_clock_is_the_mean_phase_of_its_releases_and_else_the_epoch_multip
     clock = pald_clock(releases, t0, 0.3)
     assert clock.period_s == 0.3
     assert clock.phase_s == pytest.approx((base + 0.03 - t0) % 0.3, abs=0.005)
-    bare = pald_clock([], t0, 0.3)  # no release: pald's ticks themselves, the epoch's multiples
-    assert min((t0 + bare.phase_s) % 0.3, 0.3 - (t0 + bare.phase_s) % 0.3) == pytest.approx(0.0, abs=1e-6)
+    assert clock.view_age_s == pytest.approx(max(0.0, 0.03 - PALD_READ_S), abs=0.005)
+    late = pald_clock([base + 0.15, base + 0.3 + 0.13], t0, 0.3)  # 0.14 s after the multiples
+    assert late.view_age_s == pytest.approx(0.14 - PALD_READ_S, abs=0.005)
+    bare = pald_clock([], t0, 0.3)  # no release: a decision at the typical age after the read
+    decided = (t0 + bare.phase_s - PALD_READ_S - PALD_VIEW_AGE_S) % 0.3
+    assert min(decided, 0.3 - decided) == pytest.approx(0.0, abs=1e-6)
+    assert bare.view_age_s == PALD_VIEW_AGE_S
 
 
 def test_every_arm_has_a_registered_placement_and_a_prediction():

@@ -133,6 +133,24 @@ def test_the_hook_answers_from_palds_last_sync_so_gpus_freed_since_wait_for_the_
     assert run(PaldOnSlurm("pal-fit", cycle_period_s=0.0))[2] == 1100.0
 
 
+def test_a_cycle_decides_on_its_read_so_an_end_between_the_two_waits_for_the_next_cycle():
+    # A holds node 1 until 1000; B (node 1 too) is held behind it. pald decides at 1050, 1350
+    # (its cycle's ticks) on reads made 100 before (950, 1250): the cycle at 1050 still sees A
+    # running and B waits for the cycle at 1350. A model that read at the decision released B
+    # at 1050 (the lab's pald: releases 0.13 wall s after its read's tick, median).
+    trace = Trace("aged", (job(0, 0, 1000, 1, 4), job(1, 0, 50_000, 1, 4), job(2, 10, 100, 1, 4)))
+
+    def run(decider):
+        seen: dict[int, float] = {}
+        EventSimulator(CONFIG).run(trace, "pal-fit", decider=decider, on_start=lambda t, j, g: seen.setdefault(j, t))
+        return seen
+
+    assert run(PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=150.0))[2] == 1050.0
+    aged = PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=150.0, view_age_s=100.0)
+    assert run(aged)[2] == 1350.0 and aged.starts == {"placed": 2, "released": 1}
+    assert run(PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=150.0, view_age_s=40.0))[2] == 1050.0
+
+
 def test_an_end_that_leaves_the_cluster_idle_reaches_pald_at_its_next_sync_not_at_the_next_job():
     # A (both nodes) ends at 1000 and nothing else runs or waits; B (both nodes) arrives at
     # 1650, after pald's syncs at 1200 and 1500: pald saw A's end there, so the hook places B

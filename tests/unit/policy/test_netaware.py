@@ -583,3 +583,36 @@ def test_a_job_waits_for_a_faster_node_only_when_nobody_ahead_of_it_waits():
     pal_fit = placement("pal-fit")
     assert pal_fit.plan([*running, job], ctx).launch == {}  # alone: it waits for node 1
     assert pal_fit.plan([*running, ahead, job], ctx).launch == {2: (0, 1, 2, 3)}
+
+
+def _a_leaf_held_for_a_blocked_job(app, sens):
+    """Three leaves of two nodes (0-1, 2-3, 4-5), pald's engine (no network model). Nodes 1
+    and 5 are busy until 10000; nodes 2 and 3 have one GPU busy until 50, so the held 2x4 job
+    waits for that leaf (its reservation, from 50, for two hours) rather than spread over the
+    free nodes 0 and 4. A long 2x3 job then fits leaf 2-3 now but would end after the
+    reservation's start; around it, only nodes 0 and 4 (two leaves)."""
+    c = ClusterView.uniform(6, 4, nodes_per_rack=2)
+    running = [req(10, 4, running_on=(4, 5, 6, 7), remaining=10_000.0, submit=0),
+               req(11, 4, running_on=(20, 21, 22, 23), remaining=10_000.0, submit=0),
+               req(12, 1, running_on=(8,), remaining=50.0, submit=0),
+               req(13, 1, running_on=(12,), remaining=50.0, submit=0)]
+    held = _per_node(0, 2, 4, app="vgg19", sens="low", waiting_since=0.0, remaining=7200.0)
+    job = _per_node(1, 2, 3, app=app, sens=sens, remaining=36_000.0)
+    busy = {g for j in running for g in j.running_on}
+    ctx = replace(make_ctx(c.with_free(set(range(c.size)) - busy), network=False), reserve_after_s=0.0)
+    return ctx, [*running, held, job]
+
+
+def test_a_job_backfill_would_spread_around_a_reservation_waits_when_a_leaf_finishes_it_sooner():
+    """pal-fit's finish-aware test covers the detour as well as the first choice: a 10-hour
+    GPT-2 job (8x across leaves, 1.5x in one) waits for a leaf (the held job's, free at 7250)
+    rather than run 80 hours over two, while a VGG job (1.15x, 1.01x) takes the two leaves
+    now: waiting until 7250 would finish it later than 1.15 x 36000. Before, the detour took
+    two leaves for both (the model of workload-5's 160 jobs: a GPT-2 job at 8x for 145 h)."""
+    pal_fit = placement("pal-fit")
+    ctx, order = _a_leaf_held_for_a_blocked_job("GPT2", "high")
+    plan = pal_fit.plan(order, ctx)
+    assert plan.launch == {} and list(plan.planned) == [0]
+    ctx, order = _a_leaf_held_for_a_blocked_job("vgg19", "low")
+    assert set(pal_fit.plan(order, ctx).launch) == {1}
+    assert {g // 4 for g in pal_fit.plan(order, ctx).launch[1]} == {0, 4}

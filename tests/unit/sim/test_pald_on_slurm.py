@@ -20,9 +20,9 @@ job = shaped_job
 TRACE = Trace("held", (job(0, 0, 1000, 1, 4), job(1, 10, 500, 2, 4), job(2, 20, 100, 1, 1)))
 
 
-def starts(decider):
+def starts(decider, trace=TRACE, policy="pal"):
     seen: dict[int, float] = {}
-    EventSimulator(CONFIG).run(TRACE, "pal", decider=decider, on_start=lambda t, j, g: seen.setdefault(j, t))
+    EventSimulator(CONFIG).run(trace, policy, decider=decider, on_start=lambda t, j, g: seen.setdefault(j, t))
     return seen
 
 
@@ -122,15 +122,10 @@ def test_the_hook_answers_from_palds_last_sync_so_gpus_freed_since_wait_for_the_
     # cycle at 1200 releases it. A pald that synced at every instant would have placed it at 1100.
     trace = Trace("stale", (job(0, 0, 1000, 1, 4), job(1, 0, 50_000, 1, 4), job(2, 1100, 100, 1, 4)))
 
-    def run(decider):
-        seen: dict[int, float] = {}
-        EventSimulator(CONFIG).run(trace, "pal-fit", decider=decider, on_start=lambda t, j, g: seen.setdefault(j, t))
-        return seen
-
     stale = PaldOnSlurm("pal-fit", cycle_period_s=300.0)
-    assert run(stale)[2] == 1200.0 and stale.starts == {"placed": 2, "released": 1}
-    assert run(PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=100.0))[2] == 1100.0  # synced at 1000
-    assert run(PaldOnSlurm("pal-fit", cycle_period_s=0.0))[2] == 1100.0
+    assert starts(stale, trace, "pal-fit")[2] == 1200.0 and stale.starts == {"placed": 2, "released": 1}
+    assert starts(PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=100.0), trace, "pal-fit")[2] == 1100.0  # synced at 1000
+    assert starts(PaldOnSlurm("pal-fit", cycle_period_s=0.0), trace, "pal-fit")[2] == 1100.0
 
 
 def test_a_cycle_decides_on_its_read_so_an_end_between_the_two_waits_for_the_next_cycle():
@@ -140,15 +135,10 @@ def test_a_cycle_decides_on_its_read_so_an_end_between_the_two_waits_for_the_nex
     # at 1050 (the lab's pald: releases 0.13 wall s after its read's tick, median).
     trace = Trace("aged", (job(0, 0, 1000, 1, 4), job(1, 0, 50_000, 1, 4), job(2, 10, 100, 1, 4)))
 
-    def run(decider):
-        seen: dict[int, float] = {}
-        EventSimulator(CONFIG).run(trace, "pal-fit", decider=decider, on_start=lambda t, j, g: seen.setdefault(j, t))
-        return seen
-
-    assert run(PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=150.0))[2] == 1050.0
+    assert starts(PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=150.0), trace, "pal-fit")[2] == 1050.0
     aged = PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=150.0, view_age_s=100.0)
-    assert run(aged)[2] == 1350.0 and aged.starts == {"placed": 2, "released": 1}
-    assert run(PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=150.0, view_age_s=40.0))[2] == 1050.0
+    assert starts(aged, trace, "pal-fit")[2] == 1350.0 and aged.starts == {"placed": 2, "released": 1}
+    assert starts(PaldOnSlurm("pal-fit", cycle_period_s=300.0, cycle_offset_s=150.0, view_age_s=40.0), trace, "pal-fit")[2] == 1050.0
 
 
 def test_an_end_that_leaves_the_cluster_idle_reaches_pald_at_its_next_sync_not_at_the_next_job():

@@ -8,7 +8,10 @@ prints per trace and arm the measured avg JCT / makespan ratio to `stock`, the s
 predicted ratio and the difference, and the geomean over traces. `--scales 600,300` replays
 each trace at several time scales (the compression must not decide the result).
 `--predict-only` replays nothing and predicts the replays under --out again with today's
-simulator (what pald measured is read back from each arm's work dir).
+simulator (what pald measured is read back from each arm's work dir). `--stock-from DIR`
+lets pald arms replayed alone (`--arms pal-fit`) be compared with the stock arm of an earlier
+replay of the same trace, scale, jobs and seed under DIR (its row and work dir are borrowed:
+stock does not run pald's code, so a change to pald needs only its own arms replayed again).
 """
 
 from __future__ import annotations
@@ -35,6 +38,37 @@ def replay(trace: str, arms: str, scale: float, jobs: int, seed: int, out: Path)
     print("$ palctl " + " ".join(cmd[3:]), flush=True)
     subprocess.run(cmd, check=True, env=env, cwd=str(REPO))
     return json.loads(json_path.read_text())["results"]
+
+
+def borrow_arm(out: Path, source: Path, arm: str = "stock") -> list[str]:
+    """Borrow `arm` from the replays under `source` for the replays under `out` that lack it:
+    per replay (`<tag>.json` with `<tag>/`, the layout `replay` writes) whose tag `source` has
+    too, link `source/<tag>/<arm>` as `out/<tag>/<arm>` and add that arm's row to
+    `out/<tag>.json`. The tags borrowed for, sorted; a tag whose JSON already has the arm is
+    left as it is. Raises FileNotFoundError when `source` has no replay under any of `out`'s
+    tags (a wrong directory should not pass for "nothing to compare")."""
+    borrowed, matched = [], False
+    for path in sorted(out.glob("*-n*-seed*.json")):
+        tag = path.stem
+        theirs = source / f"{tag}.json"
+        if not theirs.exists():
+            continue
+        matched = True
+        doc = json.loads(path.read_text())
+        if any(r["arm"] == arm for r in doc["results"]):
+            continue
+        rows = [r for r in json.loads(theirs.read_text())["results"] if r["arm"] == arm]
+        if not rows or not (source / tag / arm).is_dir():
+            raise FileNotFoundError(f"{theirs}: no {arm} arm to borrow (row and work dir {source / tag / arm})")
+        link = out / tag / arm
+        if not link.exists():
+            link.symlink_to((source / tag / arm).resolve(), target_is_directory=True)
+        doc["results"] += rows
+        path.write_text(json.dumps(doc, indent=2))
+        borrowed.append(tag)
+    if not matched:
+        raise FileNotFoundError(f"{source}: no replay with any tag under {out}")
+    return borrowed
 
 
 def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_rack: int = 4,
@@ -125,17 +159,21 @@ def main() -> int:
                     help="with --predict-only: predict each pald arm with its cycle at K phases")
     ap.add_argument("--partings", type=int, default=0, metavar="K",
                     help="with --predict-only: per arm, the first K jobs the lab and the model ran differently")
+    ap.add_argument("--stock-from", default="", metavar="DIR",
+                    help="compare with the stock arm of the same replays under DIR (an earlier --out)")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     rows = []
-    if a.predict_only:
-        rows = repredict(out, partings=a.partings, spread=a.spread)
-    else:
+    if not a.predict_only:
         for scale in [float(s) for s in a.scales.split(",")]:
             for trace in a.traces.split(","):
                 rows += replay(trace, a.arms, scale, a.jobs, a.seed, out)
+    if a.stock_from:
+        print(f"stock arm borrowed from {a.stock_from} for: {', '.join(borrow_arm(out, Path(a.stock_from))) or '-'}")
+    if a.predict_only or a.stock_from:  # with the stock rows and every prediction made today
+        rows = repredict(out, partings=a.partings, spread=a.spread)
     (out / "all.json").write_text(json.dumps({"results": rows}, indent=2))
     print(f"\n{'trace':12} {'scale':>6} {'arm':8} {'avgJCT h':>9} {'ratio':>6} {'pred':>6} {'diff':>6} "
           f"{'makespan':>9} {'ratio':>6} {'pred':>6}")
@@ -145,7 +183,7 @@ def main() -> int:
                      and b["time_scale"] == r["time_scale"] and b.get("tag") == r.get("tag")), None)
         if base is None:  # pald arms replayed alone (beside an earlier stock replay): no ratio here
             print(f"{r['trace']:12} {r['time_scale']:6g} {r['arm']:8} {r['avg_jct_s'] / 3600:9.3f} {'-':>6} {'-':>6} "
-                  f"{'-':>6} {r['makespan_s'] / 3600:9.3f}  (no stock arm under --out: link one, --predict-only)")
+                  f"{'-':>6} {r['makespan_s'] / 3600:9.3f}  (no stock arm under --out: --stock-from DIR)")
             continue
         jr = r["avg_jct_s"] / base["avg_jct_s"]
         jp = r["predicted_avg_jct_s"] / base["predicted_avg_jct_s"]

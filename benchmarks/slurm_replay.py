@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+REPLAY_JSONS = "*-n*-seed*.json"  # each replay's `<tag>.json` under --out (`replay` names the tags)
 
 
 def replay(trace: str, arms: str, scale: float, jobs: int, seed: int, out: Path) -> list[dict]:
@@ -48,7 +49,7 @@ def borrow_arm(out: Path, source: Path, arm: str = "stock") -> list[str]:
     left as it is. Raises FileNotFoundError when `source` has no replay under any of `out`'s
     tags (a wrong directory should not pass for "nothing to compare")."""
     borrowed, matched = [], False
-    for path in sorted(out.glob("*-n*-seed*.json")):
+    for path in sorted(out.glob(REPLAY_JSONS)):
         tag = path.stem
         theirs = source / f"{tag}.json"
         if not theirs.exists():
@@ -87,7 +88,7 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
 
     shape = LabShape(num_nodes, gpus_per_node, nodes_per_rack)
     rows = []
-    for path in sorted(out.glob("*-n*-seed*.json")):
+    for path in sorted(out.glob(REPLAY_JSONS)):
         results = json.loads(path.read_text())["results"]
         tag = path.stem
         jobs = int(tag.rsplit("-n", 1)[1].split("-")[0])

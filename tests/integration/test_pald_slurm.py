@@ -171,12 +171,22 @@ def test_pald_hanging_the_hook_times_out_and_jobs_pass(env):
     assert lab.wait_job(job, timeout=60) == "COMPLETED"
 
 
-def wait_quiet(pald, timeout=15.0):
-    """Until pald sees the whole cluster free and holds no reservation."""
-    deadline = time.monotonic() + timeout
+def wait_quiet(lab, pald, timeout=15.0):
+    """Until the lab is idle and pald, from a Slurm read taken after that, sees the whole
+    cluster free and holds no reservation.
+
+    Why the read must be newer: pald's view is up to a sync old. A view read just before the
+    previous test's last job started shows every GPU free while that job still runs; the next
+    test's first placements then see it (a Debian 13 CI run: the hanging test's job on gpu01
+    when the blockers came, so one blocker passed and a "held" job was placed)."""
+    lab.wait_idle(timeout)
+    idle_at = time.monotonic()
+    deadline = idle_at + timeout
     while time.monotonic() < deadline:
         d = pald.health().details
-        if d["free_gpus"] == d["gpus"] and d["reservations"] == 0:
+        age = d["last_sync_age_s"]
+        fresh = age is not None and time.monotonic() - idle_at > age + 0.1  # age is rounded to 0.1 s
+        if fresh and d["free_gpus"] == d["gpus"] and d["reservations"] == 0:
             return
         time.sleep(0.2)
     raise AssertionError(f"pald never quiet: {pald.health().details}")
@@ -184,7 +194,7 @@ def wait_quiet(pald, timeout=15.0):
 
 def test_pald_restarted_midway_loses_no_held_job(env):
     lab, pald, _ = env
-    wait_quiet(pald)
+    wait_quiet(lab, pald)
     blockers = [lab.sbatch("--gres=gpu:4", "--comment=pal:class=bert,mode=now", wrap="sleep 4") for _ in range(4)]
     held = [lab.sbatch("--gres=gpu:2", "--comment=pal:class=resnet", wrap=JOB.format(sleep=0)) for _ in range(3)]
     comments = [admin_comment(lab, j) for j in blockers + held]
@@ -215,7 +225,7 @@ def test_explain_tells_why_a_job_got_its_gpus(env):
     from pal_slurm.cli.main import cli
 
     lab, pald, _ = env
-    wait_quiet(pald)
+    wait_quiet(lab, pald)
     job = lab.sbatch("--gres=gpu:2", "--comment=pal:class=resnet", wrap="true")
     assert lab.wait_job(job, timeout=60) == "COMPLETED"
     time.sleep(1.0)  # decisions are flushed by the next cycle
@@ -224,11 +234,11 @@ def test_explain_tells_why_a_job_got_its_gpus(env):
     assert "gpu01:2  score 1.000" in r.output and "gpu01:0" in r.output  # chose 2,3; the slow 0 avoided
 
 
-def racked_pald(pald, tmp_path, placement: str) -> PaldProcess:
+def racked_pald(lab, pald, tmp_path, placement: str) -> PaldProcess:
     """Stop the module's pald (once the cluster is quiet) and start one with `placement` and
     two leaf switches from a topology.conf (gpu01-02, gpu03-04); the caller stops it and
     starts the module's pald again."""
-    wait_quiet(pald)
+    wait_quiet(lab, pald)
     topo = tmp_path / "topology.conf"
     topo.write_text("SwitchName=leaf1 Nodes=gpu[01-02]\nSwitchName=leaf2 Nodes=gpu[03-04]\n"
                     "SwitchName=spine Switches=leaf[1-2]\n")
@@ -244,7 +254,7 @@ def test_multi_node_job_waits_for_one_rack_while_a_small_job_passes(env, tmp_pat
     simulator runs): racks from a topology.conf; a 2-node job waits for two nodes under one
     leaf switch instead of taking one free node in each rack."""
     lab, pald, db = env
-    racked = racked_pald(pald, tmp_path, "pal-net")
+    racked = racked_pald(lab, pald, tmp_path, "pal-net")
     try:
         blockers = [lab.sbatch("--gres=gpu:4", f"--nodelist={n}", wrap="sleep 5") for n in ("gpu01", "gpu03")]
         for b in blockers:
@@ -271,7 +281,7 @@ def test_a_talkative_job_waits_for_a_running_job_s_limit_instead_of_spreading_ov
     job whose limit ends soonest to free a node in the leaf it can share, instead of starting
     across the spine. Before pald read the running jobs it spread it at once."""
     lab, pald, _ = env
-    fitting = racked_pald(pald, tmp_path, "pal-fit")
+    fitting = racked_pald(lab, pald, tmp_path, "pal-fit")
     blockers = []
     try:
         # free: 2 GPUs on gpu02 (leaf1) and 2 on gpu04 (leaf2); gpu01's job ends within its 1 min

@@ -25,7 +25,9 @@ policies are configurations and ablations are one flag away:
   network-bound job onto the spine at 10x the runtime). Every job accepts any placement after `max_wait_s`: no starvation.
   With `waits_for_faster_node`, the same question on bins: a one-node job that could start
   now on a slower bin waits for GPUs of a faster one when the running jobs' ends free them
-  soon enough to finish it sooner, and reserves them at once (`faster_node_later`).
+  soon enough to finish it sooner, and reserves them at once (`faster_node_later`); with
+  `waits_for_faster_nodes`, a job of several nodes asks it of k nodes, their leaves' network
+  factor counted (`faster_nodes_later`).
   Timers come from the context (`delay_timers`, the auto-tuner) or the policy's defaults.
 - **Preemption**: a sensitive job that cannot get its preferred tier may stop strictly less
   sensitive jobs that started less than `recent_s` ago and were preempted fewer than
@@ -52,7 +54,7 @@ with aging), `pal-net-tuned` (timers from the auto-tuner), `pal-net-preempt` (pl
 network-sensitive preemption), `pal-net-nodelay` (ablation), `pal-backfill` (ablation: PAL's node-only locality
 + EASY backfill, no delay: what backfilling alone buys), `pal-fit` (PAL against a backfilling
 Slurm: pack first, a better bin only when it beats the tier and fragmentation costs,
-finish-aware on tiers and, for one-node jobs, on bins, no delay timers; policy.fragmentation), `dally` (no variability, greedy
+finish-aware on tiers and, for per-node jobs, on bins, no delay timers; policy.fragmentation), `dally` (no variability, greedy
 skip, tuned timers, preemption: a Dally-like policy).
 """
 
@@ -1297,7 +1299,8 @@ PAL_BACKFILL = NetAwarePlacement("pal-backfill", delay=False, finish_aware=False
 # PAL for a backfilling Slurm (issue #12): the packed, topology-aware choice unless a better bin
 # beats the locality and fragmentation costs (policy.fragmentation); a spread placement only
 # when waiting for the consolidated one would not finish the job sooner; a one-node job on a
-# slower bin only when waiting for a faster node would not finish it sooner; EASY backfill, in
+# slower bin only when waiting for a faster node would not finish it sooner (a job of several
+# nodes: for faster nodes, network factor counted); EASY backfill, in
 # which a held job on whole nodes lets only jobs no longer than itself pass in its grace
 PAL_FIT = NetAwarePlacement("pal-fit", delay=False, finish_aware=True, fragmentation=FragmentationCost(),
                            reserve_ready_last=True, waits_for_faster_node=True, waits_for_faster_nodes=True,

@@ -343,6 +343,22 @@ def test_the_running_jobs_are_seen_with_their_limit_less_their_run_time():
     assert with_running("pal", 40.0, RUNNING).running == []  # pal does not plan around them
 
 
+def test_a_completing_or_configuring_job_is_seen_with_its_limit_like_a_running_one():
+    """A job Slurm shows COMPLETING (its epilog runs) holds its GPUs in the view; seen as no
+    job at all, its GPUs never freed for a plan, and a 32-GPU job that could wait a minute for
+    fast nodes was released onto slower ones (a lab replay of workload-4, seed 2). It counts
+    as running with its limit less its run time, as does a CONFIGURING one; a SUSPENDED or
+    pending one does not."""
+    from dataclasses import replace
+    jobs = [replace(running_info(21, "gpu01", (0,), 100.0), state="COMPLETING"),
+            replace(running_info(22, "gpu01", (1,), 100.0), state="CONFIGURING"),
+            replace(running_info(23, "gpu02", (0,), 100.0), state="SUSPENDED"),
+            replace(running_info(24, "gpu02", (1,), 100.0), state="PENDING")]
+    got = {r.job_id: r for r in with_running("pal-fit", 40.0, jobs).running}
+    assert sorted(got) == [21, 22]
+    assert got[21].running_on == (0,) and got[21].remaining_time == 61.0
+
+
 def test_a_talkative_job_waits_for_the_running_job_whose_limit_ends_soon_instead_of_spreading():
     # 2 GPUs, network-sensitive: spread over both nodes now, or on gpu01 when job 11's limit
     # ends in 90 s? pal-fit waits (deferred: pald's cycle places it); pal spreads it at once

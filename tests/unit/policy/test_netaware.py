@@ -585,6 +585,64 @@ def test_a_job_waits_for_a_faster_node_only_when_nobody_ahead_of_it_waits():
     assert pal_fit.plan([*running, ahead, job], ctx).launch == {2: (0, 1, 2, 3)}
 
 
+def _a_long_two_node_job_and_a_slow_free_node(remaining, per_rack=4, sens="low"):
+    """(context, running jobs, a 2-node x 4-GPU job of `remaining` s): four nodes of 4 GPUs,
+    nodes 0 and 1 free (node 1 with one GPU at 1.3x), node 2 fast and busy until 100, node 3
+    busy until 100,000; `per_rack` nodes per leaf, no network model."""
+    c = ClusterView.uniform(4, 4, nodes_per_rack=per_rack).with_free(set(range(8)))
+    ctx = make_ctx(c, scores={"B": [1.0] * 7 + [1.3] + [1.0] * 8}, network=False)
+    running = [req(10, 4, running_on=(8, 9, 10, 11), remaining=100.0, submit=0),
+               req(11, 4, running_on=(12, 13, 14, 15), remaining=100_000.0, submit=0)]
+    return ctx, running, _per_node(1, 2, 4, sens=sens, remaining=remaining)
+
+
+def test_a_long_job_of_several_nodes_waits_for_faster_nodes_that_free_soon_and_holds_them():
+    """Workload-4, seed 0, replayed at 150: a 32-GPU, 30-hour ResNet-50 job took the only eight
+    free nodes, one with a GPU at 1.113x, 750 trace seconds before a short job freed four fast
+    ones; it ran 2.4% longer than under stock and set a makespan 1.024 of stock's. Made small:
+    a 2-node job whose work on the free pair (10,000 s x 1.3) ends later than waiting 100 s for
+    fast node 2 waits, and its plan holds nodes 0 and 2 from 100. Without the rule it starts
+    on the slow pair."""
+    ctx, running, job = _a_long_two_node_job_and_a_slow_free_node(remaining=10_000.0)
+    plan = placement("pal-fit").plan([*running, job], ctx)
+    assert plan.launch == {}
+    assert plan.planned[1].at == 100.0 and plan.planned[1].gpus == frozenset({0, 1, 2, 3, 8, 9, 10, 11})
+    blind = replace(placement("pal-fit"), waits_for_faster_nodes=False)
+    assert blind.plan([*running, job], ctx).launch == {1: (0, 1, 2, 3, 4, 5, 6, 7)}
+
+
+def test_a_short_job_of_several_nodes_starts_now_rather_than_wait_longer_than_it_gains():
+    """500 s x 0.3 = 150 s saved pays a 100-s wait; 300 s x 0.3 = 90 s does not: it starts now
+    on the slower pair."""
+    for remaining, waits in ((500.0, True), (300.0, False)):
+        ctx, running, job = _a_long_two_node_job_and_a_slow_free_node(remaining=remaining)
+        plan = placement("pal-fit").plan([*running, job], ctx)
+        assert (plan.launch == {}) is waits, remaining
+        if not waits:
+            assert plan.launch == {1: (0, 1, 2, 3, 4, 5, 6, 7)}
+
+
+def test_faster_nodes_that_would_spread_the_job_over_more_leaves_are_not_worth_waiting_for():
+    """Two nodes per leaf: the free pair (nodes 0, 1) is under one leaf, the faster pair after
+    100 s (nodes 0, 2) spans two. For a network-sensitive job the second leaf costs more than
+    the slow GPU (`high`: far above 1.3x), so it starts now; for a job that barely minds the
+    network (`net=1.05`: a 1.05x spine factor) the faster pair still pays."""
+    ctx, running, job = _a_long_two_node_job_and_a_slow_free_node(remaining=10_000.0, per_rack=2, sens="high")
+    assert placement("pal-fit").plan([*running, job], ctx).launch == {1: (0, 1, 2, 3, 4, 5, 6, 7)}
+    ctx, running, job = _a_long_two_node_job_and_a_slow_free_node(remaining=10_000.0, per_rack=2, sens="1.05")
+    plan = placement("pal-fit").plan([*running, job], ctx)
+    assert plan.launch == {} and plan.planned[1].gpus == frozenset({0, 1, 2, 3, 8, 9, 10, 11})
+
+
+def test_a_job_of_several_nodes_waits_only_when_nobody_ahead_of_it_waits():
+    """The guard of the one-node wait holds for several nodes: a job ahead that waits comes
+    first for whatever frees, so the 2-node job starts now on the free pair."""
+    ctx, running, job = _a_long_two_node_job_and_a_slow_free_node(remaining=10_000.0)
+    ahead = _per_node(0, 4, 4, sens="low", remaining=20_000.0, submit=-1)
+    plan = placement("pal-fit").plan([*running, ahead, job], ctx)
+    assert plan.launch == {1: (0, 1, 2, 3, 4, 5, 6, 7)}
+
+
 def _a_leaf_held_for_a_blocked_job(app, sens):
     """Three leaves of two nodes (0-1, 2-3, 4-5), pald's engine (no network model). Nodes 1
     and 5 are busy until 10000; nodes 2 and 3 have one GPU busy until 50, so the held 2x4 job

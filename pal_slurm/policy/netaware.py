@@ -66,7 +66,7 @@ import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, PlannedStart, RoundPlan
 from pal_slurm.model.cluster import Topology
@@ -594,10 +594,7 @@ def faster_node_later(job: JobRequest, g: int, now_bin: float, free: Iterable[in
                     frees.setdefault(node_of[x], []).append((end, x))
     if not frees:
         return None
-    free_on: dict[int, list[int]] = {}
-    for x in free:
-        if node_of[x] in frees:
-            free_on.setdefault(node_of[x], []).append(x)
+    free_on = _free_by_node(free, node_of, frees.keys())
     best_finish = now + left * now_bin
     best: tuple[float, tuple[int, ...]] | None = None
     for nd, node_frees in frees.items():
@@ -658,10 +655,7 @@ def faster_nodes_later(job: JobRequest, k: int, g: int, now_cost: float, free: I
     if not frees:
         return None
     frees.sort()
-    avail: dict[int, list[int]] = {}
-    for x in free:
-        if node_of[x] in candidates:
-            avail.setdefault(node_of[x], []).append(x)
+    avail = _free_by_node(free, node_of, candidates)
     best_finish = now + left * now_cost
     best: tuple[float, tuple[int, ...]] | None = None
     i = 0
@@ -684,6 +678,15 @@ def faster_nodes_later(job: JobRequest, k: int, g: int, now_cost: float, free: I
         if finish < best_finish - 1e-9 and all(r.admits(finish, pick, left) for r in reservations):
             best_finish, best = finish, (end, pick)
     return best
+
+
+def _free_by_node(free: Iterable[int], node_of: Sequence[int], nodes: Collection[int]) -> dict[int, list[int]]:
+    """{node: its free GPUs} for the free GPUs on `nodes` (the nodes a wait looks at)."""
+    out: dict[int, list[int]] = {}
+    for x in free:
+        if node_of[x] in nodes:
+            out.setdefault(node_of[x], []).append(x)
+    return out
 
 
 def _gth_best_by_node(sf: Sequence[float], g: int, t: Topology, cache: RunCache) -> list[tuple[float, int]]:

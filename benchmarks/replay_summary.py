@@ -1,0 +1,65 @@
+"""Issue 12's targets over several replays: per trace, the mean of the replays' ratios beside
+the mean of their predictions (`pal_slurm.replay.summary`: why one replay is one draw).
+
+    python3 benchmarks/replay_summary.py docs/results/slurm/scale150-workload-4-n160-seed0-completing.json ...
+
+Each FILE is one replay's `palctl replay --json` (or `benchmarks/slurm_replay.py`'s all.json):
+a pald arm with the stock arm of the same trace and seed beside it. Prints every replay (avg
+JCT and makespan over stock's, the predicted ratio and its miss), then per trace and arm the
+means, the worst makespan and how many replays' own predictions missed by more than 0.05,
+then the targets: every trace a win, the geomean of the traces' means, no makespan over
+stock's, every trace's mean predicted within 0.05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from pal_slurm.replay.summary import PREDICTION_TOLERANCE, by_trace, ratios_of  # noqa: E402
+from pal_slurm.sim.metrics import geomean  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", metavar="FILE")
+    a = ap.parse_args()
+    ratios = []
+    for path in a.files:
+        try:
+            rows = json.load(open(path))["results"]
+        except (OSError, ValueError, KeyError) as e:
+            print(f"{path}: not a replay's JSON ({e})", file=sys.stderr)
+            return 2
+        got = ratios_of(os.path.basename(path), rows)
+        if not got:
+            print(f"{path}: no pald arm with a stock arm and predictions beside it", file=sys.stderr)
+        ratios += got
+    if not ratios:
+        return 2
+    print(f"{'replay':58} {'arm':8} {'seed':>4} {'ratio':>6} {'pred':>6} {'miss':>7} {'makespan':>8} {'pred':>6}")
+    for r in ratios:
+        print(f"{r.source[:58]:58} {r.arm:8} {r.seed:4d} {r.jct:6.3f} {r.predicted_jct:6.3f} {r.miss:+7.3f} "
+              f"{r.makespan:8.3f} {r.predicted_makespan:6.3f}")
+    traces = by_trace(ratios)
+    print(f"\n{'trace':12} {'arm':8} {'replays':>7} {'ratio':>6} {'pred':>6} {'miss':>7} {'worst makespan':>14} "
+          f"{'runs missed':>11}")
+    for t in traces:
+        print(f"{t.trace:12} {t.arm:8} {len(t.replays):7d} {t.jct:6.3f} {t.predicted_jct:6.3f} {t.miss:+7.3f} "
+              f"{t.worst_makespan:14.3f} {t.runs_missed:>5d} of {len(t.replays)}")
+    for arm in sorted({t.arm for t in traces}):
+        mine = [t for t in traces if t.arm == arm]
+        print(f"\n{arm}: {len(mine)} trace(s); a win on every trace: {all(t.jct < 1.0 for t in mine)}; "
+              f"geomean of the traces' mean ratios {geomean(t.jct for t in mine):.3f} (target <= 0.85); "
+              f"makespan no worse than stock's in every replay: {all(t.worst_makespan <= 1.0 for t in mine)}; "
+              f"every trace's mean predicted within {PREDICTION_TOLERANCE}: "
+              f"{all(abs(t.miss) <= PREDICTION_TOLERANCE for t in mine)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Several replays of a trace taken together (replay.summary): each pald arm over the stock arm
+beside it, then the means per trace and arm."""
+
+import pytest
+
+from pal_slurm.replay.summary import by_trace, ratios_of
+
+
+def row(arm, avg, pred, makespan=100.0, pred_makespan=100.0, trace="workload-1", seed=0, scale=150.0):
+    return {"trace": trace, "arm": arm, "seed": seed, "time_scale": scale, "avg_jct_s": avg, "predicted_avg_jct_s": pred,
+            "makespan_s": makespan, "predicted_makespan_s": pred_makespan}
+
+
+def test_a_pald_arm_is_set_over_the_stock_arm_of_its_own_trace_and_seed():
+    rows = [row("stock", 200.0, 100.0, 400.0, 200.0), row("pal-fit", 150.0, 90.0, 300.0, 190.0),
+            row("stock", 1.0, 1.0, trace="workload-3")]
+    (r,) = ratios_of("f.json", rows)
+    assert (r.arm, r.trace, r.seed) == ("pal-fit", "workload-1", 0)
+    assert r.jct == pytest.approx(0.75) and r.predicted_jct == pytest.approx(0.9) and r.miss == pytest.approx(0.15)
+    assert r.makespan == pytest.approx(0.75) and r.predicted_makespan == pytest.approx(0.95)
+
+
+def test_an_arm_without_a_stock_arm_or_a_prediction_gives_nothing():
+    assert ratios_of("a", [row("pal-fit", 1.0, 1.0)]) == []
+    assert ratios_of("b", [row("stock", 1.0, 1.0, seed=1), row("pal-fit", 1.0, 1.0, seed=0)]) == []
+    assert ratios_of("c", [row("stock", 1.0, 1.0), row("pal-fit", 1.0, None)]) == []
+
+
+def test_a_trace_is_judged_on_the_mean_of_its_replays_and_counts_the_runs_that_missed():
+    one = ratios_of("1", [row("stock", 100.0, 100.0), row("pal-fit", 70.0, 80.0, 101.0)])  # miss +0.10
+    two = ratios_of("2", [row("stock", 100.0, 100.0, seed=1), row("pal-fit", 80.0, 74.0, seed=1)])  # -0.06
+    other = ratios_of("3", [row("stock", 100.0, 100.0, trace="workload-4"), row("pal-fit", 50.0, 50.0, trace="workload-4")])
+    (w1, w4) = by_trace(one + two + other)
+    assert (w1.trace, len(w1.replays), w4.trace) == ("workload-1", 2, "workload-4")
+    assert w1.jct == pytest.approx(0.75) and w1.predicted_jct == pytest.approx(0.77)
+    assert w1.miss == pytest.approx(0.02) and w1.runs_missed == 2
+    assert w1.worst_makespan == pytest.approx(1.01) and w4.runs_missed == 0

@@ -73,14 +73,15 @@ def borrow_arm(out: Path, source: Path, arm: str = "stock") -> list[str]:
 
 
 def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_rack: int = 4,
-              partings: int = 0, spread: int = 0) -> list[dict]:
+              partings: int = 0, spread: int = 0, gaps: int = 0) -> list[dict]:
     """The predictions of replays already run (their JSON and work dirs under `out`) made again
     with today's simulator and today's reading of what each arm measured (`harness.measure_arm`
     on its work dir: Slurm's launch cost and pass clock, pald's ranking and cycle);
     nothing is replayed. `partings` > 0: print, per arm, the first that many jobs the lab and
     the model ran differently (`replay.compare`). `spread` > 0: also predict each pald arm
     with its cycle at that many phases (`predict.cycle_phase_spread`), kept as the row's
-    "phase_spread" and summed up by `print_spread`."""
+    "phase_spread" and summed up by `print_spread`. `gaps` > 0: print, per arm, the lab's JCT
+    less the model's in all and the that many jobs with the largest gaps."""
     from pal_slurm.replay.harness import LabShape, measure_arm
     from pal_slurm.replay.plan import plan_replay
     from pal_slurm.replay.predict import cycle_phase_spread, predict_arm
@@ -108,6 +109,8 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
                 print(f"{tag} {r['arm']}: {pred.partings_line(len(plan.jobs))}")
                 for p in pred.partings[1:partings]:  # the first is in that line
                     print("   then " + p.describe())
+            if gaps:
+                print(f"{tag} {r['arm']}: {pred.gaps_line(gaps)}")
         path.write_text(json.dumps({"results": results}, indent=2))
         rows += [dict(r, tag=tag, jobs=jobs) for r in results]  # which replay each row came from
     return rows
@@ -160,6 +163,8 @@ def main() -> int:
                     help="with --predict-only: predict each pald arm with its cycle at K phases")
     ap.add_argument("--partings", type=int, default=0, metavar="K",
                     help="with --predict-only: per arm, the first K jobs the lab and the model ran differently")
+    ap.add_argument("--gaps", type=int, default=0, metavar="K",
+                    help="with --predict-only: per arm, the lab's JCT less the model's and the K jobs that differ most")
     ap.add_argument("--stock-from", default="", metavar="DIR",
                     help="compare with the stock arm of the same replays under DIR (an earlier --out)")
     a = ap.parse_args()
@@ -174,7 +179,7 @@ def main() -> int:
     if a.stock_from:
         print(f"stock arm borrowed from {a.stock_from} for: {', '.join(borrow_arm(out, Path(a.stock_from))) or '-'}")
     if a.predict_only or a.stock_from:  # with the stock rows and every prediction made today
-        rows = repredict(out, partings=a.partings, spread=a.spread)
+        rows = repredict(out, partings=a.partings, spread=a.spread, gaps=a.gaps)
     (out / "all.json").write_text(json.dumps({"results": rows}, indent=2))
     print(f"\n{'trace':12} {'scale':>6} {'arm':8} {'avgJCT h':>9} {'ratio':>6} {'pred':>6} {'diff':>6} "
           f"{'makespan':>9} {'ratio':>6} {'pred':>6}")

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
-from pal_slurm.replay.compare import Parting, partings
+from pal_slurm.replay.compare import Parting, jct_gaps, partings
 from pal_slurm.replay.ctldlog import PassClock
 from pal_slurm.ranking import Ranking
 from pal_slurm.replay.plan import ReplayPlan
@@ -121,6 +121,15 @@ class ArmPrediction:
     model: RunResult
     partings: list[Parting]
     alike_within_s: float
+    gaps: list[Parting]  # every job, the largest JCT gap between the lab and the model first
+
+    def gaps_line(self, k: int) -> str:
+        """The lab's JCT less the model's over all jobs, and the `k` jobs with the largest gaps
+        (trace hours): where a missed avg JCT comes from."""
+        total = sum(p.jct_gap_s for p in self.gaps)
+        head = (f"lab's JCT less the model's: {total / 3600:+.1f} h over {len(self.gaps)} jobs "
+                f"({total / max(1, len(self.gaps)) / 3600:+.3f} h of avg JCT)")
+        return "\n".join([head] + [f"   {p.jct_gap_s / 3600:+.2f} h {p.describe()}" for p in self.gaps[:k]])
 
     def headline(self) -> dict:
         return _headline(self.model)
@@ -133,14 +142,17 @@ class ArmPrediction:
 
 
 def predict_arm(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -> ArmPrediction:
-    """The arm's measured prediction and where the lab parted from it, with the replay's one
+    """The arm's measured prediction, where the lab parted from it and where their JCTs differ
+    most, with the replay's one
     tolerance for "alike" (`harness.ALIKE_WITHIN_WALL_S`, in trace seconds): what `palctl
     replay` reports per arm and `benchmarks/slurm_replay.py --predict-only --partings` lists."""
     from pal_slurm.replay.harness import ALIKE_WITHIN_WALL_S
 
     model = predicted_run_measured(plan, run, seed, shape)
     alike = ALIKE_WITHIN_WALL_S * plan.scale
-    return ArmPrediction(model, partings(plan, run.jobs, model, shape.cluster(), alike), alike)
+    cluster = shape.cluster()
+    return ArmPrediction(model, partings(plan, run.jobs, model, cluster, alike), alike,
+                         jct_gaps(plan, run.jobs, model, cluster))
 
 
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,

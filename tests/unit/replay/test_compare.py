@@ -2,7 +2,7 @@
 differs beyond the tolerance or that ran on other nodes."""
 
 from pal_slurm.model import ClusterView
-from pal_slurm.replay.compare import partings
+from pal_slurm.replay.compare import jct_gaps, partings
 from pal_slurm.replay.metrics import JobResult
 from pal_slurm.replay.plan import plan_replay
 from pal_slurm.sim.metrics import JobOutcome, RunResult
@@ -39,3 +39,12 @@ def test_jobs_run_alike_do_not_part_and_the_first_that_does_comes_first():
 def test_a_job_missing_on_one_side_is_left_out():
     ran = [lab("replay-1", 0.0, ["gpu01"], 4)]
     assert partings(PLAN, ran, model(outcome(2, 0.0, [4])), CLUSTER, tolerance_s=1.0) == []
+
+
+def test_jct_gaps_list_every_job_on_both_sides_the_largest_gap_first():
+    ran = [lab("replay-1", 0.0, ["gpu01"], 4), lab("replay-2", 50.0, ["gpu02"]), lab("replay-3", 20.0, ["gpu02"])]
+    ran_model = model(outcome(1, 5.0, range(4)), outcome(2, 20.0, [4]), outcome(3, 30.0, [5]))
+    gaps = jct_gaps(PLAN, ran, ran_model, CLUSTER)
+    assert [p.name for p in gaps] == ["replay-2", "replay-3", "replay-1"]
+    assert [p.jct_gap_s for p in gaps] == [30.0, -10.0, -5.0]  # the lab ended job 2 30 s later
+    assert [p.name for p in jct_gaps(PLAN, ran[:1], ran_model, CLUSTER)] == ["replay-1"]  # one side only: left out

@@ -73,7 +73,7 @@ def borrow_arm(out: Path, source: Path, arm: str = "stock") -> list[str]:
 
 
 def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_rack: int = 4,
-              partings: int = 0, spread: int = 0, gaps: int = 0) -> list[dict]:
+              partings: int = 0, spread: int = 0, gaps: int = 0, grid: int = 0) -> list[dict]:
     """The predictions of replays already run (their JSON and work dirs under `out`) made again
     with today's simulator and today's reading of what each arm measured (`harness.measure_arm`
     on its work dir: Slurm's launch cost and pass clock, pald's ranking and cycle);
@@ -81,10 +81,14 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
     the model ran differently (`replay.compare`). `spread` > 0: also predict each pald arm
     with its cycle at that many phases (`predict.cycle_phase_spread`), kept as the row's
     "phase_spread" and summed up by `print_spread`. `gaps` > 0: print, per arm, the lab's JCT
-    less the model's in all and the that many jobs with the largest gaps."""
+    less the model's in all and the that many jobs with the largest gaps. `grid` > 0: also
+    predict each arm over a grid of that many phases of Slurm's passes (x as many of pald's
+    cycle for a pald arm, `predict.timing_grid`), kept as "timing_grid" with its means as
+    "predicted_avg_jct_s_grid_mean" / "predicted_makespan_s_grid_mean", and summed up by
+    `print_grid`."""
     from pal_slurm.replay.harness import LabShape, measure_arm
     from pal_slurm.replay.plan import plan_replay
-    from pal_slurm.replay.predict import cycle_phase_spread, predict_arm
+    from pal_slurm.replay.predict import cycle_phase_spread, predict_arm, timing_grid
     from pal_slurm.sim.trace import resolve_trace
 
     shape = LabShape(num_nodes, gpus_per_node, nodes_per_rack)
@@ -105,6 +109,11 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
                 r["phase_spread"] = [{"pald_cycle_phase_s": phase, "avg_jct_s": h["avg_jct_s"],
                                       "makespan_s": h["makespan_s"]}
                                      for phase, h in cycle_phase_spread(plan, run, r["seed"], shape, spread)]
+            if grid:
+                cells = timing_grid(plan, run, r["seed"], shape, grid)
+                r["timing_grid"] = cells
+                r["predicted_avg_jct_s_grid_mean"] = sum(c["avg_jct_s"] for c in cells) / len(cells)
+                r["predicted_makespan_s_grid_mean"] = sum(c["makespan_s"] for c in cells) / len(cells)
             if partings:
                 print(f"{tag} {r['arm']}: {pred.partings_line(len(plan.jobs))}")
                 for p in pred.partings[1:partings]:  # the first is in that line
@@ -114,6 +123,30 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
         path.write_text(json.dumps({"results": results}, indent=2))
         rows += [dict(r, tag=tag, jobs=jobs) for r in results]  # which replay each row came from
     return rows
+
+
+def print_grid(rows: list[dict]) -> None:
+    """Per pald arm predicted over a timing grid (`repredict(grid=K)`): the replay's avg JCT /
+    stock's, the point prediction, the ratio of the grid's means (the arm's over stock's) and
+    the range of the per-cell ratios (each arm cell over stock's cell at the same pass phase,
+    the i-th of k: the two arms' periods differ by a millisecond),
+    and the makespan ratio of the grid's means."""
+    print(f"\n{'trace':12} {'jobs':>4} {'seed':>4} {'arm':8} {'replay':>6} {'point':>6} {'grid':>6} {'miss':>7} "
+          f"{'min':>6} {'max':>6}  makespan: replay  grid")
+    for r in rows:
+        base = next((b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
+                     and b["time_scale"] == r["time_scale"] and b.get("tag") == r.get("tag")), None)
+        if r["arm"] == "stock" or base is None or "timing_grid" not in r or "timing_grid" not in base:
+            continue
+        per_pass = len(r["timing_grid"]) // len(base["timing_grid"])  # pald phases per pass phase (inner)
+        cells = [c["avg_jct_s"] / base["timing_grid"][i // per_pass]["avg_jct_s"] for i, c in enumerate(r["timing_grid"])]
+        lab = r["avg_jct_s"] / base["avg_jct_s"]
+        point = r["predicted_avg_jct_s"] / base["predicted_avg_jct_s"]
+        mean = r["predicted_avg_jct_s_grid_mean"] / base["predicted_avg_jct_s_grid_mean"]
+        mk = r["predicted_makespan_s_grid_mean"] / base["predicted_makespan_s_grid_mean"]
+        print(f"{r['trace']:12} {r.get('jobs', 0):4d} {r['seed']:4d} {r['arm']:8} {lab:6.3f} {point:6.3f} {mean:6.3f} "
+              f"{mean - lab:+7.3f} {min(cells):6.3f} {max(cells):6.3f}  {r['makespan_s'] / base['makespan_s']:16.3f} "
+              f"{mk:5.3f}  ({len(cells)} x {len(base['timing_grid'])} runs)")
 
 
 def print_spread(rows: list[dict]) -> None:
@@ -163,6 +196,8 @@ def main() -> int:
                     help="with --predict-only: predict each pald arm with its cycle at K phases")
     ap.add_argument("--partings", type=int, default=0, metavar="K",
                     help="with --predict-only: per arm, the first K jobs the lab and the model ran differently")
+    ap.add_argument("--grid", type=int, default=0, metavar="K",
+                    help="with --predict-only: each arm over K phases of Slurm's passes (x K of pald's cycle)")
     ap.add_argument("--gaps", type=int, default=0, metavar="K",
                     help="with --predict-only: per arm, the lab's JCT less the model's and the K jobs that differ most")
     ap.add_argument("--stock-from", default="", metavar="DIR",
@@ -179,7 +214,7 @@ def main() -> int:
     if a.stock_from:
         print(f"stock arm borrowed from {a.stock_from} for: {', '.join(borrow_arm(out, Path(a.stock_from))) or '-'}")
     if a.predict_only or a.stock_from:  # with the stock rows and every prediction made today
-        rows = repredict(out, partings=a.partings, spread=a.spread, gaps=a.gaps)
+        rows = repredict(out, partings=a.partings, spread=a.spread, gaps=a.gaps, grid=a.grid)
     (out / "all.json").write_text(json.dumps({"results": rows}, indent=2))
     print(f"\n{'trace':12} {'scale':>6} {'arm':8} {'avgJCT h':>9} {'ratio':>6} {'pred':>6} {'diff':>6} "
           f"{'makespan':>9} {'ratio':>6} {'pred':>6}")
@@ -202,6 +237,8 @@ def main() -> int:
         print(f"geomean avg JCT {arm} / stock at scale {scale:g}: {geomean(xs):.3f} over {len(xs)} trace(s)")
     if a.spread:
         print_spread(rows)
+    if a.grid:
+        print_grid(rows)
     print(f"wall {time.monotonic() - t0:.0f} s; results in {out / 'all.json'}")
     return 0
 

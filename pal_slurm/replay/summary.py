@@ -11,7 +11,9 @@ the mean of their predictions, per trace and arm.
 
 Pure: rows as `palctl replay --json` writes them (one file per replay; a pald arm replayed
 beside an earlier stock arm carries that stock row, `benchmarks/slurm_replay.py --stock-from`)
-in, per-trace figures out.
+in, per-trace figures out. Where the replays were predicted over a timing grid
+(`benchmarks/slurm_replay.py --predict-only --grid K`: the model's expected outcome over the
+phases of Slurm's passes and pald's cycle), that prediction is set beside the point one.
 """
 
 from __future__ import annotations
@@ -35,11 +37,16 @@ class ReplayRatio:
     predicted_jct: float
     makespan: float
     predicted_makespan: float
+    grid_jct: float | None = None  # the ratio of the timing grid's means (predict.timing_grid), if predicted
 
     @property
     def miss(self) -> float:
         """Predicted minus measured avg JCT ratio."""
         return self.predicted_jct - self.jct
+
+    @property
+    def grid_miss(self) -> float | None:
+        return None if self.grid_jct is None else self.grid_jct - self.jct
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,17 @@ class TraceSummary:
     @property
     def miss(self) -> float:
         return self.predicted_jct - self.jct
+
+    @property
+    def grid_jct(self) -> float | None:
+        """The mean of the replays' grid predictions; None unless every replay has one."""
+        grids = [r.grid_jct for r in self.replays]
+        return None if any(g is None for g in grids) else _mean(g for g in grids if g is not None)
+
+    @property
+    def grid_miss(self) -> float | None:
+        grid = self.grid_jct
+        return None if grid is None else grid - self.jct
 
     @property
     def worst_makespan(self) -> float:
@@ -88,7 +106,9 @@ def ratios_of(source: str, rows: Sequence[Mapping]) -> list[ReplayRatio]:
             jct=r["avg_jct_s"] / base["avg_jct_s"],
             predicted_jct=r["predicted_avg_jct_s"] / base["predicted_avg_jct_s"],
             makespan=r["makespan_s"] / base["makespan_s"],
-            predicted_makespan=r["predicted_makespan_s"] / base["predicted_makespan_s"]))
+            predicted_makespan=r["predicted_makespan_s"] / base["predicted_makespan_s"],
+            grid_jct=(r["predicted_avg_jct_s_grid_mean"] / base["predicted_avg_jct_s_grid_mean"]
+                      if r.get("predicted_avg_jct_s_grid_mean") and base.get("predicted_avg_jct_s_grid_mean") else None)))
     return out
 
 

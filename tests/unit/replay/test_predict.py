@@ -75,3 +75,25 @@ def test_a_held_job_is_released_at_a_tick_of_palds_cycle_on_its_phase():
     waited = {phase: sorted(o.first_start for o in run.jobs if o.first_start - o.submit > 600.0)
               for phase, run in runs.items()}
     assert waited[0.2] and waited[0.2] != waited[0.6]
+
+
+def test_the_timing_grid_predicts_every_pass_phase_and_for_pald_every_cycle_phase(tmp_path):
+    """k x k cells for a pald arm (Slurm's pass phases outer, pald's cycle phases inner), k for
+    stock; each cell is the model at those phases with everything else as measured."""
+    from pal_slurm.replay.ctldlog import PassClock
+    from pal_slurm.replay.harness import ArmRun, LabShape
+    from pal_slurm.replay.predict import timing_grid
+
+    plan = plan_replay(bundled_trace("workload-3"), 600, 4, 64, jobs=20)
+    shape = LabShape()
+    run = ArmRun("pal-fit", [], None, tmp_path / "lab", 0.0, 0.1, release_wall_s=0.3,  # type: ignore[arg-type]
+                 pald_cycle=PassClock(phase_s=0.2, period_s=0.8), slurm_pass=PassClock(phase_s=0.4, period_s=1.0))
+    cells = timing_grid(plan, run, 0, shape, 2)
+    assert [(c["slurm_pass_phase_s"], c["pald_cycle_phase_s"]) for c in cells] == [
+        (0.25, 0.0), (0.25, 0.4), (0.75, 0.0), (0.75, 0.4)]
+    direct = predicted_run(plan, "pal-fit", 0, 16, 4, 4, launch_s=0.1 * 600, cluster=shape.cluster(),
+                           pald_cycle=PassClock(phase_s=0.4, period_s=0.8),
+                           slurm_pass=PassClock(phase_s=0.75, period_s=1.0))
+    assert cells[3]["avg_jct_s"] == pytest.approx(direct.summary()["avg_jct_s"])
+    stock = ArmRun("stock", [], None, tmp_path / "lab", 0.0, 0.1)  # type: ignore[arg-type]
+    assert [c["pald_cycle_phase_s"] for c in timing_grid(plan, stock, 0, shape, 3)] == [None] * 3

@@ -239,10 +239,9 @@ def main() -> None:
     service.observe_cluster(pald.service.view, now=0.0)
     service.observe_running(running, now=1.0)
     seen = list(service.running)
-    # one-node, per-node on 4 and 2 whole nodes (the several-node wait for faster nodes), per-job
+    # one node, per-node on several nodes (the several-node wait for faster nodes), per-job
     shapes = [dict(gpus_per_node=1), dict(gpus_per_node=4), dict(gpus_per_job=8), dict(gpus_per_job=16),
-              dict(gpus_per_node=args.gpus, min_nodes=4, max_nodes=4),
-              dict(gpus_per_node=args.gpus, min_nodes=2, max_nodes=2)]
+              dict(gpus_per_node=2, min_nodes=4, max_nodes=4), dict(gpus_per_node=4, min_nodes=2, max_nodes=2)]
     figures = {}
     for label, visible in (("running jobs seen", seen), ("not seen (baseline)", [])):
         service.running = visible

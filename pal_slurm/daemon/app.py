@@ -54,7 +54,7 @@ from pal_slurm.policy import autotune
 from pal_slurm.policy.shapes import choice_of
 from pal_slurm.slurm.errors import SlurmError, SlurmUnsupported
 from pal_slurm.slurm.hostlist import compress
-from pal_slurm.slurm.readers import cluster_view
+from pal_slurm.slurm.readers import cluster_view, unheld_slots
 from pal_slurm.slurm.topology import read_racks
 from pal_slurm.store.leader import AlwaysLeader
 from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat
@@ -431,8 +431,10 @@ class Pald:
         """Read Slurm and refresh the view; the PAL-held jobs to plan (None: nothing to act on)."""
         self.check_leadership()
         try:
-            nodes = self.reader.nodes()
+            # squeue before sinfo: a job that ends between the two reads is then still a
+            # running job with an end (its limit), never GPUs allocated to no job
             jobs = self.reader.jobs()
+            nodes = self.reader.nodes()
             site = self.reader.site(nodes)
         except Exception as exc:  # noqa: BLE001
             self.slurm_ok = False
@@ -448,7 +450,7 @@ class Pald:
             if site is not None:
                 self.service.observe_site(site)
             self.service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs))
-            self.service.observe_running(jobs, now)
+            self.service.observe_running(jobs, now, unheld=unheld_slots(nodes, jobs))
             self.last_sync = now
         if self.slurm_ok is not True:
             self.errors.clear("slurm")

@@ -566,6 +566,10 @@ def parse_job_placement_request(raw: Mapping[str, Any]) -> JobPlacementRequest:
 
 
 # ---- the cluster view -------------------------------------------------------------------
+# the job states in which Slurm counts a job's GPUs allocated
+JOB_STATES_HOLDING_GPUS = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"})
+
+
 def used_slots_by_node(
     nodes: Sequence[NodeInfo], jobs: Iterable[JobInfo] = ()
 ) -> dict[str, frozenset[int]]:
@@ -578,7 +582,7 @@ def used_slots_by_node(
     """
     from_jobs: dict[str, set[int]] = {}
     for job in jobs:
-        if job.state in ("RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"):
+        if job.state in JOB_STATES_HOLDING_GPUS:
             for node, idx in job.gpu_slots.items():
                 from_jobs.setdefault(node, set()).update(idx)
     out: dict[str, frozenset[int]] = {}
@@ -593,6 +597,34 @@ def used_slots_by_node(
             slot += 1
         out[node.name] = frozenset(s for s in used if 0 <= s < node.gpus)
     return out
+
+
+def unheld_slots(nodes: Sequence[NodeInfo], jobs: Iterable[JobInfo]) -> dict[str, frozenset[int]]:
+    """Allocated GPU slots on usable nodes that no job in `jobs` holds (from the same read):
+    a job that has just ended. sinfo is read before squeue, so a job that ends in between is
+    gone from squeue while sinfo still counts its GPUs, and Slurm counts a job's GRES until
+    its cleanup is done. Such GPUs free within moments; `PlacementService.observe_running`
+    sees them ending so. Nodes that take no work (down, drained) are left out: their GPUs do
+    not free, and so are the nodes of a job whose GPU slots the read does not give (a record
+    without gres detail, or a CPU job: what it holds there is not known), or every node when
+    such a job names none."""
+    jobs = list(jobs)
+    gpu_nodes = [n for n in nodes if n.gpus > 0]
+    used = used_slots_by_node(gpu_nodes, jobs)
+    held: dict[str, set[int]] = {}
+    unknown: set[str] = set()
+    for job in jobs:
+        if job.state not in JOB_STATES_HOLDING_GPUS:
+            continue
+        for node, idx in job.gpu_slots.items():
+            held.setdefault(node, set()).update(idx)
+        without_slots = set(job.nodes) - set(job.gpu_slots)
+        if not job.gpu_slots and not job.nodes:
+            return {}  # held somewhere: no GPU can be called unheld
+        unknown |= without_slots
+    out = {n.name: frozenset(used[n.name] - held.get(n.name, set())) for n in gpu_nodes
+           if n.usable and n.name not in unknown}
+    return {name: slots for name, slots in out.items() if slots}
 
 
 def cluster_view(

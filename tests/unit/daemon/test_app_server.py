@@ -365,20 +365,27 @@ def test_an_answer_the_server_could_not_write_is_taken_back(tmp_path):
 
 def test_deferred_jobs_get_an_admin_hold_and_an_outside_release_is_recorded_once(tmp_path):
     """Finding 8: the hook's priority-0 hold is a user hold its owner can lift."""
+    from dataclasses import replace
     store = MemoryRepository()
-    jobs = [held_job(1, gpn=4, submit=1), held_job(2, gpn=4, submit=2)]
+    names = [f"gpu{i:02d}" for i in range(1, 5)]
+    # full: a running job holds every GPU (GPUs no job holds would free in a moment)
+    full = replace(held_job(9, gpn=4, nodes=4), state="RUNNING", reason="None", priority=1, nodes=tuple(names),
+                   gpu_slots={n: frozenset(range(4)) for n in names}, start_time=int(time.time()),
+                   time_limit_s=86_400.0)
+    jobs = [held_job(1, gpn=4, submit=1), held_job(2, gpn=4, submit=2), full]
     pald = make_pald(tmp_path, store=store, jobs=jobs)
-    pald.reader._nodes = [node_info(f"gpu{i:02d}", used=range(4)) for i in range(1, 5)]  # full
+    pald.reader._nodes = [node_info(n, used=range(4)) for n in names]
     pald.sync_and_cycle()
     assert pald.actuator.calls == [("hold", (1, 2))]  # nothing fits: both made admin holds
     pald.reader._jobs = [held_job(1, gpn=4, submit=1).__class__(
         **{**held_job(1, gpn=4, submit=1).__dict__, "reason": "JobHeldAdmin"}),
-        held_job(2, gpn=4, submit=2).__class__(**{**held_job(2).__dict__, "state": "RUNNING", "priority": 1})]
+        held_job(2, gpn=4, submit=2).__class__(**{**held_job(2).__dict__, "state": "RUNNING", "priority": 1}), full]
     pald.sync_and_cycle()  # job 2 was released by someone else and runs
     assert pald.actuator.calls == [("hold", (1, 2))]  # admin-held already: no second hold
     assert pald.counts["released_outside"] == 1 and pald.deferred == {1}
     pald.flush_decisions()
-    assert [d.reason for d in store.decisions("2")] == ["released_outside_pal"]
+    reasons = [d.reason for d in store.decisions("2")]  # newest first; before it, the first cycle's plan
+    assert reasons[0] == "released_outside_pal" and reasons.count("released_outside_pal") == 1
     pald.sync_and_cycle()
     assert pald.counts["released_outside"] == 1  # once
 

@@ -359,6 +359,35 @@ def test_a_completing_or_configuring_job_is_seen_with_its_limit_like_a_running_o
     assert got[21].running_on == (0,) and got[21].remaining_time == 61.0
 
 
+def test_gpus_no_job_holds_any_more_free_in_a_moment_so_a_talkative_job_waits_instead_of_spreading():
+    """Job 11 on gpu01's slots 0-2 ended between sinfo's read and squeue's: sinfo still counts
+    its GPUs, squeue has no job on them. As GPUs with no end a plan never saw them free, and a
+    network-sensitive 2-GPU job was spread over both nodes at once (a lab replay of workload-1:
+    a 12-GPU GPT-2 job over two leaf switches, 7.8x slower). Seen ending a second after the
+    read, the job waits for gpu01 (pald's next cycle places it there); on a node whose GPUs
+    stay busy with no end (a suspended job's) it still spreads."""
+    def after_read(unheld):
+        s = PlacementService(ServiceSettings(placement="pal-fit"))
+        s.observe_cluster(view(nodes=2, busy=[0, 1, 2, 4, 5, 6]), now=10.0)
+        s.observe_running(RUNNING[1:], 10.0, unheld=unheld)
+        return s
+
+    s = after_read({"gpu01": [0, 1, 2]})
+    ended = [r for r in s.running if r.job_id == "ended-on-gpu01"]
+    assert len(ended) == 1 and ended[0].running_on == (0, 1, 2) and ended[0].remaining_time == 1.0
+    r = s.place(talkative(), now=10.0, key="r1")
+    assert r.decision is DecisionKind.DEFER and r.reason == "no_room"
+    r = after_read({}).place(talkative(), now=10.0, key="r1")  # as before: busy with no end
+    assert r.decision is DecisionKind.PLACE and set(r.nodes) == {"gpu01", "gpu02"}
+    # still unheld past the window (a job pald cannot see holds them): busy with no end again
+    s.observe_cluster(view(nodes=2, busy=[0, 1, 2, 4, 5, 6]), now=14.0)
+    s.observe_running(RUNNING[1:], 14.0, unheld={"gpu01": [0, 1, 2]})
+    assert any(r.job_id == "ended-on-gpu01" for r in s.running)
+    s.observe_cluster(view(nodes=2, busy=[0, 1, 2, 4, 5, 6]), now=16.0)
+    s.observe_running(RUNNING[1:], 16.0, unheld={"gpu01": [0, 1, 2]})
+    assert not any(r.job_id == "ended-on-gpu01" for r in s.running)
+
+
 def test_a_talkative_job_waits_for_the_running_job_whose_limit_ends_soon_instead_of_spreading():
     # 2 GPUs, network-sensitive: spread over both nodes now, or on gpu01 when job 11's limit
     # ends in 90 s? pal-fit waits (deferred: pald's cycle places it); pal spreads it at once

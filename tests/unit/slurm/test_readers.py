@@ -16,6 +16,7 @@ from pal_slurm.slurm.readers import (
     GresItem,
     SlurmReader,
     cluster_view,
+    unheld_slots,
     gpu_indices,
     parse_gres,
     parse_index_list,
@@ -267,6 +268,25 @@ def test_cluster_view_counts_unknown_usage_conservatively(shape) -> None:
     jobs = [j for j in shape.jobs("plain_busy") if j.name == "two"]
     # gpu01 uses 3 GPUs; jobs explain slots 1,2; one more is unknown -> slot 0 assumed used
     assert cluster_view(nodes, jobs).free & {0, 1, 2, 3} == {3}
+
+
+@by_release
+def test_gpus_sinfo_counts_that_no_job_holds_are_unheld_on_usable_nodes_only(shape) -> None:
+    """A job that ended between sinfo's read and squeue's (or whose cleanup Slurm has not
+    finished) leaves GPUs allocated with no job: those are the unheld ones. A drained node's
+    GPUs are not: they do not free."""
+    nodes, jobs = shape.nodes("typed_busy"), shape.jobs("typed_busy")
+    assert unheld_slots(nodes, jobs) == {}
+    gone = [j for j in jobs if j.name != "typed"]  # the job on gpu01 slots 2, 3 left squeue
+    assert unheld_slots(nodes, gone) == {"gpu01": frozenset({2, 3})}
+    # a running job whose slots the read does not give: its nodes' GPUs are not called unheld
+    from dataclasses import replace
+    blind = [replace(j, gpu_slots={}) if j.name == "untyped2n" else j for j in gone]
+    assert unheld_slots(nodes, blind) == {"gpu01": frozenset({2, 3})}
+    assert unheld_slots(nodes, [replace(j, nodes=()) for j in blind]) == {}  # ... nor anywhere, if it names none
+    # no job at all: every allocated GPU is unheld, but drained gpu04's four are not
+    assert unheld_slots(nodes, []) == {"gpu01": frozenset({2, 3}), "gpu02": frozenset({0, 1}),
+                                       "gpu03": frozenset({0, 1})}
 
 
 @by_release

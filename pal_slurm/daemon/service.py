@@ -313,11 +313,11 @@ class PlacementService:
         (`slurm.readers.unheld_slots`: a job that ended between the two reads, or whose
         cleanup Slurm has not finished). Each node's count as one job ending
         `UNHELD_FREE_IN_S` after the read, while they have been unheld for at most
-        `UNHELD_WINDOW_S` (longer: something pald cannot see holds them). Why: with no job they were busy with no end in
-        sight, so a 12-GPU GPT-2 job waiting for a leaf's last two nodes, freed by a job that
-        had ended in the same second, saw them never free and was spread over two leaf
-        switches at once, 7.8x slower for 40 trace hours (a lab replay of workload-1 at 150,
-        seed 0: makespan 1.261 of stock's)."""
+        `UNHELD_WINDOW_S` (longer: something pald cannot see holds them). Why: with no job
+        they were busy with no end in sight, so a 12-GPU GPT-2 job waiting for a leaf's last
+        two nodes, freed by a job that had ended in the same second, saw them never free and
+        was spread over two leaf switches at once, 7.8x slower for 40 trace hours (a lab
+        replay of workload-1 at 150, seed 0: makespan 1.261 of stock's)."""
         self.running = []
         if self.view is None or not self.engine.policy.traits.plans_around_running:
             return

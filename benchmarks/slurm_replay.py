@@ -125,6 +125,12 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
     return rows
 
 
+def stock_row(rows: list[dict], r: dict) -> dict | None:
+    """The stock arm of `r`'s replay (same trace, scale and replay tag) among `rows`, if any."""
+    return next((b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
+                 and b["time_scale"] == r["time_scale"] and b.get("tag") == r.get("tag")), None)
+
+
 def print_grid(rows: list[dict]) -> None:
     """Per pald arm predicted over a timing grid (`repredict(grid=K)`): the replay's avg JCT /
     stock's, the point prediction, the ratio of the grid's means (the arm's over stock's) and
@@ -134,8 +140,7 @@ def print_grid(rows: list[dict]) -> None:
     print(f"\n{'trace':12} {'jobs':>4} {'seed':>4} {'arm':8} {'replay':>6} {'point':>6} {'grid':>6} {'miss':>7} "
           f"{'min':>6} {'max':>6}  makespan: replay  grid")
     for r in rows:
-        base = next((b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
-                     and b["time_scale"] == r["time_scale"] and b.get("tag") == r.get("tag")), None)
+        base = stock_row(rows, r)
         if r["arm"] == "stock" or base is None or "timing_grid" not in r or "timing_grid" not in base:
             continue
         per_pass = len(r["timing_grid"]) // len(base["timing_grid"])  # pald phases per pass phase (inner)
@@ -157,8 +162,7 @@ def print_spread(rows: list[dict]) -> None:
     print(f"\n{'trace':12} {'jobs':>4} {'seed':>4} {'arm':8} {'replay':>6} {'point':>6} {'min':>6} {'mean':>6} "
           f"{'max':>6}  outcomes (ratio x share; makespan ratio)")
     for r in rows:
-        base = next((b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
-                     and b["time_scale"] == r["time_scale"] and b.get("tag") == r.get("tag")), None)
+        base = stock_row(rows, r)
         if not r.get("phase_spread") or base is None:
             continue
         ratios = [(x["avg_jct_s"] / base["predicted_avg_jct_s"], x["makespan_s"] / base["predicted_makespan_s"])
@@ -220,8 +224,7 @@ def main() -> int:
           f"{'makespan':>9} {'ratio':>6} {'pred':>6}")
     ratios: dict[tuple[float, str], list[float]] = {}
     for r in rows:
-        base = next((b for b in rows if b["trace"] == r["trace"] and b["arm"] == "stock"
-                     and b["time_scale"] == r["time_scale"] and b.get("tag") == r.get("tag")), None)
+        base = stock_row(rows, r)
         if base is None:  # pald arms replayed alone (beside an earlier stock replay): no ratio here
             print(f"{r['trace']:12} {r['time_scale']:6g} {r['arm']:8} {r['avg_jct_s'] / 3600:9.3f} {'-':>6} {'-':>6} "
                   f"{'-':>6} {r['makespan_s'] / 3600:9.3f}  (no stock arm under --out: --stock-from DIR)")

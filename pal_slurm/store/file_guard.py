@@ -53,8 +53,14 @@ class SqliteFileGuard:
             self.opened = now
 
     def after_write(self) -> None:
-        if file_id(self.path) != self.opened:
+        now = file_id(self.path)
+        if now is None:  # the same words as `before`: an admin sees one message per cause
             raise StoreUnavailable(
-                f"the store file {self.path} was deleted or replaced during a write; "
+                f"the store file {self.path} was deleted while in use, during a write; the "
+                f"write is kept to be done again. {missing_sqlite_message(self.path)}"
+            )
+        if now != self.opened:
+            raise StoreUnavailable(
+                f"the store file {self.path} was replaced during a write; "
                 "the write is kept to be done again"
             )

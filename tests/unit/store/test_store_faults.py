@@ -20,6 +20,7 @@ import pytest
 from pal_slurm.model import DecisionKind
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.errors import StoreUnavailable
+from pal_slurm.store.file_guard import SqliteFileGuard
 from pal_slurm.store.records import DecisionRecord
 from tests.fixtures.store_faults import delete_sqlite_file, frozen_postgres
 
@@ -56,6 +57,26 @@ def test_deleted_sqlite_file_is_refused_not_recreated_then_readopted(tmp_path):
         assert job_ids(url) == {"2"}
     finally:
         repo.close()
+
+
+def test_a_file_deleted_during_a_write_gets_the_same_words_as_one_deleted_before(tmp_path):
+    """The CI race of stop 38: `rm` landed between a write's two checks, and health said
+    something else than the deleted-file message an admin (and the test) looks for."""
+    path = tmp_path / "pal.db"
+    open_store(f"sqlite:///{path}").close()
+    dropped: list[bool] = []
+    guard = SqliteFileGuard(str(path), lambda: dropped.append(True))
+    guard.before()  # the write starts on the file we opened
+    open_store(f"sqlite:///{tmp_path / 'other.db'}").close()
+    (tmp_path / "other.db").replace(path)  # another file now: replaced, not deleted
+    with pytest.raises(StoreUnavailable, match="was replaced during a write"):
+        guard.after_write()
+    guard.before()  # adopts the new file (drops the old connections once)
+    delete_sqlite_file(path)
+    with pytest.raises(StoreUnavailable, match="was deleted while in use") as err:
+        guard.after_write()
+    assert "no store database at" in str(err.value)
+    assert dropped == [True]  # only `before` drops connections; after_write only reports
 
 
 def test_replaced_sqlite_file_is_adopted(tmp_path):

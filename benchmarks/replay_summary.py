@@ -8,8 +8,8 @@ a pald arm with the stock arm of the same trace and seed beside it. Prints every
 JCT and makespan over stock's, the predicted ratio and its miss), then per trace and arm the
 means, the worst makespan and how many replays' own predictions missed by more than 0.05,
 then the targets: every trace a win, the geomean of the traces' means, no makespan over
-stock's, every trace's mean predicted within 0.05 (and, where every replay was predicted over
-a timing grid, `slurm_replay.py --predict-only --grid K`, the grid's).
+stock's, every trace's mean predicted within 0.05 (and, over the replays predicted over a
+timing grid, `slurm_replay.py --predict-only --grid K`, the grid's mean beside their own).
 """
 
 from __future__ import annotations
@@ -48,17 +48,18 @@ def main() -> int:
         print(f"{r.source[:58]:58} {r.arm:8} {r.seed:4d} {r.jct:6.3f} {r.predicted_jct:6.3f} {r.miss:+7.3f} "
               f"{_opt(r.grid_jct, '6.3f')} {_opt(r.grid_miss, '+7.3f')} {r.makespan:8.3f} {r.predicted_makespan:6.3f}")
     traces = by_trace(ratios)
-    print(f"\n{'trace':12} {'arm':8} {'replays':>7} {'ratio':>6} {'pred':>6} {'miss':>7} {'grid':>6} {'miss':>7} "
-          f"{'worst makespan':>14} {'runs missed':>11}")
+    print(f"\n{'trace':12} {'arm':8} {'replays':>7} {'ratio':>6} {'pred':>6} {'miss':>7} {'gridded':>7} {'grid':>6} "
+          f"{'miss':>7} {'worst makespan':>14} {'runs missed':>11}")
     for t in traces:
         print(f"{t.trace:12} {t.arm:8} {len(t.replays):7d} {t.jct:6.3f} {t.predicted_jct:6.3f} {t.miss:+7.3f} "
-              f"{_opt(t.grid_jct, '6.3f')} {_opt(t.grid_miss, '+7.3f')} "
+              f"{len(t.gridded):7d} {_opt(t.grid_jct, '6.3f')} {_opt(t.grid_miss, '+7.3f')} "
               f"{t.worst_makespan:14.3f} {t.runs_missed:>5d} of {len(t.replays)}")
     for arm in sorted({t.arm for t in traces}):
         mine = [t for t in traces if t.arm == arm]
-        grid_misses = [t.grid_miss for t in mine]
-        grid = ("" if any(g is None for g in grid_misses) else
-                f" (the timing grid's: {all(abs(g) <= PREDICTION_TOLERANCE for g in grid_misses if g is not None)})")
+        grid_misses = [t.grid_miss for t in mine if t.grid_miss is not None]
+        grid = ("" if not grid_misses else
+                f" (the timing grid's, on the {len(grid_misses)} of {len(mine)} traces with gridded replays, "
+                f"set beside those replays: {all(abs(g) <= PREDICTION_TOLERANCE for g in grid_misses)})")
         print(f"\n{arm}: {len(mine)} trace(s); a win on every trace: {all(t.jct < 1.0 for t in mine)}; "
               f"geomean of the traces' mean ratios {geomean(t.jct for t in mine):.3f} (target <= 0.85); "
               f"makespan no worse than stock's in every replay: {all(t.worst_makespan <= 1.0 for t in mine)}; "

@@ -73,7 +73,8 @@ def borrow_arm(out: Path, source: Path, arm: str = "stock") -> list[str]:
 
 
 def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_rack: int = 4,
-              partings: int = 0, spread: int = 0, gaps: int = 0, grid: int = 0) -> list[dict]:
+              partings: int = 0, spread: int = 0, gaps: int = 0, grid: int = 0,
+              follow: str | None = None) -> list[dict]:
     """The predictions of replays already run (their JSON and work dirs under `out`) made again
     with today's simulator and today's reading of what each arm measured (`harness.measure_arm`
     on its work dir: Slurm's launch cost and pass clock, pald's ranking and cycle);
@@ -85,7 +86,8 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
     predict each arm over a grid of that many phases of Slurm's passes (x as many of pald's
     cycle for a pald arm, `predict.timing_grid`), kept as "timing_grid" with its means as
     "predicted_avg_jct_s_grid_mean" / "predicted_makespan_s_grid_mean", and summed up by
-    `print_grid`."""
+    `print_grid`; with `follow` (a job's name) each cell also says when the model started that
+    job, kept with the lab's start as "grid_follow" and summed up by `print_follow`."""
     from pal_slurm.replay.harness import LabShape, measure_arm
     from pal_slurm.replay.plan import plan_replay
     from pal_slurm.replay.predict import cycle_phase_spread, predict_arm, timing_grid
@@ -110,8 +112,11 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
                                       "makespan_s": h["makespan_s"]}
                                      for phase, h in cycle_phase_spread(plan, run, r["seed"], shape, spread)]
             if grid:
-                cells = timing_grid(plan, run, r["seed"], shape, grid)
+                cells = timing_grid(plan, run, r["seed"], shape, grid, follow=follow)
                 r["timing_grid"] = cells
+                if follow is not None:
+                    lab = next((j for j in run.jobs if j.name == follow), None)
+                    r["grid_follow"] = {"job": follow, "lab_start_s": lab.start_s if lab else None}
                 r["predicted_avg_jct_s_grid_mean"] = sum(c["avg_jct_s"] for c in cells) / len(cells)
                 r["predicted_makespan_s_grid_mean"] = sum(c["makespan_s"] for c in cells) / len(cells)
             if partings:
@@ -152,6 +157,29 @@ def print_grid(rows: list[dict]) -> None:
         print(f"{r['trace']:12} {r.get('jobs', 0):4d} {r['seed']:4d} {r['arm']:8} {lab:6.3f} {point:6.3f} {mean:6.3f} "
               f"{mean - lab:+7.3f} {min(cells):6.3f} {max(cells):6.3f}  {r['makespan_s'] / base['makespan_s']:16.3f} "
               f"{mk:5.3f}  ({len(cells)} x {len(base['timing_grid'])} runs)")
+
+
+def print_follow(rows: list[dict], within_s: float) -> None:
+    """Per pald arm predicted over a grid that follows a job (`repredict(grid=K, follow=JOB)`):
+    when the lab started that job and the replay's ratio to stock; when the grid's cells
+    started it (sorted, trace h) and the mean ratio of the cells that started it within
+    `within_s` of the lab (`predict.near_start`): the model given that one draw."""
+    from pal_slurm.replay.predict import near_start
+
+    for r in rows:
+        base, follow = stock_row(rows, r), r.get("grid_follow")
+        if r["arm"] == "stock" or base is None or follow is None or "timing_grid" not in base:
+            continue
+        lab = r["avg_jct_s"] / base["avg_jct_s"]
+        starts = " ".join(f"{c['follow_start_s'] / 3600:.2f}" for c in sorted(r["timing_grid"], key=lambda c: c["follow_start_s"]))
+        print(f"\n{r['trace']} seed {r['seed']} {r['arm']}: {follow['job']} started by the grid's cells at (trace h) {starts}")
+        if follow["lab_start_s"] is None:
+            print(f"   the lab has no record of {follow['job']}")
+            continue
+        near = near_start(r["timing_grid"], base["timing_grid"], follow["lab_start_s"], within_s)
+        model = (f"the {len(near)} cells within {within_s / 3600:.2f} h of it: mean {sum(near) / len(near):.3f} "
+                 f"({min(near):.3f}-{max(near):.3f}), {sum(near) / len(near) - lab:+.3f}") if near else "no cell near it"
+        print(f"   lab: {follow['lab_start_s'] / 3600:.2f} h, ratio {lab:.3f}; {model}")
 
 
 def print_spread(rows: list[dict]) -> None:
@@ -202,6 +230,8 @@ def main() -> int:
                     help="with --predict-only: per arm, the first K jobs the lab and the model ran differently")
     ap.add_argument("--grid", type=int, default=0, metavar="K",
                     help="with --predict-only: each arm over K phases of Slurm's passes (x K of pald's cycle)")
+    ap.add_argument("--follow", default=None, metavar="JOB",
+                    help="with --grid: when each cell started this job (e.g. replay-80), and the cells near the lab's start")
     ap.add_argument("--gaps", type=int, default=0, metavar="K",
                     help="with --predict-only: per arm, the lab's JCT less the model's and the K jobs that differ most")
     ap.add_argument("--stock-from", default="", metavar="DIR",
@@ -218,7 +248,7 @@ def main() -> int:
     if a.stock_from:
         print(f"stock arm borrowed from {a.stock_from} for: {', '.join(borrow_arm(out, Path(a.stock_from))) or '-'}")
     if a.predict_only or a.stock_from:  # with the stock rows and every prediction made today
-        rows = repredict(out, partings=a.partings, spread=a.spread, gaps=a.gaps, grid=a.grid)
+        rows = repredict(out, partings=a.partings, spread=a.spread, gaps=a.gaps, grid=a.grid, follow=a.follow)
     (out / "all.json").write_text(json.dumps({"results": rows}, indent=2))
     print(f"\n{'trace':12} {'scale':>6} {'arm':8} {'avgJCT h':>9} {'ratio':>6} {'pred':>6} {'diff':>6} "
           f"{'makespan':>9} {'ratio':>6} {'pred':>6}")
@@ -242,6 +272,10 @@ def main() -> int:
         print_spread(rows)
     if a.grid:
         print_grid(rows)
+    if a.grid and a.follow:
+        from pal_slurm.replay.harness import ALIKE_WITHIN_WALL_S
+
+        print_follow(rows, ALIKE_WITHIN_WALL_S * rows[0]["time_scale"] if rows else 0.0)
     print(f"wall {time.monotonic() - t0:.0f} s; results in {out / 'all.json'}")
     return 0
 

@@ -99,11 +99,14 @@ def predicted_run_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "L
                          pald_cycle=cycle, slurm_pass=clock)
 
 
-def timing_grid(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape", k: int) -> list[dict]:
+def timing_grid(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape", k: int,
+                follow: str | None = None) -> list[dict]:
     """The arm predicted at `k` phases of Slurm's passes (the middles of k equal parts of its
     period) and, for a pald arm, at each of `k` phases of pald's cycle (k x k runs; stock: k),
     everything else as measured: the outcomes the replay's sub-second timing can give, each
-    {"slurm_pass_phase_s", "pald_cycle_phase_s" (None: stock), "avg_jct_s", "makespan_s"}.
+    {"slurm_pass_phase_s", "pald_cycle_phase_s" (None: stock), "avg_jct_s", "makespan_s"}, and
+    with `follow` (a replay job's name, e.g. "replay-80") "follow_start_s": when the model
+    started that job in the cell (trace s), to ask what the outcome hangs on (`near_start`).
 
     Why a grid and not the measured phases alone: the phases are measured as averages over a
     replay, and the passes drift by milliseconds each while a 160-job replay runs 20 wall
@@ -113,6 +116,12 @@ def timing_grid(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape", k
     ratio of its means 0.732. The grid's mean is the model's expected outcome over that draw."""
     from pal_slurm.replay.harness import BF_INTERVAL_S
 
+    followed = None
+    if follow is not None:
+        followed = next((j.trace_job.job_id for j in plan.jobs if j.name == follow), None)
+        if followed is None:
+            raise ValueError(f"no job {follow!r} in the replay of {plan.trace} ({len(plan.jobs)} jobs: "
+                             f"{plan.jobs[0].name}..{plan.jobs[-1].name})")
     period = run.slurm_pass.period_s if run.slurm_pass else BF_INTERVAL_S
     cycle = run.pald_cycle
     pald_phases: list[float | None] = [cycle.period_s * j / k for j in range(k)] if cycle else [None]
@@ -120,11 +129,27 @@ def timing_grid(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape", k
     for i in range(k):
         pass_phase = period * (i + 0.5) / k
         for pald_phase in pald_phases:
-            h = _headline(predicted_run_measured(plan, run, seed, shape, pald_phase_s=pald_phase,
-                                                 slurm_phase_s=pass_phase))
-            out.append({"slurm_pass_phase_s": pass_phase, "pald_cycle_phase_s": pald_phase,
-                        "avg_jct_s": h["avg_jct_s"], "makespan_s": h["makespan_s"]})
+            result = predicted_run_measured(plan, run, seed, shape, pald_phase_s=pald_phase, slurm_phase_s=pass_phase)
+            h = _headline(result)
+            cell = {"slurm_pass_phase_s": pass_phase, "pald_cycle_phase_s": pald_phase,
+                    "avg_jct_s": h["avg_jct_s"], "makespan_s": h["makespan_s"]}
+            if followed is not None:
+                cell["follow_start_s"] = next(o.first_start for o in result.jobs if o.job_id == followed)
+            out.append(cell)
     return out
+
+
+def near_start(cells: list[dict], stock_cells: list[dict], start_s: float, within_s: float) -> list[float]:
+    """The avg JCT ratios (each cell over stock's cell at the same pass phase, as
+    `benchmarks/slurm_replay.py` sets grids side by side) of the grid cells of a pald arm
+    (`timing_grid(..., follow=job)`) in which the followed job started within `within_s` of
+    `start_s`: the model's outcome given where the lab put that one job. On workload-1 seed 0
+    at 160 jobs the outcome hangs on when a 24-GPU, 15-hour job starts (3.3, 4.4 or 5.6 trace
+    h, half of the grid early): the grid's mean says little about one replay, this says how
+    well the model predicts it once that draw is known."""
+    per_pass = len(cells) // max(1, len(stock_cells))  # pald phases per pass phase (inner)
+    return [c["avg_jct_s"] / stock_cells[i // per_pass]["avg_jct_s"] for i, c in enumerate(cells)
+            if abs(c["follow_start_s"] - start_s) <= within_s]
 
 
 def cycle_phase_spread(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape",

@@ -13,7 +13,8 @@ Pure: rows as `palctl replay --json` writes them (one file per replay; a pald ar
 beside an earlier stock arm carries that stock row, `benchmarks/slurm_replay.py --stock-from`)
 in, per-trace figures out. Where the replays were predicted over a timing grid
 (`benchmarks/slurm_replay.py --predict-only --grid K`: the model's expected outcome over the
-phases of Slurm's passes and pald's cycle), that prediction is set beside the point one.
+phases of Slurm's passes and pald's cycle), that prediction is set beside the point one, over
+the replays that have it.
 """
 
 from __future__ import annotations
@@ -70,15 +71,23 @@ class TraceSummary:
         return self.predicted_jct - self.jct
 
     @property
+    def gridded(self) -> tuple[ReplayRatio, ...]:
+        """The replays predicted over a timing grid (older replays' JSON may have none, and
+        their work dirs, which a grid needs, are gone)."""
+        return tuple(r for r in self.replays if r.grid_jct is not None)
+
+    @property
     def grid_jct(self) -> float | None:
-        """The mean of the replays' grid predictions; None unless every replay has one."""
-        grids = [r.grid_jct for r in self.replays]
-        return None if any(g is None for g in grids) else _mean(g for g in grids if g is not None)
+        """The mean of the grid predictions of the replays that have one; None when none has."""
+        grids = [r.grid_jct for r in self.gridded if r.grid_jct is not None]
+        return _mean(grids) if grids else None
 
     @property
     def grid_miss(self) -> float | None:
+        """`grid_jct` less the mean measured ratio of the same replays (not of all: a grid is
+        set beside the draws it predicts)."""
         grid = self.grid_jct
-        return None if grid is None else grid - self.jct
+        return None if grid is None else grid - _mean(r.jct for r in self.gridded)
 
     @property
     def worst_makespan(self) -> float:

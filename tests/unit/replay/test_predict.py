@@ -97,3 +97,37 @@ def test_the_timing_grid_predicts_every_pass_phase_and_for_pald_every_cycle_phas
     assert cells[3]["avg_jct_s"] == pytest.approx(direct.summary()["avg_jct_s"])
     stock = ArmRun("stock", [], None, tmp_path / "lab", 0.0, 0.1)  # type: ignore[arg-type]
     assert [c["pald_cycle_phase_s"] for c in timing_grid(plan, stock, 0, shape, 3)] == [None] * 3
+
+
+def test_a_followed_job_gets_its_start_in_every_cell_and_an_unknown_one_is_named(tmp_path):
+    """`timing_grid(follow=...)`: when the model started that job in each cell, the same as
+    the cell's own run says; a name not in the replay is an error that says which are."""
+    from pal_slurm.replay.ctldlog import PassClock
+    from pal_slurm.replay.harness import ArmRun, LabShape
+    from pal_slurm.replay.predict import timing_grid
+
+    plan = plan_replay(bundled_trace("workload-3"), 600, 4, 64, jobs=20)
+    shape = LabShape()
+    run = ArmRun("pal-fit", [], None, tmp_path / "lab", 0.0, 0.1, release_wall_s=0.3,  # type: ignore[arg-type]
+                 pald_cycle=PassClock(phase_s=0.2, period_s=0.8), slurm_pass=PassClock(phase_s=0.4, period_s=1.0))
+    cells = timing_grid(plan, run, 0, shape, 2, follow="replay-7")
+    direct = predicted_run(plan, "pal-fit", 0, 16, 4, 4, launch_s=0.1 * 600, cluster=shape.cluster(),
+                           pald_cycle=PassClock(phase_s=0.4, period_s=0.8),
+                           slurm_pass=PassClock(phase_s=0.75, period_s=1.0))
+    seventh = next(o for o in direct.jobs if o.job_id == plan.jobs[7].trace_job.job_id)
+    assert cells[3]["follow_start_s"] == pytest.approx(seventh.first_start)
+    assert all(c["follow_start_s"] >= plan.jobs[7].submit_s for c in cells)
+    with pytest.raises(ValueError, match="no job 'replay-99'.*replay-0..replay-19"):
+        timing_grid(plan, run, 0, shape, 1, follow="replay-99")
+
+
+def test_near_start_keeps_the_cells_that_started_the_job_where_the_lab_did():
+    from pal_slurm.replay.predict import near_start
+
+    stock = [{"avg_jct_s": 100.0}, {"avg_jct_s": 200.0}]  # two pass phases
+    cells = [{"avg_jct_s": 50.0, "follow_start_s": 1000.0}, {"avg_jct_s": 90.0, "follow_start_s": 5000.0},
+             {"avg_jct_s": 120.0, "follow_start_s": 1300.0}, {"avg_jct_s": 180.0, "follow_start_s": 4000.0}]
+    # each cell over stock's cell at its own pass phase (two pald phases per pass phase)
+    assert near_start(cells, stock, 1100.0, 300.0) == pytest.approx([0.5, 0.6])
+    assert near_start(cells, stock, 4500.0, 500.0) == pytest.approx([0.9, 0.9])
+    assert near_start(cells, stock, 9000.0, 100.0) == []

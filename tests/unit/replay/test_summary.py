@@ -37,7 +37,7 @@ def test_a_trace_is_judged_on_the_mean_of_its_replays_and_counts_the_runs_that_m
     assert w1.worst_makespan == pytest.approx(1.01) and w4.runs_missed == 0
 
 
-def test_the_timing_grids_prediction_is_set_beside_the_point_one_when_every_replay_has_it():
+def test_the_timing_grids_prediction_is_set_beside_the_replays_that_have_one():
     gridded = dict(row("pal-fit", 70.0, 80.0), predicted_avg_jct_s_grid_mean=72.0)
     stock = dict(row("stock", 100.0, 100.0), predicted_avg_jct_s_grid_mean=90.0)
     (r,) = ratios_of("g", [stock, gridded])
@@ -45,6 +45,8 @@ def test_the_timing_grids_prediction_is_set_beside_the_point_one_when_every_repl
     plain = ratios_of("p", [row("stock", 100.0, 100.0, seed=1), row("pal-fit", 60.0, 60.0, seed=1)])
     assert plain[0].grid_jct is None
     (both,) = by_trace([r] + plain)
-    assert both.grid_jct is None and both.grid_miss is None  # one replay without a grid: no grid figure
-    (alone,) = by_trace([r])
-    assert alone.grid_jct == pytest.approx(0.8)
+    assert both.jct == pytest.approx(0.65) and both.gridded == (r,)
+    # the grid is judged against the replay it predicts (0.70), not the mean of all (0.65)
+    assert both.grid_jct == pytest.approx(0.8) and both.grid_miss == pytest.approx(0.1)
+    (none,) = by_trace(plain)
+    assert none.grid_jct is None and none.grid_miss is None and none.gridded == ()

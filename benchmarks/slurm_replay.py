@@ -139,17 +139,17 @@ def stock_row(rows: list[dict], r: dict) -> dict | None:
 def print_grid(rows: list[dict]) -> None:
     """Per pald arm predicted over a timing grid (`repredict(grid=K)`): the replay's avg JCT /
     stock's, the point prediction, the ratio of the grid's means (the arm's over stock's) and
-    the range of the per-cell ratios (each arm cell over stock's cell at the same pass phase,
-    the i-th of k: the two arms' periods differ by a millisecond),
-    and the makespan ratio of the grid's means."""
+    the range of the per-cell ratios (`predict.cell_ratios`), and the makespan ratio of the
+    grid's means."""
+    from pal_slurm.replay.predict import cell_ratios
+
     print(f"\n{'trace':12} {'jobs':>4} {'seed':>4} {'arm':8} {'replay':>6} {'point':>6} {'grid':>6} {'miss':>7} "
           f"{'min':>6} {'max':>6}  makespan: replay  grid")
     for r in rows:
         base = stock_row(rows, r)
         if r["arm"] == "stock" or base is None or "timing_grid" not in r or "timing_grid" not in base:
             continue
-        per_pass = len(r["timing_grid"]) // len(base["timing_grid"])  # pald phases per pass phase (inner)
-        cells = [c["avg_jct_s"] / base["timing_grid"][i // per_pass]["avg_jct_s"] for i, c in enumerate(r["timing_grid"])]
+        cells = cell_ratios(r["timing_grid"], base["timing_grid"])
         lab = r["avg_jct_s"] / base["avg_jct_s"]
         point = r["predicted_avg_jct_s"] / base["predicted_avg_jct_s"]
         mean = r["predicted_avg_jct_s_grid_mean"] / base["predicted_avg_jct_s_grid_mean"]

@@ -139,16 +139,22 @@ def timing_grid(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape", k
     return out
 
 
+def cell_ratios(cells: list[dict], stock_cells: list[dict]) -> list[float]:
+    """A pald arm's grid cells' avg JCT over stock's, each over stock's cell at the same pass
+    phase (the i-th of k: the two arms' periods differ by a millisecond; pald's phases are the
+    inner loop of `timing_grid`)."""
+    per_pass = len(cells) // max(1, len(stock_cells))
+    return [c["avg_jct_s"] / stock_cells[i // per_pass]["avg_jct_s"] for i, c in enumerate(cells)]
+
+
 def near_start(cells: list[dict], stock_cells: list[dict], start_s: float, within_s: float) -> list[float]:
-    """The avg JCT ratios (each cell over stock's cell at the same pass phase, as
-    `benchmarks/slurm_replay.py` sets grids side by side) of the grid cells of a pald arm
+    """The avg JCT ratios (`cell_ratios`) of the grid cells of a pald arm
     (`timing_grid(..., follow=job)`) in which the followed job started within `within_s` of
     `start_s`: the model's outcome given where the lab put that one job. On workload-1 seed 0
     at 160 jobs the outcome hangs on when a 24-GPU, 15-hour job starts (3.3, 4.4 or 5.6 trace
     h, half of the grid early): the grid's mean says little about one replay, this says how
     well the model predicts it once that draw is known."""
-    per_pass = len(cells) // max(1, len(stock_cells))  # pald phases per pass phase (inner)
-    return [c["avg_jct_s"] / stock_cells[i // per_pass]["avg_jct_s"] for i, c in enumerate(cells)
+    return [ratio for ratio, c in zip(cell_ratios(cells, stock_cells), cells)
             if abs(c["follow_start_s"] - start_s) <= within_s]
 
 

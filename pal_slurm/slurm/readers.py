@@ -570,6 +570,16 @@ def parse_job_placement_request(raw: Mapping[str, Any]) -> JobPlacementRequest:
 JOB_STATES_HOLDING_GPUS = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"})
 
 
+def slots_held_by_jobs(jobs: Iterable[JobInfo]) -> dict[str, set[int]]:
+    """Per node, the GPU slots the jobs in a state that holds GPUs show in their gres detail."""
+    held: dict[str, set[int]] = {}
+    for job in jobs:
+        if job.state in JOB_STATES_HOLDING_GPUS:
+            for node, idx in job.gpu_slots.items():
+                held.setdefault(node, set()).update(idx)
+    return held
+
+
 def used_slots_by_node(
     nodes: Sequence[NodeInfo], jobs: Iterable[JobInfo] = ()
 ) -> dict[str, frozenset[int]]:
@@ -580,11 +590,7 @@ def used_slots_by_node(
     given), the lowest unknown slots are counted as used: cons_tres allocates lowest first,
     and over-counting only defers a placement, while under-counting could double-book a GPU.
     """
-    from_jobs: dict[str, set[int]] = {}
-    for job in jobs:
-        if job.state in JOB_STATES_HOLDING_GPUS:
-            for node, idx in job.gpu_slots.items():
-                from_jobs.setdefault(node, set()).update(idx)
+    from_jobs = slots_held_by_jobs(jobs)
     out: dict[str, frozenset[int]] = {}
     for node in nodes:
         used = set(node.used_slots or ()) | from_jobs.get(node.name, set())
@@ -601,9 +607,9 @@ def used_slots_by_node(
 
 def unheld_slots(nodes: Sequence[NodeInfo], jobs: Iterable[JobInfo]) -> dict[str, frozenset[int]]:
     """Allocated GPU slots on usable nodes that no job in `jobs` holds (from the same read):
-    a job that has just ended. sinfo is read before squeue, so a job that ends in between is
-    gone from squeue while sinfo still counts its GPUs, and Slurm counts a job's GRES until
-    its cleanup is done. Such GPUs free within moments; `PlacementService.observe_running`
+    a job that has just ended (Slurm counts a job's GRES until its cleanup is done, and a read
+    that took sinfo before squeue lost a job that ended in between; pald reads squeue first,
+    `daemon.app`). Such GPUs free within moments; `PlacementService.observe_running`
     sees them ending so. Nodes that take no work (down, drained) are left out: their GPUs do
     not free, and so are the nodes of a job whose GPU slots the read does not give (a record
     without gres detail, or a CPU job: what it holds there is not known), or every node when
@@ -611,17 +617,14 @@ def unheld_slots(nodes: Sequence[NodeInfo], jobs: Iterable[JobInfo]) -> dict[str
     jobs = list(jobs)
     gpu_nodes = [n for n in nodes if n.gpus > 0]
     used = used_slots_by_node(gpu_nodes, jobs)
-    held: dict[str, set[int]] = {}
+    held = slots_held_by_jobs(jobs)
     unknown: set[str] = set()
     for job in jobs:
         if job.state not in JOB_STATES_HOLDING_GPUS:
             continue
-        for node, idx in job.gpu_slots.items():
-            held.setdefault(node, set()).update(idx)
-        without_slots = set(job.nodes) - set(job.gpu_slots)
         if not job.gpu_slots and not job.nodes:
             return {}  # held somewhere: no GPU can be called unheld
-        unknown |= without_slots
+        unknown |= set(job.nodes) - set(job.gpu_slots)
     out = {n.name: frozenset(used[n.name] - held.get(n.name, set())) for n in gpu_nodes
            if n.usable and n.name not in unknown}
     return {name: slots for name, slots in out.items() if slots}

@@ -19,12 +19,15 @@ time, so its phase against a replay's first submission is a draw of the lab, not
 on the replay's labs nearly every job starts at such a pass, and a trace whose first jobs come
 in one burst waits up to a whole interval more or less depending on it (workload-1, 40 jobs:
 the model's avg JCT moved 6% with the phase). `pass_clock` reads the phase and the period
-from the passes that started jobs, so the prediction can run the passes the lab ran.
+from the passes that started jobs, so the prediction can run the passes the lab ran, and how
+far each pass fell from that clock (`PassClock.jitter_s`), so it can run the phases the lab
+can have and no others (`replay.predict.pass_phases`).
 """
 
 from __future__ import annotations
 
 import re
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -64,11 +67,21 @@ class PassClock:
     after the replay's first submission and every `period_s` after (and before) it. Slurm's
     backfill passes (`pass_clock`) and pald's cycle (`replay.harness.pald_clock`). `view_age_s`:
     how old what it acts on is at each tick (pald decides on a read of Slurm made that long
-    before; Slurm's pass reads its own state, 0)."""
+    before; Slurm's pass reads its own state, 0). `jitter_s`: how far each observed tick fell
+    from the clock (its time less the nearest of phase + k x period, sorted; empty: not
+    observed), the spread of phases the clock had while the lab ran."""
 
     phase_s: float
     period_s: float
     view_age_s: float = 0.0
+    jitter_s: tuple[float, ...] = ()
+
+    def jitter_quantile(self, q: float) -> float:
+        """The offset from the clock below which a fraction `q` (0..1) of the observed ticks
+        fell (0.0 when none was observed)."""
+        if not self.jitter_s:
+            return 0.0
+        return self.jitter_s[min(len(self.jitter_s) - 1, max(0, math.floor(q * len(self.jitter_s))))]
 
 
 SAME_PASS_S = 0.05  # starts this close together came from one pass (a pass starts jobs in ms)
@@ -79,12 +92,12 @@ def pass_clock(starts: dict[int, tuple[float, str]], t0: float, interval_s: floa
     first submission, epoch seconds); `interval_s` is the configured bf_interval, the period's
     first guess. The period is fitted to the passes (least squares through the first pass, in
     time order: bf_interval plus each pass's own milliseconds); None when fewer than two passes
-    started jobs (then nothing says the period)."""
-    times = sorted(t for t, by in starts.values() if by == "backfill")
-    passes: list[float] = []
-    for t in times:
-        if not passes or t - passes[-1] > SAME_PASS_S:
-            passes.append(t)
+    started jobs (then nothing says the period). Its `jitter_s` is each pass's offset from the
+    fitted clock: with few jobs pending (a pald arm: pald holds the rest) a pass takes
+    milliseconds and the passes stay within ~0.03 s of the clock through a 20-minute replay;
+    with a long queue (stock Slurm) a pass's own time pushes the next one and the offsets
+    spread over the whole interval (workload-1/-3/-4 at 160 jobs, session 32)."""
+    passes = _passes(starts)
     if len(passes) < 2:
         return None
     period, k, cd, cc = float(interval_s), 0, 0.0, 0.0
@@ -93,4 +106,16 @@ def pass_clock(starts: dict[int, tuple[float, str]], t0: float, interval_s: floa
         k = max(k + 1, round(d / period))
         cd, cc = cd + k * d, cc + k * k
         period = cd / cc
-    return PassClock(phase_s=(passes[0] - t0) % period, period_s=period)
+    phase = (passes[0] - t0) % period
+    return PassClock(phase_s=phase, period_s=period, jitter_s=tuple(sorted(
+        (p - t0 - phase) - round((p - t0 - phase) / period) * period for p in passes)))
+
+
+def _passes(starts: dict[int, tuple[float, str]]) -> list[float]:
+    """The instants of the backfill passes that started jobs (one per group of starts closer
+    than SAME_PASS_S), in time order."""
+    passes: list[float] = []
+    for t in sorted(t for t, by in starts.values() if by == "backfill"):
+        if not passes or t - passes[-1] > SAME_PASS_S:
+            passes.append(t)
+    return passes

@@ -146,6 +146,8 @@ class ArmRun:
         return {"launch_wall_s": self.launch_wall_s, "release_wall_s": self.release_wall_s,
                 "slurm_pass_phase_s": clock.phase_s if clock else None,
                 "slurm_pass_period_s": clock.period_s if clock else None,
+                "slurm_pass_offset_p10_p90_s": ([clock.jitter_quantile(0.1), clock.jitter_quantile(0.9)]
+                                                if clock and clock.jitter_s else None),
                 "pald_cycle_phase_s": cycle.phase_s if cycle else None}
 
 

@@ -99,35 +99,53 @@ def predicted_run_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "L
                          pald_cycle=cycle, slurm_pass=clock)
 
 
+def pass_phases(clock: PassClock | None, k: int) -> list[float]:
+    """`k` phases of Slurm's passes (wall s after the replay's first submission) that the lab
+    could have had: the measured phase moved by the middles of k equal parts of the passes'
+    offsets from the clock (`PassClock.jitter_s`, its quantiles (i + 0.5) / k), or, when the
+    offsets were not observed, the middles of k equal parts of the period.
+
+    Why not the whole period always: the harness starts every arm's trace 0.5 s after a pass,
+    and with few jobs pending (a pald arm) the passes then keep that phase within ~0.03 s for
+    the whole replay, so a phase of 0.1 s is one the lab never has; a grid over the whole
+    period parted from the lab within the first 0.2 trace h in every cell (workload-1 seed 0,
+    160 jobs: replay-7 and replay-14 placed elsewhere than in all four lab runs) and gave a
+    24-GPU job the race that decides that trace 16 of 36 times. Over the measured offsets the
+    cells run the first 0.27 h as the lab did, like the lab runs among themselves. Stock's long
+    queue spreads its passes over the whole interval, and its quantiles do the same."""
+    from pal_slurm.replay.harness import BF_INTERVAL_S
+
+    if clock is None or not clock.jitter_s:
+        period = clock.period_s if clock else BF_INTERVAL_S
+        return [period * (i + 0.5) / k for i in range(k)]
+    return [(clock.phase_s + clock.jitter_quantile((i + 0.5) / k)) % clock.period_s for i in range(k)]
+
+
 def timing_grid(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape", k: int,
                 follow: str | None = None) -> list[dict]:
-    """The arm predicted at `k` phases of Slurm's passes (the middles of k equal parts of its
-    period) and, for a pald arm, at each of `k` phases of pald's cycle (k x k runs; stock: k),
-    everything else as measured: the outcomes the replay's sub-second timing can give, each
-    {"slurm_pass_phase_s", "pald_cycle_phase_s" (None: stock), "avg_jct_s", "makespan_s"}, and
-    with `follow` (a replay job's name, e.g. "replay-80") "follow_start_s": when the model
-    started that job in the cell (trace s), to ask what the outcome hangs on (`near_start`).
+    """The arm predicted at `k` phases of Slurm's passes (`pass_phases`) and, for a pald arm,
+    at each of `k` phases of pald's cycle (k x k runs; stock: k), everything else as measured:
+    the outcomes the replay's sub-second timing can give, each {"slurm_pass_phase_s",
+    "pald_cycle_phase_s" (None: stock), "avg_jct_s", "makespan_s"}, and with `follow` (a replay
+    job's name, e.g. "replay-80") "follow_start_s": when the model started that job in the
+    cell (trace s), to ask what the outcome hangs on (`near_start`).
 
     Why a grid and not the measured phases alone: the phases are measured as averages over a
     replay, and the passes drift by milliseconds each while a 160-job replay runs 20 wall
     minutes, so which of two jobs ending a trace minute apart a pass or a cycle sees first is
-    a draw the measurement cannot fix. Workload-4 seed 0 at 160 jobs (session 30): the point
-    prediction 0.776 of stock, the lab 0.699, the grid's 16 outcomes 0.600-0.811 and the
-    ratio of its means 0.732. The grid's mean is the model's expected outcome over that draw."""
-    from pal_slurm.replay.harness import BF_INTERVAL_S
-
+    a draw the measurement cannot fix. pald's cycle runs on the epoch clock, so its phase
+    against the trace is a new draw each replay: its k phases span the whole cycle. The
+    grid's mean is the model's expected outcome over that draw."""
     followed = None
     if follow is not None:
         followed = next((j.trace_job.job_id for j in plan.jobs if j.name == follow), None)
         if followed is None:
             raise ValueError(f"no job {follow!r} in the replay of {plan.trace} ({len(plan.jobs)} jobs: "
                              f"{plan.jobs[0].name}..{plan.jobs[-1].name})")
-    period = run.slurm_pass.period_s if run.slurm_pass else BF_INTERVAL_S
     cycle = run.pald_cycle
     pald_phases: list[float | None] = [cycle.period_s * j / k for j in range(k)] if cycle else [None]
     out = []
-    for i in range(k):
-        pass_phase = period * (i + 0.5) / k
+    for pass_phase in pass_phases(run.slurm_pass, k):
         for pald_phase in pald_phases:
             result = predicted_run_measured(plan, run, seed, shape, pald_phase_s=pald_phase, slurm_phase_s=pass_phase)
             h = _headline(result)
@@ -140,20 +158,20 @@ def timing_grid(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape", k
 
 
 def cell_ratios(cells: list[dict], stock_cells: list[dict]) -> list[float]:
-    """A pald arm's grid cells' avg JCT over stock's, each over stock's cell at the same pass
-    phase (the i-th of k: the two arms' periods differ by a millisecond; pald's phases are the
-    inner loop of `timing_grid`)."""
-    per_pass = len(cells) // max(1, len(stock_cells))
-    return [c["avg_jct_s"] / stock_cells[i // per_pass]["avg_jct_s"] for i, c in enumerate(cells)]
+    """A pald arm's grid cells' avg JCT, each over the mean of stock's cells (stock's expected
+    outcome): the two arms ran on labs of their own, so a pald cell's pass phase says nothing
+    of which of stock's phases its replay is set beside."""
+    stock = sum(c["avg_jct_s"] for c in stock_cells) / len(stock_cells)
+    return [c["avg_jct_s"] / stock for c in cells]
 
 
 def near_start(cells: list[dict], stock_cells: list[dict], start_s: float, within_s: float) -> list[float]:
     """The avg JCT ratios (`cell_ratios`) of the grid cells of a pald arm
     (`timing_grid(..., follow=job)`) in which the followed job started within `within_s` of
     `start_s`: the model's outcome given where the lab put that one job. On workload-1 seed 0
-    at 160 jobs the outcome hangs on when a 24-GPU, 15-hour job starts (3.3, 4.4 or 5.6 trace
-    h, half of the grid early): the grid's mean says little about one replay, this says how
-    well the model predicts it once that draw is known."""
+    at 160 jobs the outcome hangs on when a 24-GPU, 15-hour job starts (3.2, 4.4 or 5.6 trace
+    h): the grid's mean says little about one replay, this says how well the model predicts
+    it once that draw is known."""
     return [ratio for ratio, c in zip(cell_ratios(cells, stock_cells), cells)
             if abs(c["follow_start_s"] - start_s) <= within_s]
 

@@ -31,7 +31,7 @@ def test_each_arms_json_row_carries_what_its_prediction_was_made_from(tmp_path, 
         jobs = [JobResult(j.name, 1, 10.0, 0.0, i * 10.0 + (late if i == 1 else 0.0), i * 10.0 + 5.0 + late,
                           1.0, 1.0, {"gpu01": (0,)}) for i, j in enumerate(plan.jobs)]
         return harness.ArmRun(arm, jobs, summary, work / "lab", 0.2, 0.15, None if arm == "stock" else 0.25,
-                              PassClock(phase_s=0.5, period_s=1.004),
+                              PassClock(phase_s=0.5, period_s=1.004, jitter_s=(-0.01, 0.0, 0.0, 0.02)),
                               None if arm == "stock" else PassClock(phase_s=0.12, period_s=0.3))
 
     def fake_model(plan, run, seed, shape):
@@ -51,6 +51,7 @@ def test_each_arms_json_row_carries_what_its_prediction_was_made_from(tmp_path, 
     for row in rows.values():
         assert row["launch_wall_s"] == 0.15 and row["avg_jct_s"] == 100.0
         assert row["slurm_pass_phase_s"] == 0.5 and row["slurm_pass_period_s"] == 1.004
+        assert row["slurm_pass_offset_p10_p90_s"] == [-0.01, 0.02]
         assert row["predicted_makespan_s"] == 420.0 and row["predicted_by"] == f"event:{row['arm']}"
     assert rows["stock"]["jobs_run_otherwise_than_predicted"] == 0 and rows["stock"]["first_run_otherwise"] is None
     assert rows["pal-fit"]["jobs_run_otherwise_than_predicted"] == 1

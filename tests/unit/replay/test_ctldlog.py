@@ -47,6 +47,24 @@ def test_the_pass_clock_is_fitted_to_the_passes_that_started_jobs():
 def test_the_phase_is_taken_within_one_period_and_two_passes_are_needed():
     starts = _backfill_starts([10.0 + 2.5, 10.0 + 3.5])  # first pass 2.5 s after t0
     clock = pass_clock(starts, 10.0, 1.0)
-    assert clock == PassClock(phase_s=pytest.approx(0.5), period_s=pytest.approx(1.0))
+    assert clock is not None
+    assert (clock.phase_s, clock.period_s) == (pytest.approx(0.5), pytest.approx(1.0))
     assert pass_clock(_backfill_starts([11.0, 11.01]), 10.0, 1.0) is None  # one pass
     assert pass_clock({1: (11.0, "main"), 2: (12.0, "main")}, 10.0, 1.0) is None
+
+
+def test_the_clock_keeps_how_far_each_pass_fell_from_it():
+    """`jitter_s`: each pass's offset from the fitted clock, sorted; its quantiles are the
+    phases the lab had (a pass 0.03 s late, one 0.02 s early, the rest on the clock)."""
+    t0 = 100.0
+    offsets = {0: 0.0, 1: 0.03, 2: 0.0, 3: -0.02, 4: 0.0, 5: 0.0, 6: 0.01, 7: 0.0}
+    starts = _backfill_starts([t0 + 0.5 + k + d for k, d in offsets.items()])
+    clock = pass_clock(starts, t0, 1.0)
+    assert clock is not None
+    assert len(clock.jitter_s) == 8
+    assert list(clock.jitter_s) == sorted(clock.jitter_s)
+    assert clock.jitter_s[-1] - clock.jitter_s[0] == pytest.approx(0.05, abs=2e-3)  # 0.03 late to 0.02 early (the fit moves a little)
+    assert clock.jitter_quantile(0.0) == clock.jitter_s[0]
+    assert clock.jitter_quantile(1.0) == clock.jitter_s[-1]
+    assert clock.jitter_quantile(0.5) == pytest.approx(0.0, abs=0.01)
+    assert PassClock(phase_s=0.5, period_s=1.0).jitter_quantile(0.9) == 0.0  # none observed

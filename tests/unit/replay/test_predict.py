@@ -121,13 +121,30 @@ def test_a_followed_job_gets_its_start_in_every_cell_and_an_unknown_one_is_named
         timing_grid(plan, run, 0, shape, 1, follow="replay-99")
 
 
+def test_the_pass_phases_are_the_measured_phase_moved_by_the_passes_offsets():
+    """`pass_phases`: with the passes' offsets observed, the measured phase plus their k
+    quantiles (a pald arm's passes stay within a few hundredths of a second: its grid must
+    not run phases the lab never had); without, the middles of k parts of the period."""
+    from pal_slurm.replay.ctldlog import PassClock
+    from pal_slurm.replay.predict import pass_phases
+
+    jitter = tuple(sorted([-0.02, -0.01, 0.0, 0.0, 0.01, 0.01, 0.02, 0.03]))
+    clock = PassClock(phase_s=0.5, period_s=1.0, jitter_s=jitter)
+    assert pass_phases(clock, 2) == pytest.approx([0.5, 0.52])  # the 3rd and the 7th of 8
+    assert all(0.47 <= p <= 0.53 for p in pass_phases(clock, 8))
+    assert pass_phases(PassClock(phase_s=0.5, period_s=1.0), 2) == pytest.approx([0.25, 0.75])
+    assert pass_phases(None, 4)[0] > 0.0
+    near_end = PassClock(phase_s=0.99, period_s=1.0, jitter_s=(0.02,))
+    assert pass_phases(near_end, 1) == pytest.approx([0.01])  # within the period
+
+
 def test_near_start_keeps_the_cells_that_started_the_job_where_the_lab_did():
     from pal_slurm.replay.predict import near_start
 
-    stock = [{"avg_jct_s": 100.0}, {"avg_jct_s": 200.0}]  # two pass phases
-    cells = [{"avg_jct_s": 50.0, "follow_start_s": 1000.0}, {"avg_jct_s": 90.0, "follow_start_s": 5000.0},
+    stock = [{"avg_jct_s": 100.0}, {"avg_jct_s": 200.0}]  # two pass phases: stock's mean 150
+    cells = [{"avg_jct_s": 60.0, "follow_start_s": 1000.0}, {"avg_jct_s": 90.0, "follow_start_s": 5000.0},
              {"avg_jct_s": 120.0, "follow_start_s": 1300.0}, {"avg_jct_s": 180.0, "follow_start_s": 4000.0}]
-    # each cell over stock's cell at its own pass phase (two pald phases per pass phase)
-    assert near_start(cells, stock, 1100.0, 300.0) == pytest.approx([0.5, 0.6])
-    assert near_start(cells, stock, 4500.0, 500.0) == pytest.approx([0.9, 0.9])
+    # each cell over stock's mean (the arms ran on labs of their own)
+    assert near_start(cells, stock, 1100.0, 300.0) == pytest.approx([0.4, 0.8])
+    assert near_start(cells, stock, 4500.0, 500.0) == pytest.approx([0.6, 1.2])
     assert near_start(cells, stock, 9000.0, 100.0) == []

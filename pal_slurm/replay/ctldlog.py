@@ -26,8 +26,8 @@ can have and no others (`replay.predict.pass_phases`).
 
 from __future__ import annotations
 
-import re
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 

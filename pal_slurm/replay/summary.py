@@ -15,6 +15,12 @@ in, per-trace figures out. Where the replays were predicted over a timing grid
 (`benchmarks/slurm_replay.py --predict-only --grid K`: the model's expected outcome over the
 phases of Slurm's passes and pald's cycle), that prediction is set beside the point one, over
 the replays that have it.
+
+The stock arm is a draw too. Where a trace and seed has several stock runs (each pald replay
+carries the one it was set beside), each replay is also set over the mean of those runs
+(`TraceSummary.pooled_jct`, `pooled_worst_makespan`), and the runs' own spread is given
+(`stock_runs`): a pald replay a hair over one stock run's makespan is judged against how far
+stock's makespan moves between runs of the same lab.
 """
 
 from __future__ import annotations
@@ -23,6 +29,25 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 PREDICTION_TOLERANCE = 0.05  # the issue's "predicted ratio within +-0.05 of the replay's"
+
+
+@dataclass(frozen=True)
+class StockRun:
+    """One lab run of the stock arm (trace seconds): the same run is carried by every pald replay
+    set beside it, so runs are told apart by what they measured."""
+
+    trace: str
+    seed: int
+    time_scale: float | None
+    jobs: int | None
+    avg_jct_s: float
+    makespan_s: float
+
+    @classmethod
+    def of(cls, row: Mapping) -> StockRun:
+        jobs = row.get("jobs")
+        return cls(row["trace"], int(row.get("seed", 0)), row.get("time_scale"), None if jobs is None else int(jobs),
+                   float(row["avg_jct_s"]), float(row["makespan_s"]))
 
 
 @dataclass(frozen=True)
@@ -38,6 +63,9 @@ class ReplayRatio:
     predicted_jct: float
     makespan: float
     predicted_makespan: float
+    stock: StockRun
+    avg_jct_s: float
+    makespan_s: float
     grid_jct: float | None = None  # the ratio of the timing grid's means (predict.timing_grid), if predicted
 
     @property
@@ -57,6 +85,7 @@ class TraceSummary:
     trace: str
     arm: str
     replays: tuple[ReplayRatio, ...]
+    other_stock: tuple[StockRun, ...] = ()  # stock runs no replay here was set beside (`by_trace`)
 
     @property
     def jct(self) -> float:
@@ -93,6 +122,45 @@ class TraceSummary:
     def worst_makespan(self) -> float:
         return max(r.makespan for r in self.replays)
 
+    def stock_runs(self, seed: int) -> tuple[StockRun, ...]:
+        """The distinct stock runs of `seed`: those the replays were set beside, then the others
+        given, in first-seen order."""
+        carried = [r.stock for r in self.replays if r.seed == seed]
+        return tuple(dict.fromkeys(carried + [s for s in self.other_stock if s.seed == seed]))
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(sorted({r.seed for r in self.replays}))
+
+    def pooled(self, seed: int | None = None) -> list[tuple[float, float]]:
+        """Per replay (of `seed`, or all): its avg JCT and makespan over the means of its seed's
+        stock runs."""
+        out = []
+        for r in self.replays:
+            if seed is None or r.seed == seed:
+                runs = self.stock_runs(r.seed)
+                out.append((r.avg_jct_s / _mean(s.avg_jct_s for s in runs), r.makespan_s / _mean(s.makespan_s for s in runs)))
+        return out
+
+    @property
+    def pooled_jct(self) -> float:
+        """The mean over replays of each one's avg JCT over the mean of its seed's stock runs (with
+        one stock run per seed this is `jct`)."""
+        return _mean(j for j, _ in self.pooled())
+
+    @property
+    def pooled_worst_makespan(self) -> float:
+        """The worst replay's makespan over the mean of its seed's stock runs' makespans."""
+        return max(m for _, m in self.pooled())
+
+    @property
+    def pooled_grid_miss(self) -> float | None:
+        """`grid_jct` less the pooled ratio of the gridded replays."""
+        grid = self.grid_jct
+        if grid is None:
+            return None
+        return grid - _mean(r.avg_jct_s / _mean(s.avg_jct_s for s in self.stock_runs(r.seed)) for r in self.gridded)
+
     @property
     def runs_missed(self) -> int:
         """Replays whose own prediction missed by more than the tolerance."""
@@ -116,17 +184,32 @@ def ratios_of(source: str, rows: Sequence[Mapping]) -> list[ReplayRatio]:
             predicted_jct=r["predicted_avg_jct_s"] / base["predicted_avg_jct_s"],
             makespan=r["makespan_s"] / base["makespan_s"],
             predicted_makespan=r["predicted_makespan_s"] / base["predicted_makespan_s"],
+            stock=StockRun.of(base),
+            avg_jct_s=float(r["avg_jct_s"]), makespan_s=float(r["makespan_s"]),
             grid_jct=(r["predicted_avg_jct_s_grid_mean"] / base["predicted_avg_jct_s_grid_mean"]
                       if r.get("predicted_avg_jct_s_grid_mean") and base.get("predicted_avg_jct_s_grid_mean") else None)))
     return out
 
 
-def by_trace(ratios: Iterable[ReplayRatio]) -> list[TraceSummary]:
-    """Replays grouped per (trace, arm), in trace order."""
+def stock_runs_of(rows: Sequence[Mapping]) -> list[StockRun]:
+    """The stock arms among one replay's rows (a replay whose pald arms are not to be counted can
+    still lend its stock run to the pooled figures)."""
+    return [StockRun.of(r) for r in rows if r["arm"] == "stock"]
+
+
+def by_trace(ratios: Iterable[ReplayRatio], other_stock: Iterable[StockRun] = ()) -> list[TraceSummary]:
+    """Replays grouped per (trace, arm), in trace order; `other_stock` adds stock runs of the
+    same trace, seed, time scale and jobs to each group's pooled figures."""
     groups: dict[tuple[str, str], list[ReplayRatio]] = {}
     for r in ratios:
         groups.setdefault((r.trace, r.arm), []).append(r)
-    return [TraceSummary(trace, arm, tuple(rs)) for (trace, arm), rs in sorted(groups.items())]
+    extra = list(other_stock)
+    out = []
+    for (trace, arm), rs in sorted(groups.items()):
+        shapes = {(r.stock.seed, r.stock.time_scale, r.stock.jobs) for r in rs}
+        mine = tuple(s for s in extra if s.trace == trace and (s.seed, s.time_scale, s.jobs) in shapes)
+        out.append(TraceSummary(trace, arm, tuple(rs), mine))
+    return out
 
 
 def _mean(xs: Iterable[float]) -> float:

@@ -2,7 +2,7 @@ from datetime import datetime
 
 import pytest
 
-from pal_slurm.replay.ctldlog import PassClock, pass_clock, slurm_ends, slurm_starts
+from pal_slurm.replay.ctldlog import PassClock, pass_clock, pass_offsets, slurm_ends, slurm_starts
 
 LOG = """\
 [2026-11-24T05:47:10.028] SchedulerParameters=default_queue_depth=1000,max_rpc_cnt=0
@@ -68,3 +68,19 @@ def test_the_clock_keeps_how_far_each_pass_fell_from_it():
     assert clock.jitter_quantile(1.0) == clock.jitter_s[-1]
     assert clock.jitter_quantile(0.5) == pytest.approx(0.0, abs=0.01)
     assert PassClock(phase_s=0.5, period_s=1.0).jitter_quantile(0.9) == 0.0  # none observed
+
+
+def test_each_pass_keeps_when_it_fell_and_how_far_from_the_clock():
+    """`pass_offsets`: the offsets in time order (the early passes late, the later ones on the
+    clock), the same values the clock's sorted jitter holds."""
+    t0 = 100.0
+    late = {k: 0.025 for k in range(1, 5)}
+    starts = _backfill_starts([t0 + 0.5 + k + late.get(k, 0.0) for k in range(12)])
+    clock = pass_clock(starts, t0, 1.0)
+    assert clock is not None
+    got = pass_offsets(starts, t0, clock)
+    assert [int(t) for t, _ in got] == list(range(12))  # 0.5 s after t0, then every second
+    assert [t for t, _ in got] == sorted(t for t, _ in got)
+    early, rest = [o for _, o in got[1:5]], [o for _, o in got[5:]]
+    assert min(early) - max(rest) > 0.015  # the late stretch stands out, in its place
+    assert sorted(o for _, o in got) == list(clock.jitter_s)

@@ -135,12 +135,11 @@ class TraceSummary:
     def pooled(self, seed: int | None = None) -> list[tuple[float, float]]:
         """Per replay (of `seed`, or all): its avg JCT and makespan over the means of its seed's
         stock runs."""
-        out = []
-        for r in self.replays:
-            if seed is None or r.seed == seed:
-                runs = self.stock_runs(r.seed)
-                out.append((r.avg_jct_s / _mean(s.avg_jct_s for s in runs), r.makespan_s / _mean(s.makespan_s for s in runs)))
-        return out
+        return [self._over_stock_mean(r) for r in self.replays if seed is None or r.seed == seed]
+
+    def _over_stock_mean(self, r: ReplayRatio) -> tuple[float, float]:
+        runs = self.stock_runs(r.seed)
+        return r.avg_jct_s / _mean(s.avg_jct_s for s in runs), r.makespan_s / _mean(s.makespan_s for s in runs)
 
     @property
     def pooled_jct(self) -> float:
@@ -159,7 +158,7 @@ class TraceSummary:
         grid = self.grid_jct
         if grid is None:
             return None
-        return grid - _mean(r.avg_jct_s / _mean(s.avg_jct_s for s in self.stock_runs(r.seed)) for r in self.gridded)
+        return grid - _mean(self._over_stock_mean(r)[0] for r in self.gridded)
 
     @property
     def runs_missed(self) -> int:

@@ -12,7 +12,6 @@ quantiles over the whole replay; this shows whether they hold still or drift, an
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pal_slurm.replay.ctldlog import pass_clock, pass_offsets, slurm_starts  # noqa: E402
-from pal_slurm.replay.harness import BF_INTERVAL_S  # noqa: E402
+from pal_slurm.replay.harness import BF_INTERVAL_S, arm_ctld_log, arm_submissions  # noqa: E402
 
 
 def main() -> int:
@@ -33,12 +32,11 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=150.0, help="trace s per wall s (to print trace hours)")
     a = ap.parse_args()
     try:
-        submitted = json.loads((a.arm_dir / "submitted.json").read_text())
-        log = (a.arm_dir / "lab" / "log" / "slurmctld.log").read_text(errors="replace")
+        submitted = arm_submissions(a.arm_dir)
     except (OSError, ValueError) as e:
         print(f"{a.arm_dir}: not a replayed arm's work dir ({e})", file=sys.stderr)
         return 2
-    starts = slurm_starts(log)
+    starts = slurm_starts(arm_ctld_log(a.arm_dir))
     t0 = min(submitted.values())
     clock = pass_clock(starts, t0, BF_INTERVAL_S)
     if clock is None:

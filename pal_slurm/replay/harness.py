@@ -249,6 +249,17 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
     return measure_arm(plan, arm, work, cluster.size, comp)
 
 
+def arm_submissions(work: Path) -> dict[str, float]:
+    """{job name: epoch seconds it was submitted} as an arm's run kept them in its work dir."""
+    return json.loads((Path(work) / "submitted.json").read_text())
+
+
+def arm_ctld_log(work: Path) -> str:
+    """slurmctld's log of an arm's lab ("" when it left none)."""
+    path = Path(work) / "lab" / "log" / "slurmctld.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
 def measure_arm(plan: ReplayPlan, arm: str, work: Path, cluster_gpus: int,
                 comp: list[CompRecord] | None = None) -> ArmRun:
     """An arm's results from what its run left in `work` (the payloads' records, submitted.json,
@@ -260,7 +271,7 @@ def measure_arm(plan: ReplayPlan, arm: str, work: Path, cluster_gpus: int,
         path = lab_dir / "jobcomp.txt"
         comp = parse_jobcomp(path.read_text()) if path.exists() else []
     payloads = {p.stem: json.loads(p.read_text()) for p in (work / "results").glob("*.json")}
-    submitted = json.loads((work / "submitted.json").read_text())
+    submitted = arm_submissions(work)
     try:
         jobs = job_results(plan, comp, payloads, submitted)
     except ReplayIncomplete as exc:
@@ -269,8 +280,7 @@ def measure_arm(plan: ReplayPlan, arm: str, work: Path, cluster_gpus: int,
     diff = max(abs((by_name[n].end - by_name[n].start) - (p["end"] - p["start"])) for n, p in payloads.items()
                if n in by_name)
     releases = _pald_releases(work / "pal.db") if ARMS[arm] is not None else []
-    log_path = lab_dir / "log" / "slurmctld.log"
-    log = log_path.read_text(errors="replace") if log_path.exists() else ""
+    log = arm_ctld_log(work)
     starts = slurm_starts(log)
     t0 = min(submitted.values()) if submitted else None
     return ArmRun(arm, jobs, summarise(plan.trace, arm, jobs, cluster_gpus), lab_dir, diff,

@@ -5,14 +5,23 @@ from __future__ import annotations
 from typing import Mapping
 
 from pal_slurm.bench.base import KIND_WALLTIME, Sample
-from pal_slurm.bench.gpuset import end_time_from_scontrol, start_time_from_scontrol
-from pal_slurm.bench.hook import HookContext, deliver, is_profile_job, job_class, job_gpus, log, measure, run_script
+from pal_slurm.bench.hook import (
+    HookContext,
+    deliver,
+    is_profile_job,
+    job_class,
+    job_gpus,
+    log,
+    measure,
+    no_gpus_line,
+    run_script,
+)
 
 
 def walltime_samples(
     ctx: HookContext, gpus, perf_class: str, start: float | None, end: float | None = None
 ) -> list[Sample]:
-    """One `walltime` sample per GPU: StartTime to EndTime (else now), with the whole GPU set."""
+    """One `walltime` sample per GPU: start to end (else now), with the whole GPU set."""
     if start is None:
         log.warning("epilog job %s: no StartTime known; wall time not recorded", ctx.job_id)
         return []
@@ -33,12 +42,14 @@ def record(ctx: HookContext) -> str:
     if is_profile_job(ctx):
         log.info("epilog job %s: a palctl profile-nodes job measures itself", ctx.job_id)
         return "skipped"
-    gpus, text = job_gpus(ctx)
-    if not gpus:
-        log.info("epilog job %s on %s: no GPUs allocated here", ctx.job_id, ctx.node)
-        return "no-gpus"
+    held, job = job_gpus(ctx)
+    gpus = held.gpus
+    if not gpus or job is None:
+        no_gpus_line("epilog", ctx, held)
+        return "no-gpus" if held.known else "unknown-gpus"
     cls = job_class(ctx)
-    samples = walltime_samples(ctx, gpus, cls, start_time_from_scontrol(text), end_time_from_scontrol(text))
+    end = job.end_time if 0 < job.end_time <= ctx.clock() else None  # not yet ended: now
+    samples = walltime_samples(ctx, gpus, cls, job.start_time or None, end)
     try:
         samples += measure(ctx, gpus, cls)
     except Exception as exc:  # noqa: BLE001 - still record the wall time

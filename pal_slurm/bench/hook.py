@@ -27,9 +27,10 @@ from typing import Callable, Mapping, Sequence
 from pal_slurm.bench import spool
 from pal_slurm.bench.base import Backend, GpuTarget, Sample, SampleSink
 from pal_slurm.bench.busy import BusyProbe, flag_busy
-from pal_slurm.bench.gpuset import class_from_comment, gpus_from_env, gpus_from_scontrol, slots_from_typed_gres
+from pal_slurm.bench.gpuset import HeldGpus, class_from_comment, held_gpus
 from pal_slurm.bench.settings import ProfilingSettings, load_settings
 from pal_slurm.model.classes import AppClassMap
+from pal_slurm.slurm.readers import JobInfo
 
 log = logging.getLogger("pal.hook")
 
@@ -39,7 +40,8 @@ _SLURM_PATH = "/usr/bin:/usr/local/bin:/usr/sbin:/bin"
 
 
 def scontrol_show_job(job_id: str, timeout_s: float) -> str:
-    """`scontrol show job -d <id>` output ('' when it fails: the caller falls back to the env)."""
+    """`scontrol show job -d <id>` output ('' when it fails), for a job's own payload
+    (pal_slurm.replay.payload); the hooks read `squeue_job` (see pal_slurm.bench.gpuset)."""
     from pal_slurm.slurm.errors import SlurmError
     from pal_slurm.slurm.runner import CommandRunner
 
@@ -47,8 +49,26 @@ def scontrol_show_job(job_id: str, timeout_s: float) -> str:
     try:
         return CommandRunner(env={"PATH": path}, timeout=timeout_s).run(["scontrol", "show", "job", "-d", str(job_id)])
     except SlurmError as exc:
-        log.warning("scontrol show job %s failed (%s); using the environment", job_id, exc)
+        log.warning("scontrol show job %s failed (%s)", job_id, exc)
         return ""
+
+
+def squeue_job(job_id: str, timeout_s: float) -> JobInfo | None:
+    """The job's `squeue --json` record in this Slurm release's dialect; None when Slurm
+    cannot be asked, prints no record of it, or prints JSON that does not parse."""
+    from pal_slurm.slurm.dialects import detect
+    from pal_slurm.slurm.errors import SlurmError
+    from pal_slurm.slurm.readers import parse_squeue
+    from pal_slurm.slurm.runner import CommandRunner
+
+    runner = CommandRunner(env={"PATH": os.environ.get("PATH") or _SLURM_PATH}, timeout=timeout_s)
+    try:
+        dialect = detect(runner)
+        jobs = parse_squeue(runner.run(dialect.job_argv(job_id)), dialect)
+    except SlurmError as exc:
+        log.warning("squeue --json for job %s failed (%s)", job_id, exc)
+        return None
+    return next((j for j in jobs if str(j.job_id) == str(job_id)), None)
 
 
 @dataclass
@@ -57,7 +77,7 @@ class HookContext:
 
     env: Mapping[str, str]
     settings: ProfilingSettings
-    show_job: Callable[[str, float], str] = scontrol_show_job
+    read_job: Callable[[str, float], JobInfo | None] = squeue_job
     backend: Callable[[ProfilingSettings, str], Backend] | None = None
     sink: Callable[[ProfilingSettings], SampleSink] | None = None
     busy: BusyProbe | None = None
@@ -86,24 +106,20 @@ def _default_sink(settings: ProfilingSettings) -> SampleSink:
     return open_sink(settings.store_url)
 
 
-def job_gpus(ctx: HookContext) -> tuple[tuple[int, ...], str]:
-    """(GPU indices on this node, job details text).
+def job_gpus(ctx: HookContext) -> tuple[HeldGpus, JobInfo | None]:
+    """(the GPUs the job held on this node, its Slurm record) - `gpuset.held_gpus` on the
+    job's `squeue --json` record and slurmd's environment; no GPUs when they cannot be told."""
+    job = ctx.read_job(ctx.job_id, min(2.0, ctx.settings.timeout_s / 2)) if ctx.job_id else None
+    return held_gpus(job, ctx.node, ctx.env), job
 
-    scontrol's per-node IDX first (the env shows only the last typed GRES index), then the
-    per-slot types of JOB_GRES (what is left once the job ended), then the environment.
-    """
-    text = ctx.show_job(ctx.job_id, min(2.0, ctx.settings.timeout_s / 2)) if ctx.job_id else ""
-    if text:
-        try:
-            per_node = gpus_from_scontrol(text)
-            if per_node.get(ctx.node):
-                return per_node[ctx.node], text
-            typed = slots_from_typed_gres(text)
-            if typed:
-                return typed, text
-        except ValueError as exc:
-            log.warning("cannot read the GPUs of job %s from scontrol (%s); using the environment", ctx.job_id, exc)
-    return gpus_from_env(ctx.env), text
+
+def no_gpus_line(what: str, ctx: HookContext, held: HeldGpus) -> None:
+    """The one log line of a hook that measures nothing, saying why."""
+    if held.known:
+        log.info("%s job %s on %s: no GPUs allocated here", what, ctx.job_id, ctx.node)
+    else:
+        log.warning("%s job %s on %s: measuring nothing, its GPUs cannot be told: %s",
+                    what, ctx.job_id, ctx.node, held.source)
 
 
 PROFILE_MARK = "pal:profile"  # comment of palctl profile-nodes' own benchmark jobs

@@ -4,17 +4,28 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from pal_slurm.bench.hook import HookContext, deliver, is_profile_job, job_class, job_gpus, log, measure, run_script
+from pal_slurm.bench.hook import (
+    HookContext,
+    deliver,
+    is_profile_job,
+    job_class,
+    job_gpus,
+    log,
+    measure,
+    no_gpus_line,
+    run_script,
+)
 
 
 def record(ctx: HookContext) -> str:
     if is_profile_job(ctx):
         log.info("prolog job %s: a palctl profile-nodes job measures itself", ctx.job_id)
         return "skipped"
-    gpus, _ = job_gpus(ctx)
+    held, _ = job_gpus(ctx)
+    gpus = held.gpus
     if not gpus:
-        log.info("prolog job %s on %s: no GPUs allocated here", ctx.job_id, ctx.node)
-        return "no-gpus"
+        no_gpus_line("prolog", ctx, held)
+        return "no-gpus" if held.known else "unknown-gpus"
     samples = measure(ctx, gpus, job_class(ctx))
     outcome = deliver(ctx, samples)
     log.info("prolog job %s on %s: %d sample(s) %s", ctx.job_id, ctx.node, len(samples), outcome)

@@ -185,6 +185,11 @@ class Dialect:
             return ["squeue", self._json_flag(), "--states=all"]
         return ["squeue", "--json"]  # 22.05 prints every job whatever the filters
 
+    def job_argv(self, job_id: int | str) -> list[str]:
+        """One job's record: `jobs_argv` limited to it (22.05 prints every job all the same,
+        so the caller picks the record by its job_id)."""
+        return [*self.jobs_argv, f"--jobs={job_id}"]
+
     def describe(self) -> str:
         shape = (f"data_parser {self.data_parser or 'default'}" if self.uses_data_parser
                  else "openapi v0.0.38")

@@ -78,8 +78,12 @@ def _split_outside_parens(text: str) -> list[str]:
     return [p for p in (s.strip() for s in parts) if p]
 
 
+MAX_GPU_INDEX = 1023  # far above any node's GPUs; a larger index is not a GPU (nor a range to expand)
+
+
 def parse_index_list(text: str) -> frozenset[int]:
-    """``0-1,3`` -> {0, 1, 3}; ``""`` -> empty."""
+    """``0-1,3`` -> {0, 1, 3}; ``""`` -> empty. SlurmParseError for an index above MAX_GPU_INDEX
+    (``0-4294967294`` would otherwise be expanded into four billion numbers)."""
     out: set[int] = set()
     for item in text.split(","):
         item = item.strip()
@@ -88,6 +92,8 @@ def parse_index_list(text: str) -> frozenset[int]:
         lo, sep, hi = item.partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()):
             raise SlurmParseError(f"bad GPU index list {text!r}")
+        if max(int(lo), int(hi) if sep else 0) > MAX_GPU_INDEX:
+            raise SlurmParseError(f"GPU index above {MAX_GPU_INDEX} in {text!r}")
         out.update(range(int(lo), int(hi) + 1) if sep else (int(lo),))
     return frozenset(out)
 
@@ -311,6 +317,9 @@ class JobInfo:
     array_task_id: int | None = None  # this record's element; None for a record of several pending ones
     array_tasks: str = ""  # the pending elements a record of several stands for ("1,3-8")
     eligible_time: int = 0  # epoch seconds it may start from (a requeued job waits Slurm's requeue delay)
+    end_time: int = 0  # epoch seconds it ended (once it has; before: when its time limit ends it)
+    tres_per_task: str = ""  # e.g. gres:gpu:1 (--gpus-per-task)
+    tres_per_socket: str = ""  # e.g. gres:gpu:1 (--gpus-per-socket)
 
     @property
     def held(self) -> bool:
@@ -449,6 +458,9 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             placement_request=parse_job_placement_request(raw),
             restart_count=_count(raw.get("restart_cnt")),
             eligible_time=_count(raw.get("eligible_time")),
+            end_time=_count(raw.get("end_time")),
+            tres_per_task=canonical_tres(raw.get("tres_per_task") or ""),
+            tres_per_socket=canonical_tres(raw.get("tres_per_socket") or ""),
             array_job_id=_count(raw.get("array_job_id")),
             array_task_id=_task_id(raw.get("array_task_id")),
             array_tasks=raw.get("array_task_string") or "",

@@ -1,5 +1,6 @@
 """Prolog/epilog: always exit 0, spool when the store is down, drain once it is back."""
 
+import json
 import logging
 import os
 import subprocess
@@ -15,15 +16,26 @@ from pal_slurm.bench.busy import BusyProbe
 from pal_slurm.bench.hook import HookContext
 from pal_slurm.bench.replay import ReplayBackend
 from pal_slurm.bench.settings import ProfilingSettings
+from pal_slurm.slurm.readers import parse_job
 from tests.fixtures.store_faults import silent_store
 
 from .test_busy import fake_psutil
 
 ROOT = Path(__file__).resolve().parents[3]
-SHOW = """JobId=41 JobName=wrap
-   StartTime=2026-11-23T09:00:01 EndTime=Unknown
-     Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:s2:1(IDX:2),gpu:s3:1(IDX:3)
-"""
+STARTED = 1795420801  # the job's start_time (epoch seconds)
+
+
+def job_record(**changes):
+    """Job 41 as `squeue --json` (22.05) shows it while it runs on n1 with GPUs 2 and 3."""
+    raw = {"job_id": 41, "name": "wrap", "job_state": "RUNNING", "nodes": "n1", "node_count": 1,
+           "job_resources": {"allocated_nodes": [{"nodename": "n1"}]},
+           "gres_detail": ["gpu:s2:1(IDX:2),gpu:s3:1(IDX:3)"], "tres_per_node": "gres:gpu:s2:1,gres:gpu:s3:1",
+           "start_time": STARTED, "end_time": STARTED + 3600}
+    raw.update(changes)
+    return parse_job(raw)
+
+
+SHOW = job_record()
 ENV = {"SLURM_JOB_ID": "41", "SLURMD_NODENAME": "n1", "SLURM_JOB_GPUS": "3",
        "SLURM_JOB_COMMENT": "pal:class=vgg19"}
 
@@ -38,14 +50,14 @@ def ctx(tmp_path, sink=None, show=SHOW, backend=None, timeout=5.0, env=ENV, cloc
                                  duration_s=0.0)
     (tmp_path / "spool").mkdir(exist_ok=True)
     return HookContext(
-        env=env, settings=settings, show_job=lambda job, t: show,
+        env=env, settings=settings, read_job=lambda job, t: show,
         backend=backend or (lambda st, job: ReplayBackend(seed=1, nonce=job)),
         sink=(lambda st: sink) if sink is not None else (lambda st: DownStore()),
         busy=BusyProbe(psutil_module=fake_psutil(0.1)), clock=clock,
     )
 
 
-def test_prolog_records_one_sample_per_gpu_from_scontrol_not_env(tmp_path):
+def test_prolog_records_one_sample_per_gpu_from_gres_detail_not_env(tmp_path):
     sink = MemorySink()
     assert prolog.main(ctx=ctx(tmp_path, sink)) == 0
     assert [(x.node, x.slot) for x in sink.samples] == [("n1", 2), ("n1", 3)]
@@ -53,10 +65,26 @@ def test_prolog_records_one_sample_per_gpu_from_scontrol_not_env(tmp_path):
     assert {x.job_id for x in sink.samples} == {"41"} and {x.backend for x in sink.samples} == {"replay"}
 
 
-def test_prolog_falls_back_to_env_when_scontrol_fails(tmp_path):
+@pytest.mark.parametrize("main", [prolog.main, epilog.main], ids=["prolog", "epilog"])
+def test_no_job_record_measures_nothing_not_the_environment(tmp_path, caplog, main):
+    """squeue failed or has no record: the environment alone cannot say it is complete."""
     sink = MemorySink()
-    prolog.main(ctx=ctx(tmp_path, sink, show=""))
-    assert [x.slot for x in sink.samples] == [3]
+    env = {**ENV, "SLURM_JOB_GPUS": "0,1,2,3", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    caplog.set_level(logging.INFO, logger="pal.hook")
+    assert main(ctx=ctx(tmp_path, sink, show=None, env=env)) == 0
+    assert sink.samples == [] and spool.pending(tmp_path / "spool") == 0
+    lines = [r.message for r in caplog.records if "measuring nothing" in r.message]
+    assert lines == [f"{main.__module__.rsplit('.', 1)[-1]} job 41 on n1: measuring nothing, "
+                     "its GPUs cannot be told: Slurm has no record of the job"]
+
+
+def test_epilog_of_an_ended_untyped_job_measures_nothing_when_the_env_is_short(tmp_path, caplog):
+    ended = job_record(job_state="COMPLETING", gres_detail=[], tres_per_node="gres:gpu:2")
+    sink = MemorySink()
+    caplog.set_level(logging.INFO, logger="pal.hook")
+    assert epilog.main(ctx=ctx(tmp_path, sink, show=ended)) == 0  # the env shows only GPU 3
+    assert sink.samples == []
+    assert "environment shows 1 GPU(s) (3) of the 2 the job held here" in caplog.text
 
 
 def test_store_down_spools_then_drain_delivers_exactly_once(tmp_path):
@@ -106,8 +134,7 @@ def test_crashing_backend_and_hung_backend_exit_0(tmp_path, caplog):
 
 def test_epilog_records_wall_time_on_the_gpu_set(tmp_path):
     sink = MemorySink()
-    start = __import__("datetime").datetime(2026, 11, 23, 9, 0, 1).timestamp()
-    assert epilog.main(ctx=ctx(tmp_path, sink, clock=lambda: start + 125.0)) == 0
+    assert epilog.main(ctx=ctx(tmp_path, sink, clock=lambda: STARTED + 125.0)) == 0
     walls = [x for x in sink.samples if x.kind == KIND_WALLTIME]
     assert [(x.slot, x.value) for x in walls] == [(2, 125.0), (3, 125.0)]
     assert walls[0].metrics["gpu_set"] == "n1:2,3"
@@ -116,8 +143,22 @@ def test_epilog_records_wall_time_on_the_gpu_set(tmp_path):
 
 def test_no_gpus_records_nothing(tmp_path):
     sink = MemorySink()
-    assert prolog.main(ctx=ctx(tmp_path, sink, show="", env={"SLURM_JOB_ID": "9", "SLURMD_NODENAME": "n1"})) == 0
+    no_gpus = job_record(job_id=9, gres_detail=["(null)"], tres_per_node="")
+    assert prolog.main(ctx=ctx(tmp_path, sink, show=no_gpus, env={"SLURM_JOB_ID": "9", "SLURMD_NODENAME": "n1"})) == 0
     assert sink.samples == []
+
+
+def fake_slurm_clients(tmp_path) -> Path:
+    """`sinfo --version` and `squeue --json` of a 22.05 with job 77 on n2, GPUs 0 and 1."""
+    record = {"jobs": [{"job_id": 77, "job_state": "RUNNING", "nodes": "n2", "node_count": 1,
+                        "gres_detail": ["gpu:2(IDX:0-1)"], "tres_per_node": "gres:gpu:2"}]}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "record.json").write_text(json.dumps(record))
+    for name, body in (("sinfo", "echo slurm-wlm 22.05.8"), ("squeue", f"cat {bin_dir / 'record.json'}")):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
 
 
 @pytest.mark.parametrize("script", ["pal-prolog", "pal-epilog"])
@@ -127,7 +168,7 @@ def test_sbin_script_with_store_down_exits_0_and_spools(tmp_path, script):
     conf = tmp_path / "pal.toml"
     conf.write_text("[profiling]\nbackend = \"replay\"\n")
     env = {
-        "PATH": os.environ.get("PATH", ""),
+        "PATH": f"{fake_slurm_clients(tmp_path)}:{os.environ.get('PATH', '')}",
         "PYTHONPATH": str(ROOT),
         "PAL_CONFIG": str(conf),
         "PAL_DB_URL": "postgresql://pal@127.0.0.1:1/pal",  # nothing listens there
@@ -200,14 +241,12 @@ def test_spooled_samples_reach_a_real_store_once_it_is_back(tmp_path):
     assert spool.pending(tmp_path / "spool") == 0
 
 
-def test_epilog_after_the_job_ended_uses_typed_job_gres_and_end_time(tmp_path):
-    from .test_gpuset import ENDED
-
+def test_epilog_after_the_job_ended_uses_the_per_slot_request_and_end_time(tmp_path):
+    ended = job_record(job_state="COMPLETING", gres_detail=[], end_time=STARTED + 3)
     sink = MemorySink()
-    env = {**ENV, "SLURMD_NODENAME": "gpu02", "SLURM_JOB_GPUS": "3"}
-    assert epilog.main(ctx=ctx(tmp_path, sink, show=ENDED, env=env)) == 0
+    assert epilog.main(ctx=ctx(tmp_path, sink, show=ended, clock=lambda: STARTED + 10.0)) == 0
     walls = [x for x in sink.samples if x.kind == KIND_WALLTIME]
-    assert [(x.slot, x.value) for x in walls] == [(1, 3.0), (3, 3.0)]
+    assert [(x.slot, x.value) for x in walls] == [(2, 3.0), (3, 3.0)]
 
 
 def test_profile_jobs_are_left_to_measure_themselves(tmp_path):

@@ -340,3 +340,14 @@ def test_measuring_time_is_duration_s_unless_the_deadline_is_nearer(tmp_path):
     assert hook.measuring_time(c, now=100.0) == 2.0
     assert hook.measuring_time(c, now=107.0) == pytest.approx(110.0 - 107.0 - hook.STORE_RESERVE_S)
     assert hook.measuring_time(c, now=109.9) == 0.0
+
+
+def test_squeue_job_picks_the_job_by_id_and_none_when_absent_or_failing(tmp_path, monkeypatch):
+    """22.05 prints every job whatever --jobs says: the record is picked by its job_id."""
+    bin_dir = fake_slurm_clients(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '')}")
+    job = hook.squeue_job("77", 5.0)
+    assert job is not None and job.job_id == 77 and dict(job.gpu_slots) == {"n2": frozenset({0, 1})}
+    assert hook.squeue_job("78", 5.0) is None
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho 'not json'\n")
+    assert hook.squeue_job("77", 5.0) is None

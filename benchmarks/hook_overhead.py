@@ -20,8 +20,8 @@ baseline's Slurm starts and queues the same jobs. Each sbatch is timed; the in-h
 decisions the hook wrote (its log lines) are counted.
 
 `--workload held` runs the workload this benchmark had before: every job `sbatch --hold`
-(`mode=now`, `--wrap true`), which pald passes at once since user-held jobs are the user's
-(issue 15): the hook's round trip and pald's pass path only, no placement, no job ever runs.
+(`mode=now`, `--wrap true`), which pald passes at once since user-held jobs are the user's:
+the hook's round trip and pald's pass path only, no placement, no job ever runs.
 Kept to compare with figures taken with it; `busy` (the default) is the one to quote.
 
 Usage: python3 benchmarks/hook_overhead.py [--n 200] [--workload busy|held]
@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))
 from pal_slurm.slurm.lab import start_lab  # noqa: E402
 from pal_slurm.daemon.process import PaldProcess, write_config  # noqa: E402
 
-TARGET_MS = 1.16  # issue #10: the median overhead measured before the hardening; aim under 1 ms
+TARGET_MS = 1.16  # the hook's median overhead without pald's fault hardening; aim under 1 ms
 BLOCK = 20  # 16 placed (one GPU each on 4 x 4 GPUs), 2 deferred, 2 passed
 EXPECTED = ["place"] * 16 + ["defer"] * 2 + ["pass"] * 2
 _HOOK_LINE = re.compile(r"pal: (place|defer|pass)\b")

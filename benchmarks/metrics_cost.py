@@ -8,7 +8,7 @@ Prints, all in one process:
     machine load, and their ratio;
   - one publish (state snapshot built on the event loop each cycle);
   - a scrape of /metrics over HTTP (what Prometheus does): median and max of 20, and its size.
-Targets (issue: observability): instrumented p99 within 5% of plain; scrape < 50 ms.
+Targets: instrumented p99 within 5% of plain; scrape < 50 ms.
 
 Usage: python3 benchmarks/metrics_cost.py [--nodes 1024] [--gpus 8] [--pending 5000] [--n 4000]
 """

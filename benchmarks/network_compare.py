@@ -1,4 +1,4 @@
-"""Issue 5's evidence: network-aware policies against PAL and the baselines, in event mode.
+"""Network-aware policies against PAL and the baselines, in event mode.
 
     python3 benchmarks/network_compare.py                   # the full comparison
     python3 benchmarks/network_compare.py --seeds 1 --quick # a smaller one
@@ -7,7 +7,7 @@ For each scenario (the 6 bundled Sia-Philly traces at 16x4 GPUs, 4 nodes per rac
 congestion and with congestion; synthetic Philly-like traces with congestion), each seed
 (variability draw and placement RNG) and each policy, one event-mode run. Prints per-scenario
 geomean ratios to PAL of avg JCT, makespan and communication overhead (< 1 = better than PAL),
-the issue's target check (pal-net >= 10% lower geomean avg JCT than PAL, and lower makespan),
+the target check (pal-net >= 10% lower geomean avg JCT than PAL, and lower makespan),
 and every (trace, seed) where pal-net loses to PAL or to the best other policy.
 """
 

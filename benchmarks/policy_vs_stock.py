@@ -1,4 +1,4 @@
-"""Issue 12's policy fix: pal-slurm's placements against stock Slurm's, in event mode.
+"""pal-slurm's placements against stock Slurm's, in event mode.
 
     python3 benchmarks/policy_vs_stock.py                       # 16x4 and 32x4, 8 seeds
     python3 benchmarks/policy_vs_stock.py --nodes 16 --seeds 3  # one cluster, fewer seeds
@@ -9,7 +9,7 @@ sched/backfill do). For each cluster (N nodes x 4 GPUs, 4 nodes per leaf switch)
 Sia-Philly workload 1-6 and each seed (variability draw and placement RNG), one event-mode run
 per policy. Prints, per workload, the mean over seeds of each policy's ratio to stock
 (avg JCT / makespan; < 1 = better than stock), then per policy the geomean over workloads, the
-worst workload, and the issue's targets: geomean avg JCT <= 0.85, makespan no worse, no
+worst workload, and the targets: geomean avg JCT <= 0.85, makespan no worse, no
 workload worse than stock.
 """
 

@@ -1,4 +1,4 @@
-"""Issue 12 without a Slurm: what the replay's simulator predicts for an arm against stock.
+"""The lab replay without a Slurm: what the replay's simulator predicts for an arm against stock.
 
     python3 benchmarks/replay_prediction.py                          # 6 traces x seeds 0-2
     python3 benchmarks/replay_prediction.py --traces workload-5 --seeds 0 --explain 3

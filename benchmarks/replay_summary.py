@@ -1,7 +1,7 @@
-"""Issue 12's targets over several replays: per trace, the mean of the replays' ratios beside
-the mean of their predictions (`pal_slurm.replay.summary`: why one replay is one draw).
+"""The lab replay's targets over several replays: per trace, the mean of the replays' ratios
+beside the mean of their predictions (`pal_slurm.replay.summary`: why one replay is one draw).
 
-    python3 benchmarks/replay_summary.py docs/results/slurm/scale150-workload-4-n160-seed0-completing.json ...
+    python3 benchmarks/replay_summary.py docs/results/slurm/replay-*.json --stock docs/results/slurm/stock-workload-1-seed0.json
 
 Each FILE is one replay's `palctl replay --json` (or `benchmarks/slurm_replay.py`'s all.json):
 a pald arm with the stock arm of the same trace and seed beside it. Prints every replay (avg

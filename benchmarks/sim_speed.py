@@ -1,4 +1,4 @@
-"""Simulator speed: seconds per (trace, policy) run in both modes (issue 2's speed targets).
+"""Simulator speed: seconds per (trace, policy) run in both modes (the simulator's speed targets).
 
     python3 benchmarks/sim_speed.py                 # everything
     python3 benchmarks/sim_speed.py --skip-compat   # event mode only
@@ -107,8 +107,8 @@ def _join_within_cpu(proc, limit: float, wall_factor: float = 30.0) -> float:
     return cpu
 
 
-# The same run as _big_run, in a fresh interpreter on another checkout's code (its API as of
-# issue 13: simulator_for, RunSpec, synthetic_trace): prints (cpu, events, plans, avg JCT) as JSON.
+# The same run as _big_run, in a fresh interpreter on another checkout's code (it must have
+# simulator_for, RunSpec and synthetic_trace): prints (cpu, events, plans, avg JCT) as JSON.
 _BASELINE_RUN = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])

@@ -1,13 +1,13 @@
-"""Issue 12's evidence: traces replayed on real Slurm labs, stock Slurm against pal-slurm.
+"""Traces replayed on real Slurm labs, stock Slurm against pal-slurm (docs/results/slurm/).
 
     python3 benchmarks/slurm_replay.py --traces workload-1,workload-3,workload-4 \
-        --arms stock,pal,pal-net --time-scale 600 --jobs 40 --out /tmp/replay
+        --arms stock,pal-fit --scales 150 --jobs 160 --out /tmp/replay
 
 Drives `palctl replay` once per trace (each arm on its own freshly started 16x4 lab), then
 prints per trace and arm the measured avg JCT / makespan ratio to `stock`, the simulator's
-predicted ratio and the difference, and the geomean over traces. `--scales 600,300` replays
+predicted ratio and the difference, and the geomean over traces. `--scales 150,60` replays
 each trace at several time scales (the compression must not decide the result).
-`--predict-only` replays nothing and predicts the replays under --out again with today's
+`--predict-only` replays nothing and predicts the replays under --out again with the current
 simulator (what pald measured is read back from each arm's work dir). `--stock-from DIR`
 lets pald arms replayed alone (`--arms pal-fit`) be compared with the stock arm of an earlier
 replay of the same trace, scale, jobs and seed under DIR (its row and work dir are borrowed:
@@ -76,7 +76,7 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
               partings: int = 0, spread: int = 0, gaps: int = 0, grid: int = 0,
               follow: str | None = None) -> list[dict]:
     """The predictions of replays already run (their JSON and work dirs under `out`) made again
-    with today's simulator and today's reading of what each arm measured (`harness.measure_arm`
+    with the current simulator and the current reading of what each arm measured (`harness.measure_arm`
     on its work dir: Slurm's launch cost and pass clock, pald's ranking and cycle);
     nothing is replayed. `partings` > 0: print, per arm, the first that many jobs the lab and
     the model ran differently (`replay.compare`). `spread` > 0: also predict each pald arm
@@ -223,7 +223,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="/tmp/pal-slurm-replay")
     ap.add_argument("--predict-only", action="store_true",
-                    help="replay nothing: predict the replays already under --out again (today's simulator)")
+                    help="replay nothing: predict the replays already under --out again (the current simulator)")
     ap.add_argument("--spread", type=int, default=0, metavar="K",
                     help="with --predict-only: predict each pald arm with its cycle at K phases")
     ap.add_argument("--partings", type=int, default=0, metavar="K",
@@ -247,7 +247,7 @@ def main() -> int:
                 rows += replay(trace, a.arms, scale, a.jobs, a.seed, out)
     if a.stock_from:
         print(f"stock arm borrowed from {a.stock_from} for: {', '.join(borrow_arm(out, Path(a.stock_from))) or '-'}")
-    if a.predict_only or a.stock_from:  # with the stock rows and every prediction made today
+    if a.predict_only or a.stock_from:  # with the stock rows and every prediction made now
         rows = repredict(out, partings=a.partings, spread=a.spread, gaps=a.gaps, grid=a.grid, follow=a.follow)
     (out / "all.json").write_text(json.dumps({"results": rows}, indent=2))
     print(f"\n{'trace':12} {'scale':>6} {'arm':8} {'avgJCT h':>9} {'ratio':>6} {'pred':>6} {'diff':>6} "

@@ -96,7 +96,7 @@ def pass_clock(starts: dict[int, tuple[float, str]], t0: float, interval_s: floa
     fitted clock: with few jobs pending (a pald arm: pald holds the rest) a pass takes
     milliseconds and the passes stay within ~0.03 s of the clock through a 20-minute replay;
     with a long queue (stock Slurm) a pass's own time pushes the next one and the offsets
-    spread over the whole interval (workload-1/-3/-4 at 160 jobs, session 32)."""
+    spread over the whole interval (workload-1/-3/-4 at 160 jobs)."""
     passes = _passes(starts)
     if len(passes) < 2:
         return None
@@ -114,7 +114,7 @@ def pass_offsets(starts: dict[int, tuple[float, str]], t0: float, clock: PassClo
     """(wall s after `t0`, offset from `clock` in s) of each backfill pass that started jobs, in
     time order: where the passes fell as the replay went on. The jitter a `PassClock` keeps is
     these offsets sorted, which loses when each fell; on workload-1 seed 0 (160 jobs, a pald
-    arm, session 33) they drift: +21 ms median over the first 100 wall s, +28 ms over the
+    arm) they drift: +21 ms median over the first 100 wall s, +28 ms over the
     next 100, then a few passes tens of ms early, so the phase at one race is not the clock's."""
     out = []
     for p in _passes(starts):

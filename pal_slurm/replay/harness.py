@@ -62,8 +62,8 @@ class PaldTimes:
 def pald_times(scale: float) -> PaldTimes:
     """A site's defaults (`config.PolicyConfig`, in its seconds) compressed as the trace is: a
     held job waits as long in trace time as it would at a site. Why: pald reads its own clock,
-    and unscaled, the default hour before a reservation was 150 trace hours at 150x, so no held
-    job ever reserved where a site's would after an hour. In the replay's model the first 40
+    and unscaled, the default hour before a reservation would be 150 trace hours at 150x, so no held
+    job would ever reserve where a site's does after an hour. In the replay's model the first 40
     jobs of every trace and workload-1 at 80 are placed the same either way; workload-3 at 80
     is not (docs/results/slurm/)."""
     site = PolicyConfig()
@@ -313,8 +313,8 @@ def pald_clock(releases: list[float], t0: float, cycle_s: float) -> PassClock:
     circular mean of their phases), and how old its view was then. pald cycles at the
     multiples of `cycle_s` on the epoch clock (`daemon.cycle.until_next_tick`): each cycle
     reads Slurm first (squeue's record is `PALD_READ_S` into the cycle) and releases a tenth
-    of a second after its tick (the three 160-job replays of sessions 24-25: median 0.13 s over
-    277 releases, 0.05-0.29 s), so a job that ends between the read and the release is
+    of a second after its tick (three 160-job replays: median 0.13 s over 277 releases,
+    0.05-0.29 s), so a job that ends between the read and the release is
     still running to that cycle (`view_age_s`: the model's pald decides at the phase, on a read
     that old; without it the model saw ends up to 0.1 wall s sooner than pald could, 15 trace s
     at 150, and released held jobs a Slurm pass sooner than the lab). Without releases: the

@@ -8,7 +8,7 @@ so a job's limit is `LIMIT_FACTOR x ideal runtime` (a user's estimate with headr
 GPUs and the network) rounded UP to whole wall minutes (at least one); the limit in trace
 seconds is that many minutes x 60 x scale, and the simulator must use exactly that value.
 A plan for the model alone may round limits at another scale (`limit_scale`): a site's time
-scale with a compressed replay's coarse limits, to tell the two effects apart (issue 12).
+scale with a compressed replay's coarse limits, to tell the two effects apart.
 Slurm never kills a job at its limit (the lab runs with OverTimeLimit=UNLIMITED): a replay
 measures where jobs ran, not how a site's limits bite.
 

@@ -1,4 +1,4 @@
-"""Several replays of a trace, taken together: the issue-12 targets per trace, not per run.
+"""Several replays of a trace, taken together: the replay targets per trace, not per run.
 
 One compressed replay is one draw: which of two jobs ending a trace minute apart Slurm or
 pald sees first can decide where a 12-GPU job goes, and a GPT-2 job over two leaf switches
@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-PREDICTION_TOLERANCE = 0.05  # the issue's "predicted ratio within +-0.05 of the replay's"
+PREDICTION_TOLERANCE = 0.05  # the target "predicted ratio within +-0.05 of the replay's"
 
 
 @dataclass(frozen=True)

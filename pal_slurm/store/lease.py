@@ -1,8 +1,8 @@
 """Leadership as a lease on the store's lock: a store outage does not switch PAL off.
 
 The lock (leader.py: a PostgreSQL advisory lock, a file lock) says who may lead while the lock
-can be checked. When it cannot (the database is down or frozen), the old rule "no confirmed
-lock, no leadership" sent the only pald to standby and every job passed unplaced (issue #10).
+can be checked. When it cannot (the database is down or frozen), a rule of "no confirmed
+lock, no leadership" would send the only pald to standby and every job would pass unplaced.
 The rules here (why: docs/decisions/leadership.md), pure logic with the time passed in:
 
 - a leader that cannot check its lock keeps leading for `grace_s` after its last confirmed

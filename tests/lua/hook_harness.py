@@ -34,7 +34,8 @@ ENV = {}
 os.getenv = function(k) return ENV[k] end
 
 STUB = { now = 1000.0, calls = {}, created = 0, closed = 0 }
-local core = { gettime = function() return STUB.now end }
+-- STUB.tick: seconds every clock reading costs (a slow slurmctld), 0 unless a test sets it
+local core = { gettime = function() STUB.now = STUB.now + (STUB.tick or 0) return STUB.now end }
 local unix = {}
 function unix.stream()
   STUB.created = STUB.created + 1

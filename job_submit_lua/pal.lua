@@ -754,6 +754,7 @@ end
 
 M.MAX_HOSTLIST_BYTES = 64 * 1024 -- a whole wire line: the most a request can carry
 M.MAX_HOSTLIST_ENTRIES = 32768 -- names + ranges + expanded prefixes of one list
+M.MAX_HOSTLIST_EXPANSIONS = 8192 -- of which prefixes expanded from leading groups ("a[1-2]b")
 local MAX_RANGE_DIGITS = 15 -- range bounds stay exact in a double
 local TICK_EVERY = 256 -- items between two calls of the caller's deadline check
 
@@ -771,106 +772,165 @@ local function add_range(ranged, prefix, suffix, w, lo, hi)
   set.merged = nil
 end
 
--- The ranges of one bracket body ("01-04,07"): a list of {text of lo, lo, hi, digits of hi},
--- or nil, why, detail.
-local function parse_ranges(body)
-  local out = {}
-  for range in (body .. ","):gmatch("([^,]*),") do
-    local lo, hi = range:match("^(%d+)%-(%d+)$")
-    if not lo then lo = range:match("^%d+$"); hi = lo end
-    if not lo then return nil, "malformed", "bad range '" .. range .. "'" end
-    if #lo > MAX_RANGE_DIGITS or #hi > MAX_RANGE_DIGITS then
-      return nil, "too-large", "a range bound of more than " .. MAX_RANGE_DIGITS .. " digits"
-    end
-    local a, b = tonumber(lo), tonumber(hi)
-    if b < a then return nil, "malformed", "descending range '" .. range .. "'" end
-    out[#out + 1] = { lo, a, b, #hi }
+-- One range of a bracket body ("01-04" or "07"): its lower bound's text, the bounds, and the
+-- digits of the upper bound's text; or nil, why, detail.
+local function parse_range(range)
+  local lo, hi = range:match("^(%d+)%-(%d+)$")
+  if not lo then lo = range:match("^%d+$"); hi = lo end
+  if not lo then return nil, "malformed", "bad range '" .. range .. "'" end
+  if #lo > MAX_RANGE_DIGITS or #hi > MAX_RANGE_DIGITS then
+    return nil, "too-large", "a range bound of more than " .. MAX_RANGE_DIGITS .. " digits"
   end
-  return out
+  local a, b = tonumber(lo), tonumber(hi)
+  if b < a then return nil, "malformed", "descending range '" .. range .. "'" end
+  return lo, a, b, #hi
 end
 
--- Compile a hostlist expression. `tick` (optional) is called every few hundred items: the
+local TOO_MANY = "more than " .. M.MAX_HOSTLIST_ENTRIES .. " entries"
+
+-- Add prefix..[lo-hi]..suffix to the matcher: one number is one name (exactly the text
+-- written), a range goes to ranged. Returns false when the entry cap is passed.
+local function add_entry(m, prefix, suffix, lo_text, lo, hi, hi_digits)
+  m.entries = m.entries + 1
+  if lo == hi then
+    m.names[prefix .. lo_text .. suffix] = true
+  else
+    add_range(m.ranged, prefix, suffix, #lo_text, lo, hi)
+    local w = #lo_text > hi_digits and #lo_text or hi_digits -- the widest digit run it names
+    if w > m.digits then m.digits = w end
+  end
+  return m.entries <= M.MAX_HOSTLIST_ENTRIES
+end
+
+-- Plain items (no brackets) "a,b,c": names. Returns nil, why, detail on an empty item.
+local function add_plain(m, text)
+  local names, count = m.names, 0
+  for item in (text .. ","):gmatch("([^,]*),") do
+    if item == "" then return nil, "malformed", "empty item" end
+    names[item] = true
+    count = count + 1
+  end
+  m.entries = m.entries + count
+  if m.entries > M.MAX_HOSTLIST_ENTRIES then return nil, "too-large", TOO_MANY end
+  return true
+end
+
+-- An item of several bracket groups from `start` ("a[1-2]b[3-4]c"): the groups before the
+-- last are expanded into literal prefixes. Returns the position after it, or nil, why, detail.
+local function add_groups(m, expr, start)
+  local lits, groups, pos = {}, {}, start
+  while true do
+    local j = expr:find("[%[%],]", pos)
+    local c = j and expr:byte(j) or 44
+    if c == 93 then return nil, "malformed", "unbalanced ']'" end
+    if c == 44 then
+      lits[#lits + 1] = expr:sub(pos, (j or #expr + 1) - 1)
+      pos = j or #expr + 1
+      break
+    end
+    local close = expr:find("[%[%]]", j + 1)
+    if not close or expr:byte(close) ~= 93 then return nil, "malformed", "unclosed or nested '['" end
+    lits[#lits + 1] = expr:sub(pos, j - 1)
+    local ranges = {}
+    for range in (expr:sub(j + 1, close - 1) .. ","):gmatch("([^,]*),") do
+      local lo, a, b, hd = parse_range(range)
+      if not lo then return nil, a, b end
+      ranges[#ranges + 1] = { lo, a, b, hd }
+    end
+    groups[#groups + 1] = ranges
+    pos = close + 1
+  end
+  local k = #groups
+  local prefixes = { lits[1] }
+  local TOO_MANY_PREFIXES = "more than " .. M.MAX_HOSTLIST_EXPANSIONS .. " expanded prefixes"
+  for g = 1, k - 1 do
+    local grown = {}
+    for _, p in ipairs(prefixes) do
+      for _, r in ipairs(groups[g]) do
+        local fmt = "%0" .. #r[1] .. "d"
+        for v = r[2], r[3] do
+          m.entries, m.expanded = m.entries + 1, m.expanded + 1
+          if m.entries > M.MAX_HOSTLIST_ENTRIES then return nil, "too-large", TOO_MANY end
+          if m.expanded > M.MAX_HOSTLIST_EXPANSIONS then return nil, "too-large", TOO_MANY_PREFIXES end
+          grown[#grown + 1] = p .. string.format(fmt, v) .. lits[g + 1]
+        end
+      end
+    end
+    prefixes = grown
+  end
+  for _, p in ipairs(prefixes) do
+    for _, r in ipairs(groups[k]) do
+      if not add_entry(m, p, lits[k + 1], r[1], r[2], r[3], r[4]) then
+        return nil, "too-large", TOO_MANY
+      end
+    end
+  end
+  return pos
+end
+
+-- One item with a bracket group at `open`, from `start`: "gpu[01-04,07]ib" directly, several
+-- groups through add_groups. Returns the position after the item, or nil, why, detail.
+local function add_bracketed(m, expr, start, open)
+  local close = expr:find("[%[%]]", open + 1)
+  if not close or expr:byte(close) ~= 93 then return nil, "malformed", "unclosed or nested '['" end
+  local after = expr:find("[%[%],]", close + 1)
+  if after and expr:byte(after) ~= 44 then return add_groups(m, expr, start) end
+  local prefix = expr:sub(start, open - 1)
+  local suffix = expr:sub(close + 1, (after or #expr + 1) - 1)
+  local body = expr:sub(open + 1, close - 1)
+  if not body:find(",", 1, true) then -- one range: no loop, no closure
+    local lo, a, b, hd = parse_range(body)
+    if not lo then return nil, a, b end
+    if not add_entry(m, prefix, suffix, lo, a, b, hd) then return nil, "too-large", TOO_MANY end
+    return after or #expr + 1
+  end
+  for range in (body .. ","):gmatch("([^,]*),") do
+    local lo, a, b, hd = parse_range(range)
+    if not lo then return nil, a, b end
+    if not add_entry(m, prefix, suffix, lo, a, b, hd) then return nil, "too-large", TOO_MANY end
+  end
+  return after or #expr + 1
+end
+
+-- Compile a hostlist expression in one pass: runs of plain items in bulk, bracketed items one
+-- by one. `tick` (optional) is called every few hundred bracketed items and between runs: the
 -- caller's deadline check, which may raise. Returns the matcher, or nil, why ("too-large":
 -- over MAX_HOSTLIST_BYTES / MAX_HOSTLIST_ENTRIES / MAX_RANGE_DIGITS; "malformed": what
 -- pal_slurm.slurm.hostlist.expand refuses: brackets unbalanced or nested, a bad or descending
 -- range, an empty item, whitespace), detail. "" (or nil) is the empty list.
 function M.hostlist_compile(expr, tick)
-  local m = { names = {}, ranged = {}, digits = 0 }
+  local m = { names = {}, ranged = {}, digits = 0, entries = 0, expanded = 0 }
   if expr == nil or expr == "" then return m end
   if type(expr) ~= "string" then return nil, "malformed", "not a string" end
-  if #expr > M.MAX_HOSTLIST_BYTES then
-    return nil, "too-large", #expr .. " bytes, more than " .. M.MAX_HOSTLIST_BYTES
+  local n = #expr
+  if n > M.MAX_HOSTLIST_BYTES then
+    return nil, "too-large", n .. " bytes, more than " .. M.MAX_HOSTLIST_BYTES
   end
   if expr:find("%s") then return nil, "malformed", "whitespace in a hostlist" end
-  local names, ranged = m.names, m.ranged
-  local entries, items, pos, n = 0, 0, 1, #expr
-  while pos <= n + 1 do
-    -- one item: literals lits[1..k+1] around k bracket groups, up to a top-level comma
-    local lits, groups, start = {}, {}, pos
-    while true do
-      local j = expr:find("[%[%],]", pos)
-      local c = j and expr:sub(j, j) or ","
-      if c == "]" then return nil, "malformed", "unbalanced ']'" end
-      if c == "," then
-        lits[#lits + 1] = expr:sub(start, (j or n + 1) - 1)
-        pos = (j or n + 1) + 1
-        break
-      end
-      local close = expr:find("[%[%]]", j + 1)
-      if not close or expr:sub(close, close) ~= "]" then
-        return nil, "malformed", "unclosed or nested '['"
-      end
-      lits[#lits + 1] = expr:sub(start, j - 1)
-      local ranges, why, detail = parse_ranges(expr:sub(j + 1, close - 1))
-      if not ranges then return nil, why, detail end
-      groups[#groups + 1] = ranges
-      pos, start = close + 1, close + 1
+  local pos, items = 1, 0
+  while true do -- pos: the start of an item
+    local open = expr:find("[%[%]]", pos)
+    if not open then
+      local ok, why, detail = add_plain(m, expr:sub(pos))
+      if not ok then return nil, why, detail end
+      return m
     end
-    local k = #groups
-    if k == 0 and lits[1] == "" then return nil, "malformed", "empty item" end
-    -- the groups before the last, expanded into literal prefixes
-    local prefixes = { lits[1] }
-    for g = 1, k - 1 do
-      local grown = {}
-      for _, p in ipairs(prefixes) do
-        for _, r in ipairs(groups[g]) do
-          local fmt = "%0" .. #r[1] .. "d"
-          for v = r[2], r[3] do
-            entries = entries + 1
-            if entries > M.MAX_HOSTLIST_ENTRIES then
-              return nil, "too-large", "more than " .. M.MAX_HOSTLIST_ENTRIES .. " entries"
-            end
-            grown[#grown + 1] = p .. string.format(fmt, v) .. lits[g + 1]
-          end
-        end
-      end
-      prefixes = grown
+    if expr:byte(open) == 93 then return nil, "malformed", "unbalanced ']'" end
+    local start = pos
+    local comma = expr:find(",", pos, true)
+    if comma and comma < open then -- plain items first, up to the last comma before `open`
+      start = pos + expr:sub(pos, open - 1):match("^.*,()") - 1
+      local ok, why, detail = add_plain(m, expr:sub(pos, start - 2))
+      if not ok then return nil, why, detail end
     end
-    if k == 0 then
-      names[lits[1]] = true
-      entries = entries + 1
-    else
-      local suffix = lits[k + 1]
-      for _, p in ipairs(prefixes) do
-        for _, r in ipairs(groups[k]) do
-          entries = entries + 1
-          if r[2] == r[3] then
-            names[p .. r[1] .. suffix] = true -- one number: exactly the text written
-          else
-            add_range(ranged, p, suffix, #r[1], r[2], r[3])
-            local w = #r[1] > r[4] and #r[1] or r[4] -- the widest digit run it can name
-            if w > m.digits then m.digits = w end
-          end
-        end
-      end
-    end
-    if entries > M.MAX_HOSTLIST_ENTRIES then
-      return nil, "too-large", "more than " .. M.MAX_HOSTLIST_ENTRIES .. " entries"
-    end
+    local after, why, detail = add_bracketed(m, expr, start, open)
+    if not after then return nil, why, detail end
+    if after > n then return m end
+    if after == n then return nil, "malformed", "empty item" end -- a trailing comma
+    pos = after + 1
     items = items + 1
     if tick and items % TICK_EVERY == 0 then tick() end
   end
-  return m
 end
 
 -- Sort and merge one width's ranges (once, on first use): arrays of disjoint lo..hi.

@@ -167,17 +167,18 @@ def test_a_long_nodelist_is_compiled_and_checked():
 # ------------------------------------------------------------- the run's one deadline
 
 def test_checks_past_the_runs_deadline_pass_the_job():
-    """Every clock reading costs 5 ms (a starved slurmctld): the reply comes back inside the
-    socket's 150 ms, but its checks (here compiling a long --exclude) cross 150 + 25 ms: the
-    job passes, untouched but for the tag, and the hook returns."""
-    names, exclude, _ = SHAPES["distinct names"]
-    hook, job = run(names, exclude, tick=0.005)
+    """Every clock reading costs 8 ms (a starved slurmctld): the reply comes back inside the
+    socket's 150 ms, but its checks (here compiling a long --exclude of ranges, which reads
+    the clock every 256 items) cross 150 + 25 ms: the job passes, untouched but for the tag,
+    and the hook returns one clock reading past the deadline."""
+    names, exclude, _ = SHAPES["ranges"]
+    hook, job = run(names, exclude, tick=0.008)
     assert_passed(hook, job, "hook-deadline")
-    started = 1000.005  # the hook's first clock reading
-    assert float(hook.g.STUB.now) - started <= 0.175 + 0.005 + 1e-9  # one reading past it
+    started = 1000.008  # the hook's first clock reading
+    assert float(hook.g.STUB.now) - started <= 0.175 + 0.008 + 1e-9
 
 
 def test_the_same_job_without_the_slow_clock_is_placed():
-    names, exclude, _ = SHAPES["distinct names"]
+    names, exclude, _ = SHAPES["ranges"]
     _, job = run(names, exclude, tick=0.0001)
     assert job["admin_comment"].startswith("pal:placed=")

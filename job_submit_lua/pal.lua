@@ -743,8 +743,8 @@ end
 -- into a lookup where one name costs the same whatever the list's length or its ranges' size:
 --   names   plain names, and the one name of a one-number range ("gpu[07]")
 --   ranged  literal prefix -> literal suffix -> zero-padding width -> the ranges of that width
---           (one bracket group per entry; in "a[1-2]b[3-4]" the groups before the last are
---           expanded into prefixes "a1b", "a2b", counted against the entry cap).
+--           (the last bracket group of an item; in "a[1-2]b[3-4]" the groups before it are
+--           expanded into prefixes "a1b", "a2b", counted against MAX_HOSTLIST_EXPANSIONS).
 -- A name of n characters is looked up by its digit runs: at most n * MAX_RANGE_DIGITS table
 -- reads and a binary search per width. The ranges of one (prefix, suffix, width) are sorted
 -- on the first lookup that needs them. Slurm's zero-padding rule: "[01-10]" names
@@ -753,10 +753,11 @@ end
 -- pal_slurm/slurm/hostlist.py; tests/golden/hostlist_match.json holds the cases both check.
 
 M.MAX_HOSTLIST_BYTES = 64 * 1024 -- a whole wire line: the most a request can carry
-M.MAX_HOSTLIST_ENTRIES = 32768 -- names + ranges + expanded prefixes of one list
-M.MAX_HOSTLIST_EXPANSIONS = 8192 -- of which prefixes expanded from leading groups ("a[1-2]b")
+M.MAX_HOSTLIST_ENTRIES = 32768 -- names + ranges of one list (each range once per prefix)
+M.MAX_HOSTLIST_EXPANSIONS = 8192 -- prefixes expanded from leading groups ("a[1-2]b")
 local MAX_RANGE_DIGITS = 15 -- range bounds stay exact in a double
 local TICK_EVERY = 256 -- items between two calls of the caller's deadline check
+local ONE_RANGE_ITEM = "^([^,%[%]]*)%[(%d+)%-(%d+)%]([^,%[%]]*)"
 
 -- Record the range lo..hi (numbers) of zero-padding width w for prefix/suffix.
 local function add_range(ranged, prefix, suffix, w, lo, hi)
@@ -765,11 +766,15 @@ local function add_range(ranged, prefix, suffix, w, lo, hi)
   local by_width = by_suffix[suffix]
   if not by_width then by_width = {}; by_suffix[suffix] = by_width end
   local set = by_width[w]
-  if not set then set = { los = {}, hi_of = {} }; by_width[w] = set end
-  local old = set.hi_of[lo]
-  if old == nil then set.los[#set.los + 1] = lo end
-  if old == nil or hi > old then set.hi_of[lo] = hi end
-  set.merged = nil
+  if not set then set = { los = {}, hi_of = {}, n = 0 }; by_width[w] = set end
+  local hi_of = set.hi_of
+  local old = hi_of[lo]
+  if old == nil then
+    set.n = set.n + 1
+    set.los[set.n], hi_of[lo] = lo, hi
+  elseif hi > old then
+    hi_of[lo] = hi
+  end
 end
 
 -- One range of a bracket body ("01-04" or "07"): its lower bound's text, the bounds, and the
@@ -815,52 +820,84 @@ local function add_plain(m, text)
   return true
 end
 
--- An item of several bracket groups from `start` ("a[1-2]b[3-4]c"): the groups before the
--- last are expanded into literal prefixes. Returns the position after it, or nil, why, detail.
-local function add_groups(m, expr, start)
-  local lits, groups, pos = {}, {}, start
-  while true do
-    local j = expr:find("[%[%],]", pos)
-    local c = j and expr:byte(j) or 44
-    if c == 93 then return nil, "malformed", "unbalanced ']'" end
-    if c == 44 then
-      lits[#lits + 1] = expr:sub(pos, (j or #expr + 1) - 1)
-      pos = j or #expr + 1
-      break
-    end
-    local close = expr:find("[%[%]]", j + 1)
-    if not close or expr:byte(close) ~= 93 then return nil, "malformed", "unclosed or nested '['" end
-    lits[#lits + 1] = expr:sub(pos, j - 1)
-    local ranges = {}
-    for range in (expr:sub(j + 1, close - 1) .. ","):gmatch("([^,]*),") do
-      local lo, a, b, hd = parse_range(range)
-      if not lo then return nil, a, b end
-      ranges[#ranges + 1] = { lo, a, b, hd }
-    end
-    groups[#groups + 1] = ranges
-    pos = close + 1
+-- The ranges of one bracket body as a list of {text of lo, lo, hi, digits of hi}, or nil,
+-- why, detail.
+local function body_ranges(body)
+  local ranges = {}
+  for range in (body .. ","):gmatch("([^,]*),") do
+    local lo, a, b, hd = parse_range(range)
+    if not lo then return nil, a, b end
+    ranges[#ranges + 1] = { lo, a, b, hd }
   end
-  local k = #groups
-  local prefixes = { lits[1] }
-  local TOO_MANY_PREFIXES = "more than " .. M.MAX_HOSTLIST_EXPANSIONS .. " expanded prefixes"
-  for g = 1, k - 1 do
+  return ranges
+end
+
+-- The literal prefixes named by the text before an item's last bracket group ("a[1-2]b" ->
+-- "a1b", "a2b"), counted against MAX_HOSTLIST_EXPANSIONS; or nil, why, detail. The same text
+-- is expanded once per list (m.expansions: "rack[1-4]-n" repeats in real lists).
+local function leading_prefixes(m, text)
+  local done = m.expansions[text]
+  if done then return done end
+  local prefixes, pos = { "" }, 1
+  local too_many = "more than " .. M.MAX_HOSTLIST_EXPANSIONS .. " expanded prefixes"
+  while pos <= #text do
+    local open = text:find("[", pos, true)
+    local lit = text:sub(pos, (open or #text + 1) - 1)
+    for i, p in ipairs(prefixes) do prefixes[i] = p .. lit end
+    if not open then break end
+    local close = text:find("]", open + 1, true)
+    local ranges, why, detail = body_ranges(text:sub(open + 1, close - 1))
+    if not ranges then return nil, why, detail end
     local grown = {}
     for _, p in ipairs(prefixes) do
-      for _, r in ipairs(groups[g]) do
+      for _, r in ipairs(ranges) do
         local fmt = "%0" .. #r[1] .. "d"
         for v = r[2], r[3] do
-          m.entries, m.expanded = m.entries + 1, m.expanded + 1
-          if m.entries > M.MAX_HOSTLIST_ENTRIES then return nil, "too-large", TOO_MANY end
-          if m.expanded > M.MAX_HOSTLIST_EXPANSIONS then return nil, "too-large", TOO_MANY_PREFIXES end
-          grown[#grown + 1] = p .. string.format(fmt, v) .. lits[g + 1]
+          m.expanded = m.expanded + 1
+          if m.expanded > M.MAX_HOSTLIST_EXPANSIONS then return nil, "too-large", too_many end
+          grown[#grown + 1] = p .. string.format(fmt, v)
         end
       end
     end
-    prefixes = grown
+    prefixes, pos = grown, close + 1
   end
+  m.expansions[text] = prefixes
+  return prefixes
+end
+
+-- An item of several bracket groups from `start` ("a[1-2]b[3-4]c"): the groups before the
+-- last are expanded into literal prefixes. Returns the position after it, or nil, why, detail.
+local function add_groups(m, expr, start)
+  local pos, last_open, last_close = start, nil, nil
+  while true do -- find the groups: brackets balanced, none nested
+    local j = expr:find("[%[%],]", pos)
+    local c = j and expr:byte(j) or 44
+    if c == 93 then return nil, "malformed", "unbalanced ']'" end
+    if c == 44 then pos = j or #expr + 1 break end
+    local close = expr:find("[%[%]]", j + 1)
+    if not close or expr:byte(close) ~= 93 then return nil, "malformed", "unclosed or nested '['" end
+    last_open, last_close, pos = j, close, close + 1
+  end
+  local prefixes, why, detail = leading_prefixes(m, expr:sub(start, last_open - 1))
+  if not prefixes then return nil, why, detail end
+  local suffix = expr:sub(last_close + 1, pos - 1)
+  local body = expr:sub(last_open + 1, last_close - 1)
+  local lo, hi = body:match("^(%d+)%-(%d+)$")
+  local a, b = lo and #lo <= MAX_RANGE_DIGITS and #hi <= MAX_RANGE_DIGITS and tonumber(lo), hi and tonumber(hi)
+  if a and a < b then -- the common last group, "[lo-hi]": no tables
+    m.entries = m.entries + #prefixes
+    if m.entries > M.MAX_HOSTLIST_ENTRIES then return nil, "too-large", TOO_MANY end
+    for _, p in ipairs(prefixes) do add_range(m.ranged, p, suffix, #lo, a, b) end
+    if #lo > m.digits then m.digits = #lo end
+    if #hi > m.digits then m.digits = #hi end
+    return pos
+  end
+  local ranges
+  ranges, why, detail = body_ranges(body)
+  if not ranges then return nil, why, detail end
   for _, p in ipairs(prefixes) do
-    for _, r in ipairs(groups[k]) do
-      if not add_entry(m, p, lits[k + 1], r[1], r[2], r[3], r[4]) then
+    for _, r in ipairs(ranges) do
+      if not add_entry(m, p, suffix, r[1], r[2], r[3], r[4]) then
         return nil, "too-large", TOO_MANY
       end
     end
@@ -868,38 +905,58 @@ local function add_groups(m, expr, start)
   return pos
 end
 
--- One item with a bracket group at `open`, from `start`: "gpu[01-04,07]ib" directly, several
--- groups through add_groups. Returns the position after the item, or nil, why, detail.
-local function add_bracketed(m, expr, start, open)
-  local close = expr:find("[%[%]]", open + 1)
-  if not close or expr:byte(close) ~= 93 then return nil, "malformed", "unclosed or nested '['" end
-  local after = expr:find("[%[%],]", close + 1)
-  if after and expr:byte(after) ~= 44 then return add_groups(m, expr, start) end
-  local prefix = expr:sub(start, open - 1)
-  local suffix = expr:sub(close + 1, (after or #expr + 1) - 1)
-  local body = expr:sub(open + 1, close - 1)
+-- The ranges of one bracket body into the matcher. Returns true, or nil, why, detail.
+local function add_body(m, prefix, body, suffix)
+  local lo, hi = body:match("^(%d+)%-(%d+)$")
+  if lo and #lo <= MAX_RANGE_DIGITS and #hi <= MAX_RANGE_DIGITS then -- the common "[lo-hi]"
+    local a, b = tonumber(lo), tonumber(hi)
+    if a < b then
+      m.entries = m.entries + 1
+      add_range(m.ranged, prefix, suffix, #lo, a, b)
+      local w = #lo > #hi and #lo or #hi
+      if w > m.digits then m.digits = w end
+      if m.entries > M.MAX_HOSTLIST_ENTRIES then return nil, "too-large", TOO_MANY end
+      return true
+    end
+  end
   if not body:find(",", 1, true) then -- one range: no loop, no closure
     local lo, a, b, hd = parse_range(body)
     if not lo then return nil, a, b end
     if not add_entry(m, prefix, suffix, lo, a, b, hd) then return nil, "too-large", TOO_MANY end
-    return after or #expr + 1
+    return true
   end
   for range in (body .. ","):gmatch("([^,]*),") do
     local lo, a, b, hd = parse_range(range)
     if not lo then return nil, a, b end
     if not add_entry(m, prefix, suffix, lo, a, b, hd) then return nil, "too-large", TOO_MANY end
   end
-  return after or #expr + 1
+  return true
+end
+
+-- One bracketed item at `pos`: "gpu[01-04,07]ib" read by one anchored find, several groups
+-- through add_groups. Returns the position after the item, or nil, why, detail.
+local function add_bracketed(m, expr, pos)
+  local _, e, prefix, body, suffix = expr:find("^([^,%[%]]*)%[([^%[%]]*)%]([^,%[%]]*)", pos)
+  if not e then return nil, "malformed", "unclosed or nested '['" end
+  local c = expr:byte(e + 1)
+  if c == 91 then return add_groups(m, expr, pos) end
+  if c == 93 then return nil, "malformed", "unbalanced ']'" end
+  local ok, why, detail = add_body(m, prefix, body, suffix)
+  if not ok then return nil, why, detail end
+  return e + 1
 end
 
 -- Compile a hostlist expression in one pass: runs of plain items in bulk, bracketed items one
--- by one. `tick` (optional) is called every few hundred bracketed items and between runs: the
--- caller's deadline check, which may raise. Returns the matcher, or nil, why ("too-large":
--- over MAX_HOSTLIST_BYTES / MAX_HOSTLIST_ENTRIES / MAX_RANGE_DIGITS; "malformed": what
--- pal_slurm.slurm.hostlist.expand refuses: brackets unbalanced or nested, a bad or descending
--- range, an empty item, whitespace), detail. "" (or nil) is the empty list.
+-- by one. `tick` (optional) is called every few hundred bracketed items: the caller's deadline
+-- check, which may raise. Returns the matcher, or nil, why ("too-large": over
+-- MAX_HOSTLIST_BYTES / MAX_HOSTLIST_ENTRIES / MAX_HOSTLIST_EXPANSIONS / MAX_RANGE_DIGITS;
+-- "malformed": what pal_slurm.slurm.hostlist.expand refuses: brackets unbalanced or nested, a
+-- bad or descending range, an empty item, whitespace), detail. "" (or nil) is the empty list.
+-- Every search is anchored at the current item or scans forward to the next bracket, so no
+-- byte is read more than a few times (Lua patterns backtrack: an unanchored gmatch over
+-- "([^,]*)%[" would be quadratic in a long bracket-free item).
 function M.hostlist_compile(expr, tick)
-  local m = { names = {}, ranged = {}, digits = 0, entries = 0, expanded = 0 }
+  local m = { names = {}, ranged = {}, digits = 0, entries = 0, expanded = 0, expansions = {} }
   if expr == nil or expr == "" then return m end
   if type(expr) ~= "string" then return nil, "malformed", "not a string" end
   local n = #expr
@@ -908,23 +965,40 @@ function M.hostlist_compile(expr, tick)
   end
   if expr:find("%s") then return nil, "malformed", "whitespace in a hostlist" end
   local pos, items = 1, 0
+  local ranged = m.ranged
   while true do -- pos: the start of an item
-    local open = expr:find("[%[%]]", pos)
-    if not open then
-      local ok, why, detail = add_plain(m, expr:sub(pos))
-      if not ok then return nil, why, detail end
-      return m
+    -- The common item, "gpu[0100-0131]ib": one anchored find, no intermediate tables.
+    local _, e, prefix, lo, hi, suffix = expr:find(ONE_RANGE_ITEM, pos)
+    local c = e and expr:byte(e + 1)
+    local a, b = e and #lo <= MAX_RANGE_DIGITS and #hi <= MAX_RANGE_DIGITS and tonumber(lo),
+      e and tonumber(hi)
+    local after
+    if a and a < b and (c == nil or c == 44) then
+      m.entries = m.entries + 1
+      if m.entries > M.MAX_HOSTLIST_ENTRIES then return nil, "too-large", TOO_MANY end
+      add_range(ranged, prefix, suffix, #lo, a, b)
+      if #lo > m.digits then m.digits = #lo end
+      if #hi > m.digits then m.digits = #hi end
+      after = e + 1
+    else
+      local open = expr:find("[%[%]]", pos)
+      if not open then
+        local ok, why, detail = add_plain(m, expr:sub(pos))
+        if not ok then return nil, why, detail end
+        return m
+      end
+      if expr:byte(open) == 93 then return nil, "malformed", "unbalanced ']'" end
+      local comma = expr:find(",", pos, true)
+      if comma and comma < open then -- plain items first, up to the last comma before `open`
+        local start = pos + expr:sub(pos, open - 1):match("^.*,()") - 1
+        local ok, why, detail = add_plain(m, expr:sub(pos, start - 2))
+        if not ok then return nil, why, detail end
+        pos = start
+      end
+      local why, detail
+      after, why, detail = add_bracketed(m, expr, pos)
+      if not after then return nil, why, detail end
     end
-    if expr:byte(open) == 93 then return nil, "malformed", "unbalanced ']'" end
-    local start = pos
-    local comma = expr:find(",", pos, true)
-    if comma and comma < open then -- plain items first, up to the last comma before `open`
-      start = pos + expr:sub(pos, open - 1):match("^.*,()") - 1
-      local ok, why, detail = add_plain(m, expr:sub(pos, start - 2))
-      if not ok then return nil, why, detail end
-    end
-    local after, why, detail = add_bracketed(m, expr, start, open)
-    if not after then return nil, why, detail end
     if after > n then return m end
     if after == n then return nil, "malformed", "empty item" end -- a trailing comma
     pos = after + 1

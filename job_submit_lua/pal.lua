@@ -1100,11 +1100,12 @@ function M.nodes_allowed(names, partition, exc_nodes, part_list, tick)
     end
   end
   if type(part_list) ~= "table" then return true end
-  local lists = {}
+  local lists, seen = {}, {}
   if partition then
-    for part in partition:gmatch("[^,]+") do
+    for part in partition:gmatch("[^,]+") do -- "-p gpu,gpu,..." compiles gpu's list once
       local rec = part_list[part]
-      if rec then lists[#lists + 1] = rec.nodes end
+      if rec and not seen[part] then lists[#lists + 1] = rec.nodes end
+      seen[part] = true
     end
   else
     for _, rec in pairs(part_list) do

@@ -182,3 +182,18 @@ def test_the_same_job_without_the_slow_clock_is_placed():
     names, exclude, _ = SHAPES["ranges"]
     _, job = run(names, exclude, tick=0.0001)
     assert job["admin_comment"].startswith("pal:placed=")
+
+
+def test_a_partition_named_many_times_is_checked_once_per_name():
+    """-p gpu,gpu,... (the user's text): each distinct partition's list is compiled once, so
+    a long repetition neither changes the decision nor multiplies the work past the deadline."""
+    names = [f"gpu{i:02d}" for i in range(1, NODES + 1)]
+    big = fill(lambda i: f"x{i:05d}", 40 * 1024)
+    parts = {"gpu": {"nodes": big + ",gpu[01-16]", "flag_default": 0},
+             "other": {"nodes": big, "flag_default": 0}}
+    hook = Hook()
+    hook.reply(sixteen_node_reply(names))
+    hook.stub(tick=0.0005)  # 2000 compiles of a 40 KiB list would read the clock > 350 times
+    partition = ",".join(["other"] * 2000 + ["gpu"])
+    _, job = hook.submit({**sixteen_node_job(""), "partition": partition}, parts=parts)
+    assert job["admin_comment"].startswith("pal:placed="), job["admin_comment"]

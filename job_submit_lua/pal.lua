@@ -70,7 +70,9 @@ local function encode_value(v, out)
       out[#out + 1] = string.format("%.17g", v)
     end
   elseif t == "string" then
-    out[#out + 1] = '"' .. (v:gsub('[%c"\\]', escape_char)) .. '"'
+    -- most strings need no escape: finding none is cheaper than gsub's byte-by-byte copy
+    local plain = not (v:find("%c") or v:find('"', 1, true) or v:find("\\", 1, true))
+    out[#out + 1] = '"' .. (plain and v or (v:gsub('[%c"\\]', escape_char))) .. '"'
   elseif t == "table" then
     if getmetatable(v) == array_mt or v[1] ~= nil then
       out[#out + 1] = "["
@@ -758,6 +760,8 @@ M.MAX_HOSTLIST_EXPANSIONS = 8192 -- prefixes expanded from leading groups ("a[1-
 local MAX_RANGE_DIGITS = 15 -- range bounds stay exact in a double
 local TICK_EVERY = 256 -- items between two calls of the caller's deadline check
 local ONE_RANGE_ITEM = "^([^,%[%]]*)%[(%d+)%-(%d+)%]([^,%[%]]*)"
+local WHITESPACE = { " ", "\t", "\r", "\n", "\f", "\v" }
+local BRACKETS = { "[", "]" }
 
 -- Record the range lo..hi (numbers) of zero-padding width w for prefix/suffix.
 local function add_range(ranged, prefix, suffix, w, lo, hi)
@@ -963,9 +967,21 @@ function M.hostlist_compile(expr, tick)
   if n > M.MAX_HOSTLIST_BYTES then
     return nil, "too-large", n .. " bytes, more than " .. M.MAX_HOSTLIST_BYTES
   end
-  if expr:find("%s") then return nil, "malformed", "whitespace in a hostlist" end
+  for _, ch in ipairs(WHITESPACE) do -- plain finds: memchr, not Lua's per-byte class matching
+    if expr:find(ch, 1, true) then return nil, "malformed", "whitespace in a hostlist" end
+  end
   local pos, items = 1, 0
   local ranged = m.ranged
+  local next_at = {} -- "[" / "]" -> where it next occurs at or after pos (false: nowhere)
+  local function next_bracket()
+    for _, ch in ipairs(BRACKETS) do
+      local q = next_at[ch]
+      if q == nil or (q and q < pos) then next_at[ch] = expr:find(ch, pos, true) or false end
+    end
+    local a, b = next_at["["], next_at["]"]
+    if a and b then return a < b and a or b end
+    return a or b or nil
+  end
   while true do -- pos: the start of an item
     -- The common item, "gpu[0100-0131]ib": one anchored find, no intermediate tables.
     local _, e, prefix, lo, hi, suffix = expr:find(ONE_RANGE_ITEM, pos)
@@ -981,7 +997,7 @@ function M.hostlist_compile(expr, tick)
       if #hi > m.digits then m.digits = #hi end
       after = e + 1
     else
-      local open = expr:find("[%[%]]", pos)
+      local open = next_bracket()
       if not open then
         local ok, why, detail = add_plain(m, expr:sub(pos))
         if not ok then return nil, why, detail end

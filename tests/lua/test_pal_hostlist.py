@@ -197,3 +197,21 @@ def test_a_partition_named_many_times_is_checked_once_per_name():
     partition = ",".join(["other"] * 2000 + ["gpu"])
     _, job = hook.submit({**sixteen_node_job(""), "partition": partition}, parts=parts)
     assert job["admin_comment"].startswith("pal:placed="), job["admin_comment"]
+
+
+def test_plain_and_bracketed_items_interleaved_in_a_long_list(pal):
+    """Plain runs between bracketed items (the compile's bracket search is cached between
+    them): every member is found, and no other name."""
+    expr = ",".join(f"p{i},q[{3 * i}-{3 * i + 1}]" for i in range(3000))
+    assert len(expr) > 40 * 1024
+    matcher, _ = compile_list(pal, expr)
+    members = ["p0", "p1500", "p2999", "q0", "q1", "q4500", "q4501", "q8998"]
+    others = ["p3000", "q2", "q4502", "q8999", "q9000", "p", "q"]
+    assert [n for n in members + others if pal.hostlist_match(matcher, n)] == members
+
+
+def test_a_long_item_without_commas_is_one_name(pal):
+    name = "n" * 60_000
+    matcher, _ = compile_list(pal, name + ",gpu[01-02]")
+    assert pal.hostlist_match(matcher, name) and pal.hostlist_match(matcher, "gpu02")
+    assert not pal.hostlist_match(matcher, "n" * 59_999)

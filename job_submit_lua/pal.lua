@@ -996,6 +996,10 @@ function M.hostlist_compile(expr, tick)
       if #lo > m.digits then m.digits = #lo end
       if #hi > m.digits then m.digits = #hi end
       after = e + 1
+    elseif c == 91 then -- "r[1-2]-n[01-32]": an item of several groups starts here
+      local why, detail
+      after, why, detail = add_groups(m, expr, pos)
+      if not after then return nil, why, detail end
     else
       local open = next_bracket()
       if not open then

@@ -22,6 +22,7 @@ M.MAX_LINE_BYTES = 64 * 1024 -- one wire line, newline included (pal_slurm/daemo
 M.DEFAULT_SOCKET = "/run/pal/pald.sock"
 M.DEFAULT_TIMEOUT_MS = 150 -- pal.toml [daemon] hook_timeout_ms default
 M.MAX_TIMEOUT_MS = 150 -- a hook slower than MessageTimeout makes ghost jobs; stay far below
+M.CHECK_BUDGET_MS = 25 -- checking and writing pald's reply, after the socket's deadline at most
 M.DEFAULT_MAX_GPUS_PER_NODE = 16 -- no node has more unless PAL_MAX_GPUS_PER_NODE says so
 M.MAX_COMMENT_BYTES = 1024 -- slurmctld 22.05 refuses a longer --comment (after this hook)
 M.MAX_WARNING_BYTES = 200 -- a pald warning shown to the user
@@ -69,7 +70,9 @@ local function encode_value(v, out)
       out[#out + 1] = string.format("%.17g", v)
     end
   elseif t == "string" then
-    out[#out + 1] = '"' .. (v:gsub('[%c"\\]', escape_char)) .. '"'
+    -- most strings need no escape: finding none is cheaper than gsub's byte-by-byte copy
+    local plain = not (v:find("%c") or v:find('"', 1, true) or v:find("\\", 1, true))
+    out[#out + 1] = '"' .. (plain and v or (v:gsub('[%c"\\]', escape_char))) .. '"'
   elseif t == "table" then
     if getmetatable(v) == array_mt or v[1] ~= nil then
       out[#out + 1] = "["
@@ -735,73 +738,394 @@ function M.check_fit(reply, shape, max_gpus)
 end
 
 ------------------------------------------------------------------------------------ hostlists
--- Slurm's compressed node lists ("gpu[01-04,07],cpu1"), matched without expanding them so a
--- 10,000-node partition costs no more than a short one. The Python side's expander is
--- pal_slurm/slurm/hostlist.py; tests/lua check that both agree.
+-- Slurm's compressed node lists ("gpu[01-04,07],cpu1") as the hook meets them: the job's
+-- --exclude / --nodelist (the user's text, up to a whole request line) and its partitions'
+-- node lists. The hook tests a few placed nodes against them inside slurmctld's locks, so a
+-- list is compiled once per hook run, in one linear pass over its text and never expanded,
+-- into a lookup where one name costs the same whatever the list's length or its ranges' size:
+--   names   plain names, and the one name of a one-number range ("gpu[07]")
+--   ranged  literal prefix -> literal suffix -> zero-padding width -> the ranges of that width
+--           (the last bracket group of an item; in "a[1-2]b[3-4]" the groups before it are
+--           expanded into prefixes "a1b", "a2b", counted against MAX_HOSTLIST_EXPANSIONS).
+-- A name of n characters is looked up by its digit runs: at most n * MAX_RANGE_DIGITS table
+-- reads and a binary search per width. The ranges of one (prefix, suffix, width) are sorted
+-- on the first lookup that needs them. Slurm's zero-padding rule: "[01-10]" names
+-- gpu01..gpu10 (every number written at the width of the lower bound, wider numbers as they
+-- are), so "gpu010" and "gpu1" are not in it. The Python side's expander is
+-- pal_slurm/slurm/hostlist.py; tests/golden/hostlist_match.json holds the cases both check.
 
--- Does name:sub(pos) match one hostlist item (no top-level comma) exactly?
-local function item_matches(item, name, pos)
-  local open = item:find("[", 1, true)
-  if not open then return name:sub(pos) == item end
-  local prefix = item:sub(1, open - 1)
-  if name:sub(pos, pos + #prefix - 1) ~= prefix then return false end
-  pos = pos + #prefix
-  local close = item:find("]", open, true)
-  if not close then return false end
-  local ranges, rest = item:sub(open + 1, close - 1), item:sub(close + 1)
-  local digits = name:match("^%d+", pos)
-  if not digits then return false end
-  for len = 1, #digits do
-    local text = digits:sub(1, len)
-    local value = tonumber(text)
-    for range in (ranges .. ","):gmatch("([^,]*),") do
-      local lo, hi = range:match("^(%d+)%-(%d+)$")
-      if not lo then lo = range:match("^%d+$"); hi = lo end
-      -- "[01-10]" names gpu01..gpu10: zero padding to the width of the lower bound.
-      if lo and value >= tonumber(lo) and value <= tonumber(hi)
-          and string.format("%0" .. #lo .. "d", value) == text
-          and item_matches(rest, name, pos + len) then
-        return true
+M.MAX_HOSTLIST_BYTES = 64 * 1024 -- a whole wire line: the most a request can carry
+M.MAX_HOSTLIST_ENTRIES = 32768 -- names + ranges of one list (each range once per prefix)
+M.MAX_HOSTLIST_EXPANSIONS = 8192 -- prefixes expanded from leading groups ("a[1-2]b")
+local MAX_RANGE_DIGITS = 15 -- range bounds stay exact in a double
+local TICK_EVERY = 256 -- items between two calls of the caller's deadline check
+local ONE_RANGE_ITEM = "^([^,%[%]]*)%[(%d+)%-(%d+)%]([^,%[%]]*)"
+local WHITESPACE = { " ", "\t", "\r", "\n", "\f", "\v" }
+local BRACKETS = { "[", "]" }
+
+-- Record the range lo..hi (numbers) of zero-padding width w for prefix/suffix.
+local function add_range(ranged, prefix, suffix, w, lo, hi)
+  local by_suffix = ranged[prefix]
+  if not by_suffix then by_suffix = {}; ranged[prefix] = by_suffix end
+  local by_width = by_suffix[suffix]
+  if not by_width then by_width = {}; by_suffix[suffix] = by_width end
+  local set = by_width[w]
+  if not set then set = { los = {}, hi_of = {}, n = 0 }; by_width[w] = set end
+  local hi_of = set.hi_of
+  local old = hi_of[lo]
+  if old == nil then
+    set.n = set.n + 1
+    set.los[set.n], hi_of[lo] = lo, hi
+  elseif hi > old then
+    hi_of[lo] = hi
+  end
+end
+
+-- One range of a bracket body ("01-04" or "07"): its lower bound's text, the bounds, and the
+-- digits of the upper bound's text; or nil, why, detail.
+local function parse_range(range)
+  local lo, hi = range:match("^(%d+)%-(%d+)$")
+  if not lo then lo = range:match("^%d+$"); hi = lo end
+  if not lo then return nil, "malformed", "bad range '" .. range .. "'" end
+  if #lo > MAX_RANGE_DIGITS or #hi > MAX_RANGE_DIGITS then
+    return nil, "too-large", "a range bound of more than " .. MAX_RANGE_DIGITS .. " digits"
+  end
+  local a, b = tonumber(lo), tonumber(hi)
+  if b < a then return nil, "malformed", "descending range '" .. range .. "'" end
+  return lo, a, b, #hi
+end
+
+local TOO_MANY = "more than " .. M.MAX_HOSTLIST_ENTRIES .. " entries"
+
+-- Add prefix..[lo-hi]..suffix to the matcher: one number is one name (exactly the text
+-- written), a range goes to ranged. Returns false when the entry cap is passed.
+local function add_entry(m, prefix, suffix, lo_text, lo, hi, hi_digits)
+  m.entries = m.entries + 1
+  if lo == hi then
+    m.names[prefix .. lo_text .. suffix] = true
+  else
+    add_range(m.ranged, prefix, suffix, #lo_text, lo, hi)
+    local w = #lo_text > hi_digits and #lo_text or hi_digits -- the widest digit run it names
+    if w > m.digits then m.digits = w end
+  end
+  return m.entries <= M.MAX_HOSTLIST_ENTRIES
+end
+
+-- Plain items (no brackets) "a,b,c": names. Returns nil, why, detail on an empty item.
+local function add_plain(m, text)
+  local names, count = m.names, 0
+  for item in (text .. ","):gmatch("([^,]*),") do
+    if item == "" then return nil, "malformed", "empty item" end
+    names[item] = true
+    count = count + 1
+  end
+  m.entries = m.entries + count
+  if m.entries > M.MAX_HOSTLIST_ENTRIES then return nil, "too-large", TOO_MANY end
+  return true
+end
+
+-- The ranges of one bracket body as a list of {text of lo, lo, hi, digits of hi}, or nil,
+-- why, detail.
+local function body_ranges(body)
+  local ranges = {}
+  for range in (body .. ","):gmatch("([^,]*),") do
+    local lo, a, b, hd = parse_range(range)
+    if not lo then return nil, a, b end
+    ranges[#ranges + 1] = { lo, a, b, hd }
+  end
+  return ranges
+end
+
+-- The literal prefixes named by the text before an item's last bracket group ("a[1-2]b" ->
+-- "a1b", "a2b"), counted against MAX_HOSTLIST_EXPANSIONS; or nil, why, detail. The same text
+-- is expanded once per list (m.expansions: "rack[1-4]-n" repeats in real lists).
+local function leading_prefixes(m, text)
+  local done = m.expansions[text]
+  if done then return done end
+  local prefixes, pos = { "" }, 1
+  local too_many = "more than " .. M.MAX_HOSTLIST_EXPANSIONS .. " expanded prefixes"
+  while pos <= #text do
+    local open = text:find("[", pos, true)
+    local lit = text:sub(pos, (open or #text + 1) - 1)
+    for i, p in ipairs(prefixes) do prefixes[i] = p .. lit end
+    if not open then break end
+    local close = text:find("]", open + 1, true)
+    local ranges, why, detail = body_ranges(text:sub(open + 1, close - 1))
+    if not ranges then return nil, why, detail end
+    local grown = {}
+    for _, p in ipairs(prefixes) do
+      for _, r in ipairs(ranges) do
+        local fmt = "%0" .. #r[1] .. "d"
+        for v = r[2], r[3] do
+          m.expanded = m.expanded + 1
+          if m.expanded > M.MAX_HOSTLIST_EXPANSIONS then return nil, "too-large", too_many end
+          grown[#grown + 1] = p .. string.format(fmt, v)
+        end
+      end
+    end
+    prefixes, pos = grown, close + 1
+  end
+  m.expansions[text] = prefixes
+  return prefixes
+end
+
+-- An item of several bracket groups from `start` ("a[1-2]b[3-4]c"): the groups before the
+-- last are expanded into literal prefixes. Returns the position after it, or nil, why, detail.
+local function add_groups(m, expr, start)
+  local pos, last_open, last_close = start, nil, nil
+  while true do -- find the groups: brackets balanced, none nested
+    local j = expr:find("[%[%],]", pos)
+    local c = j and expr:byte(j) or 44
+    if c == 93 then return nil, "malformed", "unbalanced ']'" end
+    if c == 44 then pos = j or #expr + 1 break end
+    local close = expr:find("[%[%]]", j + 1)
+    if not close or expr:byte(close) ~= 93 then return nil, "malformed", "unclosed or nested '['" end
+    last_open, last_close, pos = j, close, close + 1
+  end
+  local prefixes, why, detail = leading_prefixes(m, expr:sub(start, last_open - 1))
+  if not prefixes then return nil, why, detail end
+  local suffix = expr:sub(last_close + 1, pos - 1)
+  local body = expr:sub(last_open + 1, last_close - 1)
+  local lo, hi = body:match("^(%d+)%-(%d+)$")
+  local a, b = lo and #lo <= MAX_RANGE_DIGITS and #hi <= MAX_RANGE_DIGITS and tonumber(lo), hi and tonumber(hi)
+  if a and a < b then -- the common last group, "[lo-hi]": no tables
+    m.entries = m.entries + #prefixes
+    if m.entries > M.MAX_HOSTLIST_ENTRIES then return nil, "too-large", TOO_MANY end
+    for _, p in ipairs(prefixes) do add_range(m.ranged, p, suffix, #lo, a, b) end
+    if #lo > m.digits then m.digits = #lo end
+    if #hi > m.digits then m.digits = #hi end
+    return pos
+  end
+  local ranges
+  ranges, why, detail = body_ranges(body)
+  if not ranges then return nil, why, detail end
+  for _, p in ipairs(prefixes) do
+    for _, r in ipairs(ranges) do
+      if not add_entry(m, p, suffix, r[1], r[2], r[3], r[4]) then
+        return nil, "too-large", TOO_MANY
+      end
+    end
+  end
+  return pos
+end
+
+-- The ranges of one bracket body into the matcher. Returns true, or nil, why, detail.
+local function add_body(m, prefix, body, suffix)
+  local lo, hi = body:match("^(%d+)%-(%d+)$")
+  if lo and #lo <= MAX_RANGE_DIGITS and #hi <= MAX_RANGE_DIGITS then -- the common "[lo-hi]"
+    local a, b = tonumber(lo), tonumber(hi)
+    if a < b then
+      m.entries = m.entries + 1
+      add_range(m.ranged, prefix, suffix, #lo, a, b)
+      local w = #lo > #hi and #lo or #hi
+      if w > m.digits then m.digits = w end
+      if m.entries > M.MAX_HOSTLIST_ENTRIES then return nil, "too-large", TOO_MANY end
+      return true
+    end
+  end
+  if not body:find(",", 1, true) then -- one range: no loop, no closure
+    local lo, a, b, hd = parse_range(body)
+    if not lo then return nil, a, b end
+    if not add_entry(m, prefix, suffix, lo, a, b, hd) then return nil, "too-large", TOO_MANY end
+    return true
+  end
+  for range in (body .. ","):gmatch("([^,]*),") do
+    local lo, a, b, hd = parse_range(range)
+    if not lo then return nil, a, b end
+    if not add_entry(m, prefix, suffix, lo, a, b, hd) then return nil, "too-large", TOO_MANY end
+  end
+  return true
+end
+
+-- One bracketed item at `pos`: "gpu[01-04,07]ib" read by one anchored find, several groups
+-- through add_groups. Returns the position after the item, or nil, why, detail.
+local function add_bracketed(m, expr, pos)
+  local _, e, prefix, body, suffix = expr:find("^([^,%[%]]*)%[([^%[%]]*)%]([^,%[%]]*)", pos)
+  if not e then return nil, "malformed", "unclosed or nested '['" end
+  local c = expr:byte(e + 1)
+  if c == 91 then return add_groups(m, expr, pos) end
+  if c == 93 then return nil, "malformed", "unbalanced ']'" end
+  local ok, why, detail = add_body(m, prefix, body, suffix)
+  if not ok then return nil, why, detail end
+  return e + 1
+end
+
+-- Compile a hostlist expression in one pass: runs of plain items in bulk, bracketed items one
+-- by one. `tick` (optional) is called every few hundred bracketed items: the caller's deadline
+-- check, which may raise. Returns the matcher, or nil, why ("too-large": over
+-- MAX_HOSTLIST_BYTES / MAX_HOSTLIST_ENTRIES / MAX_HOSTLIST_EXPANSIONS / MAX_RANGE_DIGITS;
+-- "malformed": what pal_slurm.slurm.hostlist.expand refuses: brackets unbalanced or nested, a
+-- bad or descending range, an empty item, whitespace), detail. "" (or nil) is the empty list.
+-- Every search is anchored at the current item or scans forward to the next bracket, so no
+-- byte is read more than a few times (Lua patterns backtrack: an unanchored gmatch over
+-- "([^,]*)%[" would be quadratic in a long bracket-free item).
+function M.hostlist_compile(expr, tick)
+  local m = { names = {}, ranged = {}, digits = 0, entries = 0, expanded = 0, expansions = {} }
+  if expr == nil or expr == "" then return m end
+  if type(expr) ~= "string" then return nil, "malformed", "not a string" end
+  local n = #expr
+  if n > M.MAX_HOSTLIST_BYTES then
+    return nil, "too-large", n .. " bytes, more than " .. M.MAX_HOSTLIST_BYTES
+  end
+  for _, ch in ipairs(WHITESPACE) do -- plain finds: memchr, not Lua's per-byte class matching
+    if expr:find(ch, 1, true) then return nil, "malformed", "whitespace in a hostlist" end
+  end
+  local pos, items = 1, 0
+  local ranged = m.ranged
+  local next_at = {} -- "[" / "]" -> where it next occurs at or after pos (false: nowhere)
+  local function next_bracket()
+    for _, ch in ipairs(BRACKETS) do
+      local q = next_at[ch]
+      if q == nil or (q and q < pos) then next_at[ch] = expr:find(ch, pos, true) or false end
+    end
+    local a, b = next_at["["], next_at["]"]
+    if a and b then return a < b and a or b end
+    return a or b or nil
+  end
+  while true do -- pos: the start of an item
+    -- The common item, "gpu[0100-0131]ib": one anchored find, no intermediate tables.
+    local _, e, prefix, lo, hi, suffix = expr:find(ONE_RANGE_ITEM, pos)
+    local c = e and expr:byte(e + 1)
+    local a, b = e and #lo <= MAX_RANGE_DIGITS and #hi <= MAX_RANGE_DIGITS and tonumber(lo),
+      e and tonumber(hi)
+    local after
+    if a and a < b and (c == nil or c == 44) then
+      m.entries = m.entries + 1
+      if m.entries > M.MAX_HOSTLIST_ENTRIES then return nil, "too-large", TOO_MANY end
+      add_range(ranged, prefix, suffix, #lo, a, b)
+      if #lo > m.digits then m.digits = #lo end
+      if #hi > m.digits then m.digits = #hi end
+      after = e + 1
+    elseif c == 91 then -- "r[1-2]-n[01-32]": an item of several groups starts here
+      local why, detail
+      after, why, detail = add_groups(m, expr, pos)
+      if not after then return nil, why, detail end
+    else
+      local open = next_bracket()
+      if not open then
+        local ok, why, detail = add_plain(m, expr:sub(pos))
+        if not ok then return nil, why, detail end
+        return m
+      end
+      if expr:byte(open) == 93 then return nil, "malformed", "unbalanced ']'" end
+      local comma = expr:find(",", pos, true)
+      if comma and comma < open then -- plain items first, up to the last comma before `open`
+        local start = pos + expr:sub(pos, open - 1):match("^.*,()") - 1
+        local ok, why, detail = add_plain(m, expr:sub(pos, start - 2))
+        if not ok then return nil, why, detail end
+        pos = start
+      end
+      local why, detail
+      after, why, detail = add_bracketed(m, expr, pos)
+      if not after then return nil, why, detail end
+    end
+    if after > n then return m end
+    if after == n then return nil, "malformed", "empty item" end -- a trailing comma
+    pos = after + 1
+    items = items + 1
+    if tick and items % TICK_EVERY == 0 then tick() end
+  end
+end
+
+-- Sort and merge one width's ranges (once, on first use): arrays of disjoint lo..hi.
+local function merged(set)
+  if set.merged then return set.merged end
+  table.sort(set.los) -- numbers: C comparisons, no Lua callback
+  local los, his = {}, {}
+  for _, lo in ipairs(set.los) do
+    local hi = set.hi_of[lo]
+    if #his > 0 and lo <= his[#his] + 1 then
+      if hi > his[#his] then his[#his] = hi end
+    else
+      los[#los + 1], his[#his + 1] = lo, hi
+    end
+  end
+  set.merged = { los, his }
+  return set.merged
+end
+
+local function in_set(set, v)
+  local m = merged(set)
+  local los, his = m[1], m[2]
+  local a, b = 1, #los
+  while a <= b do -- the last lo <= v
+    local mid = math.floor((a + b) / 2)
+    if los[mid] <= v then a = mid + 1 else b = mid - 1 end
+  end
+  return b >= 1 and v <= his[b]
+end
+
+-- Is the digit text `text` one of the numbers of by_width? Written at width w, a number is
+-- padded to w digits, or as it is when wider: "007" is only in width-3 ranges, "17" in ranges
+-- of width 1 or 2.
+local function digits_in(by_width, text)
+  local v = tonumber(text)
+  if #text > 1 and text:byte(1) == 48 then
+    local set = by_width[#text]
+    return set ~= nil and in_set(set, v)
+  end
+  for w = 1, #text do
+    local set = by_width[w]
+    if set and in_set(set, v) then return true end
+  end
+  return false
+end
+
+-- Is `name` one of the nodes of a compiled hostlist?
+function M.hostlist_match(m, name)
+  if type(name) ~= "string" then return false end
+  if m.names[name] then return true end
+  local ranged, n = m.ranged, #name
+  for k = 0, n - 1 do
+    local b = name:byte(k + 1)
+    if b >= 48 and b <= 57 then
+      local by_suffix = ranged[name:sub(1, k)]
+      if by_suffix then
+        local run_end = (name:find("%D", k + 1) or n + 1) - 1
+        if run_end > k + m.digits then run_end = k + m.digits end
+        for e = k + 1, run_end do
+          local by_width = by_suffix[name:sub(e + 1)]
+          if by_width and digits_in(by_width, name:sub(k + 1, e)) then return true end
+        end
       end
     end
   end
   return false
 end
 
--- Is `name` one of the nodes of hostlist expression `expr`?
+-- Is `name` one of the nodes of hostlist expression `expr`? false for a list that does not
+-- compile. (One-off form for tests and callers with one name; the hook compiles each list once.)
 function M.hostlist_has(expr, name)
-  if type(expr) ~= "string" or expr == "" then return false end
-  local depth, start, i = 0, 1, 1
-  while true do
-    i = expr:find("[%[%],]", i) -- jump from bracket to bracket to comma
-    local c = i and expr:sub(i, i) or ","
-    if c == "[" then depth = depth + 1
-    elseif c == "]" then depth = depth - 1
-    elseif depth == 0 or not i then -- a top-level comma, or the end
-      if item_matches(expr:sub(start, (i or #expr + 1) - 1), name, 1) then return true end
-      if not i then return false end
-      start = i + 1
-    end
-    i = i + 1
-  end
+  local m = M.hostlist_compile(expr)
+  return m ~= nil and M.hostlist_match(m, name)
 end
+
+-- The pass reason for a list that does not compile: the hook cannot check a placement against
+-- it, so the job runs as the user asked.
+local HOSTLIST_PASS = { ["too-large"] = "input-too-large", malformed = "bad-hostlist" }
 
 -- Would Slurm accept these nodes for this job? A node the job excludes (--exclude) or one
 -- outside the job's partition makes sbatch fail ("Invalid node name specified", "Requested
 -- node configuration is not available"), e.g. from a pald whose view is stale. `part_list`
 -- is what slurmctld hands the hook: the partitions this user may use, by name; with none to
--- check against (an unknown partition, no default) Slurm rejects the job on its own.
--- Returns true, or nil, detail.
-function M.nodes_allowed(names, partition, exc_nodes, part_list)
-  for _, name in ipairs(names) do
-    if exc_nodes and M.hostlist_has(exc_nodes, name) then return nil, name .. " is excluded by the job" end
+-- check against (an unknown partition, no default) Slurm rejects the job on its own. Each list
+-- is compiled once; `tick` is the caller's deadline check. Returns true, or nil, detail,
+-- pass reason (nil: a bad reply; "input-too-large" / "bad-hostlist": a list the hook cannot read).
+function M.nodes_allowed(names, partition, exc_nodes, part_list, tick)
+  if exc_nodes and exc_nodes ~= "" then
+    local excluded, why, detail = M.hostlist_compile(exc_nodes, tick)
+    if not excluded then return nil, "--exclude: " .. detail, HOSTLIST_PASS[why] end
+    for _, name in ipairs(names) do
+      if M.hostlist_match(excluded, name) then return nil, name .. " is excluded by the job" end
+    end
   end
   if type(part_list) ~= "table" then return true end
-  local lists = {}
+  local lists, seen = {}, {}
   if partition then
-    for part in partition:gmatch("[^,]+") do
+    for part in partition:gmatch("[^,]+") do -- "-p gpu,gpu,..." compiles gpu's list once
       local rec = part_list[part]
-      if rec then lists[#lists + 1] = rec.nodes end
+      if rec and not seen[part] then lists[#lists + 1] = rec.nodes end
+      seen[part] = true
     end
   else
     for _, rec in pairs(part_list) do
@@ -811,11 +1135,14 @@ function M.nodes_allowed(names, partition, exc_nodes, part_list)
   if #lists == 0 then return true end
   -- Slurm runs the job in one of its partitions: all the nodes must be in the same one.
   for _, nodes in ipairs(lists) do
+    local members, why, detail = M.hostlist_compile(nodes, tick)
+    if not members then return nil, "partition nodes: " .. detail, HOSTLIST_PASS[why] end
     local all = true
     for _, name in ipairs(names) do
-      if not M.hostlist_has(nodes, name) then all = false break end
+      if not M.hostlist_match(members, name) then all = false break end
     end
     if all then return true end
+    if tick then tick() end
   end
   return nil, "nodes outside the job's partition"
 end
@@ -827,7 +1154,7 @@ end
 -- pass look like a PAL hold to a substring match (#10, item 10). So only [A-Za-z0-9_.:=-]
 -- survive, and a "pal:" inside a reason becomes "pal-".
 function M.token(reason)
-  reason = tostring(reason or ""):gsub("[^A-Za-z0-9_%.:=%-]", "-"):sub(1, 64)
+  reason = tostring(reason or ""):sub(1, 64):gsub("[^A-Za-z0-9_%.:=%-]", "-")
   reason = reason:gsub("[Pp][Aa][Ll]:", "pal-")
   if reason == "" then return "unspecified" end
   return reason
@@ -1071,19 +1398,58 @@ local function unverifiable_pinning(job_desc)
   return nil
 end
 
-local function placement_usable(job_desc, request, reply, spec, cfg, part_list)
+local function placement_usable(job_desc, request, reply, spec, cfg, part_list, tick)
   local pinned = unverifiable_pinning(job_desc)
   if pinned and reply.site_checked ~= true then
     return nil, "pald did not check the job's " .. pinned, pinned
   end
   local ok, detail = M.check_fit(reply, M.job_shape(request.job, spec), cfg.max_gpus_per_node)
   if not ok then return nil, detail end
+  tick()
   local wanted = string_or_nil(job_desc.req_nodes)
-  for _, name in ipairs(wanted and reply.nodes or {}) do
-    if not M.hostlist_has(wanted, name) then return nil, name .. " is outside the job's --nodelist" end
+  if wanted and wanted ~= "" then
+    local nodelist, why, ndetail = M.hostlist_compile(wanted, tick)
+    if not nodelist then return nil, "--nodelist: " .. ndetail, HOSTLIST_PASS[why] end
+    for _, name in ipairs(reply.nodes) do
+      if not M.hostlist_match(nodelist, name) then
+        return nil, name .. " is outside the job's --nodelist"
+      end
+    end
   end
   return M.nodes_allowed(reply.nodes, request.job.partition, string_or_nil(job_desc.exc_nodes),
-    part_list)
+    part_list, tick)
+end
+
+-- Raised by a run's deadline check (`tick`) to stop the checks after pald's reply.
+local OVER_BUDGET = setmetatable({}, { __tostring = function() return "hook deadline" end })
+
+-- What the hook does with pald's reply line: decode, check, write. Every step is linear in the
+-- reply's and the job's field sizes; `tick` (the run's deadline check) is called between
+-- steps and inside hostlist compiling, as a backstop.
+local function use_reply(job_desc, spec, ctx, cfg, request, request_id, reply_line, took_ms, tick)
+  local slurm = ctx.slurm
+  local obj, jerr = json.decode(reply_line)
+  if obj == nil then return pass(slurm, job_desc, "bad-reply", jerr, request_id) end
+  tick()
+  local reply, rwhy, rdetail = M.check_reply(obj)
+  if not reply then return pass(slurm, job_desc, rwhy, rdetail, request_id) end
+  tick()
+  if reply.decision == "place" then
+    local usable, udetail, why = placement_usable(job_desc, request, reply, spec, cfg,
+      ctx.part_list, tick)
+    if not usable then return pass(slurm, job_desc, why or "bad-reply", udetail, request_id) end
+  end
+  local changes = M.changes_for(job_desc, reply, request_id, slurm)
+  tick() -- the last check: the writes below are a handful of fields
+  local warning = reply.warning and M.user_warning(reply.warning)
+  if warning then log_user(slurm, warning) end
+  local ok, werr = M.write_fields(job_desc, changes)
+  if not ok then return pass(slurm, job_desc, "write-failed", werr, request_id) end
+  pcall(function()
+    log_info(slurm, string.format("pal: %s class=%s req=%s nodes=%s gres=%s rank=%s rtt_ms=%.2f",
+      reply.decision, spec.class, request_id, reply.nodes and table.concat(reply.nodes, ",") or "-",
+      reply.gres or "-", reply.rank and string.format("v%d", reply.rank) or "-", took_ms))
+  end)
 end
 
 local function place(job_desc, spec, submit_uid, ctx)
@@ -1093,8 +1459,14 @@ local function place(job_desc, spec, submit_uid, ctx)
   local clock = ctx.now or (core and core.gettime) or os.time
   local started = clock()
   local request_id = M.new_request_id(started)
-  -- One deadline: the hook waits until then, and pald drops the request after it.
+  -- The socket's deadline: the hook waits until then, and pald drops the request after it.
   cfg.deadline = started + cfg.timeout_ms / 1000
+  -- The run's deadline, from the same start: the checks of a reply that came just before the
+  -- socket's deadline get CHECK_BUDGET_MS more; past it the job passes (`hook-deadline`).
+  local run_deadline = cfg.deadline + M.CHECK_BUDGET_MS / 1000
+  local function tick()
+    if clock() > run_deadline then error(OVER_BUDGET, 0) end
+  end
   local request = M.build_request(job_desc, spec, submit_uid, request_id,
     math.floor(cfg.deadline * 1000), ctx.part_list)
   local line = json.encode(request) .. "\n"
@@ -1107,23 +1479,12 @@ local function place(job_desc, spec, submit_uid, ctx)
   if not reply_line then
     return pass(slurm, job_desc, why, detail, request_id)
   end
-  local obj, jerr = json.decode(reply_line)
-  if obj == nil then return pass(slurm, job_desc, "bad-reply", jerr, request_id) end
-  local reply, rwhy, rdetail = M.check_reply(obj)
-  if not reply then return pass(slurm, job_desc, rwhy, rdetail, request_id) end
-  if reply.decision == "place" then
-    local usable, udetail, why = placement_usable(job_desc, request, reply, spec, cfg, ctx.part_list)
-    if not usable then return pass(slurm, job_desc, why or "bad-reply", udetail, request_id) end
-  end
-  local warning = reply.warning and M.user_warning(reply.warning)
-  if warning then log_user(slurm, warning) end
-  local ok, werr = M.write_fields(job_desc, M.changes_for(job_desc, reply, request_id, slurm))
-  if not ok then return pass(slurm, job_desc, "write-failed", werr, request_id) end
-  pcall(function()
-    log_info(slurm, string.format("pal: %s class=%s req=%s nodes=%s gres=%s rank=%s rtt_ms=%.2f",
-      reply.decision, spec.class, request_id, reply.nodes and table.concat(reply.nodes, ",") or "-",
-      reply.gres or "-", reply.rank and string.format("v%d", reply.rank) or "-", took_ms))
-  end)
+  local ok, err = pcall(use_reply, job_desc, spec, ctx, cfg, request, request_id, reply_line,
+    took_ms, tick)
+  if ok then return end
+  if err ~= OVER_BUDGET then error(err, 0) end
+  pass(slurm, job_desc, "hook-deadline", string.format("checks past %d ms",
+    cfg.timeout_ms + M.CHECK_BUDGET_MS), request_id)
 end
 
 -- A pal: job whose comment Slurm will refuse (longer than 1024 bytes: slurmctld checks the

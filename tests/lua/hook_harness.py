@@ -34,7 +34,8 @@ ENV = {}
 os.getenv = function(k) return ENV[k] end
 
 STUB = { now = 1000.0, calls = {}, created = 0, closed = 0 }
-local core = { gettime = function() return STUB.now end }
+-- STUB.tick: seconds every clock reading costs (a slow slurmctld), 0 unless a test sets it
+local core = { gettime = function() STUB.now = STUB.now + (STUB.tick or 0) return STUB.now end }
 local unix = {}
 function unix.stream()
   STUB.created = STUB.created + 1
@@ -100,12 +101,13 @@ end
 class Hook:
     """One fresh Lua state with the hook loaded through job_submit.lua, as slurmctld does."""
 
-    def __init__(self, env: dict | None = None, runtime=None):
+    def __init__(self, env: dict | None = None, runtime=None, hook_dir: Path = HOOK_DIR):
+        """`hook_dir`: where job_submit.lua and pal.lua are (another pal.lua, for comparisons)."""
         self.lua = (runtime or LuaRuntime)(unpack_returned_tuples=True)
         self.lua.execute(STUBS)
         for key, value in (env or {}).items():
             self.lua.globals().ENV[key] = value
-        self.lua.execute(f"dofile({json.dumps(str(HOOK_DIR / 'job_submit.lua'))})")
+        self.lua.execute(f"dofile({json.dumps(str(hook_dir / 'job_submit.lua'))})")
         self.pal = self.lua.eval("package.loaded['pal']")
         self.g = self.lua.globals()
 

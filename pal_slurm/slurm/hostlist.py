@@ -70,16 +70,6 @@ class _Group:
             by_width[width] = (starts, ends)
         return cls(ranges, by_width)
 
-    @property
-    def size(self) -> int:
-        """Names this group lists as written (duplicates counted)."""
-        return sum(hi - lo + 1 for lo, hi, _ in self.ranges)
-
-    def values(self) -> Iterator[str]:
-        for lo, hi, width in self.ranges:
-            for n in range(lo, hi + 1):
-                yield f"{n:0{width}d}"
-
     def has(self, digits: str) -> bool:
         """Whether the digit string is one this group lists: ``5`` is in ``[1-10]``, ``05``
         only in a range whose lower bound is written with two digits (Slurm's padding)."""
@@ -93,33 +83,52 @@ class _Group:
         return False
 
 
+_Ranges = tuple[tuple[int, int, int], ...]  # one bracket group as written: (lo, hi, width)
+
+
+def _size(ranges: _Ranges) -> int:
+    return sum(hi - lo + 1 for lo, hi, _ in ranges)
+
+
+def _values(ranges: _Ranges) -> list[str]:
+    return [f"{n:0{width}d}" for lo, hi, width in ranges for n in range(lo, hi + 1)]
+
+
 @dataclass(frozen=True)
 class _Item:
-    """One top-level name: literals[0] group[0] literals[1] ... group[-1] literals[-1]."""
+    """One top-level name: literals[0] groups[0] literals[1] ... groups[-1] literals[-1]."""
 
     literals: tuple[str, ...]
-    groups: tuple[_Group, ...]
+    groups: tuple[_Ranges, ...]
 
     @property
     def size(self) -> int:
+        """Names it lists, duplicates counted."""
         size = 1
         for g in self.groups:
-            size *= g.size
+            size *= _size(g)
         return size
 
     def names(self) -> Iterator[str]:
         if not self.groups:
             yield self.literals[0]
             return
-        for values in product(*(list(g.values()) for g in self.groups)):
+        for values in product(*(_values(g) for g in self.groups)):
             parts = [self.literals[0]]
             for value, literal in zip(values, self.literals[1:]):
                 parts += (value, literal)
             yield "".join(parts)
 
+
+@dataclass(frozen=True)
+class _Product:
+    """A name of several bracket groups, compiled: matched by the positions a match can have
+    reached, group by group (no listing)."""
+
+    literals: tuple[str, ...]
+    groups: tuple[_Group, ...]
+
     def matches(self, name: str) -> bool:
-        """Whether `name` is one of this item's names (no listing: the positions a match can
-        have reached, group by group)."""
         first = self.literals[0]
         if not name.startswith(first):
             return False
@@ -191,7 +200,7 @@ def _parse(expr: str) -> list[_Item]:
         literals = [m.group(1)]
         groups = []
         for g in _GROUP.finditer(m.group(2)):
-            groups.append(_Group.of(_parse_ranges(g.group(1), expr)))
+            groups.append(tuple(_parse_ranges(g.group(1), expr)))
             literals.append(g.group(2))
             if len(groups) > MAX_GROUPS_PER_NAME:
                 raise HostlistTooLarge(f"more than {MAX_GROUPS_PER_NAME} bracket groups in one name "
@@ -246,7 +255,7 @@ class HostSet:
     _plain: frozenset[str] = frozenset()
     _single: dict[tuple[str, str], _Group] = field(default_factory=dict)
     _prefixes: frozenset[str] = frozenset()
-    _products: tuple[_Item, ...] = ()
+    _products: tuple[_Product, ...] = ()
     size_bound: int = 0  # names it lists, duplicates counted (exact for Slurm's own lists)
 
     @classmethod
@@ -256,14 +265,14 @@ class HostSet:
         items = _parse(text)
         plain: set[str] = set()
         single: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
-        products: list[_Item] = []
+        products: list[_Product] = []
         for item in items:
             if not item.groups:
                 plain.add(item.literals[0])
             elif len(item.groups) == 1:
-                single.setdefault((item.literals[0], item.literals[1]), []).extend(item.groups[0].ranges)
+                single.setdefault((item.literals[0], item.literals[1]), []).extend(item.groups[0])
             else:
-                products.append(item)
+                products.append(_Product(item.literals, tuple(_Group.of(g) for g in item.groups)))
         groups = {key: _Group.of(ranges) for key, ranges in single.items()}
         bound = len(plain) + sum(item.size for item in items if item.groups)
         return cls(text, frozenset(plain), groups, frozenset(p for p, _ in groups), tuple(products), bound)

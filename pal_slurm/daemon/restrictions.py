@@ -19,7 +19,7 @@ from pal_slurm.policy.eligibility import JobRestrictions
 from pal_slurm.policy.passthrough import JobTraits
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import parse_slot_type
-from pal_slurm.slurm.hostlist import expand
+from pal_slurm.slurm.hostlist import HostSet, compress
 from pal_slurm.slurm.readers import JobInfo, parse_gres
 
 _PER_GPU = re.compile(r"(?:^|,)(?:gres[:/])?gpu:(\d+)(?:,|$)")
@@ -54,10 +54,6 @@ def _gpu_model(text: str | None) -> str | None:
     return None
 
 
-def _hostlist(text: str | None) -> frozenset[str]:
-    return frozenset(expand(text)) if text else frozenset()
-
-
 def _partitions(text: str | None) -> tuple[str, ...]:
     return tuple(p for p in (text or "").split(",") if p)
 
@@ -78,8 +74,8 @@ def restrictions_from_fields(job: JobFields, nodes: int | None, gpus_per_node: i
         account=job.account or None,
         qos=job.qos or None,
         constraint=job.features or None,
-        exclude=_hostlist(job.exc_nodes),
-        required=_hostlist(job.req_nodes),
+        exclude=HostSet.from_expr(job.exc_nodes),
+        required=HostSet.from_expr(job.req_nodes),
         reservation=job.reservation or None,
         exclusive=job.shared == 0,
         nodes=nodes,
@@ -131,8 +127,8 @@ def restrictions_from_squeue(job: JobInfo, nodes: int | None, gpus_per_node: int
         account=(req.account or None) if req else None,
         qos=(req.qos or None) if req else None,
         constraint=(req.features or None) if req else None,
-        exclude=frozenset(req.excluded_nodes) if req else frozenset(),
-        required=frozenset(job.required_nodes),
+        exclude=req.excluded_nodes if req else HostSet(),
+        required=HostSet.from_expr(compress(job.required_nodes)),
         reservation=(req.reservation or None) if req else None,
         exclusive=bool(req and req.exclusive),
         nodes=nodes,

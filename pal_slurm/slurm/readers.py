@@ -28,7 +28,7 @@ from pal_slurm.model.cluster import ClusterView
 from pal_slurm.slurm.dialects import LEGACY_22_05, NO_VAL, Dialect, detect
 from pal_slurm.slurm.errors import SlurmError, SlurmParseError, SlurmUnsupported
 from pal_slurm.slurm.gres import canonical_tres, parse_slot_type
-from pal_slurm.slurm.hostlist import expand
+from pal_slurm.slurm.hostlist import HostSet, expand
 from pal_slurm.slurm.runner import Runner
 
 GPU = "gpu"
@@ -78,32 +78,48 @@ def _split_outside_parens(text: str) -> list[str]:
     return [p for p in (s.strip() for s in parts) if p]
 
 
+MAX_GRES_CHARS = 16_384  # a GRES/TRES string: a node's every slot type, with its indices
+MAX_GPU_INDEX = 1024  # indices are GPU slots of one node: a few hundred at most
+MAX_INDEX_LIST_CHARS = 4096  # every index of such a node, written one by one
+
+
 def parse_index_list(text: str) -> frozenset[int]:
-    """``0-1,3`` -> {0, 1, 3}; ``""`` -> empty."""
+    """``0-1,3`` -> {0, 1, 3}; ``""`` -> empty. SlurmParseError for anything else, and for an
+    index over MAX_GPU_INDEX or a text over MAX_INDEX_LIST_CHARS (checked before a range is
+    built: ``IDX:0-2999999`` is 19 bytes)."""
+    if len(text) > MAX_INDEX_LIST_CHARS:
+        raise SlurmParseError(f"GPU index list of {len(text)} chars (at most {MAX_INDEX_LIST_CHARS})")
     out: set[int] = set()
     for item in text.split(","):
         item = item.strip()
         if not item:
             continue
-        lo, sep, hi = item.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise SlurmParseError(f"bad GPU index list {text!r}")
-        out.update(range(int(lo), int(hi) + 1) if sep else (int(lo),))
+        m = _INDEX_RANGE.fullmatch(item)
+        if m is None:
+            raise SlurmParseError(f"bad GPU index list {text[:60]!r}")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) else lo
+        if hi >= MAX_GPU_INDEX:
+            raise SlurmParseError(f"GPU index {hi} over {MAX_GPU_INDEX - 1} in {text[:60]!r}")
+        out.update(range(lo, hi + 1))
     return frozenset(out)
+
+
+_INDEX_RANGE = re.compile(r"([0-9]{1,6})(?:-([0-9]{1,6}))?")
 
 
 def _parse_attrs(text: str) -> dict[str, str]:
     """``S:0-1`` / ``IDX:0,2-3`` -> {"IDX": "0,2-3"}: a comma piece without ':' continues
     the previous attribute's list."""
-    attrs: dict[str, str] = {}
+    attrs: dict[str, list[str]] = {}
     key = None
     for piece in text.split(","):
         if ":" in piece:
             key, _, value = piece.partition(":")
-            attrs[key] = value
+            attrs[key] = [value]
         elif key is not None:
-            attrs[key] += "," + piece
-    return attrs
+            attrs[key].append(piece)  # joined once below: += here is quadratic in the pieces
+    return {k: ",".join(v) for k, v in attrs.items()}
 
 
 def slots_named(text: str | None) -> tuple[int, ...]:
@@ -132,6 +148,8 @@ def parse_gres(text: str | None) -> tuple[GresItem, ...]:
     text = text.strip()
     if text in ("", "(null)", "N/A"):
         return ()
+    if len(text) > MAX_GRES_CHARS:
+        raise SlurmParseError(f"GRES string of {len(text)} chars (at most {MAX_GRES_CHARS})")
     items = []
     for record in _split_outside_parens(text):
         head, _, tail = record.partition("(")
@@ -533,7 +551,7 @@ class JobPlacementRequest:
     """A pending job's restrictions from `squeue --json` (for jobs pald places from its cycle)."""
 
     features: str = ""
-    excluded_nodes: tuple[str, ...] = ()
+    excluded_nodes: HostSet = HostSet()  # --exclude as the user wrote it: matched, never listed
     reservation: str = ""
     exclusive: bool = False
     account: str = ""
@@ -550,7 +568,7 @@ class JobPlacementRequest:
 def parse_job_placement_request(raw: Mapping[str, Any]) -> JobPlacementRequest:
     return JobPlacementRequest(
         features=raw.get("features") or "",
-        excluded_nodes=tuple(expand(raw.get("excluded_nodes") or "")),
+        excluded_nodes=HostSet.from_expr(raw.get("excluded_nodes")),
         reservation=raw.get("resv_name") or "",
         exclusive=str(raw.get("shared") or "").lower() == "none",
         account=raw.get("account") or "",

@@ -32,7 +32,12 @@ from pal_slurm.daemon import requeue
 from pal_slurm.daemon.tags import request_id
 from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
-from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields
+from pal_slurm.daemon.restrictions import (
+    RefusedInput,
+    restrictions_from_fields,
+    restrictions_from_squeue,
+    traits_from_fields,
+)
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
 from pal_slurm.model.decision import JobId
@@ -570,8 +575,9 @@ class PlacementService:
             return PlaceReply(DecisionKind.PASS, reason=str(exc), **base)
         try:
             restrictions = restrictions_from_fields(req.job, shape.nodes, shape.per_node or 1)
-        except SlurmError:
-            return PlaceReply(DecisionKind.PASS, reason="bad_nodelist", **base)
+        except RefusedInput as exc:
+            return PlaceReply(DecisionKind.PASS, reason=exc.reason,
+                              **{**base, "warning": f"PAL leaves this job to Slurm: {exc.detail}"[:200]})
         eligibility = self.eligibility(restrictions, now)
         if eligibility.passed:
             return PlaceReply(DecisionKind.PASS, reason=eligibility.passed, **base)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from pal_slurm.model.site import NodeFacts, PartitionFacts, SiteView
+from pal_slurm.policy.passthrough import TOO_LARGE
 from pal_slurm.slurm.hostlist import HostSet
 
 
@@ -268,7 +269,7 @@ def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibil
         try:
             constraint = parse_constraint(job.constraint)
         except ConstraintTooLarge:
-            return passed("input-too-large:constraint")
+            return passed(f"{TOO_LARGE}:constraint")
         except ConstraintUnsupported:
             return passed("constraint_not_evaluated")
         if constraint.matching_or and job.nodes != 1:

@@ -17,7 +17,7 @@ import re
 from pal_slurm.daemon.protocol import JobFields
 from pal_slurm.policy.eligibility import JobRestrictions
 from pal_slurm.policy.passthrough import BAD_INPUT, TOO_LARGE, JobTraits
-from pal_slurm.slurm.errors import HostlistError, HostlistTooLarge, SlurmError
+from pal_slurm.slurm.errors import GresTooLarge, HostlistError, HostlistTooLarge, SlurmError
 from pal_slurm.slurm.gres import parse_slot_type
 from pal_slurm.slurm.hostlist import HostSet, compress
 from pal_slurm.slurm.readers import JobInfo, parse_gres
@@ -33,7 +33,8 @@ def per_gpu(tres: str | None) -> int:
 
 def gpu_model(*tres: str | None) -> str | None:
     """The GPU model type a request names (`gres:gpu:a100:2` -> a100); slot types (s2) and
-    untyped requests -> None."""
+    untyped requests -> None. RefusedInput for a string over the GRES caps (its model is not
+    known, so PAL must not place it on any model)."""
     for text in tres:
         model = _model_of(text)
         if model is not None:
@@ -52,6 +53,8 @@ def _model_of(text: str | None) -> str | None:
 def _gpu_model(text: str | None) -> str | None:
     try:
         items = parse_gres(text)
+    except GresTooLarge as exc:
+        raise RefusedInput(f"{TOO_LARGE}:gres", str(exc)) from None
     except SlurmError:
         return None
     for item in items:

@@ -59,6 +59,11 @@ class SlurmUnsupported(SlurmParseError):
     """
 
 
+class GresTooLarge(SlurmParseError):
+    """A GRES/TRES string or GPU index list over `pal_slurm.slurm.readers`' caps (refused
+    before its indices are built)."""
+
+
 class HostlistError(SlurmError, ValueError):
     """A hostlist expression such as ``gpu[01-04`` is malformed."""
 

@@ -26,7 +26,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.model.cluster import ClusterView
 from pal_slurm.slurm.dialects import LEGACY_22_05, NO_VAL, Dialect, detect
-from pal_slurm.slurm.errors import SlurmError, SlurmParseError, SlurmUnsupported
+from pal_slurm.slurm.errors import GresTooLarge, SlurmError, SlurmParseError, SlurmUnsupported
 from pal_slurm.slurm.gres import canonical_tres, parse_slot_type
 from pal_slurm.slurm.hostlist import HostSet, expand
 from pal_slurm.slurm.runner import Runner
@@ -88,7 +88,7 @@ def parse_index_list(text: str) -> frozenset[int]:
     index over MAX_GPU_INDEX or a text over MAX_INDEX_LIST_CHARS (checked before a range is
     built: ``IDX:0-2999999`` is 19 bytes)."""
     if len(text) > MAX_INDEX_LIST_CHARS:
-        raise SlurmParseError(f"GPU index list of {len(text)} chars (at most {MAX_INDEX_LIST_CHARS})")
+        raise GresTooLarge(f"GPU index list of {len(text)} chars (at most {MAX_INDEX_LIST_CHARS})")
     out: set[int] = set()
     for item in text.split(","):
         item = item.strip()
@@ -97,15 +97,17 @@ def parse_index_list(text: str) -> frozenset[int]:
         m = _INDEX_RANGE.fullmatch(item)
         if m is None:
             raise SlurmParseError(f"bad GPU index list {text[:60]!r}")
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) else lo
-        if hi >= MAX_GPU_INDEX:
-            raise SlurmParseError(f"GPU index {hi} over {MAX_GPU_INDEX - 1} in {text[:60]!r}")
+        lo_text, hi_text = m.group(1), m.group(2) or m.group(1)
+        if len(hi_text) > len(str(MAX_GPU_INDEX)) or int(hi_text) >= MAX_GPU_INDEX:
+            raise GresTooLarge(f"GPU index {hi_text[:20]} over {MAX_GPU_INDEX - 1} in {text[:60]!r}")
+        if len(lo_text.lstrip("0")) > len(hi_text):
+            continue  # descending: no index, as a range(lo, hi + 1) with lo > hi always gave
+        lo, hi = int(lo_text), int(hi_text)
         out.update(range(lo, hi + 1))
     return frozenset(out)
 
 
-_INDEX_RANGE = re.compile(r"([0-9]{1,6})(?:-([0-9]{1,6}))?")
+_INDEX_RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
 
 
 def _parse_attrs(text: str) -> dict[str, str]:
@@ -149,7 +151,7 @@ def parse_gres(text: str | None) -> tuple[GresItem, ...]:
     if text in ("", "(null)", "N/A"):
         return ()
     if len(text) > MAX_GRES_CHARS:
-        raise SlurmParseError(f"GRES string of {len(text)} chars (at most {MAX_GRES_CHARS})")
+        raise GresTooLarge(f"GRES string of {len(text)} chars (at most {MAX_GRES_CHARS})")
     items = []
     for record in _split_outside_parens(text):
         head, _, tail = record.partition("(")

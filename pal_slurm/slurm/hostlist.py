@@ -181,6 +181,13 @@ def _parse(expr: str) -> list[_Item]:
         return []
     if any(c.isspace() for c in expr):
         raise HostlistError(f"whitespace in hostlist {_clip(expr)!r}")
+    if "[" not in expr and "]" not in expr:  # names only (the usual list): one split
+        names = expr.split(",")
+        if "" in names:
+            raise HostlistError(f"empty element in hostlist {_clip(expr)!r}")
+        if len(names) > MAX_HOSTLIST_ITEMS:
+            raise HostlistTooLarge(f"more than {MAX_HOSTLIST_ITEMS} names in hostlist {_clip(expr)!r}")
+        return [_Item((name,), ()) for name in names]
     items: list[_Item] = []
     products = 0
     pos = 0

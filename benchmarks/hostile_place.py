@@ -93,6 +93,7 @@ def child(case: str, nodes: int, n: int, budget_s: float) -> dict:
 
     def one(i: int, fields: dict):
         pald.service.clear_reservations()
+        pald.sync_and_cycle()  # a fresh view for each (untimed): a slow case must not age it to stale_view
         t = time.perf_counter()
         reply = pald.handle(request(i, fields))
         return time.perf_counter() - t, reply
@@ -115,9 +116,16 @@ def child(case: str, nodes: int, n: int, budget_s: float) -> dict:
     after = one(9999, {})[1]
     return {"p50_ms": pct(times, 50), "max_ms": max(times) * 1000, "reps": len(times),
             "ordinary_p50_ms": pct(ordinary, 50), "rss_growth_mb": (rss1 - rss0) / 1024,
-            "log_bytes_per_request": log_bytes / len(times),
-            "answer": f"{reply.decision.value}" + (f":{reply.reason}" if reply.decision.value == "pass" else ""),
-            "next_ordinary": after.decision.value}
+            "log_bytes_per_request": log_bytes / len(times), "answer": _answer(reply),
+            "next_ordinary": _answer(after)}
+
+
+def _answer(reply) -> str:
+    """place / defer / pass:<reason>, or the type of an error reply."""
+    decision = getattr(reply, "decision", None)
+    if decision is None:
+        return f"{type(reply).__name__}:{getattr(reply, 'code', '?')}"
+    return decision.value + (f":{reply.reason}" if decision.value == "pass" else "")
 
 
 def main() -> None:

@@ -37,6 +37,7 @@ MAX_EXPANDED_HOSTS = 131_072  # names `expand` lists: twice a 65,536-node site
 _TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
 _ITEM = re.compile(r"([^\[\],]*)((?:\[[^\[\]]*\][^\[\],]*)*)")
 _GROUP = re.compile(r"\[([^\[\]]*)\]([^\[\],]*)")
+_SPACE = re.compile(r"\s")
 _BRACKET = re.compile(r"[\[\]]")
 _RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
 
@@ -179,7 +180,7 @@ def _parse(expr: str) -> list[_Item]:
     HostlistError on malformed input, HostlistTooLarge over a cap."""
     if not expr:
         return []
-    if any(c.isspace() for c in expr):
+    if _SPACE.search(expr):
         raise HostlistError(f"whitespace in hostlist {_clip(expr)!r}")
     if "[" not in expr and "]" not in expr:  # names only (the usual list): one split
         names = expr.split(",")

@@ -49,6 +49,7 @@ from pal_slurm.daemon.service import PlacementService, Release, ServiceSettings,
 from pal_slurm.daemon.store_link import DEADLINE_S, StoreLink
 from pal_slurm.engine import Clock, WallClock
 from pal_slurm.model import DecisionKind
+from pal_slurm.policy.passthrough import refused_input
 from pal_slurm.model.shape import ShapeError
 from pal_slurm.policy import autotune
 from pal_slurm.policy.shapes import choice_of
@@ -88,7 +89,11 @@ def error_kind(what: str, exc: BaseException) -> str:
     """What makes two errors "the same" for logging: where, the exception type, and the
     message with its numbers masked (a byte offset, a job id or a pid that changes every
     cycle must not make a repeating error look new)."""
-    return f"{what}:{type(exc).__name__}:{_NUMBERS.sub('#', str(exc))}"
+    return f"{what}:{type(exc).__name__}:{_NUMBERS.sub('#', str(exc)[:MAX_ERROR_TEXT])}"
+
+
+MAX_ERROR_TEXT = 200  # of an error's message in its kind (a message may quote user text)
+MAX_ERROR_KINDS = 256  # kinds remembered; past that, new kinds of one `what` share one
 
 
 @dataclass
@@ -100,11 +105,13 @@ class OnceLogger:
 
     def error(self, what: str, exc: BaseException) -> None:
         kind = error_kind(what, exc)
+        if kind not in self.seen and len(self.seen) >= MAX_ERROR_KINDS:
+            kind = f"{what}:many"  # never a set that grows with what users write
         if kind in self.seen:
             self.seen[kind] += 1
             return
         self.seen[kind] = 0
-        log.error("%s: %s", what, exc)
+        log.error("%s: %s", what, str(exc)[:MAX_ERROR_TEXT])
 
     def clear(self, what: str) -> None:
         cleared = [k for k in self.seen if k.startswith(what + ":")]
@@ -194,7 +201,9 @@ class Pald:
                 return self._reload()  # awaited by the server: the store read runs off the loop
             return ErrorReply(ErrorCode.UNKNOWN_OP.value, f"unsupported request {type(request).__name__}")
         except Exception as exc:  # noqa: BLE001 - the hook must always get an answer
-            log.exception("request failed")
+            # one line per failure (the traceback at debug): a request is user text, and a
+            # traceback per submission is a log a user can fill
+            log.debug("request failed", exc_info=True)
             self._note_error("request", exc)
             return ErrorReply(ErrorCode.INTERNAL.value, f"pald failed: {exc}")
 
@@ -222,6 +231,9 @@ class Pald:
                     self.service.retract(f"req:{key}", reply.decision)
             if expired:
                 return self._late(req)
+            if refused_input(reply.reason):
+                log.warning("request %s (uid %s): passed, %s (%s)", key, req.job.uid, reply.reason,
+                            (reply.warning or "")[:MAX_ERROR_TEXT])
         with self.lock:
             self._unsettled[id(req)] = (f"req:{key}", reply)
         return reply
@@ -459,7 +471,7 @@ class Pald:
         if not self.leading:
             self.last_cycle = now
             return None  # standby: keep the view warm, act on nothing
-        self._track_held(held)
+        self._track_held(held, jobs)
         self.admin_held.update(j.job_id for j in held if j.reason == "JobHeldAdmin")
         self._notice_outside_releases(jobs, held)
         self._take_back_requeued(jobs)
@@ -689,9 +701,12 @@ class Pald:
             return
         self.admin_held.update(user_held)
 
-    def _track_held(self, held) -> None:
+    def _track_held(self, held, jobs) -> None:
+        """Record each PAL-held job in the store once. `held_seen` keeps only jobs Slurm still
+        shows (a job gone from squeue never comes back), so it stays the size of the queue."""
         if self.link is None:
             return
+        self.held_seen &= {j.job_id for j in jobs}
         for j in held:
             if j.job_id in self.held_seen:
                 continue

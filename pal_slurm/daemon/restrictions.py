@@ -16,10 +16,10 @@ import re
 
 from pal_slurm.daemon.protocol import JobFields
 from pal_slurm.policy.eligibility import JobRestrictions
-from pal_slurm.policy.passthrough import JobTraits
-from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.policy.passthrough import BAD_INPUT, TOO_LARGE, JobTraits
+from pal_slurm.slurm.errors import GresTooLarge, HostlistError, HostlistTooLarge, SlurmError
 from pal_slurm.slurm.gres import parse_slot_type
-from pal_slurm.slurm.hostlist import expand
+from pal_slurm.slurm.hostlist import HostSet, compress
 from pal_slurm.slurm.readers import JobInfo, parse_gres
 
 _PER_GPU = re.compile(r"(?:^|,)(?:gres[:/])?gpu:(\d+)(?:,|$)")
@@ -33,19 +33,28 @@ def per_gpu(tres: str | None) -> int:
 
 def gpu_model(*tres: str | None) -> str | None:
     """The GPU model type a request names (`gres:gpu:a100:2` -> a100); slot types (s2) and
-    untyped requests -> None."""
+    untyped requests -> None. RefusedInput for a string over the GRES caps (its model is not
+    known, so PAL must not place it on any model)."""
     for text in tres:
-        model = _gpu_model(text)
+        model = _model_of(text)
         if model is not None:
             return model
     return None
 
 
-@functools.lru_cache(maxsize=1024)
-def _gpu_model(text: str | None) -> str | None:
+_MEMO_CHARS = 256  # longer TRES strings (user text) are parsed every time, never kept
+
+
+def _model_of(text: str | None) -> str | None:
     """One TRES string's GPU model (memoised: the same few strings come every cycle)."""
+    return _memo_model(text) if text is None or len(text) <= _MEMO_CHARS else _gpu_model(text)
+
+
+def _gpu_model(text: str | None) -> str | None:
     try:
         items = parse_gres(text)
+    except GresTooLarge as exc:
+        raise RefusedInput(f"{TOO_LARGE}:gres", str(exc)) from None
     except SlurmError:
         return None
     for item in items:
@@ -54,8 +63,27 @@ def _gpu_model(text: str | None) -> str | None:
     return None
 
 
-def _hostlist(text: str | None) -> frozenset[str]:
-    return frozenset(expand(text)) if text else frozenset()
+_memo_model = functools.lru_cache(maxsize=1024)(_gpu_model)
+
+
+class RefusedInput(SlurmError):
+    """A field of the job pald does not read: over a cap (`input-too-large:<field>`) or
+    malformed (`bad-input:<field>`). `reason` is the pass token, `detail` one short line."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def _hostset(text: str | None, what: str) -> HostSet:
+    """A user's node list (--exclude, --nodelist) compiled, never listed."""
+    try:
+        return HostSet.from_expr(text)
+    except HostlistTooLarge as exc:
+        raise RefusedInput(f"{TOO_LARGE}:{what}", str(exc)) from None
+    except HostlistError as exc:
+        raise RefusedInput(f"{BAD_INPUT}:{what}", str(exc)) from None
 
 
 def _partitions(text: str | None) -> tuple[str, ...]:
@@ -63,7 +91,8 @@ def _partitions(text: str | None) -> tuple[str, ...]:
 
 
 def restrictions_from_fields(job: JobFields, nodes: int | None, gpus_per_node: int) -> JobRestrictions:
-    """From the hook's fields; `nodes`/`gpus_per_node` from the job's shape (nodes None: any)."""
+    """From the hook's fields; `nodes`/`gpus_per_node` from the job's shape (nodes None: any).
+    Raises RefusedInput for a node list over its caps or malformed."""
     k = nodes or 1
     tasks = job.ntasks_per_node or (math.ceil(job.num_tasks / k) if job.num_tasks else 1)
     cpus = max(tasks * (job.cpus_per_task or 1), job.pn_min_cpus or 0,
@@ -78,8 +107,8 @@ def restrictions_from_fields(job: JobFields, nodes: int | None, gpus_per_node: i
         account=job.account or None,
         qos=job.qos or None,
         constraint=job.features or None,
-        exclude=_hostlist(job.exc_nodes),
-        required=_hostlist(job.req_nodes),
+        exclude=_hostset(job.exc_nodes, "exclude"),
+        required=_hostset(job.req_nodes, "nodelist"),
         reservation=job.reservation or None,
         exclusive=job.shared == 0,
         nodes=nodes,
@@ -131,8 +160,8 @@ def restrictions_from_squeue(job: JobInfo, nodes: int | None, gpus_per_node: int
         account=(req.account or None) if req else None,
         qos=(req.qos or None) if req else None,
         constraint=(req.features or None) if req else None,
-        exclude=frozenset(req.excluded_nodes) if req else frozenset(),
-        required=frozenset(job.required_nodes),
+        exclude=req.excluded_nodes if req else HostSet(),
+        required=HostSet.from_expr(compress(job.required_nodes)),
         reservation=(req.reservation or None) if req else None,
         exclusive=bool(req and req.exclusive),
         nodes=nodes,

@@ -32,7 +32,12 @@ from pal_slurm.daemon import requeue
 from pal_slurm.daemon.tags import request_id
 from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
-from pal_slurm.daemon.restrictions import restrictions_from_fields, restrictions_from_squeue, traits_from_fields
+from pal_slurm.daemon.restrictions import (
+    RefusedInput,
+    restrictions_from_fields,
+    restrictions_from_squeue,
+    traits_from_fields,
+)
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
 from pal_slurm.model.decision import JobId
@@ -48,7 +53,7 @@ from pal_slurm.policy.eligibility import (
     short_after_promises,
     without,
 )
-from pal_slurm.policy.passthrough import defer_reason, pass_reason
+from pal_slurm.policy.passthrough import defer_reason, pass_reason, refused_input
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of, slurm_picks, slurm_picks_slots
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot
@@ -90,6 +95,9 @@ class ServiceSettings:
 
 
 # ---- Slurm's view of a job -> the engine's --------------------------------------------------
+MAX_ELIGIBILITY_MEMO = 1024  # distinct restrictions memoised per Slurm read (they hold user text)
+
+
 def submit_shape(job: JobFields, spec: CommentSpec | None) -> JobShape:
     """The shape of a job at submit time (the hook's fields, `gpus=` from the comment)."""
     return job_shape(
@@ -427,9 +435,12 @@ class PlacementService:
                 names = frozenset(n.name for n in self.view.nodes) if self.view else frozenset()
                 self._eligibility_any[None] = Eligibility((NodeGroup(None, names, names),))
             return self._eligibility_any[None]
-        if job not in self._eligibility:
-            self._eligibility[job] = eligible_nodes(job, self.site, now)
-        return without(self._eligibility[job], short_after_promises(job, self.site, self.promised()))
+        found = self._eligibility.get(job)
+        if found is None:
+            found = eligible_nodes(job, self.site, now)
+            if len(self._eligibility) < MAX_ELIGIBILITY_MEMO:  # a burst of distinct jobs is not kept
+                self._eligibility[job] = found
+        return without(found, short_after_promises(job, self.site, self.promised()))
 
     def promised(self) -> dict[str, tuple[int, int]]:
         """CPUs and memory per node promised to jobs Slurm does not show running yet."""
@@ -570,9 +581,13 @@ class PlacementService:
             return PlaceReply(DecisionKind.PASS, reason=str(exc), **base)
         try:
             restrictions = restrictions_from_fields(req.job, shape.nodes, shape.per_node or 1)
-        except SlurmError:
-            return PlaceReply(DecisionKind.PASS, reason="bad_nodelist", **base)
+        except RefusedInput as exc:
+            return PlaceReply(DecisionKind.PASS, reason=exc.reason,
+                              **{**base, "warning": f"PAL leaves this job to Slurm: {exc.detail}"[:200]})
         eligibility = self.eligibility(restrictions, now)
+        if eligibility.passed and refused_input(eligibility.passed):
+            return PlaceReply(DecisionKind.PASS, reason=eligibility.passed,
+                              **{**base, "warning": "PAL leaves this job to Slurm: --constraint over its caps"})
         if eligibility.passed:
             return PlaceReply(DecisionKind.PASS, reason=eligibility.passed, **base)
         if shape.per_node and shape.per_node > self.view.max_gpus_per_node:
@@ -768,6 +783,8 @@ class PlacementService:
         goes to Slurm untouched. A requeued job's old pin is dropped first (requeue.py)."""
         try:
             restrictions = restrictions_from_squeue(job, shape.nodes, shape.per_node or 1)
+        except RefusedInput as exc:
+            return exc.reason
         except SlurmError:
             return "bad_nodelist"
         eligibility = self.eligibility(restrictions, now)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from pal_slurm.model.site import NodeFacts, PartitionFacts, SiteView
+from pal_slurm.policy.passthrough import TOO_LARGE
+from pal_slurm.slurm.hostlist import HostSet
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,8 @@ class JobRestrictions:
     account: str | None = None  # None: the user's default account (unknown here)
     qos: str | None = None
     constraint: str | None = None  # --constraint text
-    exclude: frozenset[str] = frozenset()  # --exclude
-    required: frozenset[str] = frozenset()  # --nodelist (the job gets all of them)
+    exclude: HostSet = HostSet()  # --exclude, matched as written (never listed: it is user text)
+    required: HostSet = HostSet()  # --nodelist (the job gets all of them)
     reservation: str | None = None
     exclusive: bool = False
     nodes: int | None = 1  # node count; None: any number (a --gpus=N job)
@@ -75,6 +77,13 @@ class ConstraintUnsupported(ValueError):
     """A constraint pald does not evaluate exactly (counts, mixed operators, ...)."""
 
 
+class ConstraintTooLarge(ConstraintUnsupported):
+    """A constraint over MAX_CONSTRAINT_CHARS or nested deeper than MAX_CONSTRAINT_DEPTH."""
+
+
+MAX_CONSTRAINT_CHARS = 4096  # a --constraint text; Slurm's feature names are short
+MAX_CONSTRAINT_DEPTH = 16  # nested ( ) / [ ] groups
+
 _TOKEN = re.compile(r"\s*(?:([&|()\[\]])|([^&|()\[\]*,!\s]+)|(\S))")
 
 
@@ -91,18 +100,24 @@ def parse_constraint(text: str) -> Constraint:
     """Feature names joined by `&` or `|`, grouped with `( )` or `[ ]`.
 
     Mixing `&` and `|` at one level without parentheses is refused (Slurm's precedence there
-    is not documented, so pald does not guess); so are counts (`*N`), `,` and `!`.
+    is not documented, so pald does not guess); so are counts (`*N`), `,` and `!`, and a text
+    over MAX_CONSTRAINT_CHARS or nested deeper than MAX_CONSTRAINT_DEPTH (checked as it is
+    read, so the parser's recursion never goes deeper). Messages quote at most 40 characters.
     """
+    if len(text) > MAX_CONSTRAINT_CHARS:
+        raise ConstraintTooLarge(f"constraint of {len(text)} chars (at most {MAX_CONSTRAINT_CHARS})")
+    quoted = repr(text if len(text) <= 40 else text[:40] + "...")
     tokens: list[tuple[str, str]] = []
     for m in _TOKEN.finditer(text):
         op, name, other = m.groups()
         if other is not None:
-            raise ConstraintUnsupported(f"'{other}' in constraint {text!r}")
+            raise ConstraintUnsupported(f"'{other}' in constraint {quoted}")
         tokens.append(("op", op) if op else ("name", name))
     if not tokens:
         raise ConstraintUnsupported("empty constraint")
     pos = 0
     brackets = False
+    depth = 0
 
     def expr(closing: str | None) -> Callable[[frozenset[str]], bool]:
         nonlocal pos
@@ -111,38 +126,47 @@ def parse_constraint(text: str) -> Constraint:
         while pos < len(tokens) and tokens[pos] != ("op", closing):
             kind, value = tokens[pos]
             if kind != "op" or value not in "&|":
-                raise ConstraintUnsupported(f"unexpected {value!r} in constraint {text!r}")
+                raise ConstraintUnsupported(f"unexpected {value!r} in constraint {quoted}")
             if joiner is not None and value != joiner:
-                raise ConstraintUnsupported(f"mixed & and | without parentheses in {text!r}")
+                raise ConstraintUnsupported(f"mixed & and | without parentheses in {quoted}")
             joiner = value
             pos += 1
             terms.append(term())
         if closing is not None:
             if pos >= len(tokens):
-                raise ConstraintUnsupported(f"unclosed group in constraint {text!r}")
+                raise ConstraintUnsupported(f"unclosed group in constraint {quoted}")
             pos += 1
         if joiner == "|":
             return lambda feats: any(t(feats) for t in terms)
         return lambda feats: all(t(feats) for t in terms)
 
+    def group(closing: str) -> Callable[[frozenset[str]], bool]:
+        nonlocal depth
+        depth += 1
+        if depth > MAX_CONSTRAINT_DEPTH:
+            raise ConstraintTooLarge(f"constraint nested deeper than {MAX_CONSTRAINT_DEPTH}")
+        inner = expr(closing)
+        depth -= 1
+        return inner
+
     def term() -> Callable[[frozenset[str]], bool]:
         nonlocal pos, brackets
         if pos >= len(tokens):
-            raise ConstraintUnsupported(f"constraint {text!r} ends too early")
+            raise ConstraintUnsupported(f"constraint {quoted} ends too early")
         kind, value = tokens[pos]
         pos += 1
         if kind == "name":
             return lambda feats: value in feats
         if value == "(":
-            return expr(")")
+            return group(")")
         if value == "[":
             brackets = True
-            return expr("]")
-        raise ConstraintUnsupported(f"unexpected {value!r} in constraint {text!r}")
+            return group("]")
+        raise ConstraintUnsupported(f"unexpected {value!r} in constraint {quoted}")
 
     matches = expr(None)
     if pos != len(tokens):
-        raise ConstraintUnsupported(f"unbalanced constraint {text!r}")
+        raise ConstraintUnsupported(f"unbalanced constraint {quoted}")
     return Constraint(matches, brackets)
 
 
@@ -216,18 +240,36 @@ def fits_now(node: NodeFacts, job: JobRestrictions) -> bool:
     return node.free_cpus >= job.cpus_per_node and node.free_memory_mb >= job.memory_per_node_mb
 
 
+def _required(job: JobRestrictions, site: SiteView) -> frozenset[str] | str:
+    """The --nodelist's nodes, or why the job passes. Listed only when the size counted from
+    its ranges is at most the site's nodes (an upper bound, since a list may repeat a name;
+    exact for any list without repeats), so a user's list costs no more than the site."""
+    if not job.required:
+        return frozenset()
+    if job.nodes is None:
+        return "nodelist_without_node_count"
+    bound = job.required.size_bound
+    if bound > len(site.nodes):  # more names than the site has: not all of them are its nodes
+        return "unknown_required_node" if bound == job.nodes else "nodelist_partial"
+    required = frozenset(job.required.hosts(limit=len(site.nodes)))
+    if len(required) != job.nodes:
+        return "nodelist_partial"
+    if required - set(site.nodes):
+        return "unknown_required_node"
+    return required
+
+
 def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibility:
     """The node groups (one per usable partition) a job may be placed on, or why it passes."""
-    if job.required and job.nodes is None:
-        return passed("nodelist_without_node_count")
-    if job.required and len(job.required) != job.nodes:
-        return passed("nodelist_partial")
-    if job.required - set(site.nodes):
-        return passed("unknown_required_node")
+    required = _required(job, site)
+    if isinstance(required, str):
+        return passed(required)
     constraint = None
     if job.constraint:
         try:
             constraint = parse_constraint(job.constraint)
+        except ConstraintTooLarge:
+            return passed(f"{TOO_LARGE}:constraint")
         except ConstraintUnsupported:
             return passed("constraint_not_evaluated")
         if constraint.matching_or and job.nodes != 1:
@@ -251,7 +293,7 @@ def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibil
                 continue
             if reservation_nodes is not None and name not in reservation_nodes:
                 continue
-            if job.required and name not in job.required:
+            if required and name not in required:
                 continue
             if constraint is not None and not constraint.matches(node.features):
                 continue
@@ -259,7 +301,7 @@ def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibil
                 continue
             if _fits_capacity(node, job):
                 eligible.add(name)
-        if job.required and eligible != set(job.required):
+        if required and eligible != required:
             continue
         if job.nodes is not None and len(eligible) < job.nodes:
             continue

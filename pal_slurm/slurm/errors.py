@@ -59,5 +59,15 @@ class SlurmUnsupported(SlurmParseError):
     """
 
 
+class GresTooLarge(SlurmParseError):
+    """A GRES/TRES string or GPU index list over `pal_slurm.slurm.readers`' caps (refused
+    before its indices are built)."""
+
+
 class HostlistError(SlurmError, ValueError):
     """A hostlist expression such as ``gpu[01-04`` is malformed."""
+
+
+class HostlistTooLarge(HostlistError):
+    """A hostlist expression over one of `pal_slurm.slurm.hostlist`'s caps (its length, its
+    items, or the names it would expand to): refused before any work grows with it."""

@@ -26,9 +26,9 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.model.cluster import ClusterView
 from pal_slurm.slurm.dialects import LEGACY_22_05, NO_VAL, Dialect, detect
-from pal_slurm.slurm.errors import SlurmError, SlurmParseError, SlurmUnsupported
+from pal_slurm.slurm.errors import GresTooLarge, SlurmError, SlurmParseError, SlurmUnsupported
 from pal_slurm.slurm.gres import canonical_tres, parse_slot_type
-from pal_slurm.slurm.hostlist import expand
+from pal_slurm.slurm.hostlist import HostSet, expand
 from pal_slurm.slurm.runner import Runner
 
 GPU = "gpu"
@@ -78,38 +78,50 @@ def _split_outside_parens(text: str) -> list[str]:
     return [p for p in (s.strip() for s in parts) if p]
 
 
-MAX_GPU_INDEX = 1023  # far above any node's GPUs; a larger index is not a GPU (nor a range to expand)
+MAX_GRES_CHARS = 16_384  # a GRES/TRES string: a node's every slot type, with its indices
+MAX_GPU_INDEX = 1023  # the largest GPU index: indices are GPU slots of one node, a few hundred at most
+MAX_INDEX_LIST_CHARS = 4096  # every index of such a node, written one by one
 
 
 def parse_index_list(text: str) -> frozenset[int]:
-    """``0-1,3`` -> {0, 1, 3}; ``""`` -> empty. SlurmParseError for an index above MAX_GPU_INDEX
-    (``0-4294967294`` would otherwise be expanded into four billion numbers)."""
+    """``0-1,3`` -> {0, 1, 3}; ``""`` -> empty. SlurmParseError for anything else, and for an
+    index over MAX_GPU_INDEX or a text over MAX_INDEX_LIST_CHARS (checked before a range is
+    built: ``IDX:0-2999999`` is 19 bytes)."""
+    if len(text) > MAX_INDEX_LIST_CHARS:
+        raise GresTooLarge(f"GPU index list of {len(text)} chars (at most {MAX_INDEX_LIST_CHARS})")
     out: set[int] = set()
     for item in text.split(","):
         item = item.strip()
         if not item:
             continue
-        lo, sep, hi = item.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise SlurmParseError(f"bad GPU index list {text!r}")
-        if max(int(lo), int(hi) if sep else 0) > MAX_GPU_INDEX:
-            raise SlurmParseError(f"GPU index above {MAX_GPU_INDEX} in {text!r}")
-        out.update(range(int(lo), int(hi) + 1) if sep else (int(lo),))
+        m = _INDEX_RANGE.fullmatch(item)
+        if m is None:
+            raise SlurmParseError(f"bad GPU index list {text[:60]!r}")
+        lo_text, hi_text = m.group(1), m.group(2) or m.group(1)
+        if len(hi_text) > len(str(MAX_GPU_INDEX)) or int(hi_text) > MAX_GPU_INDEX:
+            raise GresTooLarge(f"GPU index {hi_text[:20]} over {MAX_GPU_INDEX} in {text[:60]!r}")
+        if len(lo_text.lstrip("0")) > len(hi_text):
+            continue  # descending: no index, as a range(lo, hi + 1) with lo > hi always gave
+        lo, hi = int(lo_text), int(hi_text)
+        out.update(range(lo, hi + 1))
     return frozenset(out)
+
+
+_INDEX_RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
 
 
 def _parse_attrs(text: str) -> dict[str, str]:
     """``S:0-1`` / ``IDX:0,2-3`` -> {"IDX": "0,2-3"}: a comma piece without ':' continues
     the previous attribute's list."""
-    attrs: dict[str, str] = {}
+    attrs: dict[str, list[str]] = {}
     key = None
     for piece in text.split(","):
         if ":" in piece:
             key, _, value = piece.partition(":")
-            attrs[key] = value
+            attrs[key] = [value]
         elif key is not None:
-            attrs[key] += "," + piece
-    return attrs
+            attrs[key].append(piece)  # joined once below: += here is quadratic in the pieces
+    return {k: ",".join(v) for k, v in attrs.items()}
 
 
 def slots_named(text: str | None) -> tuple[int, ...]:
@@ -138,6 +150,8 @@ def parse_gres(text: str | None) -> tuple[GresItem, ...]:
     text = text.strip()
     if text in ("", "(null)", "N/A"):
         return ()
+    if len(text) > MAX_GRES_CHARS:
+        raise GresTooLarge(f"GRES string of {len(text)} chars (at most {MAX_GRES_CHARS})")
     items = []
     for record in _split_outside_parens(text):
         head, _, tail = record.partition("(")
@@ -317,9 +331,6 @@ class JobInfo:
     array_task_id: int | None = None  # this record's element; None for a record of several pending ones
     array_tasks: str = ""  # the pending elements a record of several stands for ("1,3-8")
     eligible_time: int = 0  # epoch seconds it may start from (a requeued job waits Slurm's requeue delay)
-    end_time: int = 0  # epoch seconds it ended (once it has; before: when its time limit ends it)
-    tres_per_task: str = ""  # e.g. gres:gpu:1 (--gpus-per-task)
-    tres_per_socket: str = ""  # e.g. gres:gpu:1 (--gpus-per-socket)
 
     @property
     def held(self) -> bool:
@@ -458,9 +469,6 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             placement_request=parse_job_placement_request(raw),
             restart_count=_count(raw.get("restart_cnt")),
             eligible_time=_count(raw.get("eligible_time")),
-            end_time=_count(raw.get("end_time")),
-            tres_per_task=canonical_tres(raw.get("tres_per_task") or ""),
-            tres_per_socket=canonical_tres(raw.get("tres_per_socket") or ""),
             array_job_id=_count(raw.get("array_job_id")),
             array_task_id=_task_id(raw.get("array_task_id")),
             array_tasks=raw.get("array_task_string") or "",
@@ -545,7 +553,7 @@ class JobPlacementRequest:
     """A pending job's restrictions from `squeue --json` (for jobs pald places from its cycle)."""
 
     features: str = ""
-    excluded_nodes: tuple[str, ...] = ()
+    excluded_nodes: HostSet = HostSet()  # --exclude as the user wrote it: matched, never listed
     reservation: str = ""
     exclusive: bool = False
     account: str = ""
@@ -562,7 +570,7 @@ class JobPlacementRequest:
 def parse_job_placement_request(raw: Mapping[str, Any]) -> JobPlacementRequest:
     return JobPlacementRequest(
         features=raw.get("features") or "",
-        excluded_nodes=tuple(expand(raw.get("excluded_nodes") or "")),
+        excluded_nodes=HostSet.from_expr(raw.get("excluded_nodes")),
         reservation=raw.get("resv_name") or "",
         exclusive=str(raw.get("shared") or "").lower() == "none",
         account=raw.get("account") or "",

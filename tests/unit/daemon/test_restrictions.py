@@ -14,6 +14,7 @@ from pal_slurm.daemon.restrictions import (
     traits_from_fields,
 )
 from pal_slurm.policy.passthrough import JobTraits
+from pal_slurm.slurm.hostlist import HostSet
 from pal_slurm.slurm.readers import parse_squeue
 
 DATA = Path(__file__).resolve().parents[1] / "slurm" / "data"
@@ -29,7 +30,8 @@ def test_site_fields_become_restrictions():
                                         shared=0, time_limit=30, usable_partitions=("gpu", "one")),
                                  nodes=1, gpus_per_node=2)
     assert r.partitions == ("one", "gpu") and r.usable_partitions == {"gpu", "one"}
-    assert r.constraint == "f4|big" and r.exclude == {"gpu01", "gpu02"} and r.required == {"gpu03"}
+    assert r.constraint == "f4|big" and r.exclude == HostSet.from_expr("gpu[01-02]")
+    assert "gpu02" in r.exclude and "gpu03" not in r.exclude and r.required == HostSet.from_expr("gpu03")
     assert r.reservation == "r1" and r.account == "phys" and r.qos == "normal"
     assert r.exclusive and r.time_limit_min == 30 and r.nodes == 1
 
@@ -84,7 +86,7 @@ def test_gpu_models_are_not_slot_types():
 def test_held_job_restrictions_from_squeue():
     jobs = {j.job_id: j for j in parse_squeue(json.loads((DATA / "squeue_restricted_held.json").read_text()))}
     r = restrictions_from_squeue(jobs[12], nodes=1, gpus_per_node=1)
-    assert r.partitions == ("one", "gpu") and r.constraint == "f4|big" and r.exclude == {"gpu01"}
+    assert r.partitions == ("one", "gpu") and r.constraint == "f4|big" and r.exclude == HostSet.from_expr("gpu01")
     assert r.reservation == "r1" and r.exclusive and r.account == "xx" and r.time_limit_min == 5
     assert r.cpus_per_node == 2 and r.memory_per_node_mb == 100 and r.usable_partitions is None
     r14 = restrictions_from_squeue(jobs[14], nodes=2, gpus_per_node=2)

@@ -65,7 +65,7 @@ def test_what_pald_cannot_judge_passes():
     s = service()
     assert ask(s, features="f3*2").reason == "constraint_not_evaluated"
     assert ask(s, partition="nope").reason == "unknown_partition"
-    assert ask(s, exc_nodes="gpu[01").reason == "bad_nodelist"
+    assert ask(s, exc_nodes="gpu[01").reason == "bad-input:exclude"
     assert ask(s, array_inx="1-8%2").reason == "array_throttle"
     assert ask(s, priority=0).reason == "user_hold"
     for r in (ask(s, features="f3*2"), ask(s, array_inx="1-8%2")):

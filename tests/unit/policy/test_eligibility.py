@@ -8,13 +8,19 @@ from hypothesis import strategies as st
 
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
 from pal_slurm.policy.eligibility import (
+    ConstraintTooLarge,
     ConstraintUnsupported,
     JobRestrictions,
     eligible_nodes,
     parse_constraint,
 )
+from pal_slurm.slurm.hostlist import HostSet
 
 NOW = 1_000_000.0
+
+
+def hosts(*names: str) -> HostSet:
+    return HostSet.from_expr(",".join(names))
 
 
 def node(name, features=(), usable=True, cpus=16, free_cpus=16, mem=4000, free_mem=4000, parts=("gpu",)):
@@ -81,7 +87,7 @@ def test_only_the_asked_partitions_nodes():
 
 
 def test_several_partitions_give_one_group_each_with_the_partition_to_write():
-    e = eligible_nodes(JobRestrictions(partitions=("one", "gpu"), exclude=frozenset({"n4"})), LAB, NOW)
+    e = eligible_nodes(JobRestrictions(partitions=("one", "gpu"), exclude=hosts("n4")), LAB, NOW)
     assert [(g.partition, set(g.fits_now)) for g in e.groups] == [("gpu", {"n1", "n2", "n3"})]
     single = eligible_nodes(JobRestrictions(partitions=("one",)), LAB, NOW)
     assert single.groups[0].partition is None  # one partition asked: nothing to rewrite
@@ -133,8 +139,28 @@ def test_allow_groups_trusts_slurms_own_partition_list():
 # ---- nodes ----------------------------------------------------------------------------------------
 def test_features_exclusions_and_nodelist():
     assert fits(JobRestrictions(constraint="big")) == {"n2", "n3"}
-    assert fits(JobRestrictions(constraint="f3|f4", exclude=frozenset({"n3"}))) == {"n4"}
-    assert fits(JobRestrictions(required=frozenset({"n3"}))) == {"n3"}
+    assert fits(JobRestrictions(constraint="f3|f4", exclude=hosts("n3"))) == {"n4"}
+    assert fits(JobRestrictions(required=hosts("n3"))) == {"n3"}
+
+
+def test_constraint_over_its_caps_passes_with_one_short_reason():
+    """600 nested groups were a RecursionError and a 110 kB traceback per submission."""
+    deep = "(" * 600 + "a" + ")" * 600
+    for text in (deep, "a&" * 30_000 + "a", "[" * 17 + "a" + "]" * 17):
+        with pytest.raises(ConstraintTooLarge) as caught:
+            parse_constraint(text)
+        assert len(str(caught.value)) < 80
+        assert eligible_nodes(JobRestrictions(constraint=text), LAB, NOW).passed == "input-too-large:constraint"
+    assert parse_constraint("(" * 16 + "big" + ")" * 16).matches(frozenset({"big"}))
+
+
+def test_nodelist_larger_than_the_site_is_never_listed():
+    huge = HostSet.from_expr(",".join(["n[0-99999]"] * 10))
+    assert eligible_nodes(JobRestrictions(required=huge, nodes=1), LAB, NOW).passed == "nodelist_partial"
+    assert eligible_nodes(JobRestrictions(required=huge, nodes=1_000_000), LAB, NOW).passed == "unknown_required_node"
+    every = JobRestrictions(exclude=HostSet.from_expr("n[0-999999999],m[1-2]b[0-99999]"))
+    assert eligible_nodes(every, LAB, NOW).passed == "no_eligible_node"
+    assert fits(JobRestrictions(exclude=HostSet.from_expr("n[3-999999999]"))) == {"n1", "n2"}
 
 
 def test_unevaluated_constraint_passes():
@@ -143,16 +169,16 @@ def test_unevaluated_constraint_passes():
 
 
 def test_nodelist_must_be_the_whole_job():
-    assert eligible_nodes(JobRestrictions(required=frozenset({"n1"}), nodes=2), LAB, NOW).passed == "nodelist_partial"
-    assert eligible_nodes(JobRestrictions(required=frozenset({"n1"}), nodes=None), LAB, NOW).passed
-    excluded = JobRestrictions(required=frozenset({"n1"}), exclude=frozenset({"n1"}))
+    assert eligible_nodes(JobRestrictions(required=hosts("n1"), nodes=2), LAB, NOW).passed == "nodelist_partial"
+    assert eligible_nodes(JobRestrictions(required=hosts("n1"), nodes=None), LAB, NOW).passed
+    excluded = JobRestrictions(required=hosts("n1"), exclude=hosts("n1"))
     assert eligible_nodes(excluded, LAB, NOW).passed == "no_eligible_node"
 
 
 def test_drained_node_is_never_eligible():
     view = site([node("a", usable=False), node("b")])
     assert fits(JobRestrictions(), view) == {"b"}
-    assert eligible_nodes(JobRestrictions(required=frozenset({"a"})), view, NOW).passed == "no_eligible_node"
+    assert eligible_nodes(JobRestrictions(required=hosts("a")), view, NOW).passed == "no_eligible_node"
 
 
 def test_reservations():
@@ -213,8 +239,8 @@ def jobs(draw):
     return JobRestrictions(
         partitions=tuple(draw(st.lists(st.sampled_from(["p0", "p1", "p2"]), max_size=2, unique=True))),
         constraint=constraint,
-        exclude=frozenset(draw(st.sets(st.sampled_from(NAMES), max_size=3))),
-        required=frozenset(draw(st.sampled_from([(), (), (), ("n1",), ("n2",)]))),
+        exclude=hosts(*draw(st.sets(st.sampled_from(NAMES), max_size=3))),
+        required=hosts(*draw(st.sampled_from([(), (), (), ("n1",), ("n2",)]))),
         reservation=draw(st.sampled_from([None, None, None, "r"])),
         exclusive=draw(st.booleans()),
         nodes=draw(st.sampled_from([1, 1, 1, 2])),

@@ -353,3 +353,17 @@ def test_squeue_array_and_requeue_fields(shape) -> None:
     assert jobs[40].element_refs() == ["40_1", "40_3", "40_4"] and jobs[40].ref == 40
     assert jobs[42].ref == "40_2" and jobs[42].element_refs() == ["40_2"]
     assert jobs[50].ref == 50 and jobs[50].restart_count == 2 and jobs[50].eligible_time == 1795462688
+
+
+@pytest.mark.parametrize("text", ["0-2999999", "1024", "5," * 3000, "0-1x", "-1"])
+def test_index_list_is_capped_before_it_is_built(text: str) -> None:
+    """A user's `gpu:a100:1(IDX:0-2999999)` was 3 million indices: refused unbuilt."""
+    with pytest.raises(SlurmParseError):
+        parse_index_list(text)
+    assert parse_index_list("0-1023") == frozenset(range(1024))
+
+
+def test_gres_string_length_is_capped() -> None:
+    with pytest.raises(SlurmParseError):
+        parse_gres("gpu:a100:1(IDX:" + ",".join("1" for _ in range(20_000)) + ")")
+    assert parse_gres("gpu:2(IDX:0,1)")[0].indices == {0, 1}

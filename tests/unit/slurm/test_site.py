@@ -11,6 +11,7 @@ import pytest
 
 from pal_slurm.slurm.dialects import LEGACY_22_05, SlurmVersion, dialect_for
 from pal_slurm.slurm.errors import SlurmParseError
+from pal_slurm.slurm.hostlist import HostSet
 from pal_slurm.slurm.readers import parse_sinfo, parse_squeue
 from pal_slurm.slurm.site import parse_minutes, parse_partitions, parse_reservations, read_site, site_view
 
@@ -97,7 +98,7 @@ def test_held_job_restrictions_from_squeue() -> None:
     jobs = {j.job_id: j for j in parse_squeue(load("squeue_restricted_held.json"))}
     req = jobs[12].placement_request
     assert jobs[12].partition == "one,gpu"
-    assert req.features == "f4|big" and req.excluded_nodes == ("gpu01",) and req.reservation == "r1"
+    assert req.features == "f4|big" and req.excluded_nodes == HostSet.from_expr("gpu01") and req.reservation == "r1"
     assert req.exclusive and req.account == "xx" and req.memory_per_node_mb == 100
     assert req.cpus_per_tres == "gres:gpu:2"
     assert jobs[13].placement_request.memory_per_tres == "gres:gpu:20"

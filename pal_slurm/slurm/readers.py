@@ -331,6 +331,9 @@ class JobInfo:
     array_task_id: int | None = None  # this record's element; None for a record of several pending ones
     array_tasks: str = ""  # the pending elements a record of several stands for ("1,3-8")
     eligible_time: int = 0  # epoch seconds it may start from (a requeued job waits Slurm's requeue delay)
+    end_time: int = 0  # epoch seconds it ended (once it has; before: when its time limit ends it)
+    tres_per_task: str = ""  # e.g. gres:gpu:1 (--gpus-per-task)
+    tres_per_socket: str = ""  # e.g. gres:gpu:1 (--gpus-per-socket)
 
     @property
     def held(self) -> bool:
@@ -469,6 +472,9 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             placement_request=parse_job_placement_request(raw),
             restart_count=_count(raw.get("restart_cnt")),
             eligible_time=_count(raw.get("eligible_time")),
+            end_time=_count(raw.get("end_time")),
+            tres_per_task=canonical_tres(raw.get("tres_per_task") or ""),
+            tres_per_socket=canonical_tres(raw.get("tres_per_socket") or ""),
             array_job_id=_count(raw.get("array_job_id")),
             array_task_id=_task_id(raw.get("array_task_id")),
             array_tasks=raw.get("array_task_string") or "",

@@ -1,4 +1,9 @@
-"""`pald`: the placement daemon's entry point (config -> wiring -> loops until a signal)."""
+"""`pald`: the placement daemon's entry point (config -> wiring -> loops until a signal).
+
+Exit codes: 0 stopped by a signal; 1 the socket could not be served (an OS error); 2 bad
+option or configuration; 3 another pald answers on the configured socket (`EXIT_SOCKET_IN_USE`:
+this one leaves the live socket alone and stops before touching Slurm or the store).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,11 @@ import sys
 from pal_slurm.config import ConfigError, load_config
 from pal_slurm.daemon.app import RELOAD_WAIT_S, Pald
 from pal_slurm.daemon.lazy_store import LazyStore
-from pal_slurm.daemon.server import SocketServer
+from pal_slurm.daemon.server import SocketInUse, SocketServer, claim_path
 
 log = logging.getLogger("pald")
+
+EXIT_SOCKET_IN_USE = 3
 
 
 def _uid_of(user: str) -> int | None:
@@ -72,6 +79,7 @@ def with_metrics(config, pald: Pald):
 
 
 async def serve(config, pald: Pald) -> None:
+    claim_path(config.daemon.socket)  # before the store and leadership: a second pald stops here
     slurm_uid = _uid_of(config.daemon.slurm_user)
     allowed = {0, os.geteuid()} | ({slurm_uid} if slurm_uid is not None else set())
     handler, settle, metrics_http = with_metrics(config, pald)
@@ -110,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     pald = build(config)
     try:
         asyncio.run(serve(config, pald))
+    except SocketInUse as exc:
+        print(f"pald: refusing to start: {exc}", file=sys.stderr)
+        return EXIT_SOCKET_IN_USE
     except OSError as exc:
         print(f"pald: cannot serve on {config.daemon.socket}: {exc}", file=sys.stderr)
         return 1

@@ -38,15 +38,13 @@ def build(config) -> Pald:
     from pal_slurm.slurm.readers import SlurmReader
     from pal_slurm.slurm.runner import CommandRunner
 
-    from pal_slurm.store.leader import AlwaysLeader, make_leader
+    from pal_slurm.store.leader import RetryingLeader, make_leader
 
     runner = CommandRunner(slurm_conf=config.slurm.conf, bin_dir=config.slurm.bin_dir)
     store = LazyStore(config.store.url)
-    try:
-        leader = make_leader(config.store.url)
-    except Exception as exc:  # noqa: BLE001 - an unusable lock must not stop placement
-        log.error("no leadership mechanism (%s): acting as the only pald", exc)
-        leader = AlwaysLeader()
+    # A set-up that fails is retried on every leadership check; until then pald is a standby
+    # (it answers `place` with pass), never a second leader beside the real one.
+    leader = RetryingLeader(lambda: make_leader(config.store.url))
     return Pald(config, store, SlurmReader(runner), SlurmActuator(runner), leader=leader)
 
 

@@ -45,6 +45,7 @@ from pal_slurm.daemon.protocol import (
     ReloadRequest,
 )
 from pal_slurm.daemon.leadership import LeaderWatch
+from pal_slurm.daemon.retention import Pruner, RetentionPolicy
 from pal_slurm.daemon.service import PlacementService, Release, ServiceSettings, held_shape
 from pal_slurm.daemon.store_link import DEADLINE_S, StoreLink
 from pal_slurm.engine import Clock, WallClock
@@ -122,7 +123,8 @@ class Pald:
         self.config = config
         self.leadership = LeaderWatch(leader or AlwaysLeader(), grace_s=config.daemon.leader_grace_s,
                                       every_s=config.daemon.cycle_s)
-        self.link = StoreLink(store) if store is not None else None
+        pruner = Pruner(RetentionPolicy.from_config(config), self.leadership.leading)
+        self.link = StoreLink(store, pruner=pruner) if store is not None else None
         self.reader = reader
         self.actuator = actuator
         self.clock = (clock or WallClock()).now

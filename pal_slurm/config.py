@@ -57,7 +57,8 @@ class StoreConfig:
 class DaemonConfig:
     """pald: the socket the submit hook talks to and its scheduling cycle."""
 
-    socket: str = "/run/pal/pald.sock"  # unix socket, mode 0600, owned by slurm_user
+    socket: str = "/run/pal/pald.sock"  # unix socket, mode 0600, owned by slurm_user (0660 with socket_group)
+    socket_group: str = ""  # pald not root: the socket's group (SlurmUser's), mode 0660; "" keeps 0600
     cycle_s: float = 1.0  # seconds between scheduling cycles (deferred jobs, state sync), at its epoch multiples
     hook_timeout_ms: int = 150  # the submit hook's hard timeout when asking pald
     slurm_user: str = "slurm"  # SlurmUser: the only non-root peer allowed on the socket

@@ -663,8 +663,9 @@ class Pald:
 
     def _admin_hold(self, held, released: Collection[int | str] = ()) -> None:
         """Turn the hook's hold (priority 0, JobHeldUser: its user may `scontrol release` it and
-        jump pald's queue) into an admin hold (JobHeldAdmin), which only SlurmUser/root lifts.
-        pald runs as one of them, so `scontrol hold` here is an admin hold.
+        jump pald's queue) into an admin hold (JobHeldAdmin), which only an Operator or above
+        lifts. pald runs as one (its own user with AdminLevel=Operator, SlurmUser or root), so
+        `scontrol hold` here is an admin hold.
 
         `held` was read before this cycle's releases (`released`): an array's record is held
         by the names of the elements it still has (`JobInfo.own_ref`), never by the array's

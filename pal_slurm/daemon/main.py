@@ -1,7 +1,8 @@
 """`pald`: the placement daemon's entry point (config -> wiring -> loops until a signal).
 
-Exit codes: 0 stopped by a signal; 1 the socket could not be served (an OS error); 2 bad
-option or configuration; 3 another pald answers on the configured socket (`EXIT_SOCKET_IN_USE`:
+Exit codes: 0 stopped by a signal; 1 the socket could not be served (an OS error, e.g. a
+`socket_group` pald's user is not in); 2 bad option or configuration (an unknown
+`socket_group`); 3 another pald answers on the configured socket (`EXIT_SOCKET_IN_USE`:
 this one leaves the live socket alone and stops before touching Slurm or the store).
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import grp
 import logging
 import os
 import pwd
@@ -23,6 +25,16 @@ from pal_slurm.daemon.server import SocketInUse, SocketServer, claim_path
 log = logging.getLogger("pald")
 
 EXIT_SOCKET_IN_USE = 3
+
+
+def _gid_of(group: str) -> int | None:
+    """The socket's group: None for "" (mode 0600); ConfigError for an unknown group."""
+    if not group:
+        return None
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise ConfigError(f"[daemon] socket_group: no group {group!r} on this host") from None
 
 
 def _uid_of(user: str) -> int | None:
@@ -81,7 +93,8 @@ async def serve(config, pald: Pald) -> None:
     slurm_uid = _uid_of(config.daemon.slurm_user)
     allowed = {0, os.geteuid()} | ({slurm_uid} if slurm_uid is not None else set())
     handler, settle, metrics_http = with_metrics(config, pald)
-    server = SocketServer(handler, config.daemon.socket, allowed, owner_uid=slurm_uid, settle=settle)
+    server = SocketServer(handler, config.daemon.socket, allowed, owner_uid=slurm_uid, settle=settle,
+                          group_gid=_gid_of(config.daemon.socket_group))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -110,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                         stream=sys.stderr)
     try:
         config = load_config(args.config)
+        _gid_of(config.daemon.socket_group)
     except ConfigError as exc:
         print(f"pald: {exc}", file=sys.stderr)
         return 2

@@ -1,7 +1,8 @@
 """pald's unix-socket server: one JSON request per line, one reply per line.
 
-The socket is created mode 0600 and handed to SlurmUser; every peer is also checked with
-SO_PEERCRED, so a user who can reach the path still cannot ask for placements. A line longer
+The socket is created mode 0600 and handed to SlurmUser (pald as root); pald running as an
+unprivileged user gives it SlurmUser's group and mode 0660 instead (`group_gid`). Every peer is
+also checked with SO_PEERCRED, so a user who can reach the path still cannot ask for placements. A line longer
 than the protocol's limit gets a typed `too_long` error and the connection is closed; any other
 malformed line gets a typed error and the connection stays usable.
 
@@ -73,12 +74,13 @@ def peer_uid(sock: socket.socket) -> int | None:
 
 class SocketServer:
     def __init__(self, handler, path: str, allowed_uids: set[int], owner_uid: int | None = None,
-                 settle=None):
+                 settle=None, group_gid: int | None = None):
         self.handler = handler  # request -> reply (sync, memory only)
         self.settle = settle  # (request, reply, written: bool) -> None, after each reply's write
         self.path = path
         self.allowed_uids = allowed_uids
         self.owner_uid = owner_uid
+        self.group_gid = group_gid
         self.server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
@@ -88,7 +90,11 @@ class SocketServer:
             self.server = await asyncio.start_unix_server(self._client, path=self.path, limit=MAX_LINE_BYTES + 1)
         finally:
             os.umask(old)
-        os.chmod(self.path, 0o600)
+        if self.group_gid is not None:
+            os.chown(self.path, -1, self.group_gid)  # a group we belong to: no privilege needed
+            os.chmod(self.path, 0o660)
+        else:
+            os.chmod(self.path, 0o600)
         if self.owner_uid is not None and os.geteuid() == 0:
             os.chown(self.path, self.owner_uid, -1)
         log.info("listening on %s", self.path)

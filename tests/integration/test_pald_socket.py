@@ -60,3 +60,28 @@ def test_a_path_that_is_not_a_socket_is_left_alone(tmp_path):
     second = _run_second(_config(tmp_path, sock))
     assert second.returncode == EXIT_SOCKET_IN_USE, second.stderr
     assert sock.read_text() == "not a socket"
+
+
+def test_socket_group_gives_the_socket_that_group_and_mode_0660(tmp_path):
+    import grp
+    import stat
+
+    sock = tmp_path / "pald.sock"
+    cfg = _config(tmp_path, sock)
+    group = grp.getgrgid(os.getgid()).gr_name  # a group this process is in, as pald's user is in SlurmUser's
+    cfg.write_text(cfg.read_text().replace("[daemon]\n", f'[daemon]\nsocket_group = "{group}"\n'))
+    pald = PaldProcess(cfg, sock, tmp_path / "pald.log").start(synced=False)
+    try:
+        st = os.stat(sock)
+        assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == os.getgid()
+    finally:
+        pald.stop()
+
+
+def test_an_unknown_socket_group_is_a_configuration_error(tmp_path):
+    sock = tmp_path / "pald.sock"
+    cfg = _config(tmp_path, sock)
+    cfg.write_text(cfg.read_text().replace("[daemon]\n", '[daemon]\nsocket_group = "no-such-group-here"\n'))
+    second = _run_second(cfg)
+    assert second.returncode == 2 and "socket_group" in second.stderr
+    assert not sock.exists()

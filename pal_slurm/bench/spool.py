@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
 
     For cron on compute nodes that rarely run jobs (the prolog drains the spool itself whenever
     it reaches the store). Exit 0 when everything queued was delivered (or nothing was), 1 when
-    the store is unreachable (the samples stay queued), 2 for a bad configuration.
+    the store is unreachable (the samples stay queued), 2 for a bad configuration or a spool
+    directory that fails `check_dir` (nothing read).
     """
     import sys
 
@@ -317,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as exc:
         print(f"pal spool: store unreachable, samples stay queued: {exc}", file=sys.stderr)
         return 1
+    except SpoolUnsafe as exc:
+        print(f"pal spool: not draining an unsafe spool: {exc}", file=sys.stderr)
+        return 2
     finally:
         repo.close()
     if report.busy:

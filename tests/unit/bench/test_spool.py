@@ -86,6 +86,11 @@ def test_spool_main_drains_into_the_configured_store(tmp_path, monkeypatch, caps
     assert spool.main([str(conf)]) == 0
     assert "delivered 2 sample(s)" in capsys.readouterr().out
     assert len(StoreProfilingRepository(open_store(url)).samples()) == 2
+    spool.append(tmp_path / "sp", [s(3)])
+    os.chmod(tmp_path / "sp", 0o777)
+    assert spool.main([str(conf)]) == 2  # a world-writable spool is not read
+    assert "unsafe spool" in capsys.readouterr().err
+    assert len(StoreProfilingRepository(open_store(url)).samples()) == 2
     conf.write_text("[profiling]\nbogus = 1\n")
     assert spool.main([str(conf)]) == 2
 

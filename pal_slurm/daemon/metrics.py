@@ -345,15 +345,16 @@ def exposition(metrics: PaldMetrics, gpu_text: GpuSeriesText) -> bytes:
 
 
 # A scrape is one short request: a peer that sends nothing (or stalls mid-request) is dropped
-# after CONNECTION_TIMEOUT_S of silence, and at most MAX_CONNECTIONS are served at once (one
-# thread each); a connection over the bound is closed at once, so silent or slow peers cost a
-# bounded number of threads and never pald's memory.
+# after CONNECTION_TIMEOUT_S of silence, one that trickles bytes after CONNECTION_DEADLINE_S in
+# all, and at most MAX_CONNECTIONS are served at once (one thread each); a connection over the
+# bound is closed at once, so silent or slow peers cost a bounded number of threads.
 CONNECTION_TIMEOUT_S = 5.0
+CONNECTION_DEADLINE_S = 15.0
 MAX_CONNECTIONS = 16
 
 
 def serve_metrics(metrics: PaldMetrics, address: str, port: int, *,
-                  timeout_s: float = CONNECTION_TIMEOUT_S,
+                  timeout_s: float = CONNECTION_TIMEOUT_S, deadline_s: float = CONNECTION_DEADLINE_S,
                   max_connections: int = MAX_CONNECTIONS) -> ThreadingHTTPServer:
     """Start the /metrics HTTP endpoint in a daemon thread; returns the server (shutdown()able).
     OSError when the address cannot be bound."""
@@ -361,6 +362,25 @@ def serve_metrics(metrics: PaldMetrics, address: str, port: int, *,
 
     class Handler(BaseHTTPRequestHandler):
         timeout = timeout_s  # socket timeout for every read and write of this connection
+
+        def setup(self) -> None:
+            super().setup()
+            self._cutoff = threading.Timer(deadline_s, self._cut)  # a trickling peer: cut off
+            self._cutoff.daemon = True
+            self._cutoff.start()
+
+        def _cut(self) -> None:
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+        def finish(self) -> None:
+            self._cutoff.cancel()
+            try:
+                super().finish()
+            except OSError:
+                pass  # the peer went away, or the deadline cut it off
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if self.path.split("?", 1)[0] not in ("/metrics", "/"):

@@ -198,3 +198,24 @@ def test_silent_connections_over_the_bound_are_closed_at_once_and_scrapes_resume
         assert scrape(port)
     finally:
         server.shutdown()
+
+
+def test_a_peer_trickling_bytes_is_cut_off_at_the_connection_deadline():
+    server = serve_metrics(PaldMetrics(), "127.0.0.1", 0, timeout_s=1.0, deadline_s=1.5, max_connections=4)
+    try:
+        slow = socket.create_connection(("127.0.0.1", server.server_port))
+        slow.settimeout(0.05)
+        started, closed = time.monotonic(), False
+        while time.monotonic() - started < 6.0 and not closed:
+            try:
+                slow.sendall(b"G")  # never a whole request line, never silent for 1 s
+                closed = slow.recv(1) == b""
+            except socket.timeout:
+                time.sleep(0.25)
+            except OSError:  # reset or broken pipe: cut off
+                closed = True
+        assert closed and time.monotonic() - started < 4.0
+        slow.close()
+        assert scrape(server.server_port)
+    finally:
+        server.shutdown()

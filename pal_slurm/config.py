@@ -46,13 +46,19 @@ class StoreConfig:
     """Where rankings, samples, decisions and held jobs live."""
 
     url: str = "sqlite:////var/lib/pal/pal.db"  # SQLAlchemy URL: sqlite:////path or postgresql://
+    # pald deletes decisions, samples and finished held-job rows older than this (0: never);
+    # samples inside [profiling] window_s and the newest keep_samples per GPU and class stay
+    retention_s: float = 7776000.0  # 90 days
+    keep_samples: int = 20  # newest samples kept per GPU and class whatever their age
+    prune_every_s: float = 3600.0  # how often pald prunes (the leader only; off the cycle)
 
 
 @dataclass(frozen=True)
 class DaemonConfig:
     """pald: the socket the submit hook talks to and its scheduling cycle."""
 
-    socket: str = "/run/pal/pald.sock"  # unix socket, mode 0600, owned by slurm_user
+    socket: str = "/run/pal/pald.sock"  # unix socket, mode 0600, owned by slurm_user (0660 with socket_group)
+    socket_group: str = ""  # pald not root: the socket's group (SlurmUser's), mode 0660; "" keeps 0600
     cycle_s: float = 1.0  # seconds between scheduling cycles (deferred jobs, state sync), at its epoch multiples
     hook_timeout_ms: int = 150  # the submit hook's hard timeout when asking pald
     slurm_user: str = "slurm"  # SlurmUser: the only non-root peer allowed on the socket
@@ -175,11 +181,14 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
         ("profiling", "window_s"),
         ("profiling", "max_load_per_cpu"),
         ("drift", "threshold"),
+        ("store", "prune_every_s"),
     }
 )
 
 # Durations where 0 means "at once" (a negative one means nothing).
-NON_NEGATIVE: frozenset[tuple[str, str]] = frozenset({("policy", "rack_wait_s"), ("policy", "reserve_after_s")})
+NON_NEGATIVE: frozenset[tuple[str, str]] = frozenset(
+    {("policy", "rack_wait_s"), ("policy", "reserve_after_s"), ("store", "retention_s"), ("store", "keep_samples")}
+)
 
 # Strings that must not be empty.
 NON_EMPTY: frozenset[tuple[str, str]] = frozenset(

@@ -45,6 +45,7 @@ from pal_slurm.daemon.protocol import (
     ReloadRequest,
 )
 from pal_slurm.daemon.leadership import LeaderWatch
+from pal_slurm.daemon.retention import Pruner, RetentionPolicy
 from pal_slurm.daemon.service import PlacementService, Release, ServiceSettings, held_shape
 from pal_slurm.daemon.store_link import DEADLINE_S, StoreLink
 from pal_slurm.engine import Clock, WallClock
@@ -129,7 +130,8 @@ class Pald:
         self.config = config
         self.leadership = LeaderWatch(leader or AlwaysLeader(), grace_s=config.daemon.leader_grace_s,
                                       every_s=config.daemon.cycle_s)
-        self.link = StoreLink(store) if store is not None else None
+        pruner = Pruner(RetentionPolicy.from_config(config), self.leadership.leading)
+        self.link = StoreLink(store, pruner=pruner) if store is not None else None
         self.reader = reader
         self.actuator = actuator
         self.clock = (clock or WallClock()).now
@@ -673,8 +675,9 @@ class Pald:
 
     def _admin_hold(self, held, released: Collection[int | str] = ()) -> None:
         """Turn the hook's hold (priority 0, JobHeldUser: its user may `scontrol release` it and
-        jump pald's queue) into an admin hold (JobHeldAdmin), which only SlurmUser/root lifts.
-        pald runs as one of them, so `scontrol hold` here is an admin hold.
+        jump pald's queue) into an admin hold (JobHeldAdmin), which only an Operator or above
+        lifts. pald runs as one (its own user with AdminLevel=Operator, SlurmUser or root), so
+        `scontrol hold` here is an admin hold.
 
         `held` was read before this cycle's releases (`released`): an array's record is held
         by the names of the elements it still has (`JobInfo.own_ref`), never by the array's

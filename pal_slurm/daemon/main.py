@@ -1,9 +1,16 @@
-"""`pald`: the placement daemon's entry point (config -> wiring -> loops until a signal)."""
+"""`pald`: the placement daemon's entry point (config -> wiring -> loops until a signal).
+
+Exit codes: 0 stopped by a signal; 1 the socket could not be served (an OS error, e.g. a
+`socket_group` pald's user is not in); 2 bad option or configuration (an unknown
+`socket_group`); 3 another pald answers on the configured socket (`EXIT_SOCKET_IN_USE`:
+this one leaves the live socket alone and stops before touching Slurm or the store).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import grp
 import logging
 import os
 import pwd
@@ -13,9 +20,21 @@ import sys
 from pal_slurm.config import ConfigError, load_config
 from pal_slurm.daemon.app import RELOAD_WAIT_S, Pald
 from pal_slurm.daemon.lazy_store import LazyStore
-from pal_slurm.daemon.server import SocketServer
+from pal_slurm.daemon.server import SocketInUse, SocketServer, claim_path
 
 log = logging.getLogger("pald")
+
+EXIT_SOCKET_IN_USE = 3
+
+
+def _gid_of(group: str) -> int | None:
+    """The socket's group: None for "" (mode 0600); ConfigError for an unknown group."""
+    if not group:
+        return None
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise ConfigError(f"[daemon] socket_group: no group {group!r} on this host") from None
 
 
 def _uid_of(user: str) -> int | None:
@@ -31,15 +50,13 @@ def build(config) -> Pald:
     from pal_slurm.slurm.readers import SlurmReader
     from pal_slurm.slurm.runner import CommandRunner
 
-    from pal_slurm.store.leader import AlwaysLeader, make_leader
+    from pal_slurm.store.leader import RetryingLeader, make_leader
 
     runner = CommandRunner(slurm_conf=config.slurm.conf, bin_dir=config.slurm.bin_dir)
     store = LazyStore(config.store.url)
-    try:
-        leader = make_leader(config.store.url)
-    except Exception as exc:  # noqa: BLE001 - an unusable lock must not stop placement
-        log.error("no leadership mechanism (%s): acting as the only pald", exc)
-        leader = AlwaysLeader()
+    # A set-up that fails is retried on every leadership check; until then pald is a standby
+    # (it answers `place` with pass), never a second leader beside the real one.
+    leader = RetryingLeader(lambda: make_leader(config.store.url))
     return Pald(config, store, SlurmReader(runner), SlurmActuator(runner), leader=leader)
 
 
@@ -72,10 +89,12 @@ def with_metrics(config, pald: Pald):
 
 
 async def serve(config, pald: Pald) -> None:
+    claim_path(config.daemon.socket)  # before the store and leadership: a second pald stops here
     slurm_uid = _uid_of(config.daemon.slurm_user)
     allowed = {0, os.geteuid()} | ({slurm_uid} if slurm_uid is not None else set())
     handler, settle, metrics_http = with_metrics(config, pald)
-    server = SocketServer(handler, config.daemon.socket, allowed, owner_uid=slurm_uid, settle=settle)
+    server = SocketServer(handler, config.daemon.socket, allowed, owner_uid=slurm_uid, settle=settle,
+                          group_gid=_gid_of(config.daemon.socket_group))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -104,12 +123,16 @@ def main(argv: list[str] | None = None) -> int:
                         stream=sys.stderr)
     try:
         config = load_config(args.config)
+        _gid_of(config.daemon.socket_group)
     except ConfigError as exc:
         print(f"pald: {exc}", file=sys.stderr)
         return 2
     pald = build(config)
     try:
         asyncio.run(serve(config, pald))
+    except SocketInUse as exc:
+        print(f"pald: refusing to start: {exc}", file=sys.stderr)
+        return EXIT_SOCKET_IN_USE
     except OSError as exc:
         print(f"pald: cannot serve on {config.daemon.socket}: {exc}", file=sys.stderr)
         return 1

@@ -344,12 +344,44 @@ def exposition(metrics: PaldMetrics, gpu_text: GpuSeriesText) -> bytes:
     return generate_latest(metrics.registry) + gpu_text.render(metrics.state.gpu_slowdowns)
 
 
-def serve_metrics(metrics: PaldMetrics, address: str, port: int) -> ThreadingHTTPServer:
+# A scrape is one short request: a peer that sends nothing (or stalls mid-request) is dropped
+# after CONNECTION_TIMEOUT_S of silence, one that trickles bytes after CONNECTION_DEADLINE_S in
+# all, and at most MAX_CONNECTIONS are served at once (one thread each); a connection over the
+# bound is closed at once, so silent or slow peers cost a bounded number of threads.
+CONNECTION_TIMEOUT_S = 5.0
+CONNECTION_DEADLINE_S = 15.0
+MAX_CONNECTIONS = 16
+
+
+def serve_metrics(metrics: PaldMetrics, address: str, port: int, *,
+                  timeout_s: float = CONNECTION_TIMEOUT_S, deadline_s: float = CONNECTION_DEADLINE_S,
+                  max_connections: int = MAX_CONNECTIONS) -> ThreadingHTTPServer:
     """Start the /metrics HTTP endpoint in a daemon thread; returns the server (shutdown()able).
     OSError when the address cannot be bound."""
     gpu_text = GpuSeriesText()
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = timeout_s  # socket timeout for every read and write of this connection
+
+        def setup(self) -> None:
+            super().setup()
+            self._cutoff = threading.Timer(deadline_s, self._cut)  # a trickling peer: cut off
+            self._cutoff.daemon = True
+            self._cutoff.start()
+
+        def _cut(self) -> None:
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+        def finish(self) -> None:
+            self._cutoff.cancel()
+            try:
+                super().finish()
+            except OSError:
+                pass  # the peer went away, or the deadline cut it off
+
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if self.path.split("?", 1)[0] not in ("/metrics", "/"):
                 self.send_error(404, "only /metrics here")
@@ -365,10 +397,28 @@ def serve_metrics(metrics: PaldMetrics, address: str, port: int) -> ThreadingHTT
             pass
 
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    slots = threading.BoundedSemaphore(max_connections)
 
     class Server(ThreadingHTTPServer):
         address_family = family
         daemon_threads = True
+        block_on_close = False
+
+        def process_request(self, request, client_address) -> None:
+            if not slots.acquire(blocking=False):
+                self.shutdown_request(request)  # over the bound: Prometheus retries next interval
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                slots.release()
+                raise
+
+        def process_request_thread(self, request, client_address) -> None:
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                slots.release()
 
     server = Server((address, port), Handler)
     threading.Thread(target=server.serve_forever, name="pal-metrics", daemon=True).start()

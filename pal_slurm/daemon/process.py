@@ -47,8 +47,10 @@ listen = "{metrics_listen}"
 
 
 class PaldProcess:
-    def __init__(self, config: Path, socket: Path, log: Path):
-        self.config, self.socket, self.log = config, socket, log
+    def __init__(self, config: Path, socket: Path, log: Path, user: str | None = None):
+        """`user`: run pald as this user (root only; setpriv execs pald itself, so the PID
+        signalled is pald's, as without it)."""
+        self.config, self.socket, self.log, self.user = config, socket, log, user
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 20.0, synced: bool = True) -> "PaldProcess":
@@ -57,7 +59,9 @@ class PaldProcess:
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         env.pop("PAL_CONFIG", None)
         self.logfile = open(self.log, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "pal_slurm.daemon.main", "--config", str(self.config)],
+        as_user = (["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", "--"]
+                   if self.user else [])
+        self.proc = subprocess.Popen([*as_user, sys.executable, "-m", "pal_slurm.daemon.main", "--config", str(self.config)],
                                      stdout=self.logfile, stderr=subprocess.STDOUT, env=env, cwd=str(REPO),
                                      start_new_session=True)
         deadline = time.monotonic() + timeout

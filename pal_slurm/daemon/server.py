@@ -1,9 +1,15 @@
 """pald's unix-socket server: one JSON request per line, one reply per line.
 
-The socket is created mode 0600 and handed to SlurmUser; every peer is also checked with
-SO_PEERCRED, so a user who can reach the path still cannot ask for placements. A line longer
+The socket is created mode 0600 and handed to SlurmUser (pald as root); pald running as an
+unprivileged user gives it SlurmUser's group and mode 0660 instead (`group_gid`). Every peer is
+also checked with SO_PEERCRED, so a user who can reach the path still cannot ask for placements. A line longer
 than the protocol's limit gets a typed `too_long` error and the connection is closed; any other
 malformed line gets a typed error and the connection stays usable.
+
+A socket path that already exists is unlinked only when nothing answers on it (a dead pald's
+leftover): a second pald started by mistake on the same host must not take the socket away from
+the live one, which would go on running with slurmctld unable to reach it. `claim_path` raises
+`SocketInUse` instead, and `pald` exits with `EXIT_SOCKET_IN_USE`.
 """
 
 from __future__ import annotations
@@ -13,12 +19,48 @@ import inspect
 import logging
 import os
 import socket
+import stat
 import struct
 from pathlib import Path
 
 from pal_slurm.daemon.protocol import MAX_LINE_BYTES, ErrorCode, ErrorReply, ProtocolError, decode_request, encode_reply
 
 log = logging.getLogger("pald.server")
+
+CLAIM_CONNECT_TIMEOUT_S = 1.0  # a live pald accepts at once (the kernel queues the connect)
+
+
+class SocketInUse(Exception):
+    """Something answers on pald's socket path, or the path is not a socket: never unlinked."""
+
+
+def claim_path(path: str) -> None:
+    """Make `path` free for bind: unlink a stale socket, refuse a live one or a non-socket."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise SocketInUse(f"{path} exists and is not a socket; not removing it")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    probe.settimeout(CLAIM_CONNECT_TIMEOUT_S)
+    try:
+        probe.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        pass  # nobody listens: a dead pald's socket
+    except OSError as exc:  # a timeout (a full backlog) or a permission error: assume alive
+        raise SocketInUse(f"{path} exists and could not be probed ({exc}); another pald may own it") from exc
+    else:
+        raise SocketInUse(f"another process (a running pald?) answers on {path}")
+    finally:
+        probe.close()
+    try:
+        p.unlink()
+        log.info("removed the stale socket %s", path)
+    except FileNotFoundError:
+        pass
 
 
 def peer_uid(sock: socket.socket) -> int | None:
@@ -32,25 +74,27 @@ def peer_uid(sock: socket.socket) -> int | None:
 
 class SocketServer:
     def __init__(self, handler, path: str, allowed_uids: set[int], owner_uid: int | None = None,
-                 settle=None):
+                 settle=None, group_gid: int | None = None):
         self.handler = handler  # request -> reply (sync, memory only)
         self.settle = settle  # (request, reply, written: bool) -> None, after each reply's write
         self.path = path
         self.allowed_uids = allowed_uids
         self.owner_uid = owner_uid
+        self.group_gid = group_gid
         self.server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
-        p = Path(self.path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if p.exists() or p.is_symlink():
-            p.unlink()  # a stale socket from a dead pald
+        claim_path(self.path)
         old = os.umask(0o177)
         try:
             self.server = await asyncio.start_unix_server(self._client, path=self.path, limit=MAX_LINE_BYTES + 1)
         finally:
             os.umask(old)
-        os.chmod(self.path, 0o600)
+        if self.group_gid is not None:
+            os.chown(self.path, -1, self.group_gid)  # a group we belong to: no privilege needed
+            os.chmod(self.path, 0o660)
+        else:
+            os.chmod(self.path, 0o600)
         if self.owner_uid is not None and os.geteuid() == 0:
             os.chown(self.path, self.owner_uid, -1)
         log.info("listening on %s", self.path)

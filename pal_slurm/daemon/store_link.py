@@ -15,6 +15,9 @@ pald nothing but its record keeping. So:
   `status()` reports `stalled` while a call overruns, `unreachable` after a failed call: what
   pald's health says is what the store did last, not what it did at start.
 
+- housekeeping (retention.py's `Pruner`, when given) runs on the same thread on its own slow
+  period, in batches, each batch one call under the same deadline;
+
 `work_once()` is one pass of that work on the calling thread: the store thread's body, and
 what tests and tools call when no thread runs. Only one thread may do store work at a time.
 """
@@ -28,6 +31,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pal_slurm.daemon.retention import Pruner
 from pal_slurm.daemon.watchdog import CallWatchdog
 from pal_slurm.store.errors import InvalidRecord
 from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat, RankingSnapshot
@@ -68,8 +72,9 @@ class LinkStatus:
 class StoreLink:
     def __init__(self, store: Any, *, deadline_s: float = DEADLINE_S, refresh_s: float = REFRESH_S,
                  retry_s: float = RETRY_S, max_buffered: int = MAX_BUFFERED,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, pruner: Pruner | None = None) -> None:
         self.store = store
+        self.pruner = pruner
         self.deadline_s, self.refresh_s, self.retry_s = deadline_s, refresh_s, retry_s
         self.max_buffered = max_buffered
         self.clock = clock
@@ -149,7 +154,20 @@ class StoreLink:
             self._refresh(now)
         if self.clock() < self._retry_at:
             return 0
-        return self.write_now()
+        done = self.write_now()
+        if self.pruner is not None and self.pruner.due() and self.clock() >= self._retry_at:
+            self.prune_now()
+        return done
+
+    def prune_now(self) -> dict[str, int]:
+        """One retention pass (see retention.py); a failure is logged by `_call` and the pass
+        is tried again one prune period later."""
+        if self.pruner is None:
+            return {}
+        try:
+            return self.pruner.run(self._call)
+        except Exception:  # noqa: BLE001 - the store is away: next period
+            return {}
 
     def read_now(self) -> None:
         """Read the store now (the result comes through take_read)."""
@@ -257,7 +275,8 @@ class StoreLink:
         now = self.clock()
         if self._refresh_wanted or now >= self._next_refresh:
             return True
-        return (bool(self._outbox) or self._heartbeat is not None) and now >= self._retry_at
+        pending = bool(self._outbox) or self._heartbeat is not None or (self.pruner is not None and self.pruner.due())
+        return pending and now >= self._retry_at
 
     def _run(self) -> None:
         while True:

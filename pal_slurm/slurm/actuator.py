@@ -127,10 +127,11 @@ class SlurmActuator:
         return parse_show_job(self.runner.run(["scontrol", "-o", "show", "job", job_ref(job_id)]))
 
     def hold(self, job_id: JobRef) -> None:
-        """Hold a pending job. Run as SlurmUser or root (as pald is) this is an *admin* hold
-        (Reason=JobHeldAdmin) that the job's user cannot `scontrol release`; it also turns a
-        user hold (JobHeldUser, priority 0 set at submit) into one. Slurm 22.05, lab-tested in
-        tests/integration/test_faults.py."""
+        """Hold a pending job. Run as an Operator, SlurmUser or root (as pald is) this is an
+        *admin* hold (Reason=JobHeldAdmin) that the job's user cannot `scontrol release`; it
+        also turns a user hold (JobHeldUser, priority 0 set at submit) into one. Slurm 22.05,
+        lab-tested in tests/integration/test_faults.py (root) and
+        tests/integration/test_pald_unprivileged.py (AdminLevel=Operator)."""
         self.runner.run(["scontrol", "hold", job_ref(job_id)])
 
     def hold_many(self, job_ids: Iterable[int], chunk: int = 200) -> None:

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import socket
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from sqlalchemy import text
 from sqlalchemy import exc as sa_exc
@@ -46,6 +47,8 @@ from pal_slurm.store.interrupt import OpenConnections
 from pal_slurm.store.lease import LockCheck, LockState
 
 DEFAULT_NAME = "pald"
+
+log = logging.getLogger("pald.leader")
 
 # Server-side session settings on the lock connection: a dead leader's session (and lock) is
 # dropped within keepalives_idle + interval * count seconds.
@@ -318,6 +321,55 @@ class PgAdvisoryLeader:
         self.release()
         self._drop()
         self._engine.dispose()
+
+
+class RetryingLeader:
+    """A leadership mechanism whose set-up failed (a driver missing, a bad URL, a lock directory
+    not there yet): every check tries the set-up again, and until it succeeds the lock is
+    UNREACHABLE, which the lease turns into "not leading" (a pald that never held the lock never
+    leads on an unreachable one). Falling back to "always leader" instead would let a second pald
+    act on Slurm beside the real leader. Each distinct set-up error is logged once."""
+
+    exact = False  # unknown until the real mechanism exists: the cautious takeover rule
+
+    def __init__(self, factory: Callable[[], Leadership], name: str = DEFAULT_NAME) -> None:
+        self.name = name
+        self.factory = factory
+        self.inner: Leadership | None = None
+        self.last_error: str | None = None
+
+    def _ready(self) -> Leadership | None:
+        if self.inner is None:
+            try:
+                self.inner = self.factory()
+            except Exception as exc:  # noqa: BLE001 - any set-up failure means: not leading yet
+                error = f"leader set-up failed: {exc}"
+                if error != self.last_error:
+                    log.error("%s; standby until it succeeds", error)
+                self.last_error = error
+                return None
+            log.info("leader set-up succeeded after: %s", self.last_error)
+            self.last_error = None
+        return self.inner
+
+    def check(self) -> LockCheck:
+        inner = self._ready()
+        if inner is None:
+            return LockCheck(LockState.UNREACHABLE, error=self.last_error or "")
+        return inner.check()
+
+    def interrupt(self) -> int:
+        return self.inner.interrupt() if self.inner is not None else 0
+
+    def try_acquire(self) -> bool:
+        return self.check().state is LockState.HELD
+
+    def is_leader(self) -> bool:
+        return self.inner is not None and self.inner.is_leader()
+
+    def release(self) -> None:
+        if self.inner is not None:
+            self.inner.release()
 
 
 def make_leader(url: str, name: str = DEFAULT_NAME) -> Leadership:

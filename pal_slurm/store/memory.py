@@ -241,25 +241,32 @@ class MemoryRepository:
             return self._beats.get(name)
 
     # ---- housekeeping -----------------------------------------------------------------
-    def prune(self, before: datetime) -> dict[str, int]:
-        before = as_utc(before)
+    def prune(self, before: datetime, *, keep_samples: int = 0, max_rows: int | None = None) -> dict[str, int]:
+        cut = as_utc(before)
+        limit = max_rows if max_rows is not None else float("inf")
         with self._lock:
-            n_samples = len(self._samples)
-            self._samples = [s for s in self._samples if s.taken_at >= before.timestamp()]
-            n_decisions = len(self._decisions)
-            self._decisions = [d for d in self._decisions if d.created_at >= before]
-            done = [
-                k
-                for k, j in self._held.items()
-                if j.state != HeldState.HELD and j.released_at is not None and j.released_at < before
-            ]
+            newest: dict[tuple[str, int, str], list[int]] = {}
+            order = sorted(range(len(self._samples)), key=lambda i: (-self._samples[i].taken_at, -i))
+            for i in order:
+                s = self._samples[i]
+                newest.setdefault((s.node, s.slot, s.perf_class), []).append(i)
+            kept = {i for ids in newest.values() for i in ids[:keep_samples]}
+            old = sorted((i for i, s in enumerate(self._samples) if s.taken_at < cut.timestamp() and i not in kept),
+                         key=lambda i: (self._samples[i].taken_at, i))
+            gone = set(old[:int(min(limit, len(old)))])
+            self._samples = [s for i, s in enumerate(self._samples) if i not in gone]
+            old_d = sorted((i for i, d in enumerate(self._decisions) if d.created_at < cut),
+                           key=lambda i: (self._decisions[i].created_at, i))
+            gone_d = set(old_d[:int(min(limit, len(old_d)))])
+            self._decisions = [d for i, d in enumerate(self._decisions) if i not in gone_d]
+            done = sorted(
+                (k for k, j in self._held.items()
+                 if j.state != HeldState.HELD and j.released_at is not None and j.released_at < cut),
+                key=lambda k: self._held[k].released_at or cut,
+            )[:int(min(limit, len(self._held)))]
             for k in done:
                 del self._held[k]
-            return {
-                "samples": n_samples - len(self._samples),
-                "decisions": n_decisions - len(self._decisions),
-                "held_jobs": len(done),
-            }
+            return {"samples": len(gone), "decisions": len(gone_d), "held_jobs": len(done)}
 
     def interrupt(self) -> int:
         return 0  # memory calls never get stuck

@@ -106,9 +106,12 @@ class Repository(Protocol):
         """The last heartbeat of `name`, or None."""
 
     # ---- housekeeping -----------------------------------------------------------------
-    def prune(self, before: datetime) -> dict[str, int]:
+    def prune(self, before: datetime, *, keep_samples: int = 0, max_rows: int | None = None) -> dict[str, int]:
         """Delete samples and decisions older than `before`, and held-job rows that left the
-        HELD state before it; ranking snapshots are kept. Returns rows deleted per kind."""
+        HELD state before it; ranking snapshots are kept, and so are the newest `keep_samples`
+        samples of each GPU and class. With `max_rows`, at most that many rows of each kind go
+        (the oldest first), so a large backlog is pruned in short transactions. Returns rows
+        deleted per kind."""
 
     def interrupt(self) -> int:
         """Break calls stuck in the database driver on other threads (a watchdog's tool);

@@ -475,23 +475,39 @@ class SqlRepository:
             return Heartbeat(row.name, row.holder, row.beat_at, dict(row.details or {}))
 
     # ---- housekeeping -----------------------------------------------------------------
-    def prune(self, before: datetime) -> dict[str, int]:
+    def prune(self, before: datetime, *, keep_samples: int = 0, max_rows: int | None = None) -> dict[str, int]:
         before = as_utc(before)
 
+        def victims(query):
+            return query.limit(max_rows) if max_rows is not None else query
+
+        def gone(session: Session, model, ids) -> int:
+            stmt = delete(model).where(ids).execution_options(synchronize_session=False)
+            return session.execute(stmt).rowcount
+
         def work(session: Session) -> dict[str, int]:
-            samples = session.execute(delete(SampleRow).where(SampleRow.taken_at < before))
-            decisions = session.execute(delete(DecisionRow).where(DecisionRow.created_at < before))
-            held = session.execute(
-                delete(HeldJobRow).where(
-                    HeldJobRow.state != HeldState.HELD.value,
-                    HeldJobRow.released_at.is_not(None),
-                    HeldJobRow.released_at < before,
-                )
-            )
+            old = [SampleRow.taken_at < before]
+            if keep_samples > 0:
+                ranked = select(
+                    SampleRow.id.label("id"),
+                    func.row_number().over(
+                        partition_by=(SampleRow.gpu_id, SampleRow.perf_class),
+                        order_by=(SampleRow.taken_at.desc(), SampleRow.id.desc()),
+                    ).label("n"),
+                ).subquery()
+                old.append(SampleRow.id.not_in(select(ranked.c.id).where(ranked.c.n <= keep_samples)))
+            samples = victims(select(SampleRow.id).where(*old).order_by(SampleRow.taken_at, SampleRow.id))
+            decisions = victims(select(DecisionRow.id).where(DecisionRow.created_at < before)
+                                .order_by(DecisionRow.created_at, DecisionRow.id))
+            held = victims(select(HeldJobRow.job_id).where(
+                HeldJobRow.state != HeldState.HELD.value,
+                HeldJobRow.released_at.is_not(None),
+                HeldJobRow.released_at < before,
+            ).order_by(HeldJobRow.released_at, HeldJobRow.job_id))
             return {
-                "samples": samples.rowcount,
-                "decisions": decisions.rowcount,
-                "held_jobs": held.rowcount,
+                "samples": gone(session, SampleRow, SampleRow.id.in_(samples.scalar_subquery())),
+                "decisions": gone(session, DecisionRow, DecisionRow.id.in_(decisions.scalar_subquery())),
+                "held_jobs": gone(session, HeldJobRow, HeldJobRow.job_id.in_(held.scalar_subquery())),
             }
 
         return self._write(work)

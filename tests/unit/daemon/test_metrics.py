@@ -1,6 +1,9 @@
 """pald's metrics in process: a real HTTP endpoint, scraped and parsed with prometheus_client's
 own parser; fake Slurm (the real pald + lab + Prometheus server path is in tests/integration)."""
 
+import socket
+import threading
+import time
 import urllib.request
 
 import pytest
@@ -8,6 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pal_slurm.daemon.metrics import PaldMetrics, Publisher, instrument, reason_label, serve_metrics
 from pal_slurm.store.memory import MemoryRepository
+
+from tests.support.waiting import wait_until
 
 from .builders import ServerThread, held_job, request, snapshot
 from .test_app_server import _defer_request, make_pald
@@ -148,3 +153,69 @@ def test_metrics_listen_config_and_a_busy_port_does_not_stop_pald(tmp_path):
     handler, settle, http = with_metrics(cfg, pald)
     assert http is None and handler == pald.answer and settle == pald.settle  # logged, pald goes on without metrics
     busy.close()
+
+
+def _closed_by_server(conn: socket.socket, within_s: float) -> bool:
+    """Whether the server closes `conn` (EOF or reset) within `within_s` seconds."""
+    conn.settimeout(within_s)
+    try:
+        return conn.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_a_silent_connection_is_dropped_and_does_not_hold_a_thread():
+    server = serve_metrics(PaldMetrics(), "127.0.0.1", 0, timeout_s=0.5, max_connections=4)
+    try:
+        before = threading.active_count()
+        silent = socket.create_connection(("127.0.0.1", server.server_port))
+        started = time.monotonic()
+        assert _closed_by_server(silent, within_s=5.0)
+        assert time.monotonic() - started < 3.0
+        silent.close()
+        assert wait_until(lambda: threading.active_count() <= before, timeout=5.0)
+        assert scrape(server.server_port)  # the endpoint still serves
+    finally:
+        server.shutdown()
+
+
+def test_silent_connections_over_the_bound_are_closed_at_once_and_scrapes_resume():
+    server = serve_metrics(PaldMetrics(), "127.0.0.1", 0, timeout_s=1.5, max_connections=2)
+    port = server.server_port
+    try:
+        before = threading.active_count()
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        assert wait_until(lambda: threading.active_count() >= before + 2, timeout=5.0)
+        extra = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
+        assert all(_closed_by_server(c, within_s=1.0) for c in extra)  # refused, not queued
+        assert threading.active_count() <= before + 2  # 22 peers, 2 threads
+        assert all(_closed_by_server(c, within_s=5.0) for c in held)  # then the silent ones time out
+        for c in held + extra:
+            c.close()
+        assert wait_until(lambda: threading.active_count() <= before, timeout=5.0)
+        assert scrape(port)
+    finally:
+        server.shutdown()
+
+
+def test_a_peer_trickling_bytes_is_cut_off_at_the_connection_deadline():
+    server = serve_metrics(PaldMetrics(), "127.0.0.1", 0, timeout_s=1.0, deadline_s=1.5, max_connections=4)
+    try:
+        slow = socket.create_connection(("127.0.0.1", server.server_port))
+        slow.settimeout(0.05)
+        started, closed = time.monotonic(), False
+        while time.monotonic() - started < 6.0 and not closed:
+            try:
+                slow.sendall(b"G")  # never a whole request line, never silent for 1 s
+                closed = slow.recv(1) == b""
+            except socket.timeout:
+                time.sleep(0.25)
+            except OSError:  # reset or broken pipe: cut off
+                closed = True
+        assert closed and time.monotonic() - started < 4.0
+        slow.close()
+        assert scrape(server.server_port)
+    finally:
+        server.shutdown()

@@ -304,3 +304,54 @@ def test_pg_frozen_server_check_is_interrupted_and_reported_unreachable(postgres
         assert wait_until(lambda: leader.check().state is LockState.HELD, timeout=10)
     finally:
         leader.close()
+
+
+def test_a_failing_leader_set_up_means_standby_then_retries(tmp_path, caplog):
+    from pal_slurm.daemon.leadership import LeaderWatch
+    from pal_slurm.store.leader import RetryingLeader
+
+    attempts = []
+
+    def factory():
+        attempts.append(1)
+        if len(attempts) <= 3:
+            raise OSError("lock directory not mounted yet")
+        return FileLockLeader(str(tmp_path / "pal.db.pald.leader"))
+
+    caplog.set_level("ERROR", logger="pald.leader")
+    watch = LeaderWatch(RetryingLeader(factory), grace_s=30.0)
+    for _ in range(3):
+        assert watch.check_now() is False  # never "always leader" while the set-up fails
+        assert watch.leading() is False
+    assert len([r for r in caplog.records if "leader set-up failed" in r.getMessage()]) == 1  # once, not per check
+    assert watch.check_now() is True  # the set-up succeeds on a later check: it leads
+    assert len(attempts) == 4
+    watch.leader.release()
+
+
+def test_a_failing_leader_set_up_never_leads_beside_the_real_leader(tmp_path):
+    from pal_slurm.daemon.leadership import LeaderWatch
+    from pal_slurm.store.leader import RetryingLeader
+
+    path = str(tmp_path / "pal.db.pald.leader")
+    real = FileLockLeader(path)
+    assert real.try_acquire()
+    broken = LeaderWatch(RetryingLeader(lambda: (_ for _ in ()).throw(ValueError("no driver"))), grace_s=0.0)
+    late = LeaderWatch(RetryingLeader(lambda: FileLockLeader(path)), grace_s=0.0)
+    assert broken.check_now() is False
+    assert late.check_now() is False  # set up fine, but the lock is taken
+    real.release()
+    assert late.check_now() is True
+    assert broken.check_now() is False
+    late.leader.release()
+
+
+def test_pald_whose_leader_set_up_fails_is_a_standby(tmp_path):
+    from pal_slurm.config import load_config
+    from pal_slurm.daemon.main import build
+
+    cfg = tmp_path / "pal.toml"
+    cfg.write_text('[store]\nurl = "mysql://pal@db/pal"\n')  # a store with no leadership mechanism
+    pald = build(load_config(str(cfg)))
+    assert pald.check_leadership() is False
+    assert "no leadership mechanism" in (pald.leadership.leader.last_error or "")

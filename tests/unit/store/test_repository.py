@@ -344,3 +344,34 @@ def test_prune_keeps_recent_rows_rankings_and_held_jobs(repo):
     assert {j.job_id for j in repo.held_jobs(None)} == {"10", "12"}
     assert repo.latest_ranking().version == 1
     assert repo.prune(T0 - timedelta(days=30)) == {"samples": 0, "decisions": 0, "held_jobs": 0}
+
+
+def test_prune_keeps_the_newest_samples_of_each_gpu_and_class(repo):
+    day = timedelta(days=1)
+    old = [sample(slot=slot, cls=cls, at=T0 - (200 + i) * day) for slot in (0, 1) for cls in "AB" for i in range(5)]
+    repo.add_samples(old + [sample(slot=0, cls="A", at=T0)])
+    counts = repo.prune(T0 - 30 * day, keep_samples=2)
+    left = repo.recent_samples(T0 - 400 * day)
+    by_gpu_class: dict = {}
+    for s in left:
+        by_gpu_class.setdefault((s.slot, s.perf_class), []).append(s.taken_at)
+    # slot 0 class A has a new sample: it and its newest old one stay; the other three keep 2
+    assert by_gpu_class[(0, "A")] == [(T0 - 200 * day).timestamp(), T0.timestamp()]
+    for key in ((0, "B"), (1, "A"), (1, "B")):
+        assert by_gpu_class[key] == [(T0 - 201 * day).timestamp(), (T0 - 200 * day).timestamp()]
+    assert counts["samples"] == 21 - len(left) == 13
+
+
+def test_prune_in_batches_deletes_the_oldest_first(repo):
+    day = timedelta(days=1)
+    repo.add_samples([sample(slot=i % 4, at=T0 - (100 + i) * day) for i in range(10)])
+    for i in range(7):
+        repo.record_decision(DecisionRecord(str(i), DecisionKind.PASS, created_at=T0 - (100 + i) * day))
+    assert repo.prune(T0, max_rows=3) == {"samples": 3, "decisions": 3, "held_jobs": 0}
+    assert [s.taken_at for s in repo.recent_samples(T0 - 1000 * day)] == [
+        (T0 - (100 + i) * day).timestamp() for i in range(6, -1, -1)]
+    assert sorted(d.job_id for d in repo.decisions()) == ["0", "1", "2", "3"]
+    assert repo.prune(T0, max_rows=3) == {"samples": 3, "decisions": 3, "held_jobs": 0}
+    assert repo.prune(T0, max_rows=3) == {"samples": 3, "decisions": 1, "held_jobs": 0}
+    assert repo.prune(T0, max_rows=3) == {"samples": 1, "decisions": 0, "held_jobs": 0}
+    assert repo.prune(T0, max_rows=3) == {"samples": 0, "decisions": 0, "held_jobs": 0}

@@ -85,7 +85,8 @@ def normalised_gains(rows: Sequence[dict[str, Any]], baseline: str, key: str = "
 def json_document(results: Sequence[RunResult], meta: dict[str, Any]) -> dict[str, Any]:
     """What `palctl simulate --json` prints: meta, per-run summaries, aggregates (NaN as null)."""
     summaries = [r.summary() for r in results]
-    return _finite({"meta": meta, "results": summaries, "aggregate": aggregate(summaries)})
+    doc: dict[str, Any] = _finite({"meta": meta, "results": summaries, "aggregate": aggregate(summaries)})
+    return doc
 
 
 def write_json(path: str | Path, results: Sequence[RunResult], meta: dict[str, Any]) -> None:

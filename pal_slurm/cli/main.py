@@ -37,7 +37,8 @@ class PalGroup(click.Group):
                 raise PalConfigError(f"configuration: {exc}") from None
         except click.ClickException as exc:
             argv = ctx.meta.get(_ARGV, [])
-            if "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv:
+            options = argv[: argv.index("--")] if "--" in argv else argv
+            if "--json" in options:
                 click.echo(json.dumps({"ok": False, "error": exc.format_message(), "exit_code": exc.exit_code}))
                 raise click.exceptions.Exit(exc.exit_code) from None
             raise

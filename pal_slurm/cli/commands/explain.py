@@ -19,25 +19,21 @@ from pal_slurm.slurm.jobids import JobRef
 _TAG = re.compile(r"pal:(placed|defer|pass)(?:=([^;\s]*))?")
 
 
-def _in_task_string(text: str, task: int) -> bool:
-    """Whether squeue's array_task_string ("5-10,12%2": tasks not yet started) holds `task`."""
-    for part in text.split("%", 1)[0].split(","):
-        lo, _, hi = part.strip().partition("-")
-        if lo.isdigit() and (hi.isdigit() or not hi) and int(lo) <= task <= int(hi or lo):
-            return True
-    return False
-
-
 def find_job(jobs, ref: JobRef):
-    """The squeue record of `ref`: the job itself, a started array task (its own record), or the
-    array's pending record that still holds the task; None when squeue has none of them."""
+    """The squeue record of `ref`: the job itself, a split-off array task (a record of its own),
+    or the array's record of pending tasks that still holds it; None when squeue has none."""
+    from pal_slurm.slurm.errors import SlurmParseError
+
     if ref.array_task is None:
         return next((j for j in jobs if j.job_id == ref.job_id), None)
-    started = [j for j in jobs if j.array_job_id == ref.job_id and j.array_task_id == ref.array_task]
-    if started:
-        return started[0]
-    return next((j for j in jobs if (j.array_job_id == ref.job_id or j.job_id == ref.job_id)
-                 and j.array_task_id is None and _in_task_string(j.array_tasks, ref.array_task)), None)
+    wanted = str(ref)
+    for j in jobs:
+        try:
+            if wanted in (str(r) for r in j.element_refs()):
+                return j
+        except SlurmParseError:  # a task string this does not read: not the record asked for
+            continue
+    return None
 
 
 def _slurm_job(cfg, ref: JobRef):
@@ -71,7 +67,7 @@ def explain(ctx: click.Context, job_ref: JobRef) -> None:
                        f"find it with `sacct -X -j {job_ref} -o JobIDRaw` and run palctl explain with that id")
     job_id = job.job_id if job is not None else job_ref.job_id
     keys = [str(job_id)]
-    if job_ref.array_task is not None and job is not None and job.array_task_id is None:
+    if job_ref.array_task is not None and job is not None and job.is_array_record:
         click.echo(f"array task {job_ref} has not started: it is part of array job {job_id}'s pending record")
     elif job_ref.array_task is not None and job is not None and job.job_id != job_ref.job_id:
         click.echo(f"array task {job_ref} is job {job_id}")

@@ -83,17 +83,24 @@ def emit_json(doc: Any, as_json: bool, output_path: str | None, sort_keys: bool 
 
 class Duration(click.ParamType):
     """A Slurm duration (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or 30m / 12h / 7d) ->
-    seconds; `at_least` refuses shorter ones (a bare `30` is 30 minutes, as in Slurm)."""
+    seconds; `at_least` refuses shorter ones. A bare `30` is 30 minutes, as in Slurm, except on
+    options whose bare number once meant another unit (`was`): there it is refused, so that an
+    old script's `--wait 1800` is an error rather than 1800 minutes."""
 
     name = "DURATION"
 
-    def __init__(self, at_least: float = 0.0, unlimited: bool = False) -> None:
+    def __init__(self, at_least: float = 0.0, unlimited: bool = False, was: str | None = None) -> None:
         self.at_least = at_least
         self.unlimited = unlimited
+        self.was = was
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if self.was and str(value).strip().replace(".", "", 1).isdigit():
+            self.fail(f"{value!r}: give a unit or Slurm's form, e.g. {value.strip()}s, {value.strip()}m or "
+                      f"{value.strip()}h (a bare number is minutes in Slurm; this option took {self.was} before)",
+                      param, ctx)
         try:
             seconds = parse_duration(value)
         except DurationError as exc:
@@ -122,5 +129,4 @@ class JobId(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
-DURATION = Duration()
 JOB_ID = JobId()

@@ -90,7 +90,7 @@ def current_cmd(ctx: click.Context, url: str | None, check: bool) -> None:
 @click.option(
     "--older-than",
     "age_s",
-    type=Duration(at_least=86400.0),
+    type=Duration(at_least=86400.0, was="days"),
     required=True,
     help="Delete samples, decisions and finished held-job rows older than this Slurm duration "
          "(at least a day: 90d, 90-0, 90-00:00:00).",

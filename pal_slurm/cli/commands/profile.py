@@ -27,7 +27,7 @@ from pal_slurm.bench.repository import StoreError
 from pal_slurm.cli.commands._profiling import open_profiling
 from pal_slurm.cli.context import cli_config
 from pal_slurm.bench.select import BACKENDS, select_backend
-from pal_slurm.cli.conventions import DURATION
+from pal_slurm.cli.conventions import Duration
 from pal_slurm.cli.errors import PalError
 from pal_slurm.model.classes import CLASS_ORDER
 
@@ -202,9 +202,9 @@ def _run_jobs(repo, slurm: SlurmCalls, nodes, args, wait_s, poll_s):
 @click.option("--gpus-per-node", type=click.IntRange(min=1), default=None, help="GPUs per node (replay; default 4 or the job's GPUs).")
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Samples per GPU and class (default 8 for replay, 1 otherwise).")
 @click.option("--seed", type=int, default=None, help="Replay seed (default [profiling] replay_seed).")
-@click.option("--duration", type=DURATION, default=None,
+@click.option("--duration", type=Duration(was="seconds"), default=None,
               help="Time per measurement, a Slurm duration (e.g. 2s, 00:05; default [profiling] duration_s).")
-@click.option("--wait", "wait_s", type=DURATION, default="30:00", show_default=True,
+@click.option("--wait", "wait_s", type=Duration(was="seconds"), default="30:00", show_default=True,
               help="Longest wait for the jobs, a Slurm duration (MM:SS, HH:MM:SS, ...).")
 @click.pass_context
 def profile_nodes(ctx, node_expr, idle, classes, backend, local, gpus_per_node, rounds, seed, duration, wait_s):

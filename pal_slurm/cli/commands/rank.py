@@ -50,7 +50,7 @@ def flagged_sample_lines(samples) -> list[str]:
 
 
 @click.command("rank", cls=PalCommand)
-@click.option("--window", type=Duration(at_least=1.0), default=None,
+@click.option("--window", type=Duration(at_least=1.0, was="seconds"), default=None,
               help="Use samples from this long ago until now, a Slurm duration (e.g. 7-00:00:00, 12h, 7d; "
                    "default [profiling] window_s).")
 @click.option("--method", type=click.Choice(METHODS), default=None, help="Binning method (default [policy] binning).")

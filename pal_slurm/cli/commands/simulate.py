@@ -79,7 +79,7 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Runs per (trace, policy); seed 0 of compat is the artifact's draw.")
 @click.option("--queue", "queue_name", default="fifo", show_default=True, help="fifo, las, srtf or srtf-aged.")
 @click.option("--locality-penalty", type=click.FloatRange(min=1.0), default=1.7, show_default=True)
-@click.option("--round", "round_s", type=Duration(at_least=1.0), default="06:00", show_default=True,
+@click.option("--round", "round_s", type=Duration(at_least=1.0, was="seconds"), default="06:00", show_default=True,
               help="Compat mode round length, a Slurm duration (MM:SS; 06:00 is 360 s).")
 @click.option("--congestion", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="Event mode: background network load.")
 @click.option("--baselines", default="packed-sticky", show_default=True,

@@ -44,7 +44,7 @@ def _redact(url: str) -> str:
 
 
 @click.command("status", cls=PalCommand)
-@click.option("--stale-after", type=Duration(at_least=360.0), default="7-00:00:00", show_default=True,
+@click.option("--stale-after", type=Duration(at_least=360.0, was="hours"), default="7-00:00:00", show_default=True,
               help="A ranking snapshot older than this Slurm duration is stale (e.g. 7-00:00:00, 36h).")
 @json_option("Print the report as one JSON object (for scripts).")
 @output_option("the report")

@@ -45,7 +45,11 @@ def test_simulate_json_is_one_document_on_stdout_and_output_writes_the_same(tmp_
     (["simulate", "--trace", "workload-1", "--days", "3"], "--days N is now --window DURATION"),
     (["replay", "--trace", "workload-1", "--nodes", "4"], "--nodes N is now --node-count N"),
     (["rank", "--window", "soon"], "not a duration: 'soon'"),
-    (["status", "--stale-after", "1"], "at least 360 s"),
+    (["status", "--stale-after", "05:00"], "at least 360 s"),
+    (["status", "--stale-after", "48"], "e.g. 48s, 48m or 48h (a bare number is minutes in Slurm; this option took "
+                                        "hours before)"),
+    (["profile-nodes", "--idle", "--wait", "1800"], "this option took seconds before"),
+    (["simulate", "--trace", "workload-1", "--round", "360"], "this option took seconds before"),
     (["explain", "1234_[1-3]"], "one array task, not a range"),
 ])
 def test_old_spellings_and_bad_values_exit_2_naming_the_fix(args, said):

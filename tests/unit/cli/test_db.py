@@ -84,7 +84,9 @@ def test_prune(url):
     finally:
         repo.close()
     assert palctl("db", "prune", "--older-than", "0").exit_code == 2  # below the minimum
-    res = palctl("db", "prune", "--older-than", "90")  # 90 minutes, as in Slurm: refused, not everything pruned
+    res = palctl("db", "prune", "--older-than", "90")  # once 90 days; never read as 90 minutes
+    assert res.exit_code == 2 and "this option took days before" in res.output
+    res = palctl("db", "prune", "--older-than", "90:00")  # 90 minutes: refused, not nearly everything pruned
     assert res.exit_code == 2 and "at least 86400 s" in res.output
     assert palctl("db", "prune", "--older-than", "90d").exit_code == 0
     assert palctl("db", "prune").exit_code == 2  # required

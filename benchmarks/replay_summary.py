@@ -3,7 +3,7 @@ beside the mean of their predictions (`pal_slurm.replay.summary`: why one replay
 
     python3 benchmarks/replay_summary.py docs/results/slurm/replay-*.json --stock docs/results/slurm/stock-workload-1-seed0.json
 
-Each FILE is one replay's `palctl replay --json` (or `benchmarks/slurm_replay.py`'s all.json):
+Each FILE is one replay's `palctl replay --json` / `--output FILE` document (or `benchmarks/slurm_replay.py`'s all.json):
 a pald arm with the stock arm of the same trace and seed beside it. Prints every replay (avg
 JCT and makespan over stock's, the predicted ratio and its miss), then per trace and arm the
 means, the worst makespan and how many replays' own predictions missed by more than 0.05,

@@ -35,7 +35,7 @@ def replay(trace: str, arms: str, scale: float, jobs: int, seed: int, out: Path)
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-m", "pal_slurm.cli", "replay", "--trace", trace, "--arms", arms,
            "--time-scale", str(scale), "--jobs", str(jobs), "--seed", str(seed),
-           "--work-dir", str(out / tag), "--json", str(json_path), "--plots", str(out / "plots" / tag)]
+           "--work-dir", str(out / tag), "--output", str(json_path), "--plots", str(out / "plots" / tag)]
     print("$ palctl " + " ".join(cmd[3:]), flush=True)
     subprocess.run(cmd, check=True, env=env, cwd=str(REPO))
     return json.loads(json_path.read_text())["results"]

@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
         t = step(f"5. simulated comparison on the bundled trace {args.trace} (compat mode, 16x4 GPUs)")
         palctl(env, "simulate", "--trace", args.trace, "--policies", "pal,pmfirst,packed-sticky,random-sticky,firstfit",
-               "--plots", str(work / "plots"), "--json", str(work / "simulate.json"))
+               "--plots", str(work / "plots"), "--output", str(work / "simulate.json"))
         print(f"   plots: {work / 'plots'}")
         done(t)
     except DemoError as exc:

@@ -1,7 +1,7 @@
 """What palctl commands share: the configuration and the store, opened once per invocation.
 
 The root group stores `--config` (or $PAL_CONFIG) in `ctx.obj["config_path"]`; commands call
-`cli_config(ctx)` / `cli_store(ctx)` and get a PalError with an actionable message instead of a
+`cli_config(ctx)` / `cli_store(ctx)` and get a PalConfigError (exit 2) or PalError (exit 1) with an actionable message instead of a
 traceback when the file is wrong or the database is away.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from pal_slurm.cli.errors import PalError
+from pal_slurm.cli.errors import PalConfigError, PalError
 from pal_slurm.config import Config, ConfigError, load_config
 from pal_slurm.store.errors import StoreError
 
@@ -20,7 +20,7 @@ def cli_config(ctx: click.Context) -> Config:
         try:
             obj["config"] = load_config(obj.get("config_path"))
         except ConfigError as err:
-            raise PalError(f"configuration: {err}") from None
+            raise PalConfigError(f"configuration: {err}") from None
     return obj["config"]
 
 

@@ -7,15 +7,44 @@ group) and is registered here by discovery, so adding a command touches no share
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 import sys
+from typing import Any
+
 import click
 
 from pal_slurm import __version__
-from pal_slurm.cli.errors import ExitStatus, PalError  # noqa: F401 - re-exported for callers
+from pal_slurm.cli.errors import ExitStatus, PalConfigError, PalError  # noqa: F401 - re-exported for callers
+from pal_slurm.config import ConfigError
+
+_ARGV = "pal.argv"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class PalGroup(click.Group):
+    """The root group: a bad configuration exits 2, and with `--json` an error is one JSON object
+    on stdout ({"ok": false, "error": ..., "exit_code": ...}) so scripts never parse prose."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_ARGV] = list(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            try:
+                return super().invoke(ctx)
+            except ConfigError as exc:
+                raise PalConfigError(f"configuration: {exc}") from None
+        except click.ClickException as exc:
+            argv = ctx.meta.get(_ARGV, [])
+            options = argv[: argv.index("--")] if "--" in argv else argv
+            if "--json" in options:
+                click.echo(json.dumps({"ok": False, "error": exc.format_message(), "exit_code": exc.exit_code}))
+                raise click.exceptions.Exit(exc.exit_code) from None
+            raise
+
+
+@click.group(cls=PalGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="palctl")
 @click.option(
     "--config",

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from pal_slurm import __version__
 from pal_slurm.config import ConfigError, load_config
 from pal_slurm.daemon.cycle import is_pal_held
 
@@ -61,6 +62,7 @@ def run(config, reader, actuator, now: float | None = None, force: bool = False)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pal-failsafe", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"pal-failsafe {__version__}")
     parser.add_argument("--config")
     parser.add_argument("--force", action="store_true", help="release PAL-held jobs whatever the heartbeat says")
     args = parser.parse_args(argv)

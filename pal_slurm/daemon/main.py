@@ -17,6 +17,7 @@ import pwd
 import signal
 import sys
 
+from pal_slurm import __version__
 from pal_slurm.config import ConfigError, load_config
 from pal_slurm.daemon.app import RELOAD_WAIT_S, Pald
 from pal_slurm.daemon.lazy_store import LazyStore
@@ -116,6 +117,7 @@ async def serve(config, pald: Pald) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pald", description="pal-slurm placement daemon")
+    parser.add_argument("--version", action="version", version=f"pald {__version__}")
     parser.add_argument("--config", help="pal.toml (default /etc/pal/pal.toml or $PAL_CONFIG)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)

@@ -82,14 +82,15 @@ def normalised_gains(rows: Sequence[dict[str, Any]], baseline: str, key: str = "
     return {p: geomean(v) for p, v in ratios.items()}
 
 
-def write_json(path: str | Path, results: Sequence[RunResult], meta: dict[str, Any]) -> None:
+def json_document(results: Sequence[RunResult], meta: dict[str, Any]) -> dict[str, Any]:
+    """What `palctl simulate --json` prints: meta, per-run summaries, aggregates (NaN as null)."""
     summaries = [r.summary() for r in results]
-    doc = {
-        "meta": meta,
-        "results": summaries,
-        "aggregate": aggregate(summaries),
-    }
-    Path(path).write_text(json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n")
+    doc: dict[str, Any] = _finite({"meta": meta, "results": summaries, "aggregate": aggregate(summaries)})
+    return doc
+
+
+def write_json(path: str | Path, results: Sequence[RunResult], meta: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps(json_document(results, meta), indent=1, allow_nan=False) + "\n")
 
 
 def _finite(v: Any) -> Any:

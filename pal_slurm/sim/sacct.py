@@ -37,6 +37,7 @@ from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
 from pal_slurm.model.comment_grammar import CommentError, parse_comment
 from pal_slurm.input_files import CsvRow, InputError, parse_csv, read_text
+from pal_slurm.slurm.durations import DurationError, minutes_field, parse_limit
 from pal_slurm.sim.trace import MAX_RUNTIME_S, UNCLASSED, Trace, TraceError, TraceJob
 
 SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "Submit", "Start", "End", "Timelimit", "AllocTRES",
@@ -188,7 +189,7 @@ def _json_submit(v: Any, where: str) -> float:
 
 def _json_limit(v: Any, where: str) -> float | None:
     n = _json_number(v, where, "time.limit")
-    return None if n is None or n <= 0 or n >= 0xFFFFFFFE else n * 60.0  # minutes; INFINITE as None
+    return None if n is None else minutes_field(n)  # minutes; unset and INFINITE as None
 
 
 def _json_state(v: Any) -> str:
@@ -288,31 +289,10 @@ def _pipe_time(row: CsvRow, column: str) -> float | None:
     return dt.timestamp()
 
 
-def parse_slurm_duration(text: str) -> float | None:
-    """Slurm's [D-]HH:MM:SS / MM:SS / MM -> seconds; None for UNLIMITED / Partition_Limit / empty."""
-    t = text.strip()
-    if not t or t.lower() in ("unlimited", "partition_limit", "infinite", "none", "invalid"):
-        return None
-    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", t)
-    if not m:
-        raise ValueError(f"not a Slurm duration: {text!r}")
-    days = int(m.group(1) or 0)
-    parts = [int(p) for p in m.groups()[1:] if p is not None]
-    if m.group(1) is not None:  # D-HH[:MM[:SS]]
-        h, mi, s = (parts + [0, 0])[:3]
-    elif len(parts) == 3:
-        h, mi, s = parts
-    elif len(parts) == 2:
-        h, mi, s = 0, parts[0], parts[1]
-    else:
-        h, mi, s = 0, parts[0], 0
-    return float(((days * 24 + h) * 60 + mi) * 60 + s)
-
-
 def _pipe_limit(row: CsvRow) -> float | None:
     try:
-        return parse_slurm_duration(row.get("Timelimit"))
-    except ValueError as exc:
+        return parse_limit(row.get("Timelimit"))
+    except DurationError as exc:
         raise row.fail(str(exc), "Timelimit") from None
 
 

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from pal_slurm.slurm.durations import NO_VAL  # noqa: F401 - re-exported: Slurm's "unset" (22.05 prints it)
 from pal_slurm.slurm.errors import SlurmError, SlurmUnsupported
 from pal_slurm.slurm.runner import Runner
 
@@ -36,7 +37,6 @@ DATA_PARSER_SINCE = (23, 2)
 # data_parser versions whose shape the record functions below handle (source: Slurm's parsers.c)
 KNOWN_DATA_PARSERS = ("v0.0.39", "v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
 NEWEST_KNOWN_RELEASE = (25, 11)
-NO_VAL = 4294967294  # Slurm's "unset" for 32-bit fields (22.05 prints it; data_parser: set=false)
 # releases whose real daemons ran the readers' fixture tests and the integration suite
 TESTED_RELEASES = ((22, 5), (24, 11))
 

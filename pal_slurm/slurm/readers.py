@@ -26,6 +26,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.model.cluster import ClusterView
 from pal_slurm.slurm.dialects import LEGACY_22_05, NO_VAL, Dialect, detect
+from pal_slurm.slurm.durations import minutes_field
 from pal_slurm.slurm.errors import GresTooLarge, SlurmError, SlurmParseError, SlurmUnsupported
 from pal_slurm.slurm.gres import canonical_tres, parse_slot_type
 from pal_slurm.slurm.hostlist import HostSet, expand
@@ -425,15 +426,6 @@ def _allocated_nodes(raw: Mapping[str, Any]) -> list[str]:
     return expand(raw.get("nodes") or "")
 
 
-def _time_limit_s(value) -> float | None:
-    """squeue --json's time_limit is minutes (None/0 or a huge number when unlimited)."""
-    try:
-        minutes = int(value)
-    except (TypeError, ValueError):
-        return None
-    return float(minutes * 60) if 0 < minutes < 2**31 - 1 else None
-
-
 def parse_job(raw: Mapping[str, Any]) -> JobInfo:
     job_id = _require(raw, "job_id", "squeue job")
     try:
@@ -467,7 +459,7 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             submit_time=int(raw.get("submit_time") or 0),
             start_time=int(raw.get("start_time") or 0),
             partition=raw.get("partition") or "",
-            time_limit_s=_time_limit_s(raw.get("time_limit")),
+            time_limit_s=minutes_field(raw.get("time_limit")),
             tres_per_job=raw.get("tres_per_job") or "",
             placement_request=parse_job_placement_request(raw),
             restart_count=_count(raw.get("restart_cnt")),

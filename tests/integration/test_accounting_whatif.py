@@ -74,13 +74,13 @@ def test_whatif_on_the_lab_accounting(accounting, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert "classes from comments 2, rules 1, unclassed 0" in r.output and "(event mode, 2x4 GPUs)" in r.output
     out = tmp_path / "w.json"
-    r = run.invoke(cli, ["whatif", "--accounting", str(js), "--samples", "2", "--plot", str(tmp_path / "w.png"),
-                         "--json", str(out)])
+    r = run.invoke(cli, ["whatif", "--accounting", str(js), "--samples", "2", "--plots", str(tmp_path),
+                         "--output", str(out)])
     assert r.exit_code == 0, r.output
     assert "GPUs: 8 on 2 node(s)" in r.output and "3 GPU job(s)" in r.output
     doc = json.loads(out.read_text())
     assert {row["policy"] for row in doc["rows"]} == {"firstfit", "packed-sticky", "pal", "pal-net"}
-    assert (tmp_path / "w.png").stat().st_size > 10_000
+    assert (tmp_path / "whatif.png").stat().st_size > 10_000
 
 
 @pytest.fixture(scope="module")

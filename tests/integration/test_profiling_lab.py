@@ -130,7 +130,7 @@ def test_profile_nodes_replay_recovers_planted_profiles(lab, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the benchmark jobs run `python3 -m pal_slurm.cli`
     runner = CliRunner()
     r = runner.invoke(cli, ["profile-nodes", "--nodes", "gpu[01-04]", "--backend", "replay", "--classes", "A,D",
-                            "--gpus-per-node", "4", "--seed", "3", "--wait", "240"], catch_exceptions=False)
+                            "--gpus-per-node", "4", "--seed", "3", "--wait", "4:00"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     for node in NODES:
         assert any(line.startswith(node) and line.split()[-1] == "ok" for line in r.output.splitlines()), r.output

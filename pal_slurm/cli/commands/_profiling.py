@@ -7,9 +7,14 @@ import click
 from pal_slurm.bench.repository import StoreProfilingRepository
 from pal_slurm.bench.settings import ProfilingSettings
 from pal_slurm.cli.context import cli_config, cli_store
+from pal_slurm.cli.errors import PalConfigError
+from pal_slurm.config import ConfigError
 
 
 def open_profiling(ctx: click.Context) -> tuple[ProfilingSettings, StoreProfilingRepository]:
-    """Settings and the store (migrated, closed when the command ends); PalError otherwise."""
-    settings = ProfilingSettings.from_config(cli_config(ctx))
+    """Settings and the store (migrated, closed when the command ends); PalConfigError (exit 2) or PalError otherwise."""
+    try:
+        settings = ProfilingSettings.from_config(cli_config(ctx))
+    except ConfigError as exc:
+        raise PalConfigError(f"configuration: {exc}") from None
     return settings, StoreProfilingRepository(cli_store(ctx))

@@ -6,11 +6,10 @@ get `[policy] default_class` (the most variability-sensitive class unless config
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from pal_slurm.cli.context import cli_config, cli_store
+from pal_slurm.cli.conventions import PalCommand, emit_json, json_option, output_option
 from pal_slurm.cli.errors import PalError
 from pal_slurm.model.classes import CLASS_ORDER, class_rank
 from pal_slurm.store.errors import StoreError
@@ -33,10 +32,11 @@ def COMMAND() -> None:
     """The application -> class map (classes: A most variability-sensitive .. D least)."""
 
 
-@COMMAND.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON object instead of a table.")
+@COMMAND.command("list", cls=PalCommand)
+@json_option("Print a JSON object instead of a table.")
+@output_option("the map as JSON")
 @click.pass_context
-def list_cmd(ctx: click.Context, as_json: bool) -> None:
+def list_cmd(ctx: click.Context, as_json: bool, output_path: str | None) -> None:
     """Show every mapped application and its class."""
     repo = cli_store(ctx)
     try:
@@ -44,8 +44,8 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
     except StoreError as err:
         raise PalError(str(err)) from None
     default = cli_config(ctx).policy.default_class
+    emit_json({"classes": mapping, "default": default}, as_json, output_path, sort_keys=True)
     if as_json:
-        click.echo(json.dumps({"classes": mapping, "default": default}, sort_keys=True))
         return
     rows = sorted(mapping.items(), key=lambda kv: (class_rank(kv[1]), kv[0]))
     width = max([len("APPLICATION")] + [len(a) for a in mapping])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from pal_slurm.cli.context import cli_config
+from pal_slurm.cli.conventions import Duration
 from pal_slurm.cli.errors import PalError
 from pal_slurm.store.errors import StoreError
 
@@ -88,20 +89,21 @@ def current_cmd(ctx: click.Context, url: str | None, check: bool) -> None:
 @COMMAND.command("prune")
 @click.option(
     "--older-than",
-    "days",
-    type=click.FloatRange(min=1),
+    "age_s",
+    type=Duration(at_least=86400.0, was="days"),
     required=True,
-    help="Delete samples, decisions and finished held-job rows older than this many days.",
+    help="Delete samples, decisions and finished held-job rows older than this Slurm duration "
+         "(at least a day: 90d, 90-0, 90-00:00:00).",
 )
 @click.pass_context
-def prune_cmd(ctx: click.Context, days: float) -> None:
+def prune_cmd(ctx: click.Context, age_s: float) -> None:
     """Delete old history (ranking snapshots and jobs still held are always kept)."""
     from datetime import datetime, timedelta, timezone
 
     from pal_slurm.cli.context import cli_store
 
     repo = cli_store(ctx)
-    before = datetime.now(timezone.utc) - timedelta(days=days)
+    before = datetime.now(timezone.utc) - timedelta(seconds=age_s)
     try:
         counts = repo.prune(before)
     except StoreError as err:

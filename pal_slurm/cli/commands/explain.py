@@ -1,4 +1,8 @@
-"""palctl explain JOBID: why a job got its GPUs (class, bins, what else there was, locality)."""
+"""palctl explain JOBID: why a job got its GPUs (class, bins, what else there was, locality).
+
+JOBID is as Slurm writes it. pald records decisions under a job's own id (and its request id);
+an array task `1234_5` has an id of its own once Slurm starts it, which only Slurm knows, so it
+is resolved through squeue: never read as the number 12345."""
 
 from __future__ import annotations
 
@@ -7,13 +11,32 @@ import re
 import click
 
 from pal_slurm.cli.context import cli_config, cli_store
+from pal_slurm.cli.conventions import JOB_ID
 from pal_slurm.cli.errors import PalError
 from pal_slurm.daemon.tags import request_id
+from pal_slurm.slurm.jobids import JobRef
 
 _TAG = re.compile(r"pal:(placed|defer|pass)(?:=([^;\s]*))?")
 
 
-def _slurm_job(cfg, job_id: int):
+def find_job(jobs, ref: JobRef):
+    """The squeue record of `ref`: the job itself, a split-off array task (a record of its own),
+    or the array's record of pending tasks that still holds it; None when squeue has none."""
+    from pal_slurm.slurm.errors import SlurmParseError
+
+    if ref.array_task is None:
+        return next((j for j in jobs if j.job_id == ref.job_id), None)
+    wanted = str(ref)
+    for j in jobs:
+        try:
+            if wanted in (str(r) for r in j.element_refs()):
+                return j
+        except SlurmParseError:  # a task string this does not read: not the record asked for
+            continue
+    return None
+
+
+def _slurm_job(cfg, ref: JobRef):
     from pal_slurm.slurm.errors import SlurmError
     from pal_slurm.slurm.readers import SlurmReader
     from pal_slurm.slurm.runner import CommandRunner
@@ -22,21 +45,32 @@ def _slurm_job(cfg, job_id: int):
         jobs = SlurmReader(CommandRunner(slurm_conf=cfg.slurm.conf, bin_dir=cfg.slurm.bin_dir)).jobs()
     except SlurmError as exc:
         return None, f"Slurm not readable ({exc})"
-    for j in jobs:
-        if j.job_id == job_id:
-            return j, ""
-    return None, "not in squeue (finished more than MinJobAge ago?)"
+    job = find_job(jobs, ref)
+    return (job, "") if job is not None else (None, "not in squeue (finished more than MinJobAge ago?)")
 
 
 @click.command("explain")
-@click.argument("job_id", type=int)
+@click.argument("job_ref", metavar="JOBID", type=JOB_ID)
 @click.pass_context
-def explain(ctx: click.Context, job_id: int) -> None:
-    """Why job JOB_ID got its GPUs (or why PAL left it to Slurm)."""
+def explain(ctx: click.Context, job_ref: JobRef) -> None:
+    """Why job JOBID got its GPUs (or why PAL left it to Slurm).
+
+    JOBID as Slurm writes it: 1234, or 1234_5 for task 5 of array job 1234."""
+    if job_ref.het_offset is not None:
+        raise PalError(f"{job_ref} is a component of heterogeneous job {job_ref.job_id}: pald records decisions "
+                       f"per job, so explain the job itself (palctl explain {job_ref.job_id})")
     cfg = cli_config(ctx)
     repo = cli_store(ctx)
-    job, why_not = _slurm_job(cfg, job_id)
+    job, why_not = _slurm_job(cfg, job_ref)
+    if job_ref.array_task is not None and job is None:
+        raise PalError(f"array task {job_ref}: {why_not}; pald records a task under the job id Slurm gave it: "
+                       f"find it with `sacct -X -j {job_ref} -o JobIDRaw` and run palctl explain with that id")
+    job_id = job.job_id if job is not None else job_ref.job_id
     keys = [str(job_id)]
+    if job_ref.array_task is not None and job is not None and job.is_array_record:
+        click.echo(f"array task {job_ref} has not started: it is part of array job {job_id}'s pending record")
+    elif job_ref.array_task is not None and job is not None and job.job_id != job_ref.job_id:
+        click.echo(f"array task {job_ref} is job {job_id}")
     if job is not None:
         click.echo(f"job {job_id}: {job.state}, comment {job.comment!r}, admin_comment {job.admin_comment!r}")
         if job.nodes:
@@ -52,7 +86,7 @@ def explain(ctx: click.Context, job_id: int) -> None:
         click.echo(f"job {job_id}: {why_not}")
     decisions = [d for k in keys for d in repo.decisions(k, limit=20)]
     if not decisions:
-        raise PalError(f"no pald decision recorded for job {job_id} (looked up {', '.join(keys)})")
+        raise PalError(f"no pald decision recorded for job {job_ref} (looked up {', '.join(keys)})")
     decisions.sort(key=lambda d: d.created_at)
     for d in decisions:
         nodes = "; ".join(f"{n}:{','.join(map(str, s))}" for n, s in d.nodes.items()) or "-"

@@ -27,6 +27,7 @@ from pal_slurm.bench.repository import StoreError
 from pal_slurm.cli.commands._profiling import open_profiling
 from pal_slurm.cli.context import cli_config
 from pal_slurm.bench.select import BACKENDS, select_backend
+from pal_slurm.cli.conventions import Duration
 from pal_slurm.cli.errors import PalError
 from pal_slurm.model.classes import CLASS_ORDER
 
@@ -196,13 +197,15 @@ def _run_jobs(repo, slurm: SlurmCalls, nodes, args, wait_s, poll_s):
 @click.option("--nodes", "node_expr", default=None, help="Nodes to profile (hostlist, e.g. gpu[01-04]).")
 @click.option("--idle", is_flag=True, help="Profile every idle node (sinfo) instead of --nodes.")
 @click.option("--classes", default=",".join(CLASS_ORDER), show_default=True, help="Comma-separated classes.")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None, help="Benchmark backend (default profiling.backend).")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None, help="Benchmark backend (default [profiling] backend).")
 @click.option("--local", is_flag=True, help="Measure here instead of submitting one job per node.")
 @click.option("--gpus-per-node", type=click.IntRange(min=1), default=None, help="GPUs per node (replay; default 4 or the job's GPUs).")
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Samples per GPU and class (default 8 for replay, 1 otherwise).")
-@click.option("--seed", type=int, default=None, help="Replay seed (default profiling.replay_seed).")
-@click.option("--duration", type=click.FloatRange(min=0.0), default=None, help="Seconds per measurement (default profiling.duration_s).")
-@click.option("--wait", "wait_s", type=click.FloatRange(min=0.0), default=1800.0, show_default=True, help="Longest wait for the jobs (s).")
+@click.option("--seed", type=int, default=None, help="Replay seed (default [profiling] replay_seed).")
+@click.option("--duration", type=Duration(was="seconds"), default=None,
+              help="Time per measurement, a Slurm duration (e.g. 2s, 00:05; default [profiling] duration_s).")
+@click.option("--wait", "wait_s", type=Duration(was="seconds"), default="30:00", show_default=True,
+              help="Longest wait for the jobs, a Slurm duration (MM:SS, HH:MM:SS, ...).")
 @click.pass_context
 def profile_nodes(ctx, node_expr, idle, classes, backend, local, gpus_per_node, rounds, seed, duration, wait_s):
     """Benchmark GPUs and record samples for palctl rank."""
@@ -230,7 +233,7 @@ def profile_nodes(ctx, node_expr, idle, classes, backend, local, gpus_per_node, 
     if not nodes:
         raise click.UsageError("give --nodes LIST or --idle (or --local to measure this host)")
     args = ["--classes", ",".join(class_list), "--backend", backend, "--rounds", str(rounds),
-            "--seed", str(seed), "--duration", str(duration)]
+            "--seed", str(seed), "--duration", f"{duration:.6f}".rstrip("0").rstrip(".") + "s"]
     if gpus_per_node:
         args += ["--gpus-per-node", str(gpus_per_node)]
     _run_jobs(repo, slurm, nodes, args, wait_s, poll_s=2.0)

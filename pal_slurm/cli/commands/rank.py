@@ -12,26 +12,10 @@ from pal_slurm.bench.repository import StoreError
 from pal_slurm.cli.commands._drift import drift_between, log_drift, mark_nodes
 from pal_slurm.cli.commands._profiling import open_profiling
 from pal_slurm.cli.context import cli_config
+from pal_slurm.cli.conventions import Duration, PalCommand
 from pal_slurm.cli.errors import PalError
 from pal_slurm.ranking.binning import METHODS
 from pal_slurm.ranking.rank import diff, rank_samples
-
-
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-
-
-def parse_duration(text: str) -> float:
-    """'90', '30m', '12h', '7d', '2w' -> seconds; ValueError for anything else or <= 0."""
-    t = text.strip().lower()
-    unit = _UNITS.get(t[-1:]) if t else None
-    number = t[:-1] if unit else t
-    try:
-        value = float(number) * (unit or 1.0)
-    except ValueError:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 3600, 30m, 12h, 7d)") from None
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"a duration must be > 0, got {text!r}")
-    return value
 
 
 def format_moves(moves) -> list[str]:
@@ -65,9 +49,11 @@ def flagged_sample_lines(samples) -> list[str]:
     return lines
 
 
-@click.command("rank")
-@click.option("--window", default=None, help="Use samples from this long ago until now (e.g. 12h, 7d; default profiling.window_s).")
-@click.option("--method", type=click.Choice(METHODS), default=None, help="Binning method (default profiling.method).")
+@click.command("rank", cls=PalCommand)
+@click.option("--window", type=Duration(at_least=1.0, was="seconds"), default=None,
+              help="Use samples from this long ago until now, a Slurm duration (e.g. 7-00:00:00, 12h, 7d; "
+                   "default [profiling] window_s).")
+@click.option("--method", type=click.Choice(METHODS), default=None, help="Binning method (default [policy] binning).")
 @click.option("--classes", default=None, help="Comma-separated classes to rank (default: every class with samples).")
 @click.option("--dry-run", is_flag=True, help="Show what would move (and the scontrol calls of [drift] action) "
               "without saving a new version or marking nodes.")
@@ -75,13 +61,9 @@ def flagged_sample_lines(samples) -> list[str]:
 def rank(ctx, window, method, classes, dry_run):
     """Recompute per-class GPU rankings from recent samples (busy samples dropped, outliers flagged)."""
     try:
-        window_s = parse_duration(window) if window else None
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--window") from None
-    try:
         settings, repo = open_profiling(ctx)
         now = time.time()
-        window_s = window_s or settings.window_s
+        window_s = window or settings.window_s
         samples = repo.samples(since=now - window_s)
         previous = repo.latest_ranking()
     except (StoreError, OSError) as exc:

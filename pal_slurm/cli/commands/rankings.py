@@ -7,21 +7,21 @@ drifted (usable from cron or monitoring)."""
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from pal_slurm.bench.repository import StoreError
 from pal_slurm.cli.commands._drift import drift_between, mark_nodes
 from pal_slurm.cli.commands._profiling import open_profiling
 from pal_slurm.cli.context import cli_config
-from pal_slurm.cli.errors import PalError
+from pal_slurm.cli.conventions import PalCommand, emit_json, json_option, output_option
+from pal_slurm.cli.errors import ExitStatus, PalError
 from pal_slurm.model.classes import class_rank
 
 
-@click.command("rankings")
+@click.command("rankings", cls=PalCommand)
 @click.option("--class", "perf_class", default=None, help="Only this class (A..D).")
-@click.option("--json", "as_json", is_flag=True, help="Print the snapshot (or, with --changed, the drift) as JSON.")
+@json_option("Print the snapshot (or, with --changed, the drift) as one JSON document.")
+@output_option("the snapshot (or the drift) as JSON")
 @click.option("--changed", is_flag=True, help="List GPUs that got slower or changed bin since the previous ranking.")
 @click.option("--since", type=click.IntRange(min=1), default=None,
               help="With --changed: compare with this version (default: the one before the latest).")
@@ -31,7 +31,7 @@ from pal_slurm.model.classes import class_rank
               help="With --changed: mark the drifted GPUs' nodes in Slurm (node Comment, or drain).")
 @click.option("--dry-run", is_flag=True, help="With --action: print the exact scontrol calls instead of running them.")
 @click.pass_context
-def rankings(ctx, perf_class, as_json, changed, since, threshold, action, dry_run):
+def rankings(ctx, perf_class, as_json, output_path, changed, since, threshold, action, dry_run):
     """Show the latest ranking snapshot per node / GPU / class, or what drifted (--changed)."""
     try:
         _, repo = open_profiling(ctx)
@@ -41,17 +41,18 @@ def rankings(ctx, perf_class, as_json, changed, since, threshold, action, dry_ru
     if snap is None:
         raise PalError("no ranking yet: run palctl profile-nodes, then palctl rank")
     if changed:
-        _changed(ctx, repo, snap, perf_class, since, threshold, action, dry_run, as_json)
+        _changed(ctx, repo, snap, perf_class, since, threshold, action, dry_run, as_json, output_path)
         return
     entries = [e for e in snap.entries if perf_class is None or e.perf_class == perf_class]
     if perf_class is not None and not entries:
         raise PalError(f"ranking v{snap.version} has no class {perf_class!r} (classes: {','.join(snap.classes())})")
     entries.sort(key=lambda e: (class_rank(e.perf_class), e.perf_class, e.node, e.slot))
-    if as_json:
+    if as_json or output_path:
         d = snap.to_dict()
         d["entries"] = [x for x in d["entries"] if perf_class is None or x["perf_class"] == perf_class]
-        click.echo(json.dumps(d, indent=1, sort_keys=True))
-        return
+        emit_json(d, as_json, output_path, sort_keys=True)
+        if as_json:
+            return
     click.echo(f"ranking v{snap.version} ({snap.method})")
     header = f"{'NODE':<12} {'GPU':>3} {'CLASS':<5} {'SCORE':>7} {'SF':>7} {'BIN':>3} FLAGS"
     click.echo(header)
@@ -60,10 +61,10 @@ def rankings(ctx, perf_class, as_json, changed, since, threshold, action, dry_ru
                    f"{','.join(e.flags) or '-'}")
 
 
-DRIFT_FOUND = 3
+DRIFT_FOUND = ExitStatus.DRIFT
 
 
-def _changed(ctx, repo, snap, perf_class, since, threshold, action, dry_run, as_json) -> None:
+def _changed(ctx, repo, snap, perf_class, since, threshold, action, dry_run, as_json, output_path) -> None:
     base_version = since if since is not None else snap.version - 1
     if base_version >= snap.version:
         raise PalError(f"--since v{base_version} is not older than the latest ranking v{snap.version}")
@@ -75,13 +76,12 @@ def _changed(ctx, repo, snap, perf_class, since, threshold, action, dry_run, as_
         raise PalError(f"no ranking v{base_version} to compare v{snap.version} with")
     threshold = threshold if threshold is not None else cli_config(ctx).drift.threshold
     drifts = [d for d in drift_between(base, snap, threshold) if perf_class is None or d.perf_class == perf_class]
-    if as_json:
-        click.echo(json.dumps({
-            "from_version": base.version, "to_version": snap.version, "threshold": threshold,
-            "drifted": [{"node": d.node, "slot": d.slot, "perf_class": d.perf_class, "old_score": d.old_score,
-                         "new_score": d.new_score, "change": round(d.change, 6), "old_bin": d.old_bin,
-                         "new_bin": d.new_bin} for d in drifts]}, indent=1, sort_keys=True))
-    else:
+    emit_json({
+        "from_version": base.version, "to_version": snap.version, "threshold": threshold,
+        "drifted": [{"node": d.node, "slot": d.slot, "perf_class": d.perf_class, "old_score": d.old_score,
+                     "new_score": d.new_score, "change": round(d.change, 6), "old_bin": d.old_bin,
+                     "new_bin": d.new_bin} for d in drifts]}, as_json, output_path, sort_keys=True)
+    if not as_json:
         click.echo(f"ranking v{base.version} -> v{snap.version}: {len(drifts)} GPU(s) drifted "
                    f"(slower by more than {threshold:.0%} or another bin)")
         for d in drifts:

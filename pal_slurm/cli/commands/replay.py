@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import click
 
+from pal_slurm.cli.conventions import PalCommand, emit_json, json_option, output_option, plots_option
 from pal_slurm.cli.errors import PalError
 from pal_slurm.cli.progress import DelayedProgress
 from pal_slurm.cli.signals import Terminated, exit_cleanly_on_termination
 
 
-@click.command("replay")
+@click.command("replay", cls=PalCommand, renamed={"--nodes": "--nodes N is now --node-count N (--nodes is always a hostlist)"})
 @click.option("--trace", "trace_spec", required=True, help="CSV path or bundled name (workload-1..6), as for palctl simulate.")
 @click.option("--arms", default="stock,pal", show_default=True, help="Comma-separated: stock, pal, pal-net, pal-fit, pal-fit-aged (pal-fit with the srtf-aged queue).")
 @click.option("--time-scale", "scale", type=click.FloatRange(min=1.0), default=600.0, show_default=True,
@@ -23,13 +23,16 @@ from pal_slurm.cli.signals import Terminated, exit_cleanly_on_termination
                    "(docs/results/slurm/ compares 600 and 150).")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Replay only the first N jobs.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Per-GPU variability draw (as simulate's seed index).")
-@click.option("--nodes", "num_nodes", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--node-count", "num_nodes", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Nodes of each lab cluster.")
 @click.option("--gpus-per-node", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--nodes-per-rack", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--work-dir", type=click.Path(file_okay=False), default=None, help="Labs, payload records and logs (default: a temporary folder, kept).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, writable=True), default=None, help="Write the results as JSON.")
-@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="Write a JCT CDF and per-GPU Gantt charts here.")
-def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_per_rack, work_dir, json_out, plots_dir):
+@json_option("Print the results as one JSON document on stdout (the per-arm lines go to stderr).")
+@output_option("the results as JSON")
+@plots_option("a JCT CDF and per-GPU Gantt charts")
+def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_per_rack, work_dir, as_json, output_path,
+           plots_dir):
     """Replay a trace on freshly started Slurm lab clusters, one per arm, and compare.
 
     Stopped by Ctrl-C, SIGTERM or SIGHUP, it first stops the labs and pald it started (exit
@@ -52,7 +55,7 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
                f"on {num_nodes}x{gpus_per_node} GPUs; work dir {work}", err=True)
     try:
         with exit_cleanly_on_termination():
-            results, runs = _run_arms(plan, arm_list, work, seed, shape, scale)
+            results, runs = _run_arms(plan, arm_list, work, seed, shape, scale, as_json)
     except Terminated as stop:
         click.echo(f"palctl replay: stopped by {stop.name}; the labs and pald it started are stopped; "
                    f"what ran is in {work}", err=True)
@@ -62,10 +65,8 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
         for arm, run in runs.items():
             if arm != "stock":
                 click.echo(f"{arm} / stock: avg JCT {run.summary.avg_jct_s / base.avg_jct_s:.3f}, "
-                           f"makespan {run.summary.makespan_s / base.makespan_s:.3f}")
-    if json_out:
-        Path(json_out).write_text(json.dumps({"results": results}, indent=2))
-        click.echo(f"wrote {json_out}", err=True)
+                           f"makespan {run.summary.makespan_s / base.makespan_s:.3f}", err=as_json)
+    emit_json({"results": results}, as_json, output_path)
     if plots_dir:
         from pal_slurm.replay.plots import write_plots
 
@@ -73,7 +74,7 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
             click.echo(f"wrote {p}", err=True)
 
 
-def _run_arms(plan, arm_list, work, seed, shape, scale):
+def _run_arms(plan, arm_list, work, seed, shape, scale, quiet):
     """Each arm on its own fresh lab, one after another: (result rows, runs by arm)."""
     from pal_slurm.replay.harness import ReplayError, run_arm
     from pal_slurm.replay.predict import predict_arm
@@ -102,9 +103,9 @@ def _run_arms(plan, arm_list, work, seed, shape, scale):
         click.echo(f"{arm:8} avg JCT {row['avg_jct_s'] / 3600:7.3f} h  p99 {row['p99_jct_s'] / 3600:7.3f} h  "
                    f"makespan {row['makespan_s'] / 3600:7.3f} h  util {row['utilization']:.3f}  "
                    f"slowdown {row['gpu_weighted_slowdown']:.3f}  (predicted avg JCT "
-                   f"{row['predicted_avg_jct_s'] / 3600:.3f} h, makespan {row['predicted_makespan_s'] / 3600:.3f} h)")
+                   f"{row['predicted_avg_jct_s'] / 3600:.3f} h, makespan {row['predicted_makespan_s'] / 3600:.3f} h)", err=quiet)
         if parted:
-            click.echo(f"{'':8} {pred.partings_line(len(plan.jobs))}")
+            click.echo(f"{'':8} {pred.partings_line(len(plan.jobs))}", err=quiet)
     return results, runs
 
 

@@ -8,20 +8,22 @@ from typing import Callable
 import click
 
 from pal_slurm.cli.context import cli_config
-from pal_slurm.cli.errors import PalError
+from pal_slurm.cli.conventions import Duration, PalCommand, emit_json, json_option, output_option, plots_option
+from pal_slurm.cli.errors import PalConfigError, PalError
 from pal_slurm.cli.progress import DelayedProgress
 from pal_slurm.input_files import InputError
 from pal_slurm.model import ClusterView
 from pal_slurm.policy import UnknownPolicy, placement, queue_order
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.network import cluster_from_racks
-from pal_slurm.sim.report import format_table, normalised_gains, aggregate, write_json, write_plots
+from pal_slurm.sim.report import format_table, normalised_gains, aggregate, json_document, write_plots
 from pal_slurm.sim.runner import MODES, RunSpec, parse_cluster, run_grid
 from pal_slurm.sim.sacct import load_accounting_trace, parse_class_rules
 from pal_slurm.sim.trace import Trace, bundled_trace_names, fit_gpu_models, rate_for_load, resolve_trace, synthetic_trace
 from pal_slurm.sim.gpu_models import GpuModelsError, parse_gpu_models, with_gpu_models
 from pal_slurm.sim.variability import MeasuredGpus, load_measured, merge
 
+RENAMED_DAYS = "--days N is now --window DURATION (a Slurm duration: 30-0 or 30d for 30 days)"
 ARTIFACT_POLICIES = "pal,pmfirst,packed-sticky,packed-nonsticky,random-sticky,random-nonsticky"
 
 
@@ -43,12 +45,13 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
     return traces
 
 
-@click.command("simulate")
+@click.command("simulate", cls=PalCommand, renamed={"--days": RENAMED_DAYS})
 @click.option("--trace", "trace_specs", multiple=True,
               help="CSV path, bundled name (workload-1..6), 'sia-philly' for all, or sacct:FILE (sacct --json or "
                    "sacct -P output); repeatable or comma-separated.")
-@click.option("--days", type=click.FloatRange(min=0.0, min_open=True), default=None,
-              help="sacct: only jobs submitted in the last N days of the file.")
+@click.option("--window", "window_s", type=Duration(at_least=1.0), default=None,
+              help="sacct: only jobs submitted within this Slurm duration before the file's last submission "
+                   "(e.g. 30-0, 7d).")
 @click.option("--class-rules", "rules_text", default=None,
               help="sacct: 'FIELD:GLOB=CLASS; ...' (FIELD name|account|partition) for jobs without a pal:class= "
                    "comment [default: [simulate] class_rules].")
@@ -76,26 +79,34 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Runs per (trace, policy); seed 0 of compat is the artifact's draw.")
 @click.option("--queue", "queue_name", default="fifo", show_default=True, help="fifo, las, srtf or srtf-aged.")
 @click.option("--locality-penalty", type=click.FloatRange(min=1.0), default=1.7, show_default=True)
-@click.option("--round", "round_s", type=click.FloatRange(min=1.0), default=360.0, show_default=True, help="Compat mode round length (s).")
+@click.option("--round", "round_s", type=Duration(at_least=1.0, was="seconds"), default="06:00", show_default=True,
+              help="Compat mode round length, a Slurm duration (MM:SS; 06:00 is 360 s).")
 @click.option("--congestion", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="Event mode: background network load.")
-@click.option("--baseline", default="packed-sticky", show_default=True, help="Policy the gains are relative to.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, writable=True), default=None, help="Write results as JSON.")
-@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="Write PNG plots into this folder.")
+@click.option("--baselines", default="packed-sticky", show_default=True,
+              help="Comma-separated policies to compare with; gains are relative to the first.")
+@json_option("Print the results as one JSON document on stdout (the table goes to stderr).")
+@output_option("the results as JSON")
+@plots_option()
 @click.pass_context
-def simulate(ctx, trace_specs, days, rules_text, synthetic, synthetic_seed, synthetic_rate, synthetic_load, variability_specs, policies, mode,
+def simulate(ctx, trace_specs, window_s, rules_text, synthetic, synthetic_seed, synthetic_rate, synthetic_load, variability_specs, policies, mode,
              cluster_text, nodes_per_rack, gpu_models_text, topology_path, seeds, queue_name, locality_penalty, round_s, congestion,
-             baseline, json_out, plots_dir):
+             baselines, as_json, output_path, plots_dir):
     """Simulate traces under placement policies and print a comparison table."""
     measured = measured_gpus(ctx, variability_specs)
     cluster, racks = resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured)
     num_nodes, gpus_per_node = len(cluster.nodes), cluster.gpus_per_node
     gpu_models, cluster = resolve_gpu_models(gpu_models_text, mode, cluster)
+    stock = [p.strip() for p in baselines.split(",") if p.strip()]
     names = [p.strip() for p in policies.split(",") if p.strip()]
     try:
+        stock = [placement(n).name for n in stock]
         names = [placement(n).name for n in names]
         queue_order(queue_name)
     except UnknownPolicy as exc:
-        raise click.BadParameter(str(exc), param_hint="--policies/--queue") from None
+        raise click.BadParameter(str(exc), param_hint="--policies/--baselines/--queue") from None
+    if not stock:
+        raise click.BadParameter("give at least one baseline", param_hint="--baselines")
+    baseline = stock[0]
     if not names:
         raise click.BadParameter("no policy given", param_hint="--policies")
     try:
@@ -103,7 +114,8 @@ def simulate(ctx, trace_specs, days, rules_text, synthetic, synthetic_seed, synt
             synthetic_rate = rate_for_load(synthetic_load, cluster.size)
             click.echo(f"synthetic: {synthetic_rate:.2f} jobs/h (load {synthetic_load:g} of {cluster.size} GPUs)", err=True)
         traces = _traces(trace_specs, synthetic, synthetic_seed, synthetic_rate, num_nodes * gpus_per_node,
-                         accounting=lambda path: load_accounting_trace(path, class_rules(ctx, rules_text), days))
+                         accounting=lambda path: load_accounting_trace(
+                             path, class_rules(ctx, rules_text), None if window_s is None else window_s / 86400))
     except InputError as exc:
         raise PalError(str(exc)) from None
     try:
@@ -130,18 +142,17 @@ def simulate(ctx, trace_specs, days, rules_text, synthetic, synthetic_seed, synt
     elapsed = time.monotonic() - start
     summaries = [r.summary() for r in results]
     rows = aggregate(summaries)
-    click.echo(format_table(rows))
+    click.echo(format_table(rows), err=as_json)
     gains = normalised_gains(rows, baseline)
     if gains:
-        click.echo(f"\ngeomean avg JCT vs {baseline}: " + ", ".join(f"{p} {v:.3f}" for p, v in sorted(gains.items(), key=lambda kv: kv[1])))
+        click.echo(err=as_json)
+        click.echo(f"geomean avg JCT vs {baseline}: " + ", ".join(f"{p} {v:.3f}" for p, v in sorted(gains.items(), key=lambda kv: kv[1])), err=as_json)
     click.echo(f"{len(results)} run(s) in {elapsed:.1f} s ({mode} mode, {num_nodes}x{gpus_per_node} GPUs)", err=True)
     meta = {"mode": mode, "variability": measured.source if measured else "bundled Longhorn", "cluster": f"{num_nodes}x{gpus_per_node}", "queue": queue_name, "seeds": seeds,
             "locality_penalty": locality_penalty, "round_s": round_s, "congestion": congestion,
-            "baseline": baseline, "geomean_avg_jct_vs_baseline": gains, "elapsed_s": elapsed,
+            "baseline": baseline, "baselines": stock, "geomean_avg_jct_vs_baseline": gains, "elapsed_s": elapsed,
             "gpu_models": gpu_models_text}
-    if json_out:
-        write_json(json_out, results, meta)
-        click.echo(f"wrote {json_out}", err=True)
+    emit_json(json_document(results, meta), as_json, output_path)
     if plots_dir:
         for p in write_plots(plots_dir, results, baseline):
             click.echo(f"wrote {p}", err=True)
@@ -161,11 +172,16 @@ def resolve_gpu_models(text: str | None, mode: str, cluster):
 
 
 def class_rules(ctx: click.Context, text: str | None):
-    """--class-rules, else the configuration's [simulate] class_rules; PalError when malformed."""
+    """--class-rules, else the configuration's [simulate] class_rules; InputError (exit 1) or
+    PalConfigError (exit 2, the configuration's rules) when malformed."""
     where = "--class-rules"
     if text is None:
         config = cli_config(ctx)
-        text, where = config.simulate.class_rules, f"{config.source or 'configuration'}: [simulate] class_rules"
+        try:
+            return parse_class_rules(config.simulate.class_rules,
+                                     f"{config.source or 'configuration'}: [simulate] class_rules")
+        except InputError as exc:
+            raise PalConfigError(str(exc)) from None
     return parse_class_rules(text, where)
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime, timezone
 
 import click
 
 from pal_slurm.cli.context import cli_config
+from pal_slurm.cli.conventions import Duration, PalCommand, emit_json, json_option, output_option
+from pal_slurm.cli.errors import ExitStatus
 from pal_slurm.daemon.client import PaldClient, PaldError
 from pal_slurm.daemon.failsafe import heartbeat_age
+from pal_slurm.slurm.durations import format_duration
 
 
 def _store_report(url: str):
@@ -41,24 +43,24 @@ def _redact(url: str) -> str:
     return url
 
 
-@click.command("status")
-@click.option("--stale-after", type=click.FloatRange(min=0.1), default=168.0, show_default=True,
-              help="Hours after which a ranking snapshot counts as stale.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object (for scripts).")
+@click.command("status", cls=PalCommand)
+@click.option("--stale-after", type=Duration(at_least=360.0, was="hours"), default="7-00:00:00", show_default=True,
+              help="A ranking snapshot older than this Slurm duration is stale (e.g. 7-00:00:00, 36h).")
+@json_option("Print the report as one JSON object (for scripts).")
+@output_option("the report")
 @click.pass_context
-def status(ctx: click.Context, stale_after: float, as_json: bool) -> None:
+def status(ctx: click.Context, stale_after: float, as_json: bool, output_path: str | None) -> None:
     """Is pald up, the store reachable, the ranking fresh? Jobs held, last errors.
 
     Exit codes: 0 everything is fine; 1 something needs attention (the report says what);
     2 palctl itself could not run (bad configuration or option). Usable from monitoring.
     """
-    report = collect(cli_config(ctx), stale_after)
-    if as_json:
-        click.echo(json.dumps(report, indent=1, sort_keys=True, default=str))
-    else:
+    report = collect(cli_config(ctx), stale_after / 3600)
+    emit_json(report, as_json, output_path, sort_keys=True)
+    if not as_json:
         render(report)
     if report["problems"]:
-        ctx.exit(1)
+        ctx.exit(ExitStatus.ERROR)
 
 
 def collect(cfg, stale_after: float) -> dict:
@@ -102,7 +104,7 @@ def collect(cfg, stale_after: float) -> dict:
                              "gpus": len({(e.node, e.slot) for e in snap.entries}),
                              "classes": sorted({e.perf_class for e in snap.entries}), "fresh": fresh}
         if not fresh:
-            problems.append(f"the ranking is older than {stale_after:g} h: re-profile (cron.d/pal-reprofile)")
+            problems.append(f"the ranking is older than {format_duration(stale_after * 3600)}: re-profile (cron.d/pal-reprofile)")
     report["held_jobs"] = held
     report["ok"] = not problems
     return report

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import click
 
-from pal_slurm.cli.commands.simulate import class_rules, measured_gpus, resolve_cluster, resolve_gpu_models
+from pal_slurm.cli.commands.simulate import RENAMED_DAYS, class_rules, measured_gpus, resolve_cluster, resolve_gpu_models
+from pal_slurm.cli.conventions import Duration, PalCommand, emit_json, json_option, output_option, plots_option
 from pal_slurm.cli.errors import PalError
 from pal_slurm.cli.progress import DelayedProgress
 from pal_slurm.input_files import InputError
@@ -16,6 +17,7 @@ from pal_slurm.policy import UnknownPolicy, placement
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.runner import RunSpec, run_grid
 from pal_slurm.sim.sacct import load_accounting_trace
+from pal_slurm.slurm.durations import format_duration
 from pal_slurm.sim.trace import Trace, fit_gpu_models
 from pal_slurm.sim.whatif import DEFAULT_BASELINES, DEFAULT_POLICIES, compare, format_page, resample, write_plot
 
@@ -27,11 +29,11 @@ def _names(text: str, what: str) -> list[str]:
         raise click.BadParameter(str(exc), param_hint=what) from None
 
 
-@click.command("whatif")
+@click.command("whatif", cls=PalCommand, renamed={"--days": RENAMED_DAYS})
 @click.option("--accounting", "accounting_path", required=True, type=click.Path(dir_okay=False),
               help="The site's accounting: `sacct -a -X --json -S now-30days` output (or sacct -P, see docs/whatif.md).")
-@click.option("--days", type=click.FloatRange(min=0.0, min_open=True), default=30.0, show_default=True,
-              help="Only jobs submitted in the last N days of the file.")
+@click.option("--window", "window_s", type=Duration(at_least=1.0), default="30-0", show_default=True,
+              help="Only jobs submitted within this Slurm duration before the file's last submission (e.g. 7d).")
 @click.option("--variability", "variability_specs", multiple=True, default=("store",), show_default=True,
               help="Measured GPUs: 'store' (current ranking), 'store:vN', a variability file or CLASS=FILE.")
 @click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
@@ -48,12 +50,12 @@ def _names(text: str, what: str) -> list[str]:
 @click.option("--class-rules", "rules_text", default=None,
               help="'FIELD:GLOB=CLASS; ...' for jobs without a pal:class= comment [default: [simulate] class_rules].")
 @click.option("--congestion", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="Background network load.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default="whatif.png", show_default=True,
-              help="Where to write the plot ('' for none).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the numbers as JSON.")
+@plots_option("the plot (whatif.png; '' for none)", default=".")
+@json_option("Print the numbers as one JSON document on stdout (the page goes to stderr).")
+@output_option("the numbers as JSON")
 @click.pass_context
-def whatif(ctx, accounting_path, days, variability_specs, topology_path, cluster_text, nodes_per_rack, gpu_models_text,
-           policies, baselines, samples, rules_text, congestion, plot_path, json_out):
+def whatif(ctx, accounting_path, window_s, variability_specs, topology_path, cluster_text, nodes_per_rack, gpu_models_text,
+           policies, baselines, samples, rules_text, congestion, plots_dir, as_json, output_path):
     """What would PAL gain here? This cluster's measured GPUs, its last N days of jobs, PAL and
     pal-net against stock-like placement, with 95% confidence intervals and a plot."""
     candidates = _names(policies, "--policies")
@@ -66,7 +68,7 @@ def whatif(ctx, accounting_path, days, variability_specs, topology_path, cluster
     cluster, racks = resolve_cluster(cluster_text, topology_path, "event", nodes_per_rack, measured)
     gpu_models, cluster = resolve_gpu_models(gpu_models_text, "event", cluster)
     try:
-        trace = load_accounting_trace(accounting_path, class_rules(ctx, rules_text), days)
+        trace = load_accounting_trace(accounting_path, class_rules(ctx, rules_text), window_s / 86400)
     except InputError as exc:
         raise PalError(str(exc)) from None
     fits = tuple(j for j in trace.jobs if j.num_gpus <= cluster.size)
@@ -99,22 +101,20 @@ def whatif(ctx, accounting_path, days, variability_specs, topology_path, cluster
         f"  GPUs: {cluster.size} on {len(cluster.nodes)} node(s), {len(set(cluster.rack_of_node))} rack(s); "
         f"variability: {measured.source if measured else 'bundled Longhorn'}"
         + (f"; GPU models: {gpu_models_text}" if gpu_models_text else ""),
-        f"  workload: {accounting_path}, last {days:g} days, {len(trace.jobs)} GPU job(s)",
+        f"  workload: {accounting_path}, last {format_duration(window_s)}, {len(trace.jobs)} GPU job(s)",
         f"  {samples} workload sample(s) (1 as recorded + bootstrap resamples), event mode, FIFO queue, "
         f"{time.monotonic() - start:.0f} s",
     ]
-    click.echo(format_page(rows, baseline, header))
-    if plot_path:
-        out = write_plot(plot_path, rows, runs[0], baseline,
+    click.echo(format_page(rows, baseline, header), err=as_json)
+    if plots_dir:
+        Path(plots_dir).mkdir(parents=True, exist_ok=True)
+        out = write_plot(Path(plots_dir) / "whatif.png", rows, runs[0], baseline,
                          f"{len(trace.jobs)} jobs on {cluster.size} GPUs: candidates vs {baseline}")
         click.echo(f"wrote {out}", err=True)
-    if json_out:
-        doc = {"baseline": baseline, "samples": samples, "gpus": cluster.size, "jobs": len(trace.jobs),
-               "variability": measured.source if measured else "bundled Longhorn",
-               "rows": [asdict(r) for r in rows]}
-        with open(json_out, "w") as fh:
-            json.dump(doc, fh, indent=1)
-        click.echo(f"wrote {json_out}", err=True)
+    doc = {"baseline": baseline, "samples": samples, "gpus": cluster.size, "jobs": len(trace.jobs),
+           "variability": measured.source if measured else "bundled Longhorn",
+           "rows": [asdict(r) for r in rows]}
+    emit_json(doc, as_json, output_path)
 
 
 COMMAND = whatif

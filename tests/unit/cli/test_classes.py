@@ -102,8 +102,12 @@ def test_bad_config_is_a_clear_error(tmp_path, monkeypatch):
     conf.write_text("[policy]\ndefault_klass = 'A'\n")
     monkeypatch.delenv("PAL_DB_URL", raising=False)
     res = CliRunner().invoke(cli, ["--config", str(conf), "classes", "list"])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert "unknown key 'default_klass'" in res.output and str(conf) in res.output
+    res = CliRunner().invoke(cli, ["--config", str(conf), "classes", "list", "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 2 and doc["ok"] is False and doc["exit_code"] == 2
+    assert "unknown key 'default_klass'" in doc["error"]
 
 
 @pytest.mark.postgres

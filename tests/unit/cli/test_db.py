@@ -75,7 +75,7 @@ def test_prune(url):
         )
     finally:
         repo.close()
-    res = palctl("db", "prune", "--older-than", "90")
+    res = palctl("db", "prune", "--older-than", "90-00:00:00")
     assert res.exit_code == 0, res.output
     assert "1 samples, 0 decisions, 0 held jobs" in res.output
     repo = open_store(url)
@@ -84,4 +84,9 @@ def test_prune(url):
     finally:
         repo.close()
     assert palctl("db", "prune", "--older-than", "0").exit_code == 2  # below the minimum
+    res = palctl("db", "prune", "--older-than", "90")  # once 90 days; never read as 90 minutes
+    assert res.exit_code == 2 and "this option took days before" in res.output
+    res = palctl("db", "prune", "--older-than", "90:00")  # 90 minutes: refused, not nearly everything pruned
+    assert res.exit_code == 2 and "at least 86400 s" in res.output
+    assert palctl("db", "prune", "--older-than", "90d").exit_code == 0
     assert palctl("db", "prune").exit_code == 2  # required

@@ -60,7 +60,7 @@ def test_bad_config_and_unreachable_store_are_clear_errors(palctl, tmp_path, mon
     bad = tmp_path / "bad.toml"
     bad.write_text("[profiling]\ntimeout_s = -1\n")
     r = palctl("--config", str(bad), "rank")
-    assert r.exit_code == 1 and "configuration" in r.output and "timeout_s" in r.output
+    assert r.exit_code == 2 and "configuration" in r.output and "timeout_s" in r.output
     monkeypatch.setenv("PAL_DB_URL", "postgresql://pal@127.0.0.1:1/pal")
     r = palctl("rankings")
     assert r.exit_code == 1 and "Traceback" not in r.output and r.output.startswith("Error:")

@@ -43,7 +43,7 @@ def test_each_arms_json_row_carries_what_its_prediction_was_made_from(tmp_path, 
     monkeypatch.setattr(predict, "predicted_run_measured", fake_model)
     out = tmp_path / "r.json"
     r = CliRunner().invoke(cli, ["replay", "--trace", "workload-1", "--arms", "stock,pal-fit", "--jobs", "3",
-                                 "--work-dir", str(tmp_path / "w"), "--json", str(out)])
+                                 "--work-dir", str(tmp_path / "w"), "--output", str(out)])
     assert r.exit_code == 0, r.output
     rows = {row["arm"]: row for row in json.loads(out.read_text())["results"]}
     assert rows["pal-fit"]["release_wall_s"] == 0.25 and rows["stock"]["release_wall_s"] is None

@@ -12,7 +12,7 @@ def run(*args):
 def test_simulate_prints_table_and_writes_json_and_plots(tmp_path):
     out = tmp_path / "r.json"
     plots = tmp_path / "plots"
-    r = run("--trace", "workload-1", "--policies", "pal,packed-sticky", "--json", str(out), "--plots", str(plots))
+    r = run("--trace", "workload-1", "--policies", "pal,packed-sticky", "--output", str(out), "--plots", str(plots))
     assert r.exit_code == 0, r.output
     assert "workload-1" in r.output and "pal" in r.output
     doc = json.loads(out.read_text())
@@ -30,7 +30,7 @@ def test_simulate_prints_table_and_writes_json_and_plots(tmp_path):
 
 def test_multi_seed_reports_intervals(tmp_path):
     out = tmp_path / "r.json"
-    r = run("--trace", "workload-4", "--policies", "pal", "--seeds", "3", "--json", str(out))
+    r = run("--trace", "workload-4", "--policies", "pal", "--seeds", "3", "--output", str(out))
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
     assert sorted(row["seed"] for row in doc["results"]) == [42, 43, 44]
@@ -76,7 +76,7 @@ def test_event_mode_with_a_topology_file(tmp_path):
     topo.write_text("SwitchName=l1 Nodes=n[1-4]\nSwitchName=l2 Nodes=n[5-8]\nSwitchName=sp Switches=l[1-2]\n")
     out = tmp_path / "r.json"
     r = run("--synthetic", "30", "--mode", "event", "--topology", str(topo), "--cluster", "8x4",
-            "--policies", "pal-net,pal", "--json", str(out))
+            "--policies", "pal-net,pal", "--output", str(out))
     assert r.exit_code == 0, r.output
     assert "8x4" in __import__("json").loads(out.read_text())["meta"]["cluster"]
     bad = tmp_path / "bad.conf"
@@ -94,7 +94,7 @@ def test_gpu_models_run_in_event_mode_and_bad_specs_are_clear(tmp_path):
                                for i in range(30)))
     out = tmp_path / "r.json"
     r = run("--trace", str(trace), "--mode", "event", "--gpu-models", "a100=4:0.5,v100=12",
-            "--policies", "pal,packed-sticky", "--json", str(out))
+            "--policies", "pal,packed-sticky", "--output", str(out))
     assert r.exit_code == 0, r.output
     assert "mixed" in r.output and json.loads(out.read_text())["meta"]["gpu_models"] == "a100=4:0.5,v100=12"
     for args, said in [(["--gpu-models", "a100=4,v100=12"], "needs --mode event"),

@@ -26,11 +26,11 @@ def test_class_rules_from_the_configuration_and_bad_rules(palctl, tmp_path, monk
     assert "2 job(s) kept; classes from comments 1, rules 1, unclassed 0" in r.output
     conf.write_text('[simulate]\nclass_rules = "user:bob=A"\n')
     r = palctl("simulate", "--trace", f"sacct:{DATA / 'sacct-p.txt'}", "--cluster", "2x4")
-    assert r.exit_code == 1 and f"{conf}: [simulate] class_rules: bad rule 'user:bob=A'" in r.output
+    assert r.exit_code == 2 and f"{conf}: [simulate] class_rules: bad rule 'user:bob=A'" in r.output
 
 
 def test_days_window(palctl):
-    r = palctl("simulate", "--trace", f"sacct:{DATA / 'sacct-22.05.json'}", "--days", "0.01", "--cluster", "2x4",
+    r = palctl("simulate", "--trace", f"sacct:{DATA / 'sacct-22.05.json'}", "--window", "14:24", "--cluster", "2x4",
                "--policies", "pal")
     assert r.exit_code == 0, r.output
     assert "older than the window" in r.output and "1 job(s) kept" in r.output

@@ -30,16 +30,16 @@ def test_whatif_page_plot_and_json(palctl, tmp_path):
     assert r.exit_code == 1 and "the store has no ranking" in r.output
     assert palctl("import-variability", str(bundled_path("32gpu-variability.csv")), "--map-to-nodes", "gpu[01-08]",
                   "--rank").exit_code == 0
-    plot, out = tmp_path / "page.png", tmp_path / "page.json"
-    r = palctl("whatif", "--accounting", str(acct), "--days", "3650", "--samples", "3", "--plot", str(plot),
-               "--json", str(out))
+    plots, out = tmp_path / "plots", tmp_path / "page.json"
+    r = palctl("whatif", "--accounting", str(acct), "--window", "3650d", "--samples", "3", "--plots", str(plots),
+               "--output", str(out))
     assert r.exit_code == 0, r.output
     assert "GPUs: 32 on 8 node(s)" in r.output and "variability: A,B,C,D from store v1" in r.output
     assert "60 job(s) kept; classes from comments 48, rules 0, unclassed 12" in r.output
     for policy in ("firstfit", "packed-sticky", "pal", "pal-net"):
         assert f"\n{policy} " in r.output
     assert "\npal: " in r.output and "\npal-net: " in r.output
-    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (plots / "whatif.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     doc = json.loads(out.read_text())
     rows = {row["policy"]: row for row in doc["rows"]}
     assert doc["samples"] == 3 and doc["gpus"] == 32 and doc["jobs"] == 60
@@ -64,8 +64,8 @@ def test_whatif_on_two_gpu_models(palctl, tmp_path):
     jct = {}
     for models in (None, "a100=4:0.5,v100=4"):
         out = tmp_path / f"{models is None}.json"
-        args = ["whatif", "--accounting", str(acct), "--days", "3650", "--samples", "1", "--plot", "",
-                "--variability", f"{variability}", "--cluster", "8x4", "--json", str(out)]
+        args = ["whatif", "--accounting", str(acct), "--window", "3650-0", "--samples", "1", "--plots", "",
+                "--variability", f"{variability}", "--cluster", "8x4", "--output", str(out)]
         r = palctl(*args, *(["--gpu-models", models] if models else []))
         assert r.exit_code == 0, r.output
         assert ("GPU models: a100=4:0.5,v100=4" in r.output) == (models is not None)

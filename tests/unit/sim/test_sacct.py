@@ -8,7 +8,6 @@ from pal_slurm.sim.sacct import (
     accounting_trace,
     load_accounting_trace,
     parse_class_rules,
-    parse_slurm_duration,
     read_accounting,
 )
 from pal_slurm.sim.trace import UNCLASSED, TraceError
@@ -55,12 +54,6 @@ def test_pipe_format_steps_typed_gres_running_and_pending():
     t = accounting_trace(jobs, name="p")
     assert [x.model for x in t.jobs] == ["resnet-train", "bert-large"]
     assert any("still running" in w for w in t.warnings) and any("never started" in w for w in t.warnings)
-
-
-@pytest.mark.parametrize("text, seconds", [("1-02:03:04", 93784), ("02:03:04", 7384), ("05:06", 306), ("45", 2700),
-                                           ("2-12", 216000), ("UNLIMITED", None), ("Partition_Limit", None)])
-def test_slurm_durations(text, seconds):
-    assert parse_slurm_duration(text) == seconds
 
 
 @pytest.mark.parametrize(

@@ -1367,13 +1367,15 @@ end
 local BAD_REPLY_MESSAGE = "pal: the placement service's answer did not fit this job (%s); "
   .. "the job is submitted as you asked, without PAL placement"
 
-local function pass(slurm, job_desc, reason, detail, request_id)
+-- `run_ms` (optional): the hook's own time for this job so far, from its start (see place).
+local function pass(slurm, job_desc, reason, detail, request_id, run_ms)
   local tag = "pal:pass=" .. M.token(reason) .. (request_id and (";req=" .. request_id) or "")
   M.write_fields(job_desc, { { "admin_comment", tag_text(job_desc.admin_comment, tag) } })
   detail = (detail and detail ~= "") and M.safe_text(detail, M.MAX_LOG_DETAIL_BYTES) or nil
   if reason == "bad-reply" then log_user(slurm, string.format(BAD_REPLY_MESSAGE, detail or "?")) end
   log_info(slurm, "pal: pass reason=" .. M.token(reason)
     .. (request_id and (" req=" .. request_id) or "")
+    .. (run_ms and string.format(" run_ms=%.2f", run_ms) or "")
     .. (detail and (" detail=" .. detail) or ""))
 end
 
@@ -1426,29 +1428,35 @@ local OVER_BUDGET = setmetatable({}, { __tostring = function() return "hook dead
 -- What the hook does with pald's reply line: decode, check, write. Every step is linear in the
 -- reply's and the job's field sizes; `tick` (the run's deadline check) is called between
 -- steps and inside hostlist compiling, as a backstop.
-local function use_reply(job_desc, spec, ctx, cfg, request, request_id, reply_line, took_ms, tick)
+-- `run_ms()`: the hook's time for this job so far (logged as run_ms: rtt_ms is the socket's
+-- share of it).
+local function use_reply(job_desc, spec, ctx, cfg, request, request_id, reply_line, took_ms, tick,
+                         run_ms)
   local slurm = ctx.slurm
   local obj, jerr = json.decode(reply_line)
-  if obj == nil then return pass(slurm, job_desc, "bad-reply", jerr, request_id) end
+  if obj == nil then return pass(slurm, job_desc, "bad-reply", jerr, request_id, run_ms()) end
   tick()
   local reply, rwhy, rdetail = M.check_reply(obj)
-  if not reply then return pass(slurm, job_desc, rwhy, rdetail, request_id) end
+  if not reply then return pass(slurm, job_desc, rwhy, rdetail, request_id, run_ms()) end
   tick()
   if reply.decision == "place" then
     local usable, udetail, why = placement_usable(job_desc, request, reply, spec, cfg,
       ctx.part_list, tick)
-    if not usable then return pass(slurm, job_desc, why or "bad-reply", udetail, request_id) end
+    if not usable then
+      return pass(slurm, job_desc, why or "bad-reply", udetail, request_id, run_ms())
+    end
   end
   local changes = M.changes_for(job_desc, reply, request_id, slurm)
   tick() -- the last check: the writes below are a handful of fields
   local warning = reply.warning and M.user_warning(reply.warning)
   if warning then log_user(slurm, warning) end
   local ok, werr = M.write_fields(job_desc, changes)
-  if not ok then return pass(slurm, job_desc, "write-failed", werr, request_id) end
+  if not ok then return pass(slurm, job_desc, "write-failed", werr, request_id, run_ms()) end
   pcall(function()
-    log_info(slurm, string.format("pal: %s class=%s req=%s nodes=%s gres=%s rank=%s rtt_ms=%.2f",
+    log_info(slurm, string.format(
+      "pal: %s class=%s req=%s nodes=%s gres=%s rank=%s rtt_ms=%.2f run_ms=%.2f",
       reply.decision, spec.class, request_id, reply.nodes and table.concat(reply.nodes, ",") or "-",
-      reply.gres or "-", reply.rank and string.format("v%d", reply.rank) or "-", took_ms))
+      reply.gres or "-", reply.rank and string.format("v%d", reply.rank) or "-", took_ms, run_ms()))
   end)
 end
 
@@ -1467,24 +1475,25 @@ local function place(job_desc, spec, submit_uid, ctx)
   local function tick()
     if clock() > run_deadline then error(OVER_BUDGET, 0) end
   end
+  local function run_ms() return (clock() - started) * 1000 end
   local request = M.build_request(job_desc, spec, submit_uid, request_id,
     math.floor(cfg.deadline * 1000), ctx.part_list)
   local line = json.encode(request) .. "\n"
   if #line > M.MAX_LINE_BYTES then
-    return pass(slurm, job_desc, "request-too-large", #line .. " bytes", request_id)
+    return pass(slurm, job_desc, "request-too-large", #line .. " bytes", request_id, run_ms())
   end
   local asked = clock() -- rtt_ms is the round trip alone, as before deadline_ms existed
   local reply_line, why, detail = (ctx.ask or M.ask)(line, cfg)
   local took_ms = (clock() - asked) * 1000
   if not reply_line then
-    return pass(slurm, job_desc, why, detail, request_id)
+    return pass(slurm, job_desc, why, detail, request_id, run_ms())
   end
   local ok, err = pcall(use_reply, job_desc, spec, ctx, cfg, request, request_id, reply_line,
-    took_ms, tick)
+    took_ms, tick, run_ms)
   if ok then return end
   if err ~= OVER_BUDGET then error(err, 0) end
   pass(slurm, job_desc, "hook-deadline", string.format("checks past %d ms",
-    cfg.timeout_ms + M.CHECK_BUDGET_MS), request_id)
+    cfg.timeout_ms + M.CHECK_BUDGET_MS), request_id, run_ms())
 end
 
 -- A pal: job whose comment Slurm will refuse (longer than 1024 bytes: slurmctld checks the

@@ -28,12 +28,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Collection
+from typing import Collection, Mapping
 
 from pal_slurm.model.comment_grammar import CommentError, verify_spec
 from pal_slurm.daemon import requeue
-from pal_slurm.daemon.cycle import apply_releases, is_pal_held, until_next_tick
-from pal_slurm.daemon.tags import DEFER_TAG, pal_tags, request_id
+from pal_slurm.daemon.cycle import apply_releases, is_pal_held, mark_released, until_next_tick
+from pal_slurm.daemon.tags import DEFER_TAG, pal_tags, request_id, with_tag
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     ErrorReply,
@@ -64,6 +64,20 @@ log = logging.getLogger("pald")
 MAX_RELEASE_FAILURES = 3  # then the job is released as submitted (see Pald._give_up_on)
 MAX_REPLACES = 1  # a released job stuck this many times more keeps no node pin (see Pald._unstick)
 RELOAD_WAIT_S = DEADLINE_S  # `reload` waits this long for the store read (off the loop)
+
+
+def held_comments(held) -> dict[int | str, str]:
+    """Each held job's admin_comment by every scontrol name a release may use (its id, its
+    ``A_I`` name, an array record's elements): what mark_released extends."""
+    out: dict[int | str, str] = {}
+    for j in held:
+        try:
+            refs = j.element_refs()
+        except SlurmError:
+            refs = []
+        for ref in (j.job_id, j.ref, *refs):
+            out[ref] = j.admin_comment
+    return out
 
 
 def started_keys(jobs) -> set[str]:
@@ -496,10 +510,11 @@ class Pald:
             with self.lock:
                 self.service.unreserve(rel.key)
 
-        errors = apply_releases(plan, self.actuator, done=done, failed=failed)
+        comments = held_comments(held)
+        errors = apply_releases(plan, self.actuator, done=done, failed=failed, comments=comments)
         for job_id, err in errors:
             self._note_error("release", RuntimeError(f"job {job_id}: {err}"))
-        self._give_up_on(dict(errors))
+        self._give_up_on(dict(errors), comments)
         self._admin_hold([j for j in held if j.job_id in self.deferred], {r.job_id for r in done_releases})
         self.last_cycle = now
         return done_releases
@@ -526,7 +541,7 @@ class Pald:
                              nodes, perf_class)
         self.reserved_on = now_on
 
-    def _give_up_on(self, failed: dict[int | str, str]) -> None:
+    def _give_up_on(self, failed: dict[int | str, str], comments: Mapping[int | str, str]) -> None:
         """A job whose placement Slurm refused MAX_RELEASE_FAILURES cycles in a row is released
         as submitted: a PAL problem costs a job its placement, never its run."""
         self.release_failures = {j: self.release_failures.get(j, 0) + 1 for j in failed}
@@ -538,6 +553,7 @@ class Pald:
             except Exception as exc:  # noqa: BLE001 - try again next cycle
                 self._note_error("release", RuntimeError(f"job {job_id}: {exc}"))
                 continue
+            mark_released(self.actuator, job_id, comments.get(job_id))
             log.warning("job %s: placement refused %d times (%s); released without PAL placement",
                         job_id, times, failed[job_id])
             with self.lock:
@@ -604,15 +620,21 @@ class Pald:
     def _unstick(self, jobs, now: float) -> None:
         """A job pald pinned and released that has not started `release_start_s` later waits on
         PAL's pins, maybe for ever (its node drained after the release, its GPUs went to a job
-        Slurm preferred). pald drops the node pin and holds it again: the next cycle places it
+        Slurm preferred). pald drops the node pin and holds it again (tagged
+        ``pal:defer;unstuck=<n>`` first: the hold is pald's, tags.py): the next cycle places it
         anew on what is free then. Stuck a second time (MAX_REPLACES), it keeps no node pin
-        and is left to Slurm. Each step is counted (`unstuck`) and recorded."""
+        and is left to Slurm. Each step is counted (`unstuck`) and recorded. A job its user
+        (or an operator) held meanwhile is theirs: pald waits, and its clock starts again when
+        it is released."""
         bound = self.config.daemon.release_start_s
         states = {**{j.job_id: j for j in jobs}, **{j.ref: j for j in jobs}}  # array elements by A_I
         for job_id, since in list(self.released_at.items()):
             j = states.get(job_id)
-            if j is None or j.state != "PENDING" or j.held:  # started, gone, or held by an operator
+            if j is None or j.state != "PENDING":  # started or gone
                 del self.released_at[job_id]
+                continue
+            if j.held:  # held by its user or an operator: theirs until they release it
+                self.released_at[job_id] = now
                 continue
             if now - since < bound:
                 continue
@@ -620,6 +642,8 @@ class Pald:
             try:
                 self.actuator.unpin(job_id)
                 if again:
+                    times = self.replaced.get(job_id, 0) + 1
+                    self.actuator.set_admin_comment(job_id, with_tag(j.admin_comment, f"{DEFER_TAG};unstuck={times}"))
                     self.actuator.hold(job_id)
             except Exception as exc:  # noqa: BLE001 - it started meanwhile, or Slurm refused: next sync
                 self._note_error("unstick", RuntimeError(f"job {job_id}: {exc}"))

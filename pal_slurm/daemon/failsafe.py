@@ -1,6 +1,7 @@
 """pal-failsafe (run from cron every minute): if pald's heartbeat is stale, release every job
 the hook held for pald, so a dead daemon never leaves jobs stuck. Releasing is always safe:
-the job then simply runs where Slurm puts it.
+the job then simply runs where Slurm puts it. A job its user (or an operator) held after pald
+released it is theirs (daemon/tags.py) and stays held.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 from pal_slurm.config import ConfigError, load_config
-from pal_slurm.daemon.cycle import is_pal_held
+from pal_slurm.daemon.cycle import is_pal_held, mark_released
 
 log = logging.getLogger("pal-failsafe")
 
@@ -46,6 +47,7 @@ def release_held(reader, actuator) -> list[int]:
             try:
                 actuator.release(job.job_id)
                 released.append(job.job_id)
+                mark_released(actuator, job.job_id, job.admin_comment)
             except Exception as exc:  # noqa: BLE001 - keep releasing the others
                 log.error("cannot release job %s: %s", job.job_id, exc)
     return released

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Collection, Mapping
 
 from pal_slurm.model.comment_grammar import CommentError, verify_spec
-from pal_slurm.daemon import requeue
+from pal_slurm.daemon import pins, requeue
 from pal_slurm.daemon.cycle import apply_releases, is_pal_held, mark_released, until_next_tick
 from pal_slurm.daemon.tags import DEFER_TAG, pal_tags, request_id, with_tag
 from pal_slurm.daemon.protocol import (
@@ -64,6 +64,16 @@ log = logging.getLogger("pald")
 MAX_RELEASE_FAILURES = 3  # then the job is released as submitted (see Pald._give_up_on)
 MAX_REPLACES = 1  # a released job stuck this many times more keeps no node pin (see Pald._unstick)
 RELOAD_WAIT_S = DEADLINE_S  # `reload` waits this long for the store read (off the loop)
+
+
+def times_unstuck(admin_comment: str | None) -> int:
+    """How often pald held a stuck release again (its ``pal:defer;unstuck=<n>`` tags, highest n)."""
+    counts = [0]
+    for word in (admin_comment or "").split():
+        name, *fields = word.split(";")
+        if name == DEFER_TAG:
+            counts += [int(f[8:]) for f in fields if f.startswith("unstuck=") and f[8:].isdigit()]
+    return max(counts)
 
 
 def held_comments(held) -> dict[int | str, str]:
@@ -464,6 +474,7 @@ class Pald:
             if site is not None:
                 self.service.observe_site(site)
             self.service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs))
+            self.service.observe_pins(jobs, now)
             self.service.observe_running(jobs, now, unheld=unheld_slots(nodes, jobs))
             self.last_sync = now
         if self.slurm_ok is not True:
@@ -625,9 +636,18 @@ class Pald:
         anew on what is free then. Stuck a second time (MAX_REPLACES), it keeps no node pin
         and is left to Slurm. Each step is counted (`unstuck`) and recorded. A job its user
         (or an operator) held meanwhile is theirs: pald waits, and its clock starts again when
-        it is released."""
+        it is released.
+
+        What it tracks is rebuilt from Slurm, so a restart loses none of it: a pending job on a
+        pin pald made (pins.pin_key: ``job:<ref>``) that it does not track is tracked from this
+        read on, and how often a job was held again is its ``pal:defer;unstuck=<n>`` tags."""
         bound = self.config.daemon.release_start_s
         states = {**{j.job_id: j for j in jobs}, **{j.ref: j for j in jobs}}  # array elements by A_I
+        for j in jobs:
+            key = pins.pin_key(j)
+            if key is not None and key.startswith("job:"):
+                self.released_at.setdefault(j.ref, now)
+                self.replaced[j.ref] = max(self.replaced.get(j.ref, 0), times_unstuck(j.admin_comment))
         for job_id, since in list(self.released_at.items()):
             j = states.get(job_id)
             if j is None or j.state != "PENDING":  # started or gone

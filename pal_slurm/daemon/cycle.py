@@ -49,7 +49,7 @@ def held_by_other(job) -> bool:
     return job.held and not held_by_pald(job.admin_comment)
 
 
-def mark_released(actuator, job_ref, admin_comment: str | None) -> None:
+def mark_released(actuator, job_ref, admin_comment: str | None, tag: str = RELEASED_TAG) -> None:
     """Write ``pal:released`` after pald's release (tags.py: a later hold is then someone
     else's). Only the known comment is extended (None: nothing written, never a wiped comment).
     After the release, never before: a pald dying in between leaves a released job that runs,
@@ -57,9 +57,9 @@ def mark_released(actuator, job_ref, admin_comment: str | None) -> None:
     if admin_comment is None:
         return
     try:
-        actuator.set_admin_comment(job_ref, with_tag(admin_comment, RELEASED_TAG))
+        actuator.set_admin_comment(job_ref, with_tag(admin_comment, tag))
     except Exception as exc:  # noqa: BLE001 - the release stands; only the mark is missing
-        log.warning("job %s: released, but its %s tag was not written: %s", job_ref, RELEASED_TAG, exc)
+        log.warning("job %s: released, but its %s tag was not written: %s", job_ref, tag, exc)
 
 
 class SlurmLauncher:

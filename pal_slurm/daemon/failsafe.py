@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pal_slurm.config import ConfigError, load_config
 from pal_slurm.daemon.cycle import is_pal_held, mark_released
+from pal_slurm.daemon.tags import FAILSAFE_RELEASE
 
 log = logging.getLogger("pal-failsafe")
 
@@ -47,7 +48,7 @@ def release_held(reader, actuator) -> list[int]:
             try:
                 actuator.release(job.job_id)
                 released.append(job.job_id)
-                mark_released(actuator, job.job_id, job.admin_comment)
+                mark_released(actuator, job.job_id, job.admin_comment, FAILSAFE_RELEASE)
             except Exception as exc:  # noqa: BLE001 - keep releasing the others
                 log.error("cannot release job %s: %s", job.job_id, exc)
     return released

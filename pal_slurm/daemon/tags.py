@@ -46,15 +46,25 @@ def request_id(admin_comment: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+FAILSAFE_RELEASE = f"{RELEASED_TAG};by=failsafe"  # pal-failsafe's mark: released untouched, no pin
+
+
+def last_mark(admin_comment: str | None) -> str | None:
+    """The job's last placement mark, whole (``pal:defer;...``, ``pal:released[;by=failsafe]``,
+    ``pal:placed=...``), or None: where pald or the hook last left the job."""
+    for word in reversed((admin_comment or "").split()):
+        name = word.split(";", 1)[0]
+        if name in (DEFER_TAG, RELEASED_TAG) or name.startswith(PLACED_PREFIX):
+            return word
+    return None
+
+
 def held_by_pald(admin_comment: str | None) -> bool:
-    """Whether a held job's hold is the hook's or pald's: its last hold mark is ``pal:defer``
-    (not ``pal:released``: pald let it go, and whoever held it since owns the hold)."""
-    for name in reversed(pal_tags(admin_comment)):
-        if name == DEFER_TAG:
-            return True
-        if name == RELEASED_TAG:
-            return False
-    return False
+    """Whether a held job's hold is the hook's or pald's: its last mark is ``pal:defer`` (not
+    ``pal:released``: pald let it go, and whoever held it since owns the hold; nor
+    ``pal:placed=``: the hook never held it)."""
+    mark = last_mark(admin_comment)
+    return mark is not None and mark.split(";", 1)[0] == DEFER_TAG
 
 
 def with_tag(admin_comment: str | None, tag: str) -> str:

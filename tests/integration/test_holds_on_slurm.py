@@ -75,3 +75,79 @@ def test_a_user_s_hold_on_a_job_pald_released_stays_until_the_user_releases_it(r
         rig.drain_flag.unlink(missing_ok=True)
         if drained:
             rig.slurm("scontrol", "update", f"nodename={drained}", "state=resume")
+
+
+def admin_comment(rig, job: int) -> str:
+    out = rig.slurm("scontrol", "-o", "show", "job", str(job)).stdout
+    return out.split("AdminComment=", 1)[1].split(" Comment=", 1)[0] if "AdminComment=" in out else ""
+
+
+def placed_on(tags: str) -> list[str]:
+    """The nodes the hook placed a job on (`pal:placed=gpu01,gpu02;...`), [] when it did not."""
+    word = next((w for w in tags.split() if w.startswith("pal:placed=")), "")
+    return word.removeprefix("pal:placed=").split(";", 1)[0].split(",") if word else []
+
+
+def test_a_restarted_pald_does_not_double_book_a_slot_pinned_to_a_pending_job(rig):
+    """Three nodes busy; pald pins a deferred 4-GPU job to the fourth and releases it, and it
+    waits pending on its pin (a BeginTime a few seconds ahead, set at the release). pald
+    restarts (its reservations were only in memory) and a new 4-GPU job arrives: it must not
+    get the pinned node's GPUs (double-booked GPUs: 0); it waits, and both run."""
+    quiet(rig)
+    blockers = [rig.lab.sbatch("--gres=gpu:4", "--comment=pal:class=bert,mode=now", wrap="sleep 600")
+                for _ in rig.lab.nodes[:3]]
+    for b in blockers:
+        rig.lab.wait_job(b, timeout=30, states=("RUNNING",))
+    busy = {n for b in blockers for n in job_field(rig, b, "NodeList").split(",")}
+    free_node = next(n for n in rig.lab.nodes if n not in busy)
+    try:
+        rig.late_flag.write_text("12")
+        pinned = rig.lab.sbatch("--gres=gpu:4", "--comment=pal:class=resnet,mode=defer", wrap=JOB)
+        wait_for(lambda: not rig.late_flag.exists(), 20, "pald never released the job")
+        wait_for(lambda: " pal:released" in admin_comment(rig, pinned), 10, "no pal:released tag")
+        assert job_field(rig, pinned, "ReqNodeList") == free_node
+        assert job_field(rig, pinned, "JobState") == "PENDING", "the pinned job started: nothing to double-book"
+        rig.pald.stop()
+        rig.pald.start()
+        newcomer = rig.lab.sbatch("--gres=gpu:4", "--comment=pal:class=resnet", wrap=JOB)
+        assert job_field(rig, pinned, "JobState") == "PENDING", "the pinned job started before the newcomer came"
+        tags = admin_comment(rig, newcomer)
+        double_booked = 4 * placed_on(tags).count(free_node)
+        print(f"newcomer after the restart: {tags!r}; double-booked GPUs: {double_booked}")
+        assert double_booked == 0
+        assert "pal:defer" in tags  # no room: it waits in pald's queue
+    finally:
+        rig.late_flag.unlink(missing_ok=True)
+        rig.slurm("scancel", *map(str, blockers))
+    for j in (pinned, newcomer):
+        assert rig.lab.wait_job(j, timeout=60) == "COMPLETED", j
+
+
+def test_a_pin_left_by_a_pald_that_died_mid_release_is_not_taken_for_the_user_s_nodelist(rig):
+    """Every node busy; a deferred job is under pald's hold; pald dies after pinning it to a
+    node (the pin is written here while pald is down: its first step of a release) and before
+    releasing it. A new pald starts; another node frees: the job runs there, not waiting for
+    the pinned node (jobs left waiting on a stale pin: 0)."""
+    quiet(rig)
+    blockers = [rig.lab.sbatch("--gres=gpu:4", "--comment=pal:class=bert,mode=now", wrap="sleep 600")
+                for _ in rig.lab.nodes]
+    for b in blockers:
+        rig.lab.wait_job(b, timeout=30, states=("RUNNING",))
+    try:
+        job = rig.lab.sbatch("--gres=gpu:4", "--comment=pal:class=resnet,mode=defer", wrap=JOB)
+        wait_for(lambda: job_field(rig, job, "Reason") == "JobHeldAdmin", 10, "pald never held the job")
+        rig.pald.stop()
+        stale = job_field(rig, blockers[0], "NodeList")
+        p = rig.slurm("scontrol", "update", f"jobid={job}", f"NodeList={stale}", "NumNodes=1-1")
+        assert p.returncode == 0, p.stderr
+        rig.pald.start()
+        freed = job_field(rig, blockers[1], "NodeList")
+        rig.slurm("scancel", str(blockers[1]))
+        state = rig.lab.wait_job(job, timeout=30)
+        ran = {j.job_id: j for j in rig.lab.reader.jobs()}[job].nodes
+        on_stale = int(state != "COMPLETED" or stale in ran)
+        print(f"pinned to busy {stale} by a pald that died; ran on {','.join(ran) or '-'} ({state}); "
+              f"jobs left waiting on the stale pin: {on_stale}")
+        assert on_stale == 0 and list(ran) == [freed]
+    finally:
+        rig.slurm("scancel", *map(str, blockers))

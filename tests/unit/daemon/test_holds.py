@@ -42,7 +42,7 @@ def test_failsafe_releases_pald_s_holds_and_marks_them_but_leaves_user_holds(tmp
     jobs = [held_job(1), user_held(2), user_held(3, tag=RELEASED + " x")]
     why, released = failsafe.run(config, FakeReader([], jobs), act, now=1100.0)
     assert released == [1]
-    assert act.calls == [("release", 1), ("admin_comment", 1, "pal:defer;req=x pal:released")]
+    assert act.calls == [("release", 1), ("admin_comment", 1, "pal:defer;req=x pal:released;by=failsafe")]
 
 
 def test_pald_never_replaces_or_releases_a_job_its_user_held_and_resumes_after_the_user_s_release(tmp_path):

@@ -90,6 +90,23 @@ def held_comments(held) -> dict[int | str, str]:
     return out
 
 
+def queue_keys(jobs) -> set[str]:
+    """Reservation keys of every job a read shows, in any state: `job:<id>` and `job:<A_I>`
+    (each element of an array's record), `req:<id>` from the hook's tag."""
+    out = set()
+    for j in jobs:
+        out.add(f"job:{j.job_id}")
+        out.add(f"job:{j.ref}")
+        try:
+            out.update(f"job:{ref}" for ref in j.element_refs())
+        except SlurmError:
+            pass
+        rid = request_id(j.admin_comment)
+        if rid:
+            out.add(f"req:{rid}")
+    return out
+
+
 def started_keys(jobs) -> set[str]:
     """Reservation keys of jobs Slurm no longer holds back: `job:<id>` for jobs pald released,
     `req:<id>` for jobs placed at submit (the hook writes req=<id> into admin_comment)."""
@@ -166,6 +183,8 @@ class Pald:
                 default_class=p.default_class,
                 default_mode=d.default_mode,
                 reservation_ttl_s=d.reservation_ttl_s,
+                submit_grace_s=d.submit_grace_s,
+                user_reservations_max=d.user_reservations_max,
                 max_view_age_s=max(5.0 * d.cycle_s, 5.0),
             )
         )
@@ -327,6 +346,7 @@ class Pald:
                 "gpus": self.service.view.size if self.service.view else 0,
                 "free_gpus": len(self.service.free_now()),
                 "reservations": len(self.service.reservations),
+                "reserved_gpus": len(set().union(*[r.gpu_ids for r in self.service.reservations.values()])),
                 # held jobs that wait with a backfill reservation: where, and in how many seconds
                 "planned_starts": {str(job_id): {"nodes": self.reserved_on.get(job_id, "?"),
                                                  "in_s": round(start.at - now, 1)}
@@ -456,7 +476,9 @@ class Pald:
         self.check_leadership()
         try:
             # squeue before sinfo: a job that ends between the two reads is then still a
-            # running job with an end (its limit), never GPUs allocated to no job
+            # running job with an end (its limit), never GPUs allocated to no job; taken
+            # before squeue starts: a promise older than this whose job it misses never came
+            read_at = self.clock()
             jobs = self.reader.jobs()
             nodes = self.reader.nodes()
             site = self.reader.site(nodes)
@@ -473,7 +495,8 @@ class Pald:
             self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
             if site is not None:
                 self.service.observe_site(site)
-            self.service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs))
+            self.service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs),
+                                         in_queue=queue_keys(jobs), queue_read_at=read_at)
             self.service.observe_pins(jobs, now)
             self.service.observe_running(jobs, now, unheld=unheld_slots(nodes, jobs))
             self.last_sync = now

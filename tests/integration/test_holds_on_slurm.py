@@ -151,3 +151,27 @@ def test_a_pin_left_by_a_pald_that_died_mid_release_is_not_taken_for_the_user_s_
         assert on_stale == 0 and list(ran) == [freed]
     finally:
         rig.slurm("scancel", *map(str, blockers))
+
+
+def test_gpus_promised_to_submissions_slurm_rejects_are_free_at_the_next_read(rig):
+    """Four 4-GPU submissions that Slurm rejects after the hook placed them (an unknown
+    license: slurmctld refuses it after job_submit), then a legitimate 4-GPU job. pald's
+    promises to the rejected ones end at its first read started `submit_grace_s` after them
+    (GPUs still reserved: 0), not after the 30 s TTL, and the job that follows is placed."""
+    quiet(rig)
+    t0 = time.monotonic()
+    for _ in range(4):
+        p = rig.slurm("sbatch", "--parsable", "--licenses=nosuch", "--gres=gpu:4", "--comment=pal:class=resnet",
+                      "--wrap", JOB, user=USER)
+        assert p.returncode != 0 and "licen" in p.stderr.lower(), (p.returncode, p.stderr)
+    promised = rig.pald.health().details["reserved_gpus"]
+    wait_for(lambda: rig.pald.health().details["reserved_gpus"] == 0, 10, "promises to rejected jobs kept")
+    freed_s = time.monotonic() - t0
+    job = rig.lab.sbatch("--gres=gpu:4", "--comment=pal:class=resnet", wrap=JOB)
+    tags = admin_comment(rig, job)
+    print(f"GPUs promised to 4 rejected submissions: {promised}; all free again {freed_s:.1f} s later; "
+          f"GPUs still reserved: {rig.pald.health().details['reserved_gpus'] - 4 * len(placed_on(tags))}; "
+          f"the next job: {tags!r}")
+    assert promised == 16
+    assert placed_on(tags), tags  # placed, not deferred no_room
+    assert rig.lab.wait_job(job, timeout=60) == "COMPLETED"

@@ -175,3 +175,27 @@ def test_gpus_promised_to_submissions_slurm_rejects_are_free_at_the_next_read(ri
     assert promised == 16
     assert placed_on(tags), tags  # placed, not deferred no_room
     assert rig.lab.wait_job(job, timeout=60) == "COMPLETED"
+
+
+def test_a_job_is_placed_on_a_reservation_only_when_its_access_list_admits_the_user(rig):
+    """A reservation for root on one node. USER's job asking for it is refused by Slurm; pald
+    knows the access list, passes it untouched and promises it nothing (GPUs reserved: 0).
+    root's job asking for it is placed on the reservation's node."""
+    quiet(rig)
+    node = rig.lab.nodes[-1]
+    p = rig.slurm("scontrol", "create", "reservation", "ReservationName=theirs", "Users=root", f"Nodes={node}",
+                  "StartTime=now", "Duration=10")
+    assert p.returncode == 0, p.stderr
+    try:
+        time.sleep(2.5)  # pald's next site read shows the reservation
+        p = rig.slurm("sbatch", "--parsable", "--reservation=theirs", "--gres=gpu:4", "--comment=pal:class=resnet",
+                      "--wrap", JOB, user=USER)
+        reserved = rig.pald.health().details["reserved_gpus"]
+        print(f"USER's job on root's reservation: sbatch rc {p.returncode} ({p.stderr.strip()}); "
+              f"GPUs pald reserved for it: {reserved}")
+        assert p.returncode != 0 and reserved == 0
+        job = rig.lab.sbatch("--reservation=theirs", "--gres=gpu:4", "--comment=pal:class=resnet", wrap=JOB)
+        assert placed_on(admin_comment(rig, job)) == [node], admin_comment(rig, job)
+        assert rig.lab.wait_job(job, timeout=60) == "COMPLETED"
+    finally:
+        rig.slurm("scontrol", "delete", "ReservationName=theirs")

@@ -67,6 +67,8 @@ class DaemonConfig:
     default_mode: str = "auto"  # jobs without mode=: auto (place if it fits, else defer) | now | defer
     backfill: bool = False  # deferred jobs: let smaller jobs pass a held job that does not fit
     reservation_ttl_s: float = 30.0  # GPUs promised at submit stay reserved until Slurm shows them busy
+    submit_grace_s: float = 2.0  # a promise whose job a read started this long after the answer does not show is dropped
+    user_reservations_max: int = 8  # placements per user not yet seen in Slurm; over it: defer (reason user_in_flight)
     release_start_s: float = 60.0  # a job pald released that has not started this long after is re-placed once, then unpinned
     leader_grace_s: float = 60.0  # active/standby: lead on this long with the lock unreachable (docs/decisions/leadership.md)
 
@@ -174,6 +176,7 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
         ("daemon", "hook_timeout_ms"),
         ("daemon", "heartbeat_stale_s"),
         ("daemon", "reservation_ttl_s"),
+        ("daemon", "user_reservations_max"),
         ("daemon", "release_start_s"),
         ("daemon", "leader_grace_s"),
         ("policy", "locality_penalty"),
@@ -187,7 +190,8 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
 
 # Durations where 0 means "at once" (a negative one means nothing).
 NON_NEGATIVE: frozenset[tuple[str, str]] = frozenset(
-    {("policy", "rack_wait_s"), ("policy", "reserve_after_s"), ("store", "retention_s"), ("store", "keep_samples")}
+    {("policy", "rack_wait_s"), ("policy", "reserve_after_s"), ("store", "retention_s"), ("store", "keep_samples"),
+     ("daemon", "submit_grace_s")}
 )
 
 # Strings that must not be empty.

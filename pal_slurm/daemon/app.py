@@ -28,12 +28,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Collection
+from typing import Collection, Mapping
 
 from pal_slurm.model.comment_grammar import CommentError, verify_spec
-from pal_slurm.daemon import requeue
-from pal_slurm.daemon.cycle import apply_releases, is_pal_held, until_next_tick
-from pal_slurm.daemon.tags import DEFER_TAG, pal_tags, request_id
+from pal_slurm.daemon import pins, requeue
+from pal_slurm.daemon.cycle import apply_releases, is_pal_held, mark_released, until_next_tick
+from pal_slurm.daemon.tags import DEFER_TAG, pal_tags, request_id, with_tag
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     ErrorReply,
@@ -66,6 +66,47 @@ log = logging.getLogger("pald")
 MAX_RELEASE_FAILURES = 3  # then the job is released as submitted (see Pald._give_up_on)
 MAX_REPLACES = 1  # a released job stuck this many times more keeps no node pin (see Pald._unstick)
 RELOAD_WAIT_S = DEADLINE_S  # `reload` waits this long for the store read (off the loop)
+
+
+def times_unstuck(admin_comment: str | None) -> int:
+    """How often pald held a stuck release again (its ``pal:defer;unstuck=<n>`` tags, highest n)."""
+    counts = [0]
+    for word in (admin_comment or "").split():
+        name, *fields = word.split(";")
+        if name == DEFER_TAG:
+            counts += [int(f[8:]) for f in fields if f.startswith("unstuck=") and f[8:].isdigit()]
+    return max(counts)
+
+
+def held_comments(held) -> dict[int | str, str]:
+    """Each held job's admin_comment by every scontrol name a release may use (its id, its
+    ``A_I`` name, an array record's elements): what mark_released extends."""
+    out: dict[int | str, str] = {}
+    for j in held:
+        try:
+            refs = j.element_refs()
+        except SlurmError:
+            refs = []
+        for ref in (j.job_id, j.ref, *refs):
+            out[ref] = j.admin_comment
+    return out
+
+
+def queue_keys(jobs) -> set[str]:
+    """Reservation keys of every job a read shows, in any state: `job:<id>` and `job:<A_I>`
+    (each element of an array's record), `req:<id>` from the hook's tag."""
+    out = set()
+    for j in jobs:
+        out.add(f"job:{j.job_id}")
+        out.add(f"job:{j.ref}")
+        try:
+            out.update(f"job:{ref}" for ref in j.element_refs())
+        except SlurmError:
+            pass
+        rid = request_id(j.admin_comment)
+        if rid:
+            out.add(f"req:{rid}")
+    return out
 
 
 def started_keys(jobs) -> set[str]:
@@ -151,6 +192,8 @@ class Pald:
                 default_class=p.default_class,
                 default_mode=d.default_mode,
                 reservation_ttl_s=d.reservation_ttl_s,
+                submit_grace_s=d.submit_grace_s,
+                user_reservations_max=d.user_reservations_max,
                 max_view_age_s=max(5.0 * d.cycle_s, 5.0),
             )
         )
@@ -317,6 +360,7 @@ class Pald:
                 "gpus": self.service.view.size if self.service.view else 0,
                 "free_gpus": len(self.service.free_now()),
                 "reservations": len(self.service.reservations),
+                "reserved_gpus": len(set().union(*[r.gpu_ids for r in self.service.reservations.values()])),
                 # held jobs that wait with a backfill reservation: where, and in how many seconds
                 "planned_starts": {str(job_id): {"nodes": self.reserved_on.get(job_id, "?"),
                                                  "in_s": round(start.at - now, 1)}
@@ -446,7 +490,9 @@ class Pald:
         self.check_leadership()
         try:
             # squeue before sinfo: a job that ends between the two reads is then still a
-            # running job with an end (its limit), never GPUs allocated to no job
+            # running job with an end (its limit), never GPUs allocated to no job; taken
+            # before squeue starts: a promise older than this whose job it misses never came
+            read_at = self.clock()
             jobs = self.reader.jobs()
             nodes = self.reader.nodes()
             site = self.reader.site(nodes)
@@ -463,7 +509,9 @@ class Pald:
             self.last_jobs, self.held_ids = tuple(jobs), frozenset(j.job_id for j in held)
             if site is not None:
                 self.service.observe_site(site)
-            self.service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs))
+            self.service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs),
+                                         in_queue=queue_keys(jobs), queue_read_at=read_at)
+            self.service.observe_pins(jobs, now)
             self.service.observe_running(jobs, now, unheld=unheld_slots(nodes, jobs))
             self.last_sync = now
         if self.slurm_ok is not True:
@@ -510,10 +558,11 @@ class Pald:
             with self.lock:
                 self.service.unreserve(rel.key)
 
-        errors = apply_releases(plan, self.actuator, done=done, failed=failed)
+        comments = held_comments(held)
+        errors = apply_releases(plan, self.actuator, done=done, failed=failed, comments=comments)
         for job_id, err in errors:
             self._note_error("release", RuntimeError(f"job {job_id}: {err}"))
-        self._give_up_on(dict(errors))
+        self._give_up_on(dict(errors), comments)
         self._admin_hold([j for j in held if j.job_id in self.deferred], {r.job_id for r in done_releases})
         self.last_cycle = now
         return done_releases
@@ -540,7 +589,7 @@ class Pald:
                              nodes, perf_class)
         self.reserved_on = now_on
 
-    def _give_up_on(self, failed: dict[int | str, str]) -> None:
+    def _give_up_on(self, failed: dict[int | str, str], comments: Mapping[int | str, str]) -> None:
         """A job whose placement Slurm refused MAX_RELEASE_FAILURES cycles in a row is released
         as submitted: a PAL problem costs a job its placement, never its run."""
         self.release_failures = {j: self.release_failures.get(j, 0) + 1 for j in failed}
@@ -552,6 +601,7 @@ class Pald:
             except Exception as exc:  # noqa: BLE001 - try again next cycle
                 self._note_error("release", RuntimeError(f"job {job_id}: {exc}"))
                 continue
+            mark_released(self.actuator, job_id, comments.get(job_id))
             log.warning("job %s: placement refused %d times (%s); released without PAL placement",
                         job_id, times, failed[job_id])
             with self.lock:
@@ -618,15 +668,30 @@ class Pald:
     def _unstick(self, jobs, now: float) -> None:
         """A job pald pinned and released that has not started `release_start_s` later waits on
         PAL's pins, maybe for ever (its node drained after the release, its GPUs went to a job
-        Slurm preferred). pald drops the node pin and holds it again: the next cycle places it
+        Slurm preferred). pald drops the node pin and holds it again (tagged
+        ``pal:defer;unstuck=<n>`` first: the hold is pald's, tags.py): the next cycle places it
         anew on what is free then. Stuck a second time (MAX_REPLACES), it keeps no node pin
-        and is left to Slurm. Each step is counted (`unstuck`) and recorded."""
+        and is left to Slurm. Each step is counted (`unstuck`) and recorded. A job its user
+        (or an operator) held meanwhile is theirs: pald waits, and its clock starts again when
+        it is released.
+
+        What it tracks is rebuilt from Slurm, so a restart loses none of it: a pending job on a
+        pin pald made (pins.pin_key: ``job:<ref>``) that it does not track is tracked from this
+        read on, and how often a job was held again is its ``pal:defer;unstuck=<n>`` tags."""
         bound = self.config.daemon.release_start_s
         states = {**{j.job_id: j for j in jobs}, **{j.ref: j for j in jobs}}  # array elements by A_I
+        for j in jobs:
+            key = pins.pin_key(j)
+            if key is not None and key.startswith("job:"):
+                self.released_at.setdefault(j.ref, now)
+                self.replaced[j.ref] = max(self.replaced.get(j.ref, 0), times_unstuck(j.admin_comment))
         for job_id, since in list(self.released_at.items()):
             j = states.get(job_id)
-            if j is None or j.state != "PENDING" or j.held:  # started, gone, or held by an operator
+            if j is None or j.state != "PENDING":  # started or gone
                 del self.released_at[job_id]
+                continue
+            if j.held:  # held by its user or an operator: theirs until they release it
+                self.released_at[job_id] = now
                 continue
             if now - since < bound:
                 continue
@@ -634,6 +699,8 @@ class Pald:
             try:
                 self.actuator.unpin(job_id)
                 if again:
+                    times = self.replaced.get(job_id, 0) + 1
+                    self.actuator.set_admin_comment(job_id, with_tag(j.admin_comment, f"{DEFER_TAG};unstuck={times}"))
                     self.actuator.hold(job_id)
             except Exception as exc:  # noqa: BLE001 - it started meanwhile, or Slurm refused: next sync
                 self._note_error("unstick", RuntimeError(f"job {job_id}: {exc}"))

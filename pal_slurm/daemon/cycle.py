@@ -9,10 +9,10 @@ planned, so a submission answered meanwhile cannot be promised the same GPUs.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Callable, Mapping
 
 from pal_slurm.daemon.service import CycleResult, Release
-from pal_slurm.daemon.tags import DEFER_TAG, pal_tags
+from pal_slurm.daemon.tags import RELEASED_TAG, held_by_pald, with_tag
 from pal_slurm.engine import Launch
 
 log = logging.getLogger("pald.cycle")
@@ -34,11 +34,32 @@ def until_next_tick(now_s: float, cycle_s: float) -> float:
 
 
 def is_pal_held(job) -> bool:
-    """A job the hook held for pald (and not, say, held by its user for other reasons).
+    """A job the hook or pald held for pald (and not, say, held by its user for other reasons):
+    held, and its last hold mark is pald's defer tag, not ``pal:released`` (tags.held_by_pald:
+    a job its user held after pald released it is the user's, whatever pald did before).
 
     The defer tag must match exactly: a substring test would let a pass reason that merely
     contains the text (``pal:pass=pal:defer``) claim the job for pald."""
-    return job.held and DEFER_TAG in pal_tags(job.admin_comment)
+    return job.held and held_by_pald(job.admin_comment)
+
+
+def held_by_other(job) -> bool:
+    """Held, but not by pald: its user's hold (Reason=JobHeldUser) or an operator's
+    (JobHeldAdmin) made after pald released it. pald neither releases nor re-pins it."""
+    return job.held and not held_by_pald(job.admin_comment)
+
+
+def mark_released(actuator, job_ref, admin_comment: str | None, tag: str = RELEASED_TAG) -> None:
+    """Write ``pal:released`` after pald's release (tags.py: a later hold is then someone
+    else's). Only the known comment is extended (None: nothing written, never a wiped comment).
+    After the release, never before: a pald dying in between leaves a released job that runs,
+    not a held one marked released that nobody would release."""
+    if admin_comment is None:
+        return
+    try:
+        actuator.set_admin_comment(job_ref, with_tag(admin_comment, tag))
+    except Exception as exc:  # noqa: BLE001 - the release stands; only the mark is missing
+        log.warning("job %s: released, but its %s tag was not written: %s", job_ref, tag, exc)
 
 
 class SlurmLauncher:
@@ -58,10 +79,12 @@ class SlurmLauncher:
 
 
 def apply_releases(result: CycleResult, actuator, done: Callable[[Release], None] | None = None,
-                   failed: Callable[[Release, Exception], None] | None = None) -> list[tuple[int | str, str]]:
-    """Act on the plan: pin and release each job. Returns [(job id, error)] for failures; a
-    failed job stays held and is retried next cycle (pal-failsafe releases it if pald dies);
-    `failed` is where its reservation is dropped."""
+                   failed: Callable[[Release, Exception], None] | None = None,
+                   comments: Mapping[int | str, str] | None = None) -> list[tuple[int | str, str]]:
+    """Act on the plan: pin and release each job, then mark it released (`comments`: each held
+    job's admin_comment by its scontrol name; see mark_released). Returns [(job id, error)] for
+    failures; a failed job stays held and is retried next cycle (pal-failsafe releases it if
+    pald dies); `failed` is where its reservation is dropped."""
     errors = []
     launcher = SlurmLauncher(actuator)
     for rel in result.releases:
@@ -76,6 +99,7 @@ def apply_releases(result: CycleResult, actuator, done: Callable[[Release], None
             if failed:
                 failed(rel, exc)
             continue
+        mark_released(actuator, rel.job_id, (comments or {}).get(rel.job_id))
         if done:
             done(rel)
     return errors

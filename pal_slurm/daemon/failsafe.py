@@ -1,6 +1,7 @@
 """pal-failsafe (run from cron every minute): if pald's heartbeat is stale, release every job
 the hook held for pald, so a dead daemon never leaves jobs stuck. Releasing is always safe:
-the job then simply runs where Slurm puts it.
+the job then simply runs where Slurm puts it. A job its user (or an operator) held after pald
+released it is theirs (daemon/tags.py) and stays held.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from pal_slurm import __version__
 from pal_slurm.config import ConfigError, load_config
-from pal_slurm.daemon.cycle import is_pal_held
+from pal_slurm.daemon.cycle import is_pal_held, mark_released
+from pal_slurm.daemon.tags import FAILSAFE_RELEASE
 
 log = logging.getLogger("pal-failsafe")
 
@@ -47,6 +49,7 @@ def release_held(reader, actuator) -> list[int]:
             try:
                 actuator.release(job.job_id)
                 released.append(job.job_id)
+                mark_released(actuator, job.job_id, job.admin_comment, FAILSAFE_RELEASE)
             except Exception as exc:  # noqa: BLE001 - keep releasing the others
                 log.error("cannot release job %s: %s", job.job_id, exc)
     return released

@@ -14,7 +14,8 @@ once its requeue delay is over (the cycle never reserves GPUs for a job that may
 The tag's count makes the take-over happen once per requeue, across pald restarts.
 
 Where it may run: the old ReqNodeList is PAL's own pin, not the user's, unless the user gave a
-`--nodelist` (the hook then tags `nodelist=own`): only then are the old nodes kept as the
+`--nodelist` (the hook then tags `nodelist=own`; the same holds for any held PAL job, e.g. one a
+pald pinned and died before releasing): only then are the old nodes kept as the
 restriction (they lie within the user's list; a list shorter than the job passes at submit).
 """
 
@@ -98,8 +99,13 @@ def _slot_types(tres_per_node: str) -> tuple[int, ...] | None:
 
 
 def placement_record(job):
-    """The job as the cycle should judge where it may run: a requeued job's ReqNodeList is PAL's
-    old pin (dropped) unless the user gave the nodelist (kept)."""
-    if not is_requeued(job) or OWN_NODELIST in (job.admin_comment or "").replace(" ", ";").split(";"):
+    """The job as the cycle should judge where it may run: a deferred PAL job's ReqNodeList is PAL's
+    pin (dropped: a requeued job's old placement, or the pin of a release a pald that died did
+    not finish) unless the user gave the nodelist (kept). The hook writes no ReqNodeList for a
+    job it defers, so only the ``nodelist=own`` tag makes one the user's; a pald that read its
+    predecessor's pin as the user's ``--nodelist`` held the job for a full node while others
+    were free."""
+    if (not job.required_nodes or DEFER_TAG not in pal_tags(job.admin_comment)
+            or OWN_NODELIST in (job.admin_comment or "").replace(" ", ";").split(";")):
         return job
     return replace(job, required_nodes=())

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.daemon.choice_check import Binding, vet
-from pal_slurm.daemon import requeue
+from pal_slurm.daemon import pins, requeue
 from pal_slurm.daemon.tags import request_id
 from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
@@ -86,6 +86,8 @@ class ServiceSettings:
     default_class: str = "A"  # unknown applications: the most variability-sensitive class
     default_mode: str = "auto"  # auto: place if it fits now, else defer
     reservation_ttl_s: float = 30.0
+    submit_grace_s: float = 2.0  # see observe_cluster
+    user_reservations_max: int = 8  # placements per user no read has shown yet (place: over it, pass)
     max_view_age_s: float = float("inf")  # pass instead of placing from an older Slurm view
 
     def engine(self) -> EngineSettings:
@@ -188,6 +190,8 @@ class Reservation:
     # the job as the engine planned it (its time limit as what is left): until Slurm starts it, a
     # placement that plans around running jobs sees these GPUs free at its end, not never
     request: JobRequest | None = None
+    user: int | None = None  # the submitting user's uid (placements at submit)
+    seen: bool = False  # a Slurm read has shown its job (in any state)
 
     def as_running(self, busy: Collection[int] = ()) -> JobRequest | None:
         """The promised job as if it ran on its GPUs (less `busy`: GPUs a running job holds)
@@ -243,11 +247,22 @@ class PlacementService:
 
     # ---- inputs ------------------------------------------------------------------------
     def observe_cluster(self, view: ClusterView, now: float, held_jobs: int | None = None,
-                        started: Collection[str] = frozenset()) -> None:
+                        started: Collection[str] = frozenset(), in_queue: Collection[str] | None = None,
+                        queue_read_at: float | None = None) -> None:
         """A fresh Slurm view (taken at `now`): drop reservations it confirms or that expired.
 
         `started`: reservation keys whose job Slurm shows started or finished (a short job can
-        start and end between two views, so "its GPUs look busy" alone is not enough)."""
+        start and end between two views, so "its GPUs look busy" alone is not enough).
+
+        `in_queue`: the reservation keys of every job the read's squeue shows (any state), and
+        `queue_read_at` when that squeue was started. A promise made `submit_grace_s` or more
+        before the read started whose job the read does not show never arrived (Slurm rejected
+        the submission after the hook answered: someone else's reservation, a wrong account,
+        a user at MaxSubmitJobs) and is dropped now, not after the TTL. Why the grace: the hook
+        runs under slurmctld's job read lock and the job is created under its write lock
+        after it, so a squeue started just after the answer may come before the job; the grace
+        covers that step on a busy controller. A job slower still is not lost: the read that
+        shows it rebuilds its reservation from its pin (observe_pins)."""
         layout_changed = self.view is None or [(g.node, g.slot) for g in self.view.gpus] != [
             (g.node, g.slot) for g in view.gpus
         ]
@@ -261,8 +276,12 @@ class PlacementService:
             self.ranking = ranking_of(view, self.snapshot)
         for key, r in list(self.reservations.items()):
             confirmed = key in started or (r.made_at < now and not (r.gpu_ids & view.free))
-            if confirmed or now - r.made_at > self.settings.reservation_ttl_s:
+            never_came = (in_queue is not None and queue_read_at is not None and key not in in_queue
+                          and r.made_at + self.settings.submit_grace_s <= queue_read_at)
+            if confirmed or never_came or now - r.made_at > self.settings.reservation_ttl_s:
                 del self.reservations[key]
+            elif in_queue is not None and key in in_queue and not r.seen:
+                self.reservations[key] = replace(r, seen=True)
         self._follow_slurm_picks(view)
         if held_jobs is not None:
             self.held_jobs = held_jobs
@@ -301,6 +320,28 @@ class PlacementService:
             taken |= picked
             if picked != r.gpu_ids:
                 self.reservations[key] = replace(r, gpu_ids=frozenset(picked))
+
+    def observe_pins(self, jobs: Iterable, now: float) -> int:
+        """Reserve the GPUs of every pending job on a PAL pin that has no reservation here (pins.py:
+        a job pald pinned before it restarted, or whose reservation expired while it waits),
+        from the same read as the view; Slurm-picked slots are taken from what no other
+        reservation holds. Returns how many were rebuilt."""
+        if self.view is None:
+            return 0
+        rebuilt = 0
+        for j in jobs:
+            key = pins.pin_key(j)
+            if key is None or key in self.reservations:
+                continue
+            taken = set().union(*[r.gpu_ids for r in self.reservations.values()])
+            pin = pins.pinned_gpus(j, key, self.view.with_free(self.view.free - taken))
+            if pin is None:
+                continue
+            self.reservations[key] = Reservation(key, pin.gpu_ids, now, slurm_picks=pin.slurm_picks)
+            rebuilt += 1
+        if rebuilt:
+            self._changed()
+        return rebuilt
 
     def observe_running(self, jobs: Iterable, now: float, unheld: Mapping[str, Iterable[int]] | None = None) -> None:
         """The running jobs (slurm JobInfo records, from the same read as the view) as the
@@ -533,15 +574,20 @@ class PlacementService:
 
     # ---- reservations --------------------------------------------------------------------
     def reserve(self, key: str, gpu_ids, now: float, job: JobRestrictions | None = None, nodes=(),
-                slurm_picks: bool = False, request: JobRequest | None = None) -> None:
+                slurm_picks: bool = False, request: JobRequest | None = None, user: int | None = None) -> None:
         """Promise `gpu_ids` (and, with `job`, its CPUs and memory on each of `nodes`) to `key`;
         `slurm_picks`: pald pinned only the nodes, Slurm picks the slots (they follow each read);
-        `request`: the job as the engine planned it (Reservation.as_running)."""
+        `request`: the job as the engine planned it (Reservation.as_running); `user`: the
+        submitting uid of a placement at submit (in_flight)."""
         promised = {n: (job.cpus_per_node, job.memory_per_node_mb) for n in nodes} if job else {}
-        self.reservations[key] = Reservation(key, frozenset(gpu_ids), now, promised, slurm_picks, request)
+        self.reservations[key] = Reservation(key, frozenset(gpu_ids), now, promised, slurm_picks, request, user)
         self._available = None  # rebuilt when asked; the shape index stays in step
         if self._shape_index is not None:
             self._shape_index.take(gpu_ids)
+
+    def in_flight(self, uid: int) -> int:
+        """Placements at submit for user `uid` whose job no Slurm read has shown yet."""
+        return sum(1 for r in self.reservations.values() if r.user == uid and not r.seen)
 
     def clear_reservations(self) -> None:
         self.reservations.clear()
@@ -619,6 +665,17 @@ class PlacementService:
             self.held_jobs += 1
             self.deferred_since_sync[key] = job
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
+        if self.in_flight(req.job.uid) >= self.settings.user_reservations_max:
+            # a fair share of promises: a user with this many placements Slurm has not shown
+            # yet (a burst, or a loop of submissions Slurm rejects after the hook) is promised
+            # no more GPUs until a read shows them. The job waits in pald's queue, placed by
+            # the next cycle once Slurm shows it (a rejected one never is). It is counted as
+            # held only from that read on, and is not in the submit path's plan: until then
+            # nobody else's job waits behind it (a job submitted meanwhile may start first,
+            # for at most one read). `now` jobs pass.
+            if mode == "now":
+                return PlaceReply(DecisionKind.PASS, reason="user_in_flight", **base)
+            return PlaceReply(DecisionKind.DEFER, reason="user_in_flight", **base)
         gpus, group = found
         choice = choice_of(gpus, self.view)
         bound, why = self.vet(choice)
@@ -630,7 +687,7 @@ class PlacementService:
             gres = tres_per_node(next(iter(choice.nodes.values())))
         # a per-node job answered without its slots: Slurm takes the lowest free ones on its nodes
         self.reserve(key, gpus, now, restrictions, choice.nodes, slurm_picks=shape.is_per_node and gres is None,
-                     request=job)
+                     request=job, user=req.job.uid)
         return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres,
                           partition=group.partition, site_checked=True, **base)
 

@@ -67,6 +67,25 @@ class ReservationFacts:
     start: float  # epoch seconds
     end: float
     active: bool
+    # who may use it (Users=, Accounts=; a list of `-name`s names who may not): None: no list
+    user_ids: frozenset[int] | None = None  # the Users= names as uids (a name that does not resolve is left out)
+    users_except: bool = False
+    accounts: frozenset[str] | None = None
+    accounts_except: bool = False
+    groups: bool = False  # a Groups= list, which pald does not evaluate
+
+    def admits(self, uid: int | None, account: str | None) -> bool:
+        """Whether a job of `uid` charged to `account` may use it, as far as pald can tell
+        (False when it cannot: an unknown uid or default account against a list, a Groups=
+        list). Both lists must admit the job: Slurm asks a job to match both when both are
+        given, and a job matching both is admitted under any reading."""
+        if self.groups:
+            return False
+        if self.user_ids is not None and (uid is None or (uid in self.user_ids) == self.users_except):
+            return False
+        if self.accounts is not None and (account is None or (account in self.accounts) == self.accounts_except):
+            return False
+        return True
 
 
 @dataclass(frozen=True)

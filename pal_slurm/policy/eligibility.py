@@ -279,6 +279,8 @@ def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibil
         r = site.reservations.get(job.reservation)
         if r is None or not r.active:
             return passed("reservation_not_active")
+        if not r.admits(job.uid, job.account):  # Slurm refuses it (or pald cannot tell): no promise
+            return passed("reservation_access")
         reservation_nodes = r.nodes
     parts = _partitions(job, site)
     if isinstance(parts, str):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
 from pal_slurm.slurm.errors import SlurmParseError
@@ -108,15 +108,41 @@ def _epoch(text: str | None) -> float:
         raise SlurmParseError(f"bad time {text!r}") from None
 
 
-def parse_reservations(text: str) -> dict[str, ReservationFacts]:
-    """`scontrol -o show reservation` -> {name: ReservationFacts}."""
+def _access_list(text: str | None) -> tuple[frozenset[str] | None, bool]:
+    """An access list (`Users=a,b`, `Accounts=-c,-d`): (the names, whether they are the ones
+    refused); (None, False) for none (`(null)`, absent)."""
+    if not text or text == "(null)":
+        return None, False
+    names = [n for n in text.split(",") if n]
+    refused = bool(names) and all(n.startswith("-") for n in names)
+    return frozenset(n.lstrip("-") for n in names), refused
+
+
+def uid_of(name: str) -> int | None:
+    """The uid of a user name (the system's user database), None when it has none."""
+    import pwd
+
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return None
+
+
+def parse_reservations(text: str, uid_of: Callable[[str], int | None] = uid_of) -> dict[str, ReservationFacts]:
+    """`scontrol -o show reservation` -> {name: ReservationFacts}; `uid_of` turns the Users=
+    names into uids (the job side knows its user by uid)."""
     out = {}
     for r in key_value_records(text):
         name = r.get("ReservationName")
         if not name:
             raise SlurmParseError("reservation record without ReservationName")
+        users, users_except = _access_list(r.get("Users"))
+        accounts, accounts_except = _access_list(r.get("Accounts"))
+        uids = None if users is None else frozenset(u for u in map(uid_of, users) if u is not None)
+        groups, _ = _access_list(r.get("Groups"))
         out[name] = ReservationFacts(name, _nodes(r.get("Nodes")), _epoch(r.get("StartTime")),
-                                     _epoch(r.get("EndTime")), r.get("State", "").upper() == "ACTIVE")
+                                     _epoch(r.get("EndTime")), r.get("State", "").upper() == "ACTIVE",
+                                     uids, users_except, accounts, accounts_except, groups is not None)
     return out
 
 

@@ -85,6 +85,11 @@ class Rig:
         return self.root / "drain-on-release"
 
     @property
+    def late_flag(self) -> Path:
+        """Holding a number N: pald's next release starts its job no earlier than N s later."""
+        return self.root / "start-late-on-release"
+
+    @property
     def spool(self) -> Path:
         return self.root / "spool"
 
@@ -106,7 +111,9 @@ def pald_bin_dir(root: Path, flag: Path, drain_flag: Path) -> Path:
     """Slurm commands for pald only: the real ones, except that sinfo and squeue fail while
     `flag` exists (pald's view of Slurm goes stale; the hook and users see Slurm as usual), and
     that pald's next `scontrol release` drains the nodes the job is pinned to first when
-    `drain_flag` exists (a node going DRAIN right as pald releases a job onto it)."""
+    `drain_flag` exists (a node going DRAIN right as pald releases a job onto it), and gives the
+    job a begin time (scontrol StartTime=) that many seconds ahead when `Rig.late_flag` holds a number (a released job
+    that waits pending on its pin for a while)."""
     bin_dir = root / "pald-bin"
     bin_dir.mkdir()
     for cmd in ("sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun"):
@@ -117,6 +124,9 @@ def pald_bin_dir(root: Path, flag: Path, drain_flag: Path) -> Path:
             gate = (f'if [ "$1" = release ] && [ -e "{drain_flag}" ]; then\n  rm -f "{drain_flag}"\n'
                     f'  nodes=$({real} -o show job "$2" | tr " " "\\n" | sed -n "s/^ReqNodeList=//p")\n'
                     f'  {real} update nodename="$nodes" state=drain reason=fault-after-release\nfi\n')
+            late = root / "start-late-on-release"  # Rig.late_flag
+            gate += (f'if [ "$1" = release ] && [ -e "{late}" ]; then\n'
+                     f'  {real} update jobid="$2" StartTime=now+$(cat "{late}"); rm -f "{late}"\nfi\n')
         (bin_dir / cmd).write_text(f'#!/bin/sh\n{gate}exec {real} "$@"\n')
         (bin_dir / cmd).chmod(0o755)
     return bin_dir

@@ -77,6 +77,11 @@ class FakeReader:
         return self.site_view
 
 
+def acts(calls):
+    """The actuator calls that act on jobs (pin, release, hold, unpin), without the tag writes."""
+    return [c for c in calls if c[0] != "admin_comment"]
+
+
 class FakeActuator:
     def __init__(self, fail_for=()):
         self.calls = []

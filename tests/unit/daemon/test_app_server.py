@@ -18,7 +18,7 @@ from pal_slurm.slurm.errors import SlurmUnsupported
 from pal_slurm.store.errors import StoreUnavailable
 from pal_slurm.store.memory import MemoryRepository
 
-from .builders import FakeActuator, FakeReader, ServerThread, held_job, node_info, request, snapshot
+from .builders import FakeActuator, acts, FakeReader, ServerThread, held_job, node_info, request, snapshot
 
 
 def make_pald(tmp_path, store=None, jobs=(), leader=None):
@@ -107,7 +107,8 @@ def test_unsupported_slurm_is_reported_and_jobs_pass(tmp_path):
 def test_cycle_releases_held_jobs_and_heartbeat_is_written(tmp_path):
     pald = make_pald(tmp_path, jobs=[held_job(7, gpn=2, submit=5)])
     pald.sync_and_cycle()
-    assert pald.actuator.calls == [("place", 7, ("gpu01",), "gpu:s0:1,gpu:s1:1")]
+    assert pald.actuator.calls == [("place", 7, ("gpu01",), "gpu:s0:1,gpu:s1:1"),
+                                   ("admin_comment", 7, "pal:defer;req=x pal:released")]
     pald.heartbeat()
     doc = json.loads((tmp_path / "hb").read_text())
     assert doc["pid"] > 0 and abs(doc["at"] - time.time()) < 60
@@ -429,7 +430,7 @@ def test_a_deferred_job_released_by_its_user_before_pald_ever_saw_it_is_held_aga
     assert pald.actuator.calls == [("hold", 3)] and pald.deferred == {3}
     pald.reader._nodes = [node_info(f"gpu{i:02d}") for i in range(1, 5)]  # room
     pald.sync_and_cycle()
-    assert [c[:2] for c in pald.actuator.calls[1:]] == [("place", 3)]
+    assert [c[:2] for c in acts(pald.actuator.calls)[1:]] == [("place", 3)]
     # released again behind pald's back (an operator, after the admin hold): that release stands
     pald.reader._jobs = [replace(mine, job_id=6, submit_time=170)]
     pald.admin_held.add(6)
@@ -453,29 +454,30 @@ def test_a_released_job_that_does_not_start_is_placed_anew_then_unpinned(tmp_pat
     t = [1000.0]
     pald.clock = lambda: t[0]
     pald.sync_and_cycle()
-    assert [c[:2] for c in pald.actuator.calls] == [("place", 7)]
-    first = pald.actuator.calls[0][2]
+    assert [c[:2] for c in acts(pald.actuator.calls)] == [("place", 7)]
+    first = acts(pald.actuator.calls)[0][2]
     released = replace(held_job(7, gpn=2, submit=1), priority=1, reason="ReqNodeNotAvail", required_nodes=first)
     pald.reader._jobs = [released]
     t[0] += bound - 1
     pald.sync_and_cycle()  # not yet
-    assert len(pald.actuator.calls) == 1
+    assert len(acts(pald.actuator.calls)) == 1
     t[0] += 2
     pald.sync_and_cycle()
-    assert pald.actuator.calls[1:] == [("unpin", 7), ("hold", 7)] and pald.counts["unstuck"] == 1
+    assert acts(pald.actuator.calls)[1:] == [("unpin", 7), ("hold", 7)] and pald.counts["unstuck"] == 1
+    assert pald.actuator.calls[-2] == ("admin_comment", 7, "pal:defer;req=x pal:defer;unstuck=1")  # pald's hold
     pald.reader._jobs = [replace(held_job(7, gpn=2, submit=1), reason="JobHeldAdmin")]
     pald.reader._nodes = [node_info(n.name, used=range(4) if n.name in first else ()) for n in pald.reader._nodes]
     t[0] += 1
     pald.sync_and_cycle()  # placed anew, away from the node it was stuck on
-    assert [c[:2] for c in pald.actuator.calls[3:]] == [("place", 7)]
-    assert not set(pald.actuator.calls[3][2]) & set(first)
-    pald.reader._jobs = [replace(released, required_nodes=pald.actuator.calls[3][2])]
+    assert [c[:2] for c in acts(pald.actuator.calls)[3:]] == [("place", 7)]
+    assert not set(acts(pald.actuator.calls)[3][2]) & set(first)
+    pald.reader._jobs = [replace(released, required_nodes=acts(pald.actuator.calls)[3][2])]
     t[0] += bound + 1
     pald.sync_and_cycle()  # stuck again: no second try, Slurm runs it wherever it can
-    assert pald.actuator.calls[4:] == [("unpin", 7)] and pald.counts["unstuck"] == 2
+    assert acts(pald.actuator.calls)[4:] == [("unpin", 7)] and pald.counts["unstuck"] == 2
     t[0] += bound + 1
     pald.sync_and_cycle()
-    assert len(pald.actuator.calls) == 5  # once
+    assert len(acts(pald.actuator.calls)) == 5  # once
     pald.flush_decisions()
     assert [d.reason for d in reversed(store.decisions("7"))] == [
         "released:pal-fit", "unstuck:replace", "released:pal-fit", "unstuck:unpinned"]

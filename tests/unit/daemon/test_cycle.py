@@ -5,7 +5,7 @@ from pal_slurm.daemon.cycle import apply_releases, is_pal_held, until_next_tick
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.engine import ManualClock
 
-from .builders import FakeActuator, held_job, view
+from .builders import FakeActuator, acts, held_job, view
 
 
 def svc(busy=(), **settings):
@@ -133,7 +133,7 @@ def test_a_deferred_gpus_n_job_is_placed_by_pal_when_the_cluster_frees(tmp_path)
                      node_info("gpu03"), node_info("gpu04", used=range(4))]
     reader._jobs = [held_job(7, gpj=4, nodes=1, submit=90)]
     pald.sync_and_cycle()
-    assert act.calls == [("nodes", 7, ("gpu03",))]  # PAL packed it on the free node
+    assert acts(act.calls) == [("nodes", 7, ("gpu03",))]  # PAL packed it on the free node
     assert pald.counts["released"] == 1
 
 

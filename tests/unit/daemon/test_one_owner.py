@@ -75,7 +75,7 @@ def test_submissions_racing_the_cycle_never_share_a_gpu(tmp_path, busy_switching
     held = [held_job(100 + i, gpn=2, submit=i) for i in range(8)]  # 16 GPUs wanted by held jobs
     slurm = FakeSlurm(held)
     cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "s"), heartbeat_file=str(tmp_path / "hb"),
-                                     reservation_ttl_s=3600))
+                                     reservation_ttl_s=3600, user_reservations_max=1000))  # one user asks 48 times
     pald = Pald(cfg, None, slurm, slurm)
     pald.sync_and_cycle()  # a view, and leadership
     slurm.held = {j.job_id: j for j in held}  # the first cycle released them: hold them again

@@ -10,7 +10,7 @@ from pal_slurm.daemon.app import Pald
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.engine import ManualClock
 
-from .builders import FakeActuator, FakeReader, held_job, node_info, snapshot, view
+from .builders import FakeActuator, acts, FakeReader, held_job, node_info, snapshot, view
 
 PLACED = "pal:placed=gpu02;rank=v1;req=ab"
 
@@ -81,7 +81,7 @@ def test_pald_takes_a_requeued_job_back_and_places_it_again(tmp_path):
     assert act.calls == [] and pald.service.held_jobs == 0  # not ahead of new jobs while it may not start
     clock.t += 15.0
     pald.sync_and_cycle()
-    assert [c[:3] for c in act.calls] == [("place", 5, ("gpu02",))]
+    assert [c[:3] for c in acts(act.calls)] == [("place", 5, ("gpu02",))]
     assert pald.counts["requeued"] == 1 and pald.counts["released"] == 1
 
 

@@ -504,7 +504,29 @@ function M.config(getenv, overrides)
   if type(path) ~= "string" or path == "" then path = M.DEFAULT_SOCKET end
   local max_gpus = tonumber(overrides.max_gpus_per_node) or tonumber(getenv("PAL_MAX_GPUS_PER_NODE"))
   if not max_gpus or max_gpus ~= max_gpus or max_gpus < 1 then max_gpus = M.DEFAULT_MAX_GPUS_PER_NODE end
-  return { socket = path, timeout_ms = timeout, max_gpus_per_node = math.floor(max_gpus) }
+  local list_bytes = tonumber(overrides.max_job_list_bytes) or tonumber(getenv("PAL_MAX_JOB_LIST_BYTES"))
+  if not list_bytes or list_bytes ~= list_bytes or list_bytes < 0 then
+    list_bytes = M.DEFAULT_MAX_JOB_LIST_BYTES
+  end
+  return { socket = path, timeout_ms = timeout, max_gpus_per_node = math.floor(max_gpus),
+    max_job_list_bytes = math.min(math.floor(list_bytes), M.MAX_HOSTLIST_BYTES) }
+end
+
+-- The job's own node lists (--exclude, --nodelist) the hook hands to pald and checks a reply
+-- against. Reading one costs the hook (inside slurmctld's locks) and pald time linear in its
+-- length; a list longer than cfg.max_job_list_bytes (PAL_MAX_JOB_LIST_BYTES, default
+-- DEFAULT_MAX_JOB_LIST_BYTES: some 1,000 node names written one by one) passes the job unasked,
+-- so no one user's text can hold slurmctld for the milliseconds a 64 KiB list costs. Returns
+-- the option's name and the list's length, or nil.
+M.DEFAULT_MAX_JOB_LIST_BYTES = 8 * 1024
+local JOB_LISTS = { { "exc_nodes", "exclude" }, { "req_nodes", "nodelist" } }
+
+function M.oversized_node_list(job_desc, max_bytes)
+  for _, field in ipairs(JOB_LISTS) do
+    local value = job_desc[field[1]]
+    if type(value) == "string" and #value > max_bytes then return field[2], #value end
+  end
+  return nil
 end
 
 ------------------------------------------------------------------------------------ socket
@@ -1476,6 +1498,11 @@ local function place(job_desc, spec, submit_uid, ctx)
     if clock() > run_deadline then error(OVER_BUDGET, 0) end
   end
   local function run_ms() return (clock() - started) * 1000 end
+  local list, list_bytes = M.oversized_node_list(job_desc, cfg.max_job_list_bytes)
+  if list then
+    return pass(slurm, job_desc, "input-too-large:" .. list, string.format(
+      "--%s of %d bytes, more than %d", list, list_bytes, cfg.max_job_list_bytes), request_id, run_ms())
+  end
   local request = M.build_request(job_desc, spec, submit_uid, request_id,
     math.floor(cfg.deadline * 1000), ctx.part_list)
   local line = json.encode(request) .. "\n"

@@ -92,8 +92,11 @@ def sixteen_node_job(exclude):
             "min_nodes": NODES, "max_nodes": NODES, "exc_nodes": exclude}
 
 
-def run(names, exclude, parts=None, **stub):
-    hook = Hook()
+LONG_LISTS = {"PAL_MAX_JOB_LIST_BYTES": str(64 * 1024)}  # a site that lets jobs carry such lists
+
+
+def run(names, exclude, parts=None, env=LONG_LISTS, **stub):
+    hook = Hook(env=env)
     hook.reply(sixteen_node_reply(names))
     hook.stub(**stub)
     _, job = hook.submit(sixteen_node_job(exclude), parts=parts)
@@ -154,10 +157,26 @@ def test_a_partition_list_over_the_cap_passes_the_job():
     assert_passed(hook, job, "input-too-large")
 
 
+@pytest.mark.parametrize("field, option", [("exc_nodes", "exclude"), ("req_nodes", "nodelist")])
+def test_a_job_list_over_the_sites_cap_passes_unasked(field, option):
+    """By default a job's own --exclude / --nodelist over 8 KiB passes before pald is asked:
+    neither the hook (inside slurmctld's locks) nor pald reads it."""
+    names = [f"gpu{i:02d}" for i in range(1, NODES + 1)]
+    long_list = fill(lambda i: f"x{i:05d}", 8 * 1024 + 64)
+    hook = Hook()
+    hook.reply(sixteen_node_reply(names))
+    _, job = hook.submit({**sixteen_node_job(""), field: long_list})
+    assert hook.sent is None  # pald never asked
+    assert job["admin_comment"].startswith(f"pal:pass=input-too-large:{option};req=h")
+    assert [w[0] for w in hook.writes] == ["admin_comment"]
+    _, job = Hook().submit({**sixteen_node_job(""), field: fill(lambda i: f"x{i:05d}", 8 * 1024)})
+    assert "input-too-large" not in job["admin_comment"]  # at the cap: asked as usual
+
+
 def test_a_long_nodelist_is_compiled_and_checked():
     names = [f"gpu{i:02d}" for i in range(1, NODES + 1)]
     nodelist = fill(lambda i: f"x{i:05d}", 30 * 1024) + ",gpu[01-16]"
-    hook = Hook()
+    hook = Hook(env=LONG_LISTS)
     hook.reply({**sixteen_node_reply(names), "site_checked": True})
     _, job = hook.submit({**sixteen_node_job(""), "req_nodes": nodelist})
     assert job["req_nodes"] == ",".join(names)

@@ -435,7 +435,7 @@ end
 
 -- The place request for a job, as a Lua table ready for json.encode. `deadline_ms` (epoch
 -- milliseconds, optional) is when the hook stops waiting: pald drops a request it reads after
--- that instant and records nothing, since the hook has already passed the job (#10, item 3).
+-- that instant and records nothing, since the hook has already passed the job.
 -- `part_list` (slurmctld's partitions for this user) gives the partitions the job may use.
 function M.build_request(job_desc, spec, submit_uid, request_id, deadline_ms, part_list)
   local tres_node = string_or_nil(job_desc.tres_per_node)
@@ -550,7 +550,7 @@ end
 -- Read one line (without its newline) of at most max_bytes, newline included, by `deadline`.
 -- Why not receive("*l"): LuaSocket buffers a line without any limit until the newline or the
 -- timeout, so a pald streaming bytes without a newline grew slurmctld by hundreds of MB inside
--- its locks (#10, item 9). Here each round waits (up to the deadline) for one byte, then takes
+-- its locks. Here each round waits (up to the deadline) for one byte, then takes
 -- whatever else has already arrived without waiting, never asking for more than the cap.
 -- Returns the line, or nil, "timeout" | "closed" | "too-long" | another socket error.
 local function receive_line(sock, deadline, now, max_bytes)
@@ -1173,7 +1173,7 @@ end
 
 -- admin_comment reasons are single tokens: safe to grep, safe inside the `;`-separated tag,
 -- and never another tag: pald's reason text can contain anything, and "x pal:defer" made a
--- pass look like a PAL hold to a substring match (#10, item 10). So only [A-Za-z0-9_.:=-]
+-- pass look like a PAL hold to a substring match. So only [A-Za-z0-9_.:=-]
 -- survive, and a "pal:" inside a reason becomes "pal-".
 function M.token(reason)
   reason = tostring(reason or ""):sub(1, 64):gsub("[^A-Za-z0-9_%.:=%-]", "-")

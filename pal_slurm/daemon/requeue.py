@@ -1,4 +1,4 @@
-"""A requeued PAL job is placed again (issue 15): pure rules, no I/O (pald's app acts on them).
+"""A requeued PAL job is placed again: pure rules, no I/O (pald's app acts on them).
 
 What Slurm 22.05 shows (lab-tested, tests/integration/test_site_compat.py): after
 `scontrol requeue` (or a node failure of a `--requeue` job) the job is PENDING with

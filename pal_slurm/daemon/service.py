@@ -198,7 +198,7 @@ class Reservation:
         from when they were promised; None: no request known, or nothing left. Why: GPUs
         missing from the free set with no end in sight made a finish-aware placement see no leaf
         switch ever free for a large job while each leaf held one promised node, and take a
-        spread placement 7.8x slower (issue 12's model, workload-1)."""
+        spread placement 7.8x slower (the replay model, workload-1)."""
         if self.request is None:
             return None
         on = sorted(self.gpu_ids.difference(busy))

@@ -1,6 +1,6 @@
 """pald's only way to the store: one thread owns it; everyone else talks to an outbox.
 
-Why (issue #10): a store that hangs (PostgreSQL frozen, a SQLite write lock held) must cost
+Why: a store that hangs (PostgreSQL frozen, a SQLite write lock held) must cost
 pald nothing but its record keeping. So:
 
 - writes (decisions, held jobs, releases, the heartbeat row) are queued with `put` and return

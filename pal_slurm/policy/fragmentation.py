@@ -1,7 +1,7 @@
 """Pack first, deviate for a better bin only when it pays: PAL's L x V choice with the network
 tier and the fragmentation a choice causes in its cost.
 
-Why: against a backfilling scheduler PAL's best-bin choice loses (issue #12). It takes the
+Why: against a backfilling scheduler PAL's best-bin choice loses. It takes the
 fastest GPUs wherever they are, so it opens whole free nodes (and racks) for small jobs, and the
 multi-node jobs behind it find only partly used nodes: they wait, or they spread across racks
 and run slower. A topology-aware first fit (what stock Slurm does with topology/tree) keeps

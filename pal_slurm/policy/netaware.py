@@ -88,7 +88,7 @@ Allocation = tuple[tuple[int, ...], int, float]  # (gpus, tier, estimated networ
 # sensitivity. Low and medium are close to the bundled data's VGG and ResNet50 across racks (1.1-1.3x,
 # 1.4-1.5x); high's spine penalty is BERT's, the data's curve for every model without one of
 # its own (GPT2, the traces' transformers): 8.4-8.5x across racks (pal_slurm/data/network).
-# At 4.0 pald spread a GPT2 job over two leaves where waiting for one was sooner (issue 12).
+# At 4.0 pald spread a GPT2 job over two leaves where waiting for one was sooner.
 FALLBACK_PENALTY: Mapping[str, tuple[float, float, float]] = {
     "none": (1.0, 1.0, 1.0),
     "low": (1.0, 1.01, 1.15),
@@ -1299,7 +1299,7 @@ DALLY = NetAwarePlacement(
 )
 # ablation: PAL's allocation (variability bins, node locality only) + EASY backfill, no delay
 PAL_BACKFILL = NetAwarePlacement("pal-backfill", delay=False, finish_aware=False, topology_aware=False)
-# PAL for a backfilling Slurm (issue #12): the packed, topology-aware choice unless a better bin
+# PAL for a backfilling Slurm: the packed, topology-aware choice unless a better bin
 # beats the locality and fragmentation costs (policy.fragmentation); a spread placement only
 # when waiting for the consolidated one would not finish the job sooner; a one-node job on a
 # slower bin only when waiting for a faster node would not finish it sooner (a job of several

@@ -1,4 +1,4 @@
-"""Fault injection on the real lab (issue #10): nothing PAL does may stop a job.
+"""Fault injection on the real lab: nothing PAL does may stop a job.
 
 Each fault is replayed against a real cluster (slurmctld + 4 slurmd x 4 emulated GPUs, the
 real job_submit.lua, the real pald process on SQLite) while N >= 100 short jobs are submitted,
@@ -808,9 +808,9 @@ def check_samples_spooled(rig: Rig, work: Workload, counts: Counts) -> None:
     for smp in spooled:
         (walls if smp.kind == KIND_WALLTIME else bench)[smp.job_id].add((smp.node, smp.slot))
     # lost = a GPU the job's output names without its sample. A sample on a GPU it does not
-    # name is not a loss: it is printed below (job 62 had one once, host half of a full `make
-    # test`, 2026-11-28; the rig was gone, so where it came from, e.g. a start Slurm requeued,
-    # is not known; the exactly-once check below still covers it)
+    # name is not a loss: it is printed below (a job had one once in a full `make test`; where
+    # it came from, e.g. a start Slurm requeued, is not known; the exactly-once check below
+    # still covers it)
     missing = {i: (gpus - bench[i], gpus - walls[i]) for i, gpus in gpus_of.items()
                if not gpus <= bench[i] or not gpus <= walls[i]}
     extra = {i: sorted((bench[i] | walls[i]) - gpus) for i, gpus in gpus_of.items() if (bench[i] | walls[i]) - gpus}

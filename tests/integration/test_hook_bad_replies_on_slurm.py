@@ -1,5 +1,5 @@
 """The hook inside a real slurmctld (Debian 22.05 lab, 4 nodes x 4 emulated GPUs, per-slot
-GRES types) against a misbehaving stand-in pald (issue #10, items 2, 9, 10): replies naming a
+GRES types) against a misbehaving stand-in pald: replies naming a
 node Slurm does not have, a GPU slot the nodes lack, `gres:gpu:0`, four nodes for a one-GPU
 job, an oversized line, an endless stream, a late answer, a reason forging `pal:defer`; good
 answers mixed in. Before the fix the first two made sbatch fail ("Invalid node name

@@ -1,4 +1,4 @@
-"""pal-slurm on a site that already uses Slurm's own restrictions (issue 15): a real Slurm lab
+"""pal-slurm on a site that already uses Slurm's own restrictions: a real Slurm lab
 with several partitions, node features, an advance reservation and a drained node (and, on a lab with accounting, partitions
 gated by QOS); the real hook and the real pald.
 

@@ -1,4 +1,4 @@
-"""Store faults on the real thing (issue #10, findings 4-6): the real pald process, a real
+"""Store faults on the real thing: the real pald process, a real
 Slurm lab with the real job_submit.lua, a real private PostgreSQL or SQLite files.
 
 For each fault: `place` answers stay fast (every one well inside the hook's 150 ms timeout),

@@ -1,4 +1,4 @@
-"""What the hook does with pald's answer before writing it into a job (issue #10): a reply is
+"""What the hook does with pald's answer before writing it into a job: a reply is
 checked against the job (shape, GPU count, slot types, nodes Slurm will give it) and passes
 the job untouched on any doubt; the reply read is capped in bytes and time together; the
 request carries its deadline; pald's text is made safe for terminals, logs and the tag."""

@@ -258,7 +258,7 @@ def test_profile_jobs_are_left_to_measure_themselves(tmp_path):
 
 
 def test_a_store_that_accepts_tcp_but_never_answers_gets_the_samples_spooled(tmp_path, caplog):
-    """Issue #10 (#11): the prolog used to wait on such a store until its own 5 s deadline and
+    """The prolog used to wait on such a store until its own 5 s deadline and
     lose the samples; now the store gets the time left minus a reserve, then they are spooled.
     (On the lab, 100 jobs: tests/integration/test_faults.py, fault `prolog-silent-store`.)"""
     pytest.importorskip("psycopg2", reason="the silent store is a PostgreSQL URL: install pal-slurm[postgres]")

@@ -43,7 +43,7 @@ def test_status_all_good_with_a_live_pald(tmp_path):
 
 
 def test_status_never_creates_an_empty_store(tmp_path):
-    """Issue #10 (#6): after `rm pal.db`, `palctl status` used to recreate an empty file."""
+    """After `rm pal.db`, `palctl status` used to recreate an empty file."""
     db = tmp_path / "pal.db"
     cfg = write_cfg(tmp_path, f"sqlite:///{db}")
     r = CliRunner().invoke(cli, ["--config", str(cfg), "status"])

@@ -1,4 +1,4 @@
-"""Job arrays: held as one record, each element placed by pald's cycle (issue 15)."""
+"""Job arrays: held as one record, each element placed by pald's cycle."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The protocol's fields for where a job may run (issue 15): round trips and bad values."""
+"""The protocol's fields for where a job may run: round trips and bad values."""
 
 from __future__ import annotations
 

@@ -288,7 +288,7 @@ def test_a_deferral_the_read_already_shows_is_planned_behind_once():
     it) stays among the deferrals since that read; when the cycle over that read plans it (its
     admin_comment's req= names the deferral), the submit path stops counting it a second time.
     Counted twice, it held a second reservation in the submit path's plan and a newcomer the
-    cycle would start was held or placed elsewhere (pald and the simulator parted: issue 12)."""
+    cycle would start was held or placed elsewhere (pald and the simulator parted)."""
     from .builders import held_job
 
     s = service(busy=range(12), placement="pal-fit")

@@ -1,5 +1,5 @@
 """pald in process with a real SQLite store (files on disk, the real LazyStore and link
-threads) under the store faults of issue #10; fake Slurm. The same faults on a real pald
+threads) under the store faults; fake Slurm. The same faults on a real pald
 process over a real Slurm lab and PostgreSQL: tests/integration/test_store_faults.py.
 
 - #7: a held SQLite write lock must not slow releases (they used to wait 5 s each);

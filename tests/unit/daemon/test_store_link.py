@@ -1,5 +1,5 @@
 """The store link: writes never wait and are never lost silently; a stuck call is broken at its
-deadline and health says so (issue #10, #4 and #7). Fakes here; the real SQLite/PostgreSQL
+deadline and health says so. Fakes here; the real SQLite/PostgreSQL
 faults are in test_store_faults_pald.py."""
 
 from __future__ import annotations

@@ -551,7 +551,7 @@ def test_a_job_running_past_its_estimate_frees_nothing_to_wait_for():
 
 
 def test_the_gpus_a_job_waits_for_are_reserved_from_the_moment_it_chooses_to_wait():
-    """Workload-3 at 60x (session 15): a job that chose to wait for a better bin without a claim
+    """Workload-3 at 60x: a job that chose to wait for a better bin without a claim
     saw smaller jobs take the GPUs and started 16 hours later. Node 1 has two fast GPUs free
     and two held until 100; the 4-GPU job waits for all four, and a long 1-GPU job behind it
     (which would take a fast free GPU) goes to node 0 instead; a 1-GPU job that ends before 100

@@ -6,7 +6,7 @@ run's fingerprint (a hash of every job's start, finish, communication seconds an
 the busy GPU-seconds, the utilisation series and the event/plan counts, all floats by `repr`)
 must equal the one recorded in tests/golden/event-results.json.
 
-The file was recorded from main's code *before* the speed work of issue #13:
+The file was recorded from main's code *before* the simulator's speed work:
 
     .venv/bin/python tests/unit/sim/test_event_golden.py --record
 

@@ -146,7 +146,7 @@ def test_nodes_lists_a_node_once_even_if_repeated(shape) -> None:
 
 
 def test_24_11_sinfo_json_is_not_read_as_22_05() -> None:
-    """The fault of issue #16: 24.11's `sinfo --json` groups nodes by partition and has no
+    """24.11's `sinfo --json` groups nodes by partition and has no
     'nodes' field; read with 22.05's dialect it is refused with that message (the reader
     detects the release and asks `scontrol show nodes --json` instead)."""
     with pytest.raises(SlurmParseError, match="no 'nodes' field"):

@@ -230,7 +230,7 @@ def test_pg_outage_means_nobody_leads_and_no_exception(postgres_factory):
         leader.close()
 
 
-# ---- store faults (issue #10): the lock survives what the store does not -------------------
+# ---- store faults: the lock survives what the store does not -------------------
 
 
 def test_file_lock_in_a_read_only_directory_still_elects_exactly_one_leader(tmp_path):

@@ -1,4 +1,4 @@
-"""Store faults at the store's own level, on real files and a real PostgreSQL (issue #10).
+"""Store faults at the store's own level, on real files and a real PostgreSQL.
 
 - a SQLite file deleted under a running repository: refused loudly, never recreated empty,
   adopted again once a file is back (#6);

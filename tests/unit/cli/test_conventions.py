@@ -117,3 +117,18 @@ def test_explain_an_array_task_slurm_cannot_resolve_is_not_found_not_job_12345(t
     assert r.exit_code == 1 and "heterogeneous job 1234" in r.output
     r = invoke("--config", str(cfg), "explain", "12345")
     assert r.exit_code == 0 and "gpu01:0" in r.output
+
+
+@pytest.mark.parametrize("script", ["pal-prolog", "pal-epilog"])
+def test_the_prolog_and_epilog_scripts_have_version(script):
+    """Slurm runs them with no arguments; `--version` answers and runs no measurement."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pal_slurm import __version__
+
+    repo = Path(__file__).resolve().parents[3]
+    r = subprocess.run([sys.executable, str(repo / "sbin" / script), "--version"], capture_output=True,
+                       text=True, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == f"{script} {__version__}" and r.stderr == ""

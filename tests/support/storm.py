@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
@@ -39,27 +40,24 @@ _RUN_MS = re.compile(r"\brun_ms=([0-9.]+)")
 NOT_ANSWERED = ("timeout", "pald-down")
 
 
-def _ranges_exclude(size: int) -> str:
-    """A --exclude of distinct bracketed ranges, `size` bytes at most (names no lab node)."""
+def _fill(item: Callable[[int], str], size: int) -> str:
+    """item(0),item(1),... comma-joined, `size` bytes at most (names no lab node)."""
     items, total, i = [], 0, 0
-    while True:
-        item = f"x{i}[{i}-{i + 99999}]"
-        if total + len(item) + 1 > size:
-            return ",".join(items)
-        items.append(item)
-        total += len(item) + 1
+    while total + len(item(i)) + 1 <= size:
+        items.append(item(i))
+        total += len(item(i)) + 1
         i += 1
+    return ",".join(items)
+
+
+def _ranges_exclude(size: int) -> str:
+    """A --exclude of distinct bracketed ranges."""
+    return _fill(lambda i: f"x{i}[{i}-{i + 99999}]", size)
 
 
 def _names_exclude(size: int) -> str:
-    items, total, i = [], 0, 0
-    while True:
-        item = f"n{i:06d}"
-        if total + len(item) + 1 > size:
-            return ",".join(items)
-        items.append(item)
-        total += len(item) + 1
-        i += 1
+    """A --exclude of node names written one by one."""
+    return _fill(lambda i: f"n{i:06d}", size)
 
 
 # name -> the sbatch arguments of one hostile PAL submission. The node names are none of the

@@ -42,6 +42,7 @@ from pal_slurm.bench.base import KIND_WALLTIME, Sample
 from pal_slurm.bench.repository import StoreProfilingRepository
 from pal_slurm.daemon import failsafe
 from pal_slurm.daemon.protocol import decode_request
+from pal_slurm.daemon.tags import request_id
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
 from pal_slurm.slurm.lab import LabCluster, missing_binaries, start_lab
 from pal_slurm.store.bootstrap import open_store
@@ -914,7 +915,7 @@ def check_capped_replies(rig: Rig, work: Workload, counts: Counts) -> None:
     got: dict[str, list[str]] = {kind: [] for kind in set(REPLY_PLAN)}
     for i in work.job_ids:
         tag = jobs[i].admin_comment
-        got[mangler.kinds[tag.rsplit(";req=", 1)[-1]]].append(tag)
+        got[mangler.kinds[request_id(tag)]].append(tag)  # the tag may go on (`pal:released`)
     for kind, tags in got.items():
         assert len(tags) >= N_JOBS // len(REPLY_PLAN) - 1, (kind, len(tags))
         if kind == "pald":  # pald's own answers were used (a rare pass=timeout: the relay is slow)

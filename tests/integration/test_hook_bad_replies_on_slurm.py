@@ -24,6 +24,7 @@ import pytest
 
 from pal_slurm.daemon.cycle import is_pal_held
 from pal_slurm.daemon.protocol import decode_request
+from pal_slurm.daemon.tags import request_id
 from tests.support.tiny_pald import TinyPald
 
 pytestmark = pytest.mark.slurm
@@ -131,7 +132,7 @@ def test_no_bad_reply_stops_a_job(bad_pald_lab):
     # each job carries the tag its reply deserved; passed jobs kept their own request
     seen_kinds = {kind: 0 for kind in REPLIES}
     for job in mine.values():
-        req_id = job.admin_comment.rsplit(";req=", 1)[-1]
+        req_id = request_id(job.admin_comment)
         kind = pald.by_request[req_id]
         seen_kinds[kind] += 1
         assert job.admin_comment.startswith(REPLIES[kind][1]), (kind, job.admin_comment)

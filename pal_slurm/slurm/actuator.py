@@ -131,7 +131,7 @@ class SlurmActuator:
         *admin* hold (Reason=JobHeldAdmin) that the job's user cannot `scontrol release`; it
         also turns a user hold (JobHeldUser, priority 0 set at submit) into one. Slurm 22.05,
         lab-tested in tests/integration/test_faults.py (root) and
-        tests/integration/test_pald_unprivileged.py (AdminLevel=Operator)."""
+        tests/integration/test_pald_unprivileged.py (AdminLevel=Administrator)."""
         self.runner.run(["scontrol", "hold", job_ref(job_id)])
 
     def hold_many(self, job_ids: Iterable[int], chunk: int = 200) -> None:

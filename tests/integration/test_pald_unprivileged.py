@@ -1,11 +1,12 @@
-"""pald as an unprivileged user with Slurm Operator rights places PAL jobs on a real Slurm.
+"""pald as an unprivileged user with Slurm Administrator rights places PAL jobs on a real Slurm.
 
 A real lab with real accounting (MariaDB + slurmdbd: AdminLevel lives there), the real hook in
 slurmctld, and the real pald process started as a system user created here (setpriv: no
-capability, not SlurmUser) whose only Slurm right is `sacctmgr ... adminlevel=operator`. PAL
+capability, not SlurmUser) whose only Slurm right is `sacctmgr ... adminlevel=admin`
+(Operator cannot write a job's AdminComment, where pald marks each release `pal:released`). PAL
 jobs are held by the hook, held again by pald (admin hold), then pinned to the policy's GPUs
-and released by pald; every job completes (jobs lost = 0) and pald's log shows no Slurm
-permission error. Needs root (to create the user and run pald as it); skipped otherwise.
+and released by pald, each marked released; every job completes (jobs lost = 0) and pald's log
+shows no Slurm permission error. Needs root (to create the user and run pald as it); skipped otherwise.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def rig(operator_user):
         lab = acct.lab
         env = lab.client_env()
         for cmd in (["add", "account", "pal"], ["add", "user", operator_user, "account=pal"],
-                    ["modify", "user", operator_user, "set", "adminlevel=operator"]):
+                    ["modify", "user", operator_user, "set", "adminlevel=admin"]):
             subprocess.run(["sacctmgr", "-i", *cmd], env=env, check=True, capture_output=True, timeout=30)
         db = f"sqlite:///{state}/pal.db"
         store = open_store(db)
@@ -121,7 +122,7 @@ def test_an_unprivileged_pald_holds_places_and_releases_pal_jobs(rig):
     admin_held = set()
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and len(admin_held) < len(deferred):
-        for j in deferred:  # pald turns the hook's user hold into an admin hold: an Operator's right
+        for j in deferred:  # pald turns the hook's user hold into an admin hold
             if _show(lab, j).get("Reason") == "JobHeldAdmin":
                 admin_held.add(j)
         time.sleep(0.2)
@@ -138,5 +139,9 @@ def test_an_unprivileged_pald_holds_places_and_releases_pal_jobs(rig):
     assert out["NODE"] == tag.split("=", 1)[1].split(";")[0].split(":")[0]  # where pald placed it
     log = pald.log.read_text(errors="replace")
     assert not [e for e in PERMISSION_ERRORS if e in log], log[-3000:]
+    # pald's releases, marked as such (the mark follows a space: read scontrol's whole line)
+    lines = {j: subprocess.run(["scontrol", "-o", "show", "job", str(j)], env=lab.client_env(),
+                               capture_output=True, text=True).stdout for j in deferred}
+    assert all(" pal:released" in line for line in lines.values()), lines
     health = pald.health().details
     assert health.get("leader") is True

@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -54,6 +55,15 @@ def operator_user():
     if created:
         subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
                        check=True, capture_output=True)
+    # pald runs from this checkout with this Python: the user must be able to read both (a
+    # checkout under root's 0700 home, as in the Debian root the suite also runs in, is not)
+    probe = subprocess.run(["setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups", "--",
+                            sys.executable, "-c", "import pal_slurm"], cwd=str(REPO),
+                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, timeout=60)
+    if probe.returncode != 0:
+        if created:
+            subprocess.run(["userdel", USER], capture_output=True)
+        pytest.skip(f"{USER} cannot run pald from {REPO} with {sys.executable} (not readable by it)")
     yield USER
     if created:
         subprocess.run(["userdel", USER], capture_output=True)

@@ -37,18 +37,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "lua"))
 
 from hook_harness import HOOK_DIR, NO_VAL, Hook  # noqa: E402
+from hook_harness import fill as fill_list  # noqa: E402
 
 LIST_BYTES = 62 * 1024
 NODES = 16
 
 
 def fill(item) -> str:
-    out, size, i = [], 0, 0
-    while size + len(item(i)) + 1 <= LIST_BYTES:
-        out.append(item(i))
-        size += len(item(i)) + 1
-        i += 1
-    return ",".join(out)
+    return fill_list(item, LIST_BYTES)
 
 
 def sixteen(names: list[str], exclude: str) -> tuple[dict, dict, dict]:

@@ -177,3 +177,16 @@ def to_py(value):
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def fill(item, limit: int) -> str:
+    """Comma-joined items item(0), item(1), ... up to `limit` bytes: a long node list for the
+    hook's hostlist tests and benchmarks/hook_cpu.py."""
+    out, size, i = [], 0, 0
+    while True:
+        text = item(i)
+        if size + len(text) + 1 > limit:
+            return ",".join(out)
+        out.append(text)
+        size += len(text) + 1
+        i += 1

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hook_harness import NO_VAL, Hook
+from hook_harness import fill as fill_list
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "hostlist_match.json"
 CASES = json.loads(GOLDEN.read_text())["cases"]
@@ -58,15 +59,7 @@ NODES = 16
 
 
 def fill(item, limit=LIST_BYTES):
-    """Comma-joined items item(0), item(1), ... up to `limit` bytes."""
-    out, size, i = [], 0, 0
-    while True:
-        text = item(i)
-        if size + len(text) + 1 > limit:
-            return ",".join(out)
-        out.append(text)
-        size += len(text) + 1
-        i += 1
+    return fill_list(item, limit)
 
 
 # shape -> (placed node names, a long --exclude that spares them, an item excluding the 8th)

@@ -3,7 +3,7 @@
 Each page answers one question with the current truth, and git keeps the history. These checks
 fail when docs/ grows back into run logs: too many lines in total, a results page too long to
 read, raw outputs or files named after the round that made them, or development-history words
-("session 31", "round 12", "issue #10") in docs, benchmarks or code.
+(a work session's, round's or issue's number) in docs, benchmarks or code.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ MAX_RESULTS_PAGE_LINES = 250  # one results page (or a table's text file) under 
 
 # A file named after the round, session or issue that made it, or after a date.
 HISTORY_NAME = re.compile(r"(session|round|issue)[-_]?\d+|brief|helper|\d{4}-\d{2}-\d{2}", re.IGNORECASE)
-# "session 31", "sessions 24-25", "round 12", "issue 12", "issue #10", "issue-12"; not "--rounds 5".
+# A session, round or issue word followed by its number (see the pinned samples below); not
+# "--rounds 5".
 HISTORY_WORDS = re.compile(r"(?<![-\w])(session|round|issue)s?[ -]?#?\d+", re.IGNORECASE)
 
 # A dated diary entry ("2026-11-27") or a commit hash told as narrative ("at bcb3edf").

@@ -428,13 +428,15 @@ def failsafe_cron(rig: Rig, period_s: float = FAILSAFE_PERIOD_S):
 
 
 def quiet(rig: Rig, timeout: float = 30.0) -> None:
-    """Between faults: no job left, pald synced, every node idle."""
+    """Between faults: no job left, every node idle, and pald's view says so (every GPU free,
+    none promised): a test that starts before pald's next read would meet the last one's jobs."""
     rig.slurm("scancel", "--partition=gpu")
     rig.lab.wait_idle(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         d = rig.pald.health().details
-        if d["slurm"] == "ok" and d["held_jobs"] == 0:
+        if (d["slurm"] == "ok" and d["held_jobs"] == 0 and d["gpus"] > 0 and d["free_gpus"] == d["gpus"]
+                and d["reserved_gpus"] == 0):
             return
         time.sleep(0.2)
     raise AssertionError(f"pald never quiet: {rig.pald.health().details}")

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.hook_overhead import (  # noqa: E402  (the same workload)
     BLOCK, hook_decisions, pct, reset, rtts_ms, sbatch_ms, submission)
 from pal_slurm.daemon.process import PaldProcess, write_config  # noqa: E402
-from pal_slurm.slurm.lab import start_lab  # noqa: E402
+from pal_lab.lab import start_lab  # noqa: E402
 
 
 def export_hook(ref: str, into: Path) -> Path:

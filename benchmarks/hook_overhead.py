@@ -42,7 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pal_slurm.slurm.lab import start_lab  # noqa: E402
+from pal_lab.lab import start_lab  # noqa: E402
 from pal_slurm.daemon.process import PaldProcess, write_config  # noqa: E402
 
 TARGET_MS = 1.16  # the hook's median overhead without pald's fault hardening; aim under 1 ms

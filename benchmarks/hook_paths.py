@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pal_slurm.slurm.lab import missing_binaries, start_lab
+from pal_lab.lab import missing_binaries, start_lab
 from pal_slurm.daemon.protocol import PlaceReply, decode_request, encode_reply
 from pal_slurm.model.decision import DecisionKind
 from tests.support.tiny_pald import TinyPald

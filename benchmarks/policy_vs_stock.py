@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pal_slurm.policy import placement  # noqa: E402
 from pal_slurm.policy.base import PlacementPolicy  # noqa: E402
-from pal_slurm.replay.predict import STOCK_SLURM  # noqa: E402
+from pal_lab.replay.predict import STOCK_SLURM  # noqa: E402
 from pal_slurm.sim.event import EventConfig, EventSimulator  # noqa: E402
 from pal_slurm.sim.trace import bundled_trace  # noqa: E402
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pal_slurm.replay.ctldlog import pass_clock, pass_offsets, slurm_starts  # noqa: E402
-from pal_slurm.replay.harness import BF_INTERVAL_S, arm_ctld_log, arm_submissions  # noqa: E402
+from pal_lab.replay.ctldlog import pass_clock, pass_offsets, slurm_starts  # noqa: E402
+from pal_lab.replay.harness import BF_INTERVAL_S, arm_ctld_log, arm_submissions  # noqa: E402
 
 
 def main() -> int:

@@ -35,10 +35,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pal_slurm.replay.ctldlog import PassClock  # noqa: E402
-from pal_slurm.replay.harness import BF_INTERVAL_S  # noqa: E402
-from pal_slurm.replay.plan import plan_replay  # noqa: E402
-from pal_slurm.replay.predict import predicted_run  # noqa: E402
+from pal_lab.replay.ctldlog import PassClock  # noqa: E402
+from pal_lab.replay.harness import BF_INTERVAL_S  # noqa: E402
+from pal_lab.replay.plan import plan_replay  # noqa: E402
+from pal_lab.replay.predict import predicted_run  # noqa: E402
 from pal_slurm.sim.metrics import geomean  # noqa: E402
 from pal_slurm.sim.trace import bundled_trace  # noqa: E402
 from pal_slurm.slurm.hostlist import compress  # noqa: E402

@@ -1,5 +1,5 @@
 """The lab replay's targets over several replays: per trace, the mean of the replays' ratios
-beside the mean of their predictions (`pal_slurm.replay.summary`: why one replay is one draw).
+beside the mean of their predictions (`pal_lab.replay.summary`: why one replay is one draw).
 
     python3 benchmarks/replay_summary.py docs/results/slurm/replay-*.json --stock docs/results/slurm/stock-workload-1-seed0.json
 
@@ -24,7 +24,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pal_slurm.replay.summary import PREDICTION_TOLERANCE, by_trace, ratios_of, stock_runs_of  # noqa: E402
+from pal_lab.replay.summary import PREDICTION_TOLERANCE, by_trace, ratios_of, stock_runs_of  # noqa: E402
 from pal_slurm.sim.metrics import geomean  # noqa: E402
 
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pal_slurm.slurm.lab import missing_binaries, start_lab
+from pal_lab.lab import missing_binaries, start_lab
 
 
 def main() -> int:

@@ -88,9 +88,9 @@ def repredict(out: Path, gpus_per_node: int = 4, num_nodes: int = 16, nodes_per_
     "predicted_avg_jct_s_grid_mean" / "predicted_makespan_s_grid_mean", and summed up by
     `print_grid`; with `follow` (a job's name) each cell also says when the model started that
     job, kept with the lab's start as "grid_follow" and summed up by `print_follow`."""
-    from pal_slurm.replay.harness import LabShape, measure_arm
-    from pal_slurm.replay.plan import plan_replay
-    from pal_slurm.replay.predict import cycle_phase_spread, predict_arm, timing_grid
+    from pal_lab.replay.harness import LabShape, measure_arm
+    from pal_lab.replay.plan import plan_replay
+    from pal_lab.replay.predict import cycle_phase_spread, predict_arm, timing_grid
     from pal_slurm.sim.trace import resolve_trace
 
     shape = LabShape(num_nodes, gpus_per_node, nodes_per_rack)
@@ -141,7 +141,7 @@ def print_grid(rows: list[dict]) -> None:
     stock's, the point prediction, the ratio of the grid's means (the arm's over stock's) and
     the range of the per-cell ratios (`predict.cell_ratios`), and the makespan ratio of the
     grid's means."""
-    from pal_slurm.replay.predict import cell_ratios
+    from pal_lab.replay.predict import cell_ratios
 
     print(f"\n{'trace':12} {'jobs':>4} {'seed':>4} {'arm':8} {'replay':>6} {'point':>6} {'grid':>6} {'miss':>7} "
           f"{'min':>6} {'max':>6}  makespan: replay  grid")
@@ -164,7 +164,7 @@ def print_follow(rows: list[dict], within_s: float) -> None:
     when the lab started that job and the replay's ratio to stock; when the grid's cells
     started it (sorted, trace h) and the mean ratio of the cells that started it within
     `within_s` of the lab (`predict.near_start`): the model given that one draw."""
-    from pal_slurm.replay.predict import near_start
+    from pal_lab.replay.predict import near_start
 
     for r in rows:
         base, follow = stock_row(rows, r), r.get("grid_follow")
@@ -273,7 +273,7 @@ def main() -> int:
     if a.grid:
         print_grid(rows)
     if a.grid and a.follow:
-        from pal_slurm.replay.harness import ALIKE_WITHIN_WALL_S
+        from pal_lab.replay.harness import ALIKE_WITHIN_WALL_S
 
         print_follow(rows, ALIKE_WITHIN_WALL_S * rows[0]["time_scale"] if rows else 0.0)
     print(f"wall {time.monotonic() - t0:.0f} s; results in {out / 'all.json'}")

@@ -41,7 +41,7 @@ _SLURM_PATH = "/usr/bin:/usr/local/bin:/usr/sbin:/bin"
 
 def scontrol_show_job(job_id: str, timeout_s: float) -> str:
     """`scontrol show job -d <id>` output ('' when it fails), for a job's own payload
-    (pal_slurm.replay.payload); the hooks read `squeue_job` (see pal_slurm.bench.gpuset)."""
+    (pal_lab.replay.payload); the hooks read `squeue_job` (see pal_slurm.bench.gpuset)."""
     from pal_slurm.slurm.errors import SlurmError
     from pal_slurm.slurm.runner import CommandRunner
 

@@ -3,7 +3,7 @@
 `slurm_lab` (session scope) starts one lab (4 nodes x 4 emulated GPUs, per-slot typed GRES,
 pass-through job_submit.lua) for every test that asks for it, and stops it at the end. Tests
 that need their own hook or daemon environment call
-`pal_slurm.slurm.lab.start_lab(tmp_dir, hook=..., env=...)` themselves (a module-scoped
+`pal_lab.lab.start_lab(tmp_dir, hook=..., env=...)` themselves (a module-scoped
 fixture is the usual shape, see `lab_factory`).
 
 The lab needs Debian's slurmctld, slurmd, slurm-client and munge (scripts/install-deps.sh);
@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from pal_slurm.slurm.lab import LabCluster, missing_binaries, start_lab
+from pal_lab.lab import LabCluster, missing_binaries, start_lab
 
 
 def _skip_without_slurm() -> None:

@@ -12,8 +12,8 @@ from pal_slurm.cli.main import cli
 from pal_slurm.ranking.datasets import bundled_path
 from pal_slurm.sim.sacct import load_accounting_trace
 from pal_slurm.sim.trace import UNCLASSED
-from pal_slurm.slurm.accounting_lab import SACCT_FORMAT, missing_binaries, start_accounting_lab
-from pal_slurm.slurm.lab import missing_binaries as lab_missing
+from pal_lab.accounting_lab import SACCT_FORMAT, missing_binaries, start_accounting_lab
+from pal_lab.lab import missing_binaries as lab_missing
 
 pytestmark = pytest.mark.slurm
 

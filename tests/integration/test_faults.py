@@ -44,7 +44,7 @@ from pal_slurm.daemon import failsafe
 from pal_slurm.daemon.protocol import decode_request
 from pal_slurm.daemon.tags import request_id
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
-from pal_slurm.slurm.lab import LabCluster, missing_binaries, start_lab
+from pal_lab.lab import LabCluster, missing_binaries, start_lab
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 from tests.fixtures.postgres import start_postgres

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pal_slurm.slurm.lab import missing_binaries
+from pal_lab.lab import missing_binaries
 from tests.support.storm import HOSTILE, pct, run_storm, settle, start_storm_rig
 
 pytestmark = pytest.mark.slurm

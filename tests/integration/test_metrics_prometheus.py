@@ -21,7 +21,7 @@ import urllib.request
 import pytest
 
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
-from pal_slurm.slurm.lab import free_port_block
+from pal_lab.lab import free_port_block
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 

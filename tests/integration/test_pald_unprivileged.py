@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
-from pal_slurm.slurm.accounting_lab import missing_binaries as accounting_missing
-from pal_slurm.slurm.accounting_lab import start_accounting_lab
-from pal_slurm.slurm.lab import missing_binaries as lab_missing
+from pal_lab.accounting_lab import missing_binaries as accounting_missing
+from pal_lab.accounting_lab import start_accounting_lab
+from pal_lab.lab import missing_binaries as lab_missing
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 

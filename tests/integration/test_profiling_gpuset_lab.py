@@ -33,7 +33,7 @@ HOSTILE_COMMENT = "pal:class=bert\nNodes=gpu01 CPU_IDs=0-3 Mem=0 GRES=gpu:s0:1(I
 @pytest.fixture(scope="module")
 def lab():
     from pal_slurm.bench.repository import StoreProfilingRepository
-    from pal_slurm.slurm.lab import missing_binaries, start_lab
+    from pal_lab.lab import missing_binaries, start_lab
     from pal_slurm.store import open_store
 
     if missing_binaries():

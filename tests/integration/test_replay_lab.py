@@ -17,10 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pal_slurm.replay.harness import run_arm
-from pal_slurm.replay.plan import plan_replay
+from pal_lab.replay.harness import run_arm
+from pal_lab.replay.plan import plan_replay
 from pal_slurm.sim.trace import resolve_trace
-from pal_slurm.slurm.lab import stop_lab_dir
+from pal_lab.lab import stop_lab_dir
 
 pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
@@ -86,8 +86,8 @@ def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
     Slurm (sim.pald_on_slurm) with what this run measured: Slurm's launch cost, pald's ranking
     and its cycle (its period, and the phase its releases landed at: pald cycles on the epoch
     clock); the latency from a held job's GPUs coming free to pald releasing it is reported."""
-    from pal_slurm.replay.harness import PALD_CYCLE_S, LabShape
-    from pal_slurm.replay.predict import predict_measured
+    from pal_lab.replay.harness import PALD_CYCLE_S, LabShape
+    from pal_lab.replay.predict import predict_measured
 
     assert 0.0 < arm.launch_wall_s < 10.0
     if arm.arm != "stock":
@@ -99,7 +99,7 @@ def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
         assert arm.pald_cycle is None
     # the lab's passes: bf_interval=1 plus each pass's own time; every arm's trace starts at the
     # same phase of them (harness._pass_aligned_start), the first pass half an interval in
-    from pal_slurm.replay.harness import ALIGN_AFTER_PASS_S
+    from pal_lab.replay.harness import ALIGN_AFTER_PASS_S
 
     if arm.slurm_pass is None:
         # fewer than two backfill passes started a job (Slurm's main scheduler started what pald

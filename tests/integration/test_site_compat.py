@@ -308,7 +308,7 @@ QOS_CASES = [
 
 @pytest.fixture(scope="module")
 def qos_site(tmp_path_factory):
-    from pal_slurm.slurm.accounting_lab import missing_binaries, start_accounting_lab
+    from pal_lab.accounting_lab import missing_binaries, start_accounting_lab
     missing = missing_binaries()
     if missing:
         pytest.skip("accounting lab unavailable, missing: " + ", ".join(missing) + " (run scripts/install-deps.sh)")

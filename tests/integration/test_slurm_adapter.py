@@ -10,7 +10,7 @@ import pytest
 
 from pal_slurm.slurm.errors import SlurmCommandFailed, SlurmError
 from pal_slurm.slurm.gres import tres_per_node
-from pal_slurm.slurm.lab import LabCluster
+from pal_lab.lab import LabCluster
 
 pytestmark = pytest.mark.slurm
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pal_slurm.slurm.lab import LAB_SCRIPT, LabCluster
+from pal_lab.lab import LAB_SCRIPT, LabCluster
 
 pytestmark = pytest.mark.slurm
 

@@ -29,7 +29,7 @@ import psutil
 
 from pal_slurm.daemon.failsafe import heartbeat_age
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
-from pal_slurm.slurm.lab import LabCluster, start_lab
+from pal_lab.lab import LabCluster, start_lab
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 

@@ -1,4 +1,7 @@
-"""palctl replay: replay a trace on real Slurm lab clusters, stock Slurm against pal-slurm."""
+"""palctl replay: replay a trace on real Slurm lab clusters, stock Slurm against pal-slurm.
+
+The replay lives in the lab package (`pal_lab`), which the runtime never imports at module
+level: this command imports it when run and says so where it is absent (docs/install.md)."""
 
 from __future__ import annotations
 
@@ -37,8 +40,9 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
 
     Stopped by Ctrl-C, SIGTERM or SIGHUP, it first stops the labs and pald it started (exit
     status 128 + the signal after SIGTERM or SIGHUP); the work dir keeps what ran."""
-    from pal_slurm.replay.harness import ARMS, LabShape
-    from pal_slurm.replay.plan import PlanError, plan_replay
+    require_lab()
+    from pal_lab.replay.harness import ARMS, LabShape
+    from pal_lab.replay.plan import PlanError, plan_replay
     from pal_slurm.sim.trace import TraceError, resolve_trace
 
     arm_list = [a.strip() for a in arms.split(",") if a.strip()]
@@ -68,17 +72,28 @@ def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_
                            f"makespan {run.summary.makespan_s / base.makespan_s:.3f}", err=as_json)
     emit_json({"results": results}, as_json, output_path)
     if plots_dir:
-        from pal_slurm.replay.plots import write_plots
+        from pal_lab.replay.plots import write_plots
 
         for p in write_plots(plots_dir, plan.trace, {a: r.jobs for a, r in runs.items()}, gpus_per_node, shape.node_names):
             click.echo(f"wrote {p}", err=True)
 
 
+def require_lab() -> None:
+    """Fail with a PalError (not a traceback) where the lab package is not installed."""
+    try:
+        import pal_lab  # noqa: F401
+    except ModuleNotFoundError as exc:
+        if exc.name != "pal_lab":
+            raise
+        raise PalError("palctl replay needs the lab tooling (the pal_lab package), which this "
+                       "install lacks: run it from a source checkout (docs/install.md)") from None
+
+
 def _run_arms(plan, arm_list, work, seed, shape, scale, quiet):
     """Each arm on its own fresh lab, one after another: (result rows, runs by arm)."""
-    from pal_slurm.replay.harness import ReplayError, run_arm
-    from pal_slurm.replay.predict import predict_arm
-    from pal_slurm.slurm.lab import LabError
+    from pal_lab.replay.harness import ReplayError, run_arm
+    from pal_lab.replay.predict import predict_arm
+    from pal_lab.lab import LabError
 
     results, runs = [], {}
     for i, arm in enumerate(arm_list):

@@ -19,9 +19,9 @@ def test_each_arms_json_row_carries_what_its_prediction_was_made_from(tmp_path, 
     ran a job otherwise than the model (the first such job: where a prediction miss starts)."""
     import json
 
-    from pal_slurm.replay import harness, predict
-    from pal_slurm.replay.ctldlog import PassClock
-    from pal_slurm.replay.metrics import ArmSummary, JobResult
+    from pal_lab.replay import harness, predict
+    from pal_lab.replay.ctldlog import PassClock
+    from pal_lab.replay.metrics import ArmSummary, JobResult
     from pal_slurm.sim.metrics import JobOutcome, RunResult
 
     def fake_run(plan, arm, work, seed, shape, on_progress):

@@ -340,8 +340,8 @@ def test_the_clocks_hand_the_engine_their_jobs_in_fifo_order(monkeypatch, mode):
             CompatSimulator(CompatConfig()).run(small_trace(n=30), policy)
     assert seen["decisions"] > 50 and seen["max_jobs"] > 10, seen
     if mode == "event":  # and with a decider: the models of stock Slurm and of pald on Slurm
-        from pal_slurm.replay.plan import plan_replay
-        from pal_slurm.replay.predict import predicted_run
+        from pal_lab.replay.plan import plan_replay
+        from pal_lab.replay.predict import predicted_run
         from pal_slurm.sim.trace import bundled_trace
 
         before = seen["decisions"]

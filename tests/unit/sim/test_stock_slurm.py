@@ -4,7 +4,7 @@ nodes; on small clusters without variability or network."""
 
 from dataclasses import replace
 
-from pal_slurm.replay.predict import STOCK_SLURM
+from pal_lab.replay.predict import STOCK_SLURM
 from pal_slurm.sim.event import EventConfig, EventSimulator
 from pal_slurm.sim.stock_slurm import StockSlurm
 from pal_slurm.sim.trace import Trace

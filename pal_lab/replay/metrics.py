@@ -16,8 +16,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Mapping, Sequence
 
-from pal_slurm.replay.jobcomp import CompRecord
-from pal_slurm.replay.plan import ReplayPlan
+from pal_lab.replay.jobcomp import CompRecord
+from pal_lab.replay.plan import ReplayPlan
 from pal_slurm.sim.network import comm_overhead
 
 

@@ -32,12 +32,12 @@ from pal_slurm.config import PolicyConfig
 from pal_slurm.daemon.process import REPO, PaldProcess
 from pal_slurm.model import ClusterView
 from pal_slurm.ranking.profiles import gpu_profiles
-from pal_slurm.replay.ctldlog import PassClock, pass_clock, slurm_ends, slurm_starts
-from pal_slurm.replay.jobcomp import CompRecord, parse_jobcomp
-from pal_slurm.replay.metrics import ArmSummary, JobResult, ReplayIncomplete, job_results, summarise
-from pal_slurm.replay.plan import ReplayPlan, payload_spec
+from pal_lab.replay.ctldlog import PassClock, pass_clock, slurm_ends, slurm_starts
+from pal_lab.replay.jobcomp import CompRecord, parse_jobcomp
+from pal_lab.replay.metrics import ArmSummary, JobResult, ReplayIncomplete, job_results, summarise
+from pal_lab.replay.plan import ReplayPlan, payload_spec
 from pal_slurm.sim.network import NetworkModel
-from pal_slurm.slurm.lab import LabCluster, start_lab
+from pal_lab.lab import LabCluster, start_lab
 
 ARMS = {"stock": None, "pal": "pal", "pal-net": "pal-net", "pal-fit": "pal-fit",
         "pal-fit-aged": "pal-fit"}  # arm -> pald placement (None: no hook)
@@ -235,7 +235,7 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
                     "--gpus-per-node", str(shape.gpus_per_node), "--seed", str(seed))
             _palctl(config, "rank")
             pald = PaldProcess(config, work / "pald.sock", work / "pald.log").start(timeout=60.0)
-        argv_payload = [sys.executable, "-m", "pal_slurm.replay.payload"]
+        argv_payload = [sys.executable, "-m", "pal_lab.replay.payload"]
         for job in plan.jobs:
             (specs / f"{job.name}.json").write_text(json.dumps(payload_spec(job, cluster, slowdowns, network)))
         start_at = _pass_aligned_start(lab)

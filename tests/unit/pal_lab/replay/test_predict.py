@@ -3,8 +3,8 @@ plan, without a Slurm."""
 
 import pytest
 
-from pal_slurm.replay.plan import plan_replay
-from pal_slurm.replay.predict import predict, predicted_run
+from pal_lab.replay.plan import plan_replay
+from pal_lab.replay.predict import predict, predicted_run
 from pal_slurm.sim.trace import bundled_trace
 
 
@@ -24,7 +24,7 @@ def test_predict_summarises_the_predicted_run_of_every_planned_job(arm):
 def test_the_prediction_runs_slurms_passes_on_the_clock_the_lab_ran_them(arm):
     """The first job waits for the lab's first pass (its phase), not for a pass at the trace's
     start; with the measured clock, every start is on a pass of it."""
-    from pal_slurm.replay.ctldlog import PassClock
+    from pal_lab.replay.ctldlog import PassClock
 
     plan = plan_replay(bundled_trace("workload-1"), 600, 4, 64, jobs=12)
     first = min(plan.jobs, key=lambda j: j.submit_s).trace_job.job_id
@@ -43,9 +43,9 @@ def test_the_phase_spread_predicts_a_pald_arm_at_each_phase_of_its_cycle_and_not
     """Each point is the model with pald's cycle at one phase and everything else as measured:
     the point at the measured phase is the measured prediction itself, the others are the
     model with its cycle there."""
-    from pal_slurm.replay.ctldlog import PassClock
-    from pal_slurm.replay.harness import ArmRun, LabShape
-    from pal_slurm.replay.predict import cycle_phase_spread, predict_measured
+    from pal_lab.replay.ctldlog import PassClock
+    from pal_lab.replay.harness import ArmRun, LabShape
+    from pal_lab.replay.predict import cycle_phase_spread, predict_measured
 
     plan = plan_replay(bundled_trace("workload-3"), 600, 4, 64, jobs=20)  # jobs wait for pald's releases
     shape = LabShape()
@@ -67,7 +67,7 @@ def test_the_phase_spread_predicts_a_pald_arm_at_each_phase_of_its_cycle_and_not
 def test_a_held_job_is_released_at_a_tick_of_palds_cycle_on_its_phase():
     """pald's cycle at phase 0.2 of a 0.8-wall-s period (600x: ticks at 120 + k x 480 trace
     s): every job pald held starts after a tick, and moving the phase moves its release."""
-    from pal_slurm.replay.ctldlog import PassClock
+    from pal_lab.replay.ctldlog import PassClock
 
     plan = plan_replay(bundled_trace("workload-3"), 600, 4, 64, jobs=20)
     runs = {phase: predicted_run(plan, "pal-fit", 0, 16, 4, 4, pald_cycle=PassClock(phase_s=phase, period_s=0.8))
@@ -80,9 +80,9 @@ def test_a_held_job_is_released_at_a_tick_of_palds_cycle_on_its_phase():
 def test_the_timing_grid_predicts_every_pass_phase_and_for_pald_every_cycle_phase(tmp_path):
     """k x k cells for a pald arm (Slurm's pass phases outer, pald's cycle phases inner), k for
     stock; each cell is the model at those phases with everything else as measured."""
-    from pal_slurm.replay.ctldlog import PassClock
-    from pal_slurm.replay.harness import ArmRun, LabShape
-    from pal_slurm.replay.predict import timing_grid
+    from pal_lab.replay.ctldlog import PassClock
+    from pal_lab.replay.harness import ArmRun, LabShape
+    from pal_lab.replay.predict import timing_grid
 
     plan = plan_replay(bundled_trace("workload-3"), 600, 4, 64, jobs=20)
     shape = LabShape()
@@ -102,9 +102,9 @@ def test_the_timing_grid_predicts_every_pass_phase_and_for_pald_every_cycle_phas
 def test_a_followed_job_gets_its_start_in_every_cell_and_an_unknown_one_is_named(tmp_path):
     """`timing_grid(follow=...)`: when the model started that job in each cell, the same as
     the cell's own run says; a name not in the replay is an error that says which are."""
-    from pal_slurm.replay.ctldlog import PassClock
-    from pal_slurm.replay.harness import ArmRun, LabShape
-    from pal_slurm.replay.predict import timing_grid
+    from pal_lab.replay.ctldlog import PassClock
+    from pal_lab.replay.harness import ArmRun, LabShape
+    from pal_lab.replay.predict import timing_grid
 
     plan = plan_replay(bundled_trace("workload-3"), 600, 4, 64, jobs=20)
     shape = LabShape()
@@ -125,8 +125,8 @@ def test_the_pass_phases_are_the_measured_phase_moved_by_the_passes_offsets():
     """`pass_phases`: with the passes' offsets observed, the measured phase plus their k
     quantiles (a pald arm's passes stay within a few hundredths of a second: its grid must
     not run phases the lab never had); without, the middles of k parts of the period."""
-    from pal_slurm.replay.ctldlog import PassClock
-    from pal_slurm.replay.predict import pass_phases
+    from pal_lab.replay.ctldlog import PassClock
+    from pal_lab.replay.predict import pass_phases
 
     jitter = tuple(sorted([-0.02, -0.01, 0.0, 0.0, 0.01, 0.01, 0.02, 0.03]))
     clock = PassClock(phase_s=0.5, period_s=1.0, jitter_s=jitter)
@@ -139,7 +139,7 @@ def test_the_pass_phases_are_the_measured_phase_moved_by_the_passes_offsets():
 
 
 def test_near_start_keeps_the_cells_that_started_the_job_where_the_lab_did():
-    from pal_slurm.replay.predict import near_start
+    from pal_lab.replay.predict import near_start
 
     stock = [{"avg_jct_s": 100.0}, {"avg_jct_s": 200.0}]  # two pass phases: stock's mean 150
     cells = [{"avg_jct_s": 60.0, "follow_start_s": 1000.0}, {"avg_jct_s": 90.0, "follow_start_s": 5000.0},

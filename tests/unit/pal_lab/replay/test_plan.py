@@ -3,7 +3,7 @@ import pytest
 from pal_slurm.model import ClusterView
 from pal_slurm.model.comment_grammar import parse_comment
 from pal_slurm.model.network import sensitivity_class
-from pal_slurm.replay.plan import PlanError, payload_spec, plan_replay, slurm_shape, time_limit_minutes
+from pal_lab.replay.plan import PlanError, payload_spec, plan_replay, slurm_shape, time_limit_minutes
 from pal_slurm.sim.network import NetworkModel
 from pal_slurm.sim.trace import Trace, TraceJob
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from pal_slurm.slurm.lab import LabCluster, LabError, free_port_block, start_lab
+from pal_lab.lab import LabCluster, LabError, free_port_block, start_lab
 
 REQUIRED = ("/usr/sbin/slurmdbd", "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db", "/usr/bin/mariadb",
             "/usr/sbin/munged")

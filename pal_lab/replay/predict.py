@@ -38,16 +38,16 @@ from typing import TYPE_CHECKING
 
 from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
-from pal_slurm.replay.compare import Parting, jct_gaps, partings
-from pal_slurm.replay.ctldlog import PassClock
+from pal_lab.replay.compare import Parting, jct_gaps, partings
+from pal_lab.replay.ctldlog import PassClock
 from pal_slurm.ranking import Ranking
-from pal_slurm.replay.plan import ReplayPlan
+from pal_lab.replay.plan import ReplayPlan
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.runner import RunSpec
 from pal_slurm.sim.trace import Trace
 
 if TYPE_CHECKING:
-    from pal_slurm.replay.harness import ArmRun, LabShape
+    from pal_lab.replay.harness import ArmRun, LabShape
 
 STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
                                 topology_aware=True, reserve_after_s=0.0, remaining_is_wall_limit=True,
@@ -90,7 +90,7 @@ def predicted_run_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "L
         cycle = replace(cycle, phase_s=pald_phase_s)
     clock = run.slurm_pass
     if slurm_phase_s is not None:
-        from pal_slurm.replay.harness import BF_INTERVAL_S
+        from pal_lab.replay.harness import BF_INTERVAL_S
 
         clock = replace(clock or PassClock(phase_s=0.0, period_s=BF_INTERVAL_S), phase_s=slurm_phase_s)
     return predicted_run(plan, run.arm, seed, shape.num_nodes, shape.gpus_per_node, shape.nodes_per_rack,
@@ -113,7 +113,7 @@ def pass_phases(clock: PassClock | None, k: int) -> list[float]:
     24-GPU job the race that decides that trace 16 of 36 times. Over the measured offsets the
     cells run the first 0.27 h as the lab did, like the lab runs among themselves. Stock's long
     queue spreads its passes over the whole interval, and its quantiles do the same."""
-    from pal_slurm.replay.harness import BF_INTERVAL_S
+    from pal_lab.replay.harness import BF_INTERVAL_S
 
     if clock is None or not clock.jitter_s:
         period = clock.period_s if clock else BF_INTERVAL_S
@@ -229,7 +229,7 @@ def predict_arm(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -
     most, with the replay's one
     tolerance for "alike" (`harness.ALIKE_WITHIN_WALL_S`, in trace seconds): what `palctl
     replay` reports per arm and `benchmarks/slurm_replay.py --predict-only --partings` lists."""
-    from pal_slurm.replay.harness import ALIKE_WITHIN_WALL_S
+    from pal_lab.replay.harness import ALIKE_WITHIN_WALL_S
 
     model = predicted_run_measured(plan, run, seed, shape)
     alike = ALIKE_WITHIN_WALL_S * plan.scale
@@ -265,7 +265,7 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     clock of the lab's backfill passes (`ctldlog.pass_clock`, wall seconds; default the clock a
     replay starts its trace on: a pass every bf_interval, the first ALIGN_AFTER_PASS_S before
     the first submission)."""
-    from pal_slurm.replay.harness import (ALIGN_AFTER_PASS_S, ARMS, BF_INTERVAL_S, PALD_CYCLE_S, PALD_VIEW_AGE_S,
+    from pal_lab.replay.harness import (ALIGN_AFTER_PASS_S, ARMS, BF_INTERVAL_S, PALD_CYCLE_S, PALD_VIEW_AGE_S,
                                          arm_queue, pald_times)
     from pal_slurm.sim.event import EventSimulator, simulator_for
     from pal_slurm.daemon.service import ServiceSettings

@@ -35,7 +35,7 @@ from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.readers import SlurmReader
 from pal_slurm.slurm.runner import CommandRunner
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 LAB_SCRIPT = REPO_ROOT / "scripts" / "slurm-lab.sh"
 SBIN = Path(os.environ.get("SLURM_SBIN", "/usr/sbin"))
 REQUIRED_DAEMONS = ("slurmctld-wlm", "slurmd-wlm", "slurmstepd-wlm")

@@ -1,6 +1,6 @@
 import pytest
 
-from pal_slurm.replay.payload import run_factors
+from pal_lab.replay.payload import run_factors
 
 SPEC = {"slowdown": {"a": [1.0, 1.2], "b": [0.9, 1.5]}, "rack": {"a": "l1", "b": "l2"},
         "net": {"1,1": 1.0, "2,1": 1.3, "2,2": 2.0}}

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pal_slurm.model import ClusterView
-from pal_slurm.replay.metrics import JobResult
-from pal_slurm.replay.plan import ReplayPlan
+from pal_lab.replay.metrics import JobResult
+from pal_lab.replay.plan import ReplayPlan
 from pal_slurm.sim.metrics import RunResult
 
 

@@ -11,7 +11,7 @@
 5. a simulated comparison of PAL and the baselines on a bundled trace, with its plot;
 6. stops everything it started, by process id.
 
-Run from a source checkout (it uses scripts/slurm-lab.sh): `python3 -m pal_slurm.demo`.
+Run from a source checkout (it uses scripts/slurm-lab.sh): `python3 -m pal_lab.demo`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pal_slurm.config import PolicyConfig
 from pal_slurm.daemon.client import PaldClient
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
-from pal_slurm.slurm.lab import missing_binaries, start_lab, stop_lab_dir
+from pal_lab.lab import missing_binaries, start_lab, stop_lab_dir
 
 # (name, application, GPUs per node, seconds): a mixed workload, more GPUs than the cluster has.
 WORKLOAD = [

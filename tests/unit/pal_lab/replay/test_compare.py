@@ -2,9 +2,9 @@
 differs beyond the tolerance or that ran on other nodes."""
 
 from pal_slurm.model import ClusterView
-from pal_slurm.replay.compare import jct_gaps, partings
-from pal_slurm.replay.metrics import JobResult
-from pal_slurm.replay.plan import plan_replay
+from pal_lab.replay.compare import jct_gaps, partings
+from pal_lab.replay.metrics import JobResult
+from pal_lab.replay.plan import plan_replay
 from pal_slurm.sim.metrics import JobOutcome, RunResult
 from pal_slurm.sim.trace import Trace, TraceJob
 

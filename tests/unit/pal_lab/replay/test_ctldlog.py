@@ -2,7 +2,7 @@ from datetime import datetime
 
 import pytest
 
-from pal_slurm.replay.ctldlog import PassClock, pass_clock, pass_offsets, slurm_ends, slurm_starts
+from pal_lab.replay.ctldlog import PassClock, pass_clock, pass_offsets, slurm_ends, slurm_starts
 
 LOG = """\
 [2026-11-24T05:47:10.028] SchedulerParameters=default_queue_depth=1000,max_rpc_cnt=0

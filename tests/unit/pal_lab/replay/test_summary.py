@@ -3,7 +3,7 @@ beside it, then the means per trace and arm."""
 
 import pytest
 
-from pal_slurm.replay.summary import by_trace, ratios_of, stock_runs_of
+from pal_lab.replay.summary import by_trace, ratios_of, stock_runs_of
 
 
 def row(arm, avg, pred, makespan=100.0, pred_makespan=100.0, trace="workload-1", seed=0, scale=150.0):

@@ -1,7 +1,7 @@
 import pytest
 
-from pal_slurm.replay.harness import LabShape, ReplayError, launch_cost
-from pal_slurm.replay.jobcomp import CompRecord
+from pal_lab.replay.harness import LabShape, ReplayError, launch_cost
+from pal_lab.replay.jobcomp import CompRecord
 
 
 def test_launch_cost_is_the_median_from_slurms_start_to_the_payload_plus_teardown():
@@ -39,7 +39,7 @@ def test_lab_shape_topology_has_one_leaf_per_four_nodes_under_a_spine():
 
 
 def test_release_latency_is_the_median_wait_from_free_gpus_to_palds_release():
-    from pal_slurm.replay.harness import release_latency
+    from pal_lab.replay.harness import release_latency
 
     payloads = {
         "a": {"placement": {"gpu01": [0, 1]}, "start": 0.0, "end": 10.0},
@@ -62,7 +62,7 @@ def test_palds_clock_is_the_mean_phase_of_its_releases_and_else_the_epoch_multip
     is about 0.03 s after the multiples (the mean on the circle; of the numbers, 0.13),
     told against the first submission `t0`; pald's view is as old as the phase is past its
     read (`PALD_READ_S` after the multiple)."""
-    from pal_slurm.replay.harness import PALD_READ_S, PALD_VIEW_AGE_S, pald_clock
+    from pal_lab.replay.harness import PALD_READ_S, PALD_VIEW_AGE_S, pald_clock
 
     t0 = 1_000_000.1
     base = 3_333_340 * 0.3  # a multiple of 0.3 s after t0
@@ -81,8 +81,8 @@ def test_palds_clock_is_the_mean_phase_of_its_releases_and_else_the_epoch_multip
 
 def test_every_arm_has_a_registered_placement_and_a_prediction():
     from pal_slurm.policy import placement
-    from pal_slurm.replay.harness import ARMS
-    from pal_slurm.replay.predict import SIM_POLICY
+    from pal_lab.replay.harness import ARMS
+    from pal_lab.replay.predict import SIM_POLICY
 
     assert set(SIM_POLICY) == set(ARMS)
     for arm, name in ARMS.items():
@@ -96,7 +96,7 @@ def test_each_arms_pald_config_names_its_placement_and_queue_order(tmp_path):
     from types import SimpleNamespace
 
     from pal_slurm.config import PolicyConfig, load_config
-    from pal_slurm.replay.harness import ARMS, _pald_config, arm_queue
+    from pal_lab.replay.harness import ARMS, _pald_config, arm_queue
 
     lab = SimpleNamespace(slurm_conf=str(tmp_path / "slurm.conf"), lab_dir=tmp_path)
     seen = {}
@@ -119,7 +119,7 @@ def test_palds_policy_durations_are_compressed_as_the_trace_is(tmp_path):
     from types import SimpleNamespace
 
     from pal_slurm.config import PolicyConfig, load_config
-    from pal_slurm.replay.harness import _pald_config, pald_times
+    from pal_lab.replay.harness import _pald_config, pald_times
 
     site = PolicyConfig()
     times = pald_times(150.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from pal_slurm.replay.metrics import JobResult
+from pal_lab.replay.metrics import JobResult
 
 
 def write_plots(out_dir: str | Path, trace: str, arms: Mapping[str, Sequence[JobResult]],

@@ -1,6 +1,6 @@
 """The replayed job itself: run as long as the GPUs Slurm gave it make it run.
 
-Run by Slurm as the batch script of a replayed job (`python -m pal_slurm.replay.payload SPEC
+Run by Slurm as the batch script of a replayed job (`python -m pal_lab.replay.payload SPEC
 OUT_DIR`). It reads its own nodes and GPU indices FROM SLURM (`scontrol show job -d`, parsed
 by the prolog's parser in bench/gpuset.py), never from pald, then sleeps
 
@@ -59,7 +59,7 @@ def run(spec_path: str, out_dir: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m pal_slurm.replay.payload SPEC.json OUT_DIR", file=sys.stderr)
+        print("usage: python -m pal_lab.replay.payload SPEC.json OUT_DIR", file=sys.stderr)
         return 2
     run(args[0], args[1])
     return 0

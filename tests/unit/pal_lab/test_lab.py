@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from pal_slurm.slurm.lab import LAB_SCRIPT, LabError, free_port_block, start_lab
+from pal_lab.lab import LAB_SCRIPT, LabError, free_port_block, start_lab
 
 
 def test_free_port_block_is_bindable() -> None:

@@ -1,8 +1,8 @@
 import pytest
 
-from pal_slurm.replay.jobcomp import JobCompError, parse_jobcomp
-from pal_slurm.replay.metrics import ReplayIncomplete, job_results, percentile, summarise
-from pal_slurm.replay.plan import plan_replay
+from pal_lab.replay.jobcomp import JobCompError, parse_jobcomp
+from pal_lab.replay.metrics import ReplayIncomplete, job_results, percentile, summarise
+from pal_lab.replay.plan import plan_replay
 from pal_slurm.sim.trace import Trace, TraceJob
 
 LINE = ("JobId={id} UserId=root(0) GroupId=root(0) Name={name} JobState={state} Partition=gpu TimeLimit=1 "

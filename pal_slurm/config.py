@@ -273,7 +273,7 @@ def registry_choices() -> dict[tuple[str, str], tuple[str, ...]]:
     orders, binning methods, benchmark backends): whatever is registered is configurable.
     Imported here, not at module load, so reading a config (the prolog does) does not load the
     policies."""
-    from pal_slurm.bench.select import BACKENDS
+    from pal_slurm.bench.base import BACKENDS
     from pal_slurm.policy.registry import ALIASES, PLACEMENTS, QUEUE_ORDERS
     from pal_slurm.ranking.binning import METHODS
 

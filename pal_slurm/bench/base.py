@@ -9,8 +9,13 @@ from typing import Protocol, Sequence, runtime_checkable
 
 from pal_slurm.model.sample import KIND_BENCH, KIND_WALLTIME, Sample
 
-__all__ = ["KIND_BENCH", "KIND_WALLTIME", "Availability", "Backend", "GpuTarget", "MemorySink", "NoGpuAvailable",
+__all__ = ["BACKENDS", "KIND_BENCH", "KIND_WALLTIME", "Availability", "Backend", "GpuTarget", "MemorySink", "NoGpuAvailable",
            "Sample", "SampleSink", "Unavailable"]
+
+# The backend names a config or palctl may name (bench/select.py builds them). Here, not in
+# select.py, so that config.py validates them without importing the selection, which reads
+# config.py's parsers.
+BACKENDS = ("auto", "kernel", "nvml", "replay")
 
 
 class NoGpuAvailable(RuntimeError):

@@ -42,7 +42,8 @@ from typing import Mapping
 
 from pal_slurm.slurm.errors import SlurmParseError
 from pal_slurm.slurm.hostlist import expand as expand_hostlist
-from pal_slurm.slurm.readers import JobInfo, gpu_count, parse_gres, parse_index_list, slots_named
+from pal_slurm.slurm.nodes import gpu_count, parse_gres, parse_index_list, slots_named
+from pal_slurm.slurm.readers import JobInfo
 
 # slurmd's GRES plugin writes these in the prolog/epilog environment (the first one set wins)
 SLURMD_GPU_VARS = ("SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from pal_slurm.bench.base import Backend, NoGpuAvailable
+from pal_slurm.bench.base import BACKENDS, Backend, NoGpuAvailable
 
-BACKENDS = ("auto", "kernel", "nvml", "replay")
 AUTO_ORDER = ("kernel", "nvml")
 
 

@@ -199,7 +199,7 @@ def test_placement_and_queue_choices_come_from_the_registry(tmp_path):
 
 
 def test_binning_and_backend_choices_come_from_their_registries(tmp_path):
-    from pal_slurm.bench.select import BACKENDS
+    from pal_slurm.bench.base import BACKENDS
     from pal_slurm.ranking.binning import METHODS
 
     for method in METHODS:

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import click
 
-from pal_slurm.bench.base import GpuTarget, NoGpuAvailable
+from pal_slurm.bench.base import BACKENDS, GpuTarget, NoGpuAvailable
 from pal_slurm.bench.busy import BusyProbe, flag_busy
 from pal_slurm.bench.hook import PROFILE_MARK
 from pal_slurm.bench.gpuset import gpus_from_env
@@ -26,7 +26,7 @@ from pal_slurm.slurm.hostlist import expand as expand_hostlist
 from pal_slurm.bench.repository import StoreError
 from pal_slurm.cli.commands._profiling import open_profiling
 from pal_slurm.cli.context import cli_config
-from pal_slurm.bench.select import BACKENDS, select_backend
+from pal_slurm.bench.select import select_backend
 from pal_slurm.cli.conventions import Duration
 from pal_slurm.cli.errors import PalError
 from pal_slurm.model.classes import CLASS_ORDER

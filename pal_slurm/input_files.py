@@ -73,10 +73,10 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX_INPU
     return text
 
 
-def _line_col(buf, index: int) -> tuple[int, int]:
-    nl = "\n" if isinstance(buf, str) else b"\n"
-    line = buf.count(nl, 0, index) + 1
-    start = buf.rfind(nl, 0, index) + 1
+def _line_col(buf: str | bytes, index: int) -> tuple[int, int]:
+    head = buf[:index] if isinstance(buf, str) else buf[:index].decode("latin-1")  # one char per byte
+    line = head.count("\n") + 1
+    start = head.rfind("\n") + 1
     return line, index - start + 1
 
 
@@ -130,7 +130,8 @@ class CsvRow:
         # no integer we read fits outside 64 bits (the store's integers): "1e300" is an error, not a crash
         return int(self._check(name, raw, v, minimum, None, MAX_INTEGER if maximum is None else maximum))
 
-    def _check(self, name, raw, v, minimum, above, maximum):
+    def _check(self, name: str, raw: str, v: float, minimum: float | None, above: float | None,
+               maximum: float | None) -> float:
         if not math.isfinite(v):
             raise self.fail(f"must be a finite number, got {raw!r}", name)
         if minimum is not None and v < minimum:

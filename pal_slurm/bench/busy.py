@@ -8,9 +8,19 @@ nothing else, so noise does not move rankings but nothing is lost either.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
 from pal_slurm.bench.base import Sample
+
+
+class HostLoad(Protocol):
+    """What BusyProbe reads of psutil (tests hand it a stand-in)."""
+
+    def cpu_count(self) -> int | None: ...
+
+    def getloadavg(self) -> tuple[float, float, float]: ...
+
+    def cpu_percent(self, interval: float | None = None) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -23,14 +33,15 @@ class BusyProbe:
 
     max_load_per_cpu: float = 0.8
     max_cpu_percent: float = 85.0
-    psutil_module: object | None = None
+    psutil_module: HostLoad | None = None
 
-    def _psutil(self):
+    def _psutil(self) -> HostLoad:
         if self.psutil_module is not None:
             return self.psutil_module
         import psutil
 
-        return psutil
+        module: HostLoad = psutil
+        return module
 
     def host_reason(self) -> str:
         """'' when quiet, else why the host counts as busy. Errors count as quiet (logged by caller)."""

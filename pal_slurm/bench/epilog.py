@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from pal_slurm.bench.base import KIND_WALLTIME, Sample
 from pal_slurm.bench.hook import (
@@ -19,7 +19,7 @@ from pal_slurm.bench.hook import (
 
 
 def walltime_samples(
-    ctx: HookContext, gpus, perf_class: str, start: float | None, end: float | None = None
+    ctx: HookContext, gpus: Sequence[int], perf_class: str, start: float | None, end: float | None = None
 ) -> list[Sample]:
     """One `walltime` sample per GPU: start to end (else now), with the whole GPU set."""
     if start is None:

@@ -42,7 +42,7 @@ from typing import Mapping
 
 from pal_slurm.slurm.errors import SlurmParseError
 from pal_slurm.slurm.hostlist import expand as expand_hostlist
-from pal_slurm.slurm.nodes import gpu_count, parse_gres, parse_index_list, slots_named
+from pal_slurm.slurm.nodes import GresItem, gpu_count, parse_gres, parse_index_list, slots_named
 from pal_slurm.slurm.readers import JobInfo
 
 # slurmd's GRES plugin writes these in the prolog/epilog environment (the first one set wins)
@@ -62,7 +62,7 @@ def _unknown(why: str) -> HeldGpus:
     return HeldGpus((), why, False)
 
 
-def _gpu_items(tres: str) -> list:
+def _gpu_items(tres: str) -> list[GresItem]:
     return [i for i in parse_gres(tres) if i.name == "gpu"]
 
 

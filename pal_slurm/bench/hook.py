@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pal_slurm.bench import spool
 from pal_slurm.bench.base import Backend, GpuTarget, Sample, SampleSink
@@ -251,7 +251,7 @@ def run_bounded(work: Callable[[], object], timeout_s: float, what: str) -> int:
     """Run `work` in a daemon thread; give up after timeout_s. Always 0."""
     errors: list[BaseException] = []
 
-    def target():
+    def target() -> None:
         try:
             work()
         except BaseException as exc:  # noqa: BLE001 - a hook must never fail the node
@@ -300,7 +300,7 @@ def setup_logging() -> None:
             pass  # no syslog daemon listening: stderr only
 
 
-def make_context(env: Mapping[str, str] | None, **overrides) -> HookContext:
+def make_context(env: Mapping[str, str] | None, **overrides: Any) -> HookContext:
     env = dict(os.environ if env is None else env)
     try:
         settings = load_settings(env=env)

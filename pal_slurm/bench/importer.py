@@ -64,8 +64,8 @@ def import_samples(
                 out.append(Sample(node, slot, cls, BACKEND, v, False, {"perfvar": v, "dataset_gpu": row.uuid},
                                   uuid=row.uuid, taken_at=now))
         return out
-    cls = perf_class or class_for_file(path)
-    if not cls:
+    run_class = perf_class or class_for_file(path)
+    if not run_class:
         raise DatasetError(f"{path}: a per-run file covers one class; say which with --class")
     runs = load_runs(path)
     ids = sorted(set(runs.gpu_ids))
@@ -84,5 +84,5 @@ def import_samples(
     for gid, v in zip(runs.gpu_ids, runs.perf_norm):
         if gid in place:
             node, slot = place[gid]
-            out.append(Sample(node, slot, cls, BACKEND, v, False, {"perf_norm": v, "dataset_gpu": gid}, taken_at=now))
+            out.append(Sample(node, slot, run_class, BACKEND, v, False, {"perf_norm": v, "dataset_gpu": gid}, taken_at=now))
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import time
+from types import ModuleType
 from typing import Callable, Mapping, Protocol, Sequence
 
 from pal_slurm.bench.base import Availability, GpuTarget, NoGpuAvailable, Sample, Unavailable
@@ -43,33 +44,33 @@ class TorchAccelerator:
 
     library = "torch"
 
-    def __init__(self, torch) -> None:
+    def __init__(self, torch: ModuleType) -> None:
         self.torch = torch
 
     def device_count(self) -> int:
         t = self.torch
         return int(t.cuda.device_count()) if t.cuda.is_available() else 0
 
-    def matmul(self, index: int, n: int, iters: int):
+    def matmul(self, index: int, n: int, iters: int) -> Callable[[], None]:
         t = self.torch
         dev = f"cuda:{index}"
         a = t.randn(n, n, device=dev, dtype=t.float32)
         b = t.randn(n, n, device=dev, dtype=t.float32)
 
-        def run():
+        def run() -> None:
             with t.cuda.device(index):  # the NVML load runs it on a thread with no current device
                 for _ in range(iters):
                     t.matmul(a, b)
 
         return run
 
-    def copy(self, index: int, nbytes: int, iters: int):
+    def copy(self, index: int, nbytes: int, iters: int) -> Callable[[], None]:
         t = self.torch
         dev = f"cuda:{index}"
         src = t.empty(nbytes // 4, device=dev, dtype=t.float32)
         dst = t.empty(nbytes // 4, device=dev, dtype=t.float32)
 
-        def run():
+        def run() -> None:
             for _ in range(iters):
                 dst.copy_(src)
 
@@ -84,7 +85,7 @@ class CupyAccelerator:
 
     library = "cupy"
 
-    def __init__(self, cupy) -> None:
+    def __init__(self, cupy: ModuleType) -> None:
         self.cp = cupy
 
     def device_count(self) -> int:
@@ -93,26 +94,26 @@ class CupyAccelerator:
         except Exception:  # noqa: BLE001 - cupy raises its own CUDARuntimeError without a driver
             return 0
 
-    def matmul(self, index: int, n: int, iters: int):
+    def matmul(self, index: int, n: int, iters: int) -> Callable[[], None]:
         cp = self.cp
         with cp.cuda.Device(index):
             a = cp.random.rand(n, n, dtype=cp.float32)
             b = cp.random.rand(n, n, dtype=cp.float32)
 
-        def run():
+        def run() -> None:
             with cp.cuda.Device(index):
                 for _ in range(iters):
                     cp.matmul(a, b)
 
         return run
 
-    def copy(self, index: int, nbytes: int, iters: int):
+    def copy(self, index: int, nbytes: int, iters: int) -> Callable[[], None]:
         cp = self.cp
         with cp.cuda.Device(index):
             src = cp.empty(nbytes // 4, dtype=cp.float32)
             dst = cp.empty(nbytes // 4, dtype=cp.float32)
 
-        def run():
+        def run() -> None:
             with cp.cuda.Device(index):
                 for _ in range(iters):
                     cp.copyto(dst, src)

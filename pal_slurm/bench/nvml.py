@@ -27,7 +27,8 @@ import os
 import statistics
 import threading
 import time
-from typing import Callable, Sequence
+from types import ModuleType
+from typing import Any, Callable, Sequence
 
 from pal_slurm.bench.base import Availability, GpuTarget, NoGpuAvailable, Sample, Unavailable
 from pal_slurm.bench.busy import IDLE_GPU_REASON, gpu_process_reason
@@ -69,7 +70,12 @@ def clock_slowdown(max_sm_mhz: float | None, observed_sm_mhz: float | None) -> f
     return float(max_sm_mhz) / float(observed_sm_mhz)
 
 
-def _load_pynvml():
+# One poll of a GPU: NVML's figures by name (clocks MHz, power mW, temperature C, throttle mask,
+# utilisation %), None where NVML did not answer.
+Poll = dict[str, int | None]
+
+
+def _load_pynvml() -> ModuleType:
     return importlib.import_module("pynvml")
 
 
@@ -86,7 +92,7 @@ class NvmlBackend:
 
     def __init__(
         self,
-        loader: Callable[[], object] = _load_pynvml,
+        loader: Callable[[], ModuleType] = _load_pynvml,
         load: Callable[[Sequence[GpuTarget]], Callable[[float], object]] | None = None,
         poll_s: float = 0.1,
         clock: Callable[[], float] = time.time,
@@ -100,13 +106,13 @@ class NvmlBackend:
         self._prepared: tuple[tuple[GpuTarget, ...], Callable[[float], object] | None] | None = None
 
     # ---- availability -----------------------------------------------------------------
-    def _module(self):
+    def _module(self) -> ModuleType:
         try:
             return self._loader()
         except ImportError as exc:
             raise NoGpuAvailable(f"nvml: nvidia-ml-py is not installed ({exc})") from None
 
-    def _init(self, nv) -> None:
+    def _init(self, nv: ModuleType) -> None:
         try:
             nv.nvmlInit()
         except nv.NVMLError as exc:
@@ -153,7 +159,7 @@ class NvmlBackend:
             count = nv.nvmlDeviceGetCount()
             if count == 0:
                 raise NoGpuAvailable("nvml: NVML sees no GPU")
-            handles = {}
+            handles: dict[GpuTarget, object] = {}
             for g in gpus:
                 if not 0 <= g.index < count:
                     raise NoGpuAvailable(f"nvml: GPU index {g.index} on {g.node} not visible ({count} GPUs)")
@@ -164,7 +170,7 @@ class NvmlBackend:
             if run_load is not None:
                 loader = threading.Thread(target=run_load, args=(duration_s,), daemon=True)
                 loader.start()
-            polls: dict[GpuTarget, list[dict]] = {g: [] for g in gpus}
+            polls: dict[GpuTarget, list[Poll]] = {g: [] for g in gpus}
             deadline = self._clock() + max(duration_s, 0.0)
             while True:
                 for g, h in handles.items():
@@ -187,14 +193,14 @@ class NvmlBackend:
         except Exception:  # noqa: BLE001 - no load (no torch/cupy, a CUDA error): idle polls flag it
             return None
 
-    def _summarise(self, nv, g: GpuTarget, h, polls: list[dict], perf_class: str, now: float,
+    def _summarise(self, nv: ModuleType, g: GpuTarget, h: object, polls: list[Poll], perf_class: str, now: float,
                    loaded: bool) -> Sample:
-        def med(key, among=polls):
-            vals = [p[key] for p in among if p.get(key) is not None]
+        def med(key: str, among: list[Poll] = polls) -> float | None:
+            vals = [v for p in among if (v := p.get(key)) is not None]
             return statistics.median(vals) if vals else None
 
-        def peak(key):
-            vals = [p[key] for p in polls if p.get(key) is not None]
+        def peak(key: str) -> int | None:
+            vals = [v for p in polls if (v := p.get(key)) is not None]
             return max(vals) if vals else None
 
         mask = 0
@@ -251,11 +257,12 @@ class NvmlBackend:
         )
 
 
-def _text(v):
+def _text(v: bytes | str | None) -> str | None:
+    """NVML's strings: bytes from older bindings, str from newer ones."""
     return v.decode() if isinstance(v, bytes) else v
 
 
-def _opt(nv, fn, *args):
+def _opt(nv: ModuleType, fn: Callable[..., Any] | None, *args: object) -> Any:
     """Call an NVML query; NotSupported or any other NVML error -> None (not a failure)."""
     if fn is None:
         return None
@@ -265,7 +272,7 @@ def _opt(nv, fn, *args):
         return None
 
 
-def _poll(nv, h) -> dict:
+def _poll(nv: ModuleType, h: object) -> Poll:
     throttle_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
         nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None
     )
@@ -279,7 +286,7 @@ def _poll(nv, h) -> dict:
     }
 
 
-def other_gpu_processes(slots: Sequence[int], loader: Callable[[], object] = _load_pynvml) -> dict[int, str]:
+def other_gpu_processes(slots: Sequence[int], loader: Callable[[], ModuleType] = _load_pynvml) -> dict[int, str]:
     """For each NVML index (a GPU's slot), why it counts as busy: processes other than this one
     on it ('' when none). {} when NVML cannot tell (no library, no driver): nothing is flagged.
 
@@ -288,38 +295,39 @@ def other_gpu_processes(slots: Sequence[int], loader: Callable[[], object] = _lo
     """
     try:
         nv = loader()
-        nv.nvmlInit()  # type: ignore[attr-defined]
+        nv.nvmlInit()
     except Exception:  # noqa: BLE001 - no NVML: the kernel's figures stand unflagged
         return {}
     try:
-        out = {}
+        out: dict[int, str] = {}
         for slot in slots:
-            h = _opt(nv, nv.nvmlDeviceGetHandleByIndex, slot)  # type: ignore[attr-defined]
+            h = _opt(nv, nv.nvmlDeviceGetHandleByIndex, slot)
             out[slot] = "" if h is None else _others_on(nv, h)
         return out
     finally:
         _shutdown(nv)
 
 
-def _others_on(nv, h) -> str:
+def _others_on(nv: ModuleType, h: object) -> str:
     """Why this GPU counts as busy: processes other than this one on it ('' when none)."""
     procs = _opt(nv, nv.nvmlDeviceGetComputeRunningProcesses, h) or []
     return gpu_process_reason((getattr(p, "pid", -1) for p in procs), (os.getpid(),))
 
 
-def _working(poll: dict) -> bool:
+def _working(poll: Poll) -> bool:
     """Did this poll see the GPU at work? Utilization when NVML gives it, else no GpuIdle reason."""
-    if poll.get("util_pct") is not None:
-        return poll["util_pct"] > 0
+    util = poll.get("util_pct")
+    if util is not None:
+        return util > 0
     return not (poll.get("throttle") or 0) & GPU_IDLE
 
 
-def _utilization(nv, h) -> int | None:
+def _utilization(nv: ModuleType, h: object) -> int | None:
     rates = _opt(nv, getattr(nv, "nvmlDeviceGetUtilizationRates", None), h)
     return None if rates is None else int(getattr(rates, "gpu", 0))
 
 
-def _shutdown(nv) -> None:
+def _shutdown(nv: ModuleType) -> None:
     try:
         nv.nvmlShutdown()
     except Exception:  # noqa: BLE001 - shutdown failing must not hide the result

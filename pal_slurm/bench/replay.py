@@ -59,7 +59,7 @@ class ReplayBackend:
             self._class_runs = artifact_class_runs()
         return self._class_runs
 
-    def _dataset(self, perf_class: str):
+    def _dataset(self, perf_class: str) -> tuple[tuple[str, ...], dict[str, tuple[float, ...]]]:
         if perf_class not in self._per_class:
             runs = self._runs()
             if perf_class not in runs:
@@ -76,11 +76,11 @@ class ReplayBackend:
         """Which dataset GPU stands for (node, slot) in this class."""
         ids, _ = self._dataset(perf_class)
         if self._cluster is not None:
-            return self._simulator_pick(node, slot, perf_class)
+            return self._simulator_pick(self._cluster, node, slot, perf_class)
         return ids[_digest(self.seed, perf_class, node, slot) % len(ids)]
 
-    def _simulator_pick(self, node: str, slot: int, perf_class: str) -> str:
-        nodes, per_node = self._cluster  # type: ignore[misc]
+    def _simulator_pick(self, cluster: tuple[tuple[str, ...], int], node: str, slot: int, perf_class: str) -> str:
+        nodes, per_node = cluster
         if node not in nodes or not 0 <= slot < per_node:
             raise ValueError(f"replay cluster has no GPU {node}:{slot}")
         if self._picks is None:
@@ -107,7 +107,8 @@ class ReplayBackend:
             return random.Random(_digest(self.seed, perf_class, g.node, g.slot, "draw", draw_key)).randrange(n)
         order = list(range(n))
         random.Random(_digest(self.seed, perf_class, g.node, g.slot, "perm")).shuffle(order)
-        return order[int(draw_key) % n]
+        assert isinstance(draw_key, int), "without a nonce the draw key is the call count"
+        return order[draw_key % n]
 
     def prepare(self, gpus: Sequence[GpuTarget]) -> None:
         """Nothing to start: replayed runs need no GPU."""

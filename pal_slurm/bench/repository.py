@@ -9,11 +9,15 @@ entries persist score, sf, bin and flags; the per-entry sample count and backend
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from pal_slurm.model.sample import Sample
 from pal_slurm.ranking.snapshot import RankingSnapshot, utc_from_epoch
 from pal_slurm.store.errors import StoreError, StoreUnavailable
+
+if TYPE_CHECKING:  # annotations only: the prolog imports this module and must stay light
+    from pal_slurm.bench.settings import ProfilingSettings
+    from pal_slurm.store.repository import Repository
 
 __all__ = ["StoreError", "StoreProfilingRepository", "StoreUnavailable", "open_profiling", "open_sink"]
 
@@ -21,7 +25,7 @@ __all__ = ["StoreError", "StoreProfilingRepository", "StoreUnavailable", "open_p
 class StoreProfilingRepository:
     """add_samples / samples / latest_ranking / save_ranking over a store Repository."""
 
-    def __init__(self, repo) -> None:
+    def __init__(self, repo: Repository) -> None:
         self.repo = repo
 
     def add_samples(self, samples: Sequence[Sample]) -> None:
@@ -54,7 +58,7 @@ def open_sink(url: str) -> StoreProfilingRepository:
     return StoreProfilingRepository(open_store(url, upgrade=False))
 
 
-def open_profiling(config_path: str | None):
+def open_profiling(config_path: str | None) -> tuple[ProfilingSettings, StoreProfilingRepository]:
     """(settings, repository) for palctl; ConfigError or StoreError when impossible."""
     from pal_slurm.bench.settings import load_settings
     from pal_slurm.store import open_store

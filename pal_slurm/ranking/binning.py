@@ -18,13 +18,14 @@ from __future__ import annotations
 import statistics
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pal_slurm.ranking.kmeans import artifact_kmeans, optimal_kmeans, silhouette_1d
 
 METHODS = ("artifact", "optimal")
 
 
-def slow_outliers(values) -> int:
+def slow_outliers(values: ArrayLike) -> int:
     """Count of values above mean + 3 * sample standard deviation (one-sided, as PAL)."""
     x = np.asarray(values, dtype=np.float64)
     if x.size < 2:
@@ -32,7 +33,7 @@ def slow_outliers(values) -> int:
     return int((x > x.mean() + 3 * x.std(ddof=1)).sum())
 
 
-def artifact_bins(values) -> tuple[float, ...]:
+def artifact_bins(values: ArrayLike) -> tuple[float, ...]:
     """PAL artifact binning; returns sf per value, in input order."""
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
@@ -46,7 +47,7 @@ def artifact_bins(values) -> tuple[float, ...]:
     return tuple(float(centers[l] / med) for l in labels)
 
 
-def choose_k(values, k_max: int = 10) -> int:
+def choose_k(values: ArrayLike, k_max: int = 10) -> int:
     """K in 2..k_max with the best silhouette on the exact clustering (ties: smaller K)."""
     x = np.asarray(values, dtype=np.float64)
     distinct = np.unique(x).size
@@ -62,7 +63,7 @@ def choose_k(values, k_max: int = 10) -> int:
     return best_k
 
 
-def optimal_bins(values, k: int | None = None) -> tuple[float, ...]:
+def optimal_bins(values: ArrayLike, k: int | None = None) -> tuple[float, ...]:
     """Exact k-means binning with silhouette-chosen K; sf = centre / median(values)."""
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
@@ -75,7 +76,7 @@ def optimal_bins(values, k: int | None = None) -> tuple[float, ...]:
     return tuple(float(centers[l] / med) for l in labels)
 
 
-def bin_scores(values, method: str = "optimal") -> tuple[float, ...]:
+def bin_scores(values: ArrayLike, method: str = "optimal") -> tuple[float, ...]:
     if method == "artifact":
         return artifact_bins(values)
     if method == "optimal":

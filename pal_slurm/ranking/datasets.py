@@ -18,9 +18,9 @@ import statistics
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from pal_slurm.input_files import InputError, read_csv, read_text
+from pal_slurm.input_files import CsvRow, InputError, read_csv, read_text
 
 # Which bundled per-run file stands for which class (the artifact's profiles.json; class C
 # reuses the BERT file with independent draws).
@@ -102,7 +102,7 @@ def load_runs(path: str | Path) -> RunSet:
     return RunSet(str(path), tuple(ids), norm)
 
 
-def _check_spread(path, rows, values, column: str) -> None:
+def _check_spread(path: str | Path, rows: Sequence[CsvRow], values: Sequence[float], column: str) -> None:
     for row, v in zip(rows, values):
         if not (1.0 / MAX_RATIO <= v <= MAX_RATIO):
             raise row.fail(f"{v:.3g} x the median; a unit mistake?", column)

@@ -17,9 +17,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+Floats = NDArray[np.float64]
+Labels = NDArray[np.intp]  # what np.argmin and np.unique's inverse give
 
 
-def _kmeans_plusplus(x: np.ndarray, k: int, rng: np.random.RandomState) -> np.ndarray:
+def _kmeans_plusplus(x: Floats, k: int, rng: np.random.RandomState) -> Floats:
     n = x.shape[0]
     trials = 2 + int(np.log(k))
     centers = np.empty(k)
@@ -40,7 +44,7 @@ def _kmeans_plusplus(x: np.ndarray, k: int, rng: np.random.RandomState) -> np.nd
     return centers
 
 
-def _lloyd(x: np.ndarray, centers: np.ndarray, tol: float, max_iter: int = 300):
+def _lloyd(x: Floats, centers: Floats, tol: float, max_iter: int = 300) -> tuple[Labels, Floats, float]:
     k = centers.shape[0]
     for _ in range(max_iter):
         labels = np.argmin((x[:, None] - centers[None, :]) ** 2, axis=1)
@@ -61,7 +65,7 @@ def _lloyd(x: np.ndarray, centers: np.ndarray, tol: float, max_iter: int = 300):
     return labels, centers, inertia
 
 
-def artifact_kmeans(values, k: int, random_state: int = 1, n_init: int = 10):
+def artifact_kmeans(values: ArrayLike, k: int, random_state: int = 1, n_init: int = 10) -> tuple[Labels, Floats]:
     """scikit-learn-1.2-style k-means on 1-D data (see module docstring)."""
     x = np.asarray(values, dtype=np.float64)
     if k < 1 or k > x.size:
@@ -81,7 +85,7 @@ def artifact_kmeans(values, k: int, random_state: int = 1, n_init: int = 10):
     return labels, centers + mean
 
 
-def optimal_kmeans(values, k: int):
+def optimal_kmeans(values: ArrayLike, k: int) -> tuple[Labels, Floats]:
     """Exact 1-D k-means (minimum within-cluster sum of squares).
 
     Runs over the *distinct* values weighted by their counts: an optimal clustering never splits
@@ -100,10 +104,11 @@ def optimal_kmeans(values, k: int):
     p1 = np.concatenate(([0.0], np.cumsum(w * s)))
     p2 = np.concatenate(([0.0], np.cumsum(w * s * s)))
 
-    def cost(i, j):  # weighted SSE of s[i:j] (vectorised in i)
+    def cost(i: NDArray[np.int64], j: int) -> Floats:  # weighted SSE of s[i:j] (vectorised in i)
         m = p0[j] - p0[i]
         tot = p1[j] - p1[i]
-        return (p2[j] - p2[i]) - tot * tot / m
+        sse: Floats = (p2[j] - p2[i]) - tot * tot / m
+        return sse
 
     inf = math.inf
     prev = np.full(n + 1, inf)
@@ -113,7 +118,7 @@ def optimal_kmeans(values, k: int):
         cur = np.full(n + 1, inf)
         arg = np.zeros(n + 1, dtype=np.int64)
 
-        def solve(lo, hi, olo, ohi):
+        def solve(lo: int, hi: int, olo: int, ohi: int) -> None:
             # compute cur[j] for j in [lo, hi] with optimal split in [olo, ohi]
             stack = [(lo, hi, olo, ohi)]
             while stack:
@@ -152,25 +157,26 @@ def optimal_kmeans(values, k: int):
     return labels_distinct[inverse], centers
 
 
-def silhouette_1d(values, labels) -> float:
+def silhouette_1d(values: ArrayLike, labels: ArrayLike) -> float:
     """Mean silhouette coefficient for 1-D data in O(n log n) (sorted prefix sums)."""
     x = np.asarray(values, dtype=np.float64)
-    labels = np.asarray(labels)
-    ks = np.unique(labels)
+    label_of = np.asarray(labels)
+    ks = np.unique(label_of)
     if ks.size < 2 or ks.size >= x.size:
         return -1.0
-    groups = {}
+    groups: dict[int, tuple[Floats, Floats]] = {}
     for c in ks:
-        v = np.sort(x[labels == c])
+        v = np.sort(x[label_of == c])
         groups[c] = (v, np.concatenate(([0.0], np.cumsum(v))))
 
-    def mean_abs(v, pref, pt, exclude_self):
+    def mean_abs(v: Floats, pref: Floats, pt: Floats, exclude_self: bool) -> Floats:
         m = v.size
         idx = np.searchsorted(v, pt)
         left = pt * idx - pref[idx]
         right = (pref[m] - pref[idx]) - pt * (m - idx)
         denom = m - 1 if exclude_self else m
-        return (left + right) / np.maximum(denom, 1)
+        mean: Floats = (left + right) / np.maximum(denom, 1)
+        return mean
 
     total = 0.0
     for c in ks:

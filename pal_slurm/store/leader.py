@@ -142,9 +142,11 @@ class FileLockLeader:
     def check(self) -> LockCheck:
         if self._fd is not None:
             return LockCheck(LockState.HELD)
-        fd = self._open_lock_file()
-        on_directory = fd is None
-        if on_directory:
+        opened = self._open_lock_file()
+        on_directory = opened is None
+        if opened is not None:
+            fd = opened
+        else:
             try:
                 fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             except OSError as err:

@@ -190,9 +190,10 @@ def check_finite(value: float | None, what: str) -> float | None:
     return value
 
 
-def check_json(value: Mapping, what: str) -> dict:
+def check_json(value: Mapping[str, object], what: str) -> dict[str, object]:
     try:
-        return json.loads(json.dumps(dict(value), allow_nan=False))
+        copy: dict[str, object] = json.loads(json.dumps(dict(value), allow_nan=False))
+        return copy
     except (TypeError, ValueError) as exc:
         raise InvalidRecord(f"{what} must be JSON-serialisable: {exc}") from None
 

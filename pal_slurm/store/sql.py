@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
-from sqlalchemy import Engine, delete, func, select, text
+from sqlalchemy import ColumnElement, CursorResult, Engine, Result, Select, delete, func, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
@@ -25,6 +25,7 @@ from pal_slurm.store.file_guard import SqliteFileGuard
 from pal_slurm.store.interrupt import OpenConnections
 from pal_slurm.store.models import (
     AppClassRow,
+    Base,
     DecisionRow,
     GpuRow,
     HeartbeatRow,
@@ -357,8 +358,7 @@ class SqlRepository:
         app = normalise_app(app)
 
         def work(session: Session) -> bool:
-            result = session.execute(delete(AppClassRow).where(AppClassRow.app == app))
-            return bool(result.rowcount)
+            return bool(_rows_affected(session.execute(delete(AppClassRow).where(AppClassRow.app == app))))
 
         return self._write(work)
 
@@ -478,12 +478,12 @@ class SqlRepository:
     def prune(self, before: datetime, *, keep_samples: int = 0, max_rows: int | None = None) -> dict[str, int]:
         before = as_utc(before)
 
-        def victims(query):
+        def victims(query: Select[Any]) -> Select[Any]:
             return query.limit(max_rows) if max_rows is not None else query
 
-        def gone(session: Session, model, ids) -> int:
+        def gone(session: Session, model: type[Base], ids: ColumnElement[bool]) -> int:
             stmt = delete(model).where(ids).execution_options(synchronize_session=False)
-            return session.execute(stmt).rowcount
+            return _rows_affected(session.execute(stmt))
 
         def work(session: Session) -> dict[str, int]:
             old = [SampleRow.taken_at < before]
@@ -514,3 +514,9 @@ class SqlRepository:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _rows_affected(result: Result[Any]) -> int:
+    """Rows a DELETE changed: its result is a CursorResult (execute() is typed as the general Result)."""
+    assert isinstance(result, CursorResult)
+    return result.rowcount

@@ -44,7 +44,10 @@ def run_online() -> None:
         return
     from pal_slurm.store.engine import make_engine
 
-    engine = make_engine(config.get_main_option("sqlalchemy.url"))
+    url = config.get_main_option("sqlalchemy.url")
+    if url is None:
+        raise RuntimeError("alembic: no sqlalchemy.url and no connection given")
+    engine = make_engine(url)
     try:
         with engine.begin() as conn:
             run_with(conn)

@@ -29,7 +29,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from pal_lab.lab import LabCluster, LabError, free_port_block, start_lab
 
@@ -61,7 +61,7 @@ class AccountingLab:
 
     lab: LabCluster
     root: Path
-    procs: list[subprocess.Popen] = field(default_factory=list)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
     def env(self) -> Mapping[str, str]:
@@ -75,7 +75,7 @@ class AccountingLab:
             raise LabError(f"sacct failed ({proc.returncode}): {proc.stderr.strip()}")
         return proc.stdout
 
-    def wait_recorded(self, job_ids, timeout: float = 30.0) -> None:
+    def wait_recorded(self, job_ids: Iterable[int | str], timeout: float = 30.0) -> None:
         """Until accounting has an End time for each job (slurmctld sends records asynchronously)."""
         want = {str(j) for j in job_ids}
         deadline = time.monotonic() + timeout
@@ -100,7 +100,7 @@ class AccountingLab:
 
 
 def start_accounting_lab(root: str | os.PathLike[str], nodes: int = 2, gpus: int = 4, qos: Sequence[str] = (),
-                         tres: str = "gres/gpu", **lab_kw) -> AccountingLab:
+                         tres: str = "gres/gpu", **lab_kw: Any) -> AccountingLab:
     """MariaDB, munged, slurmdbd, `sacctmgr add cluster lab`, then the lab cluster on top.
 
     qos: QOS names created in the database before slurmctld starts, so that a partition's

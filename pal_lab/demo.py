@@ -24,12 +24,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Mapping
 
 from pal_slurm.config import PolicyConfig
 from pal_slurm.daemon.client import PaldClient
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
-from pal_lab.lab import missing_binaries, start_lab, stop_lab_dir
+from pal_lab.lab import LabCluster, missing_binaries, start_lab, stop_lab_dir
+from pal_slurm.ranking.snapshot import RankingSnapshot
 
 # (name, application, GPUs per node, seconds): a mixed workload, more GPUs than the cluster has.
 WORKLOAD = [
@@ -59,7 +61,7 @@ def done(t0: float) -> None:
     print(f"   ({time.monotonic() - t0:.1f} s)", flush=True)
 
 
-def palctl(env: dict, *args: str, echo: bool = True) -> str:
+def palctl(env: Mapping[str, str], *args: str, echo: bool = True) -> str:
     p = subprocess.run([sys.executable, "-c", "from pal_slurm.cli.main import main; main()", *args],
                        env=env, capture_output=True, text=True, cwd=str(REPO))
     if p.returncode != 0:
@@ -69,7 +71,7 @@ def palctl(env: dict, *args: str, echo: bool = True) -> str:
     return p.stdout
 
 
-def run_workload(lab, pal: bool) -> dict[str, tuple[str, str]]:
+def run_workload(lab: LabCluster, pal: bool) -> dict[str, tuple[str, str]]:
     """Submit the workload in one burst; {job name: (node, CUDA_VISIBLE_DEVICES)}."""
     ids = {}
     for name, app, gpus, secs in WORKLOAD:
@@ -90,7 +92,7 @@ def run_workload(lab, pal: bool) -> dict[str, tuple[str, str]]:
     return out
 
 
-def slowdown(snapshot, perf_class: str, node: str, cvd: str) -> float:
+def slowdown(snapshot: RankingSnapshot, perf_class: str, node: str, cvd: str) -> float:
     scores = {(e.node, e.slot): e.score for e in snapshot.entries if e.perf_class == perf_class}
     return max(scores.get((node, int(s)), 1.0) for s in cvd.split(","))
 
@@ -126,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                            placement=PolicyConfig().placement,  # what a site gets by default
                            extra=f'\n[profiling]\nbackend = "replay"\nspool_dir = "{work}/spool"\n')
         pald = PaldProcess(cfg, sock, work / "pald.log").start()
+        assert pald.proc is not None, "start() runs it"
         print(f"   pald pid {pald.proc.pid}, socket {sock}")
         done(t)
         env = {**os.environ, "PAL_CONFIG": str(cfg), "SLURM_CONF": lab.slurm_conf,
@@ -143,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         repo = open_store(db)
         snapshot = repo.latest_ranking()
         repo.close()
+        if snapshot is None:
+            raise DemoError("palctl rank stored no ranking")
 
         t = step("4a. the workload as plain Slurm jobs (stock placement)")
         stock = run_workload(lab, pal=False)

@@ -279,8 +279,10 @@ def _site_env(features: Mapping[str, str] | None, extra_conf: str,
             "LAB_GPU_MODELS": pairs("GPU model", gpu_models)}
 
 
-def _launch(lab: Path, nodes, gpus, cpus, hook, env, prolog, epilog, task_prolog, gres, uts,
-            timeout, site_env: Mapping[str, str]) -> "LabCluster | LabError":
+def _launch(lab: Path, nodes: int, gpus: int, cpus: int, hook: str | os.PathLike[str] | None,
+            env: Mapping[str, str] | None, prolog: str | os.PathLike[str] | None,
+            epilog: str | os.PathLike[str] | None, task_prolog: str | os.PathLike[str] | None, gres: str,
+            uts: bool, timeout: float, site_env: Mapping[str, str]) -> "LabCluster | LabError":
     """One start attempt on fresh ports: the running lab, or the error (lab stopped)."""
     ports = free_port_block(nodes + 1)
     script_env = dict(os.environ)

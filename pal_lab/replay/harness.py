@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from pal_slurm.config import PolicyConfig
 from pal_slurm.daemon.process import REPO, PaldProcess
@@ -38,6 +38,9 @@ from pal_lab.replay.metrics import ArmSummary, JobResult, ReplayIncomplete, job_
 from pal_lab.replay.plan import ReplayPlan, payload_spec
 from pal_slurm.sim.network import NetworkModel
 from pal_lab.lab import LabCluster, start_lab
+
+if TYPE_CHECKING:
+    from pal_lab.replay.payload import PayloadRecord
 
 ARMS = {"stock": None, "pal": "pal", "pal-net": "pal-net", "pal-fit": "pal-fit",
         "pal-fit-aged": "pal-fit"}  # arm -> pald placement (None: no hook)
@@ -138,7 +141,7 @@ class ArmRun:
     slurm_pass: PassClock | None = None  # the lab's backfill passes (phase vs the first submission, period)
     pald_cycle: PassClock | None = None  # pald arms: pald's cycle as it ran (`pald_clock`)
 
-    def measured_inputs(self) -> dict:
+    def measured_inputs(self) -> dict[str, float | list[float] | None]:
         """What the prediction takes from this run (`predict.predict_measured`), as the replay's
         JSON rows name it (wall seconds; `release_wall_s` is reported, the model runs pald's
         cycle instead)."""
@@ -251,7 +254,8 @@ def run_arm(plan: ReplayPlan, arm: str, work: Path, seed: int = 0, shape: LabSha
 
 def arm_submissions(work: Path) -> dict[str, float]:
     """{job name: epoch seconds it was submitted} as an arm's run kept them in its work dir."""
-    return json.loads((Path(work) / "submitted.json").read_text())
+    submitted: dict[str, float] = json.loads((Path(work) / "submitted.json").read_text())
+    return submitted
 
 
 def arm_ctld_log(work: Path) -> str:
@@ -270,7 +274,7 @@ def measure_arm(plan: ReplayPlan, arm: str, work: Path, cluster_gpus: int,
     if comp is None:
         path = lab_dir / "jobcomp.txt"
         comp = parse_jobcomp(path.read_text()) if path.exists() else []
-    payloads = {p.stem: json.loads(p.read_text()) for p in (work / "results").glob("*.json")}
+    payloads: dict[str, PayloadRecord] = {p.stem: json.loads(p.read_text()) for p in (work / "results").glob("*.json")}
     submitted = arm_submissions(work)
     try:
         jobs = job_results(plan, comp, payloads, submitted)
@@ -291,7 +295,7 @@ def measure_arm(plan: ReplayPlan, arm: str, work: Path, cluster_gpus: int,
                   if t0 is not None and ARMS[arm] is not None else None)
 
 
-def _pald_releases(db: Path) -> list[tuple[float, dict]]:
+def _pald_releases(db: Path) -> list[tuple[float, dict[str, tuple[int, ...]]]]:
     """(epoch seconds, node -> slots) of every held job pald released (its store's decisions)."""
     from datetime import timezone
 
@@ -330,7 +334,8 @@ def pald_clock(releases: list[float], t0: float, cycle_s: float) -> PassClock:
     return PassClock(phase_s=phase, period_s=cycle_s, view_age_s=age)
 
 
-def release_latency(releases: list[tuple[float, dict]], payloads: dict[str, dict]) -> float | None:
+def release_latency(releases: Sequence[tuple[float, Mapping[str, Sequence[int]]]],
+                    payloads: Mapping[str, PayloadRecord]) -> float | None:
     """Wall seconds from a held job's GPUs coming free to pald releasing it onto them: per
     release, its time minus the latest end, before it, of a payload on any of its GPUs (releases
     onto GPUs nobody used before are left out); the median over releases, None without any.
@@ -347,7 +352,7 @@ def release_latency(releases: list[tuple[float, dict]], payloads: dict[str, dict
     return waits[len(waits) // 2] if waits else None
 
 
-def launch_cost(payloads: dict[str, dict], comp, started: dict[int, tuple[float, str]],
+def launch_cost(payloads: Mapping[str, PayloadRecord], comp: Sequence[CompRecord], started: dict[int, tuple[float, str]],
                 ended: dict[int, float] | None = None) -> float:
     """Wall seconds Slurm adds to a job once a scheduling pass starts it: the median, over the
     jobs, of Slurm's start (slurmctld's log, `ctldlog.slurm_starts`) -> the payload running
@@ -423,7 +428,7 @@ def _submit_all(lab: LabCluster, plan: ReplayPlan, specs: Path, results: Path, a
 
 
 def _wait_records(lab: LabCluster, plan: ReplayPlan, results: Path, slack_wall_s: float,
-                  on_progress: Callable[[float], None] | None):
+                  on_progress: Callable[[float], None] | None) -> list[CompRecord]:
     """Until Slurm recorded every job (or the plan's longest possible wait has passed)."""
     path = lab.lab_dir / "jobcomp.txt"
     budget = sum(j.limit_minutes * 60.0 for j in plan.jobs) + slack_wall_s  # jobs back to back

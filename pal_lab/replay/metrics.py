@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from pal_lab.replay.jobcomp import CompRecord
 from pal_lab.replay.plan import ReplayPlan
 from pal_slurm.sim.network import comm_overhead
+
+if TYPE_CHECKING:
+    from pal_lab.replay.payload import PayloadRecord
 
 
 class ReplayIncomplete(RuntimeError):
@@ -59,7 +62,7 @@ class ArmSummary:
     gpu_weighted_slowdown: float
     comm_overhead_s: float
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -72,7 +75,7 @@ def percentile(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def job_results(plan: ReplayPlan, comp: Sequence[CompRecord], payloads: Mapping[str, dict],
+def job_results(plan: ReplayPlan, comp: Sequence[CompRecord], payloads: Mapping[str, PayloadRecord],
                 submitted: Mapping[str, float] | None = None) -> list[JobResult]:
     """Join the plan, Slurm's records (by job name) and the payload records; raise
     ReplayIncomplete naming every job that is missing or did not complete. `submitted`: epoch

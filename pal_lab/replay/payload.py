@@ -22,12 +22,32 @@ import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, TypedDict  # noqa: E402
 
 from pal_slurm.bench.gpuset import gpus_from_scontrol  # noqa: E402
 from pal_slurm.bench.hook import scontrol_show_job  # noqa: E402
 
+if TYPE_CHECKING:  # the plan's imports would count in the job's run time
+    from pal_lab.replay.plan import PayloadSpec
 
-def run_factors(spec: dict, placement: dict[str, tuple[int, ...]]) -> tuple[float, float]:
+
+class PayloadRecord(TypedDict):
+    """What a replayed job writes as it ends (the harness reads them back): epoch seconds."""
+
+    job: int
+    name: str
+    slurm_job_id: int
+    placement: dict[str, list[int]]  # node -> slots Slurm gave it
+    gpu_slowdown: float
+    net_factor: float
+    base_s: float
+    gpus: int
+    planned_wall_s: float
+    start: float
+    end: float
+
+
+def run_factors(spec: PayloadSpec, placement: dict[str, tuple[int, ...]]) -> tuple[float, float]:
     """(GPU slowdown, network factor) of a placement {node: slots} under `spec` (pure)."""
     if not placement or not any(placement.values()):
         raise ValueError("the job holds no GPU")
@@ -38,15 +58,15 @@ def run_factors(spec: dict, placement: dict[str, tuple[int, ...]]) -> tuple[floa
     return float(slow), float(net)
 
 
-def run(spec_path: str, out_dir: str) -> dict:
+def run(spec_path: str, out_dir: str) -> PayloadRecord:
     start = T0
-    spec = json.loads(Path(spec_path).read_text())
+    spec: PayloadSpec = json.loads(Path(spec_path).read_text())
     job_id = os.environ.get("SLURM_JOB_ID", "")
     placement = gpus_from_scontrol(scontrol_show_job(job_id, timeout_s=10.0))
     slow, net = run_factors(spec, placement)
     wall = spec["base_s"] * slow * net / spec["scale"]
     time.sleep(max(0.0, wall - (time.time() - start)))
-    record = {"job": spec["job"], "name": spec["name"], "slurm_job_id": int(job_id or 0),
+    record: PayloadRecord = {"job": spec["job"], "name": spec["name"], "slurm_job_id": int(job_id or 0),
               "placement": {n: list(s) for n, s in sorted(placement.items())},
               "gpu_slowdown": slow, "net_factor": net, "base_s": spec["base_s"], "gpus": spec["gpus"],
               "planned_wall_s": wall, "start": start, "end": time.time()}

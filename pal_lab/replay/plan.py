@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TypedDict
 
 from pal_slurm.model import JobShape
 from pal_slurm.model import ClusterView
@@ -139,8 +139,23 @@ def declared_net(network: NetworkModel, model: str) -> str:
     return f"{network.spread_factor(model):.2f}"
 
 
+class PayloadSpec(TypedDict):
+    """The JSON a replayed job's payload reads (payload_spec writes it)."""
+
+    job: int
+    name: str
+    base_s: float
+    scale: float
+    perf_class: str
+    model: str
+    gpus: int
+    slowdown: dict[str, list[float]]  # node -> per slot
+    rack: dict[str, str]  # node -> rack
+    net: dict[str, float]  # "nodes,racks" -> network factor
+
+
 def payload_spec(job: ReplayJob, cluster: ClusterView, slowdowns: Mapping[str, Sequence[float]],
-                 network: NetworkModel) -> dict:
+                 network: NetworkModel) -> PayloadSpec:
     """What the payload needs to know to run as long as its placement makes it (JSON-able).
 
     slowdown: per node, per slot, the class's per-GPU slowdown (the simulator's draw);

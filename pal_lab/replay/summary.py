@@ -26,7 +26,7 @@ stock's makespan moves between runs of the same lab.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 PREDICTION_TOLERANCE = 0.05  # the target "predicted ratio within +-0.05 of the replay's"
 
@@ -44,7 +44,7 @@ class StockRun:
     makespan_s: float
 
     @classmethod
-    def of(cls, row: Mapping) -> StockRun:
+    def of(cls, row: Mapping[str, Any]) -> StockRun:
         jobs = row.get("jobs")
         return cls(row["trace"], int(row.get("seed", 0)), row.get("time_scale"), None if jobs is None else int(jobs),
                    float(row["avg_jct_s"]), float(row["makespan_s"]))
@@ -166,7 +166,7 @@ class TraceSummary:
         return sum(abs(r.miss) > PREDICTION_TOLERANCE for r in self.replays)
 
 
-def ratios_of(source: str, rows: Sequence[Mapping]) -> list[ReplayRatio]:
+def ratios_of(source: str, rows: Sequence[Mapping[str, Any]]) -> list[ReplayRatio]:
     """The pald arms of one replay's rows, each over the stock row of the same trace and seed
     (rows without a stock row beside them, or without a prediction, give nothing)."""
     out = []
@@ -190,7 +190,7 @@ def ratios_of(source: str, rows: Sequence[Mapping]) -> list[ReplayRatio]:
     return out
 
 
-def stock_runs_of(rows: Sequence[Mapping]) -> list[StockRun]:
+def stock_runs_of(rows: Sequence[Mapping[str, Any]]) -> list[StockRun]:
     """The stock arms among one replay's rows (a replay whose pald arms are not to be counted can
     still lend its stock run to the pooled figures)."""
     return [StockRun.of(r) for r in rows if r["arm"] == "stock"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.gres import canonical_tres, gres_update_spec
@@ -254,7 +254,7 @@ class SlurmActuator:
             self._quietly(self._update, job_id, *fields)
 
     @staticmethod
-    def _quietly(action, *args) -> None:
+    def _quietly(action: Callable[..., object], *args: object) -> None:
         try:
             action(*args)
         except SlurmError:

@@ -22,12 +22,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence, TypeVar
 
 from pal_slurm.model.cluster import ClusterView
 from pal_slurm.model.site import SiteView
-from pal_slurm.slurm.dialects import LEGACY_22_05, NO_VAL, Dialect, detect
-from pal_slurm.slurm.durations import minutes_field
+from pal_slurm.slurm.dialects import LEGACY_22_05, Dialect, detect
+from pal_slurm.slurm.durations import NO_VAL, minutes_field
 from pal_slurm.slurm.errors import SlurmError, SlurmParseError, SlurmUnsupported
 from pal_slurm.slurm.gres import canonical_tres
 from pal_slurm.slurm.hostlist import HostSet, expand
@@ -47,6 +47,9 @@ from pal_slurm.slurm.nodes import (  # re-exported: the node types are part of t
 )
 from pal_slurm.slurm.runner import Runner
 from pal_slurm.slurm.site import read_site
+
+
+Parsed = TypeVar("Parsed")  # what one of the parse_* functions makes of a command's JSON
 
 
 def _require(obj: Mapping[str, Any], key: str, what: str) -> Any:
@@ -294,7 +297,7 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
         raise SlurmParseError(f"job {job_id}: {exc}") from None
 
 
-def _task_id(value) -> int | None:
+def _task_id(value: object) -> int | None:
     """An array element's task id (None: not one element; NO_VAL on some releases)."""
     task = _count(value, -1)
     return None if task < 0 else task
@@ -309,10 +312,11 @@ def salvage_job(raw: Mapping[str, Any], problem: str) -> JobInfo | None:
     except (KeyError, TypeError, ValueError):
         return None
     priority = raw.get("priority")
+    admin_comment = raw.get("admin_comment")
     return JobInfo(
         job_id=job_id, name="", state=str(raw.get("job_state") or ""),
         reason=str(raw.get("state_reason") or ""), user_id=0, comment="",
-        admin_comment=raw.get("admin_comment") if isinstance(raw.get("admin_comment"), str) else "",
+        admin_comment=admin_comment if isinstance(admin_comment, str) else "",
         nodes=(), required_nodes=(), node_count=0, tres_per_node="", gpu_slots={},
         priority=priority if isinstance(priority, int) else 0, submit_time=0, start_time=0,
         unreadable=problem or "unreadable record",
@@ -344,7 +348,7 @@ def parse_squeue(
 
 
 # ---- what decides where a job may run (pal_slurm/policy/eligibility.py) --------------------
-def _count(value, default: int = 0) -> int:
+def _count(value: object, default: int = 0) -> int:
     """An integer field of Slurm's JSON; None, NO_VAL and junk -> default."""
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < NO_VAL else default
 
@@ -513,7 +517,7 @@ class SlurmReader:
         d = self._dialect
         return d.describe() + (f" - {d.note}" if d.note else "")
 
-    def _parse(self, argv: list[str], parse) -> Any:
+    def _parse(self, argv: list[str], parse: Callable[[str, Dialect], Parsed]) -> Parsed:
         dialect = self.dialect
         text = self.runner.run(argv)
         try:

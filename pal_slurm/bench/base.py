@@ -78,6 +78,10 @@ class Backend(Protocol):
 
     def available(self) -> Availability: ...
 
+    def device_count(self) -> int:
+        """GPUs this host shows the backend (indices 0..n-1); NoGpuAvailable when it cannot count."""
+        ...
+
     def prepare(self, gpus: Sequence[GpuTarget]) -> None:
         """Ready what `sample` needs for these GPUs (imports, CUDA, a load), so that the hook
         can tell a backend's start from its measuring time and fit the latter to its deadline."""

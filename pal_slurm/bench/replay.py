@@ -21,7 +21,7 @@ import random
 import time
 from typing import Callable, Mapping, Sequence
 
-from pal_slurm.bench.base import Availability, GpuTarget, Sample
+from pal_slurm.bench.base import Availability, GpuTarget, NoGpuAvailable, Sample
 from pal_slurm.ranking.datasets import RunSet, artifact_class_runs
 
 
@@ -71,6 +71,10 @@ class ReplayBackend:
 
     def available(self) -> Availability:
         return Availability.yes("replays bundled variability datasets")
+
+    def device_count(self) -> int:
+        """Replay measures no GPU of this host: its targets are named (node, slot) pairs."""
+        raise NoGpuAvailable("replay: measures no local GPU; name the nodes and GPUs to replay")
 
     def dataset_gpu(self, node: str, slot: int, perf_class: str) -> str:
         """Which dataset GPU stands for (node, slot) in this class."""

@@ -12,6 +12,7 @@ import click
 from pal_slurm.cli.errors import PalConfigError, PalError
 from pal_slurm.config import Config, ConfigError, load_config
 from pal_slurm.store.errors import StoreError
+from pal_slurm.store.repository import Repository
 
 
 def cli_config(ctx: click.Context) -> Config:
@@ -21,10 +22,11 @@ def cli_config(ctx: click.Context) -> Config:
             obj["config"] = load_config(obj.get("config_path"))
         except ConfigError as err:
             raise PalConfigError(f"configuration: {err}") from None
-    return obj["config"]
+    config: Config = obj["config"]
+    return config
 
 
-def cli_store(ctx: click.Context, upgrade: bool = True):  # -> Repository
+def cli_store(ctx: click.Context, upgrade: bool = True) -> Repository:
     """The store of the configuration, migrated; closed when the command ends."""
     from pal_slurm.store.bootstrap import open_store
 

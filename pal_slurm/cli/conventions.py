@@ -10,12 +10,21 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 
 from pal_slurm.slurm.durations import DurationError, parse_duration
 from pal_slurm.slurm.jobids import JobIdError, JobRef, parse_job_id
+
+# What click's option decorators take and give back: a command function or a command.
+Decorated = TypeVar("Decorated", bound="Callable[..., Any] | click.Command")
+
+if TYPE_CHECKING:  # click types ParamType by the value it converts to; older releases cannot subscript it at run time
+    DurationType = click.ParamType[float | None]
+    JobIdType = click.ParamType[JobRef]
+else:
+    DurationType = JobIdType = click.ParamType
 
 # options renamed by the convention: old spelling -> what to say instead (any command)
 RENAMED = {
@@ -48,16 +57,16 @@ class PalCommand(click.Command):
         return super().parse_args(ctx, args)
 
 
-def json_option(help_text: str = "Print one JSON document on stdout (text goes to stderr).") -> Callable:
+def json_option(help_text: str = "Print one JSON document on stdout (text goes to stderr).") -> Callable[[Decorated], Decorated]:
     return click.option("--json", "as_json", is_flag=True, help=help_text)
 
 
-def output_option(what: str = "the JSON document") -> Callable:
+def output_option(what: str = "the JSON document") -> Callable[[Decorated], Decorated]:
     return click.option("--output", "output_path", type=click.Path(dir_okay=False, writable=True), default=None,
                         help=f"Write {what} (what --json prints) to this file.")
 
 
-def plots_option(what: str = "PNG plots", default: str | None = None) -> Callable:
+def plots_option(what: str = "PNG plots", default: str | None = None) -> Callable[[Decorated], Decorated]:
     return click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=default,
                         show_default=default is not None, help=f"Write {what} into this folder.")
 
@@ -81,7 +90,7 @@ def emit_json(doc: Any, as_json: bool, output_path: str | None, sort_keys: bool 
         click.echo(text, nl=False)
 
 
-class Duration(click.ParamType):
+class Duration(DurationType):
     """A Slurm duration (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or 30m / 12h / 7d) ->
     seconds; `at_least` refuses shorter ones. A bare `30` is 30 minutes, as in Slurm, except on
     options whose bare number once meant another unit (`was`): there it is refused, so that an
@@ -94,7 +103,7 @@ class Duration(click.ParamType):
         self.unlimited = unlimited
         self.was = was
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
         if self.was and str(value).strip().replace(".", "", 1).isdigit():
@@ -115,7 +124,7 @@ class Duration(click.ParamType):
         return seconds
 
 
-class JobId(click.ParamType):
+class JobId(JobIdType):
     """A Slurm job id: 1234, 1234_5 (array task), 1234+1 (het component)."""
 
     name = "JOBID"

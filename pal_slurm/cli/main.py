@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
-import sys
 from typing import Any
 
 import click
@@ -81,4 +80,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -9,12 +9,13 @@ import click
 
 from pal_slurm.cli.context import cli_config
 from pal_slurm.ranking.drift import Drift, find_drift
+from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.node_marks import mark_commands, run_commands
 
 log = logging.getLogger("palctl.drift")
 
 
-def drift_between(previous, current, threshold: float) -> list[Drift]:
+def drift_between(previous: RankingSnapshot | None, current: RankingSnapshot, threshold: float) -> list[Drift]:
     return find_drift(previous.entries if previous else (), current.entries, threshold)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from pal_slurm.cli.context import cli_config
@@ -9,8 +11,11 @@ from pal_slurm.cli.conventions import Duration
 from pal_slurm.cli.errors import PalError
 from pal_slurm.store.errors import StoreError
 
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
-def _engine(ctx: click.Context, url: str | None):  # -> sqlalchemy Engine
+
+def _engine(ctx: click.Context, url: str | None) -> Engine:
     from pal_slurm.store.engine import make_engine
 
     url = url or cli_config(ctx).store.url
@@ -22,7 +27,7 @@ def _engine(ctx: click.Context, url: str | None):  # -> sqlalchemy Engine
     return engine
 
 
-def _where(engine) -> str:  # type: ignore[no-untyped-def]
+def _where(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
 
 

@@ -7,6 +7,7 @@ is resolved through squeue: never read as the number 12345."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Iterable
 
 import click
 
@@ -16,10 +17,14 @@ from pal_slurm.cli.errors import PalError
 from pal_slurm.daemon.tags import request_id
 from pal_slurm.slurm.jobids import JobRef
 
+if TYPE_CHECKING:
+    from pal_slurm.config import Config
+    from pal_slurm.slurm.readers import JobInfo
+
 _TAG = re.compile(r"pal:(placed|defer|pass)(?:=([^;\s]*))?")
 
 
-def find_job(jobs, ref: JobRef):
+def find_job(jobs: Iterable[JobInfo], ref: JobRef) -> JobInfo | None:
     """The squeue record of `ref`: the job itself, a split-off array task (a record of its own),
     or the array's record of pending tasks that still holds it; None when squeue has none."""
     from pal_slurm.slurm.errors import SlurmParseError
@@ -36,7 +41,7 @@ def find_job(jobs, ref: JobRef):
     return None
 
 
-def _slurm_job(cfg, ref: JobRef):
+def _slurm_job(cfg: Config, ref: JobRef) -> tuple[JobInfo | None, str]:
     from pal_slurm.slurm.errors import SlurmError
     from pal_slurm.slurm.readers import SlurmReader
     from pal_slurm.slurm.runner import CommandRunner

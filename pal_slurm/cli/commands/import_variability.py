@@ -22,7 +22,8 @@ from pal_slurm.ranking.datasets import DatasetError
 @click.option("--class", "perf_class", default=None, help="Class of a per-run file (or only this class of a table).")
 @click.option("--rank/--no-rank", "do_rank", default=False, help="Also build and save a ranking snapshot now.")
 @click.pass_context
-def import_variability(ctx, file, node_expr, gpus_per_node, perf_class, do_rank):
+def import_variability(ctx: click.Context, file: str, node_expr: str | None, gpus_per_node: int, perf_class: str | None,
+                       do_rank: bool) -> None:
     """Load FILE (a per-GPU PerfVar table or a per-run file) into the sample store.
 
     Files that say where each GPU is (a table's Node_ID/Local_GPU_ID, a per-run file's node and

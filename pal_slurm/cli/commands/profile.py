@@ -15,21 +15,24 @@ import socket
 import sys
 import time
 from dataclasses import replace
+from typing import Iterable
 
 import click
 
-from pal_slurm.bench.base import BACKENDS, GpuTarget, NoGpuAvailable
+from pal_slurm.bench.base import BACKENDS, Backend, GpuTarget, NoGpuAvailable, Sample
 from pal_slurm.bench.busy import BusyProbe, flag_busy
 from pal_slurm.bench.hook import PROFILE_MARK
 from pal_slurm.bench.gpuset import gpus_from_env
 from pal_slurm.slurm.hostlist import expand as expand_hostlist
-from pal_slurm.bench.repository import StoreError
+from pal_slurm.bench.repository import StoreError, StoreProfilingRepository
+from pal_slurm.bench.settings import ProfilingSettings
 from pal_slurm.cli.commands._profiling import open_profiling
 from pal_slurm.cli.context import cli_config
 from pal_slurm.bench.select import select_backend
 from pal_slurm.cli.conventions import Duration
 from pal_slurm.cli.errors import PalError
 from pal_slurm.model.classes import CLASS_ORDER
+from pal_slurm.slurm.runner import Runner
 
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
 
@@ -37,7 +40,7 @@ ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
 class SlurmCalls:
     """The three Slurm calls profile-nodes makes, through pal_slurm.slurm's runner."""
 
-    def __init__(self, runner) -> None:
+    def __init__(self, runner: Runner) -> None:
         self.runner = runner
 
     def _run(self, argv: list[str]) -> str:
@@ -85,7 +88,7 @@ def _split(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
 
 
-def _local_targets(backend, nodes: list[str], gpus_per_node: int | None) -> list[GpuTarget]:
+def _local_targets(backend: Backend, nodes: list[str], gpus_per_node: int | None) -> list[GpuTarget]:
     if backend.name == "replay":
         if not nodes:
             nodes = [os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]]
@@ -102,13 +105,12 @@ def _local_targets(backend, nodes: list[str], gpus_per_node: int | None) -> list
     if job_slots:
         return [GpuTarget(node, slot) for slot in job_slots]
     count = backend.device_count()
-    slots = range(count if gpus_per_node is None else min(count, gpus_per_node))
-    return [GpuTarget(node, s) for s in slots]
+    return [GpuTarget(node, s) for s in range(count if gpus_per_node is None else min(count, gpus_per_node))]
 
 
-def _summarise(samples) -> list[str]:
+def _summarise(samples: Iterable[Sample]) -> list[str]:
     lines = []
-    by_class: dict[str, list] = {}
+    by_class: dict[str, list[Sample]] = {}
     for s in samples:
         by_class.setdefault(s.perf_class, []).append(s)
     for c in sorted(by_class):
@@ -120,7 +122,8 @@ def _summarise(samples) -> list[str]:
     return lines
 
 
-def _run_local(settings, repo, backend_name, nodes, classes, gpus_per_node, rounds, seed, duration):
+def _run_local(settings: ProfilingSettings, repo: StoreProfilingRepository, backend_name: str, nodes: list[str],
+               classes: list[str], gpus_per_node: int | None, rounds: int, seed: int, duration: float) -> None:
     job_id = os.environ.get("SLURM_JOB_ID") or None
     try:
         backend = select_backend(backend_name, seed=seed, replay_slowdown=settings.replay_slowdown,
@@ -131,7 +134,7 @@ def _run_local(settings, repo, backend_name, nodes, classes, gpus_per_node, roun
     if not targets:
         raise PalError("no GPUs to measure on this host")
     probe = BusyProbe(max_load_per_cpu=settings.max_load_per_cpu)
-    samples = []
+    samples: list[Sample] = []
     with click.progressbar(length=rounds * len(classes), label=f"profiling {len(targets)} GPU(s)",
                            file=sys.stderr) as bar:
         for _ in range(rounds):
@@ -153,7 +156,8 @@ def _run_local(settings, repo, backend_name, nodes, classes, gpus_per_node, roun
         click.echo(line)
 
 
-def _run_jobs(repo, slurm: SlurmCalls, nodes, args, wait_s, poll_s):
+def _run_jobs(repo: StoreProfilingRepository, slurm: SlurmCalls, nodes: list[str], args: list[str], wait_s: float,
+              poll_s: float) -> None:
     started = time.time()
     jobs = {}
     for node in nodes:
@@ -207,7 +211,9 @@ def _run_jobs(repo, slurm: SlurmCalls, nodes, args, wait_s, poll_s):
 @click.option("--wait", "wait_s", type=Duration(was="seconds"), default="30:00", show_default=True,
               help="Longest wait for the jobs, a Slurm duration (MM:SS, HH:MM:SS, ...).")
 @click.pass_context
-def profile_nodes(ctx, node_expr, idle, classes, backend, local, gpus_per_node, rounds, seed, duration, wait_s):
+def profile_nodes(ctx: click.Context, node_expr: str | None, idle: bool, classes: str, backend: str | None, local: bool,
+                  gpus_per_node: int | None, rounds: int | None, seed: int | None, duration: float | None,
+                  wait_s: float) -> None:
     """Benchmark GPUs and record samples for palctl rank."""
     class_list = _split(classes)
     if not class_list:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Iterable, Sequence
 
 import click
 
@@ -15,10 +16,12 @@ from pal_slurm.cli.context import cli_config
 from pal_slurm.cli.conventions import Duration, PalCommand
 from pal_slurm.cli.errors import PalError
 from pal_slurm.ranking.binning import METHODS
-from pal_slurm.ranking.rank import diff, rank_samples
+from pal_slurm.model.sample import Sample
+from pal_slurm.ranking.rank import Move, diff, rank_samples
+from pal_slurm.ranking.snapshot import RankingSnapshot
 
 
-def format_moves(moves) -> list[str]:
+def format_moves(moves: Iterable[Move]) -> list[str]:
     lines = []
     for m in moves:
         where = f"{m.node}:{m.slot} class {m.perf_class}"
@@ -32,7 +35,7 @@ def format_moves(moves) -> list[str]:
     return lines
 
 
-def flagged_sample_lines(samples) -> list[str]:
+def flagged_sample_lines(samples: Sequence[Sample]) -> list[str]:
     """How many of the window's samples were flagged, and why: ranking uses a flagged sample
     only for a GPU with nothing else, so an admin should know when that is most of them."""
     flagged = [s for s in samples if s.busy]
@@ -58,7 +61,7 @@ def flagged_sample_lines(samples) -> list[str]:
 @click.option("--dry-run", is_flag=True, help="Show what would move (and the scontrol calls of [drift] action) "
               "without saving a new version or marking nodes.")
 @click.pass_context
-def rank(ctx, window, method, classes, dry_run):
+def rank(ctx: click.Context, window: float | None, method: str | None, classes: str | None, dry_run: bool) -> None:
     """Recompute per-class GPU rankings from recent samples (busy samples dropped, outliers flagged)."""
     try:
         settings, repo = open_profiling(ctx)
@@ -102,7 +105,8 @@ def rank(ctx, window, method, classes, dry_run):
         _report_drift(ctx, previous, snap, version, dry_run)
 
 
-def _report_drift(ctx, previous, snap, version: int, dry_run: bool) -> None:
+def _report_drift(ctx: click.Context, previous: RankingSnapshot, snap: RankingSnapshot, version: int,
+                  dry_run: bool) -> None:
     """GPUs that got slower beyond [drift] threshold: printed, logged, and their nodes marked
     when [drift] action asks for it (a failure to mark is reported, the ranking stays saved)."""
     drift_cfg = cli_config(ctx).drift

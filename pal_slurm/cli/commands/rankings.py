@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import click
 
-from pal_slurm.bench.repository import StoreError
+from pal_slurm.bench.repository import StoreError, StoreProfilingRepository
 from pal_slurm.cli.commands._drift import drift_between, mark_nodes
 from pal_slurm.cli.commands._profiling import open_profiling
 from pal_slurm.cli.context import cli_config
 from pal_slurm.cli.conventions import PalCommand, emit_json, json_option, output_option
 from pal_slurm.cli.errors import ExitStatus, PalError
 from pal_slurm.model.classes import class_rank
+from pal_slurm.ranking.snapshot import RankingSnapshot
 
 
 @click.command("rankings", cls=PalCommand)
@@ -31,7 +32,8 @@ from pal_slurm.model.classes import class_rank
               help="With --changed: mark the drifted GPUs' nodes in Slurm (node Comment, or drain).")
 @click.option("--dry-run", is_flag=True, help="With --action: print the exact scontrol calls instead of running them.")
 @click.pass_context
-def rankings(ctx, perf_class, as_json, output_path, changed, since, threshold, action, dry_run):
+def rankings(ctx: click.Context, perf_class: str | None, as_json: bool, output_path: str | None, changed: bool,
+             since: int | None, threshold: float | None, action: str, dry_run: bool) -> None:
     """Show the latest ranking snapshot per node / GPU / class, or what drifted (--changed)."""
     try:
         _, repo = open_profiling(ctx)
@@ -64,7 +66,9 @@ def rankings(ctx, perf_class, as_json, output_path, changed, since, threshold, a
 DRIFT_FOUND = ExitStatus.DRIFT
 
 
-def _changed(ctx, repo, snap, perf_class, since, threshold, action, dry_run, as_json, output_path) -> None:
+def _changed(ctx: click.Context, repo: StoreProfilingRepository, snap: RankingSnapshot, perf_class: str | None,
+             since: int | None, threshold: float | None, action: str, dry_run: bool, as_json: bool,
+             output_path: str | None) -> None:
     base_version = since if since is not None else snap.version - 1
     if base_version >= snap.version:
         raise PalError(f"--since v{base_version} is not older than the latest ranking v{snap.version}")

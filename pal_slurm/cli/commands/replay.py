@@ -8,6 +8,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,6 +16,10 @@ from pal_slurm.cli.conventions import PalCommand, emit_json, json_option, output
 from pal_slurm.cli.errors import PalError
 from pal_slurm.cli.progress import DelayedProgress
 from pal_slurm.cli.signals import Terminated, exit_cleanly_on_termination
+
+if TYPE_CHECKING:  # annotations only: nothing of the lab package loads until the command runs
+    from pal_lab.replay.harness import ArmRun, LabShape
+    from pal_lab.replay.plan import ReplayPlan
 
 
 @click.command("replay", cls=PalCommand, renamed={"--nodes": "--nodes N is now --node-count N (--nodes is always a hostlist)"})
@@ -34,8 +39,9 @@ from pal_slurm.cli.signals import Terminated, exit_cleanly_on_termination
 @json_option("Print the results as one JSON document on stdout (the per-arm lines go to stderr).")
 @output_option("the results as JSON")
 @plots_option("a JCT CDF and per-GPU Gantt charts")
-def replay(trace_spec, arms, scale, jobs, seed, num_nodes, gpus_per_node, nodes_per_rack, work_dir, as_json, output_path,
-           plots_dir):
+def replay(trace_spec: str, arms: str, scale: float, jobs: int | None, seed: int, num_nodes: int, gpus_per_node: int,
+           nodes_per_rack: int, work_dir: str | None, as_json: bool, output_path: str | None,
+           plots_dir: str | None) -> None:
     """Replay a trace on freshly started Slurm lab clusters, one per arm, and compare.
 
     Stopped by Ctrl-C, SIGTERM or SIGHUP, it first stops the labs and pald it started (exit
@@ -89,13 +95,15 @@ def require_lab() -> None:
                        "install lacks: run it from a source checkout (docs/install.md)") from None
 
 
-def _run_arms(plan, arm_list, work, seed, shape, scale, quiet):
+def _run_arms(plan: ReplayPlan, arm_list: list[str], work: Path, seed: int, shape: LabShape, scale: float,
+              quiet: bool) -> tuple[list[dict[str, object]], dict[str, ArmRun]]:
     """Each arm on its own fresh lab, one after another: (result rows, runs by arm)."""
     from pal_lab.replay.harness import ReplayError, run_arm
     from pal_lab.replay.predict import predict_arm
     from pal_lab.lab import LabError
 
-    results, runs = [], {}
+    results: list[dict[str, object]] = []
+    runs: dict[str, ArmRun] = {}
     for i, arm in enumerate(arm_list):
         t0 = time.monotonic()
         with DelayedProgress(f"arm {arm} ({i + 1}/{len(arm_list)})") as bar:
@@ -115,10 +123,11 @@ def _run_arms(plan, arm_list, work, seed, shape, scale, quiet):
                    first_run_otherwise=parted[0].describe() if parted else None,
                    wall_s=time.monotonic() - t0)
         results.append(row)
-        click.echo(f"{arm:8} avg JCT {row['avg_jct_s'] / 3600:7.3f} h  p99 {row['p99_jct_s'] / 3600:7.3f} h  "
-                   f"makespan {row['makespan_s'] / 3600:7.3f} h  util {row['utilization']:.3f}  "
-                   f"slowdown {row['gpu_weighted_slowdown']:.3f}  (predicted avg JCT "
-                   f"{row['predicted_avg_jct_s'] / 3600:.3f} h, makespan {row['predicted_makespan_s'] / 3600:.3f} h)", err=quiet)
+        s = run.summary
+        click.echo(f"{arm:8} avg JCT {s.avg_jct_s / 3600:7.3f} h  p99 {s.p99_jct_s / 3600:7.3f} h  "
+                   f"makespan {s.makespan_s / 3600:7.3f} h  util {s.utilization:.3f}  "
+                   f"slowdown {s.gpu_weighted_slowdown:.3f}  (predicted avg JCT "
+                   f"{headline['avg_jct_s'] / 3600:.3f} h, makespan {headline['makespan_s'] / 3600:.3f} h)", err=quiet)
         if parted:
             click.echo(f"{'':8} {pred.partings_line(len(plan.jobs))}", err=quiet)
     return results, runs

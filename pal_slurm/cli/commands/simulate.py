@@ -18,9 +18,10 @@ from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.network import cluster_from_racks
 from pal_slurm.sim.report import format_table, normalised_gains, aggregate, json_document, write_plots
 from pal_slurm.sim.runner import MODES, RunSpec, parse_cluster, run_grid
-from pal_slurm.sim.sacct import load_accounting_trace, parse_class_rules
+from pal_slurm.ranking.snapshot import RankingSnapshot
+from pal_slurm.sim.sacct import ClassRule, load_accounting_trace, parse_class_rules
 from pal_slurm.sim.trace import Trace, bundled_trace_names, fit_gpu_models, rate_for_load, resolve_trace, synthetic_trace
-from pal_slurm.sim.gpu_models import GpuModelsError, parse_gpu_models, with_gpu_models
+from pal_slurm.sim.gpu_models import GpuModelGroup, GpuModelsError, parse_gpu_models, with_gpu_models
 from pal_slurm.sim.variability import MeasuredGpus, load_measured, merge
 
 RENAMED_DAYS = "--days N is now --window DURATION (a Slurm duration: 30-0 or 30d for 30 days)"
@@ -28,7 +29,7 @@ ARTIFACT_POLICIES = "pal,pmfirst,packed-sticky,packed-nonsticky,random-sticky,ra
 
 
 def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, synthetic_rate: float | None,
-            max_gpus: int, accounting: Callable[[str], Trace]):
+            max_gpus: int, accounting: Callable[[str], Trace]) -> list[Trace]:
     """The traces named by --trace (bundled names, CSV paths, sacct:FILE via `accounting`) and --synthetic."""
     names: list[str] = []
     for spec in specs:
@@ -39,6 +40,7 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
             names.extend(bundled_trace_names() if part in ("sia-philly", "all") else [part])
     traces = [accounting(n[len("sacct:"):]) if n.startswith("sacct:") else resolve_trace(n) for n in names]
     if synthetic:
+        assert synthetic_rate is not None, "simulate derives it from --synthetic-load"
         traces.append(synthetic_trace(synthetic, seed=synthetic_seed, jobs_per_hour=synthetic_rate, max_gpus=max_gpus))
     if not traces:
         raise PalError("give --trace (a CSV path, a bundled name such as workload-1, or sia-philly) or --synthetic N")
@@ -88,9 +90,12 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @output_option("the results as JSON")
 @plots_option()
 @click.pass_context
-def simulate(ctx, trace_specs, window_s, rules_text, synthetic, synthetic_seed, synthetic_rate, synthetic_load, variability_specs, policies, mode,
-             cluster_text, nodes_per_rack, gpu_models_text, topology_path, seeds, queue_name, locality_penalty, round_s, congestion,
-             baselines, as_json, output_path, plots_dir):
+def simulate(ctx: click.Context, trace_specs: tuple[str, ...], window_s: float | None, rules_text: str | None,
+             synthetic: int | None, synthetic_seed: int, synthetic_rate: float | None, synthetic_load: float,
+             variability_specs: tuple[str, ...], policies: str, mode: str, cluster_text: str | None,
+             nodes_per_rack: int | None, gpu_models_text: str | None, topology_path: str | None, seeds: int,
+             queue_name: str, locality_penalty: float, round_s: float, congestion: float, baselines: str, as_json: bool,
+             output_path: str | None, plots_dir: str | None) -> None:
     """Simulate traces under placement policies and print a comparison table."""
     measured = measured_gpus(ctx, variability_specs)
     cluster, racks = resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured)
@@ -158,7 +163,8 @@ def simulate(ctx, trace_specs, window_s, rules_text, synthetic, synthetic_seed, 
             click.echo(f"wrote {p}", err=True)
 
 
-def resolve_gpu_models(text: str | None, mode: str, cluster):
+def resolve_gpu_models(text: str | None, mode: str,
+                       cluster: ClusterView) -> tuple[tuple[GpuModelGroup, ...], ClusterView]:
     """(--gpu-models groups, the cluster with its nodes' models), or PalError."""
     if text is None:
         return (), cluster
@@ -171,7 +177,7 @@ def resolve_gpu_models(text: str | None, mode: str, cluster):
         raise PalError(str(exc)) from None
 
 
-def class_rules(ctx: click.Context, text: str | None):
+def class_rules(ctx: click.Context, text: str | None) -> tuple[ClassRule, ...]:
     """--class-rules, else the configuration's [simulate] class_rules; InputError (exit 1) or
     PalConfigError (exit 2, the configuration's rules) when malformed."""
     where = "--class-rules"
@@ -190,7 +196,7 @@ def measured_gpus(ctx: click.Context, specs: tuple[str, ...]) -> MeasuredGpus | 
     if not specs:
         return None
 
-    def store_ranking(version):
+    def store_ranking(version: int | None) -> RankingSnapshot | None:
         from pal_slurm.bench.repository import StoreError
         from pal_slurm.cli.commands._profiling import open_profiling
 
@@ -203,16 +209,18 @@ def measured_gpus(ctx: click.Context, specs: tuple[str, ...]) -> MeasuredGpus | 
         merged = merge([load_measured(s, store_ranking) for s in specs])
     except InputError as exc:
         raise PalError(str(exc)) from None
+    assert merged is not None, "specs is not empty"
     click.echo(f"variability: {merged.source}; other classes bundled Longhorn", err=True)
     return merged
 
 
-def resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured):
+def resolve_cluster(cluster_text: str | None, topology_path: str | None, mode: str, nodes_per_rack: int | None,
+                    measured: MeasuredGpus | None) -> tuple[ClusterView, tuple[tuple[str, str], ...] | None]:
     """(cluster, racks for the runner or None): --topology, else --cluster, else the measured nodes, else 16x4."""
-    gpus_per_node = None
+    given: tuple[int, int] | None = None  # --cluster's nodes and GPUs per node
     if cluster_text is not None:
         try:
-            num_nodes, gpus_per_node = parse_cluster(cluster_text)
+            given = parse_cluster(cluster_text)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--cluster") from None
     if topology_path:
@@ -225,7 +233,9 @@ def resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured)
             racks = tuple(read_racks(topology_path).items())
         except SlurmParseError as exc:
             raise PalError(str(exc)) from None
-        if gpus_per_node is None:
+        if given is not None:
+            gpus_per_node = given[1]
+        else:
             gpus_per_node = measured.layout()[0][1] if measured else 4
         cluster = cluster_from_racks(dict(racks), gpus_per_node)
         if measured:
@@ -235,8 +245,7 @@ def resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured)
         layout = measured.layout()
         per_rack = nodes_per_rack or 4  # event mode's default leaf size
         return ClusterView.from_layout(layout, racks={n: f"rack{i // per_rack}" for i, (n, _) in enumerate(layout)}), None
-    if cluster_text is None:
-        num_nodes, gpus_per_node = 16, 4
+    num_nodes, gpus_per_node = given if given is not None else (16, 4)
     cluster = ClusterView.uniform(num_nodes, gpus_per_node, nodes_per_rack=nodes_per_rack)
     if measured:
         click.echo(f"variability: each of the {cluster.size} simulated GPUs is drawn from the "

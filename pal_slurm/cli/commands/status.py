@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
+from typing import Any
 
 import click
 
@@ -12,10 +13,16 @@ from pal_slurm.cli.conventions import Duration, PalCommand, emit_json, json_opti
 from pal_slurm.cli.errors import ExitStatus
 from pal_slurm.daemon.client import PaldClient, PaldError
 from pal_slurm.daemon.failsafe import heartbeat_age
+from pal_slurm.config import Config
+from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.durations import format_duration
 
 
-def _store_report(url: str):
+# The status as the JSON document `--json` prints (nested sections of JSON values).
+Report = dict[str, Any]
+
+
+def _store_report(url: str) -> tuple[bool, str, RankingSnapshot | None, int | None]:
     """(ok, line, latest snapshot or None, held count or None)."""
     from pal_slurm.store.bootstrap import open_store
 
@@ -63,10 +70,10 @@ def status(ctx: click.Context, stale_after: float, as_json: bool, output_path: s
         ctx.exit(ExitStatus.ERROR)
 
 
-def collect(cfg, stale_after: float) -> dict:
+def collect(cfg: Config, stale_after: float) -> Report:
     """The whole status as plain data: what `--json` prints and the text view renders."""
     problems: list[str] = []
-    report: dict = {"problems": problems}
+    report: Report = {"problems": problems}
     try:
         health = PaldClient(cfg.daemon.socket, timeout_s=1.0).health()
         d = health.details
@@ -121,7 +128,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def render(report: dict) -> None:
+def render(report: Report) -> None:
     rows = []
     p = report["pald"]
     if p["up"]:

@@ -15,6 +15,7 @@ from pal_slurm.cli.progress import DelayedProgress
 from pal_slurm.input_files import InputError
 from pal_slurm.policy import UnknownPolicy, placement
 from pal_slurm.sim.errors import SimulationError
+from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.runner import RunSpec, run_grid
 from pal_slurm.sim.sacct import load_accounting_trace
 from pal_slurm.slurm.durations import format_duration
@@ -54,8 +55,10 @@ def _names(text: str, what: str) -> list[str]:
 @json_option("Print the numbers as one JSON document on stdout (the page goes to stderr).")
 @output_option("the numbers as JSON")
 @click.pass_context
-def whatif(ctx, accounting_path, window_s, variability_specs, topology_path, cluster_text, nodes_per_rack, gpu_models_text,
-           policies, baselines, samples, rules_text, congestion, plots_dir, as_json, output_path):
+def whatif(ctx: click.Context, accounting_path: str, window_s: float, variability_specs: tuple[str, ...],
+           topology_path: str | None, cluster_text: str | None, nodes_per_rack: int | None, gpu_models_text: str | None,
+           policies: str, baselines: str, samples: int, rules_text: str | None, congestion: float, plots_dir: str,
+           as_json: bool, output_path: str | None) -> None:
     """What would PAL gain here? This cluster's measured GPUs, its last N days of jobs, PAL and
     pal-net against stock-like placement, with 95% confidence intervals and a plot."""
     candidates = _names(policies, "--policies")
@@ -87,12 +90,14 @@ def whatif(ctx, accounting_path, window_s, variability_specs, topology_path, clu
                    nodes_per_rack=nodes_per_rack, racks=racks, congestion=congestion, variability=measured,
                    gpu_models=gpu_models, cluster=cluster if measured and cluster_text is None and not racks else None)
     start = time.monotonic()
-    runs = []
+    runs: list[list[RunResult]] = []
     with DelayedProgress(f"simulating {samples} workload sample(s) x {len(names)} policies") as bar:
         try:
             for s in range(samples):
-                runs.append(run_grid([resample(trace, s)], names, spec,
-                                     on_progress=lambda f, s=s: bar((s + f) / samples)))
+                def sample_progress(f: float, s: int = s) -> None:
+                    bar((s + f) / samples)
+
+                runs.append(run_grid([resample(trace, s)], names, spec, on_progress=sample_progress))
         except SimulationError as exc:
             raise PalError(str(exc)) from None
     rows = compare(runs, baseline)

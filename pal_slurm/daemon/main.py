@@ -19,7 +19,8 @@ import sys
 
 from pal_slurm import __version__
 from pal_slurm.config import ConfigError, load_config
-from pal_slurm.daemon.app import RELOAD_WAIT_S, Pald
+from pal_slurm.daemon.app import Pald
+from pal_slurm.daemon.requests import RELOAD_WAIT_S
 from pal_slurm.daemon.lazy_store import LazyStore
 from pal_slurm.daemon.server import SocketInUse, SocketServer, claim_path
 

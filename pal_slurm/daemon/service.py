@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.daemon.choice_check import Binding, vet
-from pal_slurm.daemon import pins, requeue
+from pal_slurm.daemon import requeue
 from pal_slurm.daemon.tags import request_id
 from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
@@ -262,7 +262,7 @@ class PlacementService:
         runs under slurmctld's job read lock and the job is created under its write lock
         after it, so a squeue started just after the answer may come before the job; the grace
         covers that step on a busy controller. A job slower still is not lost: the read that
-        shows it rebuilds its reservation from its pin (observe_pins)."""
+        shows it rebuilds its reservation from its pin (pins.unreserved_pins)."""
         layout_changed = self.view is None or [(g.node, g.slot) for g in self.view.gpus] != [
             (g.node, g.slot) for g in view.gpus
         ]
@@ -320,28 +320,6 @@ class PlacementService:
             taken |= picked
             if picked != r.gpu_ids:
                 self.reservations[key] = replace(r, gpu_ids=frozenset(picked))
-
-    def observe_pins(self, jobs: Iterable, now: float) -> int:
-        """Reserve the GPUs of every pending job on a PAL pin that has no reservation here (pins.py:
-        a job pald pinned before it restarted, or whose reservation expired while it waits),
-        from the same read as the view; Slurm-picked slots are taken from what no other
-        reservation holds. Returns how many were rebuilt."""
-        if self.view is None:
-            return 0
-        rebuilt = 0
-        for j in jobs:
-            key = pins.pin_key(j)
-            if key is None or key in self.reservations:
-                continue
-            taken = set().union(*[r.gpu_ids for r in self.reservations.values()])
-            pin = pins.pinned_gpus(j, key, self.view.with_free(self.view.free - taken))
-            if pin is None:
-                continue
-            self.reservations[key] = Reservation(key, pin.gpu_ids, now, slurm_picks=pin.slurm_picks)
-            rebuilt += 1
-        if rebuilt:
-            self._changed()
-        return rebuilt
 
     def observe_running(self, jobs: Iterable, now: float, unheld: Mapping[str, Iterable[int]] | None = None) -> None:
         """The running jobs (slurm JobInfo records, from the same read as the view) as the

@@ -392,7 +392,7 @@ def test_deferred_jobs_get_an_admin_hold_and_an_outside_release_is_recorded_once
 
 
 def test_a_job_whose_placement_slurm_keeps_refusing_is_released_as_submitted(tmp_path):
-    from pal_slurm.daemon.app import MAX_RELEASE_FAILURES
+    from pal_slurm.daemon.held_jobs import MAX_RELEASE_FAILURES
 
     store = MemoryRepository()
     pald = make_pald(tmp_path, store=store, jobs=[held_job(7, gpn=2)])

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pal_slurm.config import Config, DaemonConfig
-from pal_slurm.daemon.app import Pald, started_keys
+from pal_slurm.daemon.app import Pald
+from pal_slurm.daemon.sync import started_keys
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.engine import ManualClock
 from pal_slurm.slurm.actuator import job_ref

@@ -13,7 +13,8 @@ import logging
 import pytest
 
 from pal_slurm.config import Config, DaemonConfig
-from pal_slurm.daemon.app import MAX_ERROR_KINDS, OnceLogger, Pald
+from pal_slurm.daemon.app import Pald
+from pal_slurm.daemon.error_log import MAX_ERROR_KINDS, OnceLogger
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.comment_grammar import CommentSpec

@@ -142,7 +142,7 @@ def test_submit_and_held_shapes_come_from_one_parser():
 
 
 def test_a_job_that_started_and_ended_between_two_views_frees_its_reservation():
-    from pal_slurm.daemon.app import started_keys
+    from pal_slurm.daemon.sync import started_keys
 
     from .builders import held_job
 

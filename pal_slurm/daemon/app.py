@@ -201,7 +201,7 @@ class Pald:
         state = self.state
         path = Path(self.config.daemon.heartbeat_file)
         with state.lock:
-            rank, held_jobs = state.service.rank_version, state.service.held_jobs
+            rank, held_jobs = state.service.rank_version, state.service.queue.held_jobs
         # synced_at: the last complete cycle (pald's start until there is one); pal-failsafe
         # counts the heartbeat as old as the older of the two times.
         host, pid = socket.gethostname(), os.getpid()

@@ -145,7 +145,7 @@ class HeldJobCycle:
         def done(rel: Release) -> None:
             with state.lock:
                 service = state.service
-                service.released()
+                service.queue.released()
                 state.counts["released"] += 1
                 if rel.request is not None and rel.choice is not None and service.view is not None:
                     service.engine.observe_start(rel.request, rel.choice.gpu_ids, service.view, now)

@@ -120,7 +120,7 @@ class HeldJobs:
             with self.state.lock:
                 self.state.counts["released"] += 1
                 self.state.record(str(job_id), DecisionKind.PASS, "released:placement_refused", {}, None)
-                self.state.service.released()
+                self.state.service.queue.released()
             self.released(job_id, pinned=False, now=0.0)
             del self.release_failures[job_id]
 

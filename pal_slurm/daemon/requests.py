@@ -191,7 +191,7 @@ class Requests:
                 "planned_starts": {str(job_id): {"nodes": state.reserved_on.get(job_id, "?"),
                                                  "in_s": round(start.at - now, 1)}
                                    for job_id, (start, _) in service.planned.items()},
-                "held_jobs": service.held_jobs,
+                "held_jobs": service.queue.held_jobs,
                 "leader": self.leadership.leading(),
                 "leader_state": self.leadership.state(),
                 "rack_timers_s": service.rack_timers(),

@@ -251,7 +251,7 @@ def test_a_request_read_after_its_deadline_records_reserves_and_counts_nothing(t
     pald.sync_and_cycle()
     late = pald.handle(_with_deadline(request(gpn=2, rid="late"), 999_999))  # 1 ms ago
     assert (late.decision, late.reason) == (DecisionKind.PASS, "late")
-    assert pald.service.reservations == {} and pald.service.held_jobs == 0
+    assert pald.service.reservations == {} and pald.service.queue.held_jobs == 0
     assert pald.counts["place"] == 0 and pald.counts["late"] == 1
     ok = pald.handle(_with_deadline(request(gpn=2, rid="ok"), 1_000_150))
     assert ok.decision is DecisionKind.PLACE and list(pald.service.reservations) == ["req:ok"]
@@ -274,7 +274,7 @@ def test_a_deadline_passing_while_pald_decides_undoes_the_decision(tmp_path):
                        CommentSpec("resnet", mode="defer"), request_id="slow", deadline_ms=1_000_100)
     reply = pald.handle(req)
     assert reply.reason == "late"
-    assert pald.service.held_jobs == 0 and pald.service.reservations == {}
+    assert pald.service.queue.held_jobs == 0 and pald.service.reservations == {}
     pald.flush_decisions()
     assert store.decisions("req:slow") == []
 

@@ -70,7 +70,7 @@ def with_metrics(config, pald: Pald):
 
     listen = parse_listen(config.metrics.listen)
     if listen is None:
-        return pald.answer, pald.settle, None
+        return pald.requests.answer, pald.requests.settle, None
     from pal_slurm.daemon.metrics import PaldMetrics, Publisher, instrument, serve_metrics
 
     metrics = PaldMetrics()
@@ -78,7 +78,7 @@ def with_metrics(config, pald: Pald):
         http = serve_metrics(metrics, *listen)
     except OSError as exc:
         log.error("metrics endpoint %s unavailable (%s): serving without metrics", config.metrics.listen, exc)
-        return pald.answer, pald.settle, None
+        return pald.requests.answer, pald.requests.settle, None
     publisher = Publisher(metrics, config.drift.threshold)
 
     def cycle_done(seconds: float) -> None:
@@ -86,7 +86,7 @@ def with_metrics(config, pald: Pald):
         publisher.publish(pald)
 
     pald.cycle_observers.append(cycle_done)
-    counted = instrument(pald.answer, pald.settle, metrics)
+    counted = instrument(pald.requests.answer, pald.requests.settle, metrics)
     return counted.answer, counted.settle, http
 
 

@@ -40,7 +40,8 @@ from pal_slurm.daemon.held_jobs import HeldJobs
 from pal_slurm.daemon.launcher import JobControl, JobRef, SlurmLauncher
 from pal_slurm.daemon.leadership import LeaderWatch
 from pal_slurm.daemon.protocol import HealthReply, Reply, Request
-from pal_slurm.daemon.requests import RELOAD_WAIT_S, Answer, Requests
+from pal_slurm.daemon.requests import RELOAD_WAIT_S, Requests
+from pal_slurm.daemon.server import Answer
 from pal_slurm.daemon.retention import Pruner, RetentionPolicy
 from pal_slurm.daemon.service import PlacementService, Release, ServiceSettings
 from pal_slurm.daemon.state import DaemonState
@@ -141,7 +142,8 @@ class Pald:
     # ---- leadership ----------------------------------------------------------------------
     @property
     def leader(self) -> Leadership:
-        return self.leadership.leader
+        leader: Leadership = self.leadership.leader
+        return leader
 
     @property
     def leading(self) -> bool:

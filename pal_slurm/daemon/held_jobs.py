@@ -153,7 +153,8 @@ class HeldJobs:
                         j.job_id, j.state)
             self.state.record(str(j.job_id), DecisionKind.PASS, "released_outside_pal", {}, None)
             self.state.mark_released(j.job_id)
-        present: set[JobRef] = {j.job_id for j in jobs} | {j.ref for j in jobs}
+        present: set[JobRef] = {j.job_id for j in jobs}
+        present |= {j.ref for j in jobs}
         self.deferred = held_now
         self.released_by_pald &= present
         self.noticed &= present

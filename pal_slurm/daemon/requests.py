@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 from pal_slurm.daemon.error_log import MAX_ERROR_TEXT
 from pal_slurm.daemon.leadership import LeaderWatch
+from pal_slurm.daemon.server import Answer
 from pal_slurm.daemon.protocol import (
     ErrorCode,
     ErrorReply,
@@ -42,14 +42,13 @@ log = logging.getLogger("pald")
 
 RELOAD_WAIT_S = DEADLINE_S  # `reload` waits this long for the store read (off the loop)
 
-Answer = Reply | Coroutine[Any, Any, Reply]  # `reload` is awaited by the server
 
 
 class Requests:
     """Answers decoded requests (`answer`), and settles each reply once written (`settle`).
     `slurm_release`: what health says of the Slurm pald reads."""
 
-    def __init__(self, state: DaemonState, leadership: LeaderWatch, slurm_release: Callable[[], str]) -> None:
+    def __init__(self, state: DaemonState, leadership: LeaderWatch, slurm_release: Callable[[], str | None]) -> None:
         self.state = state
         self.leadership = leadership
         self.slurm_release = slurm_release

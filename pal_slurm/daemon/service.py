@@ -81,7 +81,7 @@ class ServiceSettings:
     queue: str = "fifo"  # registered queue order of the held jobs
     locality_penalty: float = 1.7
     backfill: bool = False  # held jobs: later jobs may pass one that does not fit
-    delay_timers: Mapping | None = None  # network-aware placements' delay timers (None: theirs)
+    delay_timers: Mapping[tuple[str, str], float] | None = None  # network-aware placements' delay timers (None: theirs)
     reserve_after_s: float | None = None  # backfilling placements: a held job's wait before it reserves (None: theirs)
     default_class: str = "A"  # unknown applications: the most variability-sensitive class
     default_mode: str = "auto"  # auto: place if it fits now, else defer
@@ -370,7 +370,7 @@ class PlacementService:
         self._eligibility.clear()
         self._allowed.clear()
 
-    def set_snapshot(self, snapshot) -> None:
+    def set_snapshot(self, snapshot: RankingSnapshot | None) -> None:
         self.snapshot = snapshot
         if self.view is not None:
             self.ranking = ranking_of(self.view, snapshot)
@@ -450,14 +450,14 @@ class PlacementService:
                 out[node] = (had[0] + cpus, had[1] + memory)
         return out
 
-    def fits_after_promises(self, nodes, job: JobRestrictions) -> bool:
+    def fits_after_promises(self, nodes: Iterable[str], job: JobRestrictions) -> bool:
         """Whether every node of a choice still has the job's CPUs and memory, counting what
         earlier decisions promised (the cycle places several jobs before any starts)."""
         if self.site is None:
             return True
         return not (set(nodes) & short_after_promises(job, self.site, self.promised()))
 
-    def allowed_nodes(self, group: NodeGroup, free, exclusive: bool = False) -> frozenset[int] | None:
+    def allowed_nodes(self, group: NodeGroup, free: Collection[int], exclusive: bool = False) -> frozenset[int] | None:
         """Node indices of `group` that fit now (None: every node); exclusive jobs only get
         nodes whose GPUs are all in `free`."""
         assert self.view is not None
@@ -528,7 +528,8 @@ class PlacementService:
         return None if gpus is None else (tuple(gpus), group)
 
     # ---- reservations --------------------------------------------------------------------
-    def reserve(self, key: str, gpu_ids, now: float, job: JobRestrictions | None = None, nodes=(),
+    def reserve(self, key: str, gpu_ids: Iterable[int], now: float, job: JobRestrictions | None = None,
+                nodes: Iterable[str] = (),
                 slurm_picks: bool = False, request: JobRequest | None = None, user: int | None = None) -> None:
         """Promise `gpu_ids` (and, with `job`, its CPUs and memory on each of `nodes`) to `key`;
         `slurm_picks`: pald pinned only the nodes, Slurm picks the slots (they follow each read);
@@ -794,7 +795,7 @@ class PlacementService:
             group = None
         return restrictions, group
 
-    def _release(self, out: CycleResult, req: JobRequest, gpus, group: NodeGroup, job: JobRestrictions,
+    def _release(self, out: CycleResult, req: JobRequest, gpus: Sequence[int], group: NodeGroup, job: JobRestrictions,
                  now: float) -> bool:
         """Add the release of `req` on `gpus` (reserving them, and its CPUs/memory) to `out`;
         False when the nodes no longer have its CPUs/memory after this cycle's earlier releases
@@ -817,7 +818,7 @@ class PlacementService:
         out.releases.append(rel)
         return True
 
-    def _as_slurm_takes(self, job: JobRequest, gpus, choice: ShapeChoice,
+    def _as_slurm_takes(self, job: JobRequest, gpus: Sequence[int], choice: ShapeChoice,
                         bound: Binding) -> tuple[tuple[int, ...], ShapeChoice]:
         """On nodes that do not type their slots pald pins only the nodes, and Slurm takes the
         lowest free slots there: reserve those (the engine already did so where the slots differ

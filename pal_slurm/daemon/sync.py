@@ -27,7 +27,8 @@ from pal_slurm.slurm.topology import read_racks
 class SlurmRead(Protocol):
     """What pald reads from Slurm (slurm.readers.SlurmReader, or a fake in tests)."""
 
-    release: str
+    @property
+    def release(self) -> str | None: ...
 
     def jobs(self) -> Sequence[JobInfo]: ...
 

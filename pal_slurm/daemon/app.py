@@ -26,18 +26,15 @@ import asyncio
 import json
 import os
 import socket
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
 from pal_slurm.config import Config
 from pal_slurm.daemon.cycle import HeldJobCycle, until_next_tick
-from pal_slurm.daemon.error_log import OnceLogger
 from pal_slurm.daemon.held_jobs import HeldJobs
-from pal_slurm.daemon.launcher import JobControl, JobRef, SlurmLauncher
+from pal_slurm.daemon.launcher import JobControl, SlurmLauncher
 from pal_slurm.daemon.leadership import LeaderWatch
 from pal_slurm.daemon.protocol import HealthReply, Reply, Request
 from pal_slurm.daemon.requests import RELOAD_WAIT_S, Requests
@@ -45,7 +42,7 @@ from pal_slurm.daemon.server import Answer
 from pal_slurm.daemon.retention import Pruner, RetentionPolicy
 from pal_slurm.daemon.service import PlacementService, Release, ServiceSettings
 from pal_slurm.daemon.state import DaemonState
-from pal_slurm.daemon.store_link import LinkStatus, StoreLink
+from pal_slurm.daemon.store_link import StoreLink
 from pal_slurm.daemon.sync import SlurmRead, SlurmSync
 from pal_slurm.engine import Clock, WallClock
 from pal_slurm.policy import autotune
@@ -141,11 +138,6 @@ class Pald:
 
     # ---- leadership ----------------------------------------------------------------------
     @property
-    def leader(self) -> Leadership:
-        leader: Leadership = self.leadership.leader
-        return leader
-
-    @property
     def leading(self) -> bool:
         """Whether we act on Slurm now (a memory read: the lock is checked on its own thread,
         and a store outage does not end the leadership: store/lease.py)."""
@@ -188,14 +180,11 @@ class Pald:
     def apply_store_read(self) -> None:
         self.state.apply_store_read()
 
-    def store_status(self) -> LinkStatus | None:
-        return self.state.store_status()
-
     @property
     def store_ok(self) -> bool | None:
         """Whether the store's last call worked (False also while one is stalled); None before
         the first call or without a store."""
-        status = self.store_status()
+        status = self.state.store_status()
         return None if status is None or status.state == "unknown" else status.state == "ok"
 
     # ---- heartbeat -------------------------------------------------------------------------
@@ -240,14 +229,14 @@ class Pald:
             except asyncio.TimeoutError:
                 pass
 
-    # ---- what tools, tests and the metrics publisher read of the parts ------------------------
-    @property
-    def lock(self) -> threading.RLock:
-        return self.state.lock
-
+    # ---- what tools and tests read of the parts most ----------------------------------------
     @property
     def service(self) -> PlacementService:
         return self.state.service
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self.state.counts
 
     @property
     def link(self) -> StoreLink | None:
@@ -264,79 +253,3 @@ class Pald:
     @clock.setter
     def clock(self, clock: Callable[[], float]) -> None:
         self.state.clock = clock
-
-    @property
-    def started(self) -> float:
-        return self.state.started
-
-    @started.setter
-    def started(self, at: float) -> None:
-        self.state.started = at
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return self.state.counts
-
-    @property
-    def errors(self) -> OnceLogger:
-        return self.state.errors
-
-    @property
-    def recent_errors(self) -> deque[dict[str, object]]:
-        return self.state.recent_errors
-
-    @property
-    def slurm_ok(self) -> bool | None:
-        return self.state.slurm_ok
-
-    @property
-    def last_sync(self) -> float | None:
-        return self.state.last_sync
-
-    @property
-    def last_cycle(self) -> float | None:
-        return self.state.last_cycle
-
-    @property
-    def last_jobs(self) -> tuple[JobInfo, ...]:
-        return self.state.last_jobs
-
-    @property
-    def held_ids(self) -> frozenset[int]:
-        return self.state.held_ids
-
-    @property
-    def reserved_on(self) -> dict[JobRef, str]:
-        return self.state.reserved_on
-
-    @property
-    def deferred(self) -> set[JobRef]:
-        return self.held.deferred
-
-    @property
-    def noticed(self) -> set[int]:
-        return self.held.noticed
-
-    @property
-    def admin_held(self) -> set[JobRef]:
-        return self.held.admin_held
-
-    @property
-    def held_seen(self) -> set[int]:
-        return self.held.held_seen
-
-    @property
-    def release_failures(self) -> dict[JobRef, int]:
-        return self.held.release_failures
-
-    @property
-    def _unsettled(self) -> dict[int, object]:
-        return dict(self.requests.unsettled)
-
-    def _note_planned_starts(self, now: float, held: set[str]) -> None:
-        self.held_cycle.note_planned_starts(now, held)
-
-    def rack_timers(self) -> dict[str, float]:
-        """Seconds a multi-node job of each network sensitivity waits for one rack (tuned)."""
-        with self.lock:
-            return self.service.rack_timers()

@@ -228,8 +228,9 @@ class Publisher:
         self._slowdowns: tuple[GpuSlowdown, ...] = ()
 
     def publish(self, pald: Pald) -> PaldState:
-        with pald.lock:  # pald's decision state has one owner: read it under its lock
-            snapshot, jobs, held_ids = pald.service.snapshot, pald.last_jobs, pald.held_ids
+        shared = pald.state
+        with shared.lock:  # pald's decision state has one owner: read it under its lock
+            snapshot, jobs, held_ids = shared.service.snapshot, shared.last_jobs, shared.held_ids
         if snapshot is not self._snapshot:
             self._ranking_changed(snapshot)
         self.hook.observe_jobs(jobs)
@@ -239,8 +240,8 @@ class Publisher:
             at=time.time(),
             leader=bool(pald.leading),
             store_up=pald.store_ok,
-            slurm_up=pald.slurm_ok,
-            last_sync_at=pald.last_sync,
+            slurm_up=shared.slurm_ok,
+            last_sync_at=shared.last_sync,
             buffered_decisions=int(health.get("buffered_decisions", 0)),
             reservations=int(health.get("reservations", 0)),
             gpus=int(health.get("gpus", 0)),

@@ -6,7 +6,9 @@ sync refreshes the view, the cycle plans and reserves releases). They share:
 
 - the placement service (view, reservations, engine) and what health reports of the cycle
   (`reserved_on`, `last_jobs`, `held_ids`): read or changed only with `lock` held;
-- `counts` and `recent_errors`: changed only through `count` and `note_error` (they take it).
+- `counts` and `recent_errors`: changed only through `count` and `note_error` (they take it);
+- the answers not yet settled (requests.Requests.unsettled): under the lock too, as the
+  placement each stands for is taken back under it.
 
 Neither holds the lock while it waits on Slurm or the store: Slurm commands run outside it,
 and store work is only queued (store_link.py: its own thread writes). The Slurm status fields

@@ -213,8 +213,8 @@ def main() -> None:
         service.set_snapshot(pald.service.snapshot)
         service.observe_cluster(pald.service.view, now=0.0, held_jobs=len(wide))
         service.plan_cycle(wide, now=0.0)
-        assert service.waiting is not None
-        service.held_jobs = len(service.waiting)
+        assert service.queue.waiting is not None
+        service.queue.held_jobs = len(service.queue.waiting)
         behind, answers = [], {"place": 0, "defer": 0, "pass": 0}
         for i in range(min(args.n, 200)):
             r = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=1, time_limit=30),
@@ -224,7 +224,7 @@ def main() -> None:
             behind.append(time.perf_counter() - t)
             answers[reply.decision.value] += 1
             service.retract(f"n{i}", reply.decision)  # the same question each time
-        print(f"in-process place behind {len(service.waiting)} held jobs ({placement}, submit-path backfill): "
+        print(f"in-process place behind {len(service.queue.waiting)} held jobs ({placement}, submit-path backfill): "
               f"p50 {pct(behind, 50):.3f} ms  p99 {pct(behind, 99):.3f} ms  (answers: {answers})")
 
     # The submit path of a placement that plans around the running jobs (pal-fit: it may wait

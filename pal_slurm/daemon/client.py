@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from typing import Callable, TypeVar
 
 from pal_slurm.daemon.protocol import (
     MAX_LINE_BYTES,
@@ -32,6 +33,8 @@ from pal_slurm.daemon.protocol import (
 )
 
 DEFAULT_SOCKET = "/run/pal/pald.sock"
+
+R = TypeVar("R", PlaceReply, HealthReply, ReloadReply)
 
 
 class PaldError(Exception):
@@ -58,7 +61,7 @@ class PaldRequestError(PaldError):
 class PaldClient:
     """Ask pald one thing at a time over its unix socket."""
 
-    def __init__(self, path: str | os.PathLike = DEFAULT_SOCKET, timeout_s: float = 1.0):
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_SOCKET, timeout_s: float = 1.0) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
         self.path = os.fspath(path)
@@ -73,7 +76,7 @@ class PaldClient:
     def reload(self) -> ReloadReply:
         return self._typed(ReloadRequest(), ReloadReply)
 
-    def _typed(self, request: Request, kind: type) -> Reply:
+    def _typed(self, request: Request, kind: type[R]) -> R:
         reply = self.request(request)
         if isinstance(reply, ErrorReply):
             raise PaldRequestError(reply.code, reply.message)
@@ -118,7 +121,7 @@ class PaldClient:
         finally:
             sock.close()
 
-    def _read_line(self, sock: socket.socket, remaining) -> bytes:
+    def _read_line(self, sock: socket.socket, remaining: Callable[[], float]) -> bytes:
         buf = bytearray()
         while True:
             newline = buf.find(b"\n")

@@ -1,7 +1,11 @@
-"""pald's cycle for deferred jobs, the acting half: which Slurm jobs are PAL's held ones, and
-carrying out the releases the engine planned (`PlacementService.plan_cycle`).
+"""pald's cycle for deferred jobs: held jobs -> engine -> actuator.
 
-`apply_releases` is the one function that acts on Slurm, so a dry run prints exactly what
+`HeldJobCycle.run` plans the PAL-held jobs of one Slurm read through the placement service
+(the engine's cycle; every release's GPUs reserved under the shared lock) and carries the
+releases out through the engine's Actuator (`launcher.SlurmLauncher.start`). Also here: which
+Slurm jobs are PAL's held ones, and when the next cycle runs.
+
+`apply_releases` is the one function that acts on the plan, so a dry run prints exactly what
 would be done. It runs without pald's lock: the releases' GPUs were reserved when they were
 planned, so a submission answered meanwhile cannot be promised the same GPUs.
 """
@@ -9,11 +13,22 @@ planned, so a submission answered meanwhile cannot be promised the same GPUs.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
+from pal_slurm.daemon.launcher import JobControl, JobRef, SlurmLauncher
 from pal_slurm.daemon.service import CycleResult, Release
+from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.tags import RELEASED_TAG, held_by_pald, with_tag
-from pal_slurm.engine import Launch
+from pal_slurm.engine import Actuator, Launch
+from pal_slurm.model import DecisionKind
+from pal_slurm.policy.shapes import choice_of
+from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.hostlist import compress
+from pal_slurm.slurm.readers import JobInfo
+
+if TYPE_CHECKING:  # held_jobs.py uses mark_released and held_comments from here
+    from pal_slurm.daemon.held_jobs import HeldJobs
 
 log = logging.getLogger("pald.cycle")
 
@@ -33,7 +48,7 @@ def until_next_tick(now_s: float, cycle_s: float) -> float:
     return left if left > 1e-3 else left + cycle_s
 
 
-def is_pal_held(job) -> bool:
+def is_pal_held(job: JobInfo) -> bool:
     """A job the hook or pald held for pald (and not, say, held by its user for other reasons):
     held, and its last hold mark is pald's defer tag, not ``pal:released`` (tags.held_by_pald:
     a job its user held after pald released it is the user's, whatever pald did before).
@@ -43,13 +58,14 @@ def is_pal_held(job) -> bool:
     return job.held and held_by_pald(job.admin_comment)
 
 
-def held_by_other(job) -> bool:
+def held_by_other(job: JobInfo) -> bool:
     """Held, but not by pald: its user's hold (Reason=JobHeldUser) or an operator's
     (JobHeldAdmin) made after pald released it. pald neither releases nor re-pins it."""
     return job.held and not held_by_pald(job.admin_comment)
 
 
-def mark_released(actuator, job_ref, admin_comment: str | None, tag: str = RELEASED_TAG) -> None:
+def mark_released(actuator: JobControl, job_ref: JobRef, admin_comment: str | None,
+                  tag: str = RELEASED_TAG) -> None:
     """Write ``pal:released`` after pald's release (tags.py: a later hold is then someone
     else's). Only the known comment is extended (None: nothing written, never a wiped comment).
     After the release, never before: a pald dying in between leaves a released job that runs,
@@ -62,31 +78,32 @@ def mark_released(actuator, job_ref, admin_comment: str | None, tag: str = RELEA
         log.warning("job %s: released, but its %s tag was not written: %s", job_ref, tag, exc)
 
 
-class SlurmLauncher:
-    """The engine's Actuator over pald's Slurm actuator: pin a held job to its nodes (and GPU
-    slots, when its shape allows) and release it."""
-
-    def __init__(self, actuator):
-        self.actuator = actuator
-
-    def start(self, launch: Launch) -> None:
-        job_id, nodes = launch.job.job_id, list(launch.choice.nodes)
-        where = {"partition": launch.partition} if launch.partition else {}
-        if launch.gres_spec:
-            self.actuator.place_held_job(job_id, nodes, launch.gres_spec, release=True, **where)
-        else:
-            self.actuator.place_nodes(job_id, nodes, release=True, **where)
+def held_comments(held: Iterable[JobInfo]) -> dict[JobRef, str]:
+    """Each held job's admin_comment by every scontrol name a release may use (its id, its
+    ``A_I`` name, an array record's elements): what mark_released extends."""
+    out: dict[JobRef, str] = {}
+    for j in held:
+        try:
+            refs = j.element_refs()
+        except SlurmError:
+            refs = []
+        for ref in (j.job_id, j.ref, *refs):
+            out[ref] = j.admin_comment
+    return out
 
 
-def apply_releases(result: CycleResult, actuator, done: Callable[[Release], None] | None = None,
+def apply_releases(result: CycleResult, actuator: JobControl, done: Callable[[Release], None] | None = None,
                    failed: Callable[[Release, Exception], None] | None = None,
-                   comments: Mapping[int | str, str] | None = None) -> list[tuple[int | str, str]]:
-    """Act on the plan: pin and release each job, then mark it released (`comments`: each held
-    job's admin_comment by its scontrol name; see mark_released). Returns [(job id, error)] for
-    failures; a failed job stays held and is retried next cycle (pal-failsafe releases it if
-    pald dies); `failed` is where its reservation is dropped."""
+                   comments: Mapping[JobRef, str] | None = None,
+                   launcher: Actuator | None = None) -> list[tuple[JobRef, str]]:
+    """Act on the plan: start each placed job through the engine's Actuator (`launcher`; by
+    default pald's, over `actuator`), release one planned untouched as submitted, then mark it
+    released (`comments`: each held job's admin_comment by its scontrol name; see
+    mark_released). Returns [(job id, error)] for failures; a failed job stays held and is
+    retried next cycle (pal-failsafe releases it if pald dies); `failed` is where its
+    reservation is dropped."""
     errors = []
-    launcher = SlurmLauncher(actuator)
+    launcher = launcher or SlurmLauncher(actuator)
     for rel in result.releases:
         try:
             if rel.choice is None or rel.request is None:
@@ -103,3 +120,75 @@ def apply_releases(result: CycleResult, actuator, done: Callable[[Release], None
         if done:
             done(rel)
     return errors
+
+
+class HeldJobCycle:
+    """One cycle over the held jobs of a Slurm read: plan (the service's engine cycle, under the
+    shared lock), act (`apply_releases` through `launcher`, outside it), then the accounting
+    of what was done (held_jobs.HeldJobs). Runs on the cycle's worker thread."""
+
+    def __init__(self, state: DaemonState, launcher: Actuator, actuator: JobControl, held_jobs: HeldJobs) -> None:
+        self.state = state
+        self.launcher = launcher
+        self.actuator = actuator
+        self.held_jobs = held_jobs
+
+    def run(self, held: Sequence[JobInfo]) -> list[Release]:
+        """Plan the held jobs through the engine and release those that fit; the releases done."""
+        state = self.state
+        now = state.clock()
+        with state.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
+            plan = state.service.plan_cycle(held, now)
+            self.note_planned_starts(now, {str(j.job_id) for j in held})
+        done_releases: list[Release] = []
+
+        def done(rel: Release) -> None:
+            with state.lock:
+                service = state.service
+                service.queue.released()
+                state.counts["released"] += 1
+                if rel.request is not None and rel.choice is not None and service.view is not None:
+                    service.engine.observe_start(rel.request, rel.choice.gpu_ids, service.view, now)
+                nodes = rel.choice.nodes if rel.choice else {}
+                kind = DecisionKind.PLACE if rel.choice else DecisionKind.PASS
+                state.record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, rel.perf_class)
+            self.held_jobs.released(rel.job_id, pinned=rel.choice is not None, now=now)
+            done_releases.append(rel)
+
+        def failed(rel: Release, exc: Exception) -> None:
+            with state.lock:
+                state.service.unreserve(rel.key)
+
+        comments = held_comments(held)
+        errors = apply_releases(plan, self.actuator, done=done, failed=failed, comments=comments,
+                                launcher=self.launcher)
+        for job_id, err in errors:
+            state.note_error("release", RuntimeError(f"job {job_id}: {err}"))
+        self.held_jobs.give_up_on(dict(errors), comments)
+        self.held_jobs.admin_hold([j for j in held if j.job_id in self.held_jobs.deferred],
+                                  {r.job_id for r in done_releases})
+        state.last_cycle = now
+        return done_releases
+
+    def note_planned_starts(self, now: float, held: Collection[str]) -> None:
+        """Log and record a held job's backfill reservation when it first holds one or holds
+        other nodes than the last one logged for it (its planned start moves with every
+        estimate, and a cycle may leave it without one for a moment: not each time):
+        `palctl explain JOB` and pald's log then say what a held job waits for, and a job
+        behind it that stays held can be told why (the reservation refuses it the nodes it
+        holds when it would end after the planned start). `held`: the held jobs' ids (a job
+        no longer held is forgotten). Caller holds the lock."""
+        state = self.state
+        view = state.service.view
+        now_on: dict[JobRef, str] = {k: v for k, v in state.reserved_on.items()
+                                     if str(k).split("_", 1)[0] in held}
+        for job_id, (start, perf_class) in state.service.planned.items():
+            nodes = choice_of(sorted(start.gpus), view).nodes if start.gpus is not None and view else {}
+            where = compress(nodes) if nodes else "anywhere"
+            now_on[job_id] = where
+            if state.reserved_on.get(job_id) != where:
+                log.info("job %s waits with a reservation on %s, planned start in %.0f s", job_id, where,
+                         start.at - now)
+                state.record(str(job_id), DecisionKind.DEFER, f"reserved:start_in_s={start.at - now:.0f}",
+                             nodes, perf_class)
+        state.reserved_on = now_on

@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 
 from pal_slurm import __version__
-from pal_slurm.config import ConfigError, load_config
+from pal_slurm.config import Config, ConfigError, load_config
 from pal_slurm.daemon.cycle import is_pal_held, mark_released
+from pal_slurm.daemon.launcher import JobControl
+from pal_slurm.daemon.sync import SlurmRead
 from pal_slurm.daemon.tags import FAILSAFE_RELEASE
 
 log = logging.getLogger("pal-failsafe")
@@ -42,7 +44,7 @@ def heartbeat_age(path: str, now: float | None = None) -> float | None:
             return None
 
 
-def release_held(reader, actuator) -> list[int]:
+def release_held(reader: SlurmRead, actuator: JobControl) -> list[int]:
     released = []
     for job in reader.jobs():
         if is_pal_held(job):
@@ -55,7 +57,8 @@ def release_held(reader, actuator) -> list[int]:
     return released
 
 
-def run(config, reader, actuator, now: float | None = None, force: bool = False) -> tuple[str, list[int]]:
+def run(config: Config, reader: SlurmRead, actuator: JobControl, now: float | None = None,
+        force: bool = False) -> tuple[str, list[int]]:
     age = heartbeat_age(config.daemon.heartbeat_file, now)
     if not force and age is not None and age <= config.daemon.heartbeat_stale_s:
         return f"pald alive (heartbeat {age:.0f} s ago)", []

@@ -9,23 +9,27 @@ per call, not a connection timeout each time).
 from __future__ import annotations
 
 import time
+from typing import Any, Callable
 
 from pal_slurm.store.errors import StoreError, StoreUnavailable
 
 
 class LazyStore:
-    def __init__(self, url: str, opener=None, retry_s: float = 5.0, clock=time.monotonic):
+    def __init__(self, url: str, opener: Callable[[str], Any] | None = None, retry_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if opener is None:
-            from pal_slurm.store.bootstrap import open_store as opener
+            from pal_slurm.store.bootstrap import open_store
+
+            opener = open_store
         self.url = url
-        self._open = opener
+        self._open: Callable[[str], Any] = opener
         self.retry_s = retry_s
         self.clock = clock
-        self._repo = None
+        self._repo: Any = None  # the open repository (store.repository.Repository)
         self._failed_at: float | None = None
         self._last_error = ""
 
-    def _repository(self):
+    def _repository(self) -> Any:
         if self._repo is not None:
             return self._repo
         if self._failed_at is not None and self.clock() - self._failed_at < self.retry_s:
@@ -39,12 +43,12 @@ class LazyStore:
             raise StoreUnavailable(self._last_error) from exc
         return self._repo
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         attr = getattr(self._repository(), name)
         if not callable(attr):
             return attr
 
-        def call(*args, **kwargs):
+        def call(*args: Any, **kwargs: Any) -> Any:
             try:
                 return attr(*args, **kwargs)
             except StoreError:
@@ -58,7 +62,7 @@ class LazyStore:
         """Break calls stuck in the open repository (from a watchdog thread). An open in
         progress cannot be broken; the connect timeout bounds it."""
         repo = self._repo
-        return 0 if repo is None else repo.interrupt()
+        return 0 if repo is None else int(repo.interrupt())
 
     def close(self) -> None:
         if self._repo is not None:

@@ -15,13 +15,14 @@ import time
 from typing import Callable
 
 from pal_slurm.daemon.watchdog import CallWatchdog
+from pal_slurm.store.leader import Leadership
 from pal_slurm.store.lease import Lease, LockCheck, LockState
 
 log = logging.getLogger("pald")
 
 
 class LeaderWatch:
-    def __init__(self, leader, *, grace_s: float, every_s: float = 1.0, deadline_s: float = 5.0,
+    def __init__(self, leader: Leadership, *, grace_s: float, every_s: float = 1.0, deadline_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.leader = leader
         self.lease = Lease(grace_s, exact=leader.exact)

@@ -16,12 +16,14 @@ import os
 import pwd
 import signal
 import sys
+from http.server import ThreadingHTTPServer
 
 from pal_slurm import __version__
-from pal_slurm.config import ConfigError, load_config
-from pal_slurm.daemon.app import RELOAD_WAIT_S, Pald
+from pal_slurm.config import Config, ConfigError, load_config
+from pal_slurm.daemon.app import Pald
+from pal_slurm.daemon.requests import RELOAD_WAIT_S
 from pal_slurm.daemon.lazy_store import LazyStore
-from pal_slurm.daemon.server import SocketInUse, SocketServer, claim_path
+from pal_slurm.daemon.server import Handler, Settle, SocketInUse, SocketServer, claim_path
 
 log = logging.getLogger("pald")
 
@@ -45,7 +47,7 @@ def _uid_of(user: str) -> int | None:
         return None
 
 
-def build(config) -> Pald:
+def build(config: Config) -> Pald:
     """The one place where pald's parts are wired together."""
     from pal_slurm.slurm.actuator import SlurmActuator
     from pal_slurm.slurm.readers import SlurmReader
@@ -61,7 +63,7 @@ def build(config) -> Pald:
     return Pald(config, store, SlurmReader(runner), SlurmActuator(runner), leader=leader)
 
 
-def with_metrics(config, pald: Pald):
+def with_metrics(config: Config, pald: Pald) -> tuple[Handler, Settle, ThreadingHTTPServer | None]:
     """(request handler, settle, metrics HTTP server or None): what the socket server calls to
     answer a request and, after writing the reply, to settle it. Metrics are optional: an
     address that cannot be bound is logged and pald serves placements without them."""
@@ -69,7 +71,7 @@ def with_metrics(config, pald: Pald):
 
     listen = parse_listen(config.metrics.listen)
     if listen is None:
-        return pald.answer, pald.settle, None
+        return pald.requests.answer, pald.requests.settle, None
     from pal_slurm.daemon.metrics import PaldMetrics, Publisher, instrument, serve_metrics
 
     metrics = PaldMetrics()
@@ -77,7 +79,7 @@ def with_metrics(config, pald: Pald):
         http = serve_metrics(metrics, *listen)
     except OSError as exc:
         log.error("metrics endpoint %s unavailable (%s): serving without metrics", config.metrics.listen, exc)
-        return pald.answer, pald.settle, None
+        return pald.requests.answer, pald.requests.settle, None
     publisher = Publisher(metrics, config.drift.threshold)
 
     def cycle_done(seconds: float) -> None:
@@ -85,11 +87,11 @@ def with_metrics(config, pald: Pald):
         publisher.publish(pald)
 
     pald.cycle_observers.append(cycle_done)
-    counted = instrument(pald.answer, pald.settle, metrics)
+    counted = instrument(pald.requests.answer, pald.requests.settle, metrics)
     return counted.answer, counted.settle, http
 
 
-async def serve(config, pald: Pald) -> None:
+async def serve(config: Config, pald: Pald) -> None:
     claim_path(config.daemon.socket)  # before the store and leadership: a second pald stops here
     slurm_uid = _uid_of(config.daemon.slurm_user)
     allowed = {0, os.geteuid()} | ({slurm_uid} if slurm_uid is not None else set())

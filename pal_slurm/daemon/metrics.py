@@ -25,15 +25,24 @@ import re
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from collections.abc import Coroutine, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from pal_slurm.daemon.protocol import PlaceReply, PlaceRequest, Reply, Request
+from pal_slurm.daemon.server import Answer, Handler, Settle
 from pal_slurm.ranking.drift import find_drift
+from pal_slurm.ranking.snapshot import RankingSnapshot
+from pal_slurm.slurm.readers import JobInfo
+
+if TYPE_CHECKING:  # app.py wires this module in only through main.py
+    from pal_slurm.daemon.app import Pald
 
 log = logging.getLogger("pald.metrics")
 
@@ -90,7 +99,7 @@ class HookOutcomes:
         self.counter = counter
         self.seen: set[int] = set()
 
-    def observe_jobs(self, jobs: Iterable) -> None:
+    def observe_jobs(self, jobs: Iterable[JobInfo]) -> None:
         current = set()
         for j in jobs:
             current.add(j.job_id)
@@ -159,14 +168,14 @@ class _StateCollector:
     def __init__(self, current: Callable[[], PaldState]) -> None:
         self.current = current
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         return []  # the families depend on the state; nothing to pre-register
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         s = self.current()
         now = time.time()
 
-        def gauge(name: str, doc: str, value: float | None):
+        def gauge(name: str, doc: str, value: float | None) -> GaugeMetricFamily:
             g = GaugeMetricFamily(name, doc)
             if value is not None:
                 g.add_metric([], float(value))
@@ -201,7 +210,7 @@ class _StateCollector:
         yield errors
 
 
-def gpu_slowdowns(snapshot) -> tuple[GpuSlowdown, ...]:
+def gpu_slowdowns(snapshot: RankingSnapshot | None) -> tuple[GpuSlowdown, ...]:
     if snapshot is None:
         return ()
     return tuple(GpuSlowdown(e.node, e.slot, e.perf_class, float(e.sf), float(e.score)) for e in snapshot.entries)
@@ -215,12 +224,13 @@ class Publisher:
         self.metrics = metrics
         self.hook = HookOutcomes(metrics.hook_outcomes)
         self.drift_threshold = drift_threshold
-        self._snapshot = None  # the last ranking snapshot seen (to compare the next one with)
+        self._snapshot: RankingSnapshot | None = None  # the last ranking snapshot seen (to compare the next one with)
         self._slowdowns: tuple[GpuSlowdown, ...] = ()
 
-    def publish(self, pald) -> PaldState:
-        with pald.lock:  # pald's decision state has one owner: read it under its lock
-            snapshot, jobs, held_ids = pald.service.snapshot, pald.last_jobs, pald.held_ids
+    def publish(self, pald: Pald) -> PaldState:
+        shared = pald.state
+        with shared.lock:  # pald's decision state has one owner: read it under its lock
+            snapshot, jobs, held_ids = shared.service.snapshot, shared.last_jobs, shared.held_ids
         if snapshot is not self._snapshot:
             self._ranking_changed(snapshot)
         self.hook.observe_jobs(jobs)
@@ -230,16 +240,16 @@ class Publisher:
             at=time.time(),
             leader=bool(pald.leading),
             store_up=pald.store_ok,
-            slurm_up=pald.slurm_ok,
-            last_sync_at=pald.last_sync,
+            slurm_up=shared.slurm_ok,
+            last_sync_at=shared.last_sync,
             buffered_decisions=int(health.get("buffered_decisions", 0)),
             reservations=int(health.get("reservations", 0)),
             gpus=int(health.get("gpus", 0)),
             free_gpus=int(health.get("free_gpus", 0)),
             held_jobs=int(health.get("held_jobs") or 0),
             held_oldest_submit=float(min(held)) if held else None,
-            ranking_version=int(getattr(snapshot, "version", 0) or 0),
-            ranking_created=_epoch(getattr(snapshot, "created_at", None)),
+            ranking_version=snapshot.version if snapshot is not None else 0,
+            ranking_created=_epoch(snapshot.created_at if snapshot is not None else None),
             rack_timers=dict(health.get("rack_timers_s") or {}),
             counts=dict(health.get("counts") or {}),
             gpu_slowdowns=self._slowdowns,
@@ -247,7 +257,7 @@ class Publisher:
         self.metrics.publish(state)
         return state
 
-    def _ranking_changed(self, snapshot) -> None:
+    def _ranking_changed(self, snapshot: RankingSnapshot | None) -> None:
         previous, self._snapshot = self._snapshot, snapshot
         self._slowdowns = gpu_slowdowns(snapshot)
         if previous is None or snapshot is None:
@@ -258,12 +268,8 @@ class Publisher:
             log.warning("GPU drift (ranking v%s -> v%s): %s", previous.version, snapshot.version, d.describe())
 
 
-def _epoch(when) -> float | None:
-    if when is None:
-        return None
-    if isinstance(when, (int, float)):
-        return float(when)
-    return when.timestamp()
+def _epoch(when: datetime | None) -> float | None:
+    return None if when is None else when.timestamp()
 
 
 class Instrumented:
@@ -273,13 +279,11 @@ class Instrumented:
     closed its socket) was taken back by pald and is counted passed/late, not by what it said.
     Both run on the server's event loop, the one owner of the timings held in between."""
 
-    def __init__(self, answer, settle, metrics: PaldMetrics) -> None:
+    def __init__(self, answer: Handler, settle: Settle, metrics: PaldMetrics) -> None:
         self._answer, self._settle, self.metrics = answer, settle, metrics
         self._seconds: dict[int, float] = {}  # id(request) -> time pald took to answer it, until settled
 
-    def answer(self, request):
-        from pal_slurm.daemon.protocol import PlaceRequest
-
+    def answer(self, request: Request) -> Answer:
         if not isinstance(request, PlaceRequest):
             return self._answer(request)
         started = time.perf_counter()
@@ -287,9 +291,7 @@ class Instrumented:
         self._seconds[id(request)] = time.perf_counter() - started
         return reply
 
-    def settle(self, request, reply, written: bool) -> None:
-        from pal_slurm.daemon.protocol import PlaceReply
-
+    def settle(self, request: Request, reply: Reply, written: bool) -> None:
         self._settle(request, reply, written)
         seconds = self._seconds.pop(id(request), None)
         if seconds is None:  # not a place request (or answered by something else)
@@ -301,14 +303,15 @@ class Instrumented:
         else:
             self.metrics.observe_place("pass", "late", seconds)
 
-    def handle(self, request):
+    def handle(self, request: Request) -> Answer:
         """Answer and settle at once, as delivered (`Pald.handle`'s in-process form)."""
         reply = self.answer(request)
-        self.settle(request, reply, written=True)
+        if not isinstance(reply, Coroutine):
+            self.settle(request, reply, written=True)
         return reply
 
 
-def instrument(answer, settle, metrics: PaldMetrics) -> Instrumented:
+def instrument(answer: Handler, settle: Settle, metrics: PaldMetrics) -> Instrumented:
     """Wrap pald's `answer` and `settle` (see `Instrumented`)."""
     return Instrumented(answer, settle, metrics)
 
@@ -393,7 +396,7 @@ def serve_metrics(metrics: PaldMetrics, address: str, port: int, *,
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format, *args) -> None:  # noqa: A002 - scrapes are not worth a log line
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - scrapes are not worth a log line
             pass
 
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
@@ -404,7 +407,7 @@ def serve_metrics(metrics: PaldMetrics, address: str, port: int, *,
         daemon_threads = True
         block_on_close = False
 
-        def process_request(self, request, client_address) -> None:
+        def process_request(self, request: Any, client_address: Any) -> None:
             if not slots.acquire(blocking=False):
                 self.shutdown_request(request)  # over the bound: Prometheus retries next interval
                 return
@@ -414,7 +417,7 @@ def serve_metrics(metrics: PaldMetrics, address: str, port: int, *,
                 slots.release()
                 raise
 
-        def process_request_thread(self, request, client_address) -> None:
+        def process_request_thread(self, request: Any, client_address: Any) -> None:
             try:
                 super().process_request_thread(request, client_address)
             finally:

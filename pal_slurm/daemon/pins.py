@@ -23,12 +23,22 @@ slots there, as Slurm takes them (`slurm_picks`: they follow each read).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from pal_slurm.daemon import requeue
 from pal_slurm.daemon.tags import DEFER_TAG, FAILSAFE_RELEASE, PLACED_PREFIX, RELEASED_TAG, last_mark, request_id
 from pal_slurm.model import ClusterView
 from pal_slurm.model.shape import gpu_count
+from pal_slurm.slurm.readers import JobInfo
+
+
+class Reserved(Protocol):
+    """What a reservation shows of itself here (service.Reservation)."""
+
+    @property
+    def gpu_ids(self) -> frozenset[int]: ...
 
 
 @dataclass(frozen=True)
@@ -38,7 +48,7 @@ class Pin:
     slurm_picks: bool  # Slurm takes the lowest free slots on the nodes when it starts the job
 
 
-def pin_key(job) -> str | None:
+def pin_key(job: JobInfo) -> str | None:
     """The reservation key of a pending job on a PAL pin, or None (module docstring)."""
     if job.state != "PENDING" or job.held or not job.required_nodes or job.is_array_record:
         return None
@@ -56,7 +66,7 @@ def pin_key(job) -> str | None:
     return None
 
 
-def pinned_gpus(job, key: str, view: ClusterView) -> Pin | None:
+def pinned_gpus(job: JobInfo, key: str, view: ClusterView) -> Pin | None:
     """The GPUs a pending job on a PAL pin (`key`: its pin_key) will take, the free ones of
     `view` where Slurm picks them; None when none are known."""
     index = {n.name: n for n in view.nodes}
@@ -77,3 +87,25 @@ def pinned_gpus(job, key: str, view: ClusterView) -> Pin | None:
     return Pin(key, frozenset(picked), True) if picked else None
 
 
+
+
+def unreserved_pins(jobs: Iterable[JobInfo], view: ClusterView,
+                    reservations: Mapping[str, Reserved]) -> list[tuple[str, Pin]]:
+    """The pins of pending jobs (from the same read as `view`) that `reservations` does not
+    hold yet: a job pald pinned before it restarted, or whose reservation expired while it
+    waits. Slurm-picked slots are taken from what no reservation (nor an earlier pin here)
+    holds. The caller reserves each."""
+    out: list[tuple[str, Pin]] = []
+    taken = set().union(*[r.gpu_ids for r in reservations.values()])
+    keys: set[str] = set()
+    for j in jobs:
+        key = pin_key(j)
+        if key is None or key in reservations or key in keys:
+            continue
+        pin = pinned_gpus(j, key, view.with_free(view.free - taken))
+        if pin is None:
+            continue
+        out.append((key, pin))
+        keys.add(key)
+        taken |= pin.gpu_ids
+    return out

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from pal_slurm.daemon.client import PaldClient, PaldError
+from pal_slurm.daemon.protocol import HealthReply
 
 REPO = Path(__file__).resolve().parents[2]  # source checkout (PYTHONPATH for the child)
 
@@ -51,7 +52,7 @@ class PaldProcess:
         """`user`: run pald as this user (root only; setpriv execs pald itself, so the PID
         signalled is pald's, as without it)."""
         self.config, self.socket, self.log, self.user = config, socket, log, user
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 20.0, synced: bool = True) -> "PaldProcess":
         """Start pald; return once it answers health and (`synced`) has read Slurm once."""
@@ -77,7 +78,7 @@ class PaldProcess:
             time.sleep(0.1)
         raise RuntimeError(f"pald did not come up: {self.log.read_text()[-2000:]}")
 
-    def health(self):
+    def health(self) -> HealthReply:
         return PaldClient(str(self.socket), timeout_s=1.0).health()
 
     def send(self, sig: int) -> None:

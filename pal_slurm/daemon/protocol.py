@@ -341,7 +341,7 @@ def _kind(value: Any) -> str:
 # ---------------------------------------------------------------------------------- framing
 
 
-def _line_to_object(line: bytes | str) -> dict:
+def _line_to_object(line: bytes | str) -> dict[str, Any]:
     """Bytes or text of one line -> the JSON object, or ProtocolError. Never anything else."""
     raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else bytes(line)
     if len(raw) > MAX_LINE_BYTES:
@@ -404,8 +404,8 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
-    out: dict = {}
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
             raise ProtocolError(ErrorCode.NOT_JSON, f"duplicate key {key!r}")
@@ -413,7 +413,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     return out
 
 
-def _object_to_line(obj: dict) -> bytes:
+def _object_to_line(obj: dict[str, Any]) -> bytes:
     try:
         text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as err:
@@ -424,13 +424,13 @@ def _object_to_line(obj: dict) -> bytes:
     return line
 
 
-def _field(obj: Mapping, key: str, where: str = "") -> Any:
+def _field(obj: Mapping[str, Any], key: str, where: str = "") -> Any:
     if key not in obj:
         raise ProtocolError(ErrorCode.BAD_FIELD, f"{where}{key}: missing")
     return obj[key]
 
 
-def _object(obj: Mapping, key: str) -> Mapping:
+def _object(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = _field(obj, key)
     if not isinstance(value, dict):
         raise ProtocolError(ErrorCode.BAD_FIELD, f"{key}: expected an object, got {_kind(value)}")

@@ -25,7 +25,7 @@ import functools
 from dataclasses import replace
 
 from pal_slurm.daemon.tags import DEFER_TAG, PLACED_PREFIX, pal_tags
-from pal_slurm.slurm.readers import slots_named
+from pal_slurm.slurm.readers import JobInfo, slots_named
 
 REQUEUED_KEY = "requeued"
 OWN_NODELIST = "nodelist=own"  # in the hook's tag: the job's ReqNodeList at submit was the user's
@@ -61,7 +61,7 @@ def was_pal_placed(admin_comment: str | None) -> bool:
     return DEFER_TAG in tags or any(t.startswith(PLACED_PREFIX) for t in tags)
 
 
-def to_take_back(job) -> bool:
+def to_take_back(job: JobInfo) -> bool:
     """A PAL job Slurm requeued that pald has not taken back yet: pending, not held (a held one
     is someone's: `scontrol requeuehold`, a user's hold; it is taken back once released), and
     requeued more times than its tag says."""
@@ -69,21 +69,21 @@ def to_take_back(job) -> bool:
             and was_pal_placed(job.admin_comment) and requeues_taken(job.admin_comment) < job.restart_count)
 
 
-def tagged_comment(job) -> str:
+def tagged_comment(job: JobInfo) -> str:
     """The job's admin_comment with the requeue tag appended (the rest kept as it was)."""
     return " ".join(t for t in ((job.admin_comment or "").strip(), requeue_tag(job.restart_count)) if t)
 
 
-def is_requeued(job) -> bool:
+def is_requeued(job: JobInfo) -> bool:
     return requeues_taken(job.admin_comment) > 0
 
 
-def not_yet_eligible(job, now: float) -> bool:
+def not_yet_eligible(job: JobInfo, now: float) -> bool:
     """Slurm would not start it yet (a requeued job's delay, BeginTime): pald plans it later."""
     return job.eligible_time > now
 
 
-def bound_slots(job) -> tuple[int, ...] | None:
+def bound_slots(job: JobInfo) -> tuple[int, ...] | None:
     """The GPU slots a job's per-node request names by slot type (`gres:gpu:s0:1,gpu:s1:1`,
     PAL's binding from an earlier placement), or None when it asks for an untyped count.
     Slurm starts such a job only on those same slots (PlacementService._on_bound_slots)."""
@@ -98,7 +98,7 @@ def _slot_types(tres_per_node: str) -> tuple[int, ...] | None:
     return slots_named(tres_per_node) or None
 
 
-def placement_record(job):
+def placement_record(job: JobInfo) -> JobInfo:
     """The job as the cycle should judge where it may run: a deferred PAL job's ReqNodeList is PAL's
     pin (dropped: a requeued job's old placement, or the pin of a release a pald that died did
     not finish) unless the user gave the nodelist (kept). The hook writes no ReqNodeList for a

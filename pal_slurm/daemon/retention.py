@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
+from pal_slurm.config import Config
+
 log = logging.getLogger("pald.retention")
 
 BATCH_ROWS = 5000  # rows of each kind per transaction
@@ -31,7 +33,7 @@ class RetentionPolicy:
     every_s: float
 
     @classmethod
-    def from_config(cls, config) -> "RetentionPolicy":
+    def from_config(cls, config: Config) -> RetentionPolicy:
         s = config.store
         return cls(s.retention_s, s.keep_samples, config.profiling.window_s, s.prune_every_s)
 

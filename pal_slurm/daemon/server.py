@@ -15,17 +15,31 @@ the live one, which would go on running with slurmctld unable to reach it. `clai
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import os
 import socket
 import stat
 import struct
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
-from pal_slurm.daemon.protocol import MAX_LINE_BYTES, ErrorCode, ErrorReply, ProtocolError, decode_request, encode_reply
+from pal_slurm.daemon.protocol import (
+    MAX_LINE_BYTES,
+    ErrorCode,
+    ErrorReply,
+    ProtocolError,
+    Reply,
+    Request,
+    decode_request,
+    encode_reply,
+)
 
 log = logging.getLogger("pald.server")
+
+Answer = Reply | Coroutine[Any, Any, Reply]  # a handler that must wait (reload) returns a coroutine
+Handler = Callable[[Request], Answer]  # what the server calls with each decoded request
+Settle = Callable[[Request, Reply, bool], None]  # ... and after writing its reply (written or not)
 
 CLAIM_CONNECT_TIMEOUT_S = 1.0  # a live pald accepts at once (the kernel queues the connect)
 
@@ -69,12 +83,12 @@ def peer_uid(sock: socket.socket) -> int | None:
     except OSError:
         return None
     _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid
+    return int(uid)
 
 
 class SocketServer:
-    def __init__(self, handler, path: str, allowed_uids: set[int], owner_uid: int | None = None,
-                 settle=None, group_gid: int | None = None):
+    def __init__(self, handler: Handler, path: str, allowed_uids: set[int], owner_uid: int | None = None,
+                 settle: Settle | None = None, group_gid: int | None = None) -> None:
         self.handler = handler  # request -> reply (sync, memory only)
         self.settle = settle  # (request, reply, written: bool) -> None, after each reply's write
         self.path = path
@@ -125,14 +139,15 @@ class SocketServer:
                     return
                 if not line:
                     return
-                request = None
+                request: Request | None = None
+                answer: Answer
                 try:
                     request = decode_request(line)
-                    reply = self.handler(request)
+                    answer = self.handler(request)
                 except ProtocolError as exc:
-                    reply = ErrorReply.from_error(exc)
-                if inspect.iscoroutine(reply):  # a handler that must wait (reload) does it off the loop
-                    reply = await reply
+                    answer = ErrorReply.from_error(exc)
+                # a handler that must wait (reload) does it off the loop
+                reply = (await answer) if isinstance(answer, Coroutine) else answer
                 written = False
                 try:
                     writer.write(encode_reply(reply))

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.daemon.choice_check import Binding, vet
-from pal_slurm.daemon import pins, requeue
-from pal_slurm.daemon.tags import request_id
+from pal_slurm.daemon import requeue
+from pal_slurm.daemon.held_queue import HeldQueue
 from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.restrictions import (
@@ -81,7 +81,7 @@ class ServiceSettings:
     queue: str = "fifo"  # registered queue order of the held jobs
     locality_penalty: float = 1.7
     backfill: bool = False  # held jobs: later jobs may pass one that does not fit
-    delay_timers: Mapping | None = None  # network-aware placements' delay timers (None: theirs)
+    delay_timers: Mapping[tuple[str, str], float] | None = None  # network-aware placements' delay timers (None: theirs)
     reserve_after_s: float | None = None  # backfilling placements: a held job's wait before it reserves (None: theirs)
     default_class: str = "A"  # unknown applications: the most variability-sensitive class
     default_mode: str = "auto"  # auto: place if it fits now, else defer
@@ -214,17 +214,7 @@ class PlacementService:
     view_time: float = float("-inf")
     snapshot: RankingSnapshot | None = None  # the store's latest, or None
     ranking: Ranking | None = None
-    held_jobs: int = 0  # PAL-held jobs in Slurm (last sync) plus deferrals since
-    # the held jobs as the engine saw them, for the submit path's backfill (Engine.place_behind):
-    # those the last cycle left waiting (None: not known, or some may use only some nodes) ...
-    waiting: list[JobRequest] | None = None
-    # ... and the hook's deferrals since the last Slurm read (key -> request) ...
-    deferred_since_sync: dict[str, JobRequest] = field(default_factory=dict)
-    # ... and those before it that no cycle has planned yet: a read counts them as held at once,
-    # but the cycle that plans them runs after it (app: sync, then cycle, the lock released in
-    # between); without them every submission in that window was held (a lab replay: 6 of 40
-    # jobs, each of which then waited for pald's next cycle and often Slurm's next pass)
-    deferred_unplanned: dict[str, JobRequest] = field(default_factory=dict)
+    queue: HeldQueue = field(default_factory=HeldQueue)  # the held jobs, as the submit path sees them
     # the running jobs as the last Slurm read showed them, for a placement that plans around
     # them (Traits.plans_around_running; else empty): their time limit less their run time left
     running: list[JobRequest] = field(default_factory=list)
@@ -262,7 +252,7 @@ class PlacementService:
         runs under slurmctld's job read lock and the job is created under its write lock
         after it, so a squeue started just after the answer may come before the job; the grace
         covers that step on a busy controller. A job slower still is not lost: the read that
-        shows it rebuilds its reservation from its pin (observe_pins)."""
+        shows it rebuilds its reservation from its pin (pins.unreserved_pins)."""
         layout_changed = self.view is None or [(g.node, g.slot) for g in self.view.gpus] != [
             (g.node, g.slot) for g in view.gpus
         ]
@@ -284,17 +274,7 @@ class PlacementService:
                 self.reservations[key] = replace(r, seen=True)
         self._follow_slurm_picks(view)
         if held_jobs is not None:
-            self.held_jobs = held_jobs
-            # deferred before this read: Slurm's held list has them now, the next cycle plans
-            # them; until it does, the submit path plans behind them as it did (none held: gone)
-            before = {k: j for k, j in self.deferred_since_sync.items() if j.submit_time < now}
-            self.deferred_unplanned = {**self.deferred_unplanned, **before} if held_jobs else {}
-            if not held_jobs:
-                # nothing waits (pald runs no cycle then): not "unknown" (None, the start), and
-                # not the last cycle's list (jobs since started or gone), or the first job held
-                # after a quiet spell held every newcomer until a cycle ran (a lab replay: 2 jobs)
-                self.waiting = []
-            self.deferred_since_sync = {k: j for k, j in self.deferred_since_sync.items() if j.submit_time >= now}
+            self.queue.observe_read(held_jobs, now)
         self._changed()
 
     def _follow_slurm_picks(self, view: ClusterView) -> None:
@@ -320,28 +300,6 @@ class PlacementService:
             taken |= picked
             if picked != r.gpu_ids:
                 self.reservations[key] = replace(r, gpu_ids=frozenset(picked))
-
-    def observe_pins(self, jobs: Iterable, now: float) -> int:
-        """Reserve the GPUs of every pending job on a PAL pin that has no reservation here (pins.py:
-        a job pald pinned before it restarted, or whose reservation expired while it waits),
-        from the same read as the view; Slurm-picked slots are taken from what no other
-        reservation holds. Returns how many were rebuilt."""
-        if self.view is None:
-            return 0
-        rebuilt = 0
-        for j in jobs:
-            key = pins.pin_key(j)
-            if key is None or key in self.reservations:
-                continue
-            taken = set().union(*[r.gpu_ids for r in self.reservations.values()])
-            pin = pins.pinned_gpus(j, key, self.view.with_free(self.view.free - taken))
-            if pin is None:
-                continue
-            self.reservations[key] = Reservation(key, pin.gpu_ids, now, slurm_picks=pin.slurm_picks)
-            rebuilt += 1
-        if rebuilt:
-            self._changed()
-        return rebuilt
 
     def observe_running(self, jobs: Iterable, now: float, unheld: Mapping[str, Iterable[int]] | None = None) -> None:
         """The running jobs (slurm JobInfo records, from the same read as the view) as the
@@ -412,7 +370,7 @@ class PlacementService:
         self._eligibility.clear()
         self._allowed.clear()
 
-    def set_snapshot(self, snapshot) -> None:
+    def set_snapshot(self, snapshot: RankingSnapshot | None) -> None:
         self.snapshot = snapshot
         if self.view is not None:
             self.ranking = ranking_of(self.view, snapshot)
@@ -492,14 +450,14 @@ class PlacementService:
                 out[node] = (had[0] + cpus, had[1] + memory)
         return out
 
-    def fits_after_promises(self, nodes, job: JobRestrictions) -> bool:
+    def fits_after_promises(self, nodes: Iterable[str], job: JobRestrictions) -> bool:
         """Whether every node of a choice still has the job's CPUs and memory, counting what
         earlier decisions promised (the cycle places several jobs before any starts)."""
         if self.site is None:
             return True
         return not (set(nodes) & short_after_promises(job, self.site, self.promised()))
 
-    def allowed_nodes(self, group: NodeGroup, free, exclusive: bool = False) -> frozenset[int] | None:
+    def allowed_nodes(self, group: NodeGroup, free: Collection[int], exclusive: bool = False) -> frozenset[int] | None:
         """Node indices of `group` that fit now (None: every node); exclusive jobs only get
         nodes whose GPUs are all in `free`."""
         assert self.view is not None
@@ -558,22 +516,20 @@ class PlacementService:
         jobs and the deferrals that cycle did not plan) and the new job, like them, may use every node: anything
         else is held, as before (the cycle decides it)."""
         assert self.view is not None and self.ranking is not None
-        if self.waiting is None or exclusive or len(eligibility.groups) != 1:
+        waiting = self.queue.known()  # None: held jobs the submit path does not know (requeued, ...)
+        if waiting is None or exclusive or len(eligibility.groups) != 1:
             return None
         group = eligibility.groups[0]
         if self.allowed_nodes(group, frozenset(), False) is not None:
             return None
-        waiting = [*self.waiting, *self.deferred_unplanned.values(), *self.deferred_since_sync.values()]
-        known = len(waiting)
-        if known < self.held_jobs:  # held jobs the submit path does not know (requeued, ...)
-            return None
-        if known > self.engine.settings.submit_backfill_max:  # a plan too long for the hook
+        if len(waiting) > self.engine.settings.submit_backfill_max:  # a plan too long for the hook
             return None
         gpus = self.engine.place_behind(job, waiting, self.available(), self.ranking, now, self.planning_running())
         return None if gpus is None else (tuple(gpus), group)
 
     # ---- reservations --------------------------------------------------------------------
-    def reserve(self, key: str, gpu_ids, now: float, job: JobRestrictions | None = None, nodes=(),
+    def reserve(self, key: str, gpu_ids: Iterable[int], now: float, job: JobRestrictions | None = None,
+                nodes: Iterable[str] = (),
                 slurm_picks: bool = False, request: JobRequest | None = None, user: int | None = None) -> None:
         """Promise `gpu_ids` (and, with `job`, its CPUs and memory on each of `nodes`) to `key`;
         `slurm_picks`: pald pinned only the nodes, Slurm picks the slots (they follow each read);
@@ -602,9 +558,7 @@ class PlacementService:
         """Undo what `place` did for an answer that will not be used (the hook gave up)."""
         self.unreserve(key)
         if decision is DecisionKind.DEFER:
-            self.held_jobs = max(0, self.held_jobs - 1)
-            self.deferred_since_sync.pop(key, None)
-            self.deferred_unplanned.pop(key, None)
+            self.queue.retract(key)
 
     # ---- the submit-time answer ----------------------------------------------------------
     def place(self, req: PlaceRequest, now: float, key: str) -> PlaceReply:
@@ -643,18 +597,17 @@ class PlacementService:
         mode = req.pal.mode or self.settings.default_mode
         deferred = defer_reason(traits)
         if deferred:
-            self.held_jobs += 1
+            self.queue.defer(key)
             return PlaceReply(DecisionKind.DEFER, reason=deferred, **base)
         if mode == "defer":
-            self.held_jobs += 1
+            self.queue.defer(key)
             return PlaceReply(DecisionKind.DEFER, reason="asked", **base)
         limit_s = req.job.time_limit * 60.0 if req.job.time_limit else None
         job = job_request(key, shape, perf_class, req.pal, now, limit_s)
-        if mode == "auto" and self.held_jobs > 0:  # older PAL jobs wait: backfill, or wait with them
+        if mode == "auto" and self.queue.held_jobs > 0:  # older PAL jobs wait: backfill, or wait with them
             found = self.place_behind_held(job, eligibility, restrictions.exclusive, now)
             if found is None:
-                self.held_jobs += 1
-                self.deferred_since_sync[key] = job
+                self.queue.defer(key, job)
                 return PlaceReply(DecisionKind.DEFER, reason="queued", **base)
         else:  # `now` asks for GPUs now: no waiting for a running job's end
             found = self.place_eligible(job, eligibility, restrictions.exclusive, now,
@@ -662,8 +615,7 @@ class PlacementService:
         if found is None:
             if mode == "now":
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
-            self.held_jobs += 1
-            self.deferred_since_sync[key] = job
+            self.queue.defer(key, job)
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
         if self.in_flight(req.job.uid) >= self.settings.user_reservations_max:
             # a fair share of promises: a user with this many placements Slurm has not shown
@@ -796,17 +748,8 @@ class PlacementService:
         out.waiting = len(requests) + len(restricted) - launched + not_yet + unexpanded
         released = {r.job_id for r in out.releases}
         # the submit path plans behind these; unknown (None) when some held jobs are not in it
-        self.waiting = (None if restricted or not_yet or unexpanded
-                        else [r for r in requests if r.job_id not in released])
-        self.deferred_unplanned = {}  # this cycle planned them (in `held`, as Slurm's jobs)
-        # ... and so it did any deferral the read behind `held` already showed (one deferred as
-        # the read was taken): else the submit path planned behind it twice until the next read
-        # (none since the read, the usual case: no need to read every held job's tags)
-        if self.deferred_since_sync:
-            for j in held:
-                rid = request_id(getattr(j, "admin_comment", None))
-                if rid:
-                    self.deferred_since_sync.pop(f"req:{rid}", None)
+        self.queue.planned(None if restricted or not_yet or unexpanded
+                           else [r for r in requests if r.job_id not in released], held)
         return out
 
     def _on_bound_slots(self, req: JobRequest, found: tuple[tuple[int, ...], NodeGroup], slots: tuple[int, ...],
@@ -852,7 +795,7 @@ class PlacementService:
             group = None
         return restrictions, group
 
-    def _release(self, out: CycleResult, req: JobRequest, gpus, group: NodeGroup, job: JobRestrictions,
+    def _release(self, out: CycleResult, req: JobRequest, gpus: Sequence[int], group: NodeGroup, job: JobRestrictions,
                  now: float) -> bool:
         """Add the release of `req` on `gpus` (reserving them, and its CPUs/memory) to `out`;
         False when the nodes no longer have its CPUs/memory after this cycle's earlier releases
@@ -875,7 +818,7 @@ class PlacementService:
         out.releases.append(rel)
         return True
 
-    def _as_slurm_takes(self, job: JobRequest, gpus, choice: ShapeChoice,
+    def _as_slurm_takes(self, job: JobRequest, gpus: Sequence[int], choice: ShapeChoice,
                         bound: Binding) -> tuple[tuple[int, ...], ShapeChoice]:
         """On nodes that do not type their slots pald pins only the nodes, and Slurm takes the
         lowest free slots there: reserve those (the engine already did so where the slots differ
@@ -885,9 +828,6 @@ class PlacementService:
             return tuple(gpus), choice
         picked = slurm_picks(gpus, self.view, self.available().free)
         return picked, choice_of(picked, self.view)
-
-    def released(self, count: int = 1) -> None:
-        self.held_jobs = max(0, self.held_jobs - count)
 
 
 def _by_node(gpu_ids: Iterable[int], view: ClusterView) -> dict[int, list[int]]:

@@ -134,7 +134,7 @@ class SlurmActuator:
         tests/integration/test_pald_unprivileged.py (AdminLevel=Administrator)."""
         self.runner.run(["scontrol", "hold", job_ref(job_id)])
 
-    def hold_many(self, job_ids: Iterable[int], chunk: int = 200) -> None:
+    def hold_many(self, job_ids: Iterable[JobRef], chunk: int = 200) -> None:
         """`hold` for many jobs, one scontrol per `chunk` ids (`scontrol hold 1,2,3`). Slurm
         holds every valid id and exits non-zero if any failed (a job gone meanwhile)."""
         ids = [job_ref(j) for j in job_ids]

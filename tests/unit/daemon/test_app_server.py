@@ -204,7 +204,7 @@ def test_standby_passes_and_does_not_release(tmp_path):
     assert r.decision is DecisionKind.PASS and r.reason == "standby"
     assert second.health().details["leader"] is False
     assert second.health().details["counts"]["standby"] == 1  # standby passes are counted
-    first.leader.release()  # the active pald dies
+    first.leadership.leader.release()  # the active pald dies
     second.sync_and_cycle()
     assert second.leading and second.handle(request(gpn=1)).decision is DecisionKind.PLACE
 
@@ -251,7 +251,7 @@ def test_a_request_read_after_its_deadline_records_reserves_and_counts_nothing(t
     pald.sync_and_cycle()
     late = pald.handle(_with_deadline(request(gpn=2, rid="late"), 999_999))  # 1 ms ago
     assert (late.decision, late.reason) == (DecisionKind.PASS, "late")
-    assert pald.service.reservations == {} and pald.service.held_jobs == 0
+    assert pald.service.reservations == {} and pald.service.queue.held_jobs == 0
     assert pald.counts["place"] == 0 and pald.counts["late"] == 1
     ok = pald.handle(_with_deadline(request(gpn=2, rid="ok"), 1_000_150))
     assert ok.decision is DecisionKind.PLACE and list(pald.service.reservations) == ["req:ok"]
@@ -274,7 +274,7 @@ def test_a_deadline_passing_while_pald_decides_undoes_the_decision(tmp_path):
                        CommentSpec("resnet", mode="defer"), request_id="slow", deadline_ms=1_000_100)
     reply = pald.handle(req)
     assert reply.reason == "late"
-    assert pald.service.held_jobs == 0 and pald.service.reservations == {}
+    assert pald.service.queue.held_jobs == 0 and pald.service.reservations == {}
     pald.flush_decisions()
     assert store.decisions("req:slow") == []
 
@@ -314,7 +314,7 @@ def test_an_answer_to_a_hook_that_gave_up_and_closed_is_taken_back_not_recorded(
             time.sleep(0.01)
         assert pald.counts["late"] == 1 and pald.counts["place"] == 0
         assert pald.service.reservations == {}
-    assert pald._unsettled == {}
+    assert pald.requests.unsettled == {}
     pald.flush_decisions()
     assert store.decisions("req:gave-up") == []
 
@@ -383,7 +383,7 @@ def test_deferred_jobs_get_an_admin_hold_and_an_outside_release_is_recorded_once
         held_job(2, gpn=4, submit=2).__class__(**{**held_job(2).__dict__, "state": "RUNNING", "priority": 1}), full]
     pald.sync_and_cycle()  # job 2 was released by someone else and runs
     assert pald.actuator.calls == [("hold", (1, 2))]  # admin-held already: no second hold
-    assert pald.counts["released_outside"] == 1 and pald.deferred == {1}
+    assert pald.counts["released_outside"] == 1 and pald.held.deferred == {1}
     pald.flush_decisions()
     reasons = [d.reason for d in store.decisions("2")]  # newest first; before it, the first cycle's plan
     assert reasons[0] == "released_outside_pal" and reasons.count("released_outside_pal") == 1
@@ -392,7 +392,7 @@ def test_deferred_jobs_get_an_admin_hold_and_an_outside_release_is_recorded_once
 
 
 def test_a_job_whose_placement_slurm_keeps_refusing_is_released_as_submitted(tmp_path):
-    from pal_slurm.daemon.app import MAX_RELEASE_FAILURES
+    from pal_slurm.daemon.held_jobs import MAX_RELEASE_FAILURES
 
     store = MemoryRepository()
     pald = make_pald(tmp_path, store=store, jobs=[held_job(7, gpn=2)])
@@ -402,7 +402,7 @@ def test_a_job_whose_placement_slurm_keeps_refusing_is_released_as_submitted(tmp
         pald.sync_and_cycle()
     assert ("release", 7) not in refusing.calls
     pald.sync_and_cycle()
-    assert ("release", 7) in refusing.calls and pald.release_failures == {}
+    assert ("release", 7) in refusing.calls and pald.held.release_failures == {}
     pald.flush_decisions()
     assert [d.reason for d in store.decisions("7")] == ["released:placement_refused"]
 
@@ -416,27 +416,27 @@ def test_a_deferred_job_released_by_its_user_before_pald_ever_saw_it_is_held_aga
     store = MemoryRepository()
     pald = make_pald(tmp_path, store=store)
     pald.reader._nodes = [node_info(f"gpu{i:02d}", used=range(4)) for i in range(1, 5)]  # full
-    pald.started = 100.0
+    pald.state.started = 100.0
     mine = replace(held_job(3, submit=150), state="PENDING", priority=1, reason="Priority")  # user-released
     ran = replace(held_job(5, submit=160), state="RUNNING", priority=1)  # released and started at once
     old = replace(held_job(4, submit=50), state="RUNNING", priority=1)  # an earlier pald's release
     pald.reader._jobs = [mine, ran, old]
     pald.sync_and_cycle()
     assert pald.actuator.calls == [("hold", 3)]
-    assert pald.counts["reheld"] == 1 and pald.counts["released_outside"] == 1 and pald.noticed == {5}
+    assert pald.counts["reheld"] == 1 and pald.counts["released_outside"] == 1 and pald.held.noticed == {5}
     # Slurm now shows it under pald's admin hold: an ordinary deferred job, placed when room comes
     pald.reader._jobs = [replace(mine, priority=0, reason="JobHeldAdmin"), ran, old]
     pald.sync_and_cycle()
-    assert pald.actuator.calls == [("hold", 3)] and pald.deferred == {3}
+    assert pald.actuator.calls == [("hold", 3)] and pald.held.deferred == {3}
     pald.reader._nodes = [node_info(f"gpu{i:02d}") for i in range(1, 5)]  # room
     pald.sync_and_cycle()
     assert [c[:2] for c in acts(pald.actuator.calls)[1:]] == [("place", 3)]
     # released again behind pald's back (an operator, after the admin hold): that release stands
     pald.reader._jobs = [replace(mine, job_id=6, submit_time=170)]
-    pald.admin_held.add(6)
-    pald.deferred.add(6)
+    pald.held.admin_held.add(6)
+    pald.held.deferred.add(6)
     pald.sync_and_cycle()
-    assert pald.counts["reheld"] == 1 and pald.noticed == {6}
+    assert pald.counts["reheld"] == 1 and pald.held.noticed == {6}
     pald.flush_decisions()
     assert [d.reason for d in reversed(store.decisions("3"))] == ["reheld:released_by_user", "released:pal-fit"]
     assert [d.reason for d in store.decisions("5")] == ["released_outside_pal"]
@@ -523,17 +523,17 @@ def test_a_held_job_s_reservation_is_logged_recorded_and_shown_once_until_its_no
                        (DecisionKind.DEFER, "reserved:start_in_s=2900", ["gpu01", "gpu02"])]
     # a cycle that leaves it without a reservation for a moment, then the same nodes again: not
     # news; once it is no longer held, pald forgets what it said about it
-    planned, said_before = dict(pald.service.planned), len(pald.reserved_on)
+    planned, said_before = dict(pald.service.planned), len(pald.state.reserved_on)
     pald.service.planned = {}
-    pald._note_planned_starts(200.0, {"10"})
+    pald.held_cycle.note_planned_starts(200.0, {"10"})
     pald.service.planned = planned
     with caplog.at_level(logging.INFO, logger="pald"):
         caplog.clear()
-        pald._note_planned_starts(201.0, {"10"})
+        pald.held_cycle.note_planned_starts(201.0, {"10"})
         assert not [r for r in caplog.records if "reservation" in r.getMessage()]
     pald.service.planned = {}
-    pald._note_planned_starts(202.0, set())
-    assert said_before == 1 and pald.reserved_on == {}
+    pald.held_cycle.note_planned_starts(202.0, set())
+    assert said_before == 1 and pald.state.reserved_on == {}
 
 
 def test_palds_loop_runs_its_cycles_at_the_multiples_of_cycle_s_on_the_epoch_clock(tmp_path):

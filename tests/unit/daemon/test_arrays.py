@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pal_slurm.config import Config, DaemonConfig
-from pal_slurm.daemon.app import Pald, started_keys
+from pal_slurm.daemon.app import Pald
+from pal_slurm.daemon.sync import started_keys
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.engine import ManualClock
 from pal_slurm.slurm.actuator import job_ref
@@ -60,7 +61,7 @@ def test_only_as_many_elements_as_could_start_are_planned():
     assert [r.job_id for r in plan.releases] == ["10_1", "10_2", "10_3"]
     # the rest of the record waits for the next cycles, and counts as waiting: the submit path
     # does not plan a newcomer past elements it has not seen (it holds it, as before)
-    assert plan.waiting == 997 and s.waiting is None
+    assert plan.waiting == 997 and s.queue.waiting is None
     bad = s.plan_cycle([array_record(array_id=20, tasks="1-x")], now=1)
     assert [(r.job_id, r.choice, r.reason) for r in bad.releases] == [(20, None, "bad_array_tasks")]
 

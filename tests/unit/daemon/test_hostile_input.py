@@ -13,7 +13,8 @@ import logging
 import pytest
 
 from pal_slurm.config import Config, DaemonConfig
-from pal_slurm.daemon.app import MAX_ERROR_KINDS, OnceLogger, Pald
+from pal_slurm.daemon.app import Pald
+from pal_slurm.daemon.error_log import MAX_ERROR_KINDS, OnceLogger
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.comment_grammar import CommentSpec
@@ -116,10 +117,10 @@ def test_held_seen_keeps_only_jobs_slurm_still_shows(tmp_path):
                         [held_job(i, gpn=1) for i in range(1, 51)])
     pald = Pald(cfg, MemoryRepository(), reader, FakeActuator())
     pald.sync_and_cycle()
-    assert pald.held_seen == set(range(1, 51))
+    assert pald.held.held_seen == set(range(1, 51))
     reader._jobs = [held_job(i, gpn=1) for i in range(40, 61)]
     pald.sync_and_cycle()
-    assert pald.held_seen == set(range(40, 61))
+    assert pald.held.held_seen == set(range(40, 61))
 
 
 def test_error_kinds_are_bounded_whatever_the_messages(caplog):

@@ -4,7 +4,7 @@ PlacementService.place)."""
 
 from dataclasses import replace
 
-from pal_slurm.daemon.app import queue_keys
+from pal_slurm.daemon.sync import queue_keys
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.model import DecisionKind
 

@@ -151,7 +151,7 @@ def test_metrics_listen_config_and_a_busy_port_does_not_stop_pald(tmp_path):
     cfg = from_mapping({"metrics": {"listen": f"127.0.0.1:{busy.getsockname()[1]}"}})
     pald = make_pald(tmp_path)
     handler, settle, http = with_metrics(cfg, pald)
-    assert http is None and handler == pald.answer and settle == pald.settle  # logged, pald goes on without metrics
+    assert http is None and handler == pald.requests.answer and settle == pald.requests.settle  # logged, pald goes on without metrics
     busy.close()
 
 

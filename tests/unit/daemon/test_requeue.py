@@ -78,7 +78,7 @@ def test_pald_takes_a_requeued_job_back_and_places_it_again(tmp_path):
     reader._jobs = [requeued(tag=f"{PLACED} pal:defer;requeued=1", held=True, pin=("gpu01",), eligible=110)]
     act.calls.clear()
     pald.sync_and_cycle()
-    assert act.calls == [] and pald.service.held_jobs == 0  # not ahead of new jobs while it may not start
+    assert act.calls == [] and pald.service.queue.held_jobs == 0  # not ahead of new jobs while it may not start
     clock.t += 15.0
     pald.sync_and_cycle()
     assert [c[:3] for c in acts(act.calls)] == [("place", 5, ("gpu02",))]

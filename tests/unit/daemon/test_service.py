@@ -142,7 +142,7 @@ def test_submit_and_held_shapes_come_from_one_parser():
 
 
 def test_a_job_that_started_and_ended_between_two_views_frees_its_reservation():
-    from pal_slurm.daemon.app import started_keys
+    from pal_slurm.daemon.sync import started_keys
 
     from .builders import held_job
 
@@ -204,7 +204,7 @@ def test_after_a_read_with_nothing_held_the_first_held_job_does_not_hold_the_new
     assert small.decision is DecisionKind.PLACE  # behind `big`, as the cycle would
     s.plan_cycle([held_job(1, gpn=4, nodes=2, time_limit_s=3600)], now=1.0)
     s.observe_cluster(view(busy=range(13)), now=2.0, held_jobs=0)  # it started or went: nothing held
-    assert s.waiting == [] and not s.deferred_unplanned
+    assert s.queue.waiting == [] and not s.queue.deferred_unplanned
 
 
 def test_slots_slurm_picks_follow_what_each_read_shows_free_until_the_job_starts():
@@ -251,11 +251,11 @@ def test_a_backfilling_placement_places_a_newcomer_the_cycle_would_start_behind_
         assert (small.decision is DecisionKind.PLACE) == placed, placement
         big = s.place(request(gpn=4, nodes=2), now=1.6, key="b")  # does not fit: held with them
         assert (big.decision, big.reason) == (DecisionKind.DEFER, "queued")
-        assert "b" in s.deferred_since_sync
+        assert "b" in s.queue.deferred_since_sync
         if placed:
             assert small.nodes == {"gpu04": (0,)} and len(s.free_now()) == 3  # reserved: never promised twice
             s.observe_cluster(view(busy=range(13)), now=2.0, held_jobs=2)  # Slurm shows both held
-            assert not s.deferred_since_sync and "b" in s.deferred_unplanned  # the next cycle plans b
+            assert not s.queue.deferred_since_sync and "b" in s.queue.deferred_unplanned  # the next cycle plans b
 
 
 def test_between_a_read_and_the_cycle_that_plans_it_a_newcomer_is_placed_behind_the_held_jobs():
@@ -276,11 +276,11 @@ def test_between_a_read_and_the_cycle_that_plans_it_a_newcomer_is_placed_behind_
     assert c.decision is DecisionKind.PLACE and c.nodes == {"gpu04": (0,)}
     held = [held_job(1, gpn=4, nodes=2, time_limit_s=3600), held_job(2, gpn=4, nodes=2, time_limit_s=3600)]
     s.plan_cycle(held, now=3.0)  # the cycle plans that read
-    assert not s.deferred_unplanned and [w.job_id for w in s.waiting] == [1, 2]
+    assert not s.queue.deferred_unplanned and [w.job_id for w in s.queue.waiting] == [1, 2]
     s.observe_cluster(view(busy=range(13)), now=4.0, held_jobs=3)  # one more held that pald never saw
     assert s.place(request(gpn=1), now=4.5, key="d").decision is DecisionKind.DEFER
     s.observe_cluster(view(busy=range(13)), now=5.0, held_jobs=0)  # nothing held: nothing to plan behind
-    assert not s.deferred_unplanned and not s.deferred_since_sync
+    assert not s.queue.deferred_unplanned and not s.queue.deferred_since_sync
 
 
 def test_a_deferral_the_read_already_shows_is_planned_behind_once():
@@ -297,13 +297,13 @@ def test_a_deferral_the_read_already_shows_is_planned_behind_once():
     big = s.place(request(gpn=4, nodes=2), now=2.0, key="req:b")
     assert (big.decision, big.reason) == (DecisionKind.DEFER, "queued")
     s.observe_cluster(view(busy=range(12)), now=2.0, held_jobs=2)  # the read, at the deferral's instant
-    assert "req:b" in s.deferred_since_sync  # not known to be in the read
+    assert "req:b" in s.queue.deferred_since_sync  # not known to be in the read
     held = [held_job(1, gpn=4, nodes=2, time_limit_s=3600, tag="pal:defer;req=a"),
             held_job(2, gpn=4, nodes=2, time_limit_s=3600, tag="pal:defer;rank=v1;req=b")]
     s.plan_cycle(held, now=2.0)  # ... but it was: the cycle plans job 2, which is b
-    assert "req:b" not in s.deferred_since_sync and [w.job_id for w in s.waiting] == [1, 2]
+    assert "req:b" not in s.queue.deferred_since_sync and [w.job_id for w in s.queue.waiting] == [1, 2]
     s.observe_cluster(view(busy=range(12)), now=3.0, held_jobs=2)
-    assert not s.deferred_unplanned  # nothing for the submit path to plan behind a second time
+    assert not s.queue.deferred_unplanned  # nothing for the submit path to plan behind a second time
 
 
 # ---- running jobs: a placement that plans around them reads their ends from their limits ----

@@ -1,0 +1,47 @@
+"""pald's hands on Slurm: the engine's Actuator (`SlurmLauncher.start`) over the Slurm
+actuator, and `JobControl`, the few other job commands pald's cycle uses (hold, release as
+submitted, unpin, its tags). Both are slurm.actuator.SlurmActuator in pald, fakes in tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from pal_slurm.engine import Launch
+
+JobRef = int | str  # a job id, or ``A_I``: one element of an array (slurm.actuator.JobRef)
+
+
+class JobControl(Protocol):
+    """The Slurm job commands pald runs (slurm.actuator.SlurmActuator's)."""
+
+    def hold(self, job_id: JobRef) -> None: ...
+
+    def hold_many(self, job_ids: Iterable[JobRef]) -> None: ...
+
+    def release(self, job_id: JobRef) -> None: ...
+
+    def unpin(self, job_id: JobRef) -> None: ...
+
+    def set_admin_comment(self, job_id: JobRef, text: str) -> None: ...
+
+    def place_held_job(self, job_id: JobRef, nodes: Sequence[str], gres_spec: str | None,
+                       release: bool = ..., partition: str | None = ...) -> None: ...
+
+    def place_nodes(self, job_id: JobRef, nodes: Sequence[str], release: bool = ...,
+                    partition: str | None = ...) -> None: ...
+
+
+class SlurmLauncher:
+    """The engine's Actuator on Slurm: pin a held job to its nodes (and GPU slots, when its
+    shape allows) and release it."""
+
+    def __init__(self, actuator: JobControl) -> None:
+        self.actuator = actuator
+
+    def start(self, launch: Launch) -> None:
+        job_id, nodes = launch.job.job_id, list(launch.choice.nodes)
+        if launch.gres_spec:
+            self.actuator.place_held_job(job_id, nodes, launch.gres_spec, release=True, partition=launch.partition)
+        else:
+            self.actuator.place_nodes(job_id, nodes, release=True, partition=launch.partition)

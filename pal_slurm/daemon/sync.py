@@ -1,0 +1,140 @@
+"""pald's Slurm sync: read Slurm, refresh the placement service's view. Nothing else.
+
+It runs on the cycle's worker thread. The reads (squeue, sinfo, the site) happen outside the
+lock; the view, the site, the promises a read confirms or shows never came, the pins and the
+running jobs are handed to the service in one locked step, so a `place` answered meanwhile
+sees either the last read or this one, never half of each. A failed read is logged once per
+kind of error (state.py) and leaves the last view in place: the next cycle tries again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from pal_slurm.daemon import pins, requeue
+from pal_slurm.daemon.cycle import is_pal_held
+from pal_slurm.daemon.state import DaemonState
+from pal_slurm.daemon.tags import request_id
+from pal_slurm.model.site import SiteView
+from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.readers import JobInfo, NodeInfo, cluster_view, unheld_slots
+from pal_slurm.slurm.topology import read_racks
+
+
+class SlurmRead(Protocol):
+    """What pald reads from Slurm (slurm.readers.SlurmReader, or a fake in tests)."""
+
+    @property
+    def release(self) -> str | None: ...
+
+    def jobs(self) -> Sequence[JobInfo]: ...
+
+    def nodes(self) -> Sequence[NodeInfo]: ...
+
+    def site(self, nodes: Sequence[NodeInfo]) -> SiteView | None: ...
+
+
+@dataclass(frozen=True)
+class SyncRead:
+    """One Slurm read, as the view took it."""
+
+    jobs: tuple[JobInfo, ...]
+    held: tuple[JobInfo, ...]  # the PAL-held ones among them (cycle.is_pal_held)
+    at: float  # the clock after the read
+
+
+def queue_keys(jobs: Iterable[JobInfo]) -> set[str]:
+    """Reservation keys of every job a read shows, in any state: `job:<id>` and `job:<A_I>`
+    (each element of an array's record), `req:<id>` from the hook's tag."""
+    out = set()
+    for j in jobs:
+        out.add(f"job:{j.job_id}")
+        out.add(f"job:{j.ref}")
+        try:
+            out.update(f"job:{ref}" for ref in j.element_refs())
+        except SlurmError:
+            pass
+        rid = request_id(j.admin_comment)
+        if rid:
+            out.add(f"req:{rid}")
+    return out
+
+
+def started_keys(jobs: Iterable[JobInfo]) -> set[str]:
+    """Reservation keys of jobs Slurm no longer holds back: `job:<id>` for jobs pald released,
+    `req:<id>` for jobs placed at submit (the hook writes req=<id> into admin_comment)."""
+    out = set()
+    for j in jobs:
+        if j.state == "PENDING":
+            continue
+        out.add(f"job:{j.job_id}")
+        out.add(f"job:{j.ref}")  # an array element pald released as A_I
+        rid = request_id(j.admin_comment)
+        if rid:
+            out.add(f"req:{rid}")
+    return out
+
+
+class SlurmSync:
+    """Reads Slurm into the shared state's placement service (`topology_conf`: node -> leaf
+    switch, re-read when the file changes)."""
+
+    def __init__(self, state: DaemonState, reader: SlurmRead, topology_conf: str | None) -> None:
+        self.state = state
+        self.reader = reader
+        self.topology_conf = topology_conf
+        self._racks: tuple[float, dict[str, str]] | None = None  # (mtime, racks): the worker thread's
+
+    def racks(self) -> dict[str, str] | None:
+        """node -> leaf switch from [slurm] topology_conf (re-read when the file changes)."""
+        path = self.topology_conf
+        if not path:
+            return None
+        try:
+            mtime = os.stat(path).st_mtime
+            if self._racks is None or self._racks[0] != mtime:
+                self._racks = (mtime, read_racks(path))
+                self.state.errors.clear("topology")
+        except Exception as exc:  # noqa: BLE001 - a bad topology file: keep the last good one
+            self.state.note_error("topology", exc)
+        return self._racks[1] if self._racks else None
+
+    def read(self) -> SyncRead | None:
+        """Read Slurm and refresh the view; None when the read failed."""
+        state = self.state
+        try:
+            # squeue before sinfo: a job that ends between the two reads is then still a
+            # running job with an end (its limit), never GPUs allocated to no job; taken
+            # before squeue starts: a promise older than this whose job it misses never came
+            read_at = state.clock()
+            jobs = tuple(self.reader.jobs())
+            nodes = self.reader.nodes()
+            site = self.reader.site(nodes)
+        except Exception as exc:  # noqa: BLE001
+            state.slurm_ok = False
+            state.slurm_problem = exc
+            state.note_error("slurm", exc)
+            return None
+        now = state.clock()
+        held = tuple(j for j in jobs if is_pal_held(j))
+        view = cluster_view(nodes, jobs, self.racks())
+        waiting = sum(1 for j in held if not requeue.not_yet_eligible(j, now))  # ahead of new jobs
+        with state.lock:
+            service = state.service
+            state.last_jobs, state.held_ids = jobs, frozenset(j.job_id for j in held)
+            if site is not None:
+                service.observe_site(site)
+            service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs),
+                                    in_queue=queue_keys(jobs), queue_read_at=read_at)
+            for key, pin in pins.unreserved_pins(jobs, view, service.reservations):
+                service.reserve(key, pin.gpu_ids, now, slurm_picks=pin.slurm_picks)
+            service.observe_running(jobs, now, unheld=unheld_slots(nodes, jobs))
+            state.last_sync = now
+        if state.slurm_ok is not True:
+            state.errors.clear("slurm")
+        state.slurm_ok = True
+        state.slurm_problem = None
+        return SyncRead(jobs, held, now)

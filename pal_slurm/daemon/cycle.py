@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
-from pal_slurm.daemon.launcher import JobControl, JobRef, SlurmLauncher
+from pal_slurm.daemon.held_jobs import HeldJobs
+from pal_slurm.daemon.launcher import JobControl, JobRef, SlurmLauncher, mark_released
 from pal_slurm.daemon.service import CycleResult, Release
 from pal_slurm.daemon.state import DaemonState
-from pal_slurm.daemon.tags import RELEASED_TAG, held_by_pald, with_tag
+from pal_slurm.daemon.tags import held_by_pald
 from pal_slurm.engine import Actuator, Launch
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy.shapes import choice_of
@@ -27,8 +27,6 @@ from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.hostlist import compress
 from pal_slurm.slurm.readers import JobInfo
 
-if TYPE_CHECKING:  # held_jobs.py uses mark_released and held_comments from here
-    from pal_slurm.daemon.held_jobs import HeldJobs
 
 log = logging.getLogger("pald.cycle")
 
@@ -62,20 +60,6 @@ def held_by_other(job: JobInfo) -> bool:
     """Held, but not by pald: its user's hold (Reason=JobHeldUser) or an operator's
     (JobHeldAdmin) made after pald released it. pald neither releases nor re-pins it."""
     return job.held and not held_by_pald(job.admin_comment)
-
-
-def mark_released(actuator: JobControl, job_ref: JobRef, admin_comment: str | None,
-                  tag: str = RELEASED_TAG) -> None:
-    """Write ``pal:released`` after pald's release (tags.py: a later hold is then someone
-    else's). Only the known comment is extended (None: nothing written, never a wiped comment).
-    After the release, never before: a pald dying in between leaves a released job that runs,
-    not a held one marked released that nobody would release."""
-    if admin_comment is None:
-        return
-    try:
-        actuator.set_admin_comment(job_ref, with_tag(admin_comment, tag))
-    except Exception as exc:  # noqa: BLE001 - the release stands; only the mark is missing
-        log.warning("job %s: released, but its %s tag was not written: %s", job_ref, tag, exc)
 
 
 def held_comments(held: Iterable[JobInfo]) -> dict[JobRef, str]:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pal_slurm import __version__
 from pal_slurm.config import Config, ConfigError, load_config
-from pal_slurm.daemon.cycle import is_pal_held, mark_released
+from pal_slurm.daemon.cycle import is_pal_held
+from pal_slurm.daemon.launcher import mark_released
 from pal_slurm.daemon.launcher import JobControl
 from pal_slurm.daemon.sync import SlurmRead
 from pal_slurm.daemon.tags import FAILSAFE_RELEASE

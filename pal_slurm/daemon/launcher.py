@@ -5,9 +5,13 @@ submitted, unpin, its tags). Both are slurm.actuator.SlurmActuator in pald, fake
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+import logging
 from typing import Protocol
 
+from pal_slurm.daemon.tags import RELEASED_TAG, with_tag
 from pal_slurm.engine import Launch
+
+log = logging.getLogger(__name__)
 
 JobRef = int | str  # a job id, or ``A_I``: one element of an array (slurm.actuator.JobRef)
 
@@ -45,3 +49,17 @@ class SlurmLauncher:
             self.actuator.place_held_job(job_id, nodes, launch.gres_spec, release=True, partition=launch.partition)
         else:
             self.actuator.place_nodes(job_id, nodes, release=True, partition=launch.partition)
+
+
+def mark_released(actuator: JobControl, job_ref: JobRef, admin_comment: str | None,
+                  tag: str = RELEASED_TAG) -> None:
+    """Write ``pal:released`` after pald's release (tags.py: a later hold is then someone
+    else's). Only the known comment is extended (None: nothing written, never a wiped comment).
+    After the release, never before: a pald dying in between leaves a released job that runs,
+    not a held one marked released that nobody would release."""
+    if admin_comment is None:
+        return
+    try:
+        actuator.set_admin_comment(job_ref, with_tag(admin_comment, tag))
+    except Exception as exc:  # noqa: BLE001 - the release stands; only the mark is missing
+        log.warning("job %s: released, but its %s tag was not written: %s", job_ref, tag, exc)

@@ -12,7 +12,7 @@ last, or no ``pal:defer`` at all: the job was held by someone else after pald le
 user's ``scontrol hold``, Reason=JobHeldUser, or an operator's, JobHeldAdmin), and pald and
 pal-failsafe leave it held. The reason alone cannot tell: the hook's own hold shows as
 JobHeldUser too (Lua sets priority 0), so the tag decides and the reason only names the kind.
-The tag is written right after the release (daemon/cycle.mark_released): should pald die in
+The tag is written right after the release (daemon/launcher.mark_released): should pald die in
 between, the job is released and runs; only a user hold in that instant, before a new pald
 runs, would look like pald's.
 """

@@ -74,6 +74,7 @@ from pal_slurm.model.decision import JobId
 from pal_slurm.model.shape import JobShape
 from pal_slurm.model.network import (LEVELS, NODE, RACK, SPINE, DelayTimers, declared_factor, sensitivity_class,
                                       sensitivity_rank)
+from pal_slurm.model.network import span as span  # a GPU set's tier: the topology's one definition
 from pal_slurm.policy.autotune import DEFAULT_TIMERS
 from pal_slurm.policy.base import PlacementContext, Traits
 from pal_slurm.policy.cache import RunCache
@@ -135,14 +136,6 @@ def topo(cluster: ClusterView) -> Topology:
 
 def _rack_index(cluster: ClusterView) -> tuple[int, ...]:
     return topo(cluster).rack_idx
-
-
-def span(gpus: Sequence[int], cluster: ClusterView) -> tuple[int, int, int]:
-    """(tier, nodes, racks) of a GPU set."""
-    t = topo(cluster)
-    nodes = set(map(t.node_of.__getitem__, gpus))
-    rk = set(map(t.rack_idx.__getitem__, nodes))
-    return (NODE if len(nodes) <= 1 else RACK if len(rk) <= 1 else SPINE), len(nodes), len(rk)
 
 
 def rack_capacity(cluster: ClusterView) -> int:

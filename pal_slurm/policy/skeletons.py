@@ -15,16 +15,14 @@ of free GPU ids; it must return exactly `job.num_gpus` distinct ids from `free` 
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from pal_slurm.model import JobRequest, RoundPlan
 from pal_slurm.model.classes import class_rank
 from pal_slurm.model.decision import JobId
+from pal_slurm.policy.base import PlacementContext
 
-if TYPE_CHECKING:
-    from pal_slurm.policy.base import PlacementContext
-
-Allocator = Callable[[JobRequest, list[int], "PlacementContext"], "tuple[int, ...] | None"]
+Allocator = Callable[[JobRequest, list[int], PlacementContext], "tuple[int, ...] | None"]
 
 
 def head_window(order: Sequence[JobRequest], capacity: int) -> list[JobRequest]:

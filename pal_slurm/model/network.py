@@ -14,11 +14,24 @@ from __future__ import annotations
 
 import math
 from enum import Enum
-from typing import Mapping
+from typing import Iterable, Mapping
+
+from pal_slurm.model.cluster import ClusterView
 
 NODE, RACK, SPINE = 0, 1, 2
 TIERS = ("node", "rack", "spine")
 LEVELS = TIERS[:2]  # the tiers a job may wait for (the spine is always available)
+
+
+
+def span(gpus: Iterable[int], cluster: ClusterView) -> tuple[int, int, int]:
+    """(tier, nodes spanned, racks spanned) of a GPU set: the one definition of a placement's
+    tier, which the placements' choices and the simulator's network slowdowns both read."""
+    t = cluster.topology
+    nodes = set(map(t.node_of.__getitem__, gpus))
+    racks = set(map(t.rack_idx.__getitem__, nodes))
+    return (NODE if len(nodes) <= 1 else RACK if len(racks) <= 1 else SPINE), len(nodes), len(racks)
+
 
 #: delay timers: seconds a job of a sensitivity waits for nodes under one tier {(sensitivity, level): s}
 DelayTimers = Mapping[tuple[str, str], float]

@@ -7,15 +7,13 @@ included, because the simulator's compat mode must reproduce the artifact's numb
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Iterable, Sequence, cast
+from typing import Iterable, Sequence, cast
 
 import numpy as np
 
 from pal_slurm.model import JobRequest
+from pal_slurm.policy.base import PlacementContext
 from pal_slurm.policy.cache import RunCache
-
-if TYPE_CHECKING:
-    from pal_slurm.policy.base import PlacementContext
 
 
 def group_by_node(free: Iterable[int], node_of: Sequence[int]) -> dict[int, list[int]]:

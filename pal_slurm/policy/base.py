@@ -19,8 +19,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.network import DelayTimers
+from pal_slurm.model.shape import JobShape
 from pal_slurm.policy.cache import RunCache
-from pal_slurm.policy.shapes import ShapeIndex
 from pal_slurm.ranking import Ranking
 
 
@@ -29,6 +29,21 @@ class NetworkFactor(Protocol):
 
     def factor(self, app: str, num_gpus: int, nodes: int, racks: int) -> float:
         """Time multiplier (>= 1) of `num_gpus` GPUs over that many nodes and racks."""
+        ...
+
+
+class FreeShapes(Protocol):
+    """The free GPUs indexed for per-node requests, as a placement reads them
+    (policy.shapes.ShapeIndex is the one implementation; declared here so the context, which
+    every placement module imports, depends on no placement module)."""
+
+    @property
+    def free(self) -> set[int]:
+        """The free GPUs: the truth where the index is given."""
+        ...
+
+    def pick(self, shape: JobShape, sf: Sequence[float], one_rack: bool = False) -> tuple[int, ...] | None:
+        """The per-node choice for `shape` under the bins `sf` (None: it does not fit)."""
         ...
 
 
@@ -60,7 +75,7 @@ class PlacementContext:
     # caller that owns the free set (pald's service: a burst of requests, microseconds each).
     # When given it is the truth and `cluster.free` may lag behind it (the caller need not
     # rebuild the view after every reservation); see `free_gpus`. None: `cluster.free`.
-    shape_index: ShapeIndex | None = None
+    shape_index: FreeShapes | None = None
     # Values derived from the run's inputs (policy.cache): the run's owner passes its own, so
     # they are made once per run; by default a context has its own (they last one plan).
     cache: RunCache = field(default_factory=RunCache)

@@ -32,16 +32,14 @@ import bisect
 import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Collection, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
 from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.shape import JobShape
+from pal_slurm.policy.base import PlacementContext
 from pal_slurm.policy.skeletons import Allocator
-
-if TYPE_CHECKING:
-    from pal_slurm.policy.base import PlacementContext
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,14 @@ of free GPU ids; it must return exactly `job.num_gpus` distinct ids from `free` 
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from pal_slurm.model import JobRequest, RoundPlan
 from pal_slurm.model.classes import class_rank
 from pal_slurm.model.decision import JobId
+from pal_slurm.policy.base import PlacementContext
 
-if TYPE_CHECKING:
-    from pal_slurm.policy.base import PlacementContext
-
-Allocator = Callable[[JobRequest, list[int], "PlacementContext"], "tuple[int, ...] | None"]
+Allocator = Callable[[JobRequest, list[int], PlacementContext], "tuple[int, ...] | None"]
 
 
 def head_window(order: Sequence[JobRequest], capacity: int) -> list[JobRequest]:
@@ -52,14 +50,15 @@ def _remove(free: list[int], gpus: Iterable[int]) -> None:
             del free[i]
 
 
-def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator, reorder: bool = False,
+def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator,
+                    reorder: Callable[[Sequence[JobRequest], int], list[JobRequest]] | None = None,
                     deterministic: bool = True) -> RoundPlan:
     held = {j.job_id: tuple(sorted(j.running_on)) for j in order if j.running_on}
     free_set = set(ctx.cluster.free)
     for on in held.values():
         free_set.update(on)
     free = sorted(free_set)
-    seq = class_first(order, ctx.cluster.size) if reorder else list(order)
+    seq = reorder(order, ctx.cluster.size) if reorder is not None else list(order)
     # Every round starts from the same free set, so a deterministic allocator gives the same
     # GPUs to the same leading jobs as last round: reuse them up to the first change.
     memo = ctx.memo if deterministic else None

@@ -61,10 +61,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from pal_slurm.model import ClusterView
-from pal_slurm.model.network import NODE, RACK, SPINE, TIERS, class_of_factor
+# (tier, nodes, racks) of a GPU set: the placements' own definition, under the simulator's name
+from pal_slurm.model.network import NODE, RACK, SPINE, TIERS, class_of_factor, span as tier_of
 
 
 DEFAULT_MODEL_MAP: Mapping[str, str] = {
@@ -113,16 +114,6 @@ def parse_cluster_spec(spec: str, nodes_per_rack: int | None = None) -> ClusterV
     if nodes_per_rack is not None and nodes_per_rack <= 0:
         raise NetworkError("nodes per rack must be > 0")
     return ClusterView.uniform(nodes, gpn, nodes_per_rack=nodes_per_rack)
-
-
-def tier_of(gpu_ids: Iterable[int], cluster: ClusterView) -> tuple[int, int, int]:
-    """(tier, nodes spanned, racks spanned) of a GPU set."""
-    node_of = cluster.node_of
-    racks = cluster.rack_of_node
-    nodes = set(map(node_of.__getitem__, gpu_ids))
-    rk = set(map(racks.__getitem__, nodes))
-    tier = NODE if len(nodes) <= 1 else (RACK if len(rk) <= 1 else SPINE)
-    return tier, len(nodes), len(rk)
 
 
 # ---------------------------------------------------------------------------------------------

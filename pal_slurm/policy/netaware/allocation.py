@@ -1,0 +1,140 @@
+"""Allocation: the cheapest placement of a job's GPUs within a tier, PAL's locality x
+variability order with real per-tier, per-model network factors.
+
+For each variability bin v of the job's class (PAL's binned slowdown factors; all 1.0 without
+variability) take the free GPUs with sf <= v and pack them as tightly as the topology allows
+(one node, else one rack with the fewest nodes, else the fewest racks); its cost is v x the
+network factor of that packing. The cheapest option wins."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from pal_slurm.model import ClusterView, JobRequest
+from pal_slurm.model.network import NODE, RACK, SPINE, span
+from pal_slurm.policy.base import PlacementContext
+from pal_slurm.policy.netaware.estimates import Allocation, Packing, _rack_index, net_factor, topo
+from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
+
+def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx: Sequence[int], max_tier: int,
+          key: Callable[[int], Any]) -> Packing | None:
+    """Tightest packing of n GPUs from `eligible`: (gpus, tier, nodes, racks) or None.
+
+    `key(g)` orders GPUs inside a node (best first)."""
+    node_of = topo(cluster).node_of
+    by_node: dict[int, list[int]] = {}
+    for g in eligible:
+        by_node.setdefault(node_of[g], []).append(g)
+    # one node: best fit (fewest eligible GPUs that suffice), then lowest node index
+    best = None
+    for nd, gs in by_node.items():
+        if len(gs) >= n and (best is None or (len(gs), nd) < (len(by_node[best]), best)):
+            best = nd
+    if best is not None:
+        return tuple(sorted(by_node[best], key=key)[:n]), NODE, 1, 1
+    if max_tier < RACK:
+        return None
+    by_rack: dict[int, list[int]] = {}
+    for nd in by_node:
+        by_rack.setdefault(rack_idx[nd], []).append(nd)
+
+    def fill(nodes: list[int]) -> list[int]:
+        out: list[int] = []
+        for nd in sorted(nodes, key=lambda d: (-len(by_node[d]), d)):
+            gs = sorted(by_node[nd], key=key)
+            out.extend(gs[: n - len(out)])
+            if len(out) == n:
+                break
+        return out
+
+    best_r = None
+    for r, nodes in by_rack.items():
+        total = sum(len(by_node[d]) for d in nodes)
+        if total < n:
+            continue
+        picked = fill(nodes)
+        score = (len({node_of[g] for g in picked}), total, r)
+        if best_r is None or score < best_r[0]:
+            best_r = (score, picked)
+    if best_r is not None:
+        picked = best_r[1]
+        return tuple(picked), RACK, best_r[0][0], 1
+    if max_tier < SPINE or len(eligible) < n:
+        return None
+    out: list[int] = []
+    racks_used = 0
+    for r in sorted(by_rack, key=lambda r: (-sum(len(by_node[d]) for d in by_rack[r]), r)):
+        racks_used += 1
+        for nd in sorted(by_rack[r], key=lambda d: (-len(by_node[d]), d)):
+            gs = sorted(by_node[nd], key=key)
+            out.extend(gs[: n - len(out)])
+            if len(out) == n:
+                break
+        if len(out) == n:
+            break
+    return tuple(out), SPINE, len({node_of[g] for g in out}), racks_used
+
+
+def best_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool = True,
+                    max_tier: int = SPINE, rack_idx: Sequence[int] | None = None) -> Allocation | None:
+    """Cheapest (variability bin x network factor) allocation with tier <= max_tier.
+
+    Returns (gpus, tier, estimated factor) or None."""
+    n = job.num_gpus
+    if len(free) < n:
+        return None
+    if is_per_node(job):
+        return _per_node_allocation(job, free, ctx, variability, max_tier)
+    cluster = ctx.cluster
+    rack_idx = rack_idx if rack_idx is not None else _rack_index(cluster)
+    sf = ctx.ranking.sf(job.perf_class) if variability else None
+    if sf is None:
+        levels = [1.0]
+        key = lambda g: g  # noqa: E731
+    else:
+        levels = sorted({sf[g] for g in free})
+        key = lambda g: (sf[g], g)  # noqa: E731
+    best = None
+    for v in levels:
+        if best is not None and v >= best[0]:
+            break  # cost >= v: no later bin can win
+        eligible = sorted(free) if sf is None else sorted(g for g in free if sf[g] <= v)
+        if len(eligible) < n:
+            continue
+        got = _pack(eligible, n, cluster, rack_idx, max_tier, key)
+        if got is None:
+            continue
+        gpus, tier, nodes, racks = got
+        cost = v * net_factor(job, nodes, racks, ctx)
+        if best is None or cost < best[0] - 1e-12:
+            best = (cost, gpus, tier, cost / v)
+    if best is None:
+        return None
+    return best[1], best[2], best[3]
+
+
+def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool,
+                         max_tier: int) -> Allocation | None:
+    """A per-node request (k nodes x g GPUs): the best k nodes under one leaf, or (from the
+    spine tier on) anywhere when that is cheaper. Same result shape as best_allocation."""
+    cluster = ctx.cluster
+    shape = shape_of(job)
+    sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(cluster)
+    if (shape.nodes or 1) == 1:
+        picks = [per_node_pick(shape, free, sf, cluster)]
+    elif max_tier < RACK:
+        return None
+    else:
+        picks = [per_node_pick(shape, free, sf, cluster, one_rack=True)]
+        if max_tier >= SPINE:
+            picks.append(per_node_pick(shape, free, sf, cluster))
+    best = None
+    for gpus in picks:
+        if gpus is None:
+            continue
+        tier, nodes, racks = span(gpus, cluster)
+        factor = net_factor(job, nodes, racks, ctx)
+        cost = max(sf[g] for g in gpus) * factor
+        if best is None or cost < best[0] - 1e-12:
+            best = (cost, gpus, tier, factor)
+    return None if best is None else best[1:]

@@ -1,0 +1,75 @@
+"""The registered network-aware placements are lists of stages; the keywords that name stage
+swaps build exactly those lists; the stages declare the placements' traits."""
+
+from dataclasses import replace
+
+import pytest
+
+from pal_slurm.policy import netaware
+from pal_slurm.policy.base import Traits
+from pal_slurm.policy.fragmentation import FragmentationCost
+from pal_slurm.policy.netaware import NAMED, NetAwarePlacement, PreemptConfig
+from pal_slurm.policy.netaware.stages.accept import AnyTier, DelayScheduling
+from pal_slurm.policy.netaware.stages.backfill import Easy, SkipBlocked, StopAtFirst
+from pal_slurm.policy.netaware.stages.estimate import Stretched, WallLimit
+from pal_slurm.policy.netaware.stages.locality import NodeOnly, Topology
+from pal_slurm.policy.netaware.stages.score import CheapestBin, PackedFirst, SlurmNodes
+from pal_slurm.policy.netaware.stages.waits import ForFasterBins, ForTighterTier
+
+# each registered placement as the keywords name it (the configurations they replaced)
+BY_KEYWORDS = {
+    "pal-net": {},
+    "pal-net-preempt": {"preempt": PreemptConfig()},
+    "pal-net-tuned": {"autotune": True},
+    "pal-net-nodelay": {"delay": False},
+    "pal-backfill": {"delay": False, "finish_aware": False, "topology_aware": False},
+    "pal-fit": {"delay": False, "finish_aware": True, "fragmentation": FragmentationCost(), "reserve_ready_last": True,
+                "waits_for_faster_node": True, "waits_for_faster_nodes": True, "grace_reservation": True,
+                "detour_finish_aware": True},
+    "dally": {"variability": False, "backfill": "greedy", "preempt": PreemptConfig(), "autotune": True,
+              "cost_aware": False, "finish_aware": False},
+}
+
+
+@pytest.mark.parametrize("pol", NAMED, ids=lambda p: p.name)
+def test_the_keywords_build_each_registered_placement_s_stages(pol):
+    assert NetAwarePlacement(pol.name, **BY_KEYWORDS[pol.name]) == pol
+
+
+def test_every_registered_placement_has_its_keywords_listed():
+    assert sorted(BY_KEYWORDS) == sorted(p.name for p in NAMED)
+
+
+def test_each_keyword_swaps_its_one_stage():
+    base = netaware.PAL_NET
+    assert replace(base, topology_aware=False).locality == NodeOnly() and base.locality == Topology()
+    assert replace(base, delay=False).accept == AnyTier()
+    assert replace(base, cost_aware=False).accept == DelayScheduling(cost_aware=False)
+    assert replace(base, variability=False).score == CheapestBin(variability=False)
+    assert replace(base, fragmentation=FragmentationCost()).score == PackedFirst(FragmentationCost())
+    assert replace(base, node_choice="slurm").score == SlurmNodes(CheapestBin())
+    assert replace(base, finish_aware=False).tier_wait is None and base.tier_wait == ForTighterTier()
+    assert replace(base, backfill="greedy").reserve == SkipBlocked()
+    assert replace(base, backfill="none").reserve == StopAtFirst()
+    assert replace(base, reserve_after_s=0.0).reserve == Easy(reserve_after_s=0.0)
+    assert replace(base, remaining_is_wall_limit=True).estimate == WallLimit() and base.estimate == Stretched()
+    assert replace(netaware.PAL_FIT, waits_for_faster_node=False).bin_wait is None
+    assert replace(netaware.PAL_FIT, waits_for_faster_nodes=False).bin_wait == ForFasterBins(several=False)
+    # a swap leaves every other stage as it was
+    swapped = replace(netaware.PAL_FIT, backfill="greedy")
+    assert (swapped.locality, swapped.accept, swapped.score, swapped.tier_wait, swapped.bin_wait) == (
+        netaware.PAL_FIT.locality, netaware.PAL_FIT.accept, netaware.PAL_FIT.score, netaware.PAL_FIT.tier_wait,
+        netaware.PAL_FIT.bin_wait)
+
+
+@pytest.mark.parametrize("bad", [{"backfill": "eager"}, {"node_choice": "fastest"}])
+def test_an_unknown_keyword_value_is_refused(bad):
+    with pytest.raises(ValueError):
+        NetAwarePlacement("t", **bad)
+
+
+def test_the_stages_declare_the_traits():
+    assert netaware.PAL_NET.traits == Traits(sticky=True, backfills=True, plans_around_running=True)
+    assert netaware.DALLY.traits == Traits(sticky=True, tuned=True, backfills=True, variability=False)
+    assert replace(netaware.PAL_NET, backfill="none").traits.backfills is False
+    assert replace(netaware.PAL_NET, preempt=PreemptConfig()).traits.plans_around_running is False

@@ -11,7 +11,7 @@ from typing import Protocol
 from pal_slurm.daemon.tags import RELEASED_TAG, with_tag
 from pal_slurm.engine import Launch
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("pald.cycle")  # the release it marks is the cycle's (and pal-failsafe's)
 
 JobRef = int | str  # a job id, or ``A_I``: one element of an array (slurm.actuator.JobRef)
 

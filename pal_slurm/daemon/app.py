@@ -127,7 +127,8 @@ class Pald:
         if not self.leading:
             self.state.last_cycle = read.at
             return None  # standby: keep the view warm, act on nothing
-        self.held.upkeep(read.jobs, read.held, read.at)
+        if not self.state.switches.paused:  # paused: pald holds nothing again (requeued, stuck, released by a user)
+            self.held.upkeep(read.jobs, read.held, read.at)
         if not read.held:
             self.state.last_cycle = read.at
         return list(read.held)

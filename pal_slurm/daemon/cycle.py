@@ -122,7 +122,11 @@ class HeldJobCycle:
         state = self.state
         now = state.clock()
         with state.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
-            plan = state.service.plan_cycle(held, now)
+            if state.switches.paused:  # `palctl pause`: every held job goes back to Slurm, as submitted
+                plan = CycleResult([Release(j.job_id, "?", None, None, "paused") for j in held])
+                state.service.planned = {}
+            else:
+                plan = state.service.plan_cycle(held, now)
             self.note_planned_starts(now, {str(j.job_id) for j in held})
         done_releases: list[Release] = []
 

@@ -87,6 +87,11 @@ class Requests:
         state = self.state
         if req.deadline_ms is not None and req.expired(state.clock()):
             return self._late(req)
+        if state.switches.paused:  # `palctl pause`: the job runs as Slurm places it
+            with state.lock:
+                state.counts["pass"] += 1
+                state.counts["paused"] += 1
+            return PlaceReply(DecisionKind.PASS, reason="paused")
         if not self.leadership.leading():
             # a standby pald must not promise GPUs: the active one does; the job passes
             with state.lock:
@@ -158,7 +163,8 @@ class Requests:
         note = "" if store is None or store.healthy else f" (store {store.state}: kept the last ranking)"
         with self.state.lock:
             rank = self.state.service.rank_version
-        return ReloadReply(rank=rank, message=f"serving ranking v{rank}{note}")
+        paused = "; paused: every job passes" if self.state.switches.paused else ""
+        return ReloadReply(rank=rank, message=f"serving ranking v{rank}{note}{paused}")
 
     def health(self) -> HealthReply:
         store = self.state.store_status()  # the link's own state, outside the lock
@@ -192,6 +198,7 @@ class Requests:
                                    for job_id, (start, _) in service.planned.items()},
                 "held_jobs": service.queue.held_jobs,
                 "leader": self.leadership.leading(),
+                "paused": state.switches.paused,
                 "leader_state": self.leadership.state(),
                 "rack_timers_s": service.rack_timers(),
                 "buffered_decisions": 0 if store is None else store.buffered,

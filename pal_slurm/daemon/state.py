@@ -30,10 +30,11 @@ from pal_slurm.daemon.store_link import LinkStatus, StoreLink
 from pal_slurm.model import DecisionKind
 from pal_slurm.slurm.readers import JobInfo
 from pal_slurm.store.records import DecisionRecord
+from pal_slurm.store.switches import SiteSwitches
 
 log = logging.getLogger("pald")
 
-COUNTS = ("place", "defer", "pass", "standby", "released", "errors", "late", "released_outside", "reheld",
+COUNTS = ("place", "defer", "pass", "standby", "paused", "released", "errors", "late", "released_outside", "reheld",
           "unstuck", "requeued")  # what health's `counts` shows, each from 0
 
 
@@ -57,6 +58,9 @@ class DaemonState:
         self.last_jobs: tuple[JobInfo, ...] = ()  # jobs of the last Slurm sync (the metrics publisher)
         self.held_ids: frozenset[int] = frozenset()  # PAL-held jobs among them
         self.reserved_on: dict[int | str, str] = {}  # held job -> the nodes its reservation held at the last cycle
+        # the site's switches as the store last said (`palctl pause`): replaced whole under the
+        # lock, read as one value (a request reads it once, the cycle once per cycle)
+        self.switches = SiteSwitches()
 
     def count(self, name: str, n: int = 1) -> None:
         with self.lock:
@@ -88,12 +92,17 @@ class DaemonState:
         return None if self.link is None else self.link.status()
 
     def apply_store_read(self) -> None:
-        """Serve the newest ranking snapshot and class map the link read (memory only); with
-        no new read (store away) the old ones stay."""
+        """Serve the newest ranking snapshot, class map and switches the link read (memory
+        only); with no new read (store away) the old ones stay."""
         read = None if self.link is None else self.link.take_read()
         if read is None:
             return
         with self.lock:
+            if read.switches.paused != self.switches.paused:
+                log.warning("%s by %s: %s", "paused" if read.switches.paused else "resumed", read.switches.changed_by,
+                            "every job passes and held jobs are released" if read.switches.paused
+                            else "placing jobs again")
+            self.switches = read.switches
             self.service.set_class_map(read.classes)
             snapshot = read.snapshot
             if snapshot is not None and (self.service.snapshot is None

@@ -8,7 +8,7 @@ pald nothing but its record keeping. So:
   queue and is tried again after `retry_s`, so nothing is lost while the store is away. The
   queue is bounded (`max_buffered`): past it the oldest write is dropped and counted
   (`dropped`), never silently;
-- reads (ranking snapshot, class map) run on the store thread every `refresh_s` or at once on
+- reads (ranking snapshot, class map, the site's switches) run on the store thread every `refresh_s` or at once on
   `request_refresh()` (`reload`); pald takes the newest result from memory (`take_read`);
 - every call has a deadline: a watchdog thread breaks a call that runs past `deadline_s`
   (`repository.interrupt()`: a frozen PostgreSQL holds a call forever otherwise), and
@@ -35,6 +35,7 @@ from pal_slurm.daemon.retention import Pruner
 from pal_slurm.daemon.watchdog import CallWatchdog
 from pal_slurm.store.errors import InvalidRecord
 from pal_slurm.store.records import DecisionRecord, HeldJob, Heartbeat, RankingSnapshot
+from pal_slurm.store.switches import SiteSwitches
 
 log = logging.getLogger("pald.store")
 
@@ -53,6 +54,7 @@ POLL_S = 0.2  # the store thread looks at the outbox this often (producers never
 class StoreRead:
     snapshot: RankingSnapshot | None
     classes: dict[str, str]
+    switches: SiteSwitches
 
 
 @dataclass(frozen=True)
@@ -213,11 +215,12 @@ class StoreLink:
         try:
             snapshot = self._call(lambda repo: repo.latest_ranking())
             classes = self._call(lambda repo: repo.app_classes())
+            switches = self._call(lambda repo: repo.switches())
         except Exception:  # noqa: BLE001 - keep serving the last read
             self._next_refresh = now + self.retry_s
         else:
             with self._cond:
-                self._read = StoreRead(snapshot, dict(classes))
+                self._read = StoreRead(snapshot, dict(classes), SiteSwitches.from_store(switches))
             self._next_refresh = now + self.refresh_s
         with self._cond:
             self._reading = False

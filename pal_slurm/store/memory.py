@@ -23,6 +23,7 @@ from pal_slurm.store.records import (
     RankingEntry,
     RankingSnapshot,
     Sample,
+    Switch,
     utcnow,
 )
 from pal_slurm.store.repository import (
@@ -36,6 +37,7 @@ from pal_slurm.store.repository import (
     check_name,
     check_nodes_map,
     check_sample,
+    check_switch,
     normalise_app,
 )
 
@@ -53,6 +55,7 @@ class MemoryRepository:
         self._decisions: list[DecisionRecord] = []
         self._held: dict[str, HeldJob] = {}
         self._beats: dict[str, Heartbeat] = {}
+        self._switches: dict[str, Switch] = {}
 
     # ---- topology -------------------------------------------------------------------
     def upsert_nodes(self, nodes: Iterable[NodeRecord]) -> None:
@@ -225,6 +228,16 @@ class MemoryRepository:
                 job, state=state, released_at=as_utc(at or utcnow())
             )
             return True
+
+    # ---- switches -------------------------------------------------------------------
+    def switches(self) -> dict[str, Switch]:
+        with self._lock:
+            return dict(self._switches)
+
+    def set_switch(self, switch: Switch) -> None:
+        check_switch(switch)
+        with self._lock:
+            self._switches[switch.name] = dataclasses.replace(switch, changed_at=as_utc(switch.changed_at))
 
     # ---- heartbeat ------------------------------------------------------------------
     def write_heartbeat(self, beat: Heartbeat) -> None:

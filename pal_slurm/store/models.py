@@ -162,6 +162,15 @@ class HeldJobRow(Base):
     state: Mapped[str] = mapped_column(String(16), index=True)
 
 
+class SwitchRow(Base):
+    __tablename__ = "pal_switches"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(64))
+    changed_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    changed_by: Mapped[str] = mapped_column(String(255))
+
+
 class HeartbeatRow(Base):
     __tablename__ = "pal_heartbeats"
 

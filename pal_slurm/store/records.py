@@ -98,6 +98,16 @@ class HeldJob:
 
 
 @dataclass(frozen=True)
+class Switch:
+    """One of the site's run-time switches (store/switches.py names them and reads them)."""
+
+    name: str  # e.g. "pause"
+    value: str  # e.g. "on"
+    changed_at: datetime
+    changed_by: str  # who set it: "user@host"
+
+
+@dataclass(frozen=True)
 class Heartbeat:
     name: str  # what beats, e.g. "pald"
     holder: str  # who: "host:pid"

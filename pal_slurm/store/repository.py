@@ -27,6 +27,7 @@ from pal_slurm.store.records import (
     RankingEntry,
     RankingSnapshot,
     Sample,
+    Switch,
 )
 
 MAX_NAME = 128
@@ -98,6 +99,13 @@ class Repository(Protocol):
     ) -> bool:
         """Move a HELD job to `state`; False when it is unknown or no longer held."""
 
+    # ---- switches (store/switches.py) ---------------------------------------------------
+    def switches(self) -> dict[str, Switch]:
+        """Every switch set so far, by name."""
+
+    def set_switch(self, switch: Switch) -> None:
+        """Set (replace) the switch `switch.name`."""
+
     # ---- heartbeat ----------------------------------------------------------------------
     def write_heartbeat(self, beat: Heartbeat) -> None:
         """Replace the heartbeat of `beat.name`."""
@@ -129,6 +137,16 @@ def as_utc(when: datetime) -> datetime:
     if when.tzinfo is None:
         return when.replace(tzinfo=timezone.utc)
     return when.astimezone(timezone.utc)
+
+
+def check_switch(switch: Switch) -> Switch:
+    check_name(switch.name, "switch name")
+    check_name(switch.changed_by, "switch changed_by")
+    if not isinstance(switch.value, str) or len(switch.value) > 64:
+        raise InvalidRecord(f"switch {switch.name!r}: value must be text of at most 64 characters")
+    if len(switch.name) > 64:
+        raise InvalidRecord(f"switch name {switch.name[:70]!r}...: at most 64 characters")
+    return switch
 
 
 def check_name(value: str, what: str) -> str:

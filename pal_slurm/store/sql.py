@@ -34,6 +34,7 @@ from pal_slurm.store.models import (
     RankingEntryRow,
     RankingSnapshotRow,
     SampleRow,
+    SwitchRow,
 )
 from pal_slurm.store.records import (
     DecisionRecord,
@@ -45,6 +46,7 @@ from pal_slurm.store.records import (
     RankingEntry,
     RankingSnapshot,
     Sample,
+    Switch,
     sample_from_row,
     stored_metrics,
     utcnow,
@@ -61,6 +63,7 @@ from pal_slurm.store.repository import (
     check_name,
     check_nodes_map,
     check_sample,
+    check_switch,
     normalise_app,
 )
 
@@ -449,6 +452,26 @@ class SqlRepository:
             return True
 
         return self._write(work)
+
+    # ---- switches -------------------------------------------------------------------
+    def switches(self) -> dict[str, Switch]:
+        with self._read() as session:
+            rows = session.scalars(select(SwitchRow)).all()
+            return {r.name: Switch(r.name, r.value, r.changed_at, r.changed_by) for r in rows}
+
+    def set_switch(self, switch: Switch) -> None:
+        check_switch(switch)
+
+        def work(session: Session) -> None:
+            row = session.get(SwitchRow, switch.name)
+            if row is None:
+                row = SwitchRow(name=switch.name)
+                session.add(row)
+            row.value = switch.value
+            row.changed_at = as_utc(switch.changed_at)
+            row.changed_by = switch.changed_by
+
+        self._write(work)
 
     # ---- heartbeat ------------------------------------------------------------------
     def write_heartbeat(self, beat: Heartbeat) -> None:

@@ -15,6 +15,7 @@ from pal_slurm.daemon.client import PaldClient, PaldError
 from pal_slurm.daemon.failsafe import heartbeat_age
 from pal_slurm.config import Config
 from pal_slurm.ranking.snapshot import RankingSnapshot
+from pal_slurm.store.switches import SiteSwitches
 from pal_slurm.slurm.durations import format_duration
 
 
@@ -22,20 +23,21 @@ from pal_slurm.slurm.durations import format_duration
 Report = dict[str, Any]
 
 
-def _store_report(url: str) -> tuple[bool, str, RankingSnapshot | None, int | None]:
-    """(ok, line, latest snapshot or None, held count or None)."""
+def _store_report(url: str) -> tuple[bool, str, RankingSnapshot | None, int | None, SiteSwitches | None]:
+    """(ok, line, latest snapshot or None, held count or None, the site's switches or None)."""
     from pal_slurm.store.bootstrap import open_store
 
     try:
         repo = open_store(url, upgrade=False)
     except Exception as exc:  # noqa: BLE001 - any failure is "unreachable" here
-        return False, f"unreachable: {exc}", None, None
+        return False, f"unreachable: {exc}", None, None, None
     try:
         snap = repo.latest_ranking()
         held = len(repo.held_jobs())
-        return True, f"ok ({_redact(url)})", snap, held
+        switches = SiteSwitches.from_store(repo.switches())
+        return True, f"ok ({_redact(url)})", snap, held, switches
     except Exception as exc:  # noqa: BLE001
-        return False, f"unreachable: {exc}", None, None
+        return False, f"unreachable: {exc}", None, None, None
     finally:
         repo.close()
 
@@ -97,8 +99,15 @@ def collect(cfg: Config, stale_after: float) -> Report:
     if stale:
         problems.append("pald's heartbeat is stale")
 
-    ok, line, snap, held = _store_report(cfg.store.url)
+    ok, line, snap, held, switches = _store_report(cfg.store.url)
     report["store"] = {"ok": ok, "detail": line}
+    report["paused"] = None if switches is None else {
+        "paused": switches.paused, "by": switches.changed_by,
+        "at": None if switches.changed_at is None else switches.changed_at.isoformat(timespec="seconds")}
+    pald_paused = report["pald"].get("paused")
+    if switches is not None and pald_paused is not None and pald_paused != switches.paused:
+        problems.append(f"the store says {'paused' if switches.paused else 'not paused'} but pald has not read it "
+                        "yet (it does within its store refresh; `palctl pause`/`resume` asks it at once)")
     if not ok:
         problems.append("the store is unreachable: pald serves its last ranking from memory")
     if snap is None:
@@ -152,6 +161,10 @@ def render(report: Report) -> None:
     else:
         rows.append(("heartbeat", f"{hb['age_s']:.1f} s ago{' (STALE: pal-failsafe releases held jobs)' if hb['stale'] else ''}"))
     rows.append(("store", report["store"]["detail"]))
+    paused = report["paused"]
+    if paused is not None:
+        rows.append(("pause", f"PAUSED by {paused['by']} at {paused['at']}: every job passes to Slurm "
+                              "(`palctl resume`)" if paused["paused"] else "not paused"))
     r = report["ranking"]
     if r is None:
         rows.append(("rankings", "none yet: run `palctl profile-nodes` then `palctl rank`"))

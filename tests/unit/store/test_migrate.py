@@ -24,7 +24,7 @@ def empty_url(request, tmp_path) -> str:
 
 
 def test_head_is_shipped():
-    assert migrate.head() == "0001"
+    assert migrate.head() == "0002"
     assert (migrate.MIGRATIONS_DIR / "env.py").exists()
 
 

@@ -19,8 +19,10 @@ from pal_slurm.store.records import (
     NodeRecord,
     RankingEntry,
     Sample,
+    Switch,
 )
 from pal_slurm.store.repository import Repository
+from pal_slurm.store.switches import SiteSwitches, pause_switch
 
 T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -320,6 +322,29 @@ def test_heartbeat(repo):
     repo.write_heartbeat(Heartbeat("failsafe", "host-c:1", T0, {"released": 3}))
     assert repo.read_heartbeat("failsafe").details == {"released": 3}
     assert repo.read_heartbeat("pald").holder == "host-b:34"
+
+
+# ---- switches ----------------------------------------------------------------------------
+
+
+def test_switches_start_unset_and_the_last_set_wins(repo):
+    assert repo.switches() == {}
+    assert SiteSwitches.from_store(repo.switches()) == SiteSwitches(paused=False)
+    repo.set_switch(pause_switch(True, "root@ctl", T0))
+    site = SiteSwitches.from_store(repo.switches())
+    assert site.paused and site.changed_by == "root@ctl" and site.changed_at == T0
+    repo.set_switch(pause_switch(False, "admin@ctl", T0 + timedelta(seconds=3)))
+    assert repo.switches()["pause"] == Switch("pause", "off", T0 + timedelta(seconds=3), "admin@ctl")
+    assert not SiteSwitches.from_store(repo.switches()).paused
+
+
+@pytest.mark.parametrize("bad", [Switch("", "on", T0, "root"), Switch("pause", "on", T0, " "),
+                                 Switch("pause", "x" * 65, T0, "root"), Switch("p" * 65, "on", T0, "root")])
+def test_a_bad_switch_is_refused_and_changes_nothing(repo, bad):
+    repo.set_switch(pause_switch(True, "root@ctl", T0))
+    with pytest.raises(InvalidRecord):
+        repo.set_switch(bad)
+    assert repo.switches() == {"pause": Switch("pause", "on", T0, "root@ctl")}
 
 
 # ---- housekeeping ------------------------------------------------------------------------

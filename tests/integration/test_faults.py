@@ -675,6 +675,87 @@ def test_user_cannot_release_a_job_pald_has_seen_and_one_released_before_is_held
     assert reasons == ["reheld:released_by_user", "released:pal"], reasons
 
 
+def palctl(rig: Rig, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pal_slurm.cli", "--config", str(rig.pald.config), *argv],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+
+
+def submit_pal(rig: Rig, mode: str = "defer") -> int:
+    p = rig.slurm("sbatch", "--parsable", f"--output={rig.lab.lab_dir}/out/%j.out", "--gres=gpu:1",
+                  f"--comment=pal:class=resnet,mode={mode}", "--wrap", JOB)
+    assert p.returncode == 0, p.stderr
+    return int(p.stdout.strip().split(";")[0])
+
+
+def test_pause_during_a_storm_passes_new_jobs_and_releases_held_ones_unpinned(rig):
+    """`palctl pause` while PAL jobs stream in and others wait held for room: once the command
+    returns every new job passes (`pal:pass=paused`), within one cycle every held job is
+    released as submitted (no node pin), and nothing is lost, rejected, ghost, double-booked or
+    drained. The pause survives a pald restart; `palctl resume` brings placement back."""
+    quiet(rig)
+    work = Workload(first_id_before=last_job_id(rig))
+    blockers = [rig.lab.sbatch("--gres=gpu:4", "--comment=pal:class=bert,mode=now", wrap="sleep 600")
+                for _ in rig.lab.nodes]
+    work.helper_ids.update(blockers)
+    for b in blockers:
+        rig.lab.wait_job(b, timeout=30, states=("RUNNING",))
+    held = [submit_pal(rig) for _ in range(6)]
+    wait_for(lambda: rig.pald.health().details["held_jobs"] >= len(held), 10, "pald holds no job")
+    storm: list[tuple[float, int]] = []  # (submitted at, job id)
+    stop = threading.Event()
+
+    def submit_all_along():
+        while not stop.is_set():
+            storm.append((time.monotonic(), submit_pal(rig, mode="defer" if len(storm) % 2 else "now")))
+            time.sleep(0.05)
+
+    t = threading.Thread(target=submit_all_along, daemon=True)
+    t.start()
+    try:
+        time.sleep(1.0)
+        asked = time.monotonic()
+        p = palctl(rig, "pause")
+        paused_at = time.monotonic()
+        assert p.returncode == 0 and "pald passes every job" in p.stdout, p.stdout + p.stderr
+        pause_wall_s = paused_at - asked
+        time.sleep(2.0)
+    finally:
+        stop.set()
+        t.join(30)
+    cycle_s = 1.0  # pald's [daemon] cycle_s in the rig
+    # every held job released within one cycle (+ squeue's read): none held, none pinned
+    wait_for(lambda: not any(j.held for j in rig.lab.reader.jobs() if j.job_id in held), 2 * cycle_s + 1.0,
+             "held jobs still held one cycle after the pause")
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    for i in held:
+        assert jobs[i].admin_comment.split()[-1].startswith("pal:released"), jobs[i].admin_comment
+        assert not jobs[i].required_nodes, (i, jobs[i].required_nodes)  # as submitted: no pin
+    after = [i for at, i in storm if at > paused_at]
+    assert len(after) >= 5
+    for i in after:
+        assert jobs[i].admin_comment.startswith("pal:pass=paused"), (i, jobs[i].admin_comment)
+        assert not jobs[i].held
+    # pald restarted while paused: still paused
+    rig.pald.stop()
+    rig.pald.start()
+    restarted = submit_pal(rig)
+    assert job_field(rig, restarted, "AdminComment").startswith("pal:pass=paused")
+    p = palctl(rig, "resume")
+    assert p.returncode == 0 and "places PAL jobs again" in p.stdout, p.stdout + p.stderr
+    resumed = submit_pal(rig)
+    assert job_field(rig, resumed, "AdminComment").startswith("pal:defer")  # no room yet: held again
+    rig.slurm("scancel", *map(str, blockers))
+    ran = Workload(first_id_before=work.first_id_before, helper_ids=work.helper_ids)
+    for i in [*held, *(i for _, i in storm), restarted, resumed]:
+        ran.submissions.append(Submission(len(ran.submissions), 0, i, "", 0.0))
+    counts = check(rig, ran)
+    counts.held_too_long = []  # they waited for the blockers, on purpose
+    print(f"\npause during a storm: palctl pause took {pause_wall_s:.2f} s, {len(storm)} submitted meanwhile, "
+          f"{len(after)} after it, {len(held)} held released; problems {json.dumps(counts.problems(), default=str)}")
+    assert counts.problems() == {}
+    assert pause_wall_s < 3.0  # the whole command, Python's start included; pald follows within its reload
+
+
 def test_a_released_job_whose_node_drains_is_placed_anew(rig):
     """The livelock: pald pins a deferred job to a node and releases it; the node goes DRAIN
     at that moment (here: pald's `scontrol release` drains it first), so Slurm keeps the job

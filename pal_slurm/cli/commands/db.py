@@ -33,7 +33,7 @@ def _where(engine: Engine) -> str:
 
 @click.group("db")
 def COMMAND() -> None:
-    """The store's database schema: migrate it, or show where it is."""
+    """The store's database schema: migrate it (up or down), or show where it is."""
 
 
 url_option = click.option(
@@ -62,6 +62,39 @@ def upgrade_cmd(ctx: click.Context, url: str | None, revision: str) -> None:
         click.echo(f"{_where(engine)}: already at revision {after}")
     else:
         click.echo(f"{_where(engine)}: upgraded {before or 'empty'} -> {after}")
+
+
+@COMMAND.command("downgrade")
+@url_option
+@click.option("--revision", required=True,
+              help="Target revision: an older one (`palctl db current` lists the newest), or `base` "
+                   "to drop every table of pal-slurm's (removing pal-slurm).")
+@click.option("--yes", is_flag=True, help="Confirm `--revision base`: it deletes every sample, ranking and decision.")
+@click.pass_context
+def downgrade_cmd(ctx: click.Context, url: str | None, revision: str, yes: bool) -> None:
+    """Migrate the store back to an older schema (before going back to an older pal-slurm), or
+    drop pal-slurm's tables with `--revision base`. Tables that are not pal-slurm's are left."""
+    from pal_slurm.store import migrate
+
+    if revision == "base" and not yes:
+        raise click.UsageError("--revision base drops every table of pal-slurm's and all their rows: "
+                               "add --yes to confirm")
+    engine = _engine(ctx, url)
+    try:
+        before = migrate.current(engine)
+        if before is None:
+            click.echo(f"{_where(engine)}: not migrated, nothing to downgrade")
+            return
+        migrate.downgrade(engine, revision)
+        after = migrate.current(engine)
+    except StoreError as err:
+        raise PalError(str(err)) from None
+    except Exception as err:  # alembic: unknown revision, or one newer than the store's
+        raise PalError(f"downgrade failed on {_where(engine)}: {err}") from None
+    if before == after:
+        click.echo(f"{_where(engine)}: already at revision {after or 'base'}")
+    else:
+        click.echo(f"{_where(engine)}: downgraded {before} -> {after or 'base (no pal-slurm tables left)'}")
 
 
 @COMMAND.command("current")

@@ -90,3 +90,39 @@ def test_prune(url):
     assert res.exit_code == 2 and "at least 86400 s" in res.output
     assert palctl("db", "prune", "--older-than", "90d").exit_code == 0
     assert palctl("db", "prune").exit_code == 2  # required
+
+
+def test_downgrade_one_step_keeps_the_rest_and_base_drops_every_table_of_ours(url):
+    from sqlalchemy import create_engine, inspect, text
+
+    from pal_slurm.store.bootstrap import open_store
+    from pal_slurm.store.models import Base
+
+    repo = open_store(url)
+    repo.set_app_class("myapp", "B")
+    repo.close()
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:  # a table of the site's own in the same database stays
+            conn.execute(text("CREATE TABLE site_notes (id INTEGER PRIMARY KEY)"))
+        res = palctl("db", "downgrade", "--revision", "0001")
+        assert res.exit_code == 0 and f"downgraded {migrate.head()} -> 0001" in res.output, res.output
+        tables = set(inspect(engine).get_table_names())
+        assert "pal_switches" not in tables and "pal_app_classes" in tables
+        repo = open_store(url, upgrade=False)
+        assert repo.app_classes()["myapp"] == "B"  # the older schema's rows kept
+        repo.close()
+
+        res = palctl("db", "downgrade", "--revision", "base")
+        assert res.exit_code == 2 and "--yes" in res.output  # refused without confirmation
+        assert "pal_app_classes" in set(inspect(engine).get_table_names())
+        res = palctl("db", "downgrade", "--revision", "base", "--yes")
+        assert res.exit_code == 0 and "no pal-slurm tables left" in res.output, res.output
+        tables = set(inspect(engine).get_table_names())
+        assert not (tables & set(Base.metadata.tables)) and "site_notes" in tables
+        res = palctl("db", "downgrade", "--revision", "base", "--yes")
+        assert res.exit_code == 0 and "nothing to downgrade" in res.output
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("DROP TABLE IF EXISTS site_notes"))
+        engine.dispose()

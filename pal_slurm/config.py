@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from pal_slurm.model.classes import CLASS_ORDER
+from pal_slurm.model.modes import MODES, ModeError, PartitionModes, parse_partition_modes
 
 DEFAULT_CONFIG_PATH = "/etc/pal/pal.toml"
 
@@ -65,6 +66,14 @@ class DaemonConfig:
     heartbeat_stale_s: float = 30.0  # pal-failsafe releases held jobs after this much silence
     heartbeat_file: str = "/run/pal/pald.heartbeat"  # touched every cycle; pal-failsafe reads its age
     default_mode: str = "auto"  # jobs without mode=: auto (place if it fits, else defer) | now | defer
+    # PAL per partition (model/modes.py): off | shadow (decide and record, place nothing) | on;
+    # `palctl mode` changes either at run time (the store's switches win)
+    mode: str = "on"  # every partition not in partition_modes
+    partition_modes: str = ""  # "gpu=on, debug=off"
+
+    def modes(self) -> PartitionModes:
+        """The file's modes (checked at load: a bad item never gets this far)."""
+        return PartitionModes(self.mode, parse_partition_modes(self.partition_modes))
     backfill: bool = False  # deferred jobs: let smaller jobs pass a held job that does not fit
     reservation_ttl_s: float = 30.0  # GPUs promised at submit stay reserved until Slurm shows them busy
     submit_grace_s: float = 2.0  # a promise whose job a read started this long after the answer does not show is dropped
@@ -165,6 +174,7 @@ SECTIONS: Mapping[str, type] = {
 # Values restricted to a set (section, key) -> allowed.
 CHOICES: Mapping[tuple[str, str], tuple[str, ...]] = {
     ("daemon", "default_mode"): ("auto", "now", "defer"),
+    ("daemon", "mode"): MODES,
     ("policy", "default_class"): CLASS_ORDER,
     ("drift", "action"): ("none", "comment", "drain"),
 }
@@ -307,6 +317,11 @@ def _check_value(section: str, key: str, value: Any, where: str) -> None:
             parse_replay_cluster(value)
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+    if (section, key) == ("daemon", "partition_modes") and value:
+        try:
+            parse_partition_modes(value, where)
+        except ModeError as exc:
+            raise ConfigError(str(exc)) from None
     if (section, key) == ("metrics", "listen") and value:
         try:
             parse_listen(value)

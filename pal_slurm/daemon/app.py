@@ -4,6 +4,7 @@ The parts, each a module with one job:
 - state.py: the shared mutable state and its one owner, the lock (which thread holds what);
 - requests.py: the socket's answers (`place`, `health`, `reload`), on the event loop;
 - sync.py: read Slurm -> refresh the placement service's view, on the cycle's worker thread;
+- shadow.py: where Slurm ran the jobs of `shadow` partitions, for `palctl trial report`;
 - cycle.py: held jobs -> engine -> the engine's Actuator (launcher.py: pald's, over Slurm),
   on the same worker thread, with held_jobs.py's accounting of what pald did to held jobs.
 
@@ -41,6 +42,7 @@ from pal_slurm.daemon.requests import RELOAD_WAIT_S, Requests
 from pal_slurm.daemon.server import Answer
 from pal_slurm.daemon.retention import Pruner, RetentionPolicy
 from pal_slurm.daemon.service import PlacementService, Release, ServiceSettings
+from pal_slurm.daemon.shadow import ShadowWatch
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.store_link import StoreLink
 from pal_slurm.daemon.sync import SlurmRead, SlurmSync
@@ -87,12 +89,13 @@ class Pald:
         link = StoreLink(store, pruner=pruner) if store is not None else None
         service = PlacementService(service_settings(config))
         service.set_class_map({})
-        self.state = DaemonState(service, link, (clock or WallClock()).now)
+        self.state = DaemonState(service, link, (clock or WallClock()).now, config.daemon.modes())
         self.reader = reader
         self.actuator = actuator
         self.requests = Requests(self.state, self.leadership, lambda: self.reader.release)
         self.slurm_sync = SlurmSync(self.state, reader, config.slurm.topology_conf)
         self.held = HeldJobs(self.state, actuator, config.daemon.release_start_s)
+        self.shadow = ShadowWatch(self.state)
         self.held_cycle = HeldJobCycle(self.state, SlurmLauncher(actuator), actuator, self.held)
         self.cycle_observers: list[Callable[[float], None]] = []  # called on the event loop with each cycle's duration (s)
 
@@ -129,6 +132,7 @@ class Pald:
             return None  # standby: keep the view warm, act on nothing
         if not self.state.switches.paused:  # paused: pald holds nothing again (requeued, stuck, released by a user)
             self.held.upkeep(read.jobs, read.held, read.at)
+        self.shadow.observe(read.jobs, read.at)
         if not read.held:
             self.state.last_cycle = read.at
         return list(read.held)

@@ -17,7 +17,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.daemon.held_jobs import HeldJobs
 from pal_slurm.daemon.launcher import JobControl, JobRef, SlurmLauncher, mark_released
+from pal_slurm.daemon.restrictions import requested_partitions
 from pal_slurm.daemon.service import CycleResult, Release
+from pal_slurm.model.classes import CLASS_ORDER
+from pal_slurm.model.modes import ON
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.tags import held_by_pald
 from pal_slurm.engine import Actuator, Launch
@@ -125,8 +128,11 @@ class HeldJobCycle:
             if state.switches.paused:  # `palctl pause`: every held job goes back to Slurm, as submitted
                 plan = CycleResult([Release(j.job_id, "?", None, None, "paused") for j in held])
                 state.service.planned = {}
-            else:
-                plan = state.service.plan_cycle(held, now)
+            else:  # a job whose partition is no longer `on` (`palctl mode`) goes back the same way
+                modes = {j.job_id: state.modes.of_job(requested_partitions(j.partition)) for j in held}
+                plan = state.service.plan_cycle([j for j in held if modes[j.job_id] == ON], now)
+                plan.releases.extend(Release(j.job_id, "?", None, None, f"mode_{modes[j.job_id]}")
+                                     for j in held if modes[j.job_id] != ON)
             self.note_planned_starts(now, {str(j.job_id) for j in held})
         done_releases: list[Release] = []
 
@@ -139,7 +145,10 @@ class HeldJobCycle:
                     service.engine.observe_start(rel.request, rel.choice.gpu_ids, service.view, now)
                 nodes = rel.choice.nodes if rel.choice else {}
                 kind = DecisionKind.PLACE if rel.choice else DecisionKind.PASS
-                state.record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, rel.perf_class)
+                # a job released untouched before its class was read has none ("?"): the
+                # store takes only real classes, and a refused record would lose the release
+                perf_class = rel.perf_class if rel.perf_class in CLASS_ORDER else None
+                state.record(str(rel.job_id), kind, f"released:{rel.reason}", nodes, perf_class)
             self.held_jobs.released(rel.job_id, pinned=rel.choice is not None, now=now)
             done_releases.append(rel)
 

@@ -35,6 +35,8 @@ from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.store_link import DEADLINE_S, LinkStatus
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.comment_grammar import CommentError, verify_spec
+from pal_slurm.model.modes import OFF, SHADOW, SHADOW_PREFIX
+from pal_slurm.daemon.restrictions import requested_partitions
 from pal_slurm.policy.passthrough import refused_input
 from pal_slurm.slurm.errors import SlurmUnsupported
 
@@ -55,6 +57,8 @@ class Requests:
         self._req_seq = 0
         # id(request) -> (the request, its reservation key, the reply) until the server settles it
         self.unsettled: dict[int, tuple[PlaceRequest, str, PlaceReply]] = {}
+        # id(request) -> what pald would have answered, for a job in a shadow partition (it passes)
+        self.shadowed: dict[int, PlaceReply] = {}
 
     def handle(self, request: Request) -> Answer:
         """Answer one request for a caller that holds the reply itself (tests, tools): what
@@ -98,6 +102,12 @@ class Requests:
                 state.counts["pass"] += 1
                 state.counts["standby"] += 1  # visible in health / palctl status
             return PlaceReply(DecisionKind.PASS, reason="standby")
+        mode = self._mode_of(req)
+        if mode == OFF:  # every partition it may run in is off: untouched, as if PAL were not there
+            with state.lock:
+                state.counts["pass"] += 1
+                state.counts["partition_off"] += 1
+            return PlaceReply(DecisionKind.PASS, reason="partition_off")
         self._req_seq += 1
         key = req.request_id or f"pald-{os.getpid()}-{self._req_seq}"
         now = state.clock()
@@ -110,16 +120,30 @@ class Requests:
             with state.lock:
                 reply = state.service.place(req, now, key=f"req:{key}")
                 expired = req.deadline_ms is not None and req.expired(state.clock())  # again, just before the reply
-                if expired:
+                if expired or mode == SHADOW:  # shadow: decided as when on, then nothing kept
                     state.service.retract(f"req:{key}", reply.decision)
             if expired:
                 return self._late(req)
             if refused_input(reply.reason):
                 log.warning("request %s (uid %s): passed, %s (%s)", key, req.job.uid, reply.reason,
                             (reply.warning or "")[:MAX_ERROR_TEXT])
+        if mode == SHADOW:
+            would, reply = reply, PlaceReply(DecisionKind.PASS, reason="shadow")
+            with state.lock:
+                self.shadowed[id(req)] = would
         with state.lock:
             self.unsettled[id(req)] = (req, f"req:{key}", reply)
         return reply
+
+    def _mode_of(self, req: PlaceRequest) -> str:
+        """PAL's mode for this job: the most cautious of its partitions' (model/modes.py);
+        no `--partition`: Slurm's default partition's, as pald last read it."""
+        state = self.state
+        names = requested_partitions(req.job.partition)
+        site = state.service.site
+        if not names and site is not None and site.default_partition is not None:
+            names = (site.default_partition.name,)
+        return state.modes.of_job(names)
 
     def settle(self, request: Request, reply: Reply, written: bool) -> None:
         """The server wrote `reply` to the hook's socket (`written`) or could not: the hook
@@ -135,6 +159,7 @@ class Requests:
             if pending is None:
                 return
             placed, key, answered = pending
+            would = self.shadowed.pop(id(request), None)
             if not written:
                 state.service.retract(key, answered.decision)
                 state.counts["late"] += 1
@@ -142,6 +167,11 @@ class Requests:
                          placed.request_id, placed.deadline_ms)
                 return
             state.counts[answered.decision.value] += 1
+            if would is not None:  # what pald would have done: `palctl trial report` reads it
+                state.counts["shadow"] += 1
+                state.record(key, would.decision, f"{SHADOW_PREFIX}{would.reason or ''}", would.nodes,
+                             would.perf_class)
+                return
             state.record(key, answered.decision, answered.reason or "", answered.nodes, answered.perf_class)
 
     def _late(self, req: PlaceRequest) -> PlaceReply:

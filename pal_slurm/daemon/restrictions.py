@@ -86,7 +86,8 @@ def _hostset(text: str | None, what: str) -> HostSet:
         raise RefusedInput(f"{BAD_INPUT}:{what}", str(exc)) from None
 
 
-def _partitions(text: str | None) -> tuple[str, ...]:
+def requested_partitions(text: str | None) -> tuple[str, ...]:
+    """A job's `--partition` list (empty: Slurm's default partition)."""
     return tuple(p for p in (text or "").split(",") if p)
 
 
@@ -101,7 +102,7 @@ def restrictions_from_fields(job: JobFields, nodes: int | None, gpus_per_node: i
     memory = max(job.min_mem_per_node or 0, (job.min_mem_per_cpu or 0) * cpus,
                  per_gpu(job.mem_per_tres) * gpus_per_node)
     return JobRestrictions(
-        partitions=_partitions(job.partition),
+        partitions=requested_partitions(job.partition),
         usable_partitions=frozenset(job.usable_partitions) if job.usable_partitions is not None else None,
         uid=job.uid,
         account=job.account or None,
@@ -155,7 +156,7 @@ def restrictions_from_squeue(job: JobInfo, nodes: int | None, gpus_per_node: int
         memory = max(req.memory_per_node_mb, req.memory_per_cpu_mb * cpus,
                      per_gpu(req.memory_per_tres) * gpus_per_node)
     return JobRestrictions(
-        partitions=_partitions(job.partition),
+        partitions=requested_partitions(job.partition),
         uid=job.user_id,
         account=(req.account or None) if req else None,
         qos=(req.qos or None) if req else None,

@@ -30,18 +30,20 @@ from pal_slurm.daemon.store_link import LinkStatus, StoreLink
 from pal_slurm.model import DecisionKind
 from pal_slurm.slurm.readers import JobInfo
 from pal_slurm.store.records import DecisionRecord
+from pal_slurm.model.modes import PartitionModes
 from pal_slurm.store.switches import SiteSwitches
 
 log = logging.getLogger("pald")
 
-COUNTS = ("place", "defer", "pass", "standby", "paused", "released", "errors", "late", "released_outside", "reheld",
+COUNTS = ("place", "defer", "pass", "standby", "paused", "shadow", "partition_off", "released", "errors", "late", "released_outside", "reheld",
           "unstuck", "requeued")  # what health's `counts` shows, each from 0
 
 
 class DaemonState:
     """The state both threads share, behind `lock` (an RLock: a holder may call what takes it)."""
 
-    def __init__(self, service: PlacementService, link: StoreLink | None, clock: Callable[[], float]) -> None:
+    def __init__(self, service: PlacementService, link: StoreLink | None, clock: Callable[[], float],
+                 modes: PartitionModes | None = None) -> None:
         self.lock = threading.RLock()
         self.service = service
         self.link = link
@@ -61,6 +63,9 @@ class DaemonState:
         # the site's switches as the store last said (`palctl pause`): replaced whole under the
         # lock, read as one value (a request reads it once, the cycle once per cycle)
         self.switches = SiteSwitches()
+        # PAL's mode per partition: pal.toml's (`file_modes`) under the store's `palctl mode` switches
+        self.file_modes = modes or PartitionModes()
+        self.modes = self.file_modes
 
     def count(self, name: str, n: int = 1) -> None:
         with self.lock:
@@ -103,6 +108,12 @@ class DaemonState:
                             "every job passes and held jobs are released" if read.switches.paused
                             else "placing jobs again")
             self.switches = read.switches
+            modes = self.file_modes.overridden(read.switches.modes)
+            if modes != self.modes:
+                log.warning("modes: %s, every other partition %s",
+                            ", ".join(f"{p}={m}" for p, m in sorted(modes.by_partition.items())) or "none named",
+                            modes.default)
+            self.modes = modes
             self.service.set_class_map(read.classes)
             snapshot = read.snapshot
             if snapshot is not None and (self.service.snapshot is None

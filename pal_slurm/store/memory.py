@@ -189,10 +189,14 @@ class MemoryRepository:
         with self._lock:
             self._decisions.append(rec)
 
-    def decisions(self, job_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+    def decisions(self, job_id: str | None = None, limit: int = 100, *, since: datetime | None = None,
+                  reason_prefix: str | None = None) -> list[DecisionRecord]:
+        cut = None if since is None else as_utc(since)
         with self._lock:
             indexed = [
-                (i, d) for i, d in enumerate(self._decisions) if job_id is None or d.job_id == job_id
+                (i, d) for i, d in enumerate(self._decisions)
+                if (job_id is None or d.job_id == job_id) and (cut is None or d.created_at >= cut)
+                and (reason_prefix is None or d.reason.startswith(reason_prefix))
             ]
         indexed.sort(key=lambda p: (p[1].created_at, p[0]), reverse=True)
         return [d for _, d in indexed[:limit]]

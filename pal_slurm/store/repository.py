@@ -84,8 +84,10 @@ class Repository(Protocol):
     def record_decision(self, decision: DecisionRecord) -> None:
         """Append a decision to the log."""
 
-    def decisions(self, job_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
-        """Newest first; all jobs or one."""
+    def decisions(self, job_id: str | None = None, limit: int = 100, *, since: datetime | None = None,
+                  reason_prefix: str | None = None) -> list[DecisionRecord]:
+        """Newest first; all jobs or one; made at or after `since`; whose reason starts with
+        `reason_prefix` (`palctl trial report` reads the shadow records this way)."""
 
     # ---- held (deferred) jobs -----------------------------------------------------------
     def add_held_job(self, job: HeldJob) -> None:

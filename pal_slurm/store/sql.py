@@ -382,10 +382,15 @@ class SqlRepository:
         )
         self._write(lambda session: session.add(row))
 
-    def decisions(self, job_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+    def decisions(self, job_id: str | None = None, limit: int = 100, *, since: datetime | None = None,
+                  reason_prefix: str | None = None) -> list[DecisionRecord]:
         query = select(DecisionRow).order_by(DecisionRow.created_at.desc(), DecisionRow.id.desc())
         if job_id is not None:
             query = query.where(DecisionRow.job_id == job_id)
+        if since is not None:
+            query = query.where(DecisionRow.created_at >= as_utc(since))
+        if reason_prefix is not None:
+            query = query.where(DecisionRow.reason.startswith(reason_prefix, autoescape=True))
         with self._read() as session:
             return [
                 DecisionRecord(

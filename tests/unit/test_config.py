@@ -162,9 +162,12 @@ def test_invalid_toml_and_missing_named_file(tmp_path):
         load_config(env={"PAL_CONFIG": str(tmp_path / "absent.toml")})
 
 
-def test_example_file_parses_to_the_defaults():
+def test_example_file_parses_to_the_defaults_but_a_fresh_install_in_shadow():
+    """The example is what an install copies: PAL starts in shadow there (docs/install.md); with
+    no file at all (labs, tests, tools) every partition is on."""
     cfg = load_config(EXAMPLE, env={})
-    assert dataclasses.replace(cfg, source=None) == Config()
+    assert cfg.daemon.mode == "shadow"
+    assert dataclasses.replace(cfg, source=None, daemon=dataclasses.replace(cfg.daemon, mode="on")) == Config()
 
 
 def test_example_documents_every_key():

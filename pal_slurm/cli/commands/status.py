@@ -104,6 +104,8 @@ def collect(cfg: Config, stale_after: float) -> Report:
     report["paused"] = None if switches is None else {
         "paused": switches.paused, "by": switches.changed_by,
         "at": None if switches.changed_at is None else switches.changed_at.isoformat(timespec="seconds")}
+    modes = cfg.daemon.modes().overridden(switches.modes if switches is not None else {})
+    report["modes"] = {"partitions": dict(modes.by_partition), "every_other": modes.default}
     pald_paused = report["pald"].get("paused")
     if switches is not None and pald_paused is not None and pald_paused != switches.paused:
         problems.append(f"the store says {'paused' if switches.paused else 'not paused'} but pald has not read it "
@@ -161,6 +163,9 @@ def render(report: Report) -> None:
     else:
         rows.append(("heartbeat", f"{hb['age_s']:.1f} s ago{' (STALE: pal-failsafe releases held jobs)' if hb['stale'] else ''}"))
     rows.append(("store", report["store"]["detail"]))
+    modes = report["modes"]
+    rows.append(("modes", ", ".join([*(f"{p} {m}" for p, m in sorted(modes["partitions"].items())),
+                                     f"every other partition {modes['every_other']}"])))
     paused = report["paused"]
     if paused is not None:
         rows.append(("pause", f"PAUSED by {paused['by']} at {paused['at']}: every job passes to Slurm "

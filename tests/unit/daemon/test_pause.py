@@ -54,6 +54,8 @@ def test_a_paused_pald_releases_every_held_job_unpinned_in_one_cycle(tmp_path):
     marks = [c for c in pald.actuator.calls if c[0] == "admin_comment"]
     assert [c[1] for c in marks] == [1, 2, 3, 4, 5] and all(c[2].endswith("pal:released") for c in marks)
     assert pald.counts["released"] == 5 and not pald.service.reservations
+    pald.flush_decisions()  # each release is in the store (a job with no class read yet was refused once)
+    assert sorted(d.job_id for d in store.decisions(limit=50) if d.reason == "released:paused") == list("12345")
 
 
 def test_unpaused_the_same_jobs_are_pinned_or_kept_held(tmp_path):

@@ -280,6 +280,17 @@ def test_decisions_log(repo):
         repo.record_decision(DecisionRecord("9", DecisionKind.PLACE, nodes={"n1": (-1,)}))
 
 
+def test_decisions_since_a_time_and_by_reason_prefix(repo):
+    for i, reason in enumerate(["shadow:pal", "shadow_started:req=a", "pal", "shadow%:odd", "shadow:pal"]):
+        repo.record_decision(DecisionRecord(str(i), DecisionKind.PLACE, reason,
+                                            created_at=T0 + timedelta(seconds=i)))
+    assert [d.job_id for d in repo.decisions(limit=10, reason_prefix="shadow:")] == ["4", "0"]
+    assert [d.job_id for d in repo.decisions(limit=10, since=T0 + timedelta(seconds=2))] == ["4", "3", "2"]
+    assert [d.job_id for d in repo.decisions(limit=10, since=T0 + timedelta(seconds=1),
+                                              reason_prefix="shadow")] == ["4", "3", "1"]
+    assert [d.job_id for d in repo.decisions(limit=10, reason_prefix="shadow%")] == ["3"]  # no LIKE wildcard
+
+
 # ---- held jobs --------------------------------------------------------------------------------
 
 

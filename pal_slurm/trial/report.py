@@ -1,0 +1,159 @@
+"""`palctl trial report`: over a shadow period, the GPUs Slurm gave each job against those PAL
+would have given it, in the current ranking's terms. Pure: decisions and a ranking in, a report
+out (the CLI reads the store and prints).
+
+The records it joins, by the hook's request id (model/modes.py):
+- ``shadow:<reason>`` (job ``req:<id>``): what pald would have answered at submission (place
+  with its GPUs, defer, pass);
+- ``shadow_started:req=<id>;partition=<p>`` (the Slurm job id): the GPUs Slurm allocated;
+- ``shadow_ended:req=<id>;run_s=<s>``: how long it ran.
+
+A job runs at the pace of its slowest GPU, so a job's slowdown is the largest ranking score
+(median slowness against the class median: 1.0 is the median GPU) among its GPUs; a GPU the
+ranking lacks counts as 1.0. The implied run-time change is the job's run time times
+(PAL's slowdown / Slurm's - 1); jobs PAL would have deferred have no PAL GPUs to compare (how
+long they would have waited is not modelled: the shadow keeps no queue)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pal_slurm.model import DecisionKind
+from pal_slurm.model.modes import SHADOW_ENDED, SHADOW_PREFIX, SHADOW_STARTED
+from pal_slurm.ranking.snapshot import RankingEntry
+from pal_slurm.store.records import DecisionRecord
+
+Gpus = Mapping[str, Sequence[int]]  # node -> GPU slots
+
+
+@dataclass(frozen=True)
+class JobComparison:
+    request: str  # the hook's request id
+    job_id: str  # Slurm's
+    perf_class: str
+    partition: str
+    gpus: int
+    slurm_slowdown: float
+    pal_slowdown: float
+    slurm_nodes: int
+    pal_nodes: int
+    run_s: float | None  # None: not seen ending yet
+
+    @property
+    def ratio(self) -> float:
+        """PAL's slowdown over Slurm's: < 1 means PAL's GPUs would have run it faster."""
+        return self.pal_slowdown / self.slurm_slowdown
+
+    @property
+    def saved_s(self) -> float | None:
+        """Run time PAL's GPUs would have saved (negative: cost)."""
+        return None if self.run_s is None else self.run_s * (1.0 - self.ratio)
+
+    @property
+    def worse(self) -> bool:
+        return self.pal_slowdown > self.slurm_slowdown * (1 + 1e-9) or self.pal_nodes > self.slurm_nodes
+
+
+@dataclass(frozen=True)
+class Summary:
+    jobs: int  # compared jobs
+    gpus: int
+    weighted_ratio: float  # GPU-weighted mean of PAL's slowdown / Slurm's
+    ratio_ci: tuple[float, float]  # 95% bootstrap interval of it
+    run_gpu_h: float  # GPU hours the jobs that ended ran under Slurm
+    saved_gpu_h: float  # GPU hours PAL's GPUs would have saved of it
+    worse: int
+
+
+@dataclass
+class TrialReport:
+    shadowed: int = 0  # submissions pald answered in shadow
+    would: dict[str, int] = field(default_factory=dict)  # decision kind -> count
+    started: int = 0  # of the shadowed submissions, those seen running
+    compared: list[JobComparison] = field(default_factory=list)
+    overall: Summary | None = None
+    by_class: dict[str, Summary] = field(default_factory=dict)
+    unranked_gpus: int = 0  # GPUs of compared jobs the ranking lacks (counted as 1.0)
+
+
+def _fields(reason: str, prefix: str) -> dict[str, str]:
+    body = reason.removeprefix(prefix)
+    return dict(item.split("=", 1) for item in body.split(";") if "=" in item)
+
+
+def job_slowdown(gpus: Gpus, perf_class: str, scores: Mapping[tuple[str, int, str], float]) -> tuple[float, int]:
+    """(the job's slowdown: its slowest GPU's score, GPUs the ranking lacks)."""
+    found = [scores.get((node, slot, perf_class)) for node, slots in gpus.items() for slot in slots]
+    known = [s for s in found if s is not None]
+    missing = len(found) - len(known)
+    return max(known + [1.0] * missing, default=1.0), missing
+
+
+def summarise(jobs: Sequence[JobComparison], seed: int = 0, draws: int = 2000) -> Summary | None:
+    if not jobs:
+        return None
+    ratio = np.array([j.ratio for j in jobs])
+    weight = np.array([j.gpus for j in jobs], dtype=float)
+    mean = float(np.average(ratio, weights=weight))
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(jobs), size=(draws, len(jobs)))
+    boot = (ratio[picks] * weight[picks]).sum(axis=1) / weight[picks].sum(axis=1)
+    low, high = (float(x) for x in np.quantile(boot, [0.025, 0.975]))
+    ended = [j for j in jobs if j.run_s is not None]
+    return Summary(jobs=len(jobs), gpus=int(weight.sum()), weighted_ratio=mean, ratio_ci=(low, high),
+                   run_gpu_h=sum(j.run_s * j.gpus for j in ended if j.run_s is not None) / 3600,
+                   saved_gpu_h=sum(j.saved_s * j.gpus for j in ended if j.saved_s is not None) / 3600,
+                   worse=sum(j.worse for j in jobs))
+
+
+def build(decisions: Iterable[DecisionRecord], ranking: Iterable[RankingEntry], partition: str | None = None,
+          default_class: str = "A") -> TrialReport:
+    """The report over `decisions` (any order; the store's shadow records) in `ranking`'s terms;
+    `partition`: only jobs Slurm ran there."""
+    scores = {(e.node, e.slot, e.perf_class): e.score for e in ranking}
+    would: dict[str, DecisionRecord] = {}
+    started: dict[str, DecisionRecord] = {}
+    partition_of: dict[str, str] = {}
+    run_s: dict[str, float] = {}
+    for d in sorted(decisions, key=lambda d: d.created_at):
+        if d.reason.startswith(SHADOW_PREFIX) and d.job_id.startswith("req:"):
+            would.setdefault(d.job_id.removeprefix("req:"), d)
+        elif d.reason.startswith(SHADOW_STARTED):
+            f = _fields(d.reason, SHADOW_STARTED)
+            if "req" in f and f["req"] not in started:
+                started[f["req"]] = d
+                partition_of[f["req"]] = f.get("partition", "")
+        elif d.reason.startswith(SHADOW_ENDED):
+            f = _fields(d.reason, SHADOW_ENDED)
+            try:
+                run_s[f["req"]] = float(f["run_s"])
+            except (KeyError, ValueError):
+                continue
+    if partition is not None:
+        keep = {r for r, p in partition_of.items() if partition in p.split(",")}
+        would = {r: d for r, d in would.items() if r in keep}
+        started = {r: d for r, d in started.items() if r in keep}
+    report = TrialReport(shadowed=len(would), started=len(started.keys() & would.keys()))
+    for d in would.values():
+        report.would[d.kind.value] = report.would.get(d.kind.value, 0) + 1
+    for rid, w in sorted(would.items()):
+        s = started.get(rid)
+        if s is None or w.kind is not DecisionKind.PLACE or not w.nodes or not s.nodes:
+            continue
+        cls = w.perf_class or default_class
+        slurm_sd, missing_slurm = job_slowdown(s.nodes, cls, scores)
+        pal_sd, missing_pal = job_slowdown(w.nodes, cls, scores)
+        report.unranked_gpus += missing_slurm + missing_pal
+        report.compared.append(JobComparison(
+            request=rid, job_id=s.job_id, perf_class=cls, partition=partition_of.get(rid, ""),
+            gpus=sum(len(v) for v in s.nodes.values()), slurm_slowdown=slurm_sd, pal_slowdown=pal_sd,
+            slurm_nodes=len(s.nodes), pal_nodes=len(w.nodes), run_s=run_s.get(rid)))
+    report.overall = summarise(report.compared)
+    for cls in sorted({j.perf_class for j in report.compared}):
+        summary = summarise([j for j in report.compared if j.perf_class == cls])
+        if summary is not None:
+            report.by_class[cls] = summary
+    return report

@@ -1,0 +1,67 @@
+"""The trial report's arithmetic on hand-made shadow records."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from pal_slurm.model import DecisionKind
+from pal_slurm.ranking.snapshot import RankingEntry
+from pal_slurm.store.records import DecisionRecord
+from pal_slurm.trial.report import build, job_slowdown
+
+T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+RANKING = [RankingEntry(n, s, "A", score, score, 0) for n, s, score in
+           [("g1", 0, 1.0), ("g1", 1, 1.0), ("g2", 0, 1.3), ("g2", 1, 1.1)]]
+
+
+def would(rid, nodes, kind=DecisionKind.PLACE, cls="A", at=0):
+    return DecisionRecord(f"req:{rid}", kind, "shadow:pal-fit", nodes, 1, cls, T0 + timedelta(seconds=at))
+
+
+def started(job, rid, nodes, partition="gpu", at=1):
+    return DecisionRecord(job, DecisionKind.PASS, f"shadow_started:req={rid};partition={partition}", nodes, None, None,
+                          T0 + timedelta(seconds=at))
+
+
+def ended(job, rid, run_s, at=2):
+    return DecisionRecord(job, DecisionKind.PASS, f"shadow_ended:req={rid};run_s={run_s}", {}, None, None,
+                          T0 + timedelta(seconds=at))
+
+
+def test_a_job_runs_at_its_slowest_gpu_and_an_unranked_gpu_is_the_median():
+    scores = {(e.node, e.slot, e.perf_class): e.score for e in RANKING}
+    assert job_slowdown({"g2": (0, 1)}, "A", scores) == (1.3, 0)
+    assert job_slowdown({"g1": (0,), "g9": (3,)}, "A", scores) == (1.0, 1)
+    assert job_slowdown({"g2": (1,)}, "B", scores) == (1.0, 1)  # another class's scores do not count
+
+
+def test_report_joins_by_request_and_weights_by_gpus():
+    records = [
+        would("a", {"g1": (0, 1)}), started("10", "a", {"g2": (0, 1)}), ended("10", "a", 3600),
+        would("b", {"g2": (1,)}), started("11", "b", {"g1": (0,)}),  # PAL worse; not ended
+        would("c", {}, kind=DecisionKind.DEFER), started("12", "c", {"g1": (1,)}),
+        started("13", "zz", {"g1": (0,)}),  # no shadow decision: not a shadow submission of this period
+    ]
+    report = build(records, RANKING)
+    assert report.shadowed == 3 and report.would == {"place": 2, "defer": 1} and report.started == 3
+    by_job = {j.job_id: j for j in report.compared}
+    assert set(by_job) == {"10", "11"}
+    a, b = by_job["10"], by_job["11"]
+    assert a.ratio == pytest.approx(1.0 / 1.3) and a.saved_s == pytest.approx(3600 * (1 - 1 / 1.3)) and not a.worse
+    assert b.ratio == pytest.approx(1.1) and b.saved_s is None and b.worse
+    s = report.overall
+    assert s is not None and s.jobs == 2 and s.gpus == 3 and s.worse == 1
+    assert s.weighted_ratio == pytest.approx((2 * (1 / 1.3) + 1 * 1.1) / 3)
+    assert s.ratio_ci[0] <= s.weighted_ratio <= s.ratio_ci[1]
+    assert s.run_gpu_h == pytest.approx(2.0) and s.saved_gpu_h == pytest.approx(2 * (1 - 1 / 1.3))
+    assert set(report.by_class) == {"A"}
+
+
+def test_partition_filter_and_an_empty_period():
+    records = [would("a", {"g1": (0,)}), started("10", "a", {"g2": (0,)}, partition="gpu"),
+               would("b", {"g1": (1,)}), started("11", "b", {"g2": (1,)}, partition="debug")]
+    assert [j.job_id for j in build(records, RANKING, partition="debug").compared] == ["11"]
+    empty = build([], RANKING)
+    assert empty.shadowed == 0 and empty.overall is None and empty.compared == []

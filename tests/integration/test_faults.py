@@ -722,7 +722,9 @@ def test_pause_during_a_storm_passes_new_jobs_and_releases_held_ones_unpinned(ri
     finally:
         stop.set()
         t.join(30)
-    cycle_s = 1.0  # pald's [daemon] cycle_s in the rig
+    from pal_slurm.config import load_config
+
+    cycle_s = load_config(rig.pald.config, env={}).daemon.cycle_s
     # every held job released within one cycle (+ squeue's read): none held, none pinned
     wait_for(lambda: not any(j.held for j in rig.lab.reader.jobs() if j.job_id in held), 2 * cycle_s + 1.0,
              "held jobs still held one cycle after the pause")

@@ -41,6 +41,8 @@ class JobComparison:
     slurm_nodes: int
     pal_nodes: int
     run_s: float | None  # None: not seen ending yet
+    slurm_leaves: int | None = None  # leaf switches spanned (None: no topology given)
+    pal_leaves: int | None = None
 
     @property
     def ratio(self) -> float:
@@ -54,7 +56,8 @@ class JobComparison:
 
     @property
     def worse(self) -> bool:
-        return self.pal_slowdown > self.slurm_slowdown * (1 + 1e-9) or self.pal_nodes > self.slurm_nodes
+        more_leaves = self.pal_leaves is not None and self.slurm_leaves is not None and self.pal_leaves > self.slurm_leaves
+        return self.pal_slowdown > self.slurm_slowdown * (1 + 1e-9) or self.pal_nodes > self.slurm_nodes or more_leaves
 
 
 @dataclass(frozen=True)
@@ -110,9 +113,14 @@ def summarise(jobs: Sequence[JobComparison], seed: int = 0, draws: int = 2000) -
 
 
 def build(decisions: Iterable[DecisionRecord], ranking: Iterable[RankingEntry], partition: str | None = None,
-          default_class: str = "A") -> TrialReport:
+          default_class: str = "A", racks: Mapping[str, str] | None = None) -> TrialReport:
     """The report over `decisions` (any order; the store's shadow records) in `ranking`'s terms;
-    `partition`: only jobs Slurm ran there."""
+    `partition`: only jobs Slurm ran there; `racks`: node -> leaf switch (Slurm's
+    topology.conf), for the leaves each job spanned (a node it lacks is a leaf of its own)."""
+
+    def leaves(gpus: Gpus) -> int | None:
+        return None if racks is None else len({racks.get(node, node) for node in gpus})
+
     scores = {(e.node, e.slot, e.perf_class): e.score for e in ranking}
     would: dict[str, DecisionRecord] = {}
     started: dict[str, DecisionRecord] = {}
@@ -150,7 +158,8 @@ def build(decisions: Iterable[DecisionRecord], ranking: Iterable[RankingEntry], 
         report.compared.append(JobComparison(
             request=rid, job_id=s.job_id, perf_class=cls, partition=partition_of.get(rid, ""),
             gpus=sum(len(v) for v in s.nodes.values()), slurm_slowdown=slurm_sd, pal_slowdown=pal_sd,
-            slurm_nodes=len(s.nodes), pal_nodes=len(w.nodes), run_s=run_s.get(rid)))
+            slurm_nodes=len(s.nodes), pal_nodes=len(w.nodes), run_s=run_s.get(rid),
+            slurm_leaves=leaves(s.nodes), pal_leaves=leaves(w.nodes)))
     report.overall = summarise(report.compared)
     for cls in sorted({j.perf_class for j in report.compared}):
         summary = summarise([j for j in report.compared if j.perf_class == cls])

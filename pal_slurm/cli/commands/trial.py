@@ -45,7 +45,15 @@ def report_cmd(ctx: click.Context, since_s: float, partition: str | None, as_jso
         snapshot = repo.latest_ranking()
     except StoreError as err:
         raise PalError(str(err)) from None
-    report = build(records, snapshot.entries if snapshot else (), partition, cfg.policy.default_class)
+    racks = None
+    if cfg.slurm.topology_conf:
+        from pal_slurm.slurm.topology import read_racks
+
+        try:
+            racks = read_racks(cfg.slurm.topology_conf)
+        except Exception as exc:  # noqa: BLE001 - the report without leaves, said so
+            click.echo(f"cannot read {cfg.slurm.topology_conf} ({exc}): leaf switches not compared", err=True)
+    report = build(records, snapshot.entries if snapshot else (), partition, cfg.policy.default_class, racks)
     doc = {"since": since.isoformat(timespec="seconds"), "partition": partition,
            "ranking": None if snapshot is None else snapshot.version, **as_doc(report)}
     emit_json(doc, as_json, output_path)
@@ -103,10 +111,12 @@ def render(report: TrialReport, since_s: float, no_ranking: bool) -> list[str]:
         worse = [j for j in report.compared if j.worse]
         if worse:
             lines.append("")
-            lines.append("jobs where PAL would have done worse (job, class, slowdown Slurm -> PAL, nodes Slurm -> PAL):")
+            lines.append("jobs where PAL would have done worse (job, class, slowdown Slurm -> PAL, nodes Slurm -> PAL"
+                         ", leaf switches Slurm -> PAL):")
             for j in sorted(worse, key=lambda j: -j.ratio)[:20]:
+                leaves = "" if j.slurm_leaves is None else f"  {j.slurm_leaves} -> {j.pal_leaves}"
                 lines.append(f"  {j.job_id:<10} {j.perf_class} {j.slurm_slowdown:.3f} -> {j.pal_slowdown:.3f}  "
-                             f"{j.slurm_nodes} -> {j.pal_nodes}")
+                             f"{j.slurm_nodes} -> {j.pal_nodes}{leaves}")
     if held:
         lines.append(f"\n{held} jobs PAL would have held for room: how long is not modelled in shadow "
                      "(the shadow keeps no queue)")

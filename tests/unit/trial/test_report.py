@@ -65,3 +65,11 @@ def test_partition_filter_and_an_empty_period():
     assert [j.job_id for j in build(records, RANKING, partition="debug").compared] == ["11"]
     empty = build([], RANKING)
     assert empty.shadowed == 0 and empty.overall is None and empty.compared == []
+
+
+def test_leaf_switches_spanned_with_a_topology():
+    records = [would("a", {"g1": (0,), "g2": (0,)}), started("10", "a", {"g1": (0, 1)})]
+    report = build(records, RANKING, racks={"g1": "leaf1", "g2": "leaf2"})
+    (job,) = report.compared
+    assert (job.slurm_leaves, job.pal_leaves) == (1, 2) and job.worse
+    assert build(records, RANKING).compared[0].slurm_leaves is None

@@ -260,6 +260,16 @@ end
 
 -- Parse a job comment. Returns "none" (no pal: spec), "ok", spec (spec.class, .gpus, .mode,
 -- .net), or "error", {code=, message=}.
+-- `pal:off` alone: the user opts out of a partition where every GPU job is PAL's.
+function M.opted_out(comment)
+  if type(comment) ~= "string" then return false end
+  local tokens = {}
+  for token in (" " .. comment):gmatch("[" .. WS .. "]pal:([^" .. WS .. "]*)") do
+    tokens[#tokens + 1] = token
+  end
+  return #tokens == 1 and tokens[1] == "off"
+end
+
 function M.parse_comment(comment)
   if type(comment) ~= "string" or comment == "" then return "none" end
   local tokens = {}
@@ -271,6 +281,7 @@ function M.parse_comment(comment)
     return comment_error("multiple_specs", #tokens .. " pal: specs in the comment; give one")
   end
   local token = tokens[1]
+  if token == "off" then return "none" end -- the user's pal:off (M.opted_out), not a spec
   if token == "" then
     return comment_error("empty", "pal: is followed by nothing; expected class=<name>")
   end

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 GRAMMAR = "pal:class=<name>[,gpus=<n>][,mode=now|defer][,net=<sensitivity>]"
 KEYS = ("class", "gpus", "mode", "net")
 MODES = ("now", "defer")
+OPT_OUT = "off"  # `pal:off`
 
 _WS = " \t\r\n\f\v"
 _SPEC_RE = re.compile(r"(?:^|(?<=[" + re.escape(_WS) + r"]))pal:([^" + re.escape(_WS) + r"]*)")
@@ -74,6 +75,8 @@ def parse_comment(comment: str | None) -> CommentSpec | None:
     if len(tokens) > 1:
         raise CommentError("multiple_specs", f"{len(tokens)} pal: specs in the comment; give one")
     token = tokens[0]
+    if token == OPT_OUT:  # not a spec: the user's `pal:off` (opted_out)
+        return None
     if token == "":
         raise CommentError("empty", "pal: is followed by nothing; expected class=<name>")
     fields: dict[str, object] = {}
@@ -109,6 +112,11 @@ def parse_comment(comment: str | None) -> CommentSpec | None:
         mode=fields.get("mode"),  # type: ignore[arg-type]
         net=fields.get("net"),  # type: ignore[arg-type]
     )
+
+
+def opted_out(comment: str | None) -> bool:
+    """`pal:off` alone: the user opts out of a partition where every GPU job is PAL's."""
+    return bool(comment) and [m.group(1) for m in _SPEC_RE.finditer(comment or "")] == [OPT_OUT]
 
 
 def verify_spec(comment: str, sent: CommentSpec) -> CommentSpec:

@@ -27,6 +27,7 @@ def test_golden_case_parse(hook, case):
     result = hook.pal.parse_comment(case["comment"])
     status, value = (result, None) if isinstance(result, str) else result
     expect = case["expect"]
+    assert hook.pal.opted_out(case["comment"]) is expect.get("opt_out", False)
     if not expect["pal"]:
         assert status == "none"
     elif "error" in expect:

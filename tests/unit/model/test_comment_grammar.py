@@ -10,6 +10,7 @@ from pal_slurm.model.comment_grammar import (
     GRAMMAR,
     CommentError,
     CommentSpec,
+    opted_out,
     parse_comment,
     verify_spec,
 )
@@ -29,6 +30,7 @@ def test_golden_file_names_the_grammar_we_implement():
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_golden_case(case):
     expect = case["expect"]
+    assert opted_out(case["comment"]) is expect.get("opt_out", False)
     if not expect["pal"]:
         assert parse_comment(case["comment"]) is None
     elif "error" in expect:

@@ -24,7 +24,7 @@ from pal_slurm.engine import Actuator, Launch
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy.shapes import choice_of
 from pal_slurm.slurm.errors import SlurmError
-from pal_slurm.slurm.hostlist import compress
+from pal_slurm.intake.hostlist import compress
 from pal_slurm.slurm.readers import JobInfo
 
 

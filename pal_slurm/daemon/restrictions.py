@@ -10,70 +10,16 @@ Slurm refuse one.
 
 from __future__ import annotations
 
-import functools
 import math
-import re
 
 from pal_slurm.daemon.protocol import JobFields
+from pal_slurm.intake.hostlist import HostSet, compress
+from pal_slurm.intake.refusals import BAD_INPUT, TOO_LARGE, RefusedInput
+from pal_slurm.intake.tres import asks_for_gpus, gpu_model, per_gpu
 from pal_slurm.policy.eligibility import JobRestrictions
-from pal_slurm.policy.passthrough import BAD_INPUT, TOO_LARGE, JobTraits
-from pal_slurm.slurm.errors import GresTooLarge, HostlistError, HostlistTooLarge, SlurmError
-from pal_slurm.slurm.gres import parse_slot_type
-from pal_slurm.slurm.hostlist import HostSet, compress
-from pal_slurm.slurm.readers import JobInfo, parse_gres
-
-_PER_GPU = re.compile(r"(?:^|,)(?:gres[:/])?gpu:(\d+)(?:,|$)")
-
-
-def per_gpu(tres: str | None) -> int:
-    """`gres:gpu:2` (--cpus-per-gpu / --mem-per-gpu) -> 2; anything else -> 0."""
-    m = _PER_GPU.search(tres or "")
-    return int(m.group(1)) if m else 0
-
-
-def gpu_model(*tres: str | None) -> str | None:
-    """The GPU model type a request names (`gres:gpu:a100:2` -> a100); slot types (s2) and
-    untyped requests -> None. RefusedInput for a string over the GRES caps (its model is not
-    known, so PAL must not place it on any model)."""
-    for text in tres:
-        model = _model_of(text)
-        if model is not None:
-            return model
-    return None
-
-
-_MEMO_CHARS = 256  # longer TRES strings (user text) are parsed every time, never kept
-
-
-def _model_of(text: str | None) -> str | None:
-    """One TRES string's GPU model (memoised: the same few strings come every cycle)."""
-    return _memo_model(text) if text is None or len(text) <= _MEMO_CHARS else _gpu_model(text)
-
-
-def _gpu_model(text: str | None) -> str | None:
-    try:
-        items = parse_gres(text)
-    except GresTooLarge as exc:
-        raise RefusedInput(f"{TOO_LARGE}:gres", str(exc)) from None
-    except SlurmError:
-        return None
-    for item in items:
-        if item.name == "gpu" and item.type is not None and parse_slot_type(item.type) is None:
-            return item.type
-    return None
-
-
-_memo_model = functools.lru_cache(maxsize=1024)(_gpu_model)
-
-
-class RefusedInput(SlurmError):
-    """A field of the job pald does not read: over a cap (`input-too-large:<field>`) or
-    malformed (`bad-input:<field>`). `reason` is the pass token, `detail` one short line."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
+from pal_slurm.policy.passthrough import JobTraits
+from pal_slurm.slurm.errors import HostlistError, HostlistTooLarge
+from pal_slurm.slurm.readers import JobInfo
 
 
 def _hostset(text: str | None, what: str) -> HostSet:
@@ -124,21 +70,13 @@ def traits_from_fields(job: JobFields, now: float) -> JobTraits:
         array=bool(job.array_inx),
         array_throttled="%" in (job.array_inx or ""),
         het_job=job.het_job_offset is not None,
-        gpus_per_task=gpu_model_or_count(job.tres_per_task),
-        gpus_per_socket=gpu_model_or_count(job.tres_per_socket),
+        gpus_per_task=asks_for_gpus(job.tres_per_task),
+        gpus_per_socket=asks_for_gpus(job.tres_per_socket),
         ntasks_per_gpu=job.ntasks_per_tres is not None,
         dependency=bool(job.dependency),
         begins_later=job.begin_time is not None and job.begin_time > 0 and job.begin_time > now + 1,
         user_hold=job.priority == 0,
     )
-
-
-def gpu_model_or_count(tres: str | None) -> bool:
-    """Whether a TRES string asks for GPUs at all."""
-    try:
-        return any(item.name == "gpu" for item in parse_gres(tres))
-    except SlurmError:
-        return bool(tres and "gpu" in tres)
 
 
 def restrictions_from_squeue(job: JobInfo, nodes: int | None, gpus_per_node: int) -> JobRestrictions:

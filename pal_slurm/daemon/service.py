@@ -33,7 +33,6 @@ from pal_slurm.daemon.held_queue import HeldQueue
 from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
 from pal_slurm.daemon.restrictions import (
-    RefusedInput,
     restrictions_from_fields,
     restrictions_from_squeue,
     traits_from_fields,
@@ -43,7 +42,8 @@ from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
 from pal_slurm.model.decision import JobId
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.network import MAX_DECLARED_FACTOR, is_known_sensitivity
-from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
+from pal_slurm.intake.tres import gpu_count
+from pal_slurm.model.shape import JobShape, ShapeError, job_shape
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.eligibility import (
     Eligibility,
@@ -53,7 +53,8 @@ from pal_slurm.policy.eligibility import (
     short_after_promises,
     without,
 )
-from pal_slurm.policy.passthrough import defer_reason, pass_reason, refused_input
+from pal_slurm.intake.refusals import RefusedInput, refused_input
+from pal_slurm.policy.passthrough import defer_reason, pass_reason
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of, slurm_picks, slurm_picks_slots
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot

@@ -32,17 +32,6 @@ class JobTraits:
     user_hold: bool = False  # --hold
 
 
-# A field pald does not read, and why: `input-too-large:exclude` (over a cap: a hostile or
-# mistaken submission must cost pald no more than a normal one) or `bad-input:nodelist`.
-TOO_LARGE = "input-too-large"
-BAD_INPUT = "bad-input"
-
-
-def refused_input(reason: str) -> bool:
-    """Whether a pass reason says pald did not read one of the job's fields."""
-    return reason.startswith((f"{TOO_LARGE}:", f"{BAD_INPUT}:"))
-
-
 # (trait, admin_comment reason, what the user sees) in the order they are checked.
 PASSED_SHAPES: tuple[tuple[str, str, str], ...] = (
     ("user_hold", "user_hold", "held by you: runs where Slurm puts it once you release it"),

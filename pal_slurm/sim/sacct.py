@@ -37,7 +37,8 @@ from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
 from pal_slurm.model.comment_grammar import CommentError, parse_comment
 from pal_slurm.input_files import CsvRow, InputError, parse_csv, read_text
-from pal_slurm.slurm.durations import DurationError, minutes_field, parse_limit
+from pal_slurm.intake.durations import DurationError, minutes_field, parse_limit
+from pal_slurm.intake.slurm_numbers import number
 from pal_slurm.sim.trace import MAX_RUNTIME_S, UNCLASSED, Trace, TraceError, TraceJob
 
 SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "Submit", "Start", "End", "Timelimit", "AllocTRES",
@@ -160,11 +161,9 @@ def _json_job_id(j: Mapping[str, Any], where: str) -> str:
 
 
 def _json_number(v: Any, where: str, what: str) -> float | None:
-    """A number, or sacct's {"set": .., "infinite": .., "number": ..} wrapper (Slurm >= 23.02)."""
-    if isinstance(v, dict):
-        if not v.get("set", True) or v.get("infinite"):
-            return None
-        v = v.get("number")
+    """A number, or sacct's {"set": .., "infinite": .., "number": ..} wrapper (Slurm >= 23.02,
+    unwrapped by slurm_numbers.number); None when unset or infinite."""
+    v = number(v)
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):

@@ -15,8 +15,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
 from pal_slurm.slurm.errors import SlurmParseError
-from pal_slurm.slurm.hostlist import expand
-from pal_slurm.slurm.nodes import GPU, NodeInfo, parse_gres
+from pal_slurm.intake.hostlist import expand
+from pal_slurm.intake.gres import GPU, parse_gres
+from pal_slurm.slurm.nodes import NodeInfo
 from pal_slurm.slurm.runner import Runner
 
 _UNLIMITED = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A", ""})

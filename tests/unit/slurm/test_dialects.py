@@ -8,16 +8,15 @@ from pathlib import Path
 import pytest
 
 from pal_slurm.slurm.dialects import (
-    NO_VAL,
     SlurmVersion,
     data_parser_job,
     data_parser_node,
     detect,
     dialect_for,
-    number,
     offered_parsers,
     parse_version,
 )
+from pal_slurm.intake.slurm_numbers import NO_VAL, number
 from pal_slurm.slurm.readers import parse_job_placement_request
 from pal_slurm.slurm.errors import SlurmCommandFailed, SlurmError, SlurmUnsupported
 from pal_slurm.slurm.readers import SlurmReader

@@ -11,7 +11,7 @@ import pytest
 
 from pal_slurm.slurm.dialects import LEGACY_22_05, SlurmVersion, dialect_for
 from pal_slurm.slurm.errors import SlurmParseError
-from pal_slurm.slurm.hostlist import HostSet
+from pal_slurm.intake.hostlist import HostSet
 from pal_slurm.slurm.readers import parse_sinfo, parse_squeue
 from pal_slurm.slurm.site import parse_minutes, parse_partitions, parse_reservations, read_site, site_view
 

@@ -413,7 +413,7 @@ M.SITE_FIELDS = {
 }
 
 -- What makes pald pass the job on purpose (arrays, hetjob components, dependencies, --begin,
--- the user's --hold, tasks per GPU; pal_slurm/policy/passthrough.py).
+-- the user's --hold, tasks per GPU; pal_slurm/intake/refusals.py).
 M.SHAPE_FIELDS = {
   { "array_inx", "str" }, { "het_job_offset", "n32" }, { "dependency", "str" },
   { "begin_time", "n32" }, { "priority", "n32" }, { "ntasks_per_tres", "n16" },

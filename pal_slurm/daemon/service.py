@@ -32,7 +32,8 @@ from pal_slurm.daemon import requeue
 from pal_slurm.daemon.held_queue import HeldQueue
 from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
-from pal_slurm.daemon.restrictions import (
+from pal_slurm.intake.restrictions import (
+    JobRestrictions,
     restrictions_from_fields,
     restrictions_from_squeue,
     traits_from_fields,
@@ -47,14 +48,12 @@ from pal_slurm.model.shape import JobShape, ShapeError, job_shape
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.eligibility import (
     Eligibility,
-    JobRestrictions,
     NodeGroup,
     eligible_nodes,
     short_after_promises,
     without,
 )
-from pal_slurm.intake.refusals import RefusedInput, refused_input
-from pal_slurm.policy.passthrough import defer_reason, pass_reason
+from pal_slurm.intake.refusals import RefusedInput, defer_reason, pass_reason, refused_input
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of, slurm_picks, slurm_picks_slots
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot

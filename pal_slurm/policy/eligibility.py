@@ -22,31 +22,9 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 from pal_slurm.intake.constraints import ConstraintTooLarge, ConstraintUnsupported, parse_constraint
-from pal_slurm.intake.hostlist import HostSet
 from pal_slurm.intake.refusals import TOO_LARGE
+from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.model.site import NodeFacts, PartitionFacts, SiteView
-
-
-@dataclass(frozen=True)
-class JobRestrictions:
-    """Everything in a job's request that limits where it may run (one job-side vocabulary,
-    built from the hook's fields at submit and from squeue for held jobs)."""
-
-    partitions: tuple[str, ...] = ()  # -p a,b; () = the default partition
-    usable_partitions: frozenset[str] | None = None  # Slurm's own list for this user (hook's part_list)
-    uid: int | None = None
-    account: str | None = None  # None: the user's default account (unknown here)
-    qos: str | None = None
-    constraint: str | None = None  # --constraint text
-    exclude: HostSet = HostSet()  # --exclude, matched as written (never listed: it is user text)
-    required: HostSet = HostSet()  # --nodelist (the job gets all of them)
-    reservation: str | None = None
-    exclusive: bool = False
-    nodes: int | None = 1  # node count; None: any number (a --gpus=N job)
-    cpus_per_node: int = 1
-    memory_per_node_mb: int = 0
-    time_limit_min: int | None = None  # None: the partition's default
-    gpu_model: str | None = None  # --gres=gpu:<model>:n / --gpus=<model>:n: only nodes of that model
 
 
 @dataclass(frozen=True)

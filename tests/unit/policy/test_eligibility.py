@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
 from pal_slurm.intake.constraints import ConstraintTooLarge, parse_constraint
 from pal_slurm.intake.hostlist import HostSet
-from pal_slurm.policy.eligibility import JobRestrictions, eligible_nodes
+from pal_slurm.intake.restrictions import JobRestrictions
+from pal_slurm.policy.eligibility import eligible_nodes
 
 NOW = 1_000_000.0
 

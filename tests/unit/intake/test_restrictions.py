@@ -1,4 +1,4 @@
-"""A job's restrictions from the hook's fields and from squeue (pal_slurm/daemon/restrictions.py)."""
+"""A job's restrictions from the hook's fields and from squeue (pal_slurm/intake/restrictions.py)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 from pal_slurm.daemon.protocol import JobFields
-from pal_slurm.daemon.restrictions import (
+from pal_slurm.intake.restrictions import (
     restrictions_from_fields,
     restrictions_from_squeue,
     traits_from_fields,
 )
-from pal_slurm.policy.passthrough import JobTraits
+from pal_slurm.intake.refusals import JobTraits
 from pal_slurm.intake.hostlist import HostSet
 from pal_slurm.slurm.readers import parse_squeue
 

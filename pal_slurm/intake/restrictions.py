@@ -1,5 +1,5 @@
 """A job's restrictions and traits in the policy's vocabulary, from either source pald has:
-the hook's fields at submit (`JobFields`) or `squeue --json` for a held job (`JobInfo`).
+the hook's fields at submit (`HookFields`) or `squeue --json` for a held job (`JobInfo`).
 
 Two sources, one vocabulary (`JobRestrictions`, `JobTraits`), so the submit-time answer and the
 cycle judge a job the same way. Per-node CPU and memory needs are derived the way Slurm counts
@@ -11,15 +11,112 @@ Slurm refuse one.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Protocol
 
-from pal_slurm.daemon.protocol import JobFields
 from pal_slurm.intake.hostlist import HostSet, compress
-from pal_slurm.intake.refusals import BAD_INPUT, TOO_LARGE, RefusedInput
+from pal_slurm.intake.refusals import BAD_INPUT, TOO_LARGE, JobTraits, RefusedInput
 from pal_slurm.intake.tres import asks_for_gpus, gpu_model, per_gpu
-from pal_slurm.policy.eligibility import JobRestrictions
-from pal_slurm.policy.passthrough import JobTraits
 from pal_slurm.slurm.errors import HostlistError, HostlistTooLarge
 from pal_slurm.slurm.readers import JobInfo
+
+
+@dataclass(frozen=True)
+class JobRestrictions:
+    """Everything in a job's request that limits where it may run (one job-side vocabulary,
+    built from the hook's fields at submit and from squeue for held jobs)."""
+
+    partitions: tuple[str, ...] = ()  # -p a,b; () = the default partition
+    usable_partitions: frozenset[str] | None = None  # Slurm's own list for this user (hook's part_list)
+    uid: int | None = None
+    account: str | None = None  # None: the user's default account (unknown here)
+    qos: str | None = None
+    constraint: str | None = None  # --constraint text
+    exclude: HostSet = HostSet()  # --exclude, matched as written (never listed: it is user text)
+    required: HostSet = HostSet()  # --nodelist (the job gets all of them)
+    reservation: str | None = None
+    exclusive: bool = False
+    nodes: int | None = 1  # node count; None: any number (a --gpus=N job)
+    cpus_per_node: int = 1
+    memory_per_node_mb: int = 0
+    time_limit_min: int | None = None  # None: the partition's default
+    gpu_model: str | None = None  # --gres=gpu:<model>:n / --gpus=<model>:n: only nodes of that model
+
+
+class HookFields(Protocol):
+    """The hook's fields of a job at submit time, as pald's protocol carries them
+    (daemon/protocol.JobFields): what the intake reads of them."""
+
+    @property
+    def uid(self) -> int: ...
+    @property
+    def comment(self) -> str: ...
+    @property
+    def partition(self) -> str | None: ...
+    @property
+    def gpus_per_node(self) -> int | None: ...
+    @property
+    def gpus_per_job(self) -> int | None: ...
+    @property
+    def tres_per_node(self) -> str | None: ...
+    @property
+    def tres_per_job(self) -> str | None: ...
+    @property
+    def tres_per_task(self) -> str | None: ...
+    @property
+    def tres_per_socket(self) -> str | None: ...
+    @property
+    def min_nodes(self) -> int | None: ...
+    @property
+    def usable_partitions(self) -> tuple[str, ...] | None: ...
+    @property
+    def features(self) -> str | None: ...
+    @property
+    def exc_nodes(self) -> str | None: ...
+    @property
+    def req_nodes(self) -> str | None: ...
+    @property
+    def reservation(self) -> str | None: ...
+    @property
+    def account(self) -> str | None: ...
+    @property
+    def qos(self) -> str | None: ...
+    @property
+    def shared(self) -> int | None: ...
+    @property
+    def time_limit(self) -> int | None: ...
+    @property
+    def cpus_per_task(self) -> int | None: ...
+    @property
+    def ntasks_per_node(self) -> int | None: ...
+    @property
+    def num_tasks(self) -> int | None: ...
+    @property
+    def pn_min_cpus(self) -> int | None: ...
+    @property
+    def min_cpus(self) -> int | None: ...
+    @property
+    def cpus_per_tres(self) -> str | None: ...
+    @property
+    def min_mem_per_node(self) -> int | None: ...
+    @property
+    def min_mem_per_cpu(self) -> int | None: ...
+    @property
+    def mem_per_tres(self) -> str | None: ...
+    @property
+    def array_inx(self) -> str | None: ...
+    @property
+    def het_job_offset(self) -> int | None: ...
+    @property
+    def dependency(self) -> str | None: ...
+    @property
+    def begin_time(self) -> int | None: ...
+    @property
+    def priority(self) -> int | None: ...
+    @property
+    def ntasks_per_tres(self) -> int | None: ...
+
+
 
 
 def _hostset(text: str | None, what: str) -> HostSet:
@@ -36,7 +133,7 @@ def _partitions(text: str | None) -> tuple[str, ...]:
     return tuple(p for p in (text or "").split(",") if p)
 
 
-def restrictions_from_fields(job: JobFields, nodes: int | None, gpus_per_node: int) -> JobRestrictions:
+def restrictions_from_fields(job: HookFields, nodes: int | None, gpus_per_node: int) -> JobRestrictions:
     """From the hook's fields; `nodes`/`gpus_per_node` from the job's shape (nodes None: any).
     Raises RefusedInput for a node list over its caps or malformed."""
     k = nodes or 1
@@ -65,7 +162,7 @@ def restrictions_from_fields(job: JobFields, nodes: int | None, gpus_per_node: i
     )
 
 
-def traits_from_fields(job: JobFields, now: float) -> JobTraits:
+def traits_from_fields(job: HookFields, now: float) -> JobTraits:
     return JobTraits(
         array=bool(job.array_inx),
         array_throttled="%" in (job.array_inx or ""),

@@ -10,6 +10,7 @@ Slurm refuse one.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Protocol
@@ -18,7 +19,7 @@ from pal_slurm.intake.hostlist import HostSet, compress
 from pal_slurm.intake.refusals import BAD_INPUT, TOO_LARGE, JobTraits, RefusedInput
 from pal_slurm.intake.tres import asks_for_gpus, gpu_model, per_gpu
 from pal_slurm.slurm.errors import HostlistError, HostlistTooLarge
-from pal_slurm.slurm.readers import JobInfo
+from pal_slurm.slurm.readers import JobInfo, JobPlacementRequest
 
 
 @dataclass(frozen=True)
@@ -179,8 +180,16 @@ def traits_from_fields(job: HookFields, now: float) -> JobTraits:
 def restrictions_from_squeue(job: JobInfo, nodes: int | None, gpus_per_node: int) -> JobRestrictions:
     """From `squeue --json` (a job the hook deferred; its user/array/hold traits were judged at
     submit). The usable partitions are not in squeue: access lists pald cannot evaluate make
-    the partition ineligible (see eligibility.partition_refusal)."""
-    req = job.placement_request
+    the partition ineligible (see eligibility.partition_refusal). Memoised on the fields it
+    reads: thousands of held jobs share a few restrictions, and each cycle reads them all."""
+    return _from_squeue(job.partition, job.user_id, job.required_nodes, job.time_limit_s, job.tres_per_node,
+                        job.placement_request, nodes, gpus_per_node)
+
+
+@functools.lru_cache(maxsize=1024)
+def _from_squeue(partition: str, uid: int, required_nodes: tuple[str, ...], time_limit_s: float | None,
+                 tres_per_node: str, req: JobPlacementRequest | None, nodes: int | None,
+                 gpus_per_node: int) -> JobRestrictions:
     k = nodes or 1
     cpus = max(1, req.min_cpus_per_node if req else 0,
                (per_gpu(req.cpus_per_tres) * gpus_per_node) if req else 0,
@@ -190,18 +199,18 @@ def restrictions_from_squeue(job: JobInfo, nodes: int | None, gpus_per_node: int
         memory = max(req.memory_per_node_mb, req.memory_per_cpu_mb * cpus,
                      per_gpu(req.memory_per_tres) * gpus_per_node)
     return JobRestrictions(
-        partitions=_partitions(job.partition),
-        uid=job.user_id,
+        partitions=_partitions(partition),
+        uid=uid,
         account=(req.account or None) if req else None,
         qos=(req.qos or None) if req else None,
         constraint=(req.features or None) if req else None,
         exclude=req.excluded_nodes if req else HostSet(),
-        required=HostSet.from_expr(compress(job.required_nodes)),
+        required=HostSet.from_expr(compress(required_nodes)),
         reservation=(req.reservation or None) if req else None,
         exclusive=bool(req and req.exclusive),
         nodes=nodes,
         cpus_per_node=cpus,
         memory_per_node_mb=memory,
-        time_limit_min=int(job.time_limit_s // 60) if job.time_limit_s else None,
-        gpu_model=gpu_model(job.tres_per_node, req.tres_per_job if req else None),
+        time_limit_min=int(time_limit_s // 60) if time_limit_s else None,
+        gpu_model=gpu_model(tres_per_node, req.tres_per_job if req else None),
     )

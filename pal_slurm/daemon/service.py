@@ -51,6 +51,7 @@ from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.readers import JobInfo
 from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
 MODES = ("auto", "now", "defer")
@@ -92,7 +93,7 @@ class ServiceSettings:
 MAX_ELIGIBILITY_MEMO = 1024  # distinct restrictions memoised per Slurm read (they hold user text)
 
 
-def job_request(job_id, shape: JobShape, perf_class: str, spec: CommentSpec | None, submitted: float,
+def job_request(job_id: JobId, shape: JobShape, perf_class: str, spec: CommentSpec | None, submitted: float,
                 time_limit_s: float | None = None) -> JobRequest:
     """The engine's view of a Slurm job that waits (submitted at `submitted`)."""
     return JobRequest(
@@ -262,7 +263,7 @@ class PlacementService:
             if picked != r.gpu_ids:
                 self.reservations[key] = replace(r, gpu_ids=frozenset(picked))
 
-    def observe_running(self, jobs: Iterable, now: float, unheld: Mapping[str, Iterable[int]] | None = None) -> None:
+    def observe_running(self, jobs: Iterable[JobInfo], now: float, unheld: Mapping[str, Iterable[int]] | None = None) -> None:
         """The running jobs (slurm JobInfo records, from the same read as the view) as the
         engine sees them, for a placement that plans around them: on the GPUs Slurm shows them
         on, each with its time limit less the time it has run as what is left (pald knows
@@ -586,7 +587,7 @@ class PlacementService:
                           partition=group.partition, site_checked=True, **base)
 
     # ---- the cycle -------------------------------------------------------------------------
-    def plan_cycle(self, held: Sequence, now: float) -> CycleResult:
+    def plan_cycle(self, held: Sequence[JobInfo], now: float) -> CycleResult:
         """Which held PAL jobs (slurm JobInfo records) to release now, and where: the engine's
         cycle over them. Every release's GPUs are reserved before this returns; the caller
         acts on Slurm and calls `unreserve(release.key)` for a release that failed."""

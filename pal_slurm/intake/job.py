@@ -16,11 +16,10 @@ import functools
 from dataclasses import dataclass
 from typing import Union
 
-from pal_slurm.intake.refusals import RefusedInput, defer_reason, pass_reason
+from pal_slurm.intake.refusals import JobTraits, RefusedInput, defer_reason, pass_reason
 from pal_slurm.intake.restrictions import (
     HookFields,
     JobRestrictions,
-    JobTraits,
     restrictions_from_fields,
     restrictions_from_squeue,
     traits_from_fields,

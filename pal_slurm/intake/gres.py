@@ -31,6 +31,12 @@ def unprefixed(item: str) -> str:
     return item
 
 
+def gres_name(tres_name: str) -> str | None:
+    """The GRES an accounting TRES name counts (``gres/gpu:a100`` -> ``gpu:a100``); None for a
+    TRES that is not a GRES (cpu, mem, node, billing)."""
+    return tres_name[len(_PREFIXES[1]):] if tres_name.startswith(_PREFIXES[1]) else None
+
+
 def slash_spelled(text: str) -> bool:
     """Whether a TRES string holds an item in 23.02+'s ``gres/`` spelling."""
     return any(item.startswith(_PREFIXES[1]) for item in text.split(","))

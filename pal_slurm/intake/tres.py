@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Iterable
 
 from pal_slurm.intake.gres import GPU, parse_gres, parse_slot_type, unprefixed
 from pal_slurm.intake.refusals import TOO_LARGE, RefusedInput
@@ -95,6 +96,35 @@ def _gpu_model(text: str | None) -> str | None:
 
 
 _memo_model = functools.lru_cache(maxsize=1024)(_gpu_model)
+
+
+def is_gpu(name: str) -> bool:
+    """Whether a GRES name (``gpu``, ``gpu:a100``) counts GPUs."""
+    return name == GPU or name.startswith(GPU + ":")
+
+
+def accounting_gpus(counts: Iterable[tuple[str, int]]) -> int:
+    """GPUs a job held, from accounting's GRES counts (name, count): the plain ``gpu`` total,
+    else the typed ``gpu:<type>`` ones summed (with AccountingStorageTRES naming models,
+    accounting lists the same GPUs under both)."""
+    plain, typed = 0, 0
+    for name, count in counts:
+        if name == GPU:
+            plain += count
+        elif is_gpu(name):
+            typed += count
+    return plain or typed
+
+
+def requested_model(names: Iterable[str]) -> str | None:
+    """The GPU model of the first typed GPU request among GRES names (``gpu:a100``), not one
+    of pal-slurm's slot types."""
+    for name in names:
+        if name.startswith(GPU + ":"):
+            model = name[len(GPU) + 1:]
+            if model and parse_slot_type(model) is None:
+                return model
+    return None
 
 
 def asks_for_gpus(tres: str | None) -> bool:

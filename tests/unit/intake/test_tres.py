@@ -7,8 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from pal_slurm.intake.gres import gres_name
 from pal_slurm.intake.refusals import RefusedInput
-from pal_slurm.intake.tres import asks_for_gpus, canonical_tres, gpu_count, gpu_model, per_gpu
+from pal_slurm.intake.tres import (
+    accounting_gpus,
+    asks_for_gpus,
+    canonical_tres,
+    gpu_count,
+    gpu_model,
+    is_gpu,
+    per_gpu,
+    requested_model,
+)
 
 CASES = json.loads((Path(__file__).parents[2] / "golden" / "gpu_count.json").read_text())["cases"]
 
@@ -41,3 +51,13 @@ def test_canonical_tres_and_asks_for_gpus():
     assert canonical_tres("gres/gpu:s2:1,gres/gpu:s3:1") == "gres:gpu:s2:1,gres:gpu:s3:1"
     assert canonical_tres("gres:gpu:2") == "gres:gpu:2" and canonical_tres("") == ""
     assert asks_for_gpus("cpu=1,gres/gpu=1") and not asks_for_gpus("cpu=2") and not asks_for_gpus(None)
+
+
+def test_accounting_counts_and_models():
+    assert accounting_gpus([("gpu", 4), ("gpu:a100", 4), ("nic", 1)]) == 4  # the plain total wins
+    assert accounting_gpus([("gpu:a100", 2), ("gpu:v100", 1)]) == 3  # typed only: summed
+    assert accounting_gpus([("cpu", 8)]) == 0
+    assert requested_model(["gpu", "gpu:s2", "gpu:a100"]) == "a100"  # slot types are no model
+    assert requested_model(["gpu:", "nic:x"]) is None
+    assert gres_name("gres/gpu:a100") == "gpu:a100" and gres_name("cpu") is None and gres_name("gres:gpu") is None
+    assert is_gpu("gpu") and is_gpu("gpu:a100") and not is_gpu("gpux")

@@ -29,9 +29,9 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon import requeue
 from pal_slurm.daemon.held_queue import HeldQueue
-from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
+from pal_slurm.model.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import PlaceReply, PlaceRequest
-from pal_slurm.intake.job import DEFAULT_NET, Pass, class_of, from_hook, from_queue
+from pal_slurm.intake.job import DEFAULT_NET, Pass, class_of, from_hook, from_queue, running_class
 from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
@@ -300,13 +300,7 @@ class PlacementService:
             if not gpus:
                 continue
             if j.comment not in seen:
-                try:
-                    spec = parse_comment(j.comment)
-                except CommentError:
-                    spec = None
-                app = spec.perf_class if spec else "unknown"
-                seen[j.comment] = (app if spec else "", self.resolve_class(app)[0],
-                                   ((spec.net if spec else None) or DEFAULT_NET).lower())
+                seen[j.comment] = running_class(j.comment, self.class_map)
             app, perf_class, net = seen[j.comment]
             started = float(j.start_time or now)
             left = max(0.0, float(j.time_limit_s) - (now - started)) if j.time_limit_s else 0.0

@@ -147,6 +147,16 @@ def _comment(text: str) -> CommentSpec | None | CommentError:
 _JUDGED_AT_SUBMIT = JobTraits()  # a held job's traits: the hook judged them
 
 
+def running_class(comment: str, classes: AppClassMap) -> tuple[str, str, str]:
+    """(application, class, network sensitivity) of a running job from its comment, for a
+    placement that plans around running jobs: a comment that does not parse reads as none."""
+    spec = _comment(comment)
+    if isinstance(spec, CommentError):
+        spec = None
+    app = spec.perf_class if spec else "unknown"
+    return app if spec else "", class_of(classes, app)[0], ((spec.net if spec else None) or DEFAULT_NET).lower()
+
+
 def from_queue(job: JobInfo, classes: AppClassMap) -> Read:
     """squeue's record of a held job, as the cycle judges where it may run (a record with a
     pin pald itself wrote dropped first: daemon/requeue.placement_record). Its user, array and

@@ -120,3 +120,11 @@ def test_submit_and_held_shapes_come_from_one_parser():
     assert held_shape(queued(tres_per_node="gres:gpu:2", node_count=3), None) == JobShape.on_nodes(3, 2)
     assert held_shape(queued(tres_per_node="", tres_per_job="gres:gpu:4"), None) == JobShape.anywhere(4)
     assert held_shape(queued(tres_per_node="", tres_per_job="gres:gpu:8", node_count=2), None) == JobShape.on_nodes(2, 4)
+
+
+def test_a_running_job_reads_its_class_and_sensitivity_from_its_comment():
+    from pal_slurm.intake.job import running_class
+
+    assert running_class("pal:class=resnet,net=HIGH", CLASSES) == ("resnet", "B", "high")
+    assert running_class("pal:class=", CLASSES) == ("", "A", "medium")  # a bad comment: no spec
+    assert running_class("just a comment", CLASSES) == ("", "A", "medium")

@@ -41,7 +41,7 @@ from pal_lab.replay.plan import plan_replay  # noqa: E402
 from pal_lab.replay.predict import predicted_run  # noqa: E402
 from pal_slurm.sim.metrics import geomean  # noqa: E402
 from pal_slurm.sim.trace import bundled_trace  # noqa: E402
-from pal_slurm.slurm.hostlist import compress  # noqa: E402
+from pal_slurm.intake.hostlist import compress  # noqa: E402
 
 TRACES = ("workload-1", "workload-2", "workload-3", "workload-4", "workload-5", "workload-6")
 NODES, GPUS_PER_NODE, NODES_PER_LEAF = 16, 4, 4  # the replay's lab cluster

@@ -424,7 +424,7 @@ M.SITE_FIELDS = {
 }
 
 -- What makes pald pass the job on purpose (arrays, hetjob components, dependencies, --begin,
--- the user's --hold, tasks per GPU; pal_slurm/policy/passthrough.py).
+-- the user's --hold, tasks per GPU; pal_slurm/intake/refusals.py).
 M.SHAPE_FIELDS = {
   { "array_inx", "str" }, { "het_job_offset", "n32" }, { "dependency", "str" },
   { "begin_time", "n32" }, { "priority", "n32" }, { "ntasks_per_tres", "n16" },
@@ -785,7 +785,7 @@ end
 -- on the first lookup that needs them. Slurm's zero-padding rule: "[01-10]" names
 -- gpu01..gpu10 (every number written at the width of the lower bound, wider numbers as they
 -- are), so "gpu010" and "gpu1" are not in it. The Python side's expander is
--- pal_slurm/slurm/hostlist.py; tests/golden/hostlist_match.json holds the cases both check.
+-- pal_slurm/intake/hostlist.py; tests/golden/hostlist_match.json holds the cases both check.
 
 M.MAX_HOSTLIST_BYTES = 64 * 1024 -- a whole wire line: the most a request can carry
 M.MAX_HOSTLIST_ENTRIES = 32768 -- names + ranges of one list (each range once per prefix)
@@ -987,7 +987,7 @@ end
 -- by one. `tick` (optional) is called every few hundred bracketed items: the caller's deadline
 -- check, which may raise. Returns the matcher, or nil, why ("too-large": over
 -- MAX_HOSTLIST_BYTES / MAX_HOSTLIST_ENTRIES / MAX_HOSTLIST_EXPANSIONS / MAX_RANGE_DIGITS;
--- "malformed": what pal_slurm.slurm.hostlist.expand refuses: brackets unbalanced or nested, a
+-- "malformed": what pal_slurm.intake.hostlist.expand refuses: brackets unbalanced or nested, a
 -- bad or descending range, an empty item, whitespace), detail. "" (or nil) is the empty list.
 -- Every search is anchored at the current item or scans forward to the next bracket, so no
 -- byte is read more than a few times (Lua patterns backtrack: an unanchored gmatch over

@@ -334,7 +334,7 @@ def parse_replay_cluster(text: str) -> tuple[tuple[str, ...], int] | None:
     text = (text or "").strip()
     if not text:
         return None
-    from pal_slurm.slurm.hostlist import expand
+    from pal_slurm.intake.hostlist import expand
 
     nodes, sep, per_node = text.rpartition("x")
     if not sep or not per_node.isdigit() or int(per_node) <= 0 or not nodes:

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from pal_slurm.slurm.errors import SlurmParseError
-from pal_slurm.slurm.hostlist import expand as expand_hostlist
-from pal_slurm.slurm.nodes import GresItem, gpu_count, parse_gres, parse_index_list, slots_named
+from pal_slurm.intake.hostlist import expand as expand_hostlist
+from pal_slurm.intake.gres import GresItem, gpus_in, parse_gres, parse_index_list, slots_named
 from pal_slurm.slurm.readers import JobInfo
 
 # slurmd's GRES plugin writes these in the prolog/epilog environment (the first one set wins)
@@ -95,9 +95,9 @@ def held_gpus(job: JobInfo | None, node: str, env: Mapping[str, str]) -> HeldGpu
             return _unknown(f"slurmd's environment shows GPUs {_show(env_gpus)}, "
                             f"not among the requested slots {_show(typed)}")
         return HeldGpus(typed, "per-slot GRES types", True)
-    count = gpu_count(per_node) if per_node else None
+    count = gpus_in(per_node) if per_node else None
     if count is None and per_job and job.node_count == 1:
-        count = gpu_count(per_job)
+        count = gpus_in(per_job)
     if count is None:
         return _unknown("GPUs requested per job across nodes: how many are on this node is not recorded")
     if len(env_gpus) != count:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 
-from pal_slurm.slurm.durations import DurationError, parse_duration
+from pal_slurm.intake.durations import DurationError, parse_duration
 from pal_slurm.slurm.jobids import JobIdError, JobRef, parse_job_id
 
 # What click's option decorators take and give back: a command function or a command.

@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from pal_slurm.daemon.held_jobs import HeldJobs
 from pal_slurm.daemon.launcher import JobControl, JobRef, SlurmLauncher, mark_released
-from pal_slurm.daemon.restrictions import requested_partitions
+from pal_slurm.intake.restrictions import requested_partitions
 from pal_slurm.daemon.service import CycleResult, Release
 from pal_slurm.model.classes import CLASS_ORDER
 from pal_slurm.model.modes import ON
@@ -27,7 +27,7 @@ from pal_slurm.engine import Actuator, Launch
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy.shapes import choice_of
 from pal_slurm.slurm.errors import SlurmError
-from pal_slurm.slurm.hostlist import compress
+from pal_slurm.intake.hostlist import compress
 from pal_slurm.slurm.readers import JobInfo
 
 

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 
 from pal_slurm.daemon import pins, requeue
 from pal_slurm.daemon.launcher import JobControl, JobRef, mark_released
-from pal_slurm.daemon.service import held_shape
+from pal_slurm.intake.job import held_shape
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.tags import DEFER_TAG, pal_tags, with_tag
 from pal_slurm.model import DecisionKind

@@ -30,7 +30,7 @@ from typing import Protocol
 from pal_slurm.daemon import requeue
 from pal_slurm.daemon.tags import DEFER_TAG, FAILSAFE_RELEASE, PLACED_PREFIX, RELEASED_TAG, last_mark, request_id
 from pal_slurm.model import ClusterView
-from pal_slurm.model.shape import gpu_count
+from pal_slurm.intake.tres import gpu_count
 from pal_slurm.slurm.readers import JobInfo
 
 

@@ -113,7 +113,7 @@ class JobFields:
     min_mem_per_node: int | None = None  # --mem, MB
     min_mem_per_cpu: int | None = None  # --mem-per-cpu, MB
     mem_per_tres: str | None = None  # --mem-per-gpu: "gres:gpu:2048" (MB)
-    # shapes PAL passes on purpose (pal_slurm/policy/passthrough.py)
+    # shapes PAL passes on purpose (pal_slurm/intake/refusals.py)
     array_inx: str | None = None  # --array
     het_job_offset: int | None = None  # set for a heterogeneous job's components
     dependency: str | None = None  # --dependency

@@ -36,8 +36,8 @@ from pal_slurm.daemon.store_link import DEADLINE_S, LinkStatus
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.comment_grammar import CommentError, verify_spec
 from pal_slurm.model.modes import OFF, SHADOW, SHADOW_PREFIX
-from pal_slurm.daemon.restrictions import requested_partitions
-from pal_slurm.policy.passthrough import refused_input
+from pal_slurm.intake.restrictions import requested_partitions
+from pal_slurm.intake.refusals import refused_input
 from pal_slurm.slurm.errors import SlurmUnsupported
 
 log = logging.getLogger("pald")

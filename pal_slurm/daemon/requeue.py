@@ -25,7 +25,8 @@ import functools
 from dataclasses import replace
 
 from pal_slurm.daemon.tags import DEFER_TAG, PLACED_PREFIX, pal_tags
-from pal_slurm.slurm.readers import JobInfo, slots_named
+from pal_slurm.intake.gres import slots_named
+from pal_slurm.slurm.readers import JobInfo
 
 REQUEUED_KEY = "requeued"
 OWN_NODELIST = "nodelist=own"  # in the hook's tag: the job's ReqNodeList at submit was the user's

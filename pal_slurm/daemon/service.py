@@ -22,7 +22,6 @@ call), so the state is never seen half-changed.
 
 from __future__ import annotations
 
-import functools
 import random
 from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Iterable, Mapping, Sequence
@@ -30,38 +29,32 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon import requeue
 from pal_slurm.daemon.held_queue import HeldQueue
-from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
-from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
-from pal_slurm.daemon.restrictions import (
-    RefusedInput,
-    restrictions_from_fields,
-    restrictions_from_squeue,
-    traits_from_fields,
-)
+from pal_slurm.model.comment_grammar import CommentSpec
+from pal_slurm.daemon.protocol import PlaceReply, PlaceRequest
+from pal_slurm.intake.job import DEFAULT_NET, Pass, class_of, from_hook, from_queue, running_class
+from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
 from pal_slurm.model.decision import JobId
 from pal_slurm.model.classes import AppClassMap
-from pal_slurm.model.network import MAX_DECLARED_FACTOR, is_known_sensitivity
-from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
+from pal_slurm.model.shape import JobShape
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.eligibility import (
     Eligibility,
-    JobRestrictions,
     NodeGroup,
     eligible_nodes,
     short_after_promises,
     without,
 )
-from pal_slurm.policy.passthrough import defer_reason, pass_reason, refused_input
+from pal_slurm.intake.refusals import refused_input
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of, slurm_picks, slurm_picks_slots
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.readers import JobInfo
 from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
 MODES = ("auto", "now", "defer")
-DEFAULT_NET = "medium"  # network sensitivity of a job whose comment has no net=
 
 
 # the job states whose GPUs a placement planning around running jobs sees free at the job's
@@ -100,38 +93,7 @@ class ServiceSettings:
 MAX_ELIGIBILITY_MEMO = 1024  # distinct restrictions memoised per Slurm read (they hold user text)
 
 
-def submit_shape(job: JobFields, spec: CommentSpec | None) -> JobShape:
-    """The shape of a job at submit time (the hook's fields, `gpus=` from the comment)."""
-    return job_shape(
-        gpus_per_node=job.gpus_per_node or gpu_count(job.tres_per_node),
-        gpus_per_job=job.gpus_per_job or gpu_count(job.tres_per_job),
-        nodes=job.min_nodes,
-        comment_gpus=spec.gpus if spec else None,
-    )
-
-
-def held_shape(job, spec: CommentSpec | None) -> JobShape:
-    """The shape of a job squeue shows (a slurm JobInfo): the same parser as at submit time."""
-    return _squeue_shape(job.tres_per_node, job.tres_per_job, job.node_count, spec.gpus if spec else None)
-
-
-@functools.lru_cache(maxsize=1024)
-def _squeue_shape(tres_per_node: str, tres_per_job: str, node_count: int, comment_gpus: int | None) -> JobShape:
-    """Memoised on the strings (a pure parse; thousands of held jobs share a few shapes)."""
-    return job_shape(gpus_per_node=gpu_count(tres_per_node), gpus_per_job=gpu_count(tres_per_job),
-                     nodes=node_count, comment_gpus=comment_gpus)
-
-
-def unknown_net_warning(net: str | None) -> str | None:
-    """The user's warning for a `net=` that is neither a class nor a spread factor (placed as the
-    most sensitive: spreading it is what could cost it most), None when it is fine or absent."""
-    if net is None or is_known_sensitivity(net.lower()):
-        return None
-    return (f"pal: unknown network sensitivity '{net}', placed as high; give low, medium, high or "
-            f"the factor your job runs slower at over two racks (e.g. net=2.2, 1 to {MAX_DECLARED_FACTOR:g})")
-
-
-def job_request(job_id, shape: JobShape, perf_class: str, spec: CommentSpec | None, submitted: float,
+def job_request(job_id: JobId, shape: JobShape, perf_class: str, spec: CommentSpec | None, submitted: float,
                 time_limit_s: float | None = None) -> JobRequest:
     """The engine's view of a Slurm job that waits (submitted at `submitted`)."""
     return JobRequest(
@@ -301,7 +263,7 @@ class PlacementService:
             if picked != r.gpu_ids:
                 self.reservations[key] = replace(r, gpu_ids=frozenset(picked))
 
-    def observe_running(self, jobs: Iterable, now: float, unheld: Mapping[str, Iterable[int]] | None = None) -> None:
+    def observe_running(self, jobs: Iterable[JobInfo], now: float, unheld: Mapping[str, Iterable[int]] | None = None) -> None:
         """The running jobs (slurm JobInfo records, from the same read as the view) as the
         engine sees them, for a placement that plans around them: on the GPUs Slurm shows them
         on, each with its time limit less the time it has run as what is left (pald knows
@@ -338,13 +300,7 @@ class PlacementService:
             if not gpus:
                 continue
             if j.comment not in seen:
-                try:
-                    spec = parse_comment(j.comment)
-                except CommentError:
-                    spec = None
-                app = spec.perf_class if spec else "unknown"
-                seen[j.comment] = (app if spec else "", self.resolve_class(app)[0],
-                                   ((spec.net if spec else None) or DEFAULT_NET).lower())
+                seen[j.comment] = running_class(j.comment, self.class_map)
             app, perf_class, net = seen[j.comment]
             started = float(j.start_time or now)
             left = max(0.0, float(j.time_limit_s) - (now - started)) if j.time_limit_s else 0.0
@@ -414,11 +370,7 @@ class PlacementService:
 
     def resolve_class(self, app: str) -> tuple[str, str | None]:
         """(class, warning for the user or None)."""
-        cls, known = self.class_map.lookup(app)
-        if known:
-            return cls, None
-        return cls, (f"pal: unknown class '{app}', placed as class {cls} (most variability-sensitive); "
-                     f"ask your admin to add it (palctl classes add)")
+        return class_of(self.class_map, app)
 
     def rack_timers(self) -> dict[str, float]:
         """Seconds a job of each network sensitivity waits for one rack (the placement's delay
@@ -566,24 +518,11 @@ class PlacementService:
             return PlaceReply(DecisionKind.PASS, reason="no_cluster_view")
         if now - self.view_time > self.settings.max_view_age_s:
             return PlaceReply(DecisionKind.PASS, reason="stale_view")
-        perf_class, warning = self.resolve_class(req.pal.perf_class)
-        net_warning = unknown_net_warning(req.pal.net)
-        if net_warning:
-            warning = f"{warning}; {net_warning}" if warning else net_warning
-        base: dict[str, Any] = dict(rank=self.rank_version, perf_class=perf_class, warning=warning)
-        traits = traits_from_fields(req.job, now)
-        passing = pass_reason(traits)
-        if passing:
-            return PlaceReply(DecisionKind.PASS, reason=passing, **base)
-        try:
-            shape = submit_shape(req.job, req.pal)
-        except ShapeError as exc:
-            return PlaceReply(DecisionKind.PASS, reason=str(exc), **base)
-        try:
-            restrictions = restrictions_from_fields(req.job, shape.nodes, shape.per_node or 1)
-        except RefusedInput as exc:
-            return PlaceReply(DecisionKind.PASS, reason=exc.reason,
-                              **{**base, "warning": f"PAL leaves this job to Slurm: {exc.detail}"[:200]})
+        got = from_hook(req.job, req.pal, key, now, self.class_map)
+        base: dict[str, Any] = dict(rank=self.rank_version, perf_class=got.perf_class, warning=got.warning)
+        if isinstance(got, Pass):
+            return PlaceReply(DecisionKind.PASS, reason=got.reason, **base)
+        shape, restrictions = got.shape, got.restrictions
         eligibility = self.eligibility(restrictions, now)
         if eligibility.passed and refused_input(eligibility.passed):
             return PlaceReply(DecisionKind.PASS, reason=eligibility.passed,
@@ -595,15 +534,13 @@ class PlacementService:
         if shape.total > self.view.size:
             return PlaceReply(DecisionKind.PASS, reason="bigger_than_cluster", **base)
         mode = req.pal.mode or self.settings.default_mode
-        deferred = defer_reason(traits)
-        if deferred:
+        if got.deferred:
             self.queue.defer(key)
-            return PlaceReply(DecisionKind.DEFER, reason=deferred, **base)
+            return PlaceReply(DecisionKind.DEFER, reason=got.deferred, **base)
         if mode == "defer":
             self.queue.defer(key)
             return PlaceReply(DecisionKind.DEFER, reason="asked", **base)
-        limit_s = req.job.time_limit * 60.0 if req.job.time_limit else None
-        job = job_request(key, shape, perf_class, req.pal, now, limit_s)
+        job = job_request(key, shape, got.perf_class, req.pal, now, got.time_limit_s)
         if mode == "auto" and self.queue.held_jobs > 0:  # older PAL jobs wait: backfill, or wait with them
             found = self.place_behind_held(job, eligibility, restrictions.exclusive, now)
             if found is None:
@@ -644,7 +581,7 @@ class PlacementService:
                           partition=group.partition, site_checked=True, **base)
 
     # ---- the cycle -------------------------------------------------------------------------
-    def plan_cycle(self, held: Sequence, now: float) -> CycleResult:
+    def plan_cycle(self, held: Sequence[JobInfo], now: float) -> CycleResult:
         """Which held PAL jobs (slurm JobInfo records) to release now, and where: the engine's
         cycle over them. Every release's GPUs are reserved before this returns; the caller
         acts on Slurm and calls `unreserve(release.key)` for a release that failed."""
@@ -657,55 +594,28 @@ class PlacementService:
         groups: dict[int | str, NodeGroup] = {}
         limits: dict[int | str, JobRestrictions] = {}  # where each may run, what it needs per node
         by_id = {}
-        # held jobs share few comments and shapes: parse each once per cycle
-        specs: dict[str, CommentSpec | None | CommentError] = {}
-        classes: dict[str, str] = {}
-        shapes: dict[tuple, JobShape | ShapeError] = {}
         not_yet = 0  # requeued jobs in Slurm's requeue delay: planned once they may start
         unexpanded = 0  # array elements beyond what could start now (not planned this cycle)
-        wheres: dict[tuple, tuple[JobRestrictions, NodeGroup | None] | str] = {}
+        # held jobs share few restrictions (the intake hands out one value for equal fields):
+        # where each may run is judged once per cycle, found by identity (hashing a job's
+        # restrictions costs more than judging them again)
+        wheres: dict[int, tuple[JobRestrictions, NodeGroup | None | str]] = {}
         bound: dict[int | str, tuple[int, ...]] = {}  # jobs already bound to slot types
         for j in held:
-            if getattr(j, "unreadable", ""):  # Slurm's record of it did not parse: fail open
-                out.releases.append(Release(j.job_id, "?", None, None, "unreadable_record"))
-                continue
-            if requeue.not_yet_eligible(j, now):
+            if not getattr(j, "unreadable", "") and requeue.not_yet_eligible(j, now):
                 not_yet += 1
                 continue
-            if j.comment not in specs:
-                try:
-                    specs[j.comment] = parse_comment(j.comment)
-                except CommentError as exc:
-                    specs[j.comment] = exc
-            spec = specs[j.comment]
-            if isinstance(spec, CommentError):
-                out.releases.append(Release(j.job_id, "?", None, None, f"bad_comment:{spec}"))
+            got = from_queue(requeue.placement_record(j), self.class_map)
+            if isinstance(got, Pass):
+                out.releases.append(Release(j.job_id, got.perf_class, None, None, got.reason))
                 continue
-            app = spec.perf_class if spec else "unknown"
-            if app not in classes:
-                classes[app] = self.resolve_class(app)[0]
-            perf_class = classes[app]
-            key = (j.tres_per_node, j.tres_per_job, j.node_count, spec.gpus if spec else None)
-            if key not in shapes:
-                try:
-                    shapes[key] = held_shape(j, spec)
-                except ShapeError as exc:
-                    shapes[key] = exc
-            shape = shapes[key]
-            if isinstance(shape, ShapeError):
-                out.releases.append(Release(j.job_id, perf_class, None, None, str(shape)))
+            shape, spec, perf_class, restrictions = got.shape, got.spec, got.perf_class, got.restrictions
+            if id(restrictions) not in wheres:  # the entry holds the value: its id is not reused
+                wheres[id(restrictions)] = (restrictions, self._where(restrictions, now))
+            group = wheres[id(restrictions)][1]
+            if isinstance(group, str):  # eligibility passed it to Slurm
+                out.releases.append(Release(j.job_id, perf_class, None, None, group))
                 continue
-            # everything restrictions_from_squeue reads, plus the shape: held jobs share few
-            record = requeue.placement_record(j)
-            where_key = (j.partition, j.user_id, record.required_nodes, j.time_limit_s, j.placement_request,
-                         j.tres_per_node, shape.nodes, shape.per_node)
-            if where_key not in wheres:
-                wheres[where_key] = self._where(record, shape, now)
-            where = wheres[where_key]
-            if isinstance(where, str):  # bad node list, or eligibility passed it to Slurm
-                out.releases.append(Release(j.job_id, perf_class, None, None, where))
-                continue
-            restrictions, group = where
             slots = requeue.bound_slots(j) if shape.is_per_node else None
             if slots is not None:
                 group = None  # placed after the shared cycle, on its own slots (_on_bound_slots)
@@ -777,23 +687,17 @@ class PlacementService:
         again = self.engine.place_new(req, self.view.with_free(on_old), self.ranking, now)
         return None if again is None else (tuple(again), group)
 
-    def _where(self, job, shape: JobShape, now: float) -> tuple[JobRestrictions, NodeGroup | None] | str:
-        """Where a held job may run: (its restrictions, its one node group when that is every
-        node and the job shares nodes, so it joins the shared engine cycle), or the reason it
-        goes to Slurm untouched. A requeued job's old pin is dropped first (requeue.py)."""
-        try:
-            restrictions = restrictions_from_squeue(job, shape.nodes, shape.per_node or 1)
-        except RefusedInput as exc:
-            return exc.reason
-        except SlurmError:
-            return "bad_nodelist"
+    def _where(self, restrictions: JobRestrictions, now: float) -> NodeGroup | None | str:
+        """Where a held job may run: its one node group when that is every node and the job
+        shares nodes, so it joins the shared engine cycle; None when it is placed after it, on
+        its own nodes; or the reason it goes to Slurm untouched."""
         eligibility = self.eligibility(restrictions, now)
         if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
             return eligibility.passed
         group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
         if group is None or restrictions.exclusive or self.allowed_nodes(group, frozenset(), False) is not None:
             group = None
-        return restrictions, group
+        return group
 
     def _release(self, out: CycleResult, req: JobRequest, gpus: Sequence[int], group: NodeGroup, job: JobRestrictions,
                  now: float) -> bool:

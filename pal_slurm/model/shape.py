@@ -6,10 +6,9 @@ A Slurm job asks for GPUs in one of two shapes:
 - in total: `N` GPUs on any nodes (`--gpus=N`, or `gpus=N` in the pal: comment).
 
 The simulator runs jobs with these shapes and pald reads them from the submit hook and from
-squeue, through the two parsers here (`gpu_count` for a TRES string, `job_shape` for the
-fields of a job), so a job has the same shape at submit time, when pald's cycle releases it,
-and in a simulated trace. The Lua hook keeps its own `gpu_count` (it runs inside slurmctld);
-both are tested against the same golden table (tests/golden/gpu_count.json).
+squeue through `job_shape` (the GPU counts it takes come from intake/tres.py's `gpu_count`), so
+a job has the same shape at submit time, when pald's cycle releases it, and in a simulated
+trace.
 """
 
 from __future__ import annotations
@@ -57,37 +56,9 @@ class JobShape:
         return f"--gpus={self.total}"
 
 
-def gpu_count(tres: str | None) -> int | None:
-    """GPUs in a TRES string ("gres:gpu:2", "gres:gpu:s2:1,gres:gpu:s3:1", "gres/gpu:4").
-
-    None when it names no GPU or holds a GPU count that cannot be read (as the Lua hook's)."""
-    if not isinstance(tres, str) or not tres:
-        return None
-    total, seen = 0, False
-    for item in tres.split(","):
-        for prefix in ("gres:", "gres/"):
-            if item.startswith(prefix):
-                item = item[len(prefix):]
-                break
-        parts = item.split(":")
-        if parts[0] != "gpu":
-            continue
-        seen = True
-        last = parts[-1]
-        if len(parts) == 1:
-            total += 1  # "gpu": one GPU
-        elif last.isdigit() and len(parts) <= 3:
-            total += int(last)  # "gpu:N" or "gpu:type:N"
-        elif len(parts) == 2:
-            total += 1  # "gpu:type": one GPU
-        else:
-            return None
-    return total if seen else None
-
-
 def job_shape(gpus_per_node: int | None = None, gpus_per_job: int | None = None,
               nodes: int | None = None, comment_gpus: int | None = None) -> JobShape:
-    """The shape of a job from its GPU counts and node count (see `gpu_count` for the counts).
+    """The shape of a job from its GPU counts and node count (see intake/tres.py `gpu_count` for the counts).
 
     - GPUs per node: g on each of `nodes` nodes (one when not given);
     - else a total (`--gpus=N`, else `gpus=N` from the comment): split evenly over `nodes`

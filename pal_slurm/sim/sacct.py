@@ -37,7 +37,10 @@ from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
 from pal_slurm.model.comment_grammar import CommentError, parse_comment
 from pal_slurm.input_files import CsvRow, InputError, parse_csv, read_text
-from pal_slurm.slurm.durations import DurationError, minutes_field, parse_limit
+from pal_slurm.intake.durations import DurationError, minutes_field, parse_limit
+from pal_slurm.intake.gres import gres_name
+from pal_slurm.intake.slurm_numbers import number
+from pal_slurm.intake.tres import accounting_gpus, is_gpu, requested_model
 from pal_slurm.sim.trace import MAX_RUNTIME_S, UNCLASSED, Trace, TraceError, TraceJob
 
 SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "Submit", "Start", "End", "Timelimit", "AllocTRES",
@@ -160,11 +163,9 @@ def _json_job_id(j: Mapping[str, Any], where: str) -> str:
 
 
 def _json_number(v: Any, where: str, what: str) -> float | None:
-    """A number, or sacct's {"set": .., "infinite": .., "number": ..} wrapper (Slurm >= 23.02)."""
-    if isinstance(v, dict):
-        if not v.get("set", True) or v.get("infinite"):
-            return None
-        v = v.get("number")
+    """A number, or sacct's {"set": .., "infinite": .., "number": ..} wrapper (Slurm >= 23.02,
+    unwrapped by slurm_numbers.number); None when unset or infinite."""
+    v = number(v)
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -202,36 +203,15 @@ def _json_state(v: Any) -> str:
 
 def _json_gpus(j: Mapping[str, Any], where: str) -> int:
     tres = (j.get("tres") or {}).get("allocated") or []
-    total_plain, total_typed = 0, 0
-    for t in tres if isinstance(tres, list) else []:
-        if not isinstance(t, dict) or t.get("type") != "gres":
-            continue
-        name = str(t.get("name") or "")
-        count = int(_json_number(t.get("count"), where, "tres count") or 0)
-        if name == "gpu":
-            total_plain += count
-        elif name.startswith("gpu:"):
-            total_typed += count
-    return total_plain or total_typed
+    return accounting_gpus((str(t.get("name") or ""), int(_json_number(t.get("count"), where, "tres count") or 0))
+                           for t in (tres if isinstance(tres, list) else [])
+                           if isinstance(t, dict) and t.get("type") == "gres")
 
 
 def _json_model(j: Mapping[str, Any]) -> str | None:
     requested = (j.get("tres") or {}).get("requested") or []
-    return _requested_model(f"gres/{t.get('name')}" for t in (requested if isinstance(requested, list) else [])
-                            if isinstance(t, dict) and t.get("type") == "gres")
-
-
-def _requested_model(keys: Iterable[str]) -> str | None:
-    """The model of the first typed GPU request (`gres/gpu:a100`), not pal-slurm's slot types."""
-    for key in keys:
-        if key.startswith("gres/gpu:"):
-            model = key[len("gres/gpu:"):]
-            if model and not _SLOT_TYPE.match(model):
-                return model
-    return None
-
-
-_SLOT_TYPE = re.compile(r"^s\d+$")
+    return requested_model(str(t.get("name")) for t in (requested if isinstance(requested, list) else [])
+                           if isinstance(t, dict) and t.get("type") == "gres")
 
 
 def _read_pipe(text: str, path: str | Path) -> list[AccountingJob]:
@@ -260,7 +240,8 @@ def _read_pipe(text: str, path: str | Path) -> list[AccountingJob]:
             state=row.get("State").split(" ")[0],
             comment=row.get("Comment"),
             where=f"{path}:{row.line}",
-            gpu_model=_requested_model(key for key, _, _ in (i.partition("=") for i in row.get("ReqTRES").split(","))),
+            gpu_model=requested_model(name for name in (gres_name(i.partition("=")[0])
+                                                         for i in row.get("ReqTRES").split(",")) if name),
         ))
     return out
 
@@ -297,19 +278,16 @@ def _pipe_limit(row: CsvRow) -> float | None:
 
 
 def _pipe_gpus(row: CsvRow) -> int:
-    plain, typed = 0, 0
+    counts = []
     for item in row.get("AllocTRES").split(","):
         key, _, value = item.partition("=")
-        if key == "gres/gpu" or key.startswith("gres/gpu:"):
+        name = gres_name(key)
+        if name is not None and is_gpu(name):
             try:
-                n = int(value)
+                counts.append((name, int(value)))
             except ValueError:
                 raise row.fail(f"{item!r}: GPU count is not an integer", "AllocTRES") from None
-            if key == "gres/gpu":
-                plain += n
-            else:
-                typed += n
-    return plain or typed
+    return accounting_gpus(counts)
 
 
 # ---- accounting -> trace ------------------------------------------------------------------

@@ -31,8 +31,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from pal_slurm.slurm.errors import SlurmError
-from pal_slurm.slurm.gres import canonical_tres, gres_update_spec
-from pal_slurm.slurm.hostlist import compress, expand
+from pal_slurm.intake.gres import slash_spelled, unprefixed
+from pal_slurm.intake.tres import canonical_tres
+from pal_slurm.slurm.gres import gres_update_spec
+from pal_slurm.intake.hostlist import compress, expand
 from pal_slurm.slurm.runner import Runner
 
 
@@ -50,14 +52,14 @@ def job_ref(job: JobRef) -> str:
 
 
 def normalize_gres_spec(spec: str) -> str:
-    """``gres:gpu:s2:1,gres:gpu:s3:1`` or ``gpu:s2:1,gpu:s3:1`` -> the scontrol form (no prefix)."""
+    """``gres:gpu:s2:1,gres:gpu:s3:1`` (or ``gres/``) or ``gpu:s2:1,gpu:s3:1`` -> the scontrol form
+    (no prefix)."""
     records = [r.strip() for r in spec.split(",") if r.strip()]
     if not records:
         raise SlurmError("empty GRES specification")
     out = []
     for record in records:
-        if record.startswith("gres:"):
-            record = record[len("gres:") :]
+        record = unprefixed(record)
         if not re.fullmatch(r"[A-Za-z][\w.-]*(:[\w.-]+)?(:\d+)?", record):
             raise SlurmError(f"bad GRES record {record!r} in {spec!r}")
         out.append(record)
@@ -113,7 +115,7 @@ def parse_show_job(text: str) -> JobSnapshot:
         "" if req == "(null)" else req,
         _field(line, "NumNodes") or "",
         canonical_tres(raw_tres[1]),
-        any("gres/" in t for t in raw_tres),
+        any(slash_spelled(t) for t in raw_tres),
     )
 
 

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from pal_slurm.slurm.durations import NO_VAL  # noqa: F401 - re-exported: Slurm's "unset" (22.05 prints it)
+from pal_slurm.intake.slurm_numbers import NO_VAL, number
 from pal_slurm.slurm.errors import SlurmError, SlurmUnsupported
 from pal_slurm.slurm.runner import Runner
 
@@ -74,16 +74,6 @@ SUPPORTED_TEXT = (
 
 
 # ---- value normalisers (pure) ---------------------------------------------------------------
-def number(value: Any) -> Any:
-    """data_parser's ``{"set": true, "infinite": false, "number": 5}`` -> 5; unset or infinite
-    -> None; anything else unchanged (22.05 and plain fields print bare numbers)."""
-    if isinstance(value, Mapping) and "number" in value and ("set" in value or "infinite" in value):
-        if value.get("infinite") or not value.get("set", True):
-            return None
-        return value["number"]
-    return value
-
-
 def _flat(record: Mapping[str, Any]) -> dict[str, Any]:
     """Every top-level number object of a record unwrapped (other fields as they are)."""
     return {k: number(v) for k, v in record.items()}

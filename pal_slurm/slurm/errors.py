@@ -69,5 +69,5 @@ class HostlistError(SlurmError, ValueError):
 
 
 class HostlistTooLarge(HostlistError):
-    """A hostlist expression over one of `pal_slurm.slurm.hostlist`'s caps (its length, its
+    """A hostlist expression over one of `pal_slurm.intake.hostlist`'s caps (its length, its
     items, or the names it would expand to): refused before any work grows with it."""

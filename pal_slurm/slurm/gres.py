@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from pal_slurm.slurm.hostlist import compress, expand
+from pal_slurm.intake.gres import GRES_NAME, SLOT_PREFIX
+from pal_slurm.intake.hostlist import compress, expand
 
-GRES_NAME = "gpu"
-SLOT_PREFIX = "s"
 DEFAULT_DEVICE_PATTERN = "/dev/nvidia{slot}"
 
 
@@ -24,14 +23,6 @@ def slot_type(slot: int) -> str:
     if slot < 0:
         raise ValueError(f"GPU slot must be >= 0, got {slot}")
     return f"{SLOT_PREFIX}{slot}"
-
-
-def parse_slot_type(type_name: str | None) -> int | None:
-    """``"s3"`` -> 3; anything that is not one of our slot types -> None."""
-    if not type_name or not type_name.startswith(SLOT_PREFIX):
-        return None
-    digits = type_name[len(SLOT_PREFIX) :]
-    return int(digits) if digits.isdigit() else None
 
 
 def _check_gpus(gpus: int) -> None:
@@ -91,15 +82,6 @@ def tres_per_node(slots: Iterable[int]) -> str:
     if not ordered:
         raise ValueError("a GPU binding needs at least one slot")
     return ",".join(f"gres:{GRES_NAME}:{slot_type(s)}:1" for s in ordered)
-
-
-def canonical_tres(text: str) -> str:
-    """A job's TRES string in one spelling: ``gres/gpu:s2:1`` (Slurm 23.02+) -> ``gres:gpu:s2:1``
-    (22.05, and what job_submit.lua writes); ``""`` stays ``""``."""
-    return ",".join(
-        "gres:" + item[len("gres/") :] if item.startswith("gres/") else item
-        for item in (text or "").split(",")
-    ) if text else ""
 
 
 def gres_update_spec(slots: Iterable[int]) -> str:

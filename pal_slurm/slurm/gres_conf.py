@@ -27,9 +27,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pal_slurm.slurm.gres import GRES_NAME, node_gres_field, slot_type
+from pal_slurm.intake.gres import GRES_NAME
+from pal_slurm.slurm.gres import node_gres_field, slot_type
 from pal_slurm.slurm.errors import HostlistError
-from pal_slurm.slurm.hostlist import compress, expand
+from pal_slurm.intake.hostlist import compress, expand
 
 KEPT_GPU_KEYS = ("cores", "flags")  # carried onto every slot line of the device
 KNOWN_GPU_KEYS = {"nodename", "name", "type", "file", "count", *KEPT_GPU_KEYS}

@@ -7,9 +7,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pal_slurm.intake.slurm_numbers import NO_VAL
+
 MAX_TEXT = 32
 _JOB_ID = re.compile(r"([1-9][0-9]{0,9})(?:_([0-9]{1,10})|\+([0-9]{1,5}))?")
-_MAX_ID = 0xFFFFFFFD  # below NO_VAL: Slurm's job ids are 32-bit
+_MAX_ID = NO_VAL - 1  # Slurm's job ids are 32-bit, below its unset marker
 
 
 class JobIdError(ValueError):

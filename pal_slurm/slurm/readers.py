@@ -27,23 +27,15 @@ from typing import Any, Callable, Collection, Iterable, Mapping, Sequence, TypeV
 from pal_slurm.model.cluster import ClusterView
 from pal_slurm.model.site import SiteView
 from pal_slurm.slurm.dialects import LEGACY_22_05, Dialect, detect
-from pal_slurm.slurm.durations import NO_VAL, minutes_field
+from pal_slurm.intake.durations import minutes_field
+from pal_slurm.intake.gres import gpu_indices, gpus_in, parse_gres
+from pal_slurm.intake.slurm_numbers import NO_VAL, count
+from pal_slurm.intake.tres import canonical_tres
 from pal_slurm.slurm.errors import SlurmError, SlurmParseError, SlurmUnsupported
-from pal_slurm.slurm.gres import canonical_tres
-from pal_slurm.slurm.hostlist import HostSet, expand
+from pal_slurm.intake.hostlist import HostSet, expand
 from pal_slurm.slurm.nodes import (  # re-exported: the node types are part of the readers' view
-    GPU as GPU,
-    GresItem as GresItem,
-    MAX_GPU_INDEX as MAX_GPU_INDEX,
-    MAX_GRES_CHARS as MAX_GRES_CHARS,
-    MAX_INDEX_LIST_CHARS as MAX_INDEX_LIST_CHARS,
     NodeInfo as NodeInfo,
     NodeResources as NodeResources,
-    gpu_count as gpu_count,
-    gpu_indices as gpu_indices,
-    parse_gres as parse_gres,
-    parse_index_list as parse_index_list,
-    slots_named as slots_named,
 )
 from pal_slurm.slurm.runner import Runner
 from pal_slurm.slurm.site import read_site
@@ -88,8 +80,8 @@ def parse_node(raw: Mapping[str, Any]) -> NodeInfo:
             name=name,
             state=str(_require(raw, "state", f"node {name}")).lower(),
             state_flags=tuple(str(f).upper() for f in raw.get("state_flags") or ()),
-            gpus=gpu_count(configured),
-            gpus_used=gpu_count(used),
+            gpus=gpus_in(configured),
+            gpus_used=gpus_in(used),
             used_slots=gpu_indices(used),
             weight=int(weight) if isinstance(weight, int) and weight != NO_VAL else 1,
             features=_split_csv(raw.get("active_features") or raw.get("features")),
@@ -284,12 +276,12 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             time_limit_s=minutes_field(raw.get("time_limit")),
             tres_per_job=raw.get("tres_per_job") or "",
             placement_request=parse_job_placement_request(raw),
-            restart_count=_count(raw.get("restart_cnt")),
-            eligible_time=_count(raw.get("eligible_time")),
-            end_time=_count(raw.get("end_time")),
+            restart_count=count(raw.get("restart_cnt")),
+            eligible_time=count(raw.get("eligible_time")),
+            end_time=count(raw.get("end_time")),
             tres_per_task=canonical_tres(raw.get("tres_per_task") or ""),
             tres_per_socket=canonical_tres(raw.get("tres_per_socket") or ""),
-            array_job_id=_count(raw.get("array_job_id")),
+            array_job_id=count(raw.get("array_job_id")),
             array_task_id=_task_id(raw.get("array_task_id")),
             array_tasks=raw.get("array_task_string") or "",
         )
@@ -299,7 +291,7 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
 
 def _task_id(value: object) -> int | None:
     """An array element's task id (None: not one element; NO_VAL on some releases)."""
-    task = _count(value, -1)
+    task = count(value, -1)
     return None if task < 0 else task
 
 
@@ -348,14 +340,9 @@ def parse_squeue(
 
 
 # ---- what decides where a job may run (pal_slurm/policy/eligibility.py) --------------------
-def _count(value: object, default: int = 0) -> int:
-    """An integer field of Slurm's JSON; None, NO_VAL and junk -> default."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < NO_VAL else default
-
-
 def parse_node_resources(raw: Mapping[str, Any]) -> NodeResources:
-    return NodeResources(_count(raw.get("cpus")), _count(raw.get("alloc_cpus")),
-                         _count(raw.get("real_memory")), _count(raw.get("alloc_memory")))
+    return NodeResources(count(raw.get("cpus")), count(raw.get("alloc_cpus")),
+                         count(raw.get("real_memory")), count(raw.get("alloc_memory")))
 
 
 @dataclass(frozen=True)
@@ -385,11 +372,11 @@ def parse_job_placement_request(raw: Mapping[str, Any]) -> JobPlacementRequest:
         exclusive=str(raw.get("shared") or "").lower() == "none",
         account=raw.get("account") or "",
         qos=raw.get("qos") or "",
-        min_cpus_per_node=_count(raw.get("minimum_cpus_per_node")),
-        cpus=_count(raw.get("cpus")),
+        min_cpus_per_node=count(raw.get("minimum_cpus_per_node")),
+        cpus=count(raw.get("cpus")),
         cpus_per_tres=raw.get("cpus_per_tres") or "",
-        memory_per_node_mb=_count(raw.get("memory_per_node")),
-        memory_per_cpu_mb=_count(raw.get("memory_per_cpu")),
+        memory_per_node_mb=count(raw.get("memory_per_node")),
+        memory_per_cpu_mb=count(raw.get("memory_per_cpu")),
         memory_per_tres=raw.get("memory_per_tres") or "",
         tres_per_job=raw.get("tres_per_job") or "",
     )

@@ -9,18 +9,19 @@ shows plain `idle` there), so the one-line `scontrol -o` output is parsed: white
 
 from __future__ import annotations
 
-import re
+import math
 from datetime import datetime
 from typing import Callable, Iterable, Mapping, Sequence
 
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
 from pal_slurm.slurm.errors import SlurmParseError
-from pal_slurm.slurm.hostlist import expand
-from pal_slurm.slurm.nodes import GPU, NodeInfo, parse_gres
+from pal_slurm.intake.durations import DurationError, parse_limit
+from pal_slurm.intake.hostlist import expand
+from pal_slurm.intake.gres import GPU, parse_gres
+from pal_slurm.slurm.nodes import NodeInfo
 from pal_slurm.slurm.runner import Runner
 
 _UNLIMITED = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A", ""})
-_TIME = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)")
 
 
 def key_value_records(text: str) -> list[dict[str, str]]:
@@ -39,16 +40,13 @@ def key_value_records(text: str) -> list[dict[str, str]]:
 
 
 def parse_minutes(text: str) -> int | None:
-    """A Slurm duration (`UNLIMITED`, `01:00:00`, `2-00:00:00`, `30:00`) in whole minutes."""
-    if text.upper() in _UNLIMITED:
-        return None
-    m = _TIME.fullmatch(text)
-    if not m:
-        raise SlurmParseError(f"bad duration {text!r}")
-    days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
-    if m.group(2) is None:  # MM:SS
-        hours, minutes, seconds = 0, int(m.group(3)), int(m.group(4))
-    return days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+    """A partition's time limit (`UNLIMITED`, `01:00:00`, `2-00:00:00`, `30:00`) in whole
+    minutes, a part minute counted whole; read by the one duration parser (intake.durations)."""
+    try:
+        seconds = parse_limit(text)
+    except DurationError as exc:
+        raise SlurmParseError(str(exc)) from None
+    return None if seconds is None else math.ceil(seconds / 60)
 
 
 def _limit(text: str | None) -> int | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pal_slurm.slurm.errors import SlurmParseError
-from pal_slurm.slurm.hostlist import expand
+from pal_slurm.intake.hostlist import expand
 
 
 @dataclass(frozen=True)

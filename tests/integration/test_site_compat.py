@@ -23,7 +23,7 @@ import time
 import pytest
 
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
-from pal_slurm.slurm.hostlist import expand
+from pal_slurm.intake.hostlist import expand
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from hook_harness import NO_VAL, Hook
 from pal_slurm.daemon.cycle import is_pal_held
 from pal_slurm.daemon.protocol import PlaceRequest, decode_request
-from pal_slurm.slurm.hostlist import HostSet, compress, expand
+from pal_slurm.intake.hostlist import HostSet, compress, expand
 
 PLACE = {"v": 1, "ok": True, "decision": "place", "reason": "pal",
          "nodes": {"gpu03": [2, 3]}, "gres": "gres:gpu:s2:1,gres:gpu:s3:1", "rank": 7}

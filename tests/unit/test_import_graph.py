@@ -215,3 +215,14 @@ print(r.output)
     code, _, output = done.stdout.partition("\n")
     assert code == "1"
     assert "needs the lab tooling (the pal_lab package)" in output and "Traceback" not in output
+
+
+def test_the_intake_imports_no_daemon_simulator_or_policy_module():
+    """The intake is the edge every reader of Slurm's job goes through: it builds on the model
+    and Slurm's own vocabulary, never on what uses it."""
+    graph = import_graph()
+    intake = {m for m in graph if m == f"{RUNTIME}.intake" or m.startswith(f"{RUNTIME}.intake.")}
+    assert len(intake) > 5
+    upward = tuple(f"{RUNTIME}.{p}" for p in ("daemon", "sim", "policy"))
+    wrong = {m: sorted(t for t in graph[m] if t.startswith(upward)) for m in intake}
+    assert not any(wrong.values()), wrong

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from pal_slurm.slurm.hostlist import expand as expand_hostlist
+from pal_slurm.intake.hostlist import expand as expand_hostlist
 from pal_slurm.bench.importer import import_samples
 from pal_slurm.ranking.rank import diff, rank_samples
 from pal_slurm.bench.repository import StoreError

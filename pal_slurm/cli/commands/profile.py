@@ -23,7 +23,7 @@ from pal_slurm.bench.base import BACKENDS, Backend, GpuTarget, NoGpuAvailable, S
 from pal_slurm.bench.busy import BusyProbe, flag_busy
 from pal_slurm.bench.hook import PROFILE_MARK
 from pal_slurm.bench.gpuset import gpus_from_env
-from pal_slurm.slurm.hostlist import expand as expand_hostlist
+from pal_slurm.intake.hostlist import expand as expand_hostlist
 from pal_slurm.bench.repository import StoreError, StoreProfilingRepository
 from pal_slurm.bench.settings import ProfilingSettings
 from pal_slurm.cli.commands._profiling import open_profiling

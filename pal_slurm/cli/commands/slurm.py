@@ -11,7 +11,7 @@ from pal_slurm.cli.errors import PalError
 from pal_slurm.slurm import gres
 from pal_slurm.slurm import gres_conf as gres_conf_from
 from pal_slurm.slurm.errors import HostlistError
-from pal_slurm.slurm.hostlist import compress, expand
+from pal_slurm.intake.hostlist import compress, expand
 
 
 @click.group("slurm")

@@ -16,7 +16,7 @@ from pal_slurm.daemon.failsafe import heartbeat_age
 from pal_slurm.config import Config
 from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.store.switches import SiteSwitches
-from pal_slurm.slurm.durations import format_duration
+from pal_slurm.intake.durations import format_duration
 
 
 # The status as the JSON document `--json` prints (nested sections of JSON values).

@@ -18,7 +18,7 @@ from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.runner import RunSpec, run_grid
 from pal_slurm.sim.sacct import load_accounting_trace
-from pal_slurm.slurm.durations import format_duration
+from pal_slurm.intake.durations import format_duration
 from pal_slurm.sim.trace import Trace, fit_gpu_models
 from pal_slurm.sim.whatif import DEFAULT_BASELINES, DEFAULT_POLICIES, compare, format_page, resample, write_plot
 

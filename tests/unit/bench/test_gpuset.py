@@ -21,7 +21,8 @@ from pal_slurm.bench.gpuset import (
 )
 from pal_slurm.slurm.dialects import LEGACY_22_05, SlurmVersion, dialect_for
 from pal_slurm.slurm.errors import SlurmParseError
-from pal_slurm.slurm.readers import MAX_GPU_INDEX, parse_index_list, parse_squeue
+from pal_slurm.intake.gres import MAX_GPU_INDEX, parse_index_list
+from pal_slurm.slurm.readers import parse_squeue
 
 DATA = Path(__file__).resolve().parents[1] / "slurm" / "data"
 DIALECT_24_11 = dialect_for(SlurmVersion(24, 11, 5), ["v0.0.40", "v0.0.41", "v0.0.42"])

@@ -19,7 +19,7 @@ from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.comment_grammar import CommentSpec
 from pal_slurm.model.site import NodeFacts, PartitionFacts, SiteView
-from pal_slurm.slurm.hostlist import MAX_HOSTLIST_CHARS
+from pal_slurm.intake.hostlist import MAX_HOSTLIST_CHARS
 
 from .builders import FakeActuator, FakeReader, held_job, node_info, request
 

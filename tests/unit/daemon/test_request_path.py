@@ -33,16 +33,15 @@ from pal_slurm.slurm.actuator import SlurmActuator
 
 from .builders import FakeReader, held_job, node_info, request
 
-# Bounds the paths reach now (the goal: 8 stops, each module entered once). The translation of
-# the hook's and squeue's fields into the engine's job (comment, shape, GRES, restrictions,
-# pass reasons) still happens piece by piece in service.py and restrictions.py, between calls
-# into other modules, so each piece is a climb back; so is each of service.py's calls into
-# policy.shapes and policy.eligibility around the engine's. A change that lengthens a path
-# fails here; one that shortens it lowers these.
-PLACE_MAX_STOPS = 39
-PLACE_MAX_REENTRIES = 23
-CYCLE_MAX_STOPS = 48
-CYCLE_MAX_REENTRIES = 30
+# Bounds the paths reach (the goal: 8 stops, each module entered once). The hook's and
+# squeue's fields become the engine's job in one call (intake.job); what still climbs back is
+# service.py's calls into policy.shapes and policy.eligibility around the engine's, and the
+# partition mode's lookup (intake.restrictions) before the service, in both paths. A change that lengthens a
+# path fails here; one that shortens it lowers these.
+PLACE_MAX_STOPS = 24
+PLACE_MAX_REENTRIES = 10
+CYCLE_MAX_STOPS = 39
+CYCLE_MAX_REENTRIES = 24
 
 
 class ShowJobRunner:

@@ -1,7 +1,6 @@
 import pytest
 
-from pal_slurm.daemon.service import PlacementService, ServiceSettings, held_shape, submit_shape
-from pal_slurm.model.shape import JobShape, ShapeError
+from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy import PLACEMENTS
 
@@ -120,25 +119,6 @@ def test_multi_node_per_node_shape_and_total_shape():
     r = s.place(request(gpj=6), now=0, key="b")
     assert r.decision is DecisionKind.PLACE and sum(len(v) for v in r.nodes.values()) == 6
     assert r.gres is None  # a total request keeps its own GRES; the hook pins the nodes
-
-
-def test_submit_and_held_shapes_come_from_one_parser():
-    from pal_slurm.model.comment_grammar import CommentSpec
-    from pal_slurm.daemon.protocol import JobFields
-
-    from .builders import held_job
-
-    assert submit_shape(JobFields(uid=1, comment="", gpus_per_node=2, min_nodes=3), None) == JobShape.on_nodes(3, 2)
-    assert submit_shape(JobFields(uid=1, comment="", gpus_per_job=8, min_nodes=2), None) == JobShape.on_nodes(2, 4)
-    assert submit_shape(JobFields(uid=1, comment="", gpus_per_job=7, min_nodes=2), None) == JobShape.anywhere(7)
-    assert submit_shape(JobFields(uid=1, comment="", tres_per_job="gres:gpu:4"), None) == JobShape.anywhere(4)
-    assert submit_shape(JobFields(uid=1, comment=""), CommentSpec("x", gpus=3)) == JobShape.anywhere(3)
-    with pytest.raises(ShapeError):
-        submit_shape(JobFields(uid=1, comment=""), CommentSpec("x"))
-    # the same jobs as squeue shows them once held
-    assert held_shape(held_job(1, gpn=2, nodes=3), None) == JobShape.on_nodes(3, 2)
-    assert held_shape(held_job(1, gpj=4, nodes=1), None) == JobShape.anywhere(4)
-    assert held_shape(held_job(1, gpj=8, nodes=2), None) == JobShape.on_nodes(2, 4)
 
 
 def test_a_job_that_started_and_ended_between_two_views_frees_its_reservation():

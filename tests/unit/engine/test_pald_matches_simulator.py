@@ -29,7 +29,7 @@ from pal_slurm.policy.shapes import shape_of
 from pal_slurm.ranking import Ranking
 from pal_slurm.sim.event import EventConfig, EventSimulator
 from pal_slurm.sim.trace import Trace, TraceJob
-from pal_slurm.slurm.hostlist import compress
+from pal_slurm.intake.hostlist import compress
 from pal_slurm.slurm.readers import JobInfo, NodeInfo
 from pal_slurm.store.records import RankingEntry, RankingSnapshot
 

@@ -1,17 +1,6 @@
-import json
-from pathlib import Path
-
 import pytest
 
-from pal_slurm.model.shape import JobShape, ShapeError, gpu_count, job_shape
-
-CASES = json.loads((Path(__file__).parents[2] / "golden" / "gpu_count.json").read_text())["cases"]
-
-
-@pytest.mark.parametrize("tres, count", [(c["tres"], c["gpus"]) for c in CASES])
-def test_gpu_count_matches_the_golden_table_the_lua_hook_uses(tres, count):
-    assert gpu_count(tres) == count
-
+from pal_slurm.model.shape import JobShape, ShapeError, job_shape
 
 def test_per_node_counts_win_and_a_node_count_spreads_them():
     assert job_shape(gpus_per_node=2, nodes=3) == JobShape.on_nodes(3, 2)

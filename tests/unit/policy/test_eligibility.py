@@ -7,14 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
-from pal_slurm.policy.eligibility import (
-    ConstraintTooLarge,
-    ConstraintUnsupported,
-    JobRestrictions,
-    eligible_nodes,
-    parse_constraint,
-)
-from pal_slurm.slurm.hostlist import HostSet
+from pal_slurm.intake.constraints import ConstraintTooLarge, parse_constraint
+from pal_slurm.intake.hostlist import HostSet
+from pal_slurm.intake.restrictions import JobRestrictions
+from pal_slurm.policy.eligibility import eligible_nodes
 
 NOW = 1_000_000.0
 
@@ -46,35 +42,6 @@ def fits(job, view=LAB):
     e = eligible_nodes(job, view, NOW)
     assert e.passed is None, e.passed
     return set(e.fits_now)
-
-
-# ---- constraint expressions -------------------------------------------------------------------
-@pytest.mark.parametrize("text, feats, expected", [
-    ("f4", {"f4"}, True),
-    ("f4", {"f3"}, False),
-    ("a&b", {"a", "b"}, True),
-    ("a&b", {"a"}, False),
-    ("a|b", {"b"}, True),
-    ("a|b|c", {"d"}, False),
-    ("(a|b)&c", {"b", "c"}, True),
-    ("(a|b)&c", {"b"}, False),
-    ("a&(b|c)", {"a", "c"}, True),
-    ("[a|b]", {"a"}, True),
-    ("((a))", {"a"}, True),
-])
-def test_constraint_evaluates_names_and_or_and_groups(text, feats, expected):
-    assert parse_constraint(text).matches(frozenset(feats)) is expected
-
-
-@pytest.mark.parametrize("text", ["a&b|c", "a*2", "[a*2&b]", "a,b", "!a", "(a", "a)", "", "a&", "&a", "()"])
-def test_constraint_pald_cannot_judge_is_refused(text):
-    with pytest.raises(ConstraintUnsupported):
-        parse_constraint(text)
-
-
-def test_brackets_are_a_matching_or():
-    assert parse_constraint("[a|b]").matching_or
-    assert not parse_constraint("(a|b)").matching_or
 
 
 # ---- partitions ---------------------------------------------------------------------------------

@@ -3,7 +3,8 @@ nodes only when both lists admit it; otherwise the job goes to Slurm untouched, 
 nothing (model.site.ReservationFacts.admits, slurm.site.parse_reservations)."""
 
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
-from pal_slurm.policy.eligibility import JobRestrictions, eligible_nodes
+from pal_slurm.intake.restrictions import JobRestrictions
+from pal_slurm.policy.eligibility import eligible_nodes
 from pal_slurm.slurm.site import parse_reservations
 
 NOW = 1_000_000.0

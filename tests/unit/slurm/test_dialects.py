@@ -8,16 +8,15 @@ from pathlib import Path
 import pytest
 
 from pal_slurm.slurm.dialects import (
-    NO_VAL,
     SlurmVersion,
     data_parser_job,
     data_parser_node,
     detect,
     dialect_for,
-    number,
     offered_parsers,
     parse_version,
 )
+from pal_slurm.intake.slurm_numbers import NO_VAL
 from pal_slurm.slurm.readers import parse_job_placement_request
 from pal_slurm.slurm.errors import SlurmCommandFailed, SlurmError, SlurmUnsupported
 from pal_slurm.slurm.readers import SlurmReader
@@ -99,13 +98,6 @@ def test_detect_asks_twice_on_data_parser_releases() -> None:
                       "scontrol --json=list": SlurmCommandFailed(["scontrol"], 1, "unknown option")})
     d = detect(failing)
     assert d.data_parser is None and not d.tested
-
-
-def test_number_objects() -> None:
-    assert number({"set": True, "infinite": False, "number": 5}) == 5
-    assert number({"set": False, "infinite": False, "number": 0}) is None
-    assert number({"set": True, "infinite": True, "number": 0}) is None
-    assert number(7) == 7 and number("x") == "x"
 
 
 def test_records_in_22_05_terms() -> None:

@@ -31,13 +31,6 @@ def test_node_gres_field_and_tres_strings() -> None:
     assert gres.gres_update_spec([3, 2, 3]) == "gpu:s2:1,gpu:s3:1"
 
 
-def test_slot_types_round_trip() -> None:
-    assert [gres.parse_slot_type(gres.slot_type(s)) for s in range(10)] == list(range(10))
-    assert gres.parse_slot_type("a100") is None
-    assert gres.parse_slot_type("sx") is None
-    assert gres.parse_slot_type(None) is None
-
-
 @pytest.mark.parametrize(
     "call",
     [

@@ -13,13 +13,9 @@ import pytest
 from pal_slurm.slurm.dialects import LEGACY_22_05, SlurmVersion, dialect_for
 from pal_slurm.slurm.errors import SlurmParseError
 from pal_slurm.slurm.readers import (
-    GresItem,
     SlurmReader,
     cluster_view,
     unheld_slots,
-    gpu_indices,
-    parse_gres,
-    parse_index_list,
     parse_job,
     parse_sinfo,
     parse_squeue,
@@ -60,50 +56,6 @@ RELEASES = [Shape("22.05", LEGACY_22_05, "sinfo"), Shape("24.11", D24_11, "nodes
 PINNED = [Shape("24.11", D24_11, "nodes", f".{v}") for v in ("v0.0.40", "v0.0.41", "v0.0.42")]
 by_release = pytest.mark.parametrize("shape", RELEASES, ids=repr)
 by_shape = pytest.mark.parametrize("shape", RELEASES + PINNED, ids=repr)
-
-
-# ---- GRES strings ------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "text, items",
-    [
-        ("gpu:4", [GresItem("gpu", None, 4)]),
-        ("gpu:a100:4(S:0-1)", [GresItem("gpu", "a100", 4)]),
-        ("gpu:2(IDX:0-1)", [GresItem("gpu", None, 2, frozenset({0, 1}))]),
-        ("gpu:3(IDX:0,2-3)", [GresItem("gpu", None, 3, frozenset({0, 2, 3}))]),
-        (
-            "gpu:s0:0(IDX:N/A),gpu:s2:1(IDX:2)",
-            [GresItem("gpu", "s0", 0), GresItem("gpu", "s2", 1, frozenset({2}))],
-        ),
-        ("gpu:s2:0(IDX:)", [GresItem("gpu", "s2", 0, frozenset())]),
-        ("gres:gpu:s2:1,gres:gpu:s3:1", [GresItem("gpu", "s2", 1), GresItem("gpu", "s3", 1)]),
-        # 23.02+ spells a job's TRES items gres/...: the same items
-        ("gres/gpu:s2:1,gres/gpu:s3:1", [GresItem("gpu", "s2", 1), GresItem("gpu", "s3", 1)]),
-        ("gres/gpu:v100:1", [GresItem("gpu", "v100", 1)]),
-        ("gres/gpu:2", [GresItem("gpu", None, 2)]),
-        # 24.11's tres_per_task (--gpus-per-task=1 -n 2, seen in the hook): name=count items
-        ("cpu=1,gres/gpu=1", [GresItem("cpu", None, 1), GresItem("gpu", None, 1)]),
-        ("gres/gpu:a100=2", [GresItem("gpu", "a100", 2)]),
-        ("gpu:a100", [GresItem("gpu", "a100", 1)]),
-        ("(null)", []),
-        ("", []),
-        (None, []),
-    ],
-)
-def test_parse_gres(text, items) -> None:
-    assert list(parse_gres(text)) == items
-
-
-@pytest.mark.parametrize("bad", ["gpu:s0:x", ":4", "gpu:a:b:c:d", "gpu:2(IDX:0-x)"])
-def test_parse_gres_rejects_garbage(bad: str) -> None:
-    with pytest.raises(SlurmParseError):
-        parse_gres(bad)
-
-
-def test_index_lists() -> None:
-    assert parse_index_list("0-1,3") == {0, 1, 3}
-    assert parse_index_list("") == frozenset()
-    assert gpu_indices(parse_gres("gpu:3")) is None  # a count without indices: unknown
-    assert gpu_indices(parse_gres("gpu:0")) == frozenset()
 
 
 # ---- nodes -------------------------------------------------------------------------------
@@ -353,17 +305,3 @@ def test_squeue_array_and_requeue_fields(shape) -> None:
     assert jobs[40].element_refs() == ["40_1", "40_3", "40_4"] and jobs[40].ref == 40
     assert jobs[42].ref == "40_2" and jobs[42].element_refs() == ["40_2"]
     assert jobs[50].ref == 50 and jobs[50].restart_count == 2 and jobs[50].eligible_time == 1795462688
-
-
-@pytest.mark.parametrize("text", ["0-2999999", "1024", "5," * 3000, "0-1x", "-1"])
-def test_index_list_is_capped_before_it_is_built(text: str) -> None:
-    """A user's `gpu:a100:1(IDX:0-2999999)` was 3 million indices: refused unbuilt."""
-    with pytest.raises(SlurmParseError):
-        parse_index_list(text)
-    assert parse_index_list("0-1023") == frozenset(range(1024))
-
-
-def test_gres_string_length_is_capped() -> None:
-    with pytest.raises(SlurmParseError):
-        parse_gres("gpu:a100:1(IDX:" + ",".join("1" for _ in range(20_000)) + ")")
-    assert parse_gres("gpu:2(IDX:0,1)")[0].indices == {0, 1}

@@ -11,7 +11,7 @@ import pytest
 
 from pal_slurm.slurm.dialects import LEGACY_22_05, SlurmVersion, dialect_for
 from pal_slurm.slurm.errors import SlurmParseError
-from pal_slurm.slurm.hostlist import HostSet
+from pal_slurm.intake.hostlist import HostSet
 from pal_slurm.slurm.readers import parse_sinfo, parse_squeue
 from pal_slurm.slurm.site import parse_minutes, parse_partitions, parse_reservations, read_site, site_view
 
@@ -45,7 +45,7 @@ def test_reservations_from_scontrol() -> None:
 
 @pytest.mark.parametrize("text, minutes", [
     ("UNLIMITED", None), ("INFINITE", None), ("NONE", None), ("01:00:00", 60), ("2-00:00:00", 2880),
-    ("30:00", 30), ("00:00:30", 1), ("1-02:03:00", 1563),
+    ("30:00", 30), ("00:00:30", 1), ("1-02:03:00", 1563), ("1-02:03", 1563), ("", None),
 ])
 def test_durations(text, minutes) -> None:
     assert parse_minutes(text) == minutes

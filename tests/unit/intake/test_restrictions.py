@@ -1,4 +1,4 @@
-"""A job's restrictions from the hook's fields and from squeue (pal_slurm/daemon/restrictions.py)."""
+"""A job's restrictions from the hook's fields and from squeue (pal_slurm/intake/restrictions.py)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,13 @@ import json
 from pathlib import Path
 
 from pal_slurm.daemon.protocol import JobFields
-from pal_slurm.daemon.restrictions import (
-    gpu_model,
-    per_gpu,
+from pal_slurm.intake.restrictions import (
     restrictions_from_fields,
     restrictions_from_squeue,
     traits_from_fields,
 )
-from pal_slurm.policy.passthrough import JobTraits
-from pal_slurm.slurm.hostlist import HostSet
+from pal_slurm.intake.refusals import JobTraits
+from pal_slurm.intake.hostlist import HostSet
 from pal_slurm.slurm.readers import parse_squeue
 
 DATA = Path(__file__).resolve().parents[1] / "slurm" / "data"
@@ -72,15 +70,6 @@ def test_23_02_tres_spelling_reads_the_same():
     assert not traits_from_fields(fields(tres_per_task="cpu=2"), 100).gpus_per_task
     assert traits_from_fields(fields(tres_per_socket="gres/gpu:1"), 100).gpus_per_socket
     assert restrictions_from_fields(fields(tres_per_job="gres/gpu:v100:1"), None, 1).gpu_model == "v100"
-    assert gpu_model("gres/gpu:s2:1,gres/gpu:s3:1") is None
-    assert per_gpu("gres/gpu:4") == 4
-
-
-def test_gpu_models_are_not_slot_types():
-    assert gpu_model("gres:gpu:a100:2") == "a100"
-    assert gpu_model("gres:gpu:s2:1,gres:gpu:s3:1") is None
-    assert gpu_model("gres:gpu:2", None, "gres:gpu:v100:1") == "v100"
-    assert per_gpu("gres:gpu:2") == 2 and per_gpu("") == 0 and per_gpu("gres:gpu:a100:2") == 0
 
 
 def test_held_job_restrictions_from_squeue():

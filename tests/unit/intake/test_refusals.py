@@ -1,4 +1,5 @@
-"""Shapes PAL passes to Slurm on purpose (pal_slurm/policy/passthrough.py)."""
+"""Why pald leaves a job to Slurm as it reads it (pal_slurm/intake/refusals.py): refused input
+and the shapes it passes on purpose."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from pal_slurm.policy.passthrough import DEFERRED_SHAPES, PASSED_SHAPES, JobTraits, defer_reason, pass_reason
+from pal_slurm.intake.refusals import (
+    DEFERRED_SHAPES,
+    PASSED_SHAPES,
+    JobTraits,
+    RefusedInput,
+    defer_reason,
+    pass_reason,
+    refused_input,
+)
 
 USERS_DOC = Path(__file__).resolve().parents[3] / "docs" / "users.md"
 
@@ -37,3 +46,9 @@ def test_an_array_is_deferred_to_the_cycle_unless_throttled():
     assert pass_reason(JobTraits(array=True)) is None and defer_reason(JobTraits(array=True)) == "array"
     assert pass_reason(JobTraits(array=True, array_throttled=True)) == "array_throttle"
     assert defer_reason(JobTraits()) is None
+
+
+def test_refused_input_reasons_name_a_field():
+    assert refused_input("input-too-large:exclude") and refused_input("bad-input:nodelist")
+    assert not refused_input("no_room") and not refused_input("input-too-large")
+    assert RefusedInput("bad-input:gres", "x").reason == "bad-input:gres"

@@ -1,20 +1,46 @@
-"""Job shapes pald passes to Slurm on purpose (the job runs exactly as submitted, no PAL
-placement). Pure.
+"""Why pald leaves a job to Slurm as it reads it: input it does not read, and job shapes it
+passes or defers on purpose. Pure.
 
-Why: pald binds a job to whole nodes and per-node GPU slots. Some requests say something that
-binding would change or break: GPUs per task or per socket, tasks per GPU, an array with a
-throttle (`--array=1-8%2`: Slurm, not pald, decides which elements may run), a heterogeneous
-job's components, a job that cannot start yet (dependency, later --begin, the
+Input: a hostile or mistaken submission must cost pald no more than a normal one, so every
+parser of user text has caps; a field over one (`input-too-large:<field>`) or malformed
+(`bad-input:<field>`) makes the job pass to Slurm untouched.
+
+Shapes: pald binds a job to whole nodes and per-node GPU slots. Some requests say something
+that binding would change or break: GPUs per task or per socket, tasks per GPU, an array with
+a throttle (`--array=1-8%2`: Slurm, not pald, decides which elements may run), a
+heterogeneous job's components, a job that cannot start yet (dependency, later --begin, the
 user's own --hold: pinning it would hold GPUs for a job that is not running, and pald's
-deferral would release a hold that is the user's). (A GPU model request is placed, on nodes of
-that model: see eligibility. An array without a throttle is deferred: pald's cycle places its
-elements one by one, daemon/service.py.) Each has a reason token that lands in admin_comment
-(`pal:pass=<reason>`); docs/users.md has the table for users.
+deferral would release a hold that is the user's). (A GPU model request is placed, on nodes
+of that model: see policy/eligibility. An array without a throttle is deferred: pald's cycle
+places its elements one by one, daemon/service.py.)
+
+Each reason lands in the job's admin_comment (`pal:pass=<reason>`); docs/users.md has the
+table for users.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from pal_slurm.slurm.errors import SlurmError
+
+TOO_LARGE = "input-too-large"
+BAD_INPUT = "bad-input"
+
+
+def refused_input(reason: str) -> bool:
+    """Whether a pass reason says pald did not read one of the job's fields."""
+    return reason.startswith((f"{TOO_LARGE}:", f"{BAD_INPUT}:"))
+
+
+class RefusedInput(SlurmError):
+    """A field of the job pald does not read: over a cap (`input-too-large:<field>`) or
+    malformed (`bad-input:<field>`). `reason` is the pass token, `detail` one short line."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -30,17 +56,6 @@ class JobTraits:
     dependency: bool = False  # --dependency
     begins_later: bool = False  # --begin in the future
     user_hold: bool = False  # --hold
-
-
-# A field pald does not read, and why: `input-too-large:exclude` (over a cap: a hostile or
-# mistaken submission must cost pald no more than a normal one) or `bad-input:nodelist`.
-TOO_LARGE = "input-too-large"
-BAD_INPUT = "bad-input"
-
-
-def refused_input(reason: str) -> bool:
-    """Whether a pass reason says pald did not read one of the job's fields."""
-    return reason.startswith((f"{TOO_LARGE}:", f"{BAD_INPUT}:"))
 
 
 # (trait, admin_comment reason, what the user sees) in the order they are checked.

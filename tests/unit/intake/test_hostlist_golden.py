@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pal_slurm.slurm.errors import HostlistError
-from pal_slurm.slurm.hostlist import expand
+from pal_slurm.intake.hostlist import expand
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "hostlist_match.json"
 CASES = json.loads(GOLDEN.read_text())["cases"]

@@ -1,6 +1,6 @@
-"""Slurm durations: the one parser of `--time`-style text and the one place that knows Slurm's
-"unset" numbers, so that sacct files, squeue records and palctl options agree on what
-`1-00:00:00`, `UNLIMITED` or 4294967294 mean.
+"""Slurm durations: the one parser of `--time`-style text and of Slurm's JSON minutes fields
+(unset and unlimited as slurm_numbers knows them), so that sacct files, squeue records and
+palctl options agree on what `1-00:00:00`, `UNLIMITED` or 4294967294 mean.
 
 Accepted text (Slurm's own forms, see sbatch(1) --time): `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`,
 `D-HH:MM`, `D-HH:MM:SS`; and, for people typing options, a number with one unit `s`, `m`,
@@ -15,11 +15,9 @@ from __future__ import annotations
 import math
 import re
 
-MAX_TEXT = 32  # longer than any duration Slurm writes; longer input is refused unread
+from pal_slurm.intake.slurm_numbers import is_unset
 
-NO_VAL = 0xFFFFFFFE  # Slurm's "not set" for 32-bit fields
-INFINITE = 0xFFFFFFFF  # Slurm's "no limit" for 32-bit fields
-_UNSET_FROM = 2**31 - 1  # JSON readers of some releases print INT32_MAX and up for unset
+MAX_TEXT = 32  # longer than any duration Slurm writes; longer input is refused unread
 
 UNLIMITED_WORDS = frozenset({"unlimited", "infinite", "partition_limit", "none", "invalid", "n/a"})
 
@@ -91,7 +89,7 @@ def minutes_field(value: object) -> float | None:
             value = int(value.strip())
         except ValueError:
             return None
-    if not isinstance(value, int) or value <= 0 or value >= _UNSET_FROM:
+    if not isinstance(value, int) or value <= 0 or is_unset(value):
         return None
     return float(value * 60)
 

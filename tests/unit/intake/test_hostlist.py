@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from pal_slurm.slurm.errors import HostlistError, HostlistTooLarge, SlurmError
-from pal_slurm.slurm.hostlist import (
+from pal_slurm.intake.hostlist import (
     MAX_HOSTLIST_CHARS,
     MAX_HOSTLIST_ITEMS,
     MAX_PRODUCT_ITEMS,

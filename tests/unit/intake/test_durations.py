@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pal_slurm.slurm.durations import MAX_TEXT, DurationError, format_duration, minutes_field, parse_duration
+from pal_slurm.intake.durations import MAX_TEXT, DurationError, format_duration, minutes_field, parse_duration
 
 GOLDEN = json.loads((Path(__file__).parents[2] / "golden" / "slurm_durations.json").read_text())
 

@@ -520,7 +520,45 @@ function M.config(getenv, overrides)
     list_bytes = M.DEFAULT_MAX_JOB_LIST_BYTES
   end
   return { socket = path, timeout_ms = timeout, max_gpus_per_node = math.floor(max_gpus),
-    max_job_list_bytes = math.min(math.floor(list_bytes), M.MAX_HOSTLIST_BYTES) }
+    max_job_list_bytes = math.min(math.floor(list_bytes), M.MAX_HOSTLIST_BYTES),
+    default_on = M.default_on_list(overrides.default_on or getenv("PAL_DEFAULT_ON")) }
+end
+
+-- The partitions where every GPU job is PAL's ("gpu,a100"; "*": every partition), as a set, or
+-- nil (none: only jobs with a pal: spec are PAL's).
+function M.default_on_list(text)
+  if type(text) ~= "string" then return nil end
+  local set, any = {}, false
+  for name in text:gmatch("[^,%s]+") do set[name] = true any = true end
+  return any and set or nil
+end
+
+-- Whether a job without a pal: spec is PAL's all the same: it asks for GPUs, its user did not
+-- opt out (pal:off), and every partition it may run in (its -p list, else Slurm's default
+-- partition from part_list) is in the default-on set. pald then gives it a class by the site's
+-- rules ([daemon] class_rules) and checks the same partitions against its own list.
+function M.default_on(job_desc, part_list, set)
+  if not set or M.opted_out(job_desc.comment) then return false end
+  local tres_task = string_or_nil(job_desc.tres_per_task) or ""
+  if not (M.gpu_count(string_or_nil(job_desc.tres_per_node)) or M.gpu_count(string_or_nil(job_desc.tres_per_job))
+      or tres_task:find("gpu", 1, true)) then
+    return false
+  end
+  if set["*"] then return true end
+  local names = {}
+  local partition = string_or_nil(job_desc.partition)
+  if partition then
+    for name in partition:gmatch("[^,]+") do names[#names + 1] = name end
+  elseif type(part_list) == "table" then
+    for name, rec in pairs(part_list) do
+      if type(rec) == "table" and (rec.flag_default == 1 or rec.flag_default == true) then names[1] = name break end
+    end
+  end
+  if #names == 0 then return false end
+  for _, name in ipairs(names) do
+    if not set[name] then return false end
+  end
+  return true
 end
 
 -- The job's own node lists (--exclude, --nodelist) the hook hands to pald and checks a reply
@@ -1567,7 +1605,12 @@ function M.job_submit(job_desc, submit_uid, ctx)
   pcall(rewrite_gpu_models, job_desc, ctx)
   local comment = job_desc.comment
   local status, spec = M.parse_comment(comment)
-  if status == "none" then return slurm.SUCCESS end
+  if status == "none" then
+    local cfg = M.config(ctx.getenv, ctx.overrides)
+    if not M.default_on(job_desc, ctx.part_list, cfg.default_on) then return slurm.SUCCESS end
+    spec = {} -- no class: pald's rules give one
+    comment = string_or_nil(comment) or ""
+  end
   if #comment > M.MAX_COMMENT_BYTES then
     refuse_long_comment(slurm, job_desc, comment)
     return slurm.SUCCESS

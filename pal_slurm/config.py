@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from pal_slurm.model.classes import CLASS_ORDER
-from pal_slurm.model.modes import MODES, ModeError, PartitionModes, parse_partition_modes
+from pal_slurm.input_files import InputError
+from pal_slurm.model.class_rules import parse_class_rules
+from pal_slurm.model.modes import MODES, DefaultOn, ModeError, PartitionModes, parse_partition_modes
 
 DEFAULT_CONFIG_PATH = "/etc/pal/pal.toml"
 
@@ -70,10 +72,19 @@ class DaemonConfig:
     # `palctl mode` changes either at run time (the store's switches win)
     mode: str = "on"  # every partition not in partition_modes
     partition_modes: str = ""  # "gpu=on, debug=off"
+    # partitions where every GPU job is PAL's without pal:class= ("gpu,a100"; "*": all; the hook's
+    # PAL_DEFAULT_ON must name the same), and the rules that give them a class (first match;
+    # none: [policy] default_class): "name:bert*=B; account:vision=A; partition:big=C"
+    default_on: str = ""
+    class_rules: str = ""
 
     def modes(self) -> PartitionModes:
         """The file's modes (checked at load: a bad item never gets this far)."""
         return PartitionModes(self.mode, parse_partition_modes(self.partition_modes))
+
+    def default_on_jobs(self) -> DefaultOn:
+        """The default-on partitions and their class rules (checked at load)."""
+        return DefaultOn.parse(self.default_on, self.class_rules)
     backfill: bool = False  # deferred jobs: let smaller jobs pass a held job that does not fit
     reservation_ttl_s: float = 30.0  # GPUs promised at submit stay reserved until Slurm shows them busy
     submit_grace_s: float = 2.0  # a promise whose job a read started this long after the answer does not show is dropped
@@ -321,6 +332,11 @@ def _check_value(section: str, key: str, value: Any, where: str) -> None:
         try:
             parse_partition_modes(value, where)
         except ModeError as exc:
+            raise ConfigError(str(exc)) from None
+    if (section, key) in (("daemon", "class_rules"), ("simulate", "class_rules")) and value:
+        try:
+            parse_class_rules(value, where)
+        except InputError as exc:
             raise ConfigError(str(exc)) from None
     if (section, key) == ("metrics", "listen") and value:
         try:

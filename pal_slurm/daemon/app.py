@@ -92,7 +92,8 @@ class Pald:
         self.state = DaemonState(service, link, (clock or WallClock()).now, config.daemon.modes())
         self.reader = reader
         self.actuator = actuator
-        self.requests = Requests(self.state, self.leadership, lambda: self.reader.release)
+        self.requests = Requests(self.state, self.leadership, lambda: self.reader.release,
+                                 config.daemon.default_on_jobs())
         self.slurm_sync = SlurmSync(self.state, reader, config.slurm.topology_conf)
         self.held = HeldJobs(self.state, actuator, config.daemon.release_start_s)
         self.shadow = ShadowWatch(self.state)

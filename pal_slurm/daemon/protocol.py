@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Mapping, Union
 
-from pal_slurm.model.comment_grammar import CommentSpec
+from pal_slurm.model.comment_grammar import DEFAULT_ON_CLASS, CommentSpec
 from pal_slurm.model.decision import DecisionKind
 
 PROTOCOL_VERSION = 1
@@ -471,8 +471,8 @@ def decode_request(line: bytes | str) -> Request:
         comment=_field(job, "comment", "job."),
         **{k: job.get(k) for k in OPTIONAL_JOB_FIELDS},
     )
-    spec = CommentSpec(
-        perf_class=_field(pal, "class", "pal."),
+    spec = CommentSpec(  # an empty `pal`: a job of a default-on partition (DEFAULT_ON_CLASS)
+        perf_class=DEFAULT_ON_CLASS if not pal else _field(pal, "class", "pal."),
         gpus=pal.get("gpus"),
         mode=pal.get("mode"),
         net=pal.get("net"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from dataclasses import replace
 from collections.abc import Callable
 
 from pal_slurm.daemon.error_log import MAX_ERROR_TEXT
@@ -34,8 +35,8 @@ from pal_slurm.daemon.protocol import (
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.store_link import DEADLINE_S, LinkStatus
 from pal_slurm.model import DecisionKind
-from pal_slurm.model.comment_grammar import CommentError, verify_spec
-from pal_slurm.model.modes import OFF, SHADOW, SHADOW_PREFIX
+from pal_slurm.model.comment_grammar import DEFAULT_ON_CLASS, CommentError, CommentSpec, opted_out, parse_comment, verify_spec
+from pal_slurm.model.modes import OFF, SHADOW, SHADOW_PREFIX, DefaultOn
 from pal_slurm.intake.restrictions import requested_partitions
 from pal_slurm.intake.refusals import refused_input
 from pal_slurm.slurm.errors import SlurmUnsupported
@@ -50,8 +51,10 @@ class Requests:
     """Answers decoded requests (`answer`), and settles each reply once written (`settle`).
     `slurm_release`: what health says of the Slurm pald reads."""
 
-    def __init__(self, state: DaemonState, leadership: LeaderWatch, slurm_release: Callable[[], str | None]) -> None:
+    def __init__(self, state: DaemonState, leadership: LeaderWatch, slurm_release: Callable[[], str | None],
+                 default_on: DefaultOn | None = None) -> None:
         self.state = state
+        self.default_on = default_on or DefaultOn()
         self.leadership = leadership
         self.slurm_release = slurm_release
         self._req_seq = 0
@@ -102,7 +105,8 @@ class Requests:
                 state.counts["pass"] += 1
                 state.counts["standby"] += 1  # visible in health / palctl status
             return PlaceReply(DecisionKind.PASS, reason="standby")
-        mode = self._mode_of(req)
+        partitions = self._partitions_of(req)
+        mode = state.modes.of_job(partitions)
         if mode == OFF:  # every partition it may run in is off: untouched, as if PAL were not there
             with state.lock:
                 state.counts["pass"] += 1
@@ -110,15 +114,15 @@ class Requests:
             return PlaceReply(DecisionKind.PASS, reason="partition_off")
         self._req_seq += 1
         key = req.request_id or f"pald-{os.getpid()}-{self._req_seq}"
-        now = state.clock()
         try:  # defence in depth: the hook's parse must be what the raw comment says
-            verify_spec(req.job.comment, req.pal)
+            asked = self._spec_of(req, partitions)
         except CommentError as exc:
             reply = PlaceReply(DecisionKind.PASS, reason=f"bad_comment:{exc.code}",
                                warning=f"pald ignored the pal: spec: {exc.message}")
         else:
+            now = state.clock()
             with state.lock:
-                reply = state.service.place(req, now, key=f"req:{key}")
+                reply = state.service.place(asked, now, key=f"req:{key}")
                 expired = req.deadline_ms is not None and req.expired(state.clock())  # again, just before the reply
                 if expired or mode == SHADOW:  # shadow: decided as when on, then nothing kept
                     state.service.retract(f"req:{key}", reply.decision)
@@ -135,15 +139,30 @@ class Requests:
             self.unsettled[id(req)] = (req, f"req:{key}", reply)
         return reply
 
-    def _mode_of(self, req: PlaceRequest) -> str:
-        """PAL's mode for this job: the most cautious of its partitions' (model/modes.py);
-        no `--partition`: Slurm's default partition's, as pald last read it."""
-        state = self.state
+    def _partitions_of(self, req: PlaceRequest) -> tuple[str, ...]:
+        """The partitions the job may run in: its `--partition` list, else Slurm's default
+        partition as pald last read it (PAL's mode is the most cautious of theirs)."""
         names = requested_partitions(req.job.partition)
-        site = state.service.site
+        site = self.state.service.site
         if not names and site is not None and site.default_partition is not None:
             names = (site.default_partition.name,)
-        return state.modes.of_job(names)
+        return names
+
+    def _spec_of(self, req: PlaceRequest, partitions: tuple[str, ...]) -> PlaceRequest:
+        """The request as the service takes it. The hook's parse must be what the raw comment
+        says; a job of a default-on partition (no `pal:` spec, DEFAULT_ON_CLASS) gets its class
+        from the site's rules, and only where pald's own list makes its partitions default-on
+        and its user did not write `pal:off` (CommentError otherwise: the job passes)."""
+        if req.pal.perf_class != DEFAULT_ON_CLASS:
+            verify_spec(req.job.comment, req.pal)
+            return req
+        if parse_comment(req.job.comment) is not None or opted_out(req.job.comment):
+            raise CommentError("mismatch", "the hook sent no pal: spec, but the comment holds one")
+        if not self.default_on.covers(partitions):
+            raise CommentError("not_default_on", f"partitions {','.join(partitions) or '(default)'} are not "
+                               "default-on in pald's configuration ([daemon] default_on)")
+        perf_class = self.default_on.class_of(req.job) or self.state.service.settings.default_class
+        return replace(req, pal=CommentSpec(perf_class=perf_class))
 
     def settle(self, request: Request, reply: Reply, written: bool) -> None:
         """The server wrote `reply` to the hook's socket (`written`) or could not: the hook

@@ -31,6 +31,9 @@ GRAMMAR = "pal:class=<name>[,gpus=<n>][,mode=now|defer][,net=<sensitivity>]"
 KEYS = ("class", "gpus", "mode", "net")
 MODES = ("now", "defer")
 OPT_OUT = "off"  # `pal:off`
+# The class of a place request's spec for a job of a default-on partition: it has no
+# `pal:class=` (the hook sends an empty `pal` object) and pald's class rules give it one.
+DEFAULT_ON_CLASS = ""
 
 _WS = " \t\r\n\f\v"
 _SPEC_RE = re.compile(r"(?:^|(?<=[" + re.escape(_WS) + r"]))pal:([^" + re.escape(_WS) + r"]*)")
@@ -58,7 +61,7 @@ class CommentSpec:
 
     def to_wire(self) -> dict[str, str | int]:
         """The JSON object form used in the protocol and in the golden file (absent = not given)."""
-        out: dict[str, str | int] = {"class": self.perf_class}
+        out: dict[str, str | int] = {} if self.perf_class == DEFAULT_ON_CLASS else {"class": self.perf_class}
         for key, value in (("gpus", self.gpus), ("mode", self.mode), ("net", self.net)):
             if value is not None:
                 out[key] = value

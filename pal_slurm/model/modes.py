@@ -8,8 +8,10 @@ a partition off never has a job there placed or held by PAL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from pal_slurm.model.class_rules import ClassRule, Labelled, class_by_rules, parse_class_rules
 
 OFF, SHADOW, ON = "off", "shadow", "on"
 MODES = (OFF, SHADOW, ON)  # most cautious first
@@ -62,3 +64,26 @@ class PartitionModes:
         valid = {k: v for k, v in overrides.items() if v in MODES}
         return PartitionModes(valid.get(ALL, self.default),
                               {**self.by_partition, **{k: v for k, v in valid.items() if k != ALL}})
+
+
+@dataclass(frozen=True)
+class DefaultOn:
+    """The partitions where every GPU job is PAL's, with no `pal:class=` (the hook's
+    PAL_DEFAULT_ON names the same ones: it asks pald about such jobs; pald checks them again
+    here), and the site's rules that give those jobs a class. A user opts out with `pal:off`."""
+
+    partitions: frozenset[str] = frozenset()  # "*": every partition
+    rules: Sequence[ClassRule] = ()
+
+    @classmethod
+    def parse(cls, partitions: str, rules: str, where: str = "[daemon]") -> DefaultOn:
+        names = frozenset(p.strip() for p in partitions.split(",") if p.strip())
+        return cls(names, parse_class_rules(rules, f"{where} class_rules"))
+
+    def covers(self, partitions: Iterable[str]) -> bool:
+        """Every partition the job may run in is default-on (none named: not covered)."""
+        names = list(partitions)
+        return bool(names) and (ALL in self.partitions or all(p in self.partitions for p in names))
+
+    def class_of(self, job: Labelled) -> str | None:
+        return class_by_rules(job, self.rules)

@@ -26,17 +26,16 @@ not, so it is not read for this. The simulator runs such a job on that model's G
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import math
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
+from pal_slurm.model.class_rules import ClassRule
 from pal_slurm.model.comment_grammar import CommentError, parse_comment
-from pal_slurm.input_files import CsvRow, InputError, parse_csv, read_text
+from pal_slurm.input_files import CsvRow, parse_csv, read_text
 from pal_slurm.intake.durations import DurationError, minutes_field, parse_limit
 from pal_slurm.intake.gres import gres_name
 from pal_slurm.intake.slurm_numbers import number
@@ -46,34 +45,6 @@ from pal_slurm.sim.trace import MAX_RUNTIME_S, UNCLASSED, Trace, TraceError, Tra
 SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "Submit", "Start", "End", "Timelimit", "AllocTRES",
                 "NNodes", "State", "Comment", "ReqTRES")
 REQUIRED_FIELDS = ("JobID", "Submit", "Start", "End", "AllocTRES")
-RULE_FIELDS = ("name", "account", "partition")
-
-
-@dataclass(frozen=True)
-class ClassRule:
-    """`field:pattern=CLASS`: jobs whose `field` matches the glob `pattern` are of CLASS."""
-
-    field: str  # name | account | partition
-    pattern: str
-    perf_class: str
-
-    def matches(self, job: "AccountingJob") -> bool:
-        return fnmatch.fnmatchcase(getattr(job, self.field) or "", self.pattern)
-
-
-def parse_class_rules(text: str, where: str = "class_rules") -> tuple[ClassRule, ...]:
-    """'name:bert*=B; account:vision=A; partition:big=C' -> rules, first match wins."""
-    rules = []
-    for part in (text or "").replace("\n", ";").split(";"):
-        part = part.strip()
-        if not part:
-            continue
-        m = re.fullmatch(r"(\w+):(.+)=([A-Za-z0-9_.\-]{1,64})", part)
-        if not m or m.group(1) not in RULE_FIELDS:
-            raise InputError(f"{where}: bad rule {part!r}; expected FIELD:PATTERN=CLASS with FIELD one of "
-                             f"{', '.join(RULE_FIELDS)} (e.g. name:bert*=B)")
-        rules.append(ClassRule(m.group(1), m.group(2).strip(), m.group(3)))
-    return tuple(rules)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from pal_slurm.sim.network import cluster_from_racks
 from pal_slurm.sim.report import format_table, normalised_gains, aggregate, json_document, write_plots
 from pal_slurm.sim.runner import MODES, RunSpec, parse_cluster, run_grid
 from pal_slurm.ranking.snapshot import RankingSnapshot
-from pal_slurm.sim.sacct import ClassRule, load_accounting_trace, parse_class_rules
+from pal_slurm.model.class_rules import ClassRule, parse_class_rules
+from pal_slurm.sim.sacct import load_accounting_trace
 from pal_slurm.sim.trace import Trace, bundled_trace_names, fit_gpu_models, rate_for_load, resolve_trace, synthetic_trace
 from pal_slurm.sim.gpu_models import GpuModelGroup, GpuModelsError, parse_gpu_models, with_gpu_models
 from pal_slurm.sim.variability import MeasuredGpus, load_measured, merge

@@ -103,3 +103,43 @@ def test_a_job_not_in_shadow_is_not_recorded_as_one(tmp_path):
                      priority=1, gpu_slots={"gpu01": frozenset({0, 1})}, start_time=1000)
     pald, store = make(tmp_path, jobs=[placed])
     assert not [d for d in decisions(pald, store) if d.reason.startswith(SHADOW_STARTED)]
+
+
+# ---- default-on partitions -------------------------------------------------------------------
+def default_on_request(rid, partition="gpu", name="train", comment=""):
+    from pal_slurm.daemon.protocol import decode_request, encode_request
+
+    req = in_partition(request("resnet", gpn=1, nodes=1, rid=rid), partition)
+    wire = encode_request(replace(req, job=replace(req.job, comment=comment, name=name)))
+    line = wire.replace(b'"pal":{"class":"resnet"}', b'"pal":{}')  # what the hook sends such a job
+    assert b'"pal":{}' in line
+    return decode_request(line)
+
+
+def make_default_on(tmp_path, rules="name:bert*=B"):
+    store = MemoryRepository()
+    store.write_ranking("optimal", snapshot({"A": {("gpu01", 0): (3.0, 3.0)}}).entries)
+    cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "pald.sock"), heartbeat_file=str(tmp_path / "hb"),
+                                     default_on="gpu", class_rules=rules))
+    pald = Pald(cfg, store, FakeReader([node_info(f"gpu{i:02d}") for i in range(1, 5)]), FakeActuator())
+    pald.refresh_store()
+    pald.sync_and_cycle()
+    return pald, store
+
+
+def test_a_job_of_a_default_on_partition_gets_its_class_from_the_sites_rules(tmp_path):
+    pald, store = make_default_on(tmp_path)
+    bert = pald.handle(default_on_request("d1", name="bert-large"))
+    other = pald.handle(default_on_request("d2", name="whatever"))
+    assert bert.decision is DecisionKind.PLACE and bert.perf_class == "B"
+    assert other.decision is DecisionKind.PLACE and other.perf_class == "A"  # no rule: the default class
+
+
+def test_pald_checks_the_partition_and_the_comment_of_a_default_on_request(tmp_path):
+    pald, store = make_default_on(tmp_path)
+    elsewhere = pald.handle(default_on_request("d3", partition="debug"))
+    assert (elsewhere.decision, elsewhere.reason) == (DecisionKind.PASS, "bad_comment:not_default_on")
+    opted = pald.handle(default_on_request("d4", comment="pal:off"))
+    spec = pald.handle(default_on_request("d5", comment="pal:class=bert"))
+    assert opted.reason == spec.reason == "bad_comment:mismatch"
+    assert not pald.service.reservations

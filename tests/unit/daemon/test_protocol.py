@@ -81,7 +81,7 @@ DELETE = object()
         (place_line(job__gpus_per_node="2"), ErrorCode.BAD_FIELD),
         (place_line(job__min_nodes=-3), ErrorCode.BAD_FIELD),
         (place_line(job__partition=7), ErrorCode.BAD_FIELD),
-        (place_line(pal__class=DELETE), ErrorCode.BAD_FIELD),
+        (place_line(pal={"gpus": 2}), ErrorCode.BAD_FIELD),  # a spec without its class (empty: default-on)
         (place_line(pal__class=3), ErrorCode.BAD_FIELD),
         (place_line(pal__gpus=0), ErrorCode.BAD_FIELD),
         (place_line(pal__mode=False), ErrorCode.BAD_FIELD),
@@ -370,3 +370,12 @@ def test_place_reply_without_gres_pins_nodes_only():
 
     reply = decode_reply(b'{"v":1,"ok":true,"decision":"place","nodes":{"gpu03":[2]}}\n', "place")
     assert reply.nodes == {"gpu03": (2,)} and reply.gres is None
+
+
+def test_an_empty_pal_object_is_a_default_on_request():
+    """The hook's request for a job of a default-on partition: no spec, pald's rules give the class."""
+    from pal_slurm.model.comment_grammar import DEFAULT_ON_CLASS
+
+    req = decode_request(place_line(pal={}, job__comment=""))
+    assert req.pal.perf_class == DEFAULT_ON_CLASS and req.pal.to_wire() == {}
+    assert decode_request(encode_request(req)) == req

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from pal_slurm.model.class_rules import parse_class_rules
 from pal_slurm.sim.sacct import (
     accounting_trace,
     load_accounting_trace,
-    parse_class_rules,
     read_accounting,
 )
 from pal_slurm.sim.trace import UNCLASSED, TraceError

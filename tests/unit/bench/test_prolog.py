@@ -45,9 +45,11 @@ class DownStore:
         raise ConnectionError("store unreachable")
 
 
-def ctx(tmp_path, sink=None, show=SHOW, backend=None, timeout=5.0, env=ENV, clock=time.time):
+def ctx(tmp_path, sink=None, show=SHOW, backend=None, timeout=5.0, env=ENV, clock=time.time, every_h=0.0):
+    """A hook context on the replay backend; every_h=0: the prolog measures every job (the
+    tests of how it measures), see test_prolog_budget.py for the policy."""
     settings = ProfilingSettings(backend="replay", spool_dir=str(tmp_path / "spool"), timeout_s=timeout,
-                                 duration_s=0.0)
+                                 duration_s=0.0, prolog_every_h=every_h, prolog_max_delay_s=timeout)
     (tmp_path / "spool").mkdir(exist_ok=True)
     return HookContext(
         env=env, settings=settings, read_job=lambda job, t: show,
@@ -234,7 +236,7 @@ def test_spooled_samples_reach_a_real_store_once_it_is_back(tmp_path):
     c = ctx(tmp_path, env={**ENV, "SLURM_JOB_ID": "50"})
     c.sink = None
     c.settings = ProfilingSettings(backend="replay", spool_dir=str(tmp_path / "spool"), duration_s=0.0,
-                                   store_url=url)
+                                   store_url=url, prolog_every_h=0.0)
     assert prolog.main(ctx=c) == 0
     got = StoreProfilingRepository(open_store(url)).samples()
     assert sorted(s.job_id for s in got) == ["41", "41", "50", "50"]

@@ -27,6 +27,7 @@ import fcntl
 import json
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -119,14 +120,17 @@ def parse_state(text: str | bytes) -> dict[str, float]:
 def read_state(state_dir: str | Path) -> dict[str, float]:
     """When each GPU was last measured; {} (all due) when the file is missing or unusable."""
     path = Path(state_dir) / STATE_FILE
-    try:
-        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
+    try:  # O_NONBLOCK: a FIFO planted here must not hold the job's start
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | OPEN_FLAGS)
     except FileNotFoundError:
         return {}
     except OSError as exc:
         log.warning("cannot read %s (%s): every GPU is due", path, exc.strerror or exc)
         return {}
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ValueError("not a regular file")
         with os.fdopen(fd, "rb") as fh:
             text = fh.read(MAX_STATE_BYTES + 1)
         if len(text) > MAX_STATE_BYTES:

@@ -18,7 +18,7 @@ with them when a shown one is due, else by the cron re-profiling of idle nodes.
 from __future__ import annotations
 
 import logging
-import socket
+import os
 import time
 from typing import Mapping
 
@@ -41,7 +41,7 @@ def skip_job(env: Mapping[str, str], now: float | None = None) -> bool:
         gpus = gpus_from_env(env)
         if not gpus or (policy.pal_only and comment is None):
             return False
-        node = env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+        node = env.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]  # socket's gethostname
         when = time.time() if now is None else now
         return not verdict(policy, comment, node, gpus, read_state(cfg.spool_dir), when).measure
     except Exception as exc:  # noqa: BLE001 - a failing prolog drains the node: measure instead

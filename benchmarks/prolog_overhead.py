@@ -17,7 +17,12 @@ which are [profiling] duration_s and more on top. Cases:
 Prints p50 / p99 (nearest rank) / max in milliseconds per case, and not-due's p50 and p99
 against every-job's, both from this one run.
 
-Usage: python3 benchmarks/prolog_overhead.py [--n 30] [--fast-n 200] [--gpus 4] [--queued 200]
+--lab: the same every-job / due / not-due cases on a real Slurm lab (pal_lab.lab: one node,
+typed GPUs), each run a real job (`sbatch -w gpu01 --gres=gpu:s0:1,...`) whose prolog slurmd
+starts; a wrapper around sbin/pal-prolog records the prolog's wall time as slurmd runs it (with
+slurmd's environment and the real `squeue`), plus one `date` call on each side.
+
+Usage: python3 benchmarks/prolog_overhead.py [--n 30] [--fast-n 200] [--gpus 4] [--queued 200] [--lab]
 """
 
 from __future__ import annotations
@@ -85,13 +90,75 @@ def summary(name: str, ms: list[float], note: str = "") -> str:
             f"max {max(ms):7.1f} ms{note}")
 
 
+def lab_runs(args: argparse.Namespace) -> None:
+    """every-job / due / not-due with real jobs on a one-node lab; see the module docstring."""
+    from pal_lab.lab import start_lab
+
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        url = f"sqlite:///{tmp / 'pal.db'}"
+        open_store(url).close()
+        sp = tmp / "spool"
+        sp.mkdir(mode=0o700)
+        conf, times = tmp / "pal.toml", tmp / "times"
+        wrapper = tmp / "prolog.sh"
+        wrapper.write_text(
+            "#!/bin/sh\nt0=$(date +%s%N)\n"
+            f"PYTHONPATH={REPO} PAL_CONFIG={conf} {sys.executable} {REPO / 'sbin' / 'pal-prolog'} 2>>{tmp / 'prolog.log'}\n"
+            f't1=$(date +%s%N)\necho "$SLURM_JOB_ID $t0 $t1" >> {times}\nexit 0\n')
+        wrapper.chmod(0o755)
+        lab = start_lab(tmp / "lab", prolog=wrapper, nodes=1, gpus=args.gpus)
+        gres = ",".join(f"gpu:s{g}:1" for g in range(args.gpus))
+        try:
+            def job() -> str:
+                out = subprocess.run(["sbatch", "--parsable", "--output=/dev/null", "-w", NODE, f"--gres={gres}",
+                                      "--wrap", "true"], env=lab.client_env(), capture_output=True, text=True,
+                                     timeout=30, check=True).stdout.strip().split(";")[0]
+                lab.wait_job(int(out), timeout=60)
+                return out
+
+            def case(every_h: float, n: int, fresh: bool) -> list[float]:
+                conf.write_text(f'[store]\nurl = "{url}"\n[profiling]\nbackend = "replay"\nduration_s = 0.0\n'
+                                f'spool_dir = "{sp}"\nprolog_every_h = {every_h}\n')
+                ids = []
+                for _ in range(n):
+                    if fresh:
+                        (sp / STATE_FILE).unlink(missing_ok=True)
+                    ids.append(job())
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    rows = {r.split()[0]: r.split() for r in times.read_text().splitlines()} if times.exists() else {}
+                    if all(i in rows for i in ids):
+                        return [(int(rows[i][2]) - int(rows[i][1])) / 1e6 for i in ids]
+                    time.sleep(0.2)
+                raise SystemExit(f"prolog times missing; prolog.log: {(tmp / 'prolog.log').read_text()[-800:]}")
+
+            print(f"pal-prolog on a Slurm lab (1 node, {args.gpus} typed GPUs per job), replay backend, "
+                  f"{os.cpu_count()} CPU(s)")
+            every = case(0.0, args.n, fresh=False)
+            print(summary("every-job", every, "  (prolog_every_h = 0: the baseline)"))
+            due = case(24.0, args.n, fresh=True)
+            print(summary("due", due, "  (default policy, nothing measured yet)"))
+            job()  # measures the GPUs: the jobs below find them measured
+            fast = case(24.0, args.fast_n, fresh=False)
+            print(summary("not-due", fast, "  (default policy, GPUs measured by the job before)"))
+            print(f"{'':<12} not-due / every-job: p50 {statistics.median(fast) / statistics.median(every):.3f}  "
+                  f"p99 {pct(fast, 0.99) / pct(every, 0.99):.3f}")
+        finally:
+            lab.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=30, help="runs of each measuring case")
     ap.add_argument("--fast-n", type=int, default=200, help="runs of the not-due case")
     ap.add_argument("--gpus", type=int, default=4)
     ap.add_argument("--queued", type=int, default=200, help="samples waiting in the spool (spool-drain case)")
+    ap.add_argument("--lab", action="store_true", help="real jobs on a Slurm lab (pal_lab.lab)")
     args = ap.parse_args()
+    if args.lab:
+        lab_runs(args)
+        return
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         url = f"sqlite:///{tmp / 'pal.db'}"

@@ -16,8 +16,8 @@ cannot be written is the caller's OSError to log, and the GPUs stay due. The fil
 whole (a temporary file renamed over it) under an flock, so two prologs on one node never tear
 it or drop each other's GPUs.
 
-Imported by the prolog's first step (`prolog_gate`) on every job start: standard library and
-the light modules only.
+Imported by the prolog's first step (`prolog_gate`) on every job start: the light modules
+only, and `logging` and `pathlib` only on the paths that need them (a not-due job needs neither).
 """
 
 from __future__ import annotations
@@ -25,11 +25,9 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
-import logging
 import os
 import stat
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable, Mapping
 
 from pal_slurm.model.comment_grammar import CommentError, parse_comment
@@ -40,7 +38,14 @@ STATE_VERSION = 1
 OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_STATE_BYTES = 1024 * 1024  # a node's record is a few hundred bytes; larger was not written here
 
-log = logging.getLogger("pal.hook")
+LOGGER = "pal.hook"  # the hooks' logger (pal_slurm.bench.hook)
+
+
+def warn(msg: str, *args: object) -> None:
+    """A warning on the hooks' logger, importing `logging` only when there is one to give."""
+    import logging
+
+    logging.getLogger(LOGGER).warning(msg, *args)
 
 
 @dataclass(frozen=True)
@@ -117,15 +122,15 @@ def parse_state(text: str | bytes) -> dict[str, float]:
     return out
 
 
-def read_state(state_dir: str | Path) -> dict[str, float]:
+def read_state(state_dir: str | os.PathLike[str]) -> dict[str, float]:
     """When each GPU was last measured; {} (all due) when the file is missing or unusable."""
-    path = Path(state_dir) / STATE_FILE
+    path = os.path.join(state_dir, STATE_FILE)
     try:  # O_NONBLOCK: a FIFO planted here must not hold the job's start
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | OPEN_FLAGS)
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        log.warning("cannot read %s (%s): every GPU is due", path, exc.strerror or exc)
+        warn("cannot read %s (%s): every GPU is due", path, exc.strerror or exc)
         return {}
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -137,14 +142,16 @@ def read_state(state_dir: str | Path) -> dict[str, float]:
             raise ValueError(f"larger than {MAX_STATE_BYTES} bytes")
         return parse_state(text)
     except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        log.warning("unusable %s (%s): every GPU is due", path, exc)
+        warn("unusable %s (%s): every GPU is due", path, exc)
         return {}
 
 
-def record_measured(state_dir: str | Path, node: str, gpus: Iterable[int], when: float) -> None:
+def record_measured(state_dir: str | os.PathLike[str], node: str, gpus: Iterable[int], when: float) -> None:
     """Note that `gpus` of `node` were measured at `when`: read, merge, write a temporary file,
     rename it over the record, all under `LOCK_FILE`. OSError (the caller logs it) when the
     directory is unsafe, missing, read-only or full."""
+    from pathlib import Path
+
     from pal_slurm.bench.spool import check_dir  # the slow path only: it imports the samples model
 
     d = Path(state_dir)
@@ -173,7 +180,7 @@ def record_measured(state_dir: str | Path, node: str, gpus: Iterable[int], when:
                 os.unlink(tmp)
             except OSError as exc:
                 if exc.errno != errno.ENOENT:
-                    log.warning("cannot remove %s: %s", tmp, exc.strerror or exc)
+                    warn("cannot remove %s: %s", tmp, exc.strerror or exc)
             raise
     finally:
         os.close(lock)

@@ -17,16 +17,13 @@ with them when a shown one is due, else by the cron re-profiling of idle nodes.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from typing import Mapping
 
-from pal_slurm.bench.due import Policy, is_pal_job, read_state, verdict
+from pal_slurm.bench.due import Policy, is_pal_job, read_state, verdict, warn
 from pal_slurm.bench.gpuset import gpus_from_env
 from pal_slurm.config import load_config
-
-log = logging.getLogger("pal.hook")
 
 
 def skip_job(env: Mapping[str, str], now: float | None = None) -> bool:
@@ -45,5 +42,5 @@ def skip_job(env: Mapping[str, str], now: float | None = None) -> bool:
         when = time.time() if now is None else now
         return not verdict(policy, comment, node, gpus, read_state(cfg.spool_dir), when).measure
     except Exception as exc:  # noqa: BLE001 - a failing prolog drains the node: measure instead
-        log.warning("prolog due check failed (%s: %s); running the full prolog", type(exc).__name__, exc)
+        warn("prolog due check failed (%s: %s); running the full prolog", type(exc).__name__, exc)
         return False

@@ -94,6 +94,7 @@ def test_the_prolog_of_a_job_not_due_exits_0_without_heavy_imports(tmp_path, spo
     assert res.returncode == 0, res.stderr
     assert "pal_slurm.bench.prolog_gate" in imported  # the check ran (and importtime saw it)
     assert [m for m in HEAVY if m in imported] == []
+    assert "logging" not in imported  # nothing to log: the logging package is not loaded either
     assert (spool_dir / due.STATE_FILE).read_bytes() == before
 
 

@@ -12,6 +12,7 @@ which are [profiling] duration_s and more on top. Cases:
   due          the default policy, nothing measured yet (the state file removed each run)
   store-down   every-job, the store URL points at a closed port: measure, fail, spool
   spool-drain  every-job, N queued samples waiting: store, then drain the spool
+  python-start `python -c pass`: the interpreter's start, which no prolog can go below
   no-gpus      a job without GPUs (interpreter start, imports, the squeue read)
 
 Prints p50 / p99 (nearest rank) / max in milliseconds per case, and not-due's p50 and p99
@@ -70,9 +71,11 @@ def fake_slurm(bindir: Path, gpus: int) -> None:
         (bindir / tool).chmod(0o755)
 
 
-def run_once(env: dict[str, str]) -> float:
+def run_once(env: dict[str, str], argv: list[str] | None = None) -> float:
+    """Milliseconds of one fresh `python sbin/pal-prolog` (or `python *argv`)."""
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, str(REPO / "sbin" / "pal-prolog")], env=env, capture_output=True, text=True)
+    res = subprocess.run([sys.executable, *(argv or [str(REPO / "sbin" / "pal-prolog")])], env=env,
+                         capture_output=True, text=True)
     dt = time.perf_counter() - t0
     if res.returncode != 0:
         raise SystemExit(f"prolog exited {res.returncode}: {res.stderr}")
@@ -104,7 +107,8 @@ def lab_runs(args: argparse.Namespace) -> None:
         wrapper = tmp / "prolog.sh"
         wrapper.write_text(
             "#!/bin/sh\nt0=$(date +%s%N)\n"
-            f"PYTHONPATH={REPO} PAL_CONFIG={conf} {sys.executable} {REPO / 'sbin' / 'pal-prolog'} 2>>{tmp / 'prolog.log'}\n"
+            f"if [ -e {tmp / 'floor'} ]; then {sys.executable} -c pass; else\n"
+            f"PYTHONPATH={REPO} PAL_CONFIG={conf} {sys.executable} {REPO / 'sbin' / 'pal-prolog'} 2>>{tmp / 'prolog.log'}; fi\n"
             f't1=$(date +%s%N)\necho "$SLURM_JOB_ID $t0 $t1" >> {times}\nexit 0\n')
         wrapper.chmod(0o755)
         lab = start_lab(tmp / "lab", prolog=wrapper, nodes=1, gpus=args.gpus)
@@ -144,6 +148,9 @@ def lab_runs(args: argparse.Namespace) -> None:
             print(summary("not-due", fast, "  (default policy, GPUs measured by the job before)"))
             print(f"{'':<12} not-due / every-job: p50 {statistics.median(fast) / statistics.median(every):.3f}  "
                   f"p99 {pct(fast, 0.99) / pct(every, 0.99):.3f}")
+            (tmp / "floor").touch()
+            floor = case(24.0, args.fast_n, fresh=False)
+            print(summary("python-start", floor, "  (the prolog replaced by `python -c pass`: the floor)"))
         finally:
             lab.stop()
 
@@ -201,6 +208,8 @@ def main() -> None:
         print(summary("not-due", fast, "  (default policy, GPUs measured an hour ago)"))
         print(f"{'':<12} not-due / every-job: p50 {statistics.median(fast) / statistics.median(every):.3f}  "
               f"p99 {pct(fast, 0.99) / pct(every, 0.99):.3f}")
+        floor = [run_once(base, ["-c", "pass"]) for _ in range(args.fast_n)]
+        print(summary("python-start", floor, "  (`python -c pass`: the interpreter's start, the floor)"))
 
         configure("postgresql://pal@127.0.0.1:1/pal", 0.0)
         down = [run_once(job(4000 + i)) for i in range(args.n)]

@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from pal_slurm.bench import spool  # noqa: E402
 from pal_slurm.bench.base import GpuTarget  # noqa: E402
-from pal_slurm.bench.due import STATE_FILE, record_measured  # noqa: E402
+from pal_slurm.bench.measured import STATE_FILE, record_measured  # noqa: E402
 from pal_slurm.bench.replay import ReplayBackend  # noqa: E402
 from pal_slurm.bench.repository import StoreProfilingRepository  # noqa: E402
 from pal_slurm.store import open_store  # noqa: E402

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from pal_slurm.bench.due import Policy, read_state, record_measured, verdict
+from pal_slurm.bench.due import Policy, verdict
 from pal_slurm.bench.hook import (
     HookContext,
     deliver,
@@ -24,6 +24,7 @@ from pal_slurm.bench.hook import (
     no_gpus_line,
     run_script,
 )
+from pal_slurm.bench.measured import read_state, record_measured
 from pal_slurm.bench.settings import ProfilingSettings
 
 

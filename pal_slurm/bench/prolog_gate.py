@@ -21,8 +21,9 @@ import os
 import time
 from typing import Mapping
 
-from pal_slurm.bench.due import Policy, is_pal_job, read_state, verdict, warn
+from pal_slurm.bench.due import Policy, is_pal_job, verdict
 from pal_slurm.bench.gpuset import gpus_from_env
+from pal_slurm.bench.measured import read_state, warn
 from pal_slurm.config import load_config
 
 

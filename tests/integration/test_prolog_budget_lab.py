@@ -83,7 +83,7 @@ def _bench(lab, job: str) -> Counter:
 
 
 def test_a_second_job_on_the_same_gpus_is_not_measured_and_the_node_never_drains(lab):
-    from pal_slurm.bench.due import read_state
+    from pal_slurm.bench.measured import read_state
 
     first = _run(lab, "gpu:s0:1,gpu:s1:1")
     assert _bench(lab, first) == {0: 2, 1: 2}, _log(lab, "prolog")  # both GPUs, though slurmd shows GPU 1

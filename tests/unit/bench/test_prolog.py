@@ -14,7 +14,7 @@ import pytest
 from pal_slurm.bench import epilog, hook, prolog, spool
 from pal_slurm.bench.base import KIND_WALLTIME, MemorySink
 from pal_slurm.bench.busy import BusyProbe
-from pal_slurm.bench.due import read_state
+from pal_slurm.bench.measured import read_state
 from pal_slurm.bench.hook import HookContext
 from pal_slurm.bench.replay import ReplayBackend
 from pal_slurm.bench.settings import ProfilingSettings

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pal_slurm.bench import due
-from pal_slurm.bench.due import read_state, record_measured
+from pal_slurm.bench import measured
+from pal_slurm.bench.measured import read_state, record_measured
 from pal_slurm.bench.prolog_gate import skip_job
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -68,7 +68,7 @@ def test_a_bad_configuration_or_state_runs_the_full_prolog_and_is_logged(tmp_pat
     (tmp_path / "pal.toml").write_text("[profiling]\nprolog_every_h = -1\n")
     assert not skip_job(env)
     assert "prolog due check failed" in caplog.text and "prolog_every_h" in caplog.text
-    (spool_dir / due.STATE_FILE).write_text("{torn")
+    (spool_dir / measured.STATE_FILE).write_text("{torn")
     assert not skip_job(env_for(tmp_path, spool_dir))
     assert "every GPU is due" in caplog.text
 
@@ -89,13 +89,13 @@ def run_prolog(env, bindir):
 
 def test_the_prolog_of_a_job_not_due_exits_0_without_heavy_imports(tmp_path, spool_dir):
     record_measured(spool_dir, "n1", [0, 1], time.time() - 3600)
-    before = (spool_dir / due.STATE_FILE).read_bytes()
+    before = (spool_dir / measured.STATE_FILE).read_bytes()
     res, imported = run_prolog(env_for(tmp_path, spool_dir), tmp_path / "bin")
     assert res.returncode == 0, res.stderr
     assert "pal_slurm.bench.prolog_gate" in imported  # the check ran (and importtime saw it)
     assert [m for m in HEAVY if m in imported] == []
     assert "logging" not in imported  # nothing to log: the logging package is not loaded either
-    assert (spool_dir / due.STATE_FILE).read_bytes() == before
+    assert (spool_dir / measured.STATE_FILE).read_bytes() == before
 
 
 def test_the_prolog_of_a_due_job_runs_the_full_prolog_and_still_exits_0(tmp_path, spool_dir):
@@ -108,7 +108,7 @@ def test_the_prolog_of_a_due_job_runs_the_full_prolog_and_still_exits_0(tmp_path
 
 
 def test_a_state_file_that_breaks_the_check_still_exits_0(tmp_path, spool_dir):
-    (spool_dir / due.STATE_FILE).mkdir()  # a directory where the file should be
+    (spool_dir / measured.STATE_FILE).mkdir()  # a directory where the file should be
     res, imported = run_prolog(env_for(tmp_path, spool_dir), tmp_path / "bin")
     assert res.returncode == 0, res.stderr
     assert "every GPU is due" in res.stderr and "pal_slurm.bench.hook" in imported

@@ -170,7 +170,8 @@ def prolog_runs(runs: int, timeout_s: float, duration_s: float) -> None:
         for backend in ("replay", "nvml", "kernel", "auto"):
             conf.write_text(f'[store]\nurl = "{url}"\n[profiling]\nbackend = "{backend}"\n'
                             f'timeout_s = {timeout_s}\nduration_s = {duration_s}\n'
-                            f'spool_dir = "{tmp_path / "spool"}"\n')
+                            f'spool_dir = "{tmp_path / "spool"}"\n'
+                            f'prolog_every_h = 0.0\nprolog_max_delay_s = {timeout_s}\n')  # each run measures
             walls, landed, gave_up = [], 0, 0
             for _ in range(runs):
                 job += 1

@@ -121,6 +121,11 @@ class ProfilingConfig:
     replay_slowdown: str = ""  # replay backend: "node:slot=factor,..." emulates degraded GPUs
     replay_cluster: str = ""  # replay backend: "gpu[01-16]x4" replays the event simulator's draw
     max_load_per_cpu: float = 0.8  # 1-min load per CPU above which a sample is flagged busy
+    # the prolog's budget (pal_slurm.bench.due): a GPU is due for a prolog sample when its last
+    # one is older than this many hours (0: every job is measured)
+    prolog_every_h: float = 24.0
+    prolog_pal_only: bool = False  # true: only jobs whose comment carries pal: are measured
+    prolog_max_delay_s: float = 3.0  # the most a due measurement may add to a job's start
 
 
 @dataclass(frozen=True)
@@ -204,6 +209,7 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
         ("profiling", "timeout_s"),
         ("profiling", "window_s"),
         ("profiling", "max_load_per_cpu"),
+        ("profiling", "prolog_max_delay_s"),
         ("drift", "threshold"),
         ("store", "prune_every_s"),
     }
@@ -212,7 +218,7 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
 # Durations where 0 means "at once" (a negative one means nothing).
 NON_NEGATIVE: frozenset[tuple[str, str]] = frozenset(
     {("policy", "rack_wait_s"), ("policy", "reserve_after_s"), ("store", "retention_s"), ("store", "keep_samples"),
-     ("daemon", "submit_grace_s")}
+     ("daemon", "submit_grace_s"), ("profiling", "prolog_every_h")}
 )
 
 # Strings that must not be empty.
@@ -304,11 +310,11 @@ def registry_choices() -> dict[tuple[str, str], tuple[str, ...]]:
             ("profiling", "backend"): BACKENDS}
 
 
-def _check_value(section: str, key: str, value: Any, where: str) -> None:
+def _check_value(section: str, key: str, value: Any, where: str, registries: bool = True) -> None:
     if value is None:
         return
     allowed = CHOICES.get((section, key))
-    if allowed is None and (section, key) in REGISTERED:
+    if allowed is None and registries and (section, key) in REGISTERED:
         allowed = registry_choices()[(section, key)]
     if allowed is not None and value not in allowed:
         raise ConfigError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
@@ -413,8 +419,9 @@ def _resolve_path(path: str | os.PathLike[str] | None, env: Mapping[str, str]) -
     return None
 
 
-def from_mapping(data: Mapping[str, Any], source: str | None = None) -> Config:
-    """Build a Config from parsed TOML (sections of keys), validating every key."""
+def from_mapping(data: Mapping[str, Any], source: str | None = None, registries: bool = True) -> Config:
+    """Build a Config from parsed TOML (sections of keys), validating every key (the values
+    that name a registry's entry only with `registries`, see `load_config`)."""
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     label = source or "configuration"
     for section, body in data.items():
@@ -433,13 +440,13 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> Config:
                     f"(known: {', '.join(sorted(hints))})"
                 )
             coerced = _coerce(value, hints[key], where)
-            _check_value(section, key, coerced, where)
+            _check_value(section, key, coerced, where, registries)
             values[section][key] = coerced
     parts = {name: SECTIONS[name](**values[name]) for name in SECTIONS}
     return Config(**parts, source=source)
 
 
-def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+def _env_overrides(env: Mapping[str, str], registries: bool = True) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     names: dict[str, tuple[str, str]] = dict(ENV_ALIASES)
     for section, cls in SECTIONS.items():
@@ -451,20 +458,26 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         hint = _field_types(SECTIONS[section])[key]
         where = f"environment {var} ([{section}] {key})"
         value = _parse_env(env[var], hint, where)
-        _check_value(section, key, value, where)
+        _check_value(section, key, value, where, registries)
         out.setdefault(section, {})[key] = value
     return out
 
 
 def load_config(
-    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
+    registries: bool = True,
 ) -> Config:
-    """Read the configuration: defaults <- TOML file <- environment. Raises ConfigError."""
+    """Read the configuration: defaults <- TOML file <- environment. Raises ConfigError.
+
+    `registries=False` leaves unchecked the values that name a registry's entry (placement,
+    queue, binning, backend): checking them imports the policies and numpy, which the prolog's
+    "nothing is due" check must not pay on every job start; it reads none of those keys, and
+    the path that measures reads the configuration again with every check."""
     env = os.environ if env is None else env
     resolved = _resolve_path(path, env)
     data = _read_toml(resolved) if resolved is not None else {}
-    config = from_mapping(data, source=resolved)
-    for section, changes in _env_overrides(env).items():
+    config = from_mapping(data, source=resolved, registries=registries)
+    for section, changes in _env_overrides(env, registries).items():
         config = dataclasses.replace(
             config, **{section: dataclasses.replace(getattr(config, section), **changes)}
         )

@@ -38,12 +38,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from pal_slurm.slurm.errors import SlurmParseError
 from pal_slurm.intake.hostlist import expand as expand_hostlist
 from pal_slurm.intake.gres import GresItem, gpus_in, parse_gres, parse_index_list, slots_named
-from pal_slurm.slurm.readers import JobInfo
+
+if TYPE_CHECKING:  # the prolog's due check reads `gpus_from_env` without the Slurm readers
+    from pal_slurm.slurm.readers import JobInfo
 
 # slurmd's GRES plugin writes these in the prolog/epilog environment (the first one set wins)
 SLURMD_GPU_VARS = ("SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")

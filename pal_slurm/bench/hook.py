@@ -109,7 +109,8 @@ def _default_sink(settings: ProfilingSettings) -> SampleSink:
 def job_gpus(ctx: HookContext) -> tuple[HeldGpus, JobInfo | None]:
     """(the GPUs the job held on this node, its Slurm record) - `gpuset.held_gpus` on the
     job's `squeue --json` record and slurmd's environment; no GPUs when they cannot be told."""
-    job = ctx.read_job(ctx.job_id, min(2.0, ctx.settings.timeout_s / 2)) if ctx.job_id else None
+    left = ctx.settings.timeout_s if ctx.deadline is None else ctx.deadline - time.monotonic()
+    job = ctx.read_job(ctx.job_id, max(0.1, min(2.0, left / 2))) if ctx.job_id else None
     return held_gpus(job, ctx.node, ctx.env), job
 
 
@@ -261,21 +262,27 @@ def run_bounded(work: Callable[[], object], timeout_s: float, what: str) -> int:
     t.start()
     t.join(timeout_s)
     if t.is_alive():
-        log.error("%s: gave up after %.1f s (profiling.timeout_s); nothing recorded", what, timeout_s)
+        log.error("%s: gave up after %.1f s (its time limit); nothing recorded", what, timeout_s)
     elif errors:
         log.error("%s failed: %s: %s", what, type(errors[0]).__name__, errors[0])
     return 0
 
 
 def run_script(record: Callable[["HookContext"], object], what: str,
-               env: Mapping[str, str] | None = None, ctx: "HookContext | None" = None) -> int:
+               env: Mapping[str, str] | None = None, ctx: "HookContext | None" = None,
+               limit_s: Callable[[ProfilingSettings], float] | None = None,
+               started: float | None = None) -> int:
     """The prolog/epilog entry point: set up, run `record` under the time bound, exit 0 always
-    (a non-zero prolog drains the node and requeues the job held)."""
+    (a non-zero prolog drains the node and requeues the job held).
+
+    The bound is `limit_s(settings)` (default `timeout_s`) counted from `started` (the
+    process's time.monotonic() at its start: what the hook adds to the job), else from now."""
     try:
         setup_logging()
         ctx = ctx or make_context(env)
-        ctx.deadline = time.monotonic() + ctx.settings.timeout_s
-        return run_bounded(lambda: record(ctx), ctx.settings.timeout_s, what)
+        limit = (limit_s or (lambda s: s.timeout_s))(ctx.settings)
+        ctx.deadline = (time.monotonic() if started is None else started) + limit
+        return run_bounded(lambda: record(ctx), max(0.0, ctx.deadline - time.monotonic()), what)
     except BaseException as exc:  # noqa: BLE001 - never drain the node
         log.error("%s failed before starting: %s", what, exc)
         return 0

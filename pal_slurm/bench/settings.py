@@ -29,6 +29,9 @@ class ProfilingSettings:
     window_s: float = 7 * 86400.0  # ranking window
     method: str = "optimal"  # binning method ([policy] binning)
     max_load_per_cpu: float = 0.8
+    prolog_every_h: float = 24.0  # the prolog's budget (pal_slurm.bench.due)
+    prolog_pal_only: bool = False
+    prolog_max_delay_s: float = 3.0
 
     @classmethod
     def from_config(cls, cfg: Config) -> "ProfilingSettings":
@@ -46,6 +49,9 @@ class ProfilingSettings:
             window_s=p.window_s,
             method=cfg.policy.binning,
             max_load_per_cpu=p.max_load_per_cpu,
+            prolog_every_h=p.prolog_every_h,
+            prolog_pal_only=p.prolog_pal_only,
+            prolog_max_delay_s=p.prolog_max_delay_s,
         )
 
 

@@ -137,10 +137,11 @@ PROFILING_TIMEOUT_S = 2.0  # the prolog/epilog's deadline (profiling.timeout_s) 
 
 
 def write_profiling_conf(path: Path, store_url: str) -> None:
-    """The prolog/epilog's pal.toml (they read it at every run: rewriting it moves the store)."""
+    """The prolog/epilog's pal.toml (they read it at every run: rewriting it moves the store).
+    prolog_every_h = 0: every job's prolog measures, so every job's samples meet the store fault."""
     path.write_text(f'[store]\nurl = "{store_url}"\n[profiling]\nbackend = "replay"\n'
                     f'spool_dir = "{path.parent / "spool"}"\nduration_s = 0.0\n'
-                    f'timeout_s = {PROFILING_TIMEOUT_S}\nreplay_seed = 3\n')
+                    f'timeout_s = {PROFILING_TIMEOUT_S}\nreplay_seed = 3\nprolog_every_h = 0.0\n')
 
 
 def profiling_scripts(root: Path, db: str) -> tuple[Path, dict[str, Path]]:

@@ -134,6 +134,9 @@ def test_unknown_section(tmp_path):
         ("[daemon]\ncycle_s = 0\n", r"cycle_s: must be greater than 0"),
         ("[policy]\nreserve_after_s = -1\n", r"reserve_after_s: must be 0 or more"),
         ("[policy]\nrack_wait_s = -5.0\n", r"rack_wait_s: must be 0 or more"),
+        ("[profiling]\nprolog_every_h = -1\n", r"prolog_every_h: must be 0 or more"),
+        ("[profiling]\nprolog_max_delay_s = 0\n", r"prolog_max_delay_s: must be greater than 0"),
+        ('[profiling]\nprolog_pal_only = "yes"\n', r"prolog_pal_only: expected a boolean"),
         ('[daemon]\nsocket = ""\n', r"socket: must not be empty"),
         ('daemon = "x"\n', r"\[daemon\] must be a table"),
     ],
@@ -211,3 +214,16 @@ def test_binning_and_backend_choices_come_from_their_registries(tmp_path):
         assert load_config(write(tmp_path, f'[profiling]\nbackend = "{backend}"\n')).profiling.backend == backend
     with pytest.raises(ConfigError, match="artifact, optimal"):  # the message lists the registered ones
         load_config(write(tmp_path, '[policy]\nbinning = "kmeans"\n'))
+
+
+def test_without_registries_the_names_of_registry_entries_are_not_checked(tmp_path):
+    """The prolog's due check reads the file this way: checking those names imports the
+    policies (and numpy) on every job start. Every other check still applies."""
+    path = write(tmp_path, '[policy]\nplacement = "best-effort"\n[profiling]\nbackend = "cuda"\nprolog_every_h = 6\n')
+    cfg = load_config(path, env={"PAL_POLICY_QUEUE": "lifo"}, registries=False)
+    assert (cfg.policy.placement, cfg.policy.queue, cfg.profiling.backend) == ("best-effort", "lifo", "cuda")
+    assert cfg.profiling.prolog_every_h == 6.0
+    with pytest.raises(ConfigError, match="placement"):
+        load_config(path, env={})
+    with pytest.raises(ConfigError, match="prolog_every_h"):
+        load_config(write(tmp_path, "[profiling]\nprolog_every_h = -2\n"), env={}, registries=False)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from pal_slurm.bench import epilog, hook, prolog, spool
 from pal_slurm.bench.base import KIND_WALLTIME, MemorySink
 from pal_slurm.bench.busy import BusyProbe
+from pal_slurm.bench.measured import read_state
 from pal_slurm.bench.hook import HookContext
 from pal_slurm.bench.replay import ReplayBackend
 from pal_slurm.bench.settings import ProfilingSettings
@@ -45,9 +47,11 @@ class DownStore:
         raise ConnectionError("store unreachable")
 
 
-def ctx(tmp_path, sink=None, show=SHOW, backend=None, timeout=5.0, env=ENV, clock=time.time):
+def ctx(tmp_path, sink=None, show=SHOW, backend=None, timeout=5.0, env=ENV, clock=time.time, every_h=0.0):
+    """A hook context on the replay backend; every_h=0: the prolog measures every job (the
+    tests of how it measures), see test_prolog_budget.py for the policy."""
     settings = ProfilingSettings(backend="replay", spool_dir=str(tmp_path / "spool"), timeout_s=timeout,
-                                 duration_s=0.0)
+                                 duration_s=0.0, prolog_every_h=every_h, prolog_max_delay_s=timeout)
     (tmp_path / "spool").mkdir(exist_ok=True)
     return HookContext(
         env=env, settings=settings, read_job=lambda job, t: show,
@@ -234,7 +238,7 @@ def test_spooled_samples_reach_a_real_store_once_it_is_back(tmp_path):
     c = ctx(tmp_path, env={**ENV, "SLURM_JOB_ID": "50"})
     c.sink = None
     c.settings = ProfilingSettings(backend="replay", spool_dir=str(tmp_path / "spool"), duration_s=0.0,
-                                   store_url=url)
+                                   store_url=url, prolog_every_h=0.0)
     assert prolog.main(ctx=c) == 0
     got = StoreProfilingRepository(open_store(url)).samples()
     assert sorted(s.job_id for s in got) == ["41", "41", "50", "50"]
@@ -351,3 +355,71 @@ def test_squeue_job_picks_the_job_by_id_and_none_when_absent_or_failing(tmp_path
     assert hook.squeue_job("78", 5.0) is None
     (bin_dir / "squeue").write_text("#!/bin/sh\necho 'not json'\n")
     assert hook.squeue_job("77", 5.0) is None
+
+
+def test_a_job_on_gpus_measured_within_the_period_is_not_measured(tmp_path, caplog):
+    """The default policy: the first job notes GPUs 2 and 3 measured; the next job on them
+    measures nothing; a job that also holds a GPU not yet measured measures all its GPUs."""
+    sink = MemorySink()
+    caplog.set_level(logging.INFO, logger="pal.hook")
+    assert prolog.main(ctx=ctx(tmp_path, sink, every_h=24.0)) == 0
+    assert len(sink.samples) == 2 and set(read_state(tmp_path / "spool")) == {"n1:2", "n1:3"}
+    assert prolog.main(ctx=ctx(tmp_path, sink, every_h=24.0, env={**ENV, "SLURM_JOB_ID": "42"})) == 0
+    assert len(sink.samples) == 2
+    assert "prolog job 42 on n1: not measured: GPU(s) 2,3 measured within prolog_every_h" in caplog.text
+    wider = job_record(gres_detail=["gpu:s1:1(IDX:1),gpu:s2:1(IDX:2),gpu:s3:1(IDX:3)"])
+    assert prolog.main(ctx=ctx(tmp_path, sink, every_h=24.0, show=wider)) == 0
+    assert sorted(x.slot for x in sink.samples[2:]) == [1, 2, 3]
+
+
+def test_gpus_whose_samples_were_lost_stay_due(tmp_path, caplog):
+    c = ctx(tmp_path, every_h=24.0)  # the store is down ...
+    c.settings = replace(c.settings, spool_dir=str(tmp_path / "missing"))  # ... and so is the spool
+    caplog.set_level(logging.WARNING, logger="pal.hook")
+    assert prolog.main(ctx=c) == 0
+    assert "samples lost" in caplog.text and read_state(tmp_path / "missing") == {}
+    sink = MemorySink()
+    assert prolog.main(ctx=ctx(tmp_path, sink, every_h=24.0)) == 0
+    assert len(sink.samples) == 2
+
+
+def test_a_spool_that_cannot_note_the_gpus_measured_is_logged_and_exits_0(tmp_path, caplog):
+    sink = MemorySink()
+    c = ctx(tmp_path, sink, every_h=24.0)
+    os.chmod(tmp_path / "spool", 0o777)  # unsafe: the state file is not written there
+    caplog.set_level(logging.WARNING, logger="pal.hook")
+    assert prolog.main(ctx=c) == 0
+    assert len(sink.samples) == 2 and "cannot note GPUs measured" in caplog.text
+    assert read_state(tmp_path / "spool") == {}
+
+
+def test_pal_only_reads_the_comment_from_the_job_record_when_slurmd_does_not_show_it(tmp_path):
+    env = {k: v for k, v in ENV.items() if k != "SLURM_JOB_COMMENT"}
+    for comment, samples in (("nightly", 0), ("pal:class=B", 2)):
+        sink = MemorySink()
+        c = ctx(tmp_path, sink, every_h=24.0, env=env, show=job_record(comment=comment))
+        c.settings = replace(c.settings, prolog_pal_only=True)
+        assert prolog.main(ctx=c) == 0
+        assert len(sink.samples) == samples
+
+
+def test_a_due_measurement_adds_at_most_prolog_max_delay_s_from_the_prolog_start(tmp_path, caplog):
+    class Hung:
+        name = "hung"
+
+        def prepare(self, gpus):
+            pass
+
+        def sample(self, gpus, cls, d):
+            time.sleep(3)
+            return []
+
+    c = ctx(tmp_path, MemorySink(), backend=lambda st, j: Hung(), every_h=24.0)
+    c.settings = replace(c.settings, timeout_s=5.0, prolog_max_delay_s=0.6)
+    assert prolog.time_limit_s(c.settings) == 0.6
+    started = time.monotonic() - 0.3  # the interpreter's start and imports took 0.3 s
+    caplog.set_level(logging.ERROR, logger="pal.hook")
+    assert prolog.main(ctx=c, started=started) == 0
+    assert 0.55 <= time.monotonic() - started < 1.0
+    assert "gave up after" in caplog.text
+    assert prolog.time_limit_s(replace(c.settings, timeout_s=0.4)) == 0.4

@@ -149,13 +149,22 @@ def from_hook(job: HookFields, spec: CommentSpec | None, key: str, now: float, c
                   _request(key, shape, perf_class, spec, now, limit_s), defer_reason(traits))
 
 
-@functools.lru_cache(maxsize=1024)
+_MEMO_CHARS = 256  # longer comments (user text) are parsed every time, never kept
+
+
 def _comment(text: str) -> CommentSpec | None | CommentError:
-    """A held job's comment read once (held jobs share few comments)."""
+    """A held or running job's comment, read once when short (such jobs share few comments)."""
+    return _memo_comment(text) if len(text) <= _MEMO_CHARS else _read_comment(text)
+
+
+def _read_comment(text: str) -> CommentSpec | None | CommentError:
     try:
         return parse_comment(text)
     except CommentError as exc:
         return exc
+
+
+_memo_comment = functools.lru_cache(maxsize=1024)(_read_comment)
 
 
 _JUDGED_AT_SUBMIT = JobTraits()  # a held job's traits: the hook judged them

@@ -128,6 +128,7 @@ def test_a_running_job_reads_its_class_and_sensitivity_from_its_comment():
     assert running_class("pal:class=resnet,net=HIGH", CLASSES) == ("resnet", "B", "high")
     assert running_class("pal:class=", CLASSES) == ("", "A", "medium")  # a bad comment: no spec
     assert running_class("just a comment", CLASSES) == ("", "A", "medium")
+    assert running_class("x" * 5000, CLASSES) == ("", "A", "medium")  # long user text: read, not kept
 
 
 def test_the_engines_job_is_built_by_the_intake():

@@ -29,7 +29,6 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon import requeue
 from pal_slurm.daemon.held_queue import HeldQueue
-from pal_slurm.model.comment_grammar import CommentSpec
 from pal_slurm.daemon.protocol import PlaceReply, PlaceRequest
 from pal_slurm.intake.job import DEFAULT_NET, Pass, class_of, from_hook, from_queue, running_class
 from pal_slurm.intake.restrictions import JobRestrictions
@@ -91,16 +90,6 @@ class ServiceSettings:
 
 # ---- Slurm's view of a job -> the engine's --------------------------------------------------
 MAX_ELIGIBILITY_MEMO = 1024  # distinct restrictions memoised per Slurm read (they hold user text)
-
-
-def job_request(job_id: JobId, shape: JobShape, perf_class: str, spec: CommentSpec | None, submitted: float,
-                time_limit_s: float | None = None) -> JobRequest:
-    """The engine's view of a Slurm job that waits (submitted at `submitted`)."""
-    return JobRequest(
-        job_id=job_id, num_gpus=shape.total, shape=shape, perf_class=perf_class,
-        app=spec.perf_class if spec else "", submit_time=submitted, waiting_since=submitted,
-        remaining_time=time_limit_s or 0.0, net_sensitivity=((spec.net if spec else None) or DEFAULT_NET).lower(),
-    )
 
 
 def gres_for_release(shape: JobShape, choice: ShapeChoice, binds_slots: bool = True) -> str | None:
@@ -540,7 +529,7 @@ class PlacementService:
         if mode == "defer":
             self.queue.defer(key)
             return PlaceReply(DecisionKind.DEFER, reason="asked", **base)
-        job = job_request(key, shape, got.perf_class, req.pal, now, got.time_limit_s)
+        job = got.request
         if mode == "auto" and self.queue.held_jobs > 0:  # older PAL jobs wait: backfill, or wait with them
             found = self.place_behind_held(job, eligibility, restrictions.exclusive, now)
             if found is None:
@@ -609,7 +598,7 @@ class PlacementService:
             if isinstance(got, Pass):
                 out.releases.append(Release(j.job_id, got.perf_class, None, None, got.reason))
                 continue
-            shape, spec, perf_class, restrictions = got.shape, got.spec, got.perf_class, got.restrictions
+            shape, perf_class, restrictions = got.shape, got.perf_class, got.restrictions
             if id(restrictions) not in wheres:  # the entry holds the value: its id is not reused
                 wheres[id(restrictions)] = (restrictions, self._where(restrictions, now))
             group = wheres[id(restrictions)][1]
@@ -627,7 +616,7 @@ class PlacementService:
             refs = every[:max(1, len(self.available().free) // max(1, shape.total))]
             unexpanded += len(every) - len(refs)  # an array's later elements wait too
             for ref in refs:  # an array's pending elements: as many as could start now, in order
-                req = job_request(ref, shape, perf_class, spec, float(j.submit_time), j.time_limit_s)
+                req = got.request if ref == got.request.job_id else replace(got.request, job_id=ref)
                 by_id[ref], limits[ref] = req, restrictions
                 if slots is not None:
                     bound[ref] = slots

@@ -128,3 +128,14 @@ def test_a_running_job_reads_its_class_and_sensitivity_from_its_comment():
     assert running_class("pal:class=resnet,net=HIGH", CLASSES) == ("resnet", "B", "high")
     assert running_class("pal:class=", CLASSES) == ("", "A", "medium")  # a bad comment: no spec
     assert running_class("just a comment", CLASSES) == ("", "A", "medium")
+    assert running_class("x" * 5000, CLASSES) == ("", "A", "medium")  # long user text: read, not kept
+
+
+def test_the_engines_job_is_built_by_the_intake():
+    at_submit = intake(from_hook(hook(gpus_per_node=2, time_limit=10), CommentSpec("resnet", net="high"),
+                                 "req:9", 50.0, CLASSES)).request
+    assert (at_submit.job_id, at_submit.num_gpus, at_submit.perf_class, at_submit.app) == ("req:9", 2, "B", "resnet")
+    assert at_submit.submit_time == at_submit.waiting_since == 50.0 and at_submit.remaining_time == 600.0
+    assert at_submit.net_sensitivity == "high" and at_submit.shape == JobShape.on_nodes(1, 2)
+    held = intake(from_queue(queued(submit_time=40, time_limit_s=None), CLASSES)).request
+    assert held.job_id == 7 and held.submit_time == 40.0 and held.remaining_time == 0.0

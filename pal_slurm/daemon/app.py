@@ -72,6 +72,7 @@ def service_settings(config: Config) -> ServiceSettings:
         submit_grace_s=d.submit_grace_s,
         user_reservations_max=d.user_reservations_max,
         max_view_age_s=max(5.0 * d.cycle_s, 5.0),
+        class_rules=d.default_on_jobs().rules,
     )
 
 

@@ -151,6 +151,11 @@ class JobInfo:
     tres_per_socket: str = ""  # e.g. gres:gpu:1 (--gpus-per-socket)
 
     @property
+    def account(self) -> str:
+        """Its account (the site's class rules read it; "" when squeue gave none)."""
+        return self.placement_request.account if self.placement_request is not None else ""
+
+    @property
     def held(self) -> bool:
         """Pending with priority 0 (sbatch --hold, the hook's defer, scontrol hold)."""
         return self.state == "PENDING" and (

@@ -139,3 +139,18 @@ def test_the_engines_job_is_built_by_the_intake():
     assert at_submit.net_sensitivity == "high" and at_submit.shape == JobShape.on_nodes(1, 2)
     held = intake(from_queue(queued(submit_time=40, time_limit_s=None), CLASSES)).request
     assert held.job_id == 7 and held.submit_time == 40.0 and held.remaining_time == 0.0
+
+
+def test_a_held_job_without_a_spec_gets_its_class_by_the_sites_rules():
+    """A default-on partition's job pald holds: planned with the class its rule gave at submit."""
+    from pal_slurm.model.class_rules import parse_class_rules
+    from pal_slurm.slurm.readers import JobPlacementRequest
+
+    rules = parse_class_rules("name:bert*=C; account:vision=D")
+    bert = queued(comment="", name="bert-large")
+    vision = queued(comment="", name="x", placement_request=JobPlacementRequest(account="vision"))
+    assert intake(from_queue(bert, CLASSES, rules)).perf_class == "C"
+    assert intake(from_queue(vision, CLASSES, rules)).perf_class == "D"
+    assert intake(from_queue(queued(comment="", name="x"), CLASSES, rules)).perf_class == "A"  # no rule: default
+    assert intake(from_queue(bert, CLASSES)).perf_class == "A"  # no rules given
+    assert intake(from_queue(queued(name="bert-large"), CLASSES, rules)).perf_class == "B"  # a spec wins

@@ -454,7 +454,7 @@ function M.build_request(job_desc, spec, submit_uid, request_id, deadline_ms, pa
   local uid = count_or_nil(job_desc.user_id) or count_or_nil(submit_uid) or 0
   local job = {
     uid = uid,
-    comment = job_desc.comment,
+    comment = string_or_nil(job_desc.comment) or "", -- a default-on job may have none
     name = string_or_nil(job_desc.name),
     user = string_or_nil(job_desc.user_name),
     partition = string_or_nil(job_desc.partition),

@@ -2,6 +2,8 @@
 asked about with an empty spec (pald's rules give the class); a job elsewhere, without GPUs, or
 whose user wrote pal:off is not touched and opens no socket."""
 
+import json
+
 import pytest
 
 from hook_harness import Hook
@@ -22,6 +24,11 @@ def test_a_gpu_job_of_a_default_on_partition_is_asked_about_with_no_class():
     rc, job = h.submit(GPU_JOB, parts=PARTS)
     assert rc == 0 and h.sockets_created == 1
     assert h.sent["pal"] == {} and h.sent["job"]["partition"] == "gpu"
+    from pal_slurm.daemon.protocol import decode_request
+    from pal_slurm.model.comment_grammar import DEFAULT_ON_CLASS
+
+    req = decode_request(json.dumps(h.sent))  # what pald reads of it
+    assert req.pal.perf_class == DEFAULT_ON_CLASS and req.job.comment == ""
     assert job["admin_comment"].startswith("pal:pass=test")
 
 

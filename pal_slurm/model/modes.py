@@ -18,8 +18,11 @@ MODES = (OFF, SHADOW, ON)  # most cautious first
 ALL = "*"  # the partition name that stands for every partition not named
 # Decision reasons of shadow jobs (daemon/requests.py, daemon/shadow.py; read by palctl trial report)
 SHADOW_PREFIX = "shadow:"  # + the reason pald would have given: what it would have done
-SHADOW_STARTED = "shadow_started:"  # where Slurm ran it: req=<request id>;partition=<p>
+SHADOW_STARTED = "shadow_started:"  # where Slurm ran it: req=<request id>;partition=<p>;wait_s=<s>
 SHADOW_ENDED = "shadow_ended:"  # req=<request id>;run_s=<seconds>
+# ... and of the jobs PAL placed in `on` partitions (daemon/shadow.py): what PAL did
+PAL_STARTED = "pal_started:"  # req=<request id>;partition=<p>;wait_s=<s>: the GPUs it ran on
+PAL_ENDED = "pal_ended:"  # req=<request id>;run_s=<seconds>
 
 
 class ModeError(ValueError):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pal_slurm.model import DecisionKind
-from pal_slurm.model.modes import SHADOW_ENDED, SHADOW_PREFIX, SHADOW_STARTED
+from pal_slurm.model.modes import PAL_ENDED, PAL_STARTED, SHADOW_ENDED, SHADOW_PREFIX, SHADOW_STARTED
 from pal_slurm.ranking.snapshot import RankingEntry
 from pal_slurm.store.records import DecisionRecord
 
@@ -71,6 +71,19 @@ class Summary:
     worse: int
 
 
+@dataclass(frozen=True)
+class RunSummary:
+    """The jobs that ran under one mode: in `shadow` partitions where Slurm put them, in `on`
+    ones where PAL did (the `pal_started:` records): how fast their GPUs were in the ranking's
+    terms (the median GPU is 1.0) and how long they waited to start."""
+
+    jobs: int
+    gpus: int
+    gpu_slowdown: float  # GPU-weighted mean of each job's slowdown (its slowest GPU's score)
+    mean_wait_s: float | None  # submission to start (None: no wait recorded)
+    run_gpu_h: float  # of the jobs seen ending
+
+
 @dataclass
 class TrialReport:
     shadowed: int = 0  # submissions pald answered in shadow
@@ -80,6 +93,7 @@ class TrialReport:
     overall: Summary | None = None
     by_class: dict[str, Summary] = field(default_factory=dict)
     unranked_gpus: int = 0  # GPUs of compared jobs the ranking lacks (counted as 1.0)
+    ran: dict[str, RunSummary] = field(default_factory=dict)  # "shadow" (Slurm's) / "on" (PAL's) -> summary
 
 
 def _fields(reason: str, prefix: str) -> dict[str, str]:
@@ -122,11 +136,12 @@ def build(decisions: Iterable[DecisionRecord], ranking: Iterable[RankingEntry], 
         return None if racks is None else len({racks.get(node, node) for node in gpus})
 
     scores = {(e.node, e.slot, e.perf_class): e.score for e in ranking}
+    records = list(decisions)
     would: dict[str, DecisionRecord] = {}
     started: dict[str, DecisionRecord] = {}
     partition_of: dict[str, str] = {}
     run_s: dict[str, float] = {}
-    for d in sorted(decisions, key=lambda d: d.created_at):
+    for d in sorted(records, key=lambda d: d.created_at):
         if d.reason.startswith(SHADOW_PREFIX) and d.job_id.startswith("req:"):
             would.setdefault(d.job_id.removeprefix("req:"), d)
         elif d.reason.startswith(SHADOW_STARTED):
@@ -160,9 +175,55 @@ def build(decisions: Iterable[DecisionRecord], ranking: Iterable[RankingEntry], 
             gpus=sum(len(v) for v in s.nodes.values()), slurm_slowdown=slurm_sd, pal_slowdown=pal_sd,
             slurm_nodes=len(s.nodes), pal_nodes=len(w.nodes), run_s=run_s.get(rid),
             slurm_leaves=leaves(s.nodes), pal_leaves=leaves(w.nodes)))
+    for mode, (start_prefix, end_prefix) in (("shadow", (SHADOW_STARTED, SHADOW_ENDED)),
+                                             ("on", (PAL_STARTED, PAL_ENDED))):
+        ran = run_summary(records, start_prefix, end_prefix, scores, partition, default_class,
+                          {rid: d.perf_class for rid, d in would.items() if d.perf_class})
+        if ran is not None:
+            report.ran[mode] = ran
     report.overall = summarise(report.compared)
     for cls in sorted({j.perf_class for j in report.compared}):
         summary = summarise([j for j in report.compared if j.perf_class == cls])
         if summary is not None:
             report.by_class[cls] = summary
     return report
+
+
+def run_summary(records: Sequence[DecisionRecord], start_prefix: str, end_prefix: str,
+                scores: Mapping[tuple[str, int, str], float], partition: str | None, default_class: str,
+                classes: Mapping[str, str]) -> RunSummary | None:
+    """The jobs of one mode's `*_started:` records (the first per request), with their waits and
+    the run times of their `*_ended:` ones. A job's class: its submission's (shadow), else the
+    default class (the started record does not carry one)."""
+    started: dict[str, DecisionRecord] = {}
+    fields: dict[str, dict[str, str]] = {}
+    run_s: dict[str, float] = {}
+    for d in sorted(records, key=lambda d: d.created_at):
+        if d.reason.startswith(start_prefix):
+            f = _fields(d.reason, start_prefix)
+            if "req" in f and f["req"] not in started and d.nodes:
+                if partition is None or partition in f.get("partition", "").split(","):
+                    started[f["req"]] = d
+                    fields[f["req"]] = f
+        elif d.reason.startswith(end_prefix):
+            f = _fields(d.reason, end_prefix)
+            try:
+                run_s[f["req"]] = float(f["run_s"])
+            except (KeyError, ValueError):
+                continue
+    if not started:
+        return None
+    slowdowns, weights, waits, gpu_h = [], [], [], 0.0
+    for rid, d in started.items():
+        gpus = sum(len(v) for v in d.nodes.values())
+        slowdowns.append(job_slowdown(d.nodes, classes.get(rid, default_class), scores)[0])
+        weights.append(gpus)
+        try:
+            waits.append(float(fields[rid]["wait_s"]))
+        except (KeyError, ValueError):
+            pass
+        if rid in run_s:
+            gpu_h += run_s[rid] * gpus / 3600
+    return RunSummary(jobs=len(started), gpus=sum(weights),
+                      gpu_slowdown=float(np.average(slowdowns, weights=weights)) if sum(weights) else 1.0,
+                      mean_wait_s=sum(waits) / len(waits) if waits else None, run_gpu_h=gpu_h)

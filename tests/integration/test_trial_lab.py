@@ -85,9 +85,14 @@ def test_shadow_runs_jobs_where_slurm_would_and_records_what_pal_would_have_done
     text = palctl(rig, "trial", "report").stdout
     assert f"over {len(SHAPES)} GPU jobs submitted in shadow" in text
 
-    p = palctl(rig, "mode", "*", "on")  # and on again: the next job is PAL's
+    p = palctl(rig, "mode", "*", "on")  # and on again: the jobs are PAL's
     assert p.returncode == 0
-    job = rig.lab.sbatch("--gres=gpu:1", "--comment=pal:class=resnet", wrap="true")
-    rig.lab.wait_job(job, timeout=60)
-    comment = next(j.admin_comment for j in rig.lab.reader.jobs() if j.job_id == job)
-    assert comment.startswith(("pal:placed=", "pal:defer")), comment
+    on = run_shapes(rig)
+    assert all(comment.startswith(("pal:placed=", "pal:defer")) for _, _, comment in on), on
+    time.sleep(1.5)
+    doc = json.loads(palctl(rig, "trial", "report", "--json").stdout)
+    assert doc["ran"]["shadow"]["jobs"] == len(SHAPES)  # where Slurm ran the shadow jobs
+    assert doc["ran"]["on"]["jobs"] == len(SHAPES)  # and where PAL ran the jobs it placed
+    assert doc["ran"]["on"]["gpus"] == doc["ran"]["shadow"]["gpus"] == 10
+    text = palctl(rig, "trial", "report").stdout
+    assert "Slurm (shadow)" in text and "PAL (on)" in text

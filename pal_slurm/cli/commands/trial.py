@@ -10,7 +10,7 @@ import click
 from pal_slurm.cli.context import cli_config, cli_store
 from pal_slurm.cli.conventions import Duration, PalCommand, emit_json, json_option, output_option, plots_option
 from pal_slurm.cli.errors import PalError
-from pal_slurm.model.modes import SHADOW_ENDED, SHADOW_PREFIX, SHADOW_STARTED
+from pal_slurm.model.modes import PAL_ENDED, PAL_STARTED, SHADOW_ENDED, SHADOW_PREFIX, SHADOW_STARTED
 from pal_slurm.store.errors import StoreError
 from pal_slurm.trial.report import Summary, TrialReport, build
 
@@ -40,7 +40,7 @@ def report_cmd(ctx: click.Context, since_s: float, partition: str | None, as_jso
     repo = cli_store(ctx, upgrade=False)
     since = datetime.now(timezone.utc) - timedelta(seconds=since_s)
     try:
-        records = [d for prefix in (SHADOW_PREFIX, SHADOW_STARTED, SHADOW_ENDED)
+        records = [d for prefix in (SHADOW_PREFIX, SHADOW_STARTED, SHADOW_ENDED, PAL_STARTED, PAL_ENDED)
                    for d in repo.decisions(limit=MAX_RECORDS, since=since, reason_prefix=prefix)]
         snapshot = repo.latest_ranking()
     except StoreError as err:
@@ -72,6 +72,7 @@ def as_doc(report: TrialReport) -> dict[str, object]:
             "unranked_gpus": report.unranked_gpus,
             "overall": None if report.overall is None else asdict(report.overall),
             "by_class": {c: asdict(s) for c, s in report.by_class.items()},
+            "ran": {mode: asdict(s) for mode, s in report.ran.items()},
             "jobs": [{**asdict(j), "ratio": j.ratio, "saved_s": j.saved_s, "worse": j.worse} for j in report.compared]}
 
 
@@ -87,9 +88,10 @@ def _summary_row(name: str, s: Summary) -> str:
 def render(report: TrialReport, since_s: float, no_ranking: bool) -> list[str]:
     lines = []
     held = report.would.get("defer", 0)
+    ran = _ran_lines(report)
     if report.shadowed == 0:
         return [f"no job was submitted in a shadow partition in the last {_days(since_s)} "
-                "(`palctl mode` shows the modes; `palctl mode PARTITION shadow` starts a trial)"]
+                "(`palctl mode` shows the modes; `palctl mode PARTITION shadow` starts a trial)", *ran]
     s = report.overall
     words = (f"over {report.shadowed} GPU jobs submitted in shadow in the last {_days(since_s)}, PAL would have "
              f"placed {report.would.get('place', 0)}, held {held} for room and passed {report.would.get('pass', 0)}")
@@ -117,6 +119,7 @@ def render(report: TrialReport, since_s: float, no_ranking: bool) -> list[str]:
                 leaves = "" if j.slurm_leaves is None else f"  {j.slurm_leaves} -> {j.pal_leaves}"
                 lines.append(f"  {j.job_id:<10} {j.perf_class} {j.slurm_slowdown:.3f} -> {j.pal_slowdown:.3f}  "
                              f"{j.slurm_nodes} -> {j.pal_nodes}{leaves}")
+    lines.extend(ran)
     if held:
         lines.append(f"\n{held} jobs PAL would have held for room: how long is not modelled in shadow "
                      "(the shadow keeps no queue)")
@@ -124,4 +127,19 @@ def render(report: TrialReport, since_s: float, no_ranking: bool) -> list[str]:
         lines.append("\nno ranking yet: every GPU counts as the median one (`palctl profile-nodes`, `palctl rank`)")
     elif report.unranked_gpus:
         lines.append(f"\n{report.unranked_gpus} GPUs of these jobs are not in the ranking: counted as the median GPU")
+    return lines
+
+
+def _ran_lines(report: TrialReport) -> list[str]:
+    """Where the jobs ran: Slurm's placements in shadow partitions, PAL's in `on` ones."""
+    if not report.ran:
+        return []
+    lines = ["", "where the jobs ran (slowdown: GPU-weighted, the ranking's median GPU is 1.000):",
+             f"{'placed by':<22} {'jobs':>6} {'GPUs':>6} {'slowdown':>9} {'mean wait':>10} {'GPU h run':>10}"]
+    for mode, who in (("shadow", "Slurm (shadow)"), ("on", "PAL (on)")):
+        s = report.ran.get(mode)
+        if s is None:
+            continue
+        wait = "-" if s.mean_wait_s is None else f"{s.mean_wait_s:.0f} s"
+        lines.append(f"{who:<22} {s.jobs:>6} {s.gpus:>6} {s.gpu_slowdown:>9.3f} {wait:>10} {s.run_gpu_h:>10.1f}")
     return lines

@@ -11,7 +11,7 @@ from pal_slurm.config import Config, DaemonConfig
 from pal_slurm.daemon.app import Pald
 from pal_slurm.daemon.protocol import PlaceRequest
 from pal_slurm.model import DecisionKind
-from pal_slurm.model.modes import SHADOW_ENDED, SHADOW_PREFIX, SHADOW_STARTED
+from pal_slurm.model.modes import PAL_STARTED, SHADOW_ENDED, SHADOW_PREFIX, SHADOW_STARTED
 from pal_slurm.store.memory import MemoryRepository
 from pal_slurm.store.switches import mode_switch
 
@@ -84,12 +84,13 @@ def test_the_stores_mode_switch_wins_and_releases_held_jobs_of_a_partition_turne
 
 def test_where_slurm_ran_a_shadow_job_and_for_how_long_is_recorded(tmp_path):
     running = replace(held_job(42, gpn=2, tag="pal:pass=shadow;rank=v1;req=s9"), state="RUNNING", reason="None",
-                      priority=1, gpu_slots={"gpu03": frozenset({1, 2})}, start_time=1000, partition="gpu")
+                      priority=1, gpu_slots={"gpu03": frozenset({1, 2})}, start_time=1000, submit_time=400,
+                      partition="gpu")
     pald, store = make(tmp_path, mode="shadow", jobs=[running])
     pald.sync_and_cycle()  # seen running twice: recorded once
     started = [d for d in decisions(pald, store) if d.reason.startswith(SHADOW_STARTED)]
     assert [(d.job_id, d.reason, d.nodes) for d in started] == [
-        ("42", f"{SHADOW_STARTED}req=s9;partition=gpu", {"gpu03": (1, 2)})]
+        ("42", f"{SHADOW_STARTED}req=s9;partition=gpu;wait_s=600", {"gpu03": (1, 2)})]
     pald.reader._jobs = [replace(running, state="COMPLETED", end_time=1600)]
     pald.sync_and_cycle()
     ended = [d.reason for d in decisions(pald, store) if d.reason.startswith(SHADOW_ENDED)]
@@ -98,11 +99,16 @@ def test_where_slurm_ran_a_shadow_job_and_for_how_long_is_recorded(tmp_path):
     assert len([d for d in decisions(pald, store) if d.reason.startswith(SHADOW_ENDED)]) == 1
 
 
-def test_a_job_not_in_shadow_is_not_recorded_as_one(tmp_path):
+def test_a_job_pal_placed_is_recorded_as_pals_and_one_it_never_touched_not_at_all(tmp_path):
     placed = replace(held_job(43, gpn=2, tag="pal:placed=gpu01;req=p1"), state="RUNNING", reason="None",
-                     priority=1, gpu_slots={"gpu01": frozenset({0, 1})}, start_time=1000)
-    pald, store = make(tmp_path, jobs=[placed])
-    assert not [d for d in decisions(pald, store) if d.reason.startswith(SHADOW_STARTED)]
+                     priority=1, gpu_slots={"gpu01": frozenset({0, 1})}, start_time=1000, submit_time=940)
+    failsafe = replace(placed, job_id=44, admin_comment="pal:defer;req=p2 pal:released;by=failsafe")
+    untouched = replace(placed, job_id=45, admin_comment="")
+    pald, store = make(tmp_path, jobs=[placed, failsafe, untouched])
+    records = decisions(pald, store)
+    assert not [d for d in records if d.reason.startswith(SHADOW_STARTED)]
+    assert [(d.job_id, d.reason) for d in records if d.reason.startswith(PAL_STARTED)] == [
+        ("43", f"{PAL_STARTED}req=p1;partition=;wait_s=60")]
 
 
 # ---- default-on partitions -------------------------------------------------------------------

@@ -73,3 +73,29 @@ def test_leaf_switches_spanned_with_a_topology():
     (job,) = report.compared
     assert (job.slurm_leaves, job.pal_leaves) == (1, 2) and job.worse
     assert build(records, RANKING).compared[0].slurm_leaves is None
+
+
+def test_where_the_jobs_ran_under_slurm_in_shadow_and_under_pal_when_on():
+    records = [
+        would("a", {"g1": (0,)}), started("10", "a", {"g2": (0, 1)}), ended("10", "a", 3600),
+        DecisionRecord("11", DecisionKind.PASS, "pal_started:req=b;partition=gpu;wait_s=30", {"g1": (0, 1)}, None,
+                       None, T0),
+        DecisionRecord("11", DecisionKind.PASS, "pal_ended:req=b;run_s=1800", {}, None, None, T0),
+        DecisionRecord("12", DecisionKind.PASS, "pal_started:req=c;partition=debug;wait_s=90", {"g2": (0,)}, None,
+                       None, T0),
+    ]
+    report = build([*records[:1], *(replace_reason(r) for r in records[1:2]), *records[2:]], RANKING)
+    shadow, on = report.ran["shadow"], report.ran["on"]
+    assert (shadow.jobs, shadow.gpus, shadow.gpu_slowdown, shadow.mean_wait_s) == (1, 2, 1.3, 5.0)
+    assert shadow.run_gpu_h == pytest.approx(2.0)
+    assert (on.jobs, on.gpus) == (2, 3) and on.gpu_slowdown == pytest.approx((2 * 1.0 + 1 * 1.3) / 3)
+    assert on.mean_wait_s == 60.0 and on.run_gpu_h == pytest.approx(1.0)
+    only_gpu = build(records, RANKING, partition="gpu").ran["on"]
+    assert only_gpu.jobs == 1
+
+
+def replace_reason(d):
+    """A shadow start with its wait, as pald records it."""
+    from dataclasses import replace
+
+    return replace(d, reason=d.reason + ";wait_s=5")

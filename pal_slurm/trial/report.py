@@ -136,29 +136,16 @@ def build(decisions: Iterable[DecisionRecord], ranking: Iterable[RankingEntry], 
         return None if racks is None else len({racks.get(node, node) for node in gpus})
 
     scores = {(e.node, e.slot, e.perf_class): e.score for e in ranking}
-    records = list(decisions)
+    records = sorted(decisions, key=lambda d: d.created_at)
     would: dict[str, DecisionRecord] = {}
-    started: dict[str, DecisionRecord] = {}
-    partition_of: dict[str, str] = {}
-    run_s: dict[str, float] = {}
-    for d in sorted(records, key=lambda d: d.created_at):
+    for d in records:
         if d.reason.startswith(SHADOW_PREFIX) and d.job_id.startswith("req:"):
             would.setdefault(d.job_id.removeprefix("req:"), d)
-        elif d.reason.startswith(SHADOW_STARTED):
-            f = _fields(d.reason, SHADOW_STARTED)
-            if "req" in f and f["req"] not in started:
-                started[f["req"]] = d
-                partition_of[f["req"]] = f.get("partition", "")
-        elif d.reason.startswith(SHADOW_ENDED):
-            f = _fields(d.reason, SHADOW_ENDED)
-            try:
-                run_s[f["req"]] = float(f["run_s"])
-            except (KeyError, ValueError):
-                continue
-    if partition is not None:
-        keep = {r for r, p in partition_of.items() if partition in p.split(",")}
-        would = {r: d for r, d in would.items() if r in keep}
-        started = {r: d for r, d in started.items() if r in keep}
+    shadow = runs(records, SHADOW_STARTED, SHADOW_ENDED, partition)
+    started, run_s = shadow.started, shadow.run_s
+    partition_of = {rid: f.get("partition", "") for rid, f in shadow.fields.items()}
+    if partition is not None:  # a job's partition is known once it ran
+        would = {r: d for r, d in would.items() if r in started}
     report = TrialReport(shadowed=len(would), started=len(started.keys() & would.keys()))
     for d in would.values():
         report.would[d.kind.value] = report.would.get(d.kind.value, 0) + 1
@@ -189,28 +176,42 @@ def build(decisions: Iterable[DecisionRecord], ranking: Iterable[RankingEntry], 
     return report
 
 
-def run_summary(records: Sequence[DecisionRecord], start_prefix: str, end_prefix: str,
-                scores: Mapping[tuple[str, int, str], float], partition: str | None, default_class: str,
-                classes: Mapping[str, str]) -> RunSummary | None:
-    """The jobs of one mode's `*_started:` records (the first per request), with their waits and
-    the run times of their `*_ended:` ones. A job's class: its submission's (shadow), else the
-    default class (the started record does not carry one)."""
-    started: dict[str, DecisionRecord] = {}
-    fields: dict[str, dict[str, str]] = {}
-    run_s: dict[str, float] = {}
-    for d in sorted(records, key=lambda d: d.created_at):
+@dataclass(frozen=True)
+class Runs:
+    """One mode's runs, by request id: the first `*_started:` record of each (with its fields:
+    partition, wait_s) and the run time of its `*_ended:` one."""
+
+    started: dict[str, DecisionRecord]
+    fields: dict[str, dict[str, str]]
+    run_s: dict[str, float]
+
+
+def runs(records: Sequence[DecisionRecord], start_prefix: str, end_prefix: str, partition: str | None) -> Runs:
+    """`records` oldest first; `partition`: only the jobs that ran there."""
+    out = Runs({}, {}, {})
+    for d in records:
         if d.reason.startswith(start_prefix):
             f = _fields(d.reason, start_prefix)
-            if "req" in f and f["req"] not in started and d.nodes:
+            if "req" in f and f["req"] not in out.started and d.nodes:
                 if partition is None or partition in f.get("partition", "").split(","):
-                    started[f["req"]] = d
-                    fields[f["req"]] = f
+                    out.started[f["req"]] = d
+                    out.fields[f["req"]] = f
         elif d.reason.startswith(end_prefix):
             f = _fields(d.reason, end_prefix)
             try:
-                run_s[f["req"]] = float(f["run_s"])
+                out.run_s[f["req"]] = float(f["run_s"])
             except (KeyError, ValueError):
                 continue
+    return out
+
+
+def run_summary(records: Sequence[DecisionRecord], start_prefix: str, end_prefix: str,
+                scores: Mapping[tuple[str, int, str], float], partition: str | None, default_class: str,
+                classes: Mapping[str, str]) -> RunSummary | None:
+    """The jobs of one mode's runs, with their waits and run times. A job's class: its
+    submission's (shadow), else the default class (the started record does not carry one)."""
+    ran = runs(records, start_prefix, end_prefix, partition)
+    started, fields, run_s = ran.started, ran.fields, ran.run_s
     if not started:
         return None
     slowdowns, weights, waits, gpu_h = [], [], [], 0.0

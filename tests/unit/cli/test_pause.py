@@ -8,10 +8,9 @@ from click.testing import CliRunner
 from pal_slurm.cli.main import cli
 from pal_slurm.model import DecisionKind
 from pal_slurm.store.bootstrap import open_store
-from pal_slurm.store.records import RankingEntry
 from pal_slurm.store.switches import SiteSwitches
 
-from .test_status import write_cfg
+from .test_status import live_pald, write_cfg
 
 
 def switches(db):
@@ -39,21 +38,10 @@ def test_pause_without_pald_keeps_the_switch_and_says_pald_follows_it_at_start(t
 
 
 def test_a_running_pald_follows_pause_and_resume_at_once(tmp_path):
-    from pal_slurm.config import load_config
-    from pal_slurm.daemon.app import Pald
-    from tests.unit.daemon.builders import FakeActuator, FakeReader, ServerThread, node_info, request
+    from tests.unit.daemon.builders import ServerThread, request
 
-    db = f"sqlite:///{tmp_path}/pal.db"
-    repo = open_store(db)
-    repo.write_ranking("optimal", [RankingEntry("gpu01", s, "A", 1.0, 1.0, 0) for s in range(4)])
-    repo.close()
-    cfg_path = write_cfg(tmp_path, db)
-    cfg = load_config(cfg_path)
-    pald = Pald(cfg, open_store(db), FakeReader([node_info("gpu01")]), FakeActuator())
-    pald.refresh_store()
-    pald.sync_and_cycle()
-    pald.heartbeat()
-    with ServerThread(pald.handle, cfg.daemon.socket):
+    cfg_path, pald = live_pald(tmp_path)
+    with ServerThread(pald.handle, pald.config.daemon.socket):
         r = CliRunner().invoke(cli, ["--config", str(cfg_path), "pause"])
         assert r.exit_code == 0, r.output
         assert "pald passes every job" in r.output

@@ -20,22 +20,29 @@ def test_status_with_everything_down_says_what_to_do(tmp_path):
     assert "store" in r.output and "unreachable" in r.output
 
 
-def test_status_all_good_with_a_live_pald(tmp_path):
+def live_pald(tmp_path):
+    """(pal.toml's path, a pald in process on a ranked SQLite store: one node of 4 GPUs)."""
     from pal_slurm.config import load_config
     from pal_slurm.daemon.app import Pald
-    from tests.unit.daemon.builders import FakeActuator, FakeReader, ServerThread, node_info
+    from tests.unit.daemon.builders import FakeActuator, FakeReader, node_info
 
     db = f"sqlite:///{tmp_path}/pal.db"
     repo = open_store(db)
     repo.write_ranking("optimal", [RankingEntry("gpu01", s, "A", 1.0, 1.0, 0) for s in range(4)])
     repo.close()
     cfg_path = write_cfg(tmp_path, db)
-    cfg = load_config(cfg_path)
-    pald = Pald(cfg, open_store(db), FakeReader([node_info("gpu01")]), FakeActuator())
+    pald = Pald(load_config(cfg_path), open_store(db), FakeReader([node_info("gpu01")]), FakeActuator())
     pald.refresh_store()
     pald.sync_and_cycle()
     pald.heartbeat()
-    with ServerThread(pald.handle, cfg.daemon.socket):
+    return cfg_path, pald
+
+
+def test_status_all_good_with_a_live_pald(tmp_path):
+    from tests.unit.daemon.builders import ServerThread
+
+    cfg_path, pald = live_pald(tmp_path)
+    with ServerThread(pald.handle, pald.config.daemon.socket):
         r = CliRunner().invoke(cli, ["--config", str(cfg_path), "status"])
     assert r.exit_code == 0, r.output
     assert "up (pid" in r.output and "ranking v1" in r.output

@@ -10,6 +10,7 @@ from pal_slurm.bench.hook import (
     deliver,
     is_profile_job,
     job_class,
+    job_comment,
     job_gpus,
     log,
     measure,
@@ -39,15 +40,16 @@ def walltime_samples(
 
 
 def record(ctx: HookContext) -> str:
-    if is_profile_job(ctx):
+    held, job = job_gpus(ctx)
+    comment = job_comment(ctx, job)
+    if is_profile_job(comment):
         log.info("epilog job %s: a palctl profile-nodes job measures itself", ctx.job_id)
         return "skipped"
-    held, job = job_gpus(ctx)
     gpus = held.gpus
     if not gpus or job is None:
         no_gpus_line("epilog", ctx, held)
         return "no-gpus" if held.known else "unknown-gpus"
-    cls = job_class(ctx)
+    cls = job_class(ctx, comment)
     end = job.end_time if 0 < job.end_time <= ctx.clock() else None  # not yet ended: now
     samples = walltime_samples(ctx, gpus, cls, job.start_time or None, end)
     try:

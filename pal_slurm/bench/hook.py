@@ -126,13 +126,20 @@ def no_gpus_line(what: str, ctx: HookContext, held: HeldGpus) -> None:
 PROFILE_MARK = "pal:profile"  # comment of palctl profile-nodes' own benchmark jobs
 
 
-def is_profile_job(ctx: HookContext) -> bool:
+def job_comment(ctx: HookContext, job: JobInfo | None) -> str | None:
+    """The job's --comment: slurmd's SLURM_JOB_COMMENT where it sets it, else the job's Slurm
+    record's (Slurm 22.05 gives the prolog and epilog no SLURM_JOB_COMMENT)."""
+    comment = ctx.env.get("SLURM_JOB_COMMENT")
+    return comment if comment is not None else (job.comment if job is not None else None)
+
+
+def is_profile_job(comment: str | None) -> bool:
     """palctl profile-nodes' jobs measure their GPUs themselves: the hooks leave them alone."""
-    return PROFILE_MARK in (ctx.env.get("SLURM_JOB_COMMENT") or "")
+    return PROFILE_MARK in (comment or "")
 
 
-def job_class(ctx: HookContext) -> str:
-    name = class_from_comment(ctx.env.get("SLURM_JOB_COMMENT"), ctx.settings.default_class)
+def job_class(ctx: HookContext, comment: str | None) -> str:
+    name = class_from_comment(comment, ctx.settings.default_class)
     return AppClassMap(default=ctx.settings.default_class).class_of(name)
 
 

@@ -18,6 +18,7 @@ from pal_slurm.bench.hook import (
     deliver,
     is_profile_job,
     job_class,
+    job_comment,
     job_gpus,
     log,
     measure,
@@ -29,23 +30,23 @@ from pal_slurm.bench.settings import ProfilingSettings
 
 
 def record(ctx: HookContext) -> str:
-    if is_profile_job(ctx):
+    held, job = job_gpus(ctx)
+    comment = job_comment(ctx, job)
+    if is_profile_job(comment):
         log.info("prolog job %s: a palctl profile-nodes job measures itself", ctx.job_id)
         return "skipped"
-    held, job = job_gpus(ctx)
     gpus = held.gpus
     if not gpus:
         no_gpus_line("prolog", ctx, held)
         return "no-gpus" if held.known else "unknown-gpus"
     s = ctx.settings
     now = ctx.clock()
-    comment = ctx.env.get("SLURM_JOB_COMMENT", job.comment if job is not None else None)
     v = verdict(Policy.from_hours(s.prolog_every_h, s.prolog_pal_only), comment, ctx.node, gpus,
                 read_state(s.spool_dir), now)
     if not v.measure:
         log.info("prolog job %s on %s: not measured: %s", ctx.job_id, ctx.node, v.why)
         return "not-due"
-    samples = measure(ctx, gpus, job_class(ctx))
+    samples = measure(ctx, gpus, job_class(ctx, comment))
     outcome = deliver(ctx, samples)
     log.info("prolog job %s on %s: %s; %d sample(s) %s", ctx.job_id, ctx.node, v.why, len(samples), outcome)
     if outcome in ("stored", "spooled") and samples:

@@ -261,6 +261,18 @@ def test_profile_jobs_are_left_to_measure_themselves(tmp_path):
     assert sink.samples == []
 
 
+def test_without_slurm_job_comment_the_job_records_comment_gives_the_class_and_the_profile_mark(tmp_path):
+    """Slurm 22.05 gives the prolog and epilog no SLURM_JOB_COMMENT: the job's record has it."""
+    env = {k: v for k, v in ENV.items() if k != "SLURM_JOB_COMMENT"}
+    profile = job_record(comment="pal:profile")
+    sink = MemorySink()
+    assert prolog.main(ctx=ctx(tmp_path, sink, env=env, show=profile)) == 0
+    assert epilog.main(ctx=ctx(tmp_path, sink, env=env, show=profile)) == 0
+    assert sink.samples == []
+    assert prolog.main(ctx=ctx(tmp_path, sink, env=env, show=job_record(comment="pal:class=bert"))) == 0
+    assert sink.samples and {x.perf_class for x in sink.samples} == {"B"}
+
+
 def test_a_store_that_accepts_tcp_but_never_answers_gets_the_samples_spooled(tmp_path, caplog):
     """The prolog used to wait on such a store until its own 5 s deadline and
     lose the samples; now the store gets the time left minus a reserve, then they are spooled.

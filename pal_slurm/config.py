@@ -30,6 +30,7 @@ from pal_slurm.model.classes import CLASS_ORDER
 from pal_slurm.input_files import InputError
 from pal_slurm.model.class_rules import parse_class_rules
 from pal_slurm.model.modes import MODES, DefaultOn, ModeError, PartitionModes, parse_partition_modes
+from pal_slurm.model.site_rules import NowPolicy, SiteRules
 
 DEFAULT_CONFIG_PATH = "/etc/pal/pal.toml"
 
@@ -73,18 +74,27 @@ class DaemonConfig:
     mode: str = "on"  # every partition not in partition_modes
     partition_modes: str = ""  # "gpu=on, debug=off"
     # partitions where every GPU job is PAL's without pal:class= ("gpu,a100"; "*": all; the hook's
-    # PAL_DEFAULT_ON must name the same), and the rules that give them a class (first match;
-    # none: [policy] default_class): "name:bert*=B; account:vision=A; partition:big=C"
+    # PAL_DEFAULT_ON must name the same)
     default_on: str = ""
+    # the site's rules (model/site_rules.py, first match): a job's class ("name:bert*=B;
+    # account:vision=A; partition:big=C") and network sensitivity ("name:gpt*=high"); with
+    # rules_override they win over the user's class= / net=, else they fill in what is not given
     class_rules: str = ""
+    net_rules: str = ""
+    rules_override: bool = False
+    now_allowed: str = "*"  # who may use mode=now: "*" everyone, "" no one, "account:a, qos:b"
 
     def modes(self) -> PartitionModes:
         """The file's modes (checked at load: a bad item never gets this far)."""
         return PartitionModes(self.mode, parse_partition_modes(self.partition_modes))
 
     def default_on_jobs(self) -> DefaultOn:
-        """The default-on partitions and their class rules (checked at load)."""
-        return DefaultOn.parse(self.default_on, self.class_rules)
+        """The default-on partitions."""
+        return DefaultOn.parse(self.default_on)
+
+    def site_rules(self) -> SiteRules:
+        """The site's class, net and mode=now rules (checked at load)."""
+        return SiteRules.parse(self.class_rules, self.net_rules, self.rules_override, self.now_allowed)
     backfill: bool = False  # deferred jobs: let smaller jobs pass a held job that does not fit
     reservation_ttl_s: float = 30.0  # GPUs promised at submit stay reserved until Slurm shows them busy
     submit_grace_s: float = 2.0  # a promise whose job a read started this long after the answer does not show is dropped
@@ -339,9 +349,14 @@ def _check_value(section: str, key: str, value: Any, where: str, registries: boo
             parse_partition_modes(value, where)
         except ModeError as exc:
             raise ConfigError(str(exc)) from None
-    if (section, key) in (("daemon", "class_rules"), ("simulate", "class_rules")) and value:
+    if (section, key) in (("daemon", "class_rules"), ("daemon", "net_rules"), ("simulate", "class_rules")) and value:
         try:
             parse_class_rules(value, where)
+        except InputError as exc:
+            raise ConfigError(str(exc)) from None
+    if (section, key) == ("daemon", "now_allowed"):
+        try:
+            NowPolicy.parse(value, where)
         except InputError as exc:
             raise ConfigError(str(exc)) from None
     if (section, key) == ("metrics", "listen") and value:

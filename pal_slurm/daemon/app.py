@@ -72,7 +72,7 @@ def service_settings(config: Config) -> ServiceSettings:
         submit_grace_s=d.submit_grace_s,
         user_reservations_max=d.user_reservations_max,
         max_view_age_s=max(5.0 * d.cycle_s, 5.0),
-        class_rules=d.default_on_jobs().rules,
+        site_rules=d.site_rules(),
     )
 
 
@@ -94,7 +94,7 @@ class Pald:
         self.reader = reader
         self.actuator = actuator
         self.requests = Requests(self.state, self.leadership, lambda: self.reader.release,
-                                 config.daemon.default_on_jobs())
+                                 config.daemon.default_on_jobs(), service.settings.site_rules)
         self.slurm_sync = SlurmSync(self.state, reader, config.slurm.topology_conf)
         self.held = HeldJobs(self.state, actuator, config.daemon.release_start_s)
         self.shadow = ShadowWatch(self.state)

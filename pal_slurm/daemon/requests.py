@@ -35,8 +35,9 @@ from pal_slurm.daemon.protocol import (
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.store_link import DEADLINE_S, LinkStatus
 from pal_slurm.model import DecisionKind
-from pal_slurm.model.comment_grammar import DEFAULT_ON_CLASS, CommentError, CommentSpec, opted_out, parse_comment, verify_spec
+from pal_slurm.model.comment_grammar import DEFAULT_ON_CLASS, CommentError, opted_out, parse_comment, verify_spec
 from pal_slurm.model.modes import OFF, SHADOW, SHADOW_PREFIX, DefaultOn
+from pal_slurm.model.site_rules import SiteRules
 from pal_slurm.intake.restrictions import requested_partitions
 from pal_slurm.intake.refusals import refused_input
 from pal_slurm.slurm.errors import SlurmUnsupported
@@ -52,9 +53,10 @@ class Requests:
     `slurm_release`: what health says of the Slurm pald reads."""
 
     def __init__(self, state: DaemonState, leadership: LeaderWatch, slurm_release: Callable[[], str | None],
-                 default_on: DefaultOn | None = None) -> None:
+                 default_on: DefaultOn | None = None, site_rules: SiteRules | None = None) -> None:
         self.state = state
         self.default_on = default_on or DefaultOn()
+        self.site_rules = site_rules or SiteRules()
         self.leadership = leadership
         self.slurm_release = slurm_release
         self._req_seq = 0
@@ -115,7 +117,7 @@ class Requests:
         self._req_seq += 1
         key = req.request_id or f"pald-{os.getpid()}-{self._req_seq}"
         try:  # defence in depth: the hook's parse must be what the raw comment says
-            asked = self._spec_of(req, partitions)
+            asked, warning = self._spec_of(req, partitions)
         except CommentError as exc:
             reply = PlaceReply(DecisionKind.PASS, reason=f"bad_comment:{exc.code}",
                                warning=f"pald ignored the pal: spec: {exc.message}")
@@ -123,6 +125,8 @@ class Requests:
             now = state.clock()
             with state.lock:
                 reply = state.service.place(asked, now, key=f"req:{key}")
+                if warning is not None:
+                    reply = replace(reply, warning="; ".join(w for w in (warning, reply.warning) if w))
                 expired = req.deadline_ms is not None and req.expired(state.clock())  # again, just before the reply
                 if expired or mode == SHADOW:  # shadow: decided as when on, then nothing kept
                     state.service.retract(f"req:{key}", reply.decision)
@@ -148,21 +152,31 @@ class Requests:
             names = (site.default_partition.name,)
         return names
 
-    def _spec_of(self, req: PlaceRequest, partitions: tuple[str, ...]) -> PlaceRequest:
-        """The request as the service takes it. The hook's parse must be what the raw comment
-        says; a job of a default-on partition (no `pal:` spec, DEFAULT_ON_CLASS) gets its class
-        from the site's rules, and only where pald's own list makes its partitions default-on
-        and its user did not write `pal:off` (CommentError otherwise: the job passes)."""
-        if req.pal.perf_class != DEFAULT_ON_CLASS:
-            verify_spec(req.job.comment, req.pal)
-            return req
-        if parse_comment(req.job.comment) is not None or opted_out(req.job.comment):
+    def _spec_of(self, req: PlaceRequest, partitions: tuple[str, ...]) -> tuple[PlaceRequest, str | None]:
+        """The request as the service takes it, and a warning for the user (or None). The
+        hook's parse must be what the raw comment says; a job of a default-on partition (no
+        `pal:` spec, DEFAULT_ON_CLASS) is PAL's only where pald's own list makes its partitions
+        default-on and its user did not write `pal:off` (CommentError otherwise: the job
+        passes). The site's rules then give the class and network sensitivity (over the user's
+        where they override), and a `mode=now` the site does not allow this job is dropped."""
+        site, spec = self.site_rules, req.pal
+        if spec.perf_class != DEFAULT_ON_CLASS:
+            verify_spec(req.job.comment, spec)
+        elif parse_comment(req.job.comment) is not None or opted_out(req.job.comment):
             raise CommentError("mismatch", "the hook sent no pal: spec, but the comment holds one")
-        if not self.default_on.covers(partitions):
+        elif not self.default_on.covers(partitions):
             raise CommentError("not_default_on", f"partitions {','.join(partitions) or '(default)'} are not "
                                "default-on in pald's configuration ([daemon] default_on)")
-        perf_class = self.default_on.class_of(req.job) or self.state.service.settings.default_class
-        return replace(req, pal=CommentSpec(perf_class=perf_class))
+        asked = None if spec.perf_class == DEFAULT_ON_CLASS else spec.perf_class
+        warning = None
+        mode = spec.mode
+        if mode == "now" and not site.now.allows(req.job):
+            mode = None
+            warning = ("pal: mode=now is not allowed for this job's account or QOS at this site; "
+                       "it waits its turn as mode=auto")
+        ruled = replace(spec, perf_class=site.class_for(req.job, asked) or self.state.service.settings.default_class,
+                        net=site.net_for(req.job, spec.net), mode=mode)
+        return (req if ruled == spec else replace(req, pal=ruled)), warning
 
     def settle(self, request: Request, reply: Reply, written: bool) -> None:
         """The server wrote `reply` to the hook's socket (`written`) or could not: the hook

@@ -35,7 +35,7 @@ from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
 from pal_slurm.model.decision import JobId
-from pal_slurm.model.class_rules import ClassRule
+from pal_slurm.model.site_rules import SiteRules
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.shape import JobShape
 from pal_slurm.model.site import SiteView
@@ -82,7 +82,7 @@ class ServiceSettings:
     submit_grace_s: float = 2.0  # see observe_cluster
     user_reservations_max: int = 8  # placements per user no read has shown yet (place: over it, pass)
     max_view_age_s: float = float("inf")  # pass instead of placing from an older Slurm view
-    class_rules: Sequence[ClassRule] = ()  # the class of a held job with no pal: spec (a default-on partition's)
+    site_rules: SiteRules = SiteRules()  # the class and net of a held job, as at its submission
 
     def engine(self) -> EngineSettings:
         return EngineSettings(placement=self.placement, queue=self.queue, locality_penalty=self.locality_penalty,
@@ -596,7 +596,7 @@ class PlacementService:
             if not getattr(j, "unreadable", "") and requeue.not_yet_eligible(j, now):
                 not_yet += 1
                 continue
-            got = from_queue(requeue.placement_record(j), self.class_map, self.settings.class_rules)
+            got = from_queue(requeue.placement_record(j), self.class_map, self.settings.site_rules)
             if isinstance(got, Pass):
                 out.releases.append(Release(j.job_id, got.perf_class, None, None, got.reason))
                 continue

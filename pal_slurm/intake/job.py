@@ -13,8 +13,7 @@ does not read is a `Pass` with a reason token for `pal:pass=` and one line for t
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Union
 
 from pal_slurm.intake.refusals import JobTraits, RefusedInput, defer_reason, pass_reason
@@ -26,8 +25,8 @@ from pal_slurm.intake.restrictions import (
     traits_from_fields,
 )
 from pal_slurm.intake.tres import gpu_count
-from pal_slurm.model.class_rules import ClassRule, class_by_rules
 from pal_slurm.model.classes import AppClassMap
+from pal_slurm.model.site_rules import NO_RULES, SiteRules
 from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
 from pal_slurm.model.network import MAX_DECLARED_FACTOR, is_known_sensitivity
 from pal_slurm.model.decision import JobId
@@ -182,17 +181,20 @@ def running_class(comment: str, classes: AppClassMap) -> tuple[str, str, str]:
     return app if spec else "", class_of(classes, app)[0], ((spec.net if spec else None) or DEFAULT_NET).lower()
 
 
-def from_queue(job: JobInfo, classes: AppClassMap, rules: Sequence[ClassRule] = ()) -> Read:
+def from_queue(job: JobInfo, classes: AppClassMap, site: SiteRules = NO_RULES) -> Read:
     """squeue's record of a held job, as the cycle judges where it may run (a record with a
     pin pald itself wrote dropped first: daemon/requeue.placement_record). Its user, array and
-    hold traits were judged at submit. A job with no `pal:` spec (a default-on partition's)
-    gets its class by the site's `rules`, as it did at submit."""
+    hold traits were judged at submit. Its class and network sensitivity follow the site's
+    rules as they did at submit (a default-on partition's job, with no `pal:` spec, has its
+    class from them)."""
     if job.unreadable:  # Slurm's record of it did not parse: fail open
         return Pass("unreadable_record")
     spec = _comment(job.comment)
     if isinstance(spec, CommentError):
         return Pass(f"bad_comment:{spec}")
-    perf_class, warning = class_of(classes, spec.perf_class if spec else class_by_rules(job, rules) or "unknown")
+    if spec is not None:
+        spec = replace(spec, net=site.net_for(job, spec.net))
+    perf_class, warning = class_of(classes, site.class_for(job, spec.perf_class if spec else None) or "unknown")
     try:
         shape = _squeue_shape(job.tres_per_node, job.tres_per_job, job.node_count, spec.gpus if spec else None)
     except ShapeError as exc:

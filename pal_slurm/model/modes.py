@@ -8,10 +8,8 @@ a partition off never has a job there placed or held by PAL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-
-from pal_slurm.model.class_rules import ClassRule, Labelled, class_by_rules, parse_class_rules
 
 OFF, SHADOW, ON = "off", "shadow", "on"
 MODES = (OFF, SHADOW, ON)  # most cautious first
@@ -73,20 +71,16 @@ class PartitionModes:
 class DefaultOn:
     """The partitions where every GPU job is PAL's, with no `pal:class=` (the hook's
     PAL_DEFAULT_ON names the same ones: it asks pald about such jobs; pald checks them again
-    here), and the site's rules that give those jobs a class. A user opts out with `pal:off`."""
+    here). Their class comes from the site's rules (model/site_rules.py). A user opts out with
+    `pal:off`."""
 
     partitions: frozenset[str] = frozenset()  # "*": every partition
-    rules: Sequence[ClassRule] = ()
 
     @classmethod
-    def parse(cls, partitions: str, rules: str, where: str = "[daemon]") -> DefaultOn:
-        names = frozenset(p.strip() for p in partitions.split(",") if p.strip())
-        return cls(names, parse_class_rules(rules, f"{where} class_rules"))
+    def parse(cls, partitions: str) -> DefaultOn:
+        return cls(frozenset(p.strip() for p in partitions.split(",") if p.strip()))
 
     def covers(self, partitions: Iterable[str]) -> bool:
         """Every partition the job may run in is default-on (none named: not covered)."""
         names = list(partitions)
         return bool(names) and (ALL in self.partitions or all(p in self.partitions for p in names))
-
-    def class_of(self, job: Labelled) -> str | None:
-        return class_by_rules(job, self.rules)

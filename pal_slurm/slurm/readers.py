@@ -152,8 +152,12 @@ class JobInfo:
 
     @property
     def account(self) -> str:
-        """Its account (the site's class rules read it; "" when squeue gave none)."""
+        """Its account (the site's rules read it; "" when squeue gave none)."""
         return self.placement_request.account if self.placement_request is not None else ""
+
+    @property
+    def qos(self) -> str:
+        return self.placement_request.qos if self.placement_request is not None else ""
 
     @property
     def held(self) -> bool:

@@ -141,16 +141,21 @@ def test_the_engines_job_is_built_by_the_intake():
     assert held.job_id == 7 and held.submit_time == 40.0 and held.remaining_time == 0.0
 
 
-def test_a_held_job_without_a_spec_gets_its_class_by_the_sites_rules():
-    """A default-on partition's job pald holds: planned with the class its rule gave at submit."""
-    from pal_slurm.model.class_rules import parse_class_rules
+def test_a_held_job_gets_its_class_and_net_by_the_sites_rules():
+    """A default-on partition's job pald holds: planned with the class its rule gave at submit;
+    with rules_override the rules win over a user's class= and net= too."""
+    from pal_slurm.model.site_rules import SiteRules
     from pal_slurm.slurm.readers import JobPlacementRequest
 
-    rules = parse_class_rules("name:bert*=C; account:vision=D")
+    site = SiteRules.parse("name:bert*=C; account:vision=D", "name:bert*=high", False, "*")
     bert = queued(comment="", name="bert-large")
     vision = queued(comment="", name="x", placement_request=JobPlacementRequest(account="vision"))
-    assert intake(from_queue(bert, CLASSES, rules)).perf_class == "C"
-    assert intake(from_queue(vision, CLASSES, rules)).perf_class == "D"
-    assert intake(from_queue(queued(comment="", name="x"), CLASSES, rules)).perf_class == "A"  # no rule: default
+    assert intake(from_queue(bert, CLASSES, site)).perf_class == "C"
+    assert intake(from_queue(vision, CLASSES, site)).perf_class == "D"
+    assert intake(from_queue(queued(comment="", name="x"), CLASSES, site)).perf_class == "A"  # no rule: default
     assert intake(from_queue(bert, CLASSES)).perf_class == "A"  # no rules given
-    assert intake(from_queue(queued(name="bert-large"), CLASSES, rules)).perf_class == "B"  # a spec wins
+    spec_job = queued(name="bert-large", comment="pal:class=resnet,net=low")
+    mine = intake(from_queue(spec_job, CLASSES, site))
+    assert mine.perf_class == "B" and mine.spec.net == "low"  # the user's spec stands
+    ruled = intake(from_queue(spec_job, CLASSES, SiteRules.parse("name:bert*=C", "name:bert*=high", True, "*")))
+    assert ruled.perf_class == "C" and ruled.spec.net == "high"  # the site's rules win

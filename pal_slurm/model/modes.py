@@ -21,6 +21,7 @@ SHADOW_ENDED = "shadow_ended:"  # req=<request id>;run_s=<seconds>
 # ... and of the jobs PAL placed in `on` partitions (daemon/shadow.py): what PAL did
 PAL_STARTED = "pal_started:"  # req=<request id>;partition=<p>;wait_s=<s>: the GPUs it ran on
 PAL_ENDED = "pal_ended:"  # req=<request id>;run_s=<seconds>
+RUN_RECORDS = (SHADOW_STARTED, SHADOW_ENDED, PAL_STARTED, PAL_ENDED)  # where and how long a job ran, not decisions
 
 
 class ModeError(ValueError):

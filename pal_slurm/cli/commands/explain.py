@@ -15,6 +15,7 @@ from pal_slurm.cli.context import cli_config, cli_store
 from pal_slurm.cli.conventions import JOB_ID
 from pal_slurm.cli.errors import PalError
 from pal_slurm.daemon.tags import request_id
+from pal_slurm.model.modes import RUN_RECORDS
 from pal_slurm.slurm.jobids import JobRef
 
 if TYPE_CHECKING:
@@ -97,10 +98,12 @@ def explain(ctx: click.Context, job_ref: JobRef) -> None:
         nodes = "; ".join(f"{n}:{','.join(map(str, s))}" for n, s in d.nodes.items()) or "-"
         click.echo(f"  {d.created_at:%Y-%m-%d %H:%M:%S} {d.kind.value:<5} reason={d.reason or '-'} class={d.perf_class} "
                    f"ranking=v{d.ranking_version} gpus={nodes}")
-    last = next((d for d in reversed(decisions) if d.nodes), None)
+    # what pald decided, not the records of where the job then ran (trial/report.py reads those)
+    decided = [d for d in decisions if not d.reason.startswith(RUN_RECORDS)] or decisions
+    last = next((d for d in reversed(decided) if d.nodes), None)
     if last is None:
         click.echo("  PAL chose no GPUs for it: " + {"defer": "it waited in pald's queue",
-                                                    "pass": "it was left to Slurm"}.get(decisions[-1].kind.value, ""))
+                                                    "pass": "it was left to Slurm"}.get(decided[-1].kind.value, ""))
         return
     snap = repo.ranking(last.ranking_version) if last.ranking_version else None
     if snap is None:

@@ -3,7 +3,7 @@
 The simulator runs the plan's jobs (the same subset, submission times relative to the first)
 on the same cluster (nodes, GPUs per node, nodes per leaf switch) with the same per-GPU draw
 (`variability_seed` = the replay's seed). Each arm maps to the simulator policy closest to it:
-`stock` -> `STOCK_SLURM`, a variability-blind placement with EASY backfill that picks nodes as
+`stock` -> `slurm` (`policy.netaware.named.SLURM`), a variability-blind placement with EASY backfill that picks nodes as
 Slurm does (`shapes.slurm_pick`: cons_tres takes the lowest free GPU indices, topology/tree the
 leaf switch that fits the job best,
 sched/backfill starts jobs out of order when they do not delay the blocked ones, each of which
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
+from pal_slurm.policy.netaware.named import SLURM
 from pal_lab.replay.compare import Parting, jct_gaps, partings
 from pal_lab.replay.ctldlog import PassClock
 from pal_slurm.ranking import Ranking
@@ -49,13 +50,10 @@ from pal_slurm.sim.trace import Trace
 if TYPE_CHECKING:
     from pal_lab.replay.harness import ArmRun, LabShape
 
-STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
-                                topology_aware=True, reserve_after_s=0.0, remaining_is_wall_limit=True,
-                                node_choice="slurm")
 # Slurm's backfill plans a blocked job with its select plugin's will-run test, which takes the
 # running jobs off in batches whose first window is 30 wall seconds (policy.netaware.slurm_will_run)
 SLURM_WILL_RUN_WINDOW_S = 30.0
-SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net",
+SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": SLURM, "pal": "pal", "pal-net": "pal-net",
                                                   "pal-fit": "pal-fit",
                                                   "pal-fit-aged": "pal-fit"}
 
@@ -284,7 +282,7 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     sim = EventSimulator(replace(sim.config, start_cost_s=launch_s, jobs_stay_put=pald))
     decider: PaldOnSlurm | StockSlurm | None = None
     if not pald and arm == "stock":
-        policy = replace(STOCK_SLURM, will_run_window_s=SLURM_WILL_RUN_WINDOW_S * plan.scale)
+        policy = replace(SLURM, will_run_window_s=SLURM_WILL_RUN_WINDOW_S * plan.scale)
         decider = StockSlurm(policy, pass_period_s=pass_s, pass_offset_s=pass_offset_s,
                              limits_s={i: j.limit_s for i, j in enumerate(plan.jobs)})
     if pald:

@@ -15,7 +15,12 @@
   longer than itself pass in its grace, holding the nodes that free last, and a detour around
   the reservations only when it is not slower than waiting; no delay timers;
 - `dally`: no variability, greedy skip, tuned timers without the cost bound, preemption: a
-  Dally-like policy.
+  Dally-like policy;
+- `slurm`: the model of stock Slurm (cons_tres + topology/tree + sched/backfill): variability
+  blind, no waits, Slurm's node choice (lowest free slots, the leaf switch that fits best),
+  EASY backfill on the jobs' time limits with a reservation for a blocked job at once. What
+  the replay's `stock` arm and the robustness benchmark compare against; run with Slurm's
+  pass clock it is `sim.stock_slurm.StockSlurm`.
 """
 
 from __future__ import annotations
@@ -54,4 +59,7 @@ DALLY = NetAwarePlacement(
     score=CheapestBin(variability=False), preempt=Preemption(), tier_wait=None, reserve=SkipBlocked(),
     bin_wait=None, estimate=Stretched())
 
-NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, PAL_FIT, DALLY)
+SLURM = NetAwarePlacement("slurm", variability=False, delay=False, finish_aware=False, topology_aware=True,
+                          reserve_after_s=0.0, remaining_is_wall_limit=True, node_choice="slurm")
+
+NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, PAL_FIT, DALLY, SLURM)

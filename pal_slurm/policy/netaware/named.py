@@ -29,10 +29,10 @@ from pal_slurm.policy.fragmentation import FragmentationCost
 from pal_slurm.policy.netaware.compose import NetAwarePlacement
 from pal_slurm.policy.netaware.stages.accept import AnyTier, DelayScheduling
 from pal_slurm.policy.netaware.stages.backfill import Easy, SkipBlocked
-from pal_slurm.policy.netaware.stages.estimate import Stretched
+from pal_slurm.policy.netaware.stages.estimate import Stretched, WallLimit
 from pal_slurm.policy.netaware.stages.locality import NodeOnly, Topology
 from pal_slurm.policy.netaware.stages.preempt import Preemption
-from pal_slurm.policy.netaware.stages.score import CheapestBin, PackedFirst
+from pal_slurm.policy.netaware.stages.score import CheapestBin, PackedFirst, SlurmNodes
 from pal_slurm.policy.netaware.stages.waits import ForFasterBins, ForTighterTier
 
 PAL_NET = NetAwarePlacement(
@@ -59,7 +59,8 @@ DALLY = NetAwarePlacement(
     score=CheapestBin(variability=False), preempt=Preemption(), tier_wait=None, reserve=SkipBlocked(),
     bin_wait=None, estimate=Stretched())
 
-SLURM = NetAwarePlacement("slurm", variability=False, delay=False, finish_aware=False, topology_aware=True,
-                          reserve_after_s=0.0, remaining_is_wall_limit=True, node_choice="slurm")
+SLURM = NetAwarePlacement(
+    "slurm", locality=Topology(), accept=AnyTier(), score=SlurmNodes(CheapestBin(variability=False)), preempt=None,
+    tier_wait=None, reserve=Easy(reserve_after_s=0.0), bin_wait=None, estimate=WallLimit())
 
 NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, PAL_FIT, DALLY, SLURM)

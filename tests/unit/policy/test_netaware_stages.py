@@ -28,6 +28,8 @@ BY_KEYWORDS = {
                 "detour_finish_aware": True},
     "dally": {"variability": False, "backfill": "greedy", "preempt": PreemptConfig(), "autotune": True,
               "cost_aware": False, "finish_aware": False},
+    "slurm": {"variability": False, "delay": False, "finish_aware": False, "topology_aware": True,
+              "reserve_after_s": 0.0, "remaining_is_wall_limit": True, "node_choice": "slurm"},
 }
 
 

@@ -297,7 +297,8 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
                               nets={i: j.net_sensitivity for i, j in enumerate(plan.jobs)},
                               settings=ServiceSettings(queue=arm_queue(arm),
                                                        delay_timers=rack_timers(times.rack_wait_s),
-                                                       reserve_after_s=times.reserve_after_s))
+                                                       reserve_after_s=times.reserve_after_s,
+                                                       starvation_bound_s=times.starvation_bound_s))
     result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)
     name = policy if isinstance(policy, str) else policy.name
     return replace(result, policy=f"{name}-on-slurm" if pald else name)

@@ -254,7 +254,7 @@ def _headline(result: RunResult) -> dict:
 def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
                   nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
                   ranking: Ranking | None = None, pald_cycle: PassClock | None = None,
-                  slurm_pass: PassClock | None = None) -> RunResult:
+                  slurm_pass: PassClock | None = None, starvation_bound_s: float | None = None) -> RunResult:
     """The event simulator's run of this arm, every job's outcome in it. `cluster`: the
     lab's (its node names; default num_nodes x gpus_per_node); `ranking`: pald's measured one
     on that cluster (pal-slurm arms; default the simulator's exact draw); `pald_cycle`: pald's
@@ -262,7 +262,8 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     the first submission; default pald's configured cycle at phase 0); `slurm_pass`: the
     clock of the lab's backfill passes (`ctldlog.pass_clock`, wall seconds; default the clock a
     replay starts its trace on: a pass every bf_interval, the first ALIGN_AFTER_PASS_S before
-    the first submission)."""
+    the first submission); `starvation_bound_s`: pald's starvation bound in trace seconds
+    (default a site's, compressed as the replay configures pald)."""
     from pal_lab.replay.harness import (ALIGN_AFTER_PASS_S, ARMS, BF_INTERVAL_S, PALD_CYCLE_S, PALD_VIEW_AGE_S,
                                          arm_queue, pald_times)
     from pal_slurm.sim.event import EventSimulator, simulator_for
@@ -289,6 +290,8 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
         limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}
         cycle = pald_cycle or PassClock(phase_s=0.0, period_s=PALD_CYCLE_S, view_age_s=PALD_VIEW_AGE_S)
         times = pald_times(plan.scale)  # as the replay configures pald (pald's clock: wall seconds)
+        if starvation_bound_s is not None:
+            times = replace(times, starvation_bound_s=starvation_bound_s / plan.scale)
         decider = PaldOnSlurm(str(policy), cycle_period_s=cycle.period_s * plan.scale,
                               cycle_offset_s=cycle.phase_s * plan.scale, view_age_s=cycle.view_age_s * plan.scale,
                               limits_s=limits,

@@ -163,8 +163,9 @@ class NetAwarePlacement:
                 break  # nothing free and nothing to reserve: no later job can start
             n = job.num_gpus
             got = None
-            # past its starvation bound a job is placed as stock Slurm would (no added wait);
-            # before it, no added wait may plan its start past the bound
+            # past its starvation bound a job waits only for what stock Slurm's backfill would
+            # (and its consolidated placement, with a reservation); before it, no wait for
+            # faster GPUs may plan its start past the bound
             until = math.inf if bound is None else bound.latest_start(job, ctx)
             starved = now > until
             # the tier the filter allows, worked out only for a job that may start or reserve
@@ -185,12 +186,13 @@ class NetAwarePlacement:
                     got = allocations.best(job, tier)
             if got is not None and tier_wait is not None and got[1] > wanted_tier(job, cluster):
                 taken, wait = tier_wait.check(job, got, rnd)
-                if wait is None or wait.shadow > until:
-                    got = got if taken is None else taken
-                else:  # the consolidated placement finishes it sooner: it waits
-                    if backfill.can_hold(len(res)):
+                if wait is None:
+                    got = taken
+                else:  # the consolidated placement finishes it sooner: it waits (see stages.bound)
+                    if backfill.can_hold(rnd.starved_held if starved else len(res)):
                         wait.holds_s = job.remaining_time
                         rnd.hold(job, wait)
+                        rnd.starved_held += starved
                     continue
             if got is None:
                 if backfill.blocked(job, tier, rnd, starved):

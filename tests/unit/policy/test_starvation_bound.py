@@ -69,3 +69,17 @@ def test_a_job_is_starved_once_it_waited_longer_than_the_bound(waited, bound, st
     stage = StarvationBound()
     assert stage.starved(job, ctx) is starved
     assert stage.latest_start(job, ctx) == (0.0 + bound if bound is not None else float("inf"))
+
+
+def test_no_wait_for_a_faster_node_past_the_bound():
+    """A one-node job that pal-fit would hold 100 s for a faster node (test_netaware) takes the
+    slow one at once when that wait would end past its bound (50 s), or when it already waited
+    longer than its bound."""
+    from .test_netaware import _a_long_job_and_a_slow_free_node
+
+    ctx, running, job = _a_long_job_and_a_slow_free_node(remaining=10_000.0)
+    assert PAL_FIT.plan([running, job], ctx).launch == {}  # no bound: it waits
+    assert PAL_FIT.plan([running, job], replace(ctx, starvation_bound_s=200.0)).launch == {}  # 100 s is within
+    assert PAL_FIT.plan([running, job], replace(ctx, starvation_bound_s=50.0)).launch == {1: (0, 1, 2, 3)}
+    starved = replace(ctx, now=500.0, starvation_bound_s=400.0)
+    assert PAL_FIT.plan([running, job], starved).launch == {1: (0, 1, 2, 3)}

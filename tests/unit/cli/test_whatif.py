@@ -52,7 +52,7 @@ def test_whatif_against_the_slurm_model(palctl, tmp_path):
     acct = write_accounting(tmp_path / "acct.json")
     out = tmp_path / "page.json"
     r = palctl("whatif", "--accounting", str(acct), "--window", "3650d", "--baselines", "slurm", "--policies", "pal-fit",
-               "--variability", str(bundled_path("32gpu-variability.csv")), "--output", str(out))
+               "--variability", str(bundled_path("32gpu-variability.csv")), "--output", str(out), "--plots", "")
     assert r.exit_code == 0, r.output
     rows = {row["policy"]: row for row in json.loads(out.read_text())["rows"]}
     assert set(rows) == {"slurm", "pal-fit"}

@@ -3,7 +3,7 @@
     python3 benchmarks/policy_vs_stock.py                       # 16x4 and 32x4, 8 seeds
     python3 benchmarks/policy_vs_stock.py --nodes 16 --seeds 3  # one cluster, fewer seeds
 
-The baseline is the replay's model of stock Slurm (`replay.predict.STOCK_SLURM`: a
+The baseline is the replay's model of stock Slurm (the registered `slurm` placement: a
 variability-blind, topology-aware first fit with EASY backfill, what cons_tres + topology/tree +
 sched/backfill do). For each cluster (N nodes x 4 GPUs, 4 nodes per leaf switch), each bundled
 Sia-Philly workload 1-6 and each seed (variability draw and placement RNG), one event-mode run
@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pal_slurm.policy import placement  # noqa: E402
 from pal_slurm.policy.base import PlacementPolicy  # noqa: E402
-from pal_lab.replay.predict import STOCK_SLURM  # noqa: E402
+from pal_slurm.policy.netaware.named import SLURM  # noqa: E402
 from pal_slurm.sim.event import EventConfig, EventSimulator  # noqa: E402
 from pal_slurm.sim.trace import bundled_trace  # noqa: E402
 
@@ -61,7 +61,7 @@ def compare(nodes: int, seeds: int, names: list[str], traces: list[str], queue: 
           "ratio to stock Slurm (avg JCT / makespan)")
     print(f"{'trace':<12}" + "".join(f"{name:>22}" for name in names))
     for trace in traces:
-        base = [run(trace, STOCK_SLURM, nodes, seed) for seed in range(seeds)]
+        base = [run(trace, SLURM, nodes, seed) for seed in range(seeds)]
         row = f"{trace:<12}"
         for name in names:
             got = [run(trace, policies[name], nodes, seed, queue) for seed in range(seeds)]

@@ -116,6 +116,10 @@ class PolicyConfig:
     # backfilling placements (pal-net, pal-fit): a job that cannot start holds a reservation once
     # it has waited this long; until then later jobs pass it freely
     reserve_after_s: float = 3600.0
+    # placements with a starvation bound (pal-fit): no wait they add (for a tighter tier, faster
+    # bins, a consolidated placement) plans a job's start later than this long after it began
+    # waiting, and a job that waited longer is placed as stock Slurm would (docs/policies.md)
+    starvation_bound_s: float = 4 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -227,8 +231,8 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
 
 # Durations where 0 means "at once" (a negative one means nothing).
 NON_NEGATIVE: frozenset[tuple[str, str]] = frozenset(
-    {("policy", "rack_wait_s"), ("policy", "reserve_after_s"), ("store", "retention_s"), ("store", "keep_samples"),
-     ("daemon", "submit_grace_s"), ("profiling", "prolog_every_h")}
+    {("policy", "rack_wait_s"), ("policy", "reserve_after_s"), ("policy", "starvation_bound_s"), ("store", "retention_s"),
+     ("store", "keep_samples"), ("daemon", "submit_grace_s"), ("profiling", "prolog_every_h")}
 )
 
 # Strings that must not be empty.

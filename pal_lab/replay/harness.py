@@ -56,10 +56,12 @@ def arm_queue(arm: str) -> str:
 @dataclass(frozen=True)
 class PaldTimes:
     """pald's policy durations in a replay, wall seconds: how long a multi-node job waits for one
-    leaf switch (`[policy] rack_wait_s`) and a held job before it reserves (`reserve_after_s`)."""
+    leaf switch (`[policy] rack_wait_s`), a held job before it reserves (`reserve_after_s`) and
+    the most its waits may add (`starvation_bound_s`)."""
 
     rack_wait_s: float
     reserve_after_s: float
+    starvation_bound_s: float
 
 
 def pald_times(scale: float) -> PaldTimes:
@@ -70,7 +72,8 @@ def pald_times(scale: float) -> PaldTimes:
     jobs of every trace and workload-1 at 80 are placed the same either way; workload-3 at 80
     is not (docs/results/slurm/)."""
     site = PolicyConfig()
-    return PaldTimes(rack_wait_s=site.rack_wait_s / scale, reserve_after_s=site.reserve_after_s / scale)
+    return PaldTimes(rack_wait_s=site.rack_wait_s / scale, reserve_after_s=site.reserve_after_s / scale,
+                     starvation_bound_s=site.starvation_bound_s / scale)
 
 
 PALD_CYCLE_S = 0.3  # pald's cycle in the replay (wall seconds; the simulator's model uses the same)
@@ -183,6 +186,7 @@ placement = "{placement}"
 queue = "{queue}"
 rack_wait_s = {times.rack_wait_s!r}
 reserve_after_s = {times.reserve_after_s!r}
+starvation_bound_s = {times.starvation_bound_s!r}
 
 [slurm]
 conf = "{lab.slurm_conf}"

@@ -3,7 +3,7 @@
 The simulator runs the plan's jobs (the same subset, submission times relative to the first)
 on the same cluster (nodes, GPUs per node, nodes per leaf switch) with the same per-GPU draw
 (`variability_seed` = the replay's seed). Each arm maps to the simulator policy closest to it:
-`stock` -> `STOCK_SLURM`, a variability-blind placement with EASY backfill that picks nodes as
+`stock` -> `slurm` (`policy.netaware.named.SLURM`), a variability-blind placement with EASY backfill that picks nodes as
 Slurm does (`shapes.slurm_pick`: cons_tres takes the lowest free GPU indices, topology/tree the
 leaf switch that fits the job best,
 sched/backfill starts jobs out of order when they do not delay the blocked ones, each of which
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
+from pal_slurm.policy.netaware.named import SLURM
 from pal_lab.replay.compare import Parting, jct_gaps, partings
 from pal_lab.replay.ctldlog import PassClock
 from pal_slurm.ranking import Ranking
@@ -49,13 +50,10 @@ from pal_slurm.sim.trace import Trace
 if TYPE_CHECKING:
     from pal_lab.replay.harness import ArmRun, LabShape
 
-STOCK_SLURM = NetAwarePlacement("slurm-stock", variability=False, delay=False, finish_aware=False,
-                                topology_aware=True, reserve_after_s=0.0, remaining_is_wall_limit=True,
-                                node_choice="slurm")
 # Slurm's backfill plans a blocked job with its select plugin's will-run test, which takes the
 # running jobs off in batches whose first window is 30 wall seconds (policy.netaware.slurm_will_run)
 SLURM_WILL_RUN_WINDOW_S = 30.0
-SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": STOCK_SLURM, "pal": "pal", "pal-net": "pal-net",
+SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": SLURM, "pal": "pal", "pal-net": "pal-net",
                                                   "pal-fit": "pal-fit",
                                                   "pal-fit-aged": "pal-fit"}
 
@@ -256,7 +254,7 @@ def _headline(result: RunResult) -> dict:
 def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
                   nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
                   ranking: Ranking | None = None, pald_cycle: PassClock | None = None,
-                  slurm_pass: PassClock | None = None) -> RunResult:
+                  slurm_pass: PassClock | None = None, starvation_bound_s: float | None = None) -> RunResult:
     """The event simulator's run of this arm, every job's outcome in it. `cluster`: the
     lab's (its node names; default num_nodes x gpus_per_node); `ranking`: pald's measured one
     on that cluster (pal-slurm arms; default the simulator's exact draw); `pald_cycle`: pald's
@@ -264,7 +262,8 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     the first submission; default pald's configured cycle at phase 0); `slurm_pass`: the
     clock of the lab's backfill passes (`ctldlog.pass_clock`, wall seconds; default the clock a
     replay starts its trace on: a pass every bf_interval, the first ALIGN_AFTER_PASS_S before
-    the first submission)."""
+    the first submission); `starvation_bound_s`: pald's starvation bound in trace seconds
+    (default a site's, compressed as the replay configures pald)."""
     from pal_lab.replay.harness import (ALIGN_AFTER_PASS_S, ARMS, BF_INTERVAL_S, PALD_CYCLE_S, PALD_VIEW_AGE_S,
                                          arm_queue, pald_times)
     from pal_slurm.sim.event import EventSimulator, simulator_for
@@ -284,13 +283,15 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     sim = EventSimulator(replace(sim.config, start_cost_s=launch_s, jobs_stay_put=pald))
     decider: PaldOnSlurm | StockSlurm | None = None
     if not pald and arm == "stock":
-        policy = replace(STOCK_SLURM, will_run_window_s=SLURM_WILL_RUN_WINDOW_S * plan.scale)
+        policy = replace(SLURM, will_run_window_s=SLURM_WILL_RUN_WINDOW_S * plan.scale)
         decider = StockSlurm(policy, pass_period_s=pass_s, pass_offset_s=pass_offset_s,
                              limits_s={i: j.limit_s for i, j in enumerate(plan.jobs)})
     if pald:
         limits = {i: j.limit_s for i, j in enumerate(plan.jobs)}
         cycle = pald_cycle or PassClock(phase_s=0.0, period_s=PALD_CYCLE_S, view_age_s=PALD_VIEW_AGE_S)
         times = pald_times(plan.scale)  # as the replay configures pald (pald's clock: wall seconds)
+        if starvation_bound_s is not None:
+            times = replace(times, starvation_bound_s=starvation_bound_s / plan.scale)
         decider = PaldOnSlurm(str(policy), cycle_period_s=cycle.period_s * plan.scale,
                               cycle_offset_s=cycle.phase_s * plan.scale, view_age_s=cycle.view_age_s * plan.scale,
                               limits_s=limits,
@@ -299,7 +300,8 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
                               nets={i: j.net_sensitivity for i, j in enumerate(plan.jobs)},
                               settings=ServiceSettings(queue=arm_queue(arm),
                                                        delay_timers=rack_timers(times.rack_wait_s),
-                                                       reserve_after_s=times.reserve_after_s))
+                                                       reserve_after_s=times.reserve_after_s,
+                                                       starvation_bound_s=times.starvation_bound_s))
     result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)
     name = policy if isinstance(policy, str) else policy.name
     return replace(result, policy=f"{name}-on-slurm" if pald else name)

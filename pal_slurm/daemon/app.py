@@ -66,6 +66,7 @@ def service_settings(config: Config) -> ServiceSettings:
         backfill=d.backfill,
         delay_timers=autotune.rack_timers(p.rack_wait_s),
         reserve_after_s=p.reserve_after_s,
+        starvation_bound_s=p.starvation_bound_s,
         default_class=p.default_class,
         default_mode=d.default_mode,
         reservation_ttl_s=d.reservation_ttl_s,

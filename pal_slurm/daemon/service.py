@@ -76,6 +76,7 @@ class ServiceSettings:
     backfill: bool = False  # held jobs: later jobs may pass one that does not fit
     delay_timers: Mapping[tuple[str, str], float] | None = None  # network-aware placements' delay timers (None: theirs)
     reserve_after_s: float | None = None  # backfilling placements: a held job's wait before it reserves (None: theirs)
+    starvation_bound_s: float | None = None  # placements with a starvation bound: the bound (None: theirs)
     default_class: str = "A"  # unknown applications: the most variability-sensitive class
     default_mode: str = "auto"  # auto: place if it fits now, else defer
     reservation_ttl_s: float = 30.0
@@ -87,7 +88,7 @@ class ServiceSettings:
     def engine(self) -> EngineSettings:
         return EngineSettings(placement=self.placement, queue=self.queue, locality_penalty=self.locality_penalty,
                               running_jobs_move=False, backfill=self.backfill, delay_timers=self.delay_timers,
-                              reserve_after_s=self.reserve_after_s)
+                              reserve_after_s=self.reserve_after_s, starvation_bound_s=self.starvation_bound_s)
 
 
 # ---- Slurm's view of a job -> the engine's --------------------------------------------------

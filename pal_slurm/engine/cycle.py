@@ -59,6 +59,7 @@ class EngineSettings:
     backfill: bool = False  # later jobs may pass one that does not fit (placements without their own)
     delay_timers: Timers | None = None  # overrides the placement's delay timers {(sens, level): s}
     reserve_after_s: float | None = None  # overrides a backfilling placement's reserve_after_s
+    starvation_bound_s: float | None = None  # overrides a placement's starvation bound
     submit_backfill_max: int = 64  # place_behind plans over at most this many waiting jobs
     tuner: autotune.TunerConfig = autotune.TunerConfig()
 
@@ -124,7 +125,7 @@ class Engine:
         return PlacementContext(
             cluster=cluster, ranking=ranking, rng=self.rng, locality_penalty=self.settings.locality_penalty,
             now=now, network=self.network, delay_timers=self.delay_timers(), memo=self.memo,
-            reserve_after_s=self.settings.reserve_after_s,
+            reserve_after_s=self.settings.reserve_after_s, starvation_bound_s=self.settings.starvation_bound_s,
             shape_index=shape_index, cache=self.cache,
         )
 

@@ -66,6 +66,10 @@ class PlacementContext:
     # it holds a reservation; None: the placement's own): a site's setting, in the caller's
     # clock (pald's `[policy] reserve_after_s`; a time-compressed replay scales it)
     reserve_after_s: float | None = None
+    # Overrides a placement's starvation bound (policy.netaware.stages.bound: no wait it adds
+    # may plan a job's start later than this long after it began waiting; None: the
+    # placement's own), in the caller's clock like `reserve_after_s`
+    starvation_bound_s: float | None = None
     # A dict the *caller* owns and passes to every round (the simulators do): non-sticky
     # placements keep the previous round's allocations there and recompute only from the first
     # job whose position changed. Explicit state, not hidden: the plan is the same with or

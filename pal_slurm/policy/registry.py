@@ -29,7 +29,6 @@ ALIASES = {
     "Default-Random-S": "random-sticky",
     "Default-Random-NS": "random-nonsticky",
     "first-fit": "firstfit",
-    "slurm": "firstfit",
 }
 
 QUEUE_ORDERS: dict[str, QueueOrder] = {"fifo": queue.fifo, "las": queue.las, "srtf": queue.srtf,

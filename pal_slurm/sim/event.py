@@ -94,6 +94,9 @@ class EventConfig:
     # placement sees only the waiting jobs. False: the artifact's model (non-sticky placements
     # move running jobs, preempting ones stop them).
     jobs_stay_put: bool = False
+    # a site's `[policy] starvation_bound_s` for placements with a starvation bound (pal-fit),
+    # in trace seconds; None: none (policy.netaware.stages.bound says why that is the default)
+    starvation_bound_s: float | None = None
     max_events: int = 50_000_000  # a guard: a policy that never finishes is an error, not a hang
     variability: MeasuredGpus | None = None  # measured classes replace the bundled draws (sim.variability)
     gpu_models: tuple[GpuModelGroup, ...] = ()  # several GPU models (sim.gpu_models); (): one, unnamed
@@ -192,7 +195,8 @@ class _EventRun:
         self.state: SimState[EventJob] = SimState(self.cluster, self.scores)
         self.engine = Engine(
             EngineSettings(placement=pol.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty,
-                           running_jobs_move=not cfg.jobs_stay_put, tuner=cfg.tuner),
+                           running_jobs_move=not cfg.jobs_stay_put, tuner=cfg.tuner,
+                           starvation_bound_s=cfg.starvation_bound_s),
             rng=random.Random(cfg.seed), network=sim.netmodel if cfg.network else None, policy=pol)
         self.tuning = pol.traits.tuned
         # a decider (pald's or Slurm's model) may read anything; a placement says what it reads
@@ -416,6 +420,7 @@ def simulator_for(spec: RunSpec, seed_index: int = 0) -> EventSimulator:
             congestion=Congestion(load, load),
             variability=getattr(spec, "variability", None),
             gpu_models=spec.gpu_models,
+            starvation_bound_s=getattr(spec, "starvation_bound_s", None),
             **kw,
         )
     )

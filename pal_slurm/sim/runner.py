@@ -34,6 +34,7 @@ class RunSpec:
     cluster: ClusterView | None = None  # a named cluster (the measured one), instead of num_nodes x gpus
     variability: MeasuredGpus | None = None  # measured per-GPU data; None: the bundled Longhorn draws
     gpu_models: tuple[GpuModelGroup, ...] = ()  # event mode: several GPU models (sim.gpu_models)
+    starvation_bound_s: float | None = None  # event mode: a site's starvation bound (EventConfig's)
 
 
 def parse_cluster(text: str) -> tuple[int, int]:

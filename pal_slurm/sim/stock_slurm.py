@@ -11,7 +11,7 @@ starts nearly every job, in-order ones included: slurmctld's log of five workloa
 (0.5 s on average at bf_interval=1) before its ~0.1 s launch. So this decider starts jobs at
 the passes only, each pass an EASY backfill over the whole queue; between passes nothing starts.
 
-The allocation is the stock model's (`replay.predict.STOCK_SLURM`: variability-blind,
+The allocation is the registered `slurm` placement's (policy.netaware.named: variability-blind,
 topology-aware first fit with EASY backfill); this decider gives it what Slurm sees (limits
 as remaining time) and the passes' timing.
 """

@@ -85,6 +85,10 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--round", "round_s", type=Duration(at_least=1.0, was="seconds"), default="06:00", show_default=True,
               help="Compat mode round length, a Slurm duration (MM:SS; 06:00 is 360 s).")
 @click.option("--congestion", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="Event mode: background network load.")
+@click.option("--starvation-bound", "starvation_bound_s", type=Duration(at_least=0.0), default=None,
+              help="Event mode: a site's [policy] starvation_bound_s, a Slurm duration (4:00:00 is pald's default): "
+                   "no wait pal-fit adds plans a job's start later, and a job that waited longer is placed as "
+                   "stock Slurm would [default: no bound].")
 @click.option("--baselines", default="packed-sticky", show_default=True,
               help="Comma-separated policies to compare with; gains are relative to the first.")
 @json_option("Print the results as one JSON document on stdout (the table goes to stderr).")
@@ -95,7 +99,8 @@ def simulate(ctx: click.Context, trace_specs: tuple[str, ...], window_s: float |
              synthetic: int | None, synthetic_seed: int, synthetic_rate: float | None, synthetic_load: float,
              variability_specs: tuple[str, ...], policies: str, mode: str, cluster_text: str | None,
              nodes_per_rack: int | None, gpu_models_text: str | None, topology_path: str | None, seeds: int,
-             queue_name: str, locality_penalty: float, round_s: float, congestion: float, baselines: str, as_json: bool,
+             queue_name: str, locality_penalty: float, round_s: float, congestion: float,
+             starvation_bound_s: float | None, baselines: str, as_json: bool,
              output_path: str | None, plots_dir: str | None) -> None:
     """Simulate traces under placement policies and print a comparison table."""
     measured = measured_gpus(ctx, variability_specs)
@@ -138,6 +143,7 @@ def simulate(ctx: click.Context, trace_specs: tuple[str, ...], window_s: float |
     spec = RunSpec(mode=mode, num_nodes=num_nodes, gpus_per_node=gpus_per_node, nodes_per_rack=nodes_per_rack,
                    seeds=seeds, queue=queue_name, locality_penalty=locality_penalty, round_s=round_s,
                    congestion=congestion, racks=racks, variability=measured, gpu_models=gpu_models,
+                   starvation_bound_s=starvation_bound_s,
                    cluster=cluster if measured and cluster_text is None and not racks else None)
     start = time.monotonic()
     with DelayedProgress(f"simulating {len(traces)} trace(s) x {len(names)} policies x {seeds} seed(s)") as bar:

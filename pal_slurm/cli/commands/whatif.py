@@ -45,7 +45,8 @@ def _names(text: str, what: str) -> list[str]:
               help="Several GPU models, e.g. a100=4:0.5,v100=12 (nodes in order; a model's time factor).")
 @click.option("--policies", default=",".join(DEFAULT_POLICIES), show_default=True, help="Candidate placements.")
 @click.option("--baselines", default=",".join(DEFAULT_BASELINES), show_default=True,
-              help="Stock-like placements; gains are relative to the first (firstfit = stock Slurm's choice).")
+              help="Stock-like placements; gains are relative to the first (slurm = the model of stock Slurm, EASY "
+                   "backfill; firstfit = its node choice without backfill).")
 @click.option("--samples", type=click.IntRange(min=1, max=100), default=5, show_default=True,
               help="Workload samples: the recorded one plus bootstrap resamples (confidence intervals).")
 @click.option("--class-rules", "rules_text", default=None,

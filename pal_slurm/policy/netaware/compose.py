@@ -1,7 +1,7 @@
 """A network-aware placement: named stages composed into one plan.
 
 `NetAwarePlacement` holds one stage per step (stages/: locality, accept, score, preempt,
-tier_wait, reserve, bin_wait, estimate) and runs them for every waiting job in the order it is
+tier_wait, reserve, bin_wait, estimate, bound) and runs them for every waiting job in the order it is
 given; each registered placement (netaware.named) is a list of those stages. Running jobs are
 never moved (sticky), so a plan with nobody waiting changes nothing. What a placement lets its
 callers rely on (its Traits) is declared by its stages.
@@ -13,6 +13,7 @@ netaware.keywords name the common swaps (`NetAwarePlacement("t", delay=False)`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import InitVar, dataclass, field
 from typing import Sequence
 
@@ -26,6 +27,7 @@ from pal_slurm.policy.netaware.reservations import _Allocations, _LazyEnds, _Rel
 from pal_slurm.policy.netaware.round import Round
 from pal_slurm.policy.netaware.stages.accept import Accept, DelayScheduling
 from pal_slurm.policy.netaware.stages.backfill import Backfill, Easy
+from pal_slurm.policy.netaware.stages.bound import StarvationBound
 from pal_slurm.policy.netaware.stages.estimate import Estimate, Stretched
 from pal_slurm.policy.netaware.stages.locality import Locality, Topology
 from pal_slurm.policy.netaware.stages.preempt import Preemption
@@ -44,6 +46,7 @@ class NetAwarePlacement:
     reserve: Backfill = Easy()  # backfill: what a job that cannot start does to the ones behind it
     bin_wait: ForFasterBins | None = None  # waits for faster bins when that is sooner (needs Easy)
     estimate: Estimate = Stretched()  # how long a job runs on given GPUs
+    bound: StarvationBound | None = None  # ends the other stages' waits at a job's starvation bound
     traits: Traits = field(init=False)
     # the keywords that name stage swaps (netaware.keywords; None: as the stages say)
     variability: InitVar[bool | None] = None
@@ -147,7 +150,7 @@ class NetAwarePlacement:
         allocations = _Allocations(free, allocate)
         rnd = Round(ctx, rack_idx, free, releases, allocations, allocate, runtime, allowed, score.variability)
         launch, res = rnd.launch, rnd.res
-        preempt, tier_wait, backfill, bin_wait = self.preempt, self.tier_wait, self.reserve, self.bin_wait
+        preempt, tier_wait, backfill, bin_wait, bound = self.preempt, self.tier_wait, self.reserve, self.bin_wait, self.bound
         preemptible = preempt.candidates(running, now) if preempt is not None else None
         pending_before = 0  # jobs of `order` this plan looked at before this one and did not start
         for job in order:
@@ -160,6 +163,11 @@ class NetAwarePlacement:
                 break  # nothing free and nothing to reserve: no later job can start
             n = job.num_gpus
             got = None
+            # past its starvation bound a job waits only for what stock Slurm's backfill would
+            # (and its consolidated placement, with a reservation); before it, no wait for
+            # faster GPUs may plan its start past the bound
+            until = math.inf if bound is None else bound.latest_start(job, ctx)
+            starved = now > until
             # the tier the filter allows, worked out only for a job that may start or reserve
             # (most of a long queue does neither while the cluster is full)
             tier = -1
@@ -177,20 +185,24 @@ class NetAwarePlacement:
                     allocations.changed()
                     got = allocations.best(job, tier)
             if got is not None and tier_wait is not None and got[1] > wanted_tier(job, cluster):
-                got, wait = tier_wait.check(job, got, rnd)
-                if wait is not None:  # the consolidated placement finishes it sooner: it waits
-                    if backfill.can_hold(len(res)):
+                taken, wait = tier_wait.check(job, got, rnd)
+                if wait is None:
+                    got = taken
+                else:  # the consolidated placement finishes it sooner: it waits (see stages.bound)
+                    if backfill.can_hold(rnd.starved_held if starved else len(res)):
                         wait.holds_s = job.remaining_time
                         rnd.hold(job, wait)
+                        rnd.starved_held += starved
                     continue
             if got is None:
-                if backfill.blocked(job, tier, rnd):
+                if backfill.blocked(job, tier, rnd, starved):
                     continue
                 break
-            if bin_wait is not None and not waiting_ahead and backfill.reserves and bin_wait.waits(job, got[0], rnd):
+            if (bin_wait is not None and not waiting_ahead and backfill.reserves
+                    and bin_wait.waits(job, got[0], rnd, until)):
                 continue
             if res:
-                got = backfill.around(job, got, tier, rnd)
+                got = backfill.around(job, got, tier, rnd, starved)
                 if got is None:
                     continue
             gpus = got[0]

@@ -13,9 +13,16 @@
   slower bins only when waiting for faster ones would not finish it sooner (several nodes:
   network factor counted); EASY backfill, in which a held job on whole nodes lets only jobs no
   longer than itself pass in its grace, holding the nodes that free last, and a detour around
-  the reservations only when it is not slower than waiting; no delay timers;
+  the reservations only when it is not slower than waiting; no delay timers; a starvation
+  bound (stages.bound): no such wait plans a job's start past its bound, and a job that waited
+  longer is placed as stock Slurm would;
 - `dally`: no variability, greedy skip, tuned timers without the cost bound, preemption: a
-  Dally-like policy.
+  Dally-like policy;
+- `slurm`: the model of stock Slurm (cons_tres + topology/tree + sched/backfill): variability
+  blind, no waits, Slurm's node choice (lowest free slots, the leaf switch that fits best),
+  EASY backfill on the jobs' time limits with a reservation for a blocked job at once. What
+  the replay's `stock` arm and the robustness benchmark compare against; run with Slurm's
+  pass clock it is `sim.stock_slurm.StockSlurm`.
 """
 
 from __future__ import annotations
@@ -24,10 +31,11 @@ from pal_slurm.policy.fragmentation import FragmentationCost
 from pal_slurm.policy.netaware.compose import NetAwarePlacement
 from pal_slurm.policy.netaware.stages.accept import AnyTier, DelayScheduling
 from pal_slurm.policy.netaware.stages.backfill import Easy, SkipBlocked
-from pal_slurm.policy.netaware.stages.estimate import Stretched
+from pal_slurm.policy.netaware.stages.bound import StarvationBound
+from pal_slurm.policy.netaware.stages.estimate import Stretched, WallLimit
 from pal_slurm.policy.netaware.stages.locality import NodeOnly, Topology
 from pal_slurm.policy.netaware.stages.preempt import Preemption
-from pal_slurm.policy.netaware.stages.score import CheapestBin, PackedFirst
+from pal_slurm.policy.netaware.stages.score import CheapestBin, PackedFirst, SlurmNodes
 from pal_slurm.policy.netaware.stages.waits import ForFasterBins, ForTighterTier
 
 PAL_NET = NetAwarePlacement(
@@ -48,10 +56,14 @@ PAL_BACKFILL = NetAwarePlacement(
 PAL_FIT = NetAwarePlacement(
     "pal-fit", locality=Topology(), accept=AnyTier(), score=PackedFirst(FragmentationCost()), preempt=None,
     tier_wait=ForTighterTier(), reserve=Easy(grace_reservation=True, ready_last=True, detour_finish_aware=True),
-    bin_wait=ForFasterBins(several=True), estimate=Stretched())
+    bin_wait=ForFasterBins(several=True), estimate=Stretched(), bound=StarvationBound())
 DALLY = NetAwarePlacement(
     "dally", locality=Topology(), accept=DelayScheduling(cost_aware=False, tuned=True),
     score=CheapestBin(variability=False), preempt=Preemption(), tier_wait=None, reserve=SkipBlocked(),
     bin_wait=None, estimate=Stretched())
 
-NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, PAL_FIT, DALLY)
+SLURM = NetAwarePlacement(
+    "slurm", locality=Topology(), accept=AnyTier(), score=SlurmNodes(CheapestBin(variability=False)), preempt=None,
+    tier_wait=None, reserve=Easy(reserve_after_s=0.0), bin_wait=None, estimate=WallLimit())
+
+NAMED = (PAL_NET, PAL_NET_PREEMPT, PAL_NET_TUNED, PAL_NET_NODELAY, PAL_BACKFILL, PAL_FIT, DALLY, SLURM)

@@ -39,6 +39,7 @@ class Round:
         self.res: list[_Reservation] = []  # reservations of the first jobs that cannot start
         self.planned: dict[JobId, PlannedStart] = {}  # their planned starts, as the plan reports them
         self.reserved_nodes: dict[int, float] = {}  # node -> until when the per-node reservations hold it
+        self.starved_held = 0  # reservations held by jobs past their starvation bound (stages.bound)
 
     def hold(self, job: JobRequest, r: _Reservation) -> None:
         """Keep `r` for `job`, and report its planned start when it has one."""

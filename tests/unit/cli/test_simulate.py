@@ -104,3 +104,30 @@ def test_gpu_models_run_in_event_mode_and_bad_specs_are_clear(tmp_path):
         assert r.exit_code != 0 and said in r.output and "Traceback" not in r.output, (args, r.output)
     r = CliRunner().invoke(cli, ["simulate", "--trace", str(trace), "--mode", "event"])
     assert r.exit_code == 0 and "20 job(s) ask for a GPU model (a100, v100); the simulated cluster names none" in r.output
+
+
+def test_slurm_is_the_stock_model_with_backfill(tmp_path):
+    """`slurm` is the registered model of stock Slurm (EASY backfill), not first fit: on
+    workload-1 in event mode it backfills, so its runs differ from firstfit's."""
+    out = tmp_path / "r.json"
+    r = run("--trace", "workload-1", "--mode", "event", "--policies", "slurm,pal-fit,firstfit", "--output", str(out))
+    assert r.exit_code == 0, r.output
+    rows = {row["policy"]: row for row in json.loads(out.read_text())["results"]}
+    assert set(rows) == {"slurm", "pal-fit", "firstfit"}
+    assert rows["slurm"]["avg_jct_s"] != rows["firstfit"]["avg_jct_s"]
+    assert rows["pal-fit"]["avg_jct_s"] < rows["slurm"]["avg_jct_s"]
+
+
+def test_starvation_bound_applies_to_pal_fit_only(tmp_path):
+    """--starvation-bound gives pal-fit a site's bound (a loaded synthetic trace has jobs that
+    wait longer than 4 h, so its runs change); the slurm model has no bound to apply."""
+    def rows(*extra):
+        out = tmp_path / "r.json"
+        r = run("--synthetic", "200", "--synthetic-load", "1.1", "--mode", "event", "--policies", "slurm,pal-fit",
+                "--output", str(out), *extra)
+        assert r.exit_code == 0, r.output
+        return {row["policy"]: row["avg_jct_s"] for row in json.loads(out.read_text())["results"]}
+
+    free, bounded = rows(), rows("--starvation-bound", "4:00:00")
+    assert bounded["slurm"] == free["slurm"]
+    assert bounded["pal-fit"] != free["pal-fit"]

@@ -47,6 +47,19 @@ def test_whatif_page_plot_and_json(palctl, tmp_path):
     assert 0 < rows["pal"]["ratio"][0] < 2
 
 
+def test_whatif_against_the_slurm_model(palctl, tmp_path):
+    """`--baselines slurm`: gains relative to the model of stock Slurm (EASY backfill)."""
+    acct = write_accounting(tmp_path / "acct.json")
+    out = tmp_path / "page.json"
+    r = palctl("whatif", "--accounting", str(acct), "--window", "3650d", "--baselines", "slurm", "--policies", "pal-fit",
+               "--variability", str(bundled_path("32gpu-variability.csv")), "--output", str(out), "--plots", "")
+    assert r.exit_code == 0, r.output
+    rows = {row["policy"]: row for row in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"slurm", "pal-fit"}
+    assert rows["slurm"]["ratio"] == [1.0, 0.0]
+    assert 0 < rows["pal-fit"]["ratio"][0] < 2
+
+
 def test_whatif_errors(palctl, tmp_path):
     bad = tmp_path / "acct.json"
     bad.write_text('{"jobs": [{"job_id": 1, "time": {"submission": "x"}}]}')

@@ -154,9 +154,9 @@ def test_held_job_whose_record_did_not_parse_is_released_untouched():
     assert plan.releases[1].job_id == 7 and plan.releases[1].choice is not None
 
 
-def test_a_sites_reserve_after_s_reaches_the_placement_through_palds_engine(tmp_path):
-    """`[policy] reserve_after_s` is what the engine's placements read (PlacementContext), not
-    their built-in hour."""
+def test_a_sites_reserve_after_s_and_bound_reach_the_placement_through_palds_engine(tmp_path):
+    """`[policy] reserve_after_s` and `starvation_bound_s` are what the engine's placements read
+    (PlacementContext), not their built-in hour and no bound; the bound's default is 4 h."""
     from pal_slurm.config import Config, DaemonConfig, PolicyConfig
     from pal_slurm.daemon.app import Pald
     from pal_slurm.ranking import Ranking
@@ -164,9 +164,11 @@ def test_a_sites_reserve_after_s_reaches_the_placement_through_palds_engine(tmp_
     from .builders import FakeReader, node_info
 
     cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "s"), heartbeat_file=str(tmp_path / "hb")),
-                 policy=PolicyConfig(placement="pal-fit", reserve_after_s=120.0))
+                 policy=PolicyConfig(placement="pal-fit", reserve_after_s=120.0, starvation_bound_s=900.0))
     pald = Pald(cfg, None, FakeReader([node_info("gpu01")]), FakeActuator(), clock=ManualClock(100.0))
-    assert pald.service.engine.context(view(), Ranking.uniform(16), 0.0).reserve_after_s == 120.0
+    ctx = pald.service.engine.context(view(), Ranking.uniform(16), 0.0)
+    assert (ctx.reserve_after_s, ctx.starvation_bound_s) == (120.0, 900.0)
+    assert PolicyConfig().starvation_bound_s == 4 * 3600.0
 
 
 @given(now=st.floats(min_value=1.6e9, max_value=2.0e9), cycle=st.sampled_from([0.1, 0.3, 1.0, 5.0]))

@@ -52,8 +52,9 @@ def trace(seed: int, n: int = 60) -> Trace:
     return Trace(f"shapes-{seed}", tuple(jobs))
 
 
+# the simulator's placements with a site's starvation bound, as pald runs them ([policy])
 CONFIG = EventConfig(num_nodes=8, gpus_per_node=4, nodes_per_rack=4, network=False, jobs_stay_put=True,
-                     classes=CLASSES, variability_seed=3)
+                     classes=CLASSES, variability_seed=3, starvation_bound_s=PolicyConfig().starvation_bound_s)
 
 
 class PaldDecider:

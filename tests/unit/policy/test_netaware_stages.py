@@ -11,6 +11,7 @@ from pal_slurm.policy.fragmentation import FragmentationCost
 from pal_slurm.policy.netaware import NAMED, NetAwarePlacement, PreemptConfig
 from pal_slurm.policy.netaware.stages.accept import AnyTier, DelayScheduling
 from pal_slurm.policy.netaware.stages.backfill import Easy, SkipBlocked, StopAtFirst
+from pal_slurm.policy.netaware.stages.bound import StarvationBound
 from pal_slurm.policy.netaware.stages.estimate import Stretched, WallLimit
 from pal_slurm.policy.netaware.stages.locality import NodeOnly, Topology
 from pal_slurm.policy.netaware.stages.score import CheapestBin, PackedFirst, SlurmNodes
@@ -25,9 +26,11 @@ BY_KEYWORDS = {
     "pal-backfill": {"delay": False, "finish_aware": False, "topology_aware": False},
     "pal-fit": {"delay": False, "finish_aware": True, "fragmentation": FragmentationCost(), "reserve_ready_last": True,
                 "waits_for_faster_node": True, "waits_for_faster_nodes": True, "grace_reservation": True,
-                "detour_finish_aware": True},
+                "detour_finish_aware": True, "bound": StarvationBound()},
     "dally": {"variability": False, "backfill": "greedy", "preempt": PreemptConfig(), "autotune": True,
               "cost_aware": False, "finish_aware": False},
+    "slurm": {"variability": False, "delay": False, "finish_aware": False, "topology_aware": True,
+              "reserve_after_s": 0.0, "remaining_is_wall_limit": True, "node_choice": "slurm"},
 }
 
 

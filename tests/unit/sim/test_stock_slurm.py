@@ -4,7 +4,7 @@ nodes; on small clusters without variability or network."""
 
 from dataclasses import replace
 
-from pal_lab.replay.predict import STOCK_SLURM
+from pal_slurm.policy.netaware.named import SLURM
 from pal_slurm.sim.event import EventConfig, EventSimulator
 from pal_slurm.sim.stock_slurm import StockSlurm
 from pal_slurm.sim.trace import Trace
@@ -23,12 +23,12 @@ TRACE = Trace("bf", (job(0, 0, 1000, 1, 4), job(1, 10, 500, 2, 4), job(2, 20, 10
 
 def starts(decider, trace=TRACE, config=CONFIG):
     seen: dict[int, float] = {}
-    EventSimulator(config).run(trace, STOCK_SLURM, decider=decider, on_start=lambda t, j, g: seen.setdefault(j, t))
+    EventSimulator(config).run(trace, SLURM, decider=decider, on_start=lambda t, j, g: seen.setdefault(j, t))
     return seen
 
 
 def test_every_start_waits_for_the_next_pass():
-    d = StockSlurm(STOCK_SLURM, pass_period_s=300.0)
+    d = StockSlurm(SLURM, pass_period_s=300.0)
     seen = starts(d)
     assert seen[0] == 0.0  # submitted on a pass
     assert seen[2] == 300.0  # behind blocked B: the first pass after it arrived
@@ -42,9 +42,9 @@ def test_backfill_judges_time_limits_not_real_length():
     # and C starts after B, though it would really have ended long before A; with exact
     # lengths it is backfilled on arrival
     trace = Trace("bf", (job(0, 0, 10000, 1, 4), job(1, 10, 500, 2, 4), job(2, 5000, 100, 1, 1)))
-    limited = starts(StockSlurm(STOCK_SLURM, pass_period_s=0.0, limits_s={0: 10000.0, 1: 600.0, 2: 20000.0}), trace)
+    limited = starts(StockSlurm(SLURM, pass_period_s=0.0, limits_s={0: 10000.0, 1: 600.0, 2: 20000.0}), trace)
     assert (limited[1], limited[2]) == (10000.0, 10500.0)
-    exact = starts(StockSlurm(STOCK_SLURM, pass_period_s=0.0), trace)
+    exact = starts(StockSlurm(SLURM, pass_period_s=0.0), trace)
     assert exact[2] == 5000.0
 
 
@@ -57,7 +57,7 @@ def test_a_blocked_per_node_job_reserves_whole_nodes_not_a_gpu_count():
     trace = Trace("nodes", (job(0, 0, 1000, 1, 1), job(1, 0, 1000, 1, 4), job(2, 0, 1000, 1, 4),
                             job(3, 10, 500, 3, 4), job(4, 20, 100, 2, 2)))
     limits = {0: 1000.0, 1: 1000.0, 2: 1000.0, 3: 500.0, 4: 5000.0}
-    seen = starts(StockSlurm(STOCK_SLURM, pass_period_s=0.0, limits_s=limits), trace, config)
+    seen = starts(StockSlurm(SLURM, pass_period_s=0.0, limits_s=limits), trace, config)
     assert seen[3] == 1000.0
     assert seen[4] >= seen[3]
 
@@ -74,11 +74,11 @@ def test_a_blocked_job_is_planned_as_slurm_s_will_run_test_batches_the_running_j
     trace = Trace("will-run", (job(0, 0, 1100, 4, 4), job(1, 0, 1000, 8, 4), job(2, 0, 1000, 2, 4),
                                job(3, 10, 500, 12, 4), job(4, 20, 40_000, 1, 4)))
     limits = {0: 1100.0, 1: 1000.0, 2: 1000.0, 3: 500.0, 4: 50_000.0}
-    one_by_one = starts(StockSlurm(STOCK_SLURM, pass_period_s=0.0, limits_s=limits), trace, config)
+    one_by_one = starts(StockSlurm(SLURM, pass_period_s=0.0, limits_s=limits), trace, config)
     assert one_by_one[4] >= one_by_one[3] == 1000.0
     where: dict[int, tuple[int, ...]] = {}
     seen: dict[int, float] = {}
-    slurm = replace(STOCK_SLURM, will_run_window_s=300.0)
+    slurm = replace(SLURM, will_run_window_s=300.0)
     EventSimulator(config).run(trace, slurm, decider=StockSlurm(slurm, pass_period_s=0.0, limits_s=limits),
                                on_start=lambda t, j, g: (seen.setdefault(j, t), where.setdefault(j, tuple(g))))
     assert {g // 4 for g in where[2]} == {12, 13}  # Y as Slurm placed it: the fourth leaf's first two

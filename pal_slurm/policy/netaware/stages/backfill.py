@@ -45,13 +45,16 @@ class Backfill(Protocol):
         """Whether a job that waits may hold a reservation when `held` are held already."""
         ...
 
-    def blocked(self, job: JobRequest, allowed: int, rnd: Round) -> bool:
+    def blocked(self, job: JobRequest, allowed: int, rnd: Round, starved: bool = False) -> bool:
         """A job that cannot start: True to go on with the next job, False to end the plan.
-        `allowed`: the tier it accepts now (-1: not worked out yet)."""
+        `allowed`: the tier it accepts now (-1: not worked out yet); `starved`: past its
+        starvation bound (stages.bound), it reserves as stock Slurm's backfill would."""
         ...
 
-    def around(self, job: JobRequest, got: Allocation, allowed: int, rnd: Round) -> Allocation | None:
-        """With reservations held: the allocation that keeps them (None: the job waits)."""
+    def around(self, job: JobRequest, got: Allocation, allowed: int, rnd: Round,
+               starved: bool = False) -> Allocation | None:
+        """With reservations held: the allocation that keeps them (None: the job waits);
+        `starved`: it waits only for the reservations, not for a consolidated placement."""
         ...
 
 
@@ -65,10 +68,11 @@ class StopAtFirst:
     def can_hold(self, held: int) -> bool:
         return False
 
-    def blocked(self, job: JobRequest, allowed: int, rnd: Round) -> bool:
+    def blocked(self, job: JobRequest, allowed: int, rnd: Round, starved: bool = False) -> bool:
         return len(rnd.free) >= job.num_gpus  # delayed by its own timer: others may go (delay scheduling)
 
-    def around(self, job: JobRequest, got: Allocation, allowed: int, rnd: Round) -> Allocation | None:
+    def around(self, job: JobRequest, got: Allocation, allowed: int, rnd: Round,
+               starved: bool = False) -> Allocation | None:
         return got  # it holds no reservation to go around
 
 
@@ -82,10 +86,11 @@ class SkipBlocked:
     def can_hold(self, held: int) -> bool:
         return False
 
-    def blocked(self, job: JobRequest, allowed: int, rnd: Round) -> bool:
+    def blocked(self, job: JobRequest, allowed: int, rnd: Round, starved: bool = False) -> bool:
         return True
 
-    def around(self, job: JobRequest, got: Allocation, allowed: int, rnd: Round) -> Allocation | None:
+    def around(self, job: JobRequest, got: Allocation, allowed: int, rnd: Round,
+               starved: bool = False) -> Allocation | None:
         return got
 
 
@@ -128,15 +133,19 @@ class Easy:
     def _reserve_after(self, ctx: PlacementContext) -> float:
         return self.reserve_after_s if ctx.reserve_after_s is None else ctx.reserve_after_s
 
-    def blocked(self, job: JobRequest, allowed: int, rnd: Round) -> bool:
-        in_grace = rnd.now - job.waiting_since < self._reserve_after(rnd.ctx)
-        if len(rnd.res) < self.reservations and (not in_grace or (self.grace_reservation and is_per_node(job))):
+    def blocked(self, job: JobRequest, allowed: int, rnd: Round, starved: bool = False) -> bool:
+        # a starved job reserves at once, whatever the others hold, among the first
+        # `reservations` starved ones (the jobs stock Slurm's backfill would reserve for)
+        in_grace = not starved and rnd.now - job.waiting_since < self._reserve_after(rnd.ctx)
+        room = rnd.starved_held < self.reservations if starved else len(rnd.res) < self.reservations
+        if room and (not in_grace or (self.grace_reservation and is_per_node(job))):
             if allowed < 0:
                 allowed = rnd.allowed(job)
             r = self._reserve(job, allowed, rnd)
             if in_grace:  # shorter jobs still pass it (an unknown length: any job)
                 r.passes_up_to = job.remaining_time if job.remaining_time > 0 else math.inf
             rnd.hold(job, r)
+            rnd.starved_held += starved
         return True
 
     def _reserve(self, job: JobRequest, allowed: int, rnd: Round) -> _Reservation:
@@ -164,7 +173,8 @@ class Easy:
             return r
         return _Reservation.make(job.num_gpus, allowed, free, releases, cluster, rack_idx, now)
 
-    def around(self, job: JobRequest, got: Allocation, allowed: int, rnd: Round) -> Allocation | None:
+    def around(self, job: JobRequest, got: Allocation, allowed: int, rnd: Round,
+               starved: bool = False) -> Allocation | None:
         res, now = rnd.res, rnd.now
         end = now + rnd.runtime(job, got[0])
         left = job.remaining_time
@@ -179,7 +189,7 @@ class Easy:
             detour = rnd.allocate(job, outside, allowed)
             if detour is None or not all(r.admits(now + rnd.runtime(job, detour[0]), detour[0], left) for r in res):
                 return None
-            if (self.detour_finish_aware and detour[1] > max(got[1], wanted_tier(job, rnd.cluster))
+            if (self.detour_finish_aware and not starved and detour[1] > max(got[1], wanted_tier(job, rnd.cluster))
                     and consolidated_sooner(job, detour, rnd)):
                 return None  # around the reservations it would spread: waiting finishes it sooner
             got = detour

@@ -67,9 +67,10 @@ class ForFasterBins:
     several: bool = True  # also jobs of several nodes (faster_nodes_later)
     max_wait_s: float = 24 * 3600.0  # a job that waited this long takes what it can
 
-    def waits(self, job: JobRequest, now_gpus: tuple[int, ...], rnd: Round) -> bool:
+    def waits(self, job: JobRequest, now_gpus: tuple[int, ...], rnd: Round, until: float = math.inf) -> bool:
         """Whether a per-node job that could start on `now_gpus` waits for faster GPUs; if so it
-        holds a reservation on those GPUs (`rnd.hold`)."""
+        holds a reservation on those GPUs (`rnd.hold`). `until`: the latest start it may wait
+        for (the starvation bound's, stages.bound)."""
         shape = shape_of(job)
         if not is_per_node(job) or not rnd.variability:
             return False
@@ -90,7 +91,7 @@ class ForFasterBins:
             _tier, nodes, racks = span(now_gpus, ctx.cluster)
             wait = faster_nodes_later(job, k, g, now_bin * net_factor(job, nodes, racks, ctx), rnd.free,
                                       rnd.releases, sf, ctx, rnd.rack_idx, now, rnd.res)
-        if wait is None:
+        if wait is None or wait[0] > until:
             return False
         at, gpus = wait
         rnd.res.append(_Reservation(at, frozenset(gpus), 0))

@@ -125,6 +125,8 @@ def test_palds_policy_durations_are_compressed_as_the_trace_is(tmp_path):
     times = pald_times(150.0)
     assert times.reserve_after_s * 150.0 == pytest.approx(site.reserve_after_s)
     assert times.rack_wait_s * 150.0 == pytest.approx(site.rack_wait_s)
+    assert times.starvation_bound_s * 150.0 == pytest.approx(site.starvation_bound_s)
     lab = SimpleNamespace(slurm_conf=str(tmp_path / "slurm.conf"), lab_dir=tmp_path)
     cfg = load_config(_pald_config(tmp_path / "pal.toml", tmp_path, lab, "pal-fit", LabShape(), 0, "fifo", times))
     assert (cfg.policy.reserve_after_s, cfg.policy.rack_wait_s) == (times.reserve_after_s, times.rack_wait_s)
+    assert cfg.policy.starvation_bound_s == times.starvation_bound_s

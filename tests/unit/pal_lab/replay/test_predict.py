@@ -17,7 +17,7 @@ def test_predict_summarises_the_predicted_run_of_every_planned_job(arm):
     summary = predict(plan, arm, 0, 16, 4, 4, launch_s=60.0)
     assert summary["avg_jct_s"] == pytest.approx(run.summary()["avg_jct_s"])
     assert summary["makespan_s"] == pytest.approx(run.summary()["makespan_s"])
-    assert summary["policy"] == run.policy == {"stock": "slurm-stock", "pal-fit": "pal-fit-on-slurm"}[arm]
+    assert summary["policy"] == run.policy == {"stock": "slurm", "pal-fit": "pal-fit-on-slurm"}[arm]
 
 
 @pytest.mark.parametrize("arm", ["stock", "pal-fit"])

@@ -39,7 +39,7 @@ from pal_slurm.policy import PLACEMENTS  # noqa: E402
 from pal_slurm.sim.compat import CompatConfig, CompatSimulator  # noqa: E402
 from pal_slurm.sim.event import EventConfig, EventSimulator  # noqa: E402
 from pal_slurm.sim.event import simulator_for  # noqa: E402
-from pal_slurm.sim.runner import RunSpec  # noqa: E402
+from pal_slurm.sim.spec import RunSpec  # noqa: E402
 from pal_slurm.sim.trace import bundled_trace, bundled_trace_names, rate_for_load, synthetic_trace  # noqa: E402
 
 ARTIFACT = ("pal", "pmfirst", "packed-sticky", "packed-nonsticky", "random-sticky", "random-nonsticky")

@@ -29,7 +29,7 @@ import heapq
 import math
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeGuard
+from typing import Any, Callable, Protocol, Sequence, TypeGuard
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
@@ -44,11 +44,9 @@ from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.gpu_models import GpuModelGroup, scaled_scores, with_gpu_models
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.network import Congestion, NetworkModel, cluster_from_racks
+from pal_slurm.sim.spec import RunSpec
 from pal_slurm.sim.trace import Trace, fit_gpu_models, job_class, unclassed_scores
 from pal_slurm.sim.variability import MeasuredGpus
-
-if TYPE_CHECKING:
-    from pal_slurm.sim.runner import RunSpec
 
 ARRIVAL, FINISH, WAKE = 0, 1, 2
 SWEEP_MIN = 100_000  # queued events before stale finishes are swept out (see drop_stale_finishes)
@@ -390,21 +388,20 @@ def simulate(trace: Trace, policy: str, config: EventConfig = EventConfig()) -> 
 
 
 def simulator_for(spec: RunSpec, seed_index: int = 0) -> EventSimulator:
-    """An EventSimulator for a `sim.runner.RunSpec` (palctl simulate --mode event).
+    """An EventSimulator for a `sim.spec.RunSpec` (palctl simulate --mode event).
 
     Seed index i draws GPU identities with variability seed i and seeds the placements' RNG
     with i. `nodes_per_rack=None` keeps EventConfig's default (4 nodes under a leaf);
     `congestion` is the background load of both the leaf and the spine tier.
     """
     kw: dict[str, Any] = {}
-    if getattr(spec, "nodes_per_rack", None):
+    if spec.nodes_per_rack:
         kw["nodes_per_rack"] = spec.nodes_per_rack
-    racks = getattr(spec, "racks", None)
-    if racks:
-        kw["cluster"] = cluster_from_racks(dict(racks), spec.gpus_per_node)
-    elif getattr(spec, "cluster", None) is not None:
+    if spec.racks:
+        kw["cluster"] = cluster_from_racks(dict(spec.racks), spec.gpus_per_node)
+    elif spec.cluster is not None:
         kw["cluster"] = spec.cluster
-    load = float(getattr(spec, "congestion", 0.0) or 0.0)
+    load = float(spec.congestion or 0.0)
     return EventSimulator(
         EventConfig(
             num_nodes=spec.num_nodes,
@@ -414,7 +411,7 @@ def simulator_for(spec: RunSpec, seed_index: int = 0) -> EventSimulator:
             variability_seed=seed_index,
             seed=seed_index,
             congestion=Congestion(load, load),
-            variability=getattr(spec, "variability", None),
+            variability=spec.variability,
             gpu_models=spec.gpu_models,
             **kw,
         )

@@ -53,12 +53,16 @@ class ShapeChoice:
         return len({tuple(s) for s in self.nodes.values()}) == 1
 
 
-def choice_of(gpu_ids: Sequence[int], cluster: ClusterView) -> ShapeChoice:
+def choice_of(gpu_ids: Sequence[int], cluster: ClusterView, keep_order: bool = False) -> ShapeChoice:
+    """The GPUs in Slurm's terms, their ids sorted; `keep_order`: the ids in the order given
+    (the simulator's launches: a job's GPUs are kept as its placement listed them, which its
+    outcome and a non-sticky placement's next plan read)."""
     gpus = cluster.gpus
     nodes: dict[str, list[int]] = {}
-    for g in sorted(gpu_ids):
+    ordered = sorted(gpu_ids)
+    for g in ordered:
         nodes.setdefault(gpus[g].node, []).append(gpus[g].slot)
-    return ShapeChoice(tuple(sorted(gpu_ids)), {n: tuple(s) for n, s in nodes.items()})
+    return ShapeChoice(tuple(gpu_ids) if keep_order else tuple(ordered), {n: tuple(s) for n, s in nodes.items()})
 
 
 def slurm_picks(gpu_ids: Sequence[int], cluster: ClusterView, free: Collection[int]) -> tuple[int, ...]:

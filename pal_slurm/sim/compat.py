@@ -24,11 +24,11 @@ from typing import Callable, Iterator
 
 from pal_slurm.model import ClusterView
 from pal_slurm.model.classes import ARTIFACT_CLASSES
-from pal_slurm.engine import Engine, EngineSettings
+from pal_slurm.engine import Engine, EngineSettings, ManualClock
 from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import artifact_profiles
-from pal_slurm.sim.core import SimJob, SimState
+from pal_slurm.sim.core import SimActuator, SimJob, SimState
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.trace import Trace, TraceJob, fit_gpu_models, job_class, unclassed_scores
@@ -112,6 +112,9 @@ class CompatSimulator:
             state.start(job, gpus, t)
             job.loc = cfg.locality_penalty if self.cluster.nodes_spanned(gpus) > 1 else 1.0
 
+        clock = ManualClock()
+        actuator = SimActuator(state, clock, start)
+
         horizon = max(j.submit_time + j.ideal_runtime for j in trace.jobs) / cfg.round_s
         if horizon > cfg.max_rounds:
             raise SimulationError(f"{trace.name}: needs at least {horizon:.0f} rounds of {cfg.round_s:g} s, more than "
@@ -162,8 +165,9 @@ class CompatSimulator:
                 pending_arrival = next(source)
             # (3) schedule, unless nothing can have changed since an idle round
             if changed or not idle_plan or replans_idle:
+                clock.set(t)
                 plan = engine.decide(state.requests(), state.view(), ranking, t, in_submit_order=True)
-                state.apply(plan, t, start)
+                actuator.carry_out(plan)
                 idle_plan = not plan.suspend and not plan.launch
             busy = state.busy
             busy_gpu_s += busy * R

@@ -33,13 +33,13 @@ from typing import Any, Callable, Protocol, Sequence, TypeGuard
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
-from pal_slurm.engine import Cycle, Engine, EngineSettings
+from pal_slurm.engine import Cycle, Engine, EngineSettings, ManualClock
 from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.policy.base import PlacementPolicy
 from pal_slurm.policy import autotune
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
-from pal_slurm.sim.core import SimJob, SimState
+from pal_slurm.sim.core import SimActuator, SimJob, SimState
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.gpu_models import GpuModelGroup, scaled_scores, with_gpu_models
 from pal_slurm.sim.metrics import RunResult
@@ -188,6 +188,8 @@ class _EventRun:
             self.scores = scaled_scores(self.scores, self.cluster, cfg.gpu_models)
         self.ranking = Ranking.from_scores(self.scores, cfg.binning)
         self.state: SimState[EventJob] = SimState(self.cluster, self.scores)
+        self.clock = ManualClock()
+        self.actuator = SimActuator(self.state, self.clock, self.start)
         self.engine = Engine(
             EngineSettings(placement=pol.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty,
                            running_jobs_move=not cfg.jobs_stay_put, tuner=cfg.tuner),
@@ -307,9 +309,10 @@ class _EventRun:
         if self.renew_running:  # else nobody reads it: a running job's request stays as first built
             for job in running.values():
                 self.state.touch(job)
+        self.clock.set(t)
         cyc = self.decide(t)
         self.plans += 1
-        self.state.apply(cyc.plan, t, self.start)
+        self.actuator.carry_out(cyc.plan)
         busy_now = self.cluster.size - len(self.free)
         if self.util[-1][1] != busy_now:
             self.util.append((t, busy_now))

@@ -1,13 +1,13 @@
 """The simulator's core, shared by both clocks: job state, plan application, outcomes.
 
 Both modes simulate the same thing: trace jobs arrive, the engine (or a decider) plans, the
-plan is carried out on an in-memory cluster, jobs finish and leave an outcome. They differ only
-in how time passes:
+plan is carried out on an in-memory cluster, jobs finish and leave an outcome. Both run on one
+event loop (sim/loop.py, the run's Clock) and differ only in how time passes on it:
 
-- `compat` (sim/compat.py): the PAL artifact's rounds; a running job gains a round's
-  iterations at each boundary (its arithmetic is the artifact's, bit for bit);
-- `event` (sim/event.py): a heap of arrivals, finishes and wake-ups; a running job's work
-  left shrinks continuously, after a restart cost.
+- `compat` (sim/compat.py): the PAL artifact's rounds, a periodic event; a running job gains a
+  round's iterations at each boundary (its arithmetic is the artifact's, bit for bit);
+- `event` (sim/event.py): arrivals, finishes and wake-ups; a running job's work left shrinks
+  continuously, after a restart cost.
 
 So the core owns what is the same: the job (`SimJob`: identity, class, where it runs, its
 slowest GPU, first start, preemptions, attained service, the request the engine sees), the

@@ -218,9 +218,13 @@ class SimActuator(Generic[J]):
 
     def carry_out(self, plan: RoundPlan) -> None:
         """Stop what the plan suspends (a job stopped and launched again in the same plan is
-        moved, not preempted), then start what it launches, each as one Launch."""
+        moved, not preempted), then start what it launches, each as one Launch of the job as
+        the engine saw it (its request is taken before the stops change it)."""
         state, t = self.state, self.clock.now()
+        active, cluster = state.active, state.cluster
+        launches = [Launch(active[jid].request(), choice_of(gpus, cluster, keep_order=True))
+                    for jid, gpus in plan.launch.items()]
         for jid in plan.suspend:
-            state.stop(state.active[jid], t, moved=jid in plan.launch)
-        for jid, gpus in plan.launch.items():
-            self.start(Launch(state.active[jid].request(), choice_of(gpus, state.cluster, keep_order=True)))
+            state.stop(active[jid], t, moved=jid in plan.launch)
+        for launch in launches:
+            self.start(launch)

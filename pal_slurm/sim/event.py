@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence, TypeGuard, cast
+from typing import Any, Callable, Protocol, Sequence, TypeGuard
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
@@ -260,9 +260,8 @@ class _EventRun:
         self.sweep_at = max(SWEEP_MIN, 2 * len(self.heap))
 
     # ---- events --------------------------------------------------------------------------
-    def arrive(self, t: float, payload: object) -> bool:
-        idx = cast(int, payload)  # (a trace row's index)
-        src = self.trace.jobs[idx]
+    def arrive(self, t: float, idx: Any) -> bool:
+        src = self.trace.jobs[idx]  # (idx: a trace row's index)
         if src.model not in self.sens_cache:
             self.sens_cache[src.model] = self.sim.netmodel.sensitivity(src.model)
         self.state.arrive(EventJob(key=idx, src=src, perf_class=job_class(src, self.cfg.classes),
@@ -270,8 +269,8 @@ class _EventRun:
                                    last=t, waiting_since=t))
         return True
 
-    def finish(self, t: float, payload: object) -> bool:
-        key, version = cast(tuple[int, int], payload)
+    def finish(self, t: float, payload: Any) -> bool:
+        key, version = payload  # (the job's key and version when its finish was pushed)
         job = self.active.get(key)
         if not _is_current(job, version):
             return False  # stale: the job was moved or stopped since

@@ -39,7 +39,7 @@ from pal_slurm.policy import PLACEMENTS  # noqa: E402
 from pal_slurm.sim.compat import CompatConfig, CompatSimulator  # noqa: E402
 from pal_slurm.sim.event import EventConfig, EventSimulator  # noqa: E402
 from pal_slurm.sim.event import simulator_for  # noqa: E402
-from pal_slurm.sim.runner import RunSpec  # noqa: E402
+from pal_slurm.sim.spec import RunSpec  # noqa: E402
 from pal_slurm.sim.trace import bundled_trace, bundled_trace_names, rate_for_load, synthetic_trace  # noqa: E402
 
 ARTIFACT = ("pal", "pmfirst", "packed-sticky", "packed-nonsticky", "random-sticky", "random-nonsticky")
@@ -113,7 +113,10 @@ _BASELINE_RUN = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from pal_slurm.sim.event import simulator_for
-from pal_slurm.sim.runner import RunSpec
+try:
+    from pal_slurm.sim.spec import RunSpec
+except ImportError:  # a checkout whose RunSpec is in sim.runner
+    from pal_slurm.sim.runner import RunSpec
 from pal_slurm.sim.trace import synthetic_trace
 policy, jobs, rate, nodes = sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 tr = synthetic_trace(jobs, seed=0, jobs_per_hour=rate, max_gpus=nodes * 4, name=f"synthetic-{jobs}")

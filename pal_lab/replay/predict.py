@@ -44,7 +44,7 @@ from pal_lab.replay.ctldlog import PassClock
 from pal_slurm.ranking import Ranking
 from pal_lab.replay.plan import ReplayPlan
 from pal_slurm.sim.metrics import RunResult
-from pal_slurm.sim.runner import RunSpec
+from pal_slurm.sim.spec import RunSpec
 from pal_slurm.sim.trace import Trace
 
 if TYPE_CHECKING:

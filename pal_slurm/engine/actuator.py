@@ -1,7 +1,8 @@
 """How the engine's decisions are carried out: the Actuator protocol.
 
-pald's actuator talks to Slurm (pin a held job to nodes and GPU slots, release it); the
-simulator's is its in-memory job table. The engine reserves a launch's GPUs *before* calling
+pald's actuator talks to Slurm (pin a held job to nodes and GPU slots, release it:
+daemon.launcher.SlurmLauncher); the simulator's starts the job on its in-memory cluster
+(sim.core.SimActuator). The engine reserves a launch's GPUs *before* calling
 `start`, so a slow or failing actuator never lets two decisions share GPUs; `start` raising
 leaves the job waiting (its reservation is dropped by the caller)."""
 

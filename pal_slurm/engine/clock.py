@@ -1,5 +1,5 @@
-"""Where the engine's `now` comes from: pald's wall clock, or a clock the caller moves (the
-simulator's virtual time; tests). The engine itself never reads a clock: callers pass `now`,
+"""Where the engine's `now` comes from: pald's wall clock, the simulator's event loop
+(sim.loop.EventLoop: the instant it handles), or a clock the caller moves (tests). The engine itself never reads a clock: callers pass `now`,
 taken from one of these."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class WallClock:
 
 @dataclass
 class ManualClock:
-    """A clock its owner sets (the simulator's event time, a test's script)."""
+    """A clock its owner sets (a test's script, pald driven by a model of time)."""
 
     t: float = 0.0
 

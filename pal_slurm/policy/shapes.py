@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Callable, Collection, Iterable, Sequence
 
 import numpy as np
@@ -42,23 +42,35 @@ from pal_slurm.policy.base import PlacementContext
 from pal_slurm.policy.skeletons import Allocator
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ShapeChoice:
-    """GPUs of a ClusterView in Slurm's terms: node name -> slots."""
+    """GPUs of a ClusterView in Slurm's terms: node name -> slots. The nodes are worked out
+    when first read: the simulator's launches (sim.core.SimActuator) never read them."""
 
     gpu_ids: tuple[int, ...]
-    nodes: dict[str, tuple[int, ...]]  # node name -> slots, in node order
+    cluster: ClusterView = field(repr=False)
+
+    @cached_property
+    def nodes(self) -> dict[str, tuple[int, ...]]:
+        """Node name -> slots, in node order."""
+        gpus = self.cluster.gpus
+        nodes: dict[str, list[int]] = {}
+        for g in sorted(self.gpu_ids):
+            nodes.setdefault(gpus[g].node, []).append(gpus[g].slot)
+        return {n: tuple(s) for n, s in nodes.items()}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShapeChoice) and (self.gpu_ids, self.nodes) == (other.gpu_ids, other.nodes)
 
     def same_slots_everywhere(self) -> bool:
         return len({tuple(s) for s in self.nodes.values()}) == 1
 
 
-def choice_of(gpu_ids: Sequence[int], cluster: ClusterView) -> ShapeChoice:
-    gpus = cluster.gpus
-    nodes: dict[str, list[int]] = {}
-    for g in sorted(gpu_ids):
-        nodes.setdefault(gpus[g].node, []).append(gpus[g].slot)
-    return ShapeChoice(tuple(sorted(gpu_ids)), {n: tuple(s) for n, s in nodes.items()})
+def choice_of(gpu_ids: Sequence[int], cluster: ClusterView, keep_order: bool = False) -> ShapeChoice:
+    """The GPUs in Slurm's terms, their ids sorted; `keep_order`: the ids in the order given
+    (the simulator's launches: a job's GPUs are kept as its placement listed them, which its
+    outcome and a non-sticky placement's next plan read)."""
+    return ShapeChoice(tuple(gpu_ids) if keep_order else tuple(sorted(gpu_ids)), cluster)
 
 
 def slurm_picks(gpu_ids: Sequence[int], cluster: ClusterView, free: Collection[int]) -> tuple[int, ...]:

@@ -1,19 +1,19 @@
 """The simulator's core, shared by both clocks: job state, plan application, outcomes.
 
 Both modes simulate the same thing: trace jobs arrive, the engine (or a decider) plans, the
-plan is carried out on an in-memory cluster, jobs finish and leave an outcome. They differ only
-in how time passes:
+plan is carried out on an in-memory cluster, jobs finish and leave an outcome. Both run on one
+event loop (sim/loop.py, the run's Clock) and differ only in how time passes on it:
 
-- `compat` (sim/compat.py): the PAL artifact's rounds; a running job gains a round's
-  iterations at each boundary (its arithmetic is the artifact's, bit for bit);
-- `event` (sim/event.py): a heap of arrivals, finishes and wake-ups; a running job's work
-  left shrinks continuously, after a restart cost.
+- `compat` (sim/compat.py): the PAL artifact's rounds, a periodic event; a running job gains a
+  round's iterations at each boundary (its arithmetic is the artifact's, bit for bit);
+- `event` (sim/event.py): arrivals, finishes and wake-ups; a running job's work left shrinks
+  continuously, after a restart cost.
 
 So the core owns what is the same: the job (`SimJob`: identity, class, where it runs, its
 slowest GPU, first start, preemptions, attained service, the request the engine sees), the
-cluster's free GPUs and the active jobs (`SimState`), the in-memory actuator that applies a
-`RoundPlan` (stop, then start: `SimState.apply`), and a finished job's outcome with its lower
-bound (`SimState.finish`). A clock subclasses `SimJob` with its progress model (how much work is
+cluster's free GPUs and the active jobs (`SimState`), the engine's Actuator on them
+(`SimActuator`: a plan's stops, then its starts through `start(launch)` as in pald), and a
+finished job's outcome with its lower bound (`SimState.finish`). A clock subclasses `SimJob` with its progress model (how much work is
 left) and supplies, when a job starts, what its GPUs and network make of its speed.
 """
 
@@ -22,8 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Mapping, Sequence, TypeVar
 
+from pal_slurm.engine import Clock, Launch
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.decision import JobId
+from pal_slurm.policy.shapes import choice_of
 from pal_slurm.sim.metrics import JobOutcome
 from pal_slurm.sim.trace import TraceJob
 
@@ -131,16 +133,7 @@ class SimState(Generic[J]):
         self._requests[job.key] = None  # (its place in arrival order; built at the next requests())
         self._stale[job.key] = job
 
-    # ---- the actuator --------------------------------------------------------------------
-    def apply(self, plan: RoundPlan, t: float, start: Callable[[J, tuple[int, ...], float], None]) -> None:
-        """Carry out a plan at t: stop what it suspends (a job stopped and launched again in
-        the same plan is moved, not preempted), then start what it launches through the
-        clock's `start` (which calls `SimState.start` and sets the job's progress model)."""
-        for jid in plan.suspend:
-            self.stop(self.active[jid], t, moved=jid in plan.launch)
-        for jid, gpus in plan.launch.items():
-            start(self.active[jid], tuple(gpus), t)
-
+    # ---- job state changes (the actuator's) -------------------------------------------------
     def stop(self, job: J, t: float, moved: bool) -> None:
         self.free.update(job.gpus)
         del self.running[job.key]
@@ -206,3 +199,32 @@ class SimState(Generic[J]):
         )
         self.outcomes.append(outcome)
         return outcome
+
+
+class SimActuator(Generic[J]):
+    """The engine's Actuator on the in-memory cluster: the engine's launches start jobs here
+    through `start(launch)`, as they start held jobs on Slurm in pald, at the clock's time.
+    `begin(job, gpus, t)` is the clock's start (it calls `SimState.start` and sets the job's
+    progress model). Unlike Slurm, the simulator may also stop a running job (the artifact's
+    preempting and non-sticky placements): `carry_out` does a plan's stops, then its starts."""
+
+    def __init__(self, state: SimState[J], clock: Clock, begin: Callable[[J, tuple[int, ...], float], None]):
+        self.state = state
+        self.clock = clock
+        self.begin = begin
+
+    def start(self, launch: Launch) -> None:
+        self.begin(self.state.active[launch.job.job_id], launch.choice.gpu_ids, self.clock.now())
+
+    def carry_out(self, plan: RoundPlan) -> None:
+        """Stop what the plan suspends (a job stopped and launched again in the same plan is
+        moved, not preempted), then start what it launches, each as one Launch of the job as
+        the engine saw it (its request is taken before the stops change it)."""
+        state, t = self.state, self.clock.now()
+        active, cluster = state.active, state.cluster
+        launches = [Launch(active[jid].request(), choice_of(gpus, cluster, keep_order=True))
+                    for jid, gpus in plan.launch.items()]
+        for jid in plan.suspend:
+            state.stop(active[jid], t, moved=jid in plan.launch)
+        for launch in launches:
+            self.start(launch)

@@ -1,10 +1,10 @@
 """`event` mode: an event-driven simulator (no rounds) with per-GPU variability and a network.
 
-Time advances from event to event on a heap of (time, seq, kind, payload); `seq` increases
-monotonically, so events at the same time are handled in the order they were scheduled and a
-run repeats exactly (SimPy's rule). Events: a job arrives, a job finishes, a delay timer
-expires (the policy says when, through an optional `next_wakeup(order, ctx)`). After all events
-at one instant are applied, the queue order and the placement run once, and the plan is applied.
+Time advances from event to event on the simulator's event loop (sim.loop: a heap of (time,
+seq, kind, payload), events at one time in the order they were scheduled). Events: a job
+arrives, a job finishes, a delay timer expires (the policy says when, through an optional
+`next_wakeup(order, ctx)`). After all events at one instant are applied, the queue order and
+the placement run once, and the plan is carried out by the simulator's Actuator.
 
 Progress model:
 - a GPU keeps its own identity (`gpu_profiles`, seeded): it is always the same real measured
@@ -25,11 +25,10 @@ Any registered placement runs unchanged through `plan(order, ctx)`. Every trace 
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeGuard
+from typing import Any, Callable, Protocol, Sequence, TypeGuard
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
@@ -39,16 +38,15 @@ from pal_slurm.policy.base import PlacementPolicy
 from pal_slurm.policy import autotune
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
-from pal_slurm.sim.core import SimJob, SimState
+from pal_slurm.sim.core import SimActuator, SimJob, SimState
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.gpu_models import GpuModelGroup, scaled_scores, with_gpu_models
+from pal_slurm.sim.loop import Event, EventLoop
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.network import Congestion, NetworkModel, cluster_from_racks
+from pal_slurm.sim.spec import RunSpec
 from pal_slurm.sim.trace import Trace, fit_gpu_models, job_class, unclassed_scores
 from pal_slurm.sim.variability import MeasuredGpus
-
-if TYPE_CHECKING:
-    from pal_slurm.sim.runner import RunSpec
 
 ARRIVAL, FINISH, WAKE = 0, 1, 2
 SWEEP_MIN = 100_000  # queued events before stale finishes are swept out (see drop_stale_finishes)
@@ -193,6 +191,9 @@ class _EventRun:
             self.scores = scaled_scores(self.scores, self.cluster, cfg.gpu_models)
         self.ranking = Ranking.from_scores(self.scores, cfg.binning)
         self.state: SimState[EventJob] = SimState(self.cluster, self.scores)
+        self.loop = EventLoop(f"{trace.name}/{pol.name}", cfg.max_events)
+        self.heap = self.loop.heap  # (the loop's own list: a sweep keeps it)
+        self.actuator = SimActuator(self.state, self.loop, self.start)
         self.engine = Engine(
             EngineSettings(placement=pol.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty,
                            running_jobs_move=not cfg.jobs_stay_put, tuner=cfg.tuner,
@@ -204,50 +205,47 @@ class _EventRun:
         if decider is not None:
             decider.start(self.cluster, self.ranking)
         self.sens_cache: dict[str, str] = {}
-        self.heap: list[tuple[float, int, int, object]] = []
-        self.seq = 0
         self.active = self.state.active
         self.free = self.state.free  # the state's own set (the loop reads it every event)
         self.busy_gpu_s = 0.0
         self.util: list[tuple[float, int]] = [(0.0, 0)]
         self.last_t = 0.0
         self.pending_wake = math.inf
-        self.events = self.plans = self.restarts = 0
+        self.plans = self.restarts = 0
+        self.progress: Callable[[float], None] | None = None
         self.sweep_at = SWEEP_MIN  # heap size at which stale finish events are dropped
         for idx, row in enumerate(trace.jobs):
-            self.push(row.submit_time, ARRIVAL, idx)
+            self.loop.push(row.submit_time, ARRIVAL, idx)
 
-    def push(self, t: float, kind: int, payload: object) -> None:
-        if not math.isfinite(t):  # NaN never equals itself: the event loop would spin forever
-            raise SimulationError(f"{self.trace.name}/{self.pol.name}: event at non-finite time {t!r} ({kind}, {payload})")
-        heapq.heappush(self.heap, (t, self.seq, kind, payload))
-        self.seq += 1
-
-    # ---- the loop ------------------------------------------------------------------------
+    # ---- the run on the loop -------------------------------------------------------------
     def run(self, progress: Callable[[float], None] | None) -> RunResult:
-        heap, G = self.heap, self.cluster.size
+        self.progress = progress
+        self.loop.run((self.arrive, self.finish, self.wake), self.decide_at, before=self.clock_moves, tidy=self.tidy)
         n_total = len(self.trace.jobs)
-        while heap:
-            if len(heap) > self.sweep_at:
-                self.drop_stale_finishes()
-            t = heap[0][0]
-            self.busy_gpu_s += (G - len(self.free)) * (t - self.last_t)
-            self.last_t = t
-            if not self.apply_events(t):
-                continue
-            if self.decider is None and (not self.active or (self.pol.traits.sticky
-                                                             and len(self.state.running) == len(self.active))):
-                continue  # nothing to place and a sticky policy never moves running jobs (a decider
-                # hears every end, the last one's too: pald learns of one only at its next sync,
-                # sim.pald_on_slurm, and a cluster gone idle must not hide it till the next job)
-            self.schedule(t)
-            if progress is not None:
-                progress(len(self.state.outcomes) / n_total)
         if len(self.state.outcomes) != n_total:
             stuck = sorted(self.active)[:5]
             raise SimulationError(f"{self.trace.name}/{self.pol.name}: {n_total - len(self.state.outcomes)} job(s) "
                                   f"never ran (e.g. {stuck})")
         return self.result()
+
+    def tidy(self) -> None:
+        if len(self.heap) > self.sweep_at:
+            self.drop_stale_finishes()
+
+    def clock_moves(self, t: float) -> None:
+        """The busy-GPU integral up to t (the GPUs held since the last instant)."""
+        self.busy_gpu_s += (self.cluster.size - len(self.free)) * (t - self.last_t)
+        self.last_t = t
+
+    def decide_at(self, t: float) -> None:
+        if self.decider is None and (not self.active or (self.pol.traits.sticky
+                                                         and len(self.state.running) == len(self.active))):
+            return  # nothing to place and a sticky policy never moves running jobs (a decider
+            # hears every end, the last one's too: pald learns of one only at its next sync,
+            # sim.pald_on_slurm, and a cluster gone idle must not hide it till the next job)
+        self.schedule(t)
+        if self.progress is not None:
+            self.progress(len(self.state.outcomes) / len(self.trace.jobs))
 
     def drop_stale_finishes(self) -> None:
         """Drop the finish events of jobs moved or stopped since they were pushed. A placement
@@ -257,33 +255,17 @@ class _EventRun:
         no longer splits the busy-GPU integral at its time, so `busy_gpu_s` may differ in its
         last bits from a run that popped them (runs whose heap stays under SWEEP_MIN, such as
         the golden cases, never sweep)."""
-        active, heap = self.active, self.heap
-        live = [e for e in heap if e[2] != FINISH or _is_current(active.get(e[3][0]), e[3][1])]  # type: ignore[index]
-        self.events += len(heap) - len(live)
-        heap[:] = live
-        heapq.heapify(heap)
-        self.sweep_at = max(SWEEP_MIN, 2 * len(heap))
+        active = self.active
 
-    def apply_events(self, t: float) -> bool:
-        """Every event at instant t; whether anything happened that calls for a decision."""
-        changed = False
-        heap = self.heap
-        while heap and heap[0][0] == t:
-            _t, _s, kind, payload = heapq.heappop(heap)
-            self.events += 1
-            if self.events > self.cfg.max_events:
-                raise SimulationError(f"{self.trace.name}/{self.pol.name}: more than {self.cfg.max_events} events")
-            if kind == ARRIVAL:
-                changed |= self.arrive(payload, t)  # type: ignore[arg-type]
-            elif kind == FINISH:
-                changed |= self.finish(payload, t)  # type: ignore[arg-type]
-            else:
-                changed |= self.wake(t)
-        return changed
+        def keep(e: Event) -> bool:
+            return e[2] != FINISH or _is_current(active.get(e[3][0]), e[3][1])  # type: ignore[index]
+
+        self.loop.dropped(keep)
+        self.sweep_at = max(SWEEP_MIN, 2 * len(self.heap))
 
     # ---- events --------------------------------------------------------------------------
-    def arrive(self, idx: int, t: float) -> bool:
-        src = self.trace.jobs[idx]
+    def arrive(self, t: float, idx: Any) -> bool:
+        src = self.trace.jobs[idx]  # (idx: a trace row's index)
         if src.model not in self.sens_cache:
             self.sens_cache[src.model] = self.sim.netmodel.sensitivity(src.model)
         self.state.arrive(EventJob(key=idx, src=src, perf_class=job_class(src, self.cfg.classes),
@@ -291,8 +273,8 @@ class _EventRun:
                                    last=t, waiting_since=t))
         return True
 
-    def finish(self, payload: tuple[int, int], t: float) -> bool:
-        key, version = payload
+    def finish(self, t: float, payload: Any) -> bool:
+        key, version = payload  # (the job's key and version when its finish was pushed)
         job = self.active.get(key)
         if not _is_current(job, version):
             return False  # stale: the job was moved or stopped since
@@ -300,7 +282,7 @@ class _EventRun:
         self.state.finish(job, t, self.sim._best_net(job.src.model, job.src.num_gpus), job_id=job.src.job_id)
         return True
 
-    def wake(self, t: float) -> bool:
+    def wake(self, t: float, _payload: object) -> bool:
         if t >= self.pending_wake:
             self.pending_wake = math.inf
         return True
@@ -315,7 +297,7 @@ class _EventRun:
                 self.state.touch(job)
         cyc = self.decide(t)
         self.plans += 1
-        self.state.apply(cyc.plan, t, self.start)
+        self.actuator.carry_out(cyc.plan)
         busy_now = self.cluster.size - len(self.free)
         if self.util[-1][1] != busy_now:
             self.util.append((t, busy_now))
@@ -325,7 +307,7 @@ class _EventRun:
             w = mine if w is None else w if mine is None else min(w, mine)
         if w is not None and t < w < self.pending_wake:
             self.pending_wake = w
-            self.push(w, WAKE, None)
+            self.loop.push(w, WAKE, None)
 
     def decide(self, t: float) -> Cycle:
         requests = self.state.requests()
@@ -360,7 +342,7 @@ class _EventRun:
                                       work_s=job.src.ideal_runtime)
         if self.on_start is not None:
             self.on_start(t, job.src.job_id, gpus)
-        self.push(job.resume_at + max(0.0, job.work_left) / job.rate, FINISH, (job.key, job.version))
+        self.loop.push(job.resume_at + max(0.0, job.work_left) / job.rate, FINISH, (job.key, job.version))
 
     # ---- the outcome ---------------------------------------------------------------------
     def result(self) -> RunResult:
@@ -376,7 +358,7 @@ class _EventRun:
             util_series=self.util,
             extra={
                 "last_finish_s": self.last_t,
-                "events": self.events,
+                "events": self.loop.events,
                 "plans": self.plans,
                 "restarts": self.restarts,
                 "variability_seed": cfg.variability_seed,
@@ -394,21 +376,20 @@ def simulate(trace: Trace, policy: str, config: EventConfig = EventConfig()) -> 
 
 
 def simulator_for(spec: RunSpec, seed_index: int = 0) -> EventSimulator:
-    """An EventSimulator for a `sim.runner.RunSpec` (palctl simulate --mode event).
+    """An EventSimulator for a `sim.spec.RunSpec` (palctl simulate --mode event).
 
     Seed index i draws GPU identities with variability seed i and seeds the placements' RNG
     with i. `nodes_per_rack=None` keeps EventConfig's default (4 nodes under a leaf);
     `congestion` is the background load of both the leaf and the spine tier.
     """
     kw: dict[str, Any] = {}
-    if getattr(spec, "nodes_per_rack", None):
+    if spec.nodes_per_rack:
         kw["nodes_per_rack"] = spec.nodes_per_rack
-    racks = getattr(spec, "racks", None)
-    if racks:
-        kw["cluster"] = cluster_from_racks(dict(racks), spec.gpus_per_node)
-    elif getattr(spec, "cluster", None) is not None:
+    if spec.racks:
+        kw["cluster"] = cluster_from_racks(dict(spec.racks), spec.gpus_per_node)
+    elif spec.cluster is not None:
         kw["cluster"] = spec.cluster
-    load = float(getattr(spec, "congestion", 0.0) or 0.0)
+    load = float(spec.congestion or 0.0)
     return EventSimulator(
         EventConfig(
             num_nodes=spec.num_nodes,
@@ -418,9 +399,9 @@ def simulator_for(spec: RunSpec, seed_index: int = 0) -> EventSimulator:
             variability_seed=seed_index,
             seed=seed_index,
             congestion=Congestion(load, load),
-            variability=getattr(spec, "variability", None),
+            variability=spec.variability,
             gpu_models=spec.gpu_models,
-            starvation_bound_s=getattr(spec, "starvation_bound_s", None),
+            starvation_bound_s=spec.starvation_bound_s,
             **kw,
         )
     )

@@ -3,50 +3,13 @@ traces, policies and simulators together for `palctl simulate` and the benchmark
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 from pal_slurm.sim.compat import CompatConfig, CompatSimulator
-from pal_slurm.model import ClusterView
+from pal_slurm.sim.event import EventSimulator, simulator_for
 from pal_slurm.sim.metrics import RunResult
+from pal_slurm.sim.spec import MODES, RunSpec
 from pal_slurm.sim.trace import Trace
-from pal_slurm.sim.gpu_models import GpuModelGroup
-from pal_slurm.sim.variability import MeasuredGpus
-
-if TYPE_CHECKING:
-    from pal_slurm.sim.event import EventSimulator
-
-MODES = ("compat", "event")
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    mode: str = "compat"
-    num_nodes: int = 16
-    gpus_per_node: int = 4
-    nodes_per_rack: int | None = None
-    seeds: int = 1
-    queue: str = "fifo"
-    locality_penalty: float = 1.7
-    round_s: float = 360.0
-    congestion: float = 0.0
-    racks: tuple[tuple[str, str], ...] | None = None  # event mode: (node, leaf switch) from topology.conf
-    cluster: ClusterView | None = None  # a named cluster (the measured one), instead of num_nodes x gpus
-    variability: MeasuredGpus | None = None  # measured per-GPU data; None: the bundled Longhorn draws
-    gpu_models: tuple[GpuModelGroup, ...] = ()  # event mode: several GPU models (sim.gpu_models)
-    starvation_bound_s: float | None = None  # event mode: a site's starvation bound (EventConfig's)
-
-
-def parse_cluster(text: str) -> tuple[int, int]:
-    """'16x4' -> (16 nodes, 4 GPUs per node)."""
-    try:
-        nodes, gpus = text.lower().split("x")
-        n, g = int(nodes), int(gpus)
-    except ValueError:
-        raise ValueError(f"cluster must look like NODESxGPUS (e.g. 16x4), got {text!r}") from None
-    if n <= 0 or g <= 0:
-        raise ValueError(f"cluster needs positive sizes, got {text!r}")
-    return n, g
 
 
 def _simulator(spec: RunSpec, seed_index: int) -> CompatSimulator | EventSimulator:
@@ -66,9 +29,7 @@ def _simulator(spec: RunSpec, seed_index: int) -> CompatSimulator | EventSimulat
         )
         return CompatSimulator(cfg)
     if spec.mode == "event":
-        from pal_slurm.sim import event  # imported lazily: compat needs none of it
-
-        return event.simulator_for(spec, seed_index)
+        return simulator_for(spec, seed_index)
     raise ValueError(f"unknown mode {spec.mode!r}; choose one of {', '.join(MODES)}")
 
 

@@ -17,7 +17,8 @@ from pal_slurm.policy import UnknownPolicy, placement, queue_order
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.network import cluster_from_racks
 from pal_slurm.sim.report import format_table, normalised_gains, aggregate, json_document, write_plots
-from pal_slurm.sim.runner import MODES, RunSpec, parse_cluster, run_grid
+from pal_slurm.sim.runner import run_grid
+from pal_slurm.sim.spec import MODES, RunSpec, parse_cluster
 from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.model.class_rules import ClassRule, parse_class_rules
 from pal_slurm.sim.sacct import load_accounting_trace

@@ -16,7 +16,8 @@ from pal_slurm.input_files import InputError
 from pal_slurm.policy import UnknownPolicy, placement
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import RunResult
-from pal_slurm.sim.runner import RunSpec, run_grid
+from pal_slurm.sim.runner import run_grid
+from pal_slurm.sim.spec import RunSpec
 from pal_slurm.sim.sacct import load_accounting_trace
 from pal_slurm.intake.durations import format_duration
 from pal_slurm.sim.trace import Trace, fit_gpu_models

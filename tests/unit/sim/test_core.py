@@ -4,9 +4,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from pal_slurm.engine import Launch, ManualClock
 from pal_slurm.model import ClusterView, RoundPlan
+from pal_slurm.policy.shapes import choice_of
 from pal_slurm.sim.compat import CompatJob
-from pal_slurm.sim.core import SimJob, SimState
+from pal_slurm.sim.core import SimActuator, SimJob, SimState
 from pal_slurm.sim.event import EventJob
 from pal_slurm.sim.trace import TraceJob
 
@@ -31,16 +33,28 @@ def job(key, gpus=2):
 
 def test_a_plan_stops_then_starts_and_a_stopped_and_relaunched_job_is_moved_not_preempted():
     s = state()
+    clock = ManualClock(5.0)
+    act = SimActuator(s, clock, s.start)
     a, b = job(0), job(1)
     s.arrive(a), s.arrive(b)
-    s.apply(RoundPlan(frozenset(), {0: (0, 1), 1: (2, 3)}), 5.0, s.start)
+    act.carry_out(RoundPlan(frozenset(), {0: (0, 1), 1: (2, 3)}))
     assert (a.gpus, a.pm, a.first_start, s.busy) == ((0, 1), 1.2, 5.0, 4)
-    s.apply(RoundPlan(frozenset({0, 1}), {0: (4, 5)}), 9.0, s.start)
+    clock.set(9.0)
+    act.carry_out(RoundPlan(frozenset({0, 1}), {0: (4, 5)}))
     assert (a.gpus, a.preemptions, a.first_start, a.started_at) == ((4, 5), 0, 5.0, 9.0)  # moved
     assert (b.gpus, b.preemptions, b.waiting_since) == ((), 1, 9.0)  # preempted
     assert s.free == {0, 1, 2, 3, 6, 7}
     assert b.request().running_on == () and b.request().waiting_since == 9.0
     assert a.request().running_on == (4, 5) and a.request().waiting_since == 9.0
+
+
+def test_the_engines_launch_starts_the_job_on_its_gpus_in_the_placements_order_at_the_clocks_time():
+    s = state()
+    clock = ManualClock(7.0)
+    a = job(0)
+    s.arrive(a)
+    SimActuator(s, clock, s.start).start(Launch(a.request(), choice_of((5, 4), s.cluster, keep_order=True)))
+    assert (a.gpus, a.started_at, s.free) == ((5, 4), 7.0, {0, 1, 2, 3, 6, 7})
 
 
 def test_a_launch_on_busy_gpus_or_of_a_running_job_is_refused_when_checked():

@@ -6,7 +6,7 @@ from pal_slurm.policy.netaware import NetAwarePlacement, PreemptConfig
 from pal_slurm.ranking.profiles import gpu_profiles
 from pal_slurm.sim.event import EventConfig, EventSimulator, simulator_for
 from pal_slurm.sim.network import Congestion, NetworkModel
-from pal_slurm.sim.runner import RunSpec
+from pal_slurm.sim.spec import RunSpec
 from pal_slurm.sim.trace import ITER_TIME_S, Trace, TraceJob, synthetic_trace
 
 ARTIFACT = ("pal", "pmfirst", "packed-sticky", "packed-nonsticky", "random-sticky", "random-nonsticky", "firstfit")

@@ -50,6 +50,7 @@ from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 from tests.fixtures.postgres import start_postgres
 from tests.fixtures.store_faults import delete_sqlite_file, frozen_postgres, silent_store, sqlite_write_lock
+from tests.support.storm import HOSTILE
 from tests.support.tiny_pald import TinyPald
 
 pytestmark = pytest.mark.slurm
@@ -596,6 +597,55 @@ def check_user_release(rig: Rig, work: Workload, counts: Counts) -> None:
     assert outside == counts["released_outside"] - work.notes["outside_before"]
 
 
+# -- one user's hostile submissions among everyone's jobs (docs/operations.md, "A shared cluster") --
+HOSTILE_KINDS: dict[str, list[str]] = {
+    **{kind: [*args, "--comment=pal:class=resnet"] for kind, args in HOSTILE.items()},
+    # Slurm rejects these after the hook answered: what pald promised them must come back
+    "unknown-account": ["--gres=gpu:1", "--account=no_such_account", "--comment=pal:class=resnet"],
+    "unknown-reservation": ["--gres=gpu:1", "--reservation=no_such_resv", "--comment=pal:class=resnet"],
+    # a job name that tries to steer what root measures (tests/integration/test_profiling_gpuset_lab.py)
+    "forged-name": ["--gres=gpu:1", "--job-name=x JOB_GRES=gpu:s0:1,gpu:s1:1,gpu:s2:1,gpu:s3:1",
+                    "--comment=pal:class=resnet"],
+}
+HOSTILE_SENT: list[tuple[str, int]] = []  # (kind, sbatch's rc) of each hostile submission
+HOSTILE_WORK: list[Workload] = []
+
+
+def remember_work(rig: Rig, work: Workload) -> None:
+    HOSTILE_SENT.clear()
+    HOSTILE_WORK[:] = [work]
+
+
+def submit_hostile_meanwhile(rig: Rig, stop: threading.Event) -> None:
+    """One ordinary user sends the hostile texts in turn, one every half second, while the
+    workload runs; the jobs Slurm accepts run `true` and are cancelled at the end."""
+    kinds = itertools.cycle(HOSTILE_KINDS.items())
+    while not stop.wait(0.5):
+        kind, args = next(kinds)
+        p = rig.slurm("sbatch", "--parsable", "--output=/dev/null", *args, "--wrap", "true", user=USER)
+        HOSTILE_SENT.append((kind, p.returncode))
+        if p.returncode == 0:
+            HOSTILE_WORK[0].helper_ids.add(int(p.stdout.strip().split(";")[0]))
+
+
+def cancel_hostile(rig: Rig, work: Workload) -> None:
+    for job_id in work.helper_ids:
+        rig.slurm("scancel", str(job_id))
+
+
+def check_hostile(rig: Rig, work: Workload, counts: Counts) -> None:
+    assert len({kind for kind, _ in HOSTILE_SENT}) == len(HOSTILE_KINDS), "the workload ended before every kind was sent"
+    jobs = {j.job_id: j for j in rig.lab.reader.jobs()}
+    unanswered = [i for i in work.job_ids if any(f"pal:pass={r}" in jobs[i].admin_comment
+                                                 for r in ("timeout", "pald-down"))]
+    assert unanswered == [], "pald did not answer everyone else in time"
+    health = rig.pald.health().details
+    assert health["slurm"] == "ok" and health["reserved_gpus"] == 0, health
+    rejected = sum(1 for _, rc in HOSTILE_SENT if rc != 0)
+    print(f"hostile submissions: {len(HOSTILE_SENT)} sent ({rejected} rejected by Slurm), "
+          f"{counts.deferred} of the others deferred, none unanswered")
+
+
 def job_field(rig: Rig, job_id: int, key: str) -> str:
     out = rig.slurm("scontrol", "-o", "show", "job", str(job_id)).stdout
     return next((w.split("=", 1)[1] for w in out.split() if w.startswith(key + "=")), "")
@@ -1043,6 +1093,8 @@ FAULTS = [
           check=check_user_release),
     around("locked-sqlite", lambda rig: sqlite_write_lock(rig.db_path), check=decisions_kept),
     Fault("capped-replies", inject=mangle_replies, heal=stop_mangling, check=check_capped_replies),
+    Fault("hostile-submissions", inject=remember_work, during=submit_hostile_meanwhile, heal=cancel_hostile,
+          check=check_hostile),
     Fault("deleted-sqlite", inject=lambda rig, work: delete_sqlite_file(rig.db_path), heal=recreate_store,
           check=decisions_kept),  # last: the store it leaves is a new, empty one
 ]

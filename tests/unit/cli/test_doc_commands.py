@@ -4,6 +4,7 @@ parse it. Nothing is run: commands that need a cluster are only parsed."""
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from pathlib import Path
@@ -28,8 +29,9 @@ _PLACEHOLDER = re.compile(r"^(\.\.\.|…)$")
 
 def _code_texts(path: Path):
     """(line number, text, in a code block) of each code block line (fenced, or an indented
-    `palctl` line; continuations joined) and of each inline code span."""
-    in_fence, pending, start = False, "", 0
+    `palctl` line; continuations joined) and of each inline code span (one broken over lines
+    too)."""
+    in_fence, pending, start, carry = False, "", 0, ""
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if _FENCE.match(line):
             in_fence = not in_fence
@@ -42,8 +44,11 @@ def _code_texts(path: Path):
             yield (start or n), (pending + line).split(" #", 1)[0] if not line.lstrip().startswith("#") else "", True
             pending, start = "", 0
         else:
-            for m in _INLINE.finditer(line):
+            text = carry + line
+            for m in _INLINE.finditer(text):
                 yield n, m.group(1), False
+            # an inline span broken over lines is read whole, from its start to its closing backtick
+            carry = text[text.rindex("`"):] + " " if text.count("`") % 2 else ""
 
 
 def _command_lines(text: str, fenced: bool):
@@ -123,3 +128,57 @@ def test_the_check_catches_what_it_must():
         with pytest.raises((AssertionError, click.UsageError)):
             check(bad)
     check(["--config", "pal.toml", "simulate", "--trace", "workload-1", "--json", "--output", "r.json"])
+
+
+def command_path(args: list[str]) -> tuple[str, ...]:
+    """The subcommands a documented command line names (`palctl --config F db prune --yes` ->
+    ("db", "prune")); a synopsis's `a|b` names each alternative's first."""
+    command: click.Command = cli
+    path: list[str] = []
+    args = [a for a in args if not _PLACEHOLDER.match(a)]
+    while args and isinstance(command, click.Group):
+        head = args[0]
+        if head.startswith("-"):
+            takes_value = any(head in p.opts and not p.is_flag for p in command.params if isinstance(p, click.Option))
+            args = args[2:] if takes_value and "=" not in head else args[1:]
+            continue
+        head = head.split("|", 1)[0]
+        sub = command.get_command(click.Context(command), head)
+        if sub is None:
+            break
+        command, path, args = sub, [*path, head], args[1:]
+    return tuple(path)
+
+
+def _string_runs(tree: ast.AST):
+    """The string constants of each list, tuple and call in a test module, in order, options
+    left out: `invoke(cli, ["--config", str(cfg), "db", "prune"])` gives ("db", "prune");
+    a shell line's `palctl db prune` gives the same."""
+    for node in ast.walk(tree):
+        items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else node.args if isinstance(node, ast.Call) else None
+        if items is not None:
+            yield tuple(i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)
+                        and not i.value.startswith("-"))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "palctl " in node.value:
+            for line in node.value.split("palctl ")[1:]:
+                yield tuple(w for w in line.split() if not w.startswith("-"))
+
+
+def _runs_in_tests() -> set[tuple[str, ...]]:
+    runs: set[tuple[str, ...]] = set()
+    for path in (REPO / "tests").rglob("test_*.py"):
+        if path.name == Path(__file__).name:
+            continue
+        for run in _string_runs(ast.parse(path.read_text(encoding="utf-8"))):
+            runs.update(run[i:i + k] for i in range(len(run)) for k in (1, 2))
+    return runs
+
+
+def test_every_documented_command_is_run_by_a_test():
+    """Each command the docs tell a user or admin to run is invoked by some test (through
+    click's runner or as a process), not only parsed here."""
+    runs = _runs_in_tests()
+    documented = {command_path(p.values[0]) for p in doc_commands()} - {()}
+    not_run = sorted(" ".join(path) for path in documented if path not in runs)
+    assert not_run == [], f"documented commands no test runs: {not_run}"
+    assert ("db", "prune") in documented and ("trial", "report") in runs

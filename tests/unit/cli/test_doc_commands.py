@@ -182,3 +182,16 @@ def test_every_documented_command_is_run_by_a_test():
     not_run = sorted(" ".join(path) for path in documented if path not in runs)
     assert not_run == [], f"documented commands no test runs: {not_run}"
     assert ("db", "prune") in documented and ("trial", "report") in runs
+
+
+_REPO_SCRIPT = re.compile(r"(?<![/\w])((?:benchmarks|scripts)/[\w./-]+\.(?:py|sh))")
+
+
+def test_every_script_the_docs_name_exists():
+    """`python3 benchmarks/x.py`, `bash scripts/y.sh`: each benchmark or script a page tells
+    someone to run is in the repository."""
+    named = {(path.relative_to(REPO), m.group(1)) for path in DOCS
+             for m in _REPO_SCRIPT.finditer(path.read_text(encoding="utf-8"))}
+    assert len(named) > 10
+    missing = sorted(f"{page}: {script}" for page, script in named if not (REPO / script).is_file())
+    assert missing == []

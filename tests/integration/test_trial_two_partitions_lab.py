@@ -37,7 +37,7 @@ SHADOW, ON = "trial", "placed"  # the two partitions, two of the lab's 4 nodes e
 PARTITIONS = (f"PartitionName={SHADOW} Nodes=gpu[01-02] MaxTime=INFINITE State=UP\n"
               f"PartitionName={ON} Nodes=gpu[03-04] MaxTime=INFINITE State=UP\n")
 GPUS = (1, 2, 1, 3)  # each partition's jobs: 7 of its 8 GPUs, all running at once
-BASE_S = 4.0  # a job's run time on the median GPU (wall seconds)
+BASE_S = 8.0  # a job's run time on the median GPU (wall seconds): 1% of it leaves room for a loaded host's late wake-ups
 PERF_CLASS = "A"  # pald's default class: the `on` jobs' started records carry none
 SHAPE = LabShape(num_nodes=4, gpus_per_node=4, nodes_per_rack=4)
 SEED = 5

@@ -84,6 +84,21 @@ class RunSummary:
     run_gpu_h: float  # of the jobs seen ending
 
 
+@dataclass(frozen=True)
+class RanJob:
+    """One job that ran under one mode: where (the GPUs Slurm gave it in `shadow`, PAL in `on`),
+    its slowdown there in the ranking's terms (its slowest GPU's score) and how long it ran."""
+
+    request: str  # the hook's request id
+    job_id: str  # Slurm's
+    partition: str
+    perf_class: str
+    gpus: int
+    slowdown: float
+    wait_s: float | None  # submission to start (None: not recorded)
+    run_s: float | None  # None: not seen ending yet
+
+
 @dataclass
 class TrialReport:
     shadowed: int = 0  # submissions pald answered in shadow
@@ -94,6 +109,7 @@ class TrialReport:
     by_class: dict[str, Summary] = field(default_factory=dict)
     unranked_gpus: int = 0  # GPUs of compared jobs the ranking lacks (counted as 1.0)
     ran: dict[str, RunSummary] = field(default_factory=dict)  # "shadow" (Slurm's) / "on" (PAL's) -> summary
+    ran_jobs: dict[str, list[RanJob]] = field(default_factory=dict)  # the same modes -> each job, oldest start first
 
 
 def _fields(reason: str, prefix: str) -> dict[str, str]:
@@ -164,10 +180,11 @@ def build(decisions: Iterable[DecisionRecord], ranking: Iterable[RankingEntry], 
             slurm_leaves=leaves(s.nodes), pal_leaves=leaves(w.nodes)))
     for mode, (start_prefix, end_prefix) in (("shadow", (SHADOW_STARTED, SHADOW_ENDED)),
                                              ("on", (PAL_STARTED, PAL_ENDED))):
-        ran = run_summary(records, start_prefix, end_prefix, scores, partition, default_class,
-                          {rid: d.perf_class for rid, d in would.items() if d.perf_class})
-        if ran is not None:
-            report.ran[mode] = ran
+        jobs = ran_jobs(records, start_prefix, end_prefix, scores, partition, default_class,
+                        {rid: d.perf_class for rid, d in would.items() if d.perf_class})
+        if jobs:
+            report.ran_jobs[mode] = jobs
+            report.ran[mode] = run_summary(jobs)
     report.overall = summarise(report.compared)
     for cls in sorted({j.perf_class for j in report.compared}):
         summary = summarise([j for j in report.compared if j.perf_class == cls])
@@ -205,26 +222,31 @@ def runs(records: Sequence[DecisionRecord], start_prefix: str, end_prefix: str, 
     return out
 
 
-def run_summary(records: Sequence[DecisionRecord], start_prefix: str, end_prefix: str,
-                scores: Mapping[tuple[str, int, str], float], partition: str | None, default_class: str,
-                classes: Mapping[str, str]) -> RunSummary | None:
-    """The jobs of one mode's runs, with their waits and run times. A job's class: its
+def ran_jobs(records: Sequence[DecisionRecord], start_prefix: str, end_prefix: str,
+             scores: Mapping[tuple[str, int, str], float], partition: str | None, default_class: str,
+             classes: Mapping[str, str]) -> list[RanJob]:
+    """The jobs of one mode's runs, with their slowdowns, waits and run times. A job's class: its
     submission's (shadow), else the default class (the started record does not carry one)."""
     ran = runs(records, start_prefix, end_prefix, partition)
-    started, fields, run_s = ran.started, ran.fields, ran.run_s
-    if not started:
-        return None
-    slowdowns, weights, waits, gpu_h = [], [], [], 0.0
-    for rid, d in started.items():
-        gpus = sum(len(v) for v in d.nodes.values())
-        slowdowns.append(job_slowdown(d.nodes, classes.get(rid, default_class), scores)[0])
-        weights.append(gpus)
+    out = []
+    for rid, d in ran.started.items():
+        f = ran.fields[rid]
         try:
-            waits.append(float(fields[rid]["wait_s"]))
+            wait_s: float | None = float(f["wait_s"])
         except (KeyError, ValueError):
-            pass
-        if rid in run_s:
-            gpu_h += run_s[rid] * gpus / 3600
-    return RunSummary(jobs=len(started), gpus=sum(weights),
-                      gpu_slowdown=float(np.average(slowdowns, weights=weights)) if sum(weights) else 1.0,
-                      mean_wait_s=sum(waits) / len(waits) if waits else None, run_gpu_h=gpu_h)
+            wait_s = None
+        cls = classes.get(rid, default_class)
+        out.append(RanJob(request=rid, job_id=d.job_id, partition=f.get("partition", ""), perf_class=cls,
+                          gpus=sum(len(v) for v in d.nodes.values()), slowdown=job_slowdown(d.nodes, cls, scores)[0],
+                          wait_s=wait_s, run_s=ran.run_s.get(rid)))
+    return out
+
+
+def run_summary(jobs: Sequence[RanJob]) -> RunSummary:
+    """One mode's jobs (at least one) summed up: GPU-weighted slowdown, mean wait, GPU hours run."""
+    weights = [j.gpus for j in jobs]
+    waits = [j.wait_s for j in jobs if j.wait_s is not None]
+    return RunSummary(jobs=len(jobs), gpus=sum(weights),
+                      gpu_slowdown=float(np.average([j.slowdown for j in jobs], weights=weights)) if sum(weights) else 1.0,
+                      mean_wait_s=sum(waits) / len(waits) if waits else None,
+                      run_gpu_h=sum(j.run_s * j.gpus for j in jobs if j.run_s is not None) / 3600)

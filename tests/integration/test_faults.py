@@ -109,6 +109,11 @@ class Rig:
         return subprocess.run(prefix + list(argv), env=self.lab.client_env(), capture_output=True,
                               text=True, errors="replace", cwd="/tmp")
 
+    def palctl(self, *argv: str) -> subprocess.CompletedProcess:
+        """palctl on the rig's pal.toml (the same store and pald)."""
+        return subprocess.run([sys.executable, "-m", "pal_slurm.cli", "--config", str(self.pald.config), *argv],
+                              capture_output=True, text=True, cwd=REPO, timeout=60)
+
 
 def pald_bin_dir(root: Path, flag: Path, drain_flag: Path) -> Path:
     """Slurm commands for pald only: the real ones, except that sinfo and squeue fail while
@@ -163,13 +168,15 @@ def profiling_scripts(root: Path, db: str) -> tuple[Path, dict[str, Path]]:
     return conf, scripts
 
 
-def start_rig(root: Path, gres: str = "typed", db: str | None = None, profiling: bool = False) -> Rig:
+def start_rig(root: Path, gres: str = "typed", db: str | None = None, profiling: bool = False,
+              extra_conf: str = "") -> Rig:
+    """The lab (`extra_conf`: slurm.conf lines of the site's own, such as more partitions) and its pald."""
     sock = root / "pald.sock"
     db = db or f"sqlite:///{root}/pal.db"
     conf, scripts = profiling_scripts(root, db) if profiling else (None, {})
     lab = start_lab(root / "lab", hook=str(REPO / "job_submit_lua" / "job_submit.lua"),
                     env={"PAL_SOCKET": str(sock)}, gres=gres, prolog=scripts.get("prolog"),
-                    epilog=scripts.get("epilog"))
+                    epilog=scripts.get("epilog"), extra_conf=extra_conf)
     (lab.lab_dir / "out").chmod(0o1777)  # jobs of USER write their output there
     store = open_store(db)
     store.write_ranking("optimal", [RankingEntry(n, s, c, 1.0 + 0.1 * s, 1.0 + 0.1 * s, 0)
@@ -190,7 +197,7 @@ def start_rig(root: Path, gres: str = "typed", db: str | None = None, profiling:
 
 
 @contextmanager
-def rig_in(gres: str, postgres=None, profiling: bool = False):
+def rig_in(gres: str, postgres=None, profiling: bool = False, extra_conf: str = ""):
     if missing_binaries():
         pytest.skip("Slurm lab cluster unavailable, missing: " + ", ".join(missing_binaries()))
     # Not under pytest's 0700 tmp: USER must reach slurm.conf, munge's socket and the outputs.
@@ -198,7 +205,7 @@ def rig_in(gres: str, postgres=None, profiling: bool = False):
     root.chmod(0o755)
     try:
         rig = start_rig(root, gres, db=postgres.url(postgres.create_database("pal")) if postgres else None,
-                        profiling=profiling)
+                        profiling=profiling, extra_conf=extra_conf)
     except Exception:
         shutil.rmtree(root, ignore_errors=True)
         raise
@@ -729,11 +736,6 @@ def test_user_cannot_release_a_job_pald_has_seen_and_one_released_before_is_held
     assert reasons == ["reheld:released_by_user", "released:pal"], reasons
 
 
-def palctl(rig: Rig, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pal_slurm.cli", "--config", str(rig.pald.config), *argv],
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
-
-
 def submit_pal(rig: Rig, mode: str = "defer") -> int:
     p = rig.slurm("sbatch", "--parsable", f"--output={rig.lab.lab_dir}/out/%j.out", "--gres=gpu:1",
                   f"--comment=pal:class=resnet,mode={mode}", "--wrap", JOB)
@@ -768,7 +770,7 @@ def test_pause_during_a_storm_passes_new_jobs_and_releases_held_ones_unpinned(ri
     try:
         time.sleep(1.0)
         asked = time.monotonic()
-        p = palctl(rig, "pause")
+        p = rig.palctl("pause")
         paused_at = time.monotonic()
         assert p.returncode == 0 and "pald passes every job" in p.stdout, p.stdout + p.stderr
         pause_wall_s = paused_at - asked
@@ -796,7 +798,7 @@ def test_pause_during_a_storm_passes_new_jobs_and_releases_held_ones_unpinned(ri
     rig.pald.start()
     restarted = submit_pal(rig)
     assert job_field(rig, restarted, "AdminComment").startswith("pal:pass=paused")
-    p = palctl(rig, "resume")
+    p = rig.palctl("resume")
     assert p.returncode == 0 and "places PAL jobs again" in p.stdout, p.stdout + p.stderr
     resumed = submit_pal(rig)
     assert job_field(rig, resumed, "AdminComment").startswith("pal:defer")  # no room yet: held again

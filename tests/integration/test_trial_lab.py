@@ -6,13 +6,10 @@ and `palctl trial report` covers them. `palctl mode` switches at run time."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 
-from pal_slurm.daemon.process import REPO
 from pal_slurm.model.modes import SHADOW_PREFIX, SHADOW_STARTED
 from pal_slurm.store.bootstrap import open_store
 from tests.integration.test_faults import Rig, quiet, rig_in, wait_for
@@ -26,11 +23,6 @@ SHAPES = ["gpu:1", "gpu:2", "gpu:1", "gpu:3", "gpu:2", "gpu:1"]  # 10 of the lab
 def rig():
     with rig_in("typed") as r:
         yield r
-
-
-def palctl(rig: Rig, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pal_slurm.cli", "--config", str(rig.pald.config), *argv],
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
 
 
 def run_shapes(rig: Rig) -> list[tuple[int, dict[str, frozenset[int]], str]]:
@@ -54,10 +46,10 @@ def run_shapes(rig: Rig) -> list[tuple[int, dict[str, frozenset[int]], str]]:
 
 def test_shadow_runs_jobs_where_slurm_would_and_records_what_pal_would_have_done(rig):
     quiet(rig)
-    assert palctl(rig, "mode", "*", "off").returncode == 0
+    assert rig.palctl("mode", "*", "off").returncode == 0
     off = run_shapes(rig)
     assert all(comment.startswith("pal:pass=partition_off") for _, _, comment in off), off
-    p = palctl(rig, "mode", "*", "shadow")
+    p = rig.palctl("mode", "*", "shadow")
     assert p.returncode == 0 and "pald follows it" in p.stdout, p.stdout + p.stderr
     shadow = run_shapes(rig)
     # the same nodes and GPUs, submission by submission; never held, never pinned
@@ -75,24 +67,24 @@ def test_shadow_runs_jobs_where_slurm_would_and_records_what_pal_would_have_done
     assert len(would) == len(SHAPES)
     for job_id, gpus, _ in shadow:  # where Slurm ran it, as pald recorded it
         assert started[str(job_id)].nodes == {n: tuple(sorted(s)) for n, s in gpus.items()}
-    report = palctl(rig, "trial", "report", "--json")
+    report = rig.palctl("trial", "report", "--json")
     assert report.returncode == 0, report.stderr
     doc = json.loads(report.stdout)
     assert doc["shadowed"] == len(SHAPES) and doc["started"] == len(SHAPES)
     placed = doc["would"].get("place", 0)
     assert len(doc["jobs"]) == placed and placed >= 1
     assert {j["job_id"] for j in doc["jobs"]} <= {str(i) for i, _, _ in shadow}
-    text = palctl(rig, "trial", "report").stdout
+    text = rig.palctl("trial", "report").stdout
     assert f"over {len(SHAPES)} GPU jobs submitted in shadow" in text
 
-    p = palctl(rig, "mode", "*", "on")  # and on again: the jobs are PAL's
+    p = rig.palctl("mode", "*", "on")  # and on again: the jobs are PAL's
     assert p.returncode == 0
     on = run_shapes(rig)
     assert all(comment.startswith(("pal:placed=", "pal:defer")) for _, _, comment in on), on
     time.sleep(1.5)
-    doc = json.loads(palctl(rig, "trial", "report", "--json").stdout)
+    doc = json.loads(rig.palctl("trial", "report", "--json").stdout)
     assert doc["ran"]["shadow"]["jobs"] == len(SHAPES)  # where Slurm ran the shadow jobs
     assert doc["ran"]["on"]["jobs"] == len(SHAPES)  # and where PAL ran the jobs it placed
     assert doc["ran"]["on"]["gpus"] == doc["ran"]["shadow"]["gpus"] == 10
-    text = palctl(rig, "trial", "report").stdout
+    text = rig.palctl("trial", "report").stdout
     assert "Slurm (shadow)" in text and "PAL (on)" in text

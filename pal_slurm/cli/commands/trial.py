@@ -73,6 +73,7 @@ def as_doc(report: TrialReport) -> dict[str, object]:
             "overall": None if report.overall is None else asdict(report.overall),
             "by_class": {c: asdict(s) for c, s in report.by_class.items()},
             "ran": {mode: asdict(s) for mode, s in report.ran.items()},
+            "ran_jobs": {mode: [asdict(j) for j in jobs] for mode, jobs in report.ran_jobs.items()},
             "jobs": [{**asdict(j), "ratio": j.ratio, "saved_s": j.saved_s, "worse": j.worse} for j in report.compared]}
 
 

@@ -69,5 +69,7 @@ def test_trial_report_from_a_shadow_pald(tmp_path):
     (only,) = doc["jobs"]
     assert only["job_id"] == "77" and only["slurm_slowdown"] == 1.5 and only["pal_slowdown"] == 1.0
     assert only["run_s"] == 3 * 3600 and abs(doc["overall"]["saved_gpu_h"] - 2 * 3 * (1 - 1 / 1.5)) < 1e-9
+    (ran,) = doc["ran_jobs"]["shadow"]  # every job that ran, each with the slowdown of Slurm's GPUs
+    assert (ran["job_id"], ran["partition"], ran["gpus"], ran["slowdown"]) == ("77", "gpu", 2, 1.5)
     other = CliRunner().invoke(cli, ["--config", str(cfg_path), "trial", "report", "--partition", "debug"])
     assert "no job was submitted in a shadow partition" in other.output

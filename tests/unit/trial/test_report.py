@@ -92,6 +92,11 @@ def test_where_the_jobs_ran_under_slurm_in_shadow_and_under_pal_when_on():
     assert on.mean_wait_s == 60.0 and on.run_gpu_h == pytest.approx(1.0)
     only_gpu = build(records, RANKING, partition="gpu").ran["on"]
     assert only_gpu.jobs == 1
+    # each job as well: the slowdown of its own GPUs, its partition, wait and run time
+    shadow_jobs = [(j.job_id, j.partition, j.gpus, j.slowdown, j.wait_s, j.run_s) for j in report.ran_jobs["shadow"]]
+    assert shadow_jobs == [("10", "gpu", 2, 1.3, 5.0, 3600.0)]
+    on_jobs = [(j.job_id, j.partition, j.perf_class, j.slowdown, j.wait_s, j.run_s) for j in report.ran_jobs["on"]]
+    assert on_jobs == [("11", "gpu", "A", 1.0, 30.0, 1800.0), ("12", "debug", "A", 1.3, 90.0, None)]
 
 
 def replace_reason(d):

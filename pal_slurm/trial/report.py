@@ -178,10 +178,11 @@ def build(decisions: Iterable[DecisionRecord], ranking: Iterable[RankingEntry], 
             gpus=sum(len(v) for v in s.nodes.values()), slurm_slowdown=slurm_sd, pal_slowdown=pal_sd,
             slurm_nodes=len(s.nodes), pal_nodes=len(w.nodes), run_s=run_s.get(rid),
             slurm_leaves=leaves(s.nodes), pal_leaves=leaves(w.nodes)))
+    # a job's class as pald decided it: at submission (`req:` records) or in its cycle (job id)
+    classes = {d.job_id: d.perf_class for d in records if d.perf_class}
     for mode, (start_prefix, end_prefix) in (("shadow", (SHADOW_STARTED, SHADOW_ENDED)),
                                              ("on", (PAL_STARTED, PAL_ENDED))):
-        jobs = ran_jobs(records, start_prefix, end_prefix, scores, partition, default_class,
-                        {rid: d.perf_class for rid, d in would.items() if d.perf_class})
+        jobs = ran_jobs(records, start_prefix, end_prefix, scores, partition, default_class, classes)
         if jobs:
             report.ran_jobs[mode] = jobs
             report.ran[mode] = run_summary(jobs)
@@ -225,8 +226,9 @@ def runs(records: Sequence[DecisionRecord], start_prefix: str, end_prefix: str, 
 def ran_jobs(records: Sequence[DecisionRecord], start_prefix: str, end_prefix: str,
              scores: Mapping[tuple[str, int, str], float], partition: str | None, default_class: str,
              classes: Mapping[str, str]) -> list[RanJob]:
-    """The jobs of one mode's runs, with their slowdowns, waits and run times. A job's class: its
-    submission's (shadow), else the default class (the started record does not carry one)."""
+    """The jobs of one mode's runs, with their slowdowns, waits and run times. A job's class:
+    `classes` by request (`req:<id>`, what pald decided at submission), else by Slurm job id
+    (what its cycle decided), else the default class."""
     ran = runs(records, start_prefix, end_prefix, partition)
     out = []
     for rid, d in ran.started.items():
@@ -235,7 +237,7 @@ def ran_jobs(records: Sequence[DecisionRecord], start_prefix: str, end_prefix: s
             wait_s: float | None = float(f["wait_s"])
         except (KeyError, ValueError):
             wait_s = None
-        cls = classes.get(rid, default_class)
+        cls = classes.get(f"req:{rid}") or classes.get(str(d.job_id)) or default_class
         out.append(RanJob(request=rid, job_id=d.job_id, partition=f.get("partition", ""), perf_class=cls,
                           gpus=sum(len(v) for v in d.nodes.values()), slowdown=job_slowdown(d.nodes, cls, scores)[0],
                           wait_s=wait_s, run_s=ran.run_s.get(rid)))

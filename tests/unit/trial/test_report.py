@@ -104,3 +104,18 @@ def replace_reason(d):
     from dataclasses import replace
 
     return replace(d, reason=d.reason + ";wait_s=5")
+
+
+def test_a_job_run_by_pal_is_scored_in_the_class_pald_decided_for_it():
+    """The class comes from pald's own decision: at submission (by request) or in its cycle
+    (by job id); only a job with neither counts in the default class."""
+    ranking = [*RANKING, RankingEntry("g2", 0, "B", 2.0, 2.0, 0)]
+    records = [
+        DecisionRecord("req:b", DecisionKind.PLACE, "pal-fit", {"g2": (0,)}, 1, "B", T0),
+        DecisionRecord("11", DecisionKind.PASS, "pal_started:req=b;partition=gpu;wait_s=0", {"g2": (0,)}, None, None, T0),
+        DecisionRecord("12", DecisionKind.PLACE, "released:pal-fit", {"g2": (0,)}, 1, "B", T0),
+        DecisionRecord("12", DecisionKind.PASS, "pal_started:req=c;partition=gpu;wait_s=9", {"g2": (0,)}, None, None, T0),
+        DecisionRecord("13", DecisionKind.PASS, "pal_started:req=d;partition=gpu;wait_s=0", {"g2": (0,)}, None, None, T0),
+    ]
+    on = build(records, ranking).ran_jobs["on"]
+    assert [(j.job_id, j.perf_class, j.slowdown) for j in on] == [("11", "B", 2.0), ("12", "B", 2.0), ("13", "A", 1.3)]

@@ -16,7 +16,7 @@ export PATH := $(VENV_BIN):$(PATH)
 PAL_ROOTS ?= /var/tmp/pal-roots
 export PAL_ROOTS
 
-.PHONY: deps venv test test-host test-debian13 test-fast lint demo clean distclean
+.PHONY: deps venv test test-host test-debian13 test-debian13-prepare test-fast lint demo clean distclean
 
 deps:
 	bash scripts/install-deps.sh
@@ -29,8 +29,18 @@ $(STAMP): setup.cfg pyproject.toml
 	@touch $@
 
 # Both Slurm releases: this host's (Debian 12: Slurm 22.05, PostgreSQL 15, Python 3.11), then
-# Debian 13's (Slurm 24.11, PostgreSQL 17, Python 3.13) in a cached root.
-test: test-host test-debian13
+# Debian 13's (Slurm 24.11, PostgreSQL 17, Python 3.13) in a cached root. The root is built
+# (debootstrap, its packages, wheels, its venv: minutes on a fresh machine, seconds once cached)
+# while the host's tests run, so its own tests start as soon as the host's end. A host failure
+# ends the run there (once the root's build is done, so its cache is never left half made).
+test: deps venv
+	@prep_log=$$(mktemp); \
+	$(MAKE) --no-print-directory test-debian13-prepare >"$$prep_log" 2>&1 & prep=$$!; \
+	rc=0; $(MAKE) --no-print-directory test-host || rc=$$?; \
+	prep_rc=0; wait $$prep || prep_rc=$$?; cat "$$prep_log"; rm -f "$$prep_log"; \
+	[ $$rc = 0 ] || exit $$rc; \
+	[ $$prep_rc = 0 ] || echo "test: preparing the Debian 13 root failed (exit $$prep_rc); test-debian13 tries again"; \
+	$(MAKE) --no-print-directory test-debian13
 
 test-host: deps venv lint
 	$(PYTHON) -m pytest -q -p no:cacheprovider
@@ -49,6 +59,11 @@ test-debian13: venv
 	@if grep -qs '^VERSION_CODENAME=trixie' /etc/os-release; then \
 	  echo "test-debian13: this host is Debian 13: covered by test-host"; \
 	else PAL_HOST_PYTHON=$(PYTHON) bash scripts/test-in-debian-root.sh trixie $(DEBIAN13_ARGS); fi
+
+# Only the root's build (steps 1-3 of scripts/test-in-debian-root.sh and its venv), no tests.
+test-debian13-prepare: venv
+	@if ! grep -qs '^VERSION_CODENAME=trixie' /etc/os-release; then \
+	  PAL_HOST_PYTHON=$(PYTHON) bash scripts/test-in-debian-root.sh --prepare trixie; fi
 
 test-fast: venv
 	$(PYTHON) -m pytest -q -p no:cacheprovider -m 'not slurm and not postgres'

@@ -5,6 +5,8 @@
 # PostgreSQL 15, Python 3.11). `make test` calls it for trixie.
 #
 #   scripts/test-in-debian-root.sh SUITE [PYTEST ARGS...]     (default args: the whole suite)
+#   scripts/test-in-debian-root.sh --prepare SUITE            (steps 1-3 and the root's venv only:
+#       `make test` runs it beside the host's tests, so the later run finds everything cached)
 #   PAL_ROOTS=/var/tmp/pal-roots   where the roots live (never inside a git work tree)
 #
 # What it does, each step cached where it can be:
@@ -21,7 +23,9 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
-SUITE=${1:?usage: $0 SUITE [PYTEST ARGS...]}; shift
+PREPARE=0
+if [ "${1:-}" = --prepare ]; then PREPARE=1; shift; fi
+SUITE=${1:?usage: $0 [--prepare] SUITE [PYTEST ARGS...]}; shift
 ROOTS=${PAL_ROOTS:-/var/tmp/pal-roots}
 ROOT=$ROOTS/$SUITE
 DR="$HERE/debian-root.sh"
@@ -83,18 +87,20 @@ else
 fi
 rm -f "$WHEELS"/pal_slurm-*.whl
 "$HOST_PY" -m pip wheel -q --disable-pip-version-check --no-deps -w "$WHEELS" "$REPO" >/dev/null
-
-step "4. this work tree -> /root/pal-slurm; venv from the wheels; pytest ${*:-(whole suite)}"
-rm -rf "$ROOT/root/pal-slurm"; mkdir -p "$ROOT/root/pal-slurm"
-(cd "$REPO" && git ls-files -co --exclude-standard -z | tar -cf - --null -T - 2>/dev/null) \
-  | tar -xf - -C "$ROOT/root/pal-slurm"
 venv_mark=$ROOT/root/pal-venv/.deps-${wheels_mark##*/.deps-}
 if [ ! -f "$venv_mark" ]; then   # the dependencies: once per wheelhouse
+  step "   the root's venv from the wheels"
   timed inside sh -c 'rm -rf /root/pal-venv && python3 -m venv /root/pal-venv &&
     /root/pal-venv/bin/pip install -q --disable-pip-version-check --no-index \
       --find-links /root/pal-wheels "pal-slurm[test,postgres]"'
   touch "$venv_mark"
 fi
+if [ "$PREPARE" = 1 ]; then step "prepared"; exit 0; fi
+
+step "4. this work tree -> /root/pal-slurm; pytest ${*:-(whole suite)}"
+rm -rf "$ROOT/root/pal-slurm"; mkdir -p "$ROOT/root/pal-slurm"
+(cd "$REPO" && git ls-files -co --exclude-standard -z | tar -cf - --null -T - 2>/dev/null) \
+  | tar -xf - -C "$ROOT/root/pal-slurm"
 # the project itself: every run (the tree may have changed)
 inside sh -c '/root/pal-venv/bin/pip install -q --disable-pip-version-check --no-index --no-deps \
   --force-reinstall /root/pal-wheels/pal_slurm-*.whl'

@@ -29,8 +29,8 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon import requeue
 from pal_slurm.daemon.held_queue import HeldQueue
-from pal_slurm.daemon.protocol import PlaceReply, PlaceRequest
-from pal_slurm.intake.job import DEFAULT_NET, Pass, class_of, from_hook, from_queue, running_class
+from pal_slurm.daemon.protocol import PlaceReply
+from pal_slurm.intake.job import DEFAULT_NET, Pass, Read, class_of, from_queue, running_class
 from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
@@ -505,12 +505,13 @@ class PlacementService:
             self.queue.retract(key)
 
     # ---- the submit-time answer ----------------------------------------------------------
-    def place(self, req: PlaceRequest, now: float, key: str) -> PlaceReply:
+    def place(self, got: Read, now: float, user: int) -> PlaceReply:
+        """The answer for a job at submit (`got`: the hook's request as intake.job.from_hook
+        read it; `user`: the submitting uid), reserving the GPUs of a placement."""
         if self.view is None or self.ranking is None:
             return PlaceReply(DecisionKind.PASS, reason="no_cluster_view")
         if now - self.view_time > self.settings.max_view_age_s:
             return PlaceReply(DecisionKind.PASS, reason="stale_view")
-        got = from_hook(req.job, req.pal, key, now, self.class_map)
         base: dict[str, Any] = dict(rank=self.rank_version, perf_class=got.perf_class, warning=got.warning)
         if isinstance(got, Pass):
             return PlaceReply(DecisionKind.PASS, reason=got.reason, **base)
@@ -525,7 +526,8 @@ class PlacementService:
             return PlaceReply(DecisionKind.PASS, reason="too_many_gpus_per_node", **base)
         if shape.total > self.view.size:
             return PlaceReply(DecisionKind.PASS, reason="bigger_than_cluster", **base)
-        mode = req.pal.mode or self.settings.default_mode
+        key = str(got.key)
+        mode = (got.spec.mode if got.spec else None) or self.settings.default_mode
         if got.deferred:
             self.queue.defer(key)
             return PlaceReply(DecisionKind.DEFER, reason=got.deferred, **base)
@@ -546,7 +548,7 @@ class PlacementService:
                 return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
             self.queue.defer(key, job)
             return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
-        if self.in_flight(req.job.uid) >= self.settings.user_reservations_max:
+        if self.in_flight(user) >= self.settings.user_reservations_max:
             # a fair share of promises: a user with this many placements Slurm has not shown
             # yet (a burst, or a loop of submissions Slurm rejects after the hook) is promised
             # no more GPUs until a read shows them. The job waits in pald's queue, placed by
@@ -568,7 +570,7 @@ class PlacementService:
             gres = tres_per_node(next(iter(choice.nodes.values())))
         # a per-node job answered without its slots: Slurm takes the lowest free ones on its nodes
         self.reserve(key, gpus, now, restrictions, choice.nodes, slurm_picks=shape.is_per_node and gres is None,
-                     request=job, user=req.job.uid)
+                     request=job, user=user)
         return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres,
                           partition=group.partition, site_checked=True, **base)
 

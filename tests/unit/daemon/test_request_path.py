@@ -34,13 +34,12 @@ from pal_slurm.slurm.actuator import SlurmActuator
 from .builders import FakeReader, held_job, node_info, request
 
 # Bounds the paths reach (the goal: 8 stops, each module entered once). The hook's and
-# squeue's fields become the engine's job in one call (intake.job); what still climbs back is
-# service.py's calls into policy.shapes and policy.eligibility around the engine's, and the
-# partition mode's lookup (intake.restrictions) and the spec's check (model.comment_grammar)
-# before the service. A change that lengthens a
-# path fails here; one that shortens it lowers these.
-PLACE_MAX_STOPS = 25
-PLACE_MAX_REENTRIES = 11
+# squeue's fields become the engine's job in one call (intake.job: at submit with the
+# partitions, the spec's check and the site's rules); what still climbs back is service.py's
+# calls into policy.shapes, policy.eligibility and the ranking around the engine's. A change
+# that lengthens a path fails here; one that shortens it lowers these.
+PLACE_MAX_STOPS = 19
+PLACE_MAX_REENTRIES = 8
 CYCLE_MAX_STOPS = 39
 CYCLE_MAX_REENTRIES = 24
 

@@ -2,7 +2,7 @@
 
 from dataclasses import replace
 
-from pal_slurm.daemon.choice_check import Binding, vet
+from pal_slurm.engine.choice_check import Binding, vet
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.site import PartitionFacts, SiteView

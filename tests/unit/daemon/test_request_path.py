@@ -35,13 +35,15 @@ from .builders import FakeReader, held_job, node_info, request
 
 # Bounds the paths reach (the goal: 8 stops, each module entered once). The hook's and
 # squeue's fields become the engine's job in one call (intake.job: at submit with the
-# partitions, the spec's check and the site's rules); what still climbs back is service.py's
-# calls into policy.shapes, policy.eligibility and the ranking around the engine's. A change
-# that lengthens a path fails here; one that shortens it lowers these.
-PLACE_MAX_STOPS = 19
-PLACE_MAX_REENTRIES = 8
-CYCLE_MAX_STOPS = 39
-CYCLE_MAX_REENTRIES = 24
+# partitions, the spec's check and the site's rules), and the submit path's decision is one
+# call (engine.submit.decide); what still climbs back is the service's reservation (its shape
+# index, policy.shapes) after the engine's answer, and in the cycle the per-job reads around
+# intake.job (daemon.requeue, slurm.readers) and each release's check (engine.submit) between
+# the service's steps. A change that lengthens a path fails here; one that shortens it lowers these.
+PLACE_MAX_STOPS = 9
+PLACE_MAX_REENTRIES = 1
+CYCLE_MAX_STOPS = 26
+CYCLE_MAX_REENTRIES = 13
 
 
 class ShowJobRunner:

@@ -129,10 +129,17 @@ class HeldJobCycle:
                 plan = CycleResult([Release(j.job_id, "?", None, None, "paused") for j in held])
                 state.service.planned = {}
             else:  # a job whose partition is no longer `on` (`palctl mode`) goes back the same way
-                modes = {j.job_id: state.modes.of_job(requested_partitions(j.partition)) for j in held}
-                plan = state.service.plan_cycle([j for j in held if modes[j.job_id] == ON], now)
-                plan.releases.extend(Release(j.job_id, "?", None, None, f"mode_{modes[j.job_id]}")
-                                     for j in held if modes[j.job_id] != ON)
+                on: list[JobInfo] = []
+                off: list[tuple[JobInfo, str]] = []
+                for j in held:
+                    mode = state.modes.of_job(requested_partitions(j.partition))
+                    if mode == ON:
+                        on.append(j)
+                    else:
+                        off.append((j, mode))
+                plan = state.service.plan_cycle(on, now)
+                for j, mode in off:
+                    plan.releases.append(Release(j.job_id, "?", None, None, f"mode_{mode}"))
             self.note_planned_starts(now, {str(j.job_id) for j in held})
         done_releases: list[Release] = []
 

@@ -32,7 +32,7 @@ from pal_slurm.daemon.protocol import PlaceReply
 from pal_slurm.intake.job import DEFAULT_NET, Pass, Read, class_of, from_queue, running_class
 from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.engine import Engine, EngineSettings
-from pal_slurm.engine.submit import Facts, Where, decide, place_eligible, release_on
+from pal_slurm.engine.submit import Facts, Where, decide, held_group, place_eligible, release_on
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
 from pal_slurm.model.decision import JobId
 from pal_slurm.model.site_rules import SiteRules
@@ -447,22 +447,27 @@ class PlacementService:
         # restrictions costs more than judging them again)
         wheres: dict[int, tuple[JobRestrictions, NodeGroup | None | str]] = {}
         bound: dict[int | str, tuple[int, ...]] = {}  # jobs already bound to slot types
+        promised = self.promised()  # (the loop reserves nothing)
+        free = len(self.available().free)
         for j in held:
             if not getattr(j, "unreadable", "") and requeue.not_yet_eligible(j, now):
                 not_yet += 1
                 continue
-            got = from_queue(requeue.placement_record(j), self.class_map, self.settings.site_rules)
+            record, slots = requeue.placement_record(j), requeue.bound_slots(j)
+            got = from_queue(record, self.class_map, self.settings.site_rules)
             if isinstance(got, Pass):
                 out.releases.append(Release(j.job_id, got.perf_class, None, None, got.reason))
                 continue
             shape, perf_class, restrictions = got.shape, got.perf_class, got.restrictions
             if id(restrictions) not in wheres:  # the entry holds the value: its id is not reused
-                wheres[id(restrictions)] = (restrictions, self._where(restrictions, now))
+                wheres[id(restrictions)] = (restrictions, held_group(self.where, self.view, self.site, restrictions,
+                                                                     now, promised))
             group = wheres[id(restrictions)][1]
             if isinstance(group, str):  # eligibility passed it to Slurm
                 out.releases.append(Release(j.job_id, perf_class, None, None, group))
                 continue
-            slots = requeue.bound_slots(j) if shape.is_per_node else None
+            if not shape.is_per_node:
+                slots = None
             if slots is not None:
                 group = None  # placed after the shared cycle, on its own slots (_on_bound_slots)
             try:
@@ -470,7 +475,7 @@ class PlacementService:
             except SlurmError:
                 out.releases.append(Release(j.job_id, perf_class, None, None, "bad_array_tasks"))
                 continue
-            refs = every[:max(1, len(self.available().free) // max(1, shape.total))]
+            refs = every[:max(1, free // max(1, shape.total))]
             unexpanded += len(every) - len(refs)  # an array's later elements wait too
             for ref in refs:  # an array's pending elements: as many as could start now, in order
                 req = got.request if ref == got.request.job_id else replace(got.request, job_id=ref)
@@ -489,7 +494,7 @@ class PlacementService:
                             if job_id in by_id}
             for job_id, gpus in plan.launch.items():
                 launched += self._release(out, by_id[job_id], gpus, groups[job_id], limits[job_id], now)
-        for req in self.engine.order_jobs(restricted):
+        for req in self.engine.order_jobs(restricted) if restricted else ():
             # in queue order, on what the cycle left (GPUs, and CPUs/memory promised meanwhile);
             # without backfill the first that waits holds the ones behind it
             job = limits[req.job_id]
@@ -534,19 +539,6 @@ class PlacementService:
                            and (allowed is None or self.view.gpus[g].node_index in allowed))
         again = self.engine.place_new(req, self.view.with_free(on_old), self.ranking, now)
         return None if again is None else (tuple(again), group)
-
-    def _where(self, restrictions: JobRestrictions, now: float) -> NodeGroup | None | str:
-        """Where a held job may run: its one node group when that is every node and the job
-        shares nodes, so it joins the shared engine cycle; None when it is placed after it, on
-        its own nodes; or the reason it goes to Slurm untouched."""
-        eligibility = self.where.eligibility(restrictions, self.view, self.site, now, self.promised())
-        if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
-            return eligibility.passed
-        group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
-        if group is None or restrictions.exclusive or (
-                self.view is not None and self.where.allowed_nodes(self.view, group, frozenset(), False) is not None):
-            group = None
-        return group
 
     def _release(self, out: CycleResult, req: JobRequest, gpus: Sequence[int], group: NodeGroup, job: JobRestrictions,
                  now: float) -> bool:

@@ -81,6 +81,20 @@ class Where:
         return self._allowed[group]
 
 
+def held_group(where: Where, view: ClusterView, site: SiteView | None, restrictions: JobRestrictions, now: float,
+               promised: Promised) -> NodeGroup | None | str:
+    """Where a held job may run, for the cycle: its one node group when that is every node
+    and the job shares nodes, so it joins the shared engine cycle; None when it is placed
+    after it, on its own nodes; or the reason it goes to Slurm untouched."""
+    eligibility = where.eligibility(restrictions, view, site, now, promised)
+    if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
+        return eligibility.passed
+    group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
+    if group is None or restrictions.exclusive or where.allowed_nodes(view, group, frozenset(), False) is not None:
+        group = None
+    return group
+
+
 def fits_after_promises(site: SiteView | None, nodes: Iterable[str], job: JobRestrictions, promised: Promised) -> bool:
     """Whether every node of a choice still has the job's CPUs and memory, counting what
     earlier decisions promised (the cycle places several jobs before any starts)."""

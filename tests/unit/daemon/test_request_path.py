@@ -36,14 +36,15 @@ from .builders import FakeReader, held_job, node_info, request
 # Bounds the paths reach (the goal: 8 stops, each module entered once). The hook's and
 # squeue's fields become the engine's job in one call (intake.job: at submit with the
 # partitions, the spec's check and the site's rules), and the submit path's decision is one
-# call (engine.submit.decide); what still climbs back is the service's reservation (its shape
-# index, policy.shapes) after the engine's answer, and in the cycle the per-job reads around
-# intake.job (daemon.requeue, slurm.readers) and each release's check (engine.submit) between
-# the service's steps. A change that lengthens a path fails here; one that shortens it lowers these.
+# call (engine.submit.decide). What still climbs back: at submit, the service's reservation
+# (its shape index, policy.shapes) after the engine's answer; in the cycle, the held job's
+# requeue reads (daemon.requeue) and array elements (slurm.readers) around intake.job, and
+# each release's check (engine.submit.release_on) after the engine's cycle. A change that
+# lengthens a path fails here; one that shortens it lowers these.
 PLACE_MAX_STOPS = 9
 PLACE_MAX_REENTRIES = 1
-CYCLE_MAX_STOPS = 26
-CYCLE_MAX_REENTRIES = 13
+CYCLE_MAX_STOPS = 20
+CYCLE_MAX_REENTRIES = 7
 
 
 class ShowJobRunner:

@@ -43,8 +43,8 @@ from .builders import FakeReader, held_job, node_info, request
 # lengthens a path fails here; one that shortens it lowers these.
 PLACE_MAX_STOPS = 9
 PLACE_MAX_REENTRIES = 1
-CYCLE_MAX_STOPS = 20
-CYCLE_MAX_REENTRIES = 7
+CYCLE_MAX_STOPS = 19
+CYCLE_MAX_REENTRIES = 6
 
 
 class ShowJobRunner:

@@ -12,9 +12,11 @@ GPUs busy), or after a TTL (a job that never started must not block GPUs for eve
 - `plan_cycle` (every cycle): the held jobs through the engine's cycle; the GPUs of every
   release are reserved here, before pald acts on Slurm.
 
-Where a job may run (partitions, features, exclusions, reservations, CPUs/memory: the site
-view and policy/eligibility) restricts the view the engine places on: one node group per
-partition the job may use, the best answer over them. A job pald cannot judge passes.
+Both decide in the engine (engine/submit.py: one call at submit, the engine's cycle with a
+check per release); the service keeps the state they decide on and what they answer. Where a
+job may run (partitions, features, exclusions, reservations, CPUs/memory: the site view and
+policy/eligibility) restricts the view the engine places on: one node group per partition the
+job may use, the best answer over them. A job pald cannot judge passes.
 
 The object is not thread-safe on purpose: it has one owner (pald holds its lock around every
 call), so the state is never seen half-changed.

@@ -12,8 +12,8 @@ GPUs busy), or after a TTL (a job that never started must not block GPUs for eve
 - `plan_cycle` (every cycle): the held jobs through the engine's cycle; the GPUs of every
   release are reserved here, before pald acts on Slurm.
 
-Both decide in the engine (engine/submit.py: one call at submit, the engine's cycle with a
-check per release); the service keeps the state they decide on and what they answer. Where a
+Both decide in the engine, one call each (engine/site.py: `decide` at submit, `plan_held` for
+the cycle, each launch checked there); the service keeps the state they decide on and what they answer. Where a
 job may run (partitions, features, exclusions, reservations, CPUs/memory: the site view and
 policy/eligibility) restricts the view the engine places on: one node group per partition the
 job may use, the best answer over them. A job pald cannot judge passes.
@@ -34,7 +34,8 @@ from pal_slurm.daemon.protocol import PlaceReply
 from pal_slurm.intake.job import DEFAULT_NET, Pass, Read, class_of, from_queue, running_class
 from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.engine import Engine, EngineSettings
-from pal_slurm.engine.submit import Facts, Where, decide, held_group, place_eligible, release_on
+from pal_slurm.engine.site import Facts, decide, place_eligible, plan_held
+from pal_slurm.engine.where import Released, Where, held_group, release_on
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
 from pal_slurm.model.decision import JobId
 from pal_slurm.model.site_rules import SiteRules
@@ -401,7 +402,7 @@ class PlacementService:
     # ---- the submit-time answer ----------------------------------------------------------
     def place(self, got: Read, now: float, user: int) -> PlaceReply:
         """The answer for a job at submit (`got`: the hook's request as intake.job.from_hook
-        read it; `user`: the submitting uid): the engine decides (engine.submit.decide); the
+        read it; `user`: the submitting uid): the engine decides (engine.site.decide); the
         service keeps what it answers: the GPUs of a placement reserved, a deferral queued."""
         if self.view is None or self.ranking is None:
             return PlaceReply(DecisionKind.PASS, reason="no_cluster_view")
@@ -491,11 +492,12 @@ class PlacementService:
                     restricted.append(req)
         launched = 0
         if requests:
-            plan = self.engine.decide([*self.planning_running(), *requests], self.available(), self.ranking, now)
+            plan, checked = plan_held(self.engine, self.view, self.site, self.available(), self.ranking,
+                                      self.promised(), self.planning_running(), requests, limits, now)
             self.planned = {job_id: (p, by_id[job_id].perf_class) for job_id, p in plan.planned.items()
                             if job_id in by_id}
-            for job_id, gpus in plan.launch.items():
-                launched += self._release(out, by_id[job_id], gpus, groups[job_id], limits[job_id], now)
+            for job_id, release in checked:
+                launched += self._released(out, by_id[job_id], release, groups[job_id], limits[job_id], now)
         for req in self.engine.order_jobs(restricted) if restricted else ():
             # in queue order, on what the cycle left (GPUs, and CPUs/memory promised meanwhile);
             # without backfill the first that waits holds the ones behind it
@@ -505,7 +507,8 @@ class PlacementService:
             found = place_eligible(self.engine, self.where, facts, req, eligibility, job.exclusive, now, ())
             if found is not None and req.job_id in bound:
                 found = self._on_bound_slots(req, found, bound[req.job_id], now)
-            if found is None or not self._release(out, req, found[0], found[1], job, now):
+            if found is None or not self._released(out, req, release_on(
+                    self.view, self.site, self.available().free, req, found[0], job, self.promised()), found[1], job, now):
                 if not self.settings.backfill:
                     break
                 continue
@@ -542,12 +545,10 @@ class PlacementService:
         again = self.engine.place_new(req, self.view.with_free(on_old), self.ranking, now)
         return None if again is None else (tuple(again), group)
 
-    def _release(self, out: CycleResult, req: JobRequest, gpus: Sequence[int], group: NodeGroup, job: JobRestrictions,
-                 now: float) -> bool:
-        """Add the release of `req` on `gpus` (reserving them, and its CPUs/memory) to `out`;
-        False when it waits for the next cycle (engine.submit.release_on)."""
-        assert self.view is not None
-        got = release_on(self.view, self.site, self.available().free, req, gpus, job, self.promised())
+    def _released(self, out: CycleResult, req: JobRequest, got: Released | str | None, group: NodeGroup,
+                  job: JobRestrictions, now: float) -> bool:
+        """Add the release of `req` as checked (engine.where.release_on: reserving its GPUs,
+        and its CPUs/memory) to `out`; False when it waits for the next cycle."""
         if got is None:
             return False
         if isinstance(got, str):  # Slurm may not have what the view says: release it as submitted

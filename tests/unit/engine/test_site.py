@@ -1,11 +1,12 @@
-"""The submit path's decision in one call (pal_slurm.engine.submit.decide), and a release's
+"""The submit path's decision in one call (pal_slurm.engine.site.decide), and a release's
 check (release_on): place, defer or pass from an Intake and the service's facts."""
 
 from __future__ import annotations
 
 from pal_slurm.daemon.protocol import JobFields
 from pal_slurm.engine import Engine, EngineSettings
-from pal_slurm.engine.submit import Facts, Released, Where, decide, release_on
+from pal_slurm.engine.site import Facts, decide
+from pal_slurm.engine.where import Released, Where, release_on
 from pal_slurm.intake.job import Intake, from_hook
 from pal_slurm.model import ClusterView, DecisionKind
 from pal_slurm.model.classes import AppClassMap

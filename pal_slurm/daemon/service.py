@@ -346,11 +346,13 @@ class PlacementService:
         return {sens: round(secs, 1) for (sens, level), secs in timers.items() if level == "rack"}
 
     # ---- what the engine decides on ------------------------------------------------------
-    def facts(self) -> Facts:
-        """The last Slurm read less the reservations, as the engine's submit path takes it."""
+    def facts(self, running: bool = True) -> Facts:
+        """The last Slurm read less the reservations, as the engine's submit path takes it
+        (`running`: with the running jobs a placement plans around; False: none, for an
+        answer that cannot use them)."""
         assert self.view is not None and self.ranking is not None
         return Facts(self.view, self.site, self.available(), self._index(), self.ranking, self.promised(),
-                     self.planning_running())
+                     self.planning_running() if running else ())
 
     def promised(self) -> dict[str, tuple[int, int]]:
         """CPUs and memory per node promised to jobs Slurm does not show running yet."""
@@ -416,7 +418,9 @@ class PlacementService:
         held = self.queue.held_jobs > 0
         waiting = self.queue.known() if held and mode == "auto" else None  # None: held jobs it does not know
         crowded = self.in_flight(user) >= self.settings.user_reservations_max
-        d = decide(self.engine, self.where, self.facts(), got, mode, now, held, waiting, crowded)
+        # the running jobs matter only to an `auto` job placed now, or behind the held jobs pald knows
+        facts = self.facts(running=mode == "auto" and (not held or waiting is not None))
+        d = decide(self.engine, self.where, facts, got, mode, now, held, waiting, crowded)
         if d.warning is not None:
             base["warning"] = d.warning
         if d.decision is DecisionKind.DEFER and d.queue:
@@ -502,7 +506,7 @@ class PlacementService:
             # in queue order, on what the cycle left (GPUs, and CPUs/memory promised meanwhile);
             # without backfill the first that waits holds the ones behind it
             job = limits[req.job_id]
-            facts = self.facts()
+            facts = self.facts(running=False)
             eligibility = self.where.eligibility(job, self.view, self.site, now, facts.promised)
             found = place_eligible(self.engine, self.where, facts, req, eligibility, job.exclusive, now, ())
             if found is not None and req.job_id in bound:

@@ -1,7 +1,7 @@
 """pald's decisions on a Slurm site, each one call from the service: the submit path's answer
 (`decide`: place, defer or pass a job read by intake.job.from_hook) and the cycle's launches
 (`plan_held`: the engine's cycle over the held jobs, each launch checked before it is
-released). Pure: pald's service hands them the view, the reservations' free GPUs and the
+released). No I/O: pald's service hands them the view, the reservations' free GPUs and the
 held jobs, and keeps the reservations they answer with.
 
 Why here: the service keeps the state (view, reservations, held queue) and the engine

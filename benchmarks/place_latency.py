@@ -32,6 +32,7 @@ from pal_slurm.model.comment_grammar import CommentSpec  # noqa: E402
 from pal_slurm.daemon.service import PlacementService, ServiceSettings  # noqa: E402
 from pal_slurm.daemon.protocol import HealthReply, JobFields, PlaceRequest, encode_request  # noqa: E402
 from pal_slurm.daemon.server import SocketServer  # noqa: E402
+from pal_slurm.intake.job import from_hook  # noqa: E402
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView  # noqa: E402
 from pal_slurm.slurm.readers import JobInfo, NodeInfo  # noqa: E402
 from pal_slurm.store.memory import MemoryRepository  # noqa: E402
@@ -220,7 +221,7 @@ def main() -> None:
             r = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=1, time_limit=30),
                              CommentSpec("resnet"))
             t = time.perf_counter()
-            reply = service.place(r, now=1.0, key=f"n{i}")
+            reply = service.place(from_hook(r.job, r.pal, f"n{i}", 1.0, service.class_map), 1.0, r.job.uid)
             behind.append(time.perf_counter() - t)
             answers[reply.decision.value] += 1
             service.retract(f"n{i}", reply.decision)  # the same question each time
@@ -251,7 +252,7 @@ def main() -> None:
             r = PlaceRequest(JobFields(uid=1000, comment="pal:class=bert,net=high", time_limit=120, **shape),
                              CommentSpec("bert", net="high"))
             t = time.perf_counter()
-            reply = service.place(r, now=1.0, key=f"f{i}")
+            reply = service.place(from_hook(r.job, r.pal, f"f{i}", 1.0, service.class_map), 1.0, r.job.uid)
             times.append(time.perf_counter() - t)
             answers[reply.decision.value] += 1
             service.retract(f"f{i}", reply.decision)

@@ -13,7 +13,7 @@ planned, so a submission answered meanwhile cannot be promised the same GPUs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from pal_slurm.daemon.held_jobs import HeldJobs
 from pal_slurm.daemon.launcher import JobControl, JobRef, SlurmLauncher, mark_released
@@ -26,9 +26,8 @@ from pal_slurm.daemon.tags import held_by_pald
 from pal_slurm.engine import Actuator, Launch
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy.shapes import choice_of
-from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.intake.hostlist import compress
-from pal_slurm.slurm.readers import JobInfo
+from pal_slurm.slurm.readers import JobInfo, admin_comments
 
 
 log = logging.getLogger("pald.cycle")
@@ -63,20 +62,6 @@ def held_by_other(job: JobInfo) -> bool:
     """Held, but not by pald: its user's hold (Reason=JobHeldUser) or an operator's
     (JobHeldAdmin) made after pald released it. pald neither releases nor re-pins it."""
     return job.held and not held_by_pald(job.admin_comment)
-
-
-def held_comments(held: Iterable[JobInfo]) -> dict[JobRef, str]:
-    """Each held job's admin_comment by every scontrol name a release may use (its id, its
-    ``A_I`` name, an array record's elements): what mark_released extends."""
-    out: dict[JobRef, str] = {}
-    for j in held:
-        try:
-            refs = j.element_refs()
-        except SlurmError:
-            refs = []
-        for ref in (j.job_id, j.ref, *refs):
-            out[ref] = j.admin_comment
-    return out
 
 
 def apply_releases(result: CycleResult, actuator: JobControl, done: Callable[[Release], None] | None = None,
@@ -123,16 +108,24 @@ class HeldJobCycle:
     def run(self, held: Sequence[JobInfo]) -> list[Release]:
         """Plan the held jobs through the engine and release those that fit; the releases done."""
         state = self.state
+        comments = admin_comments(held)  # what mark_released extends
         now = state.clock()
         with state.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
             if state.switches.paused:  # `palctl pause`: every held job goes back to Slurm, as submitted
                 plan = CycleResult([Release(j.job_id, "?", None, None, "paused") for j in held])
                 state.service.planned = {}
             else:  # a job whose partition is no longer `on` (`palctl mode`) goes back the same way
-                modes = {j.job_id: state.modes.of_job(requested_partitions(j.partition)) for j in held}
-                plan = state.service.plan_cycle([j for j in held if modes[j.job_id] == ON], now)
-                plan.releases.extend(Release(j.job_id, "?", None, None, f"mode_{modes[j.job_id]}")
-                                     for j in held if modes[j.job_id] != ON)
+                on: list[JobInfo] = []
+                off: list[tuple[JobInfo, str]] = []
+                for j in held:
+                    mode = state.modes.of_job(requested_partitions(j.partition))
+                    if mode == ON:
+                        on.append(j)
+                    else:
+                        off.append((j, mode))
+                plan = state.service.plan_cycle(on, now)
+                for j, mode in off:
+                    plan.releases.append(Release(j.job_id, "?", None, None, f"mode_{mode}"))
             self.note_planned_starts(now, {str(j.job_id) for j in held})
         done_releases: list[Release] = []
 
@@ -156,7 +149,6 @@ class HeldJobCycle:
             with state.lock:
                 state.service.unreserve(rel.key)
 
-        comments = held_comments(held)
         errors = apply_releases(plan, self.actuator, done=done, failed=failed, comments=comments,
                                 launcher=self.launcher)
         for job_id, err in errors:

@@ -35,10 +35,9 @@ from pal_slurm.daemon.protocol import (
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.store_link import DEADLINE_S, LinkStatus
 from pal_slurm.model import DecisionKind
-from pal_slurm.model.comment_grammar import DEFAULT_ON_CLASS, CommentError, opted_out, parse_comment, verify_spec
 from pal_slurm.model.modes import OFF, SHADOW, SHADOW_PREFIX, DefaultOn
 from pal_slurm.model.site_rules import SiteRules
-from pal_slurm.intake.restrictions import requested_partitions
+from pal_slurm.intake.job import Pass, SubmitRules, from_hook, partitions_of
 from pal_slurm.intake.refusals import refused_input
 from pal_slurm.slurm.errors import SlurmUnsupported
 
@@ -93,6 +92,9 @@ class Requests:
             return ErrorReply(ErrorCode.INTERNAL.value, f"pald failed: {exc}")
 
     def _place(self, req: PlaceRequest) -> PlaceReply:
+        """intake -> service (the engine) -> reply: the request read into the engine's job in one
+        call (intake.job.from_hook: partitions, spec check, site rules, shape, restrictions),
+        then decided by the service under the lock."""
         state = self.state
         if req.deadline_ms is not None and req.expired(state.clock()):
             return self._late(req)
@@ -107,7 +109,12 @@ class Requests:
                 state.counts["pass"] += 1
                 state.counts["standby"] += 1  # visible in health / palctl status
             return PlaceReply(DecisionKind.PASS, reason="standby")
-        partitions = self._partitions_of(req)
+        now = state.clock()
+        service = state.service
+        site = service.site
+        default = site.default_partition.name if site is not None and site.default_partition is not None else None
+        # the partitions it may run in (PAL's mode is the most cautious of theirs)
+        partitions = partitions_of(req.job, default)
         mode = state.modes.of_job(partitions)
         if mode == OFF:  # every partition it may run in is off: untouched, as if PAL were not there
             with state.lock:
@@ -116,23 +123,21 @@ class Requests:
             return PlaceReply(DecisionKind.PASS, reason="partition_off")
         self._req_seq += 1
         key = req.request_id or f"pald-{os.getpid()}-{self._req_seq}"
-        try:  # defence in depth: the hook's parse must be what the raw comment says
-            asked, warning = self._spec_of(req, partitions)
-        except CommentError as exc:
-            reply = PlaceReply(DecisionKind.PASS, reason=f"bad_comment:{exc.code}",
-                               warning=f"pald ignored the pal: spec: {exc.message}")
+        rules = SubmitRules(self.default_on, self.site_rules, service.settings.default_class)
+        got = from_hook(req.job, req.pal, f"req:{key}", now, service.class_map, partitions, rules)
+        if isinstance(got, Pass) and got.refused_spec:  # defence in depth: the hook's parse must be the comment's
+            reply = PlaceReply(DecisionKind.PASS, reason=got.reason, warning=got.warning)
         else:
-            now = state.clock()
             with state.lock:
-                reply = state.service.place(asked, now, key=f"req:{key}")
-                if warning is not None:
-                    reply = replace(reply, warning="; ".join(w for w in (warning, reply.warning) if w))
+                reply = service.place(got, now, req.job.uid)
+                if got.notice is not None:
+                    reply = replace(reply, warning="; ".join(w for w in (got.notice, reply.warning) if w))
                 expired = req.deadline_ms is not None and req.expired(state.clock())  # again, just before the reply
                 if expired or mode == SHADOW:  # shadow: decided as when on, then nothing kept
-                    state.service.retract(f"req:{key}", reply.decision)
+                    service.retract(f"req:{key}", reply.decision)
             if expired:
                 return self._late(req)
-            if refused_input(reply.reason):
+            if reply.decision is DecisionKind.PASS and refused_input(reply.reason):
                 log.warning("request %s (uid %s): passed, %s (%s)", key, req.job.uid, reply.reason,
                             (reply.warning or "")[:MAX_ERROR_TEXT])
         if mode == SHADOW:
@@ -142,41 +147,6 @@ class Requests:
         with state.lock:
             self.unsettled[id(req)] = (req, f"req:{key}", reply)
         return reply
-
-    def _partitions_of(self, req: PlaceRequest) -> tuple[str, ...]:
-        """The partitions the job may run in: its `--partition` list, else Slurm's default
-        partition as pald last read it (PAL's mode is the most cautious of theirs)."""
-        names = requested_partitions(req.job.partition)
-        site = self.state.service.site
-        if not names and site is not None and site.default_partition is not None:
-            names = (site.default_partition.name,)
-        return names
-
-    def _spec_of(self, req: PlaceRequest, partitions: tuple[str, ...]) -> tuple[PlaceRequest, str | None]:
-        """The request as the service takes it, and a warning for the user (or None). The
-        hook's parse must be what the raw comment says; a job of a default-on partition (no
-        `pal:` spec, DEFAULT_ON_CLASS) is PAL's only where pald's own list makes its partitions
-        default-on and its user did not write `pal:off` (CommentError otherwise: the job
-        passes). The site's rules then give the class and network sensitivity (over the user's
-        where they override), and a `mode=now` the site does not allow this job is dropped."""
-        site, spec = self.site_rules, req.pal
-        if spec.perf_class != DEFAULT_ON_CLASS:
-            verify_spec(req.job.comment, spec)
-        elif parse_comment(req.job.comment) is not None or opted_out(req.job.comment):
-            raise CommentError("mismatch", "the hook sent no pal: spec, but the comment holds one")
-        elif not self.default_on.covers(partitions):
-            raise CommentError("not_default_on", f"partitions {','.join(partitions) or '(default)'} are not "
-                               "default-on in pald's configuration ([daemon] default_on)")
-        asked = None if spec.perf_class == DEFAULT_ON_CLASS else spec.perf_class
-        warning = None
-        mode = spec.mode
-        if mode == "now" and not site.now.allows(req.job):
-            mode = None
-            warning = ("pal: mode=now is not allowed for this job's account or QOS at this site; "
-                       "it waits its turn as mode=auto")
-        ruled = replace(spec, perf_class=site.class_for(req.job, asked) or self.state.service.settings.default_class,
-                        net=site.net_for(req.job, spec.net), mode=mode)
-        return (req if ruled == spec else replace(req, pal=ruled)), warning
 
     def settle(self, request: Request, reply: Reply, written: bool) -> None:
         """The server wrote `reply` to the hook's socket (`written`) or could not: the hook

@@ -12,9 +12,11 @@ GPUs busy), or after a TTL (a job that never started must not block GPUs for eve
 - `plan_cycle` (every cycle): the held jobs through the engine's cycle; the GPUs of every
   release are reserved here, before pald acts on Slurm.
 
-Where a job may run (partitions, features, exclusions, reservations, CPUs/memory: the site
-view and policy/eligibility) restricts the view the engine places on: one node group per
-partition the job may use, the best answer over them. A job pald cannot judge passes.
+Both decide in the engine, one call each (engine/site.py: `decide` at submit, `plan_held` for
+the cycle, each launch checked there); the service keeps the state they decide on and what they answer. Where a
+job may run (partitions, features, exclusions, reservations, CPUs/memory: the site view and
+policy/eligibility) restricts the view the engine places on: one node group per partition the
+job may use, the best answer over them. A job pald cannot judge passes.
 
 The object is not thread-safe on purpose: it has one owner (pald holds its lock around every
 call), so the state is never seen half-changed.
@@ -26,33 +28,25 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
-from pal_slurm.daemon.choice_check import Binding, vet
 from pal_slurm.daemon import requeue
 from pal_slurm.daemon.held_queue import HeldQueue
-from pal_slurm.daemon.protocol import PlaceReply, PlaceRequest
-from pal_slurm.intake.job import DEFAULT_NET, Pass, class_of, from_hook, from_queue, running_class
+from pal_slurm.daemon.protocol import PlaceReply
+from pal_slurm.intake.job import DEFAULT_NET, Pass, Read, class_of, from_queue, running_class
 from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.engine import Engine, EngineSettings
+from pal_slurm.engine.site import Facts, decide, place_eligible, plan_held
+from pal_slurm.engine.where import Released, Where, held_group, release_on
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
 from pal_slurm.model.decision import JobId
 from pal_slurm.model.site_rules import SiteRules
 from pal_slurm.model.classes import AppClassMap
-from pal_slurm.model.shape import JobShape
 from pal_slurm.model.site import SiteView
-from pal_slurm.policy.eligibility import (
-    Eligibility,
-    NodeGroup,
-    eligible_nodes,
-    short_after_promises,
-    without,
-)
-from pal_slurm.intake.refusals import refused_input
-from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of, slurm_picks, slurm_picks_slots
+from pal_slurm.policy.eligibility import NodeGroup
+from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.readers import JobInfo
-from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
 MODES = ("auto", "now", "defer")
 
@@ -89,21 +83,6 @@ class ServiceSettings:
         return EngineSettings(placement=self.placement, queue=self.queue, locality_penalty=self.locality_penalty,
                               running_jobs_move=False, backfill=self.backfill, delay_timers=self.delay_timers,
                               reserve_after_s=self.reserve_after_s, starvation_bound_s=self.starvation_bound_s)
-
-
-# ---- Slurm's view of a job -> the engine's --------------------------------------------------
-MAX_ELIGIBILITY_MEMO = 1024  # distinct restrictions memoised per Slurm read (they hold user text)
-
-
-def gres_for_release(shape: JobShape, choice: ShapeChoice, binds_slots: bool = True) -> str | None:
-    """scontrol Gres= for a released job: the exact slots when they are the same on every node
-    (and the site types every GPU by slot), else the per-node count; None for a total request
-    or nodes without slot types (the job keeps its own request, pinned to nodes)."""
-    if not shape.is_per_node or not binds_slots:
-        return None
-    if choice.same_slots_everywhere():
-        return gres_update_spec(next(iter(choice.nodes.values())))
-    return f"gpu:{shape.per_node}"
 
 
 def ranking_of(view: ClusterView, snapshot: RankingSnapshot | None) -> Ranking:
@@ -182,9 +161,7 @@ class PlacementService:
     engine: Engine = field(init=False)
     _available: ClusterView | None = None  # view minus reservations (cached until either changes)
     _shape_index: ShapeIndex | None = None  # the free GPUs (view minus reservations), indexed
-    _eligibility: dict[JobRestrictions, Eligibility] = field(default_factory=dict)  # per Slurm read
-    _eligibility_any: dict[None, Eligibility] = field(default_factory=dict)  # no site: per Slurm read
-    _allowed: dict[NodeGroup, frozenset[int] | None] = field(default_factory=dict)  # per Slurm read
+    where: Where = field(default_factory=Where)  # where jobs may run on the last read (memoised)
 
     def __post_init__(self) -> None:
         self.engine = Engine(self.settings.engine(), rng=random.Random(0))
@@ -214,8 +191,7 @@ class PlacementService:
             self.reservations.clear()  # gpu ids changed meaning
         self.view = view
         self.view_time = now
-        self._allowed.clear()  # node indices may change meaning
-        self._eligibility_any.clear()
+        self.where.view_changed()
         if layout_changed or self.ranking is None:
             self.ranking = ranking_of(view, self.snapshot)
         for key, r in list(self.reservations.items()):
@@ -315,8 +291,7 @@ class PlacementService:
     def observe_site(self, site: SiteView) -> None:
         """Partitions, features, reservations and free CPUs/memory from the same Slurm read."""
         self.site = site
-        self._eligibility.clear()
-        self._allowed.clear()
+        self.where.site_changed()
 
     def set_snapshot(self, snapshot: RankingSnapshot | None) -> None:
         self.snapshot = snapshot
@@ -370,20 +345,14 @@ class PlacementService:
         timers = self.engine.delay_timers() or self.engine.policy.delay_timers
         return {sens: round(secs, 1) for (sens, level), secs in timers.items() if level == "rack"}
 
-    # ---- where a job may run (policy/eligibility) ---------------------------------------
-    def eligibility(self, job: JobRestrictions, now: float) -> Eligibility:
-        """The nodes `job` may use. Memoised per Slurm read: most jobs share their restrictions."""
-        if self.site is None:  # every GPU node (one group, made once per Slurm read)
-            if None not in self._eligibility_any:
-                names = frozenset(n.name for n in self.view.nodes) if self.view else frozenset()
-                self._eligibility_any[None] = Eligibility((NodeGroup(None, names, names),))
-            return self._eligibility_any[None]
-        found = self._eligibility.get(job)
-        if found is None:
-            found = eligible_nodes(job, self.site, now)
-            if len(self._eligibility) < MAX_ELIGIBILITY_MEMO:  # a burst of distinct jobs is not kept
-                self._eligibility[job] = found
-        return without(found, short_after_promises(job, self.site, self.promised()))
+    # ---- what the engine decides on ------------------------------------------------------
+    def facts(self, running: bool = True) -> Facts:
+        """The last Slurm read less the reservations, as the engine's submit path takes it
+        (`running`: with the running jobs a placement plans around; False: none, for an
+        answer that cannot use them)."""
+        assert self.view is not None and self.ranking is not None
+        return Facts(self.view, self.site, self.available(), self._index(), self.ranking, self.promised(),
+                     self.planning_running() if running else ())
 
     def promised(self) -> dict[str, tuple[int, int]]:
         """CPUs and memory per node promised to jobs Slurm does not show running yet."""
@@ -394,82 +363,10 @@ class PlacementService:
                 out[node] = (had[0] + cpus, had[1] + memory)
         return out
 
-    def fits_after_promises(self, nodes: Iterable[str], job: JobRestrictions) -> bool:
-        """Whether every node of a choice still has the job's CPUs and memory, counting what
-        earlier decisions promised (the cycle places several jobs before any starts)."""
-        if self.site is None:
-            return True
-        return not (set(nodes) & short_after_promises(job, self.site, self.promised()))
-
-    def allowed_nodes(self, group: NodeGroup, free: Collection[int], exclusive: bool = False) -> frozenset[int] | None:
-        """Node indices of `group` that fit now (None: every node); exclusive jobs only get
-        nodes whose GPUs are all in `free`."""
-        assert self.view is not None
-        nodes = self.view.nodes
-        if exclusive:
-            return frozenset(n.index for n in nodes if n.name in group.fits_now and n.gpu_ids
-                             and all(g in free for g in n.gpu_ids))
-        if group not in self._allowed:
-            everywhere = len(group.fits_now) >= len(nodes) and all(n.name in group.fits_now for n in nodes)
-            self._allowed[group] = None if everywhere else frozenset(
-                n.index for n in nodes if n.name in group.fits_now)
-        return self._allowed[group]
-
-    def vet(self, choice: ShapeChoice) -> tuple[Binding | None, str]:
-        """How `choice` can be written into a job (choice_check.Binding), or (None, why) when
-        Slurm might not have what it names (checked against the last Slurm read's node facts):
-        the caller passes then. Without a site view (tests, the simulator) the view is trusted."""
-        return (Binding.SLOTS, "") if self.site is None else vet(choice.nodes, self.site.nodes)
-
     def _index(self) -> ShapeIndex:
         if self._shape_index is None:
             self._shape_index = ShapeIndex(self.available())
         return self._shape_index
-
-    def place_eligible(self, job: JobRequest, eligibility: Eligibility, exclusive: bool,
-                       now: float, running: Sequence[JobRequest] = ()) -> tuple[tuple[int, ...], NodeGroup] | None:
-        """The engine's answer for a new job on the nodes it may use: one answer per node group
-        (partition), the one whose slowest GPU is fastest. The unrestricted case (every node)
-        goes through the shared index, or, given the `running` jobs (a placement that plans
-        around them: it may rather wait for one to end), through a cycle over them and the job
-        (Engine.place_behind); a restricted one gets the view narrowed to its nodes."""
-        assert self.view is not None and self.ranking is not None
-        index = self._index()
-        sf = self.ranking.sf(job.perf_class)
-        best: tuple[float, tuple[int, ...], NodeGroup] | None = None
-        for group in eligibility.groups:
-            allowed = self.allowed_nodes(group, index.free, exclusive)
-            if allowed is not None and not allowed:
-                continue
-            if allowed is None and running and not exclusive:
-                gpus = self.engine.place_behind(job, (), self.available(), self.ranking, now, running)
-            else:  # the index is the free set; narrowed, it skips the nodes the job may not use
-                gpus = self.engine.place_new(job, self.view, self.ranking, now, shape_index=index.narrowed(allowed))
-            if gpus is None:
-                continue
-            worst = max(sf[g] for g in gpus)
-            if best is None or worst < best[0]:
-                best = (worst, tuple(gpus), group)
-        return None if best is None else (best[1], best[2])
-
-    def place_behind_held(self, job: JobRequest, eligibility: Eligibility, exclusive: bool,
-                          now: float) -> tuple[tuple[int, ...], NodeGroup] | None:
-        """A new job while older PAL jobs are held: placed now only where the cycle would start
-        it now (Engine.place_behind over the held jobs and it), else None (it is held too).
-        Only when pald knows every held job as the engine sees it (the last cycle's waiting
-        jobs and the deferrals that cycle did not plan) and the new job, like them, may use every node: anything
-        else is held, as before (the cycle decides it)."""
-        assert self.view is not None and self.ranking is not None
-        waiting = self.queue.known()  # None: held jobs the submit path does not know (requeued, ...)
-        if waiting is None or exclusive or len(eligibility.groups) != 1:
-            return None
-        group = eligibility.groups[0]
-        if self.allowed_nodes(group, frozenset(), False) is not None:
-            return None
-        if len(waiting) > self.engine.settings.submit_backfill_max:  # a plan too long for the hook
-            return None
-        gpus = self.engine.place_behind(job, waiting, self.available(), self.ranking, now, self.planning_running())
-        return None if gpus is None else (tuple(gpus), group)
 
     # ---- reservations --------------------------------------------------------------------
     def reserve(self, key: str, gpu_ids: Iterable[int], now: float, job: JobRestrictions | None = None,
@@ -505,72 +402,36 @@ class PlacementService:
             self.queue.retract(key)
 
     # ---- the submit-time answer ----------------------------------------------------------
-    def place(self, req: PlaceRequest, now: float, key: str) -> PlaceReply:
+    def place(self, got: Read, now: float, user: int) -> PlaceReply:
+        """The answer for a job at submit (`got`: the hook's request as intake.job.from_hook
+        read it; `user`: the submitting uid): the engine decides (engine.site.decide); the
+        service keeps what it answers: the GPUs of a placement reserved, a deferral queued."""
         if self.view is None or self.ranking is None:
             return PlaceReply(DecisionKind.PASS, reason="no_cluster_view")
         if now - self.view_time > self.settings.max_view_age_s:
             return PlaceReply(DecisionKind.PASS, reason="stale_view")
-        got = from_hook(req.job, req.pal, key, now, self.class_map)
         base: dict[str, Any] = dict(rank=self.rank_version, perf_class=got.perf_class, warning=got.warning)
         if isinstance(got, Pass):
             return PlaceReply(DecisionKind.PASS, reason=got.reason, **base)
-        shape, restrictions = got.shape, got.restrictions
-        eligibility = self.eligibility(restrictions, now)
-        if eligibility.passed and refused_input(eligibility.passed):
-            return PlaceReply(DecisionKind.PASS, reason=eligibility.passed,
-                              **{**base, "warning": "PAL leaves this job to Slurm: --constraint over its caps"})
-        if eligibility.passed:
-            return PlaceReply(DecisionKind.PASS, reason=eligibility.passed, **base)
-        if shape.per_node and shape.per_node > self.view.max_gpus_per_node:
-            return PlaceReply(DecisionKind.PASS, reason="too_many_gpus_per_node", **base)
-        if shape.total > self.view.size:
-            return PlaceReply(DecisionKind.PASS, reason="bigger_than_cluster", **base)
-        mode = req.pal.mode or self.settings.default_mode
-        if got.deferred:
-            self.queue.defer(key)
-            return PlaceReply(DecisionKind.DEFER, reason=got.deferred, **base)
-        if mode == "defer":
-            self.queue.defer(key)
-            return PlaceReply(DecisionKind.DEFER, reason="asked", **base)
-        job = got.request
-        if mode == "auto" and self.queue.held_jobs > 0:  # older PAL jobs wait: backfill, or wait with them
-            found = self.place_behind_held(job, eligibility, restrictions.exclusive, now)
-            if found is None:
-                self.queue.defer(key, job)
-                return PlaceReply(DecisionKind.DEFER, reason="queued", **base)
-        else:  # `now` asks for GPUs now: no waiting for a running job's end
-            found = self.place_eligible(job, eligibility, restrictions.exclusive, now,
-                                        self.planning_running() if mode == "auto" else ())
-        if found is None:
-            if mode == "now":
-                return PlaceReply(DecisionKind.PASS, reason="no_room", **base)
-            self.queue.defer(key, job)
-            return PlaceReply(DecisionKind.DEFER, reason="no_room", **base)
-        if self.in_flight(req.job.uid) >= self.settings.user_reservations_max:
-            # a fair share of promises: a user with this many placements Slurm has not shown
-            # yet (a burst, or a loop of submissions Slurm rejects after the hook) is promised
-            # no more GPUs until a read shows them. The job waits in pald's queue, placed by
-            # the next cycle once Slurm shows it (a rejected one never is). It is counted as
-            # held only from that read on, and is not in the submit path's plan: until then
-            # nobody else's job waits behind it (a job submitted meanwhile may start first,
-            # for at most one read). `now` jobs pass.
-            if mode == "now":
-                return PlaceReply(DecisionKind.PASS, reason="user_in_flight", **base)
-            return PlaceReply(DecisionKind.DEFER, reason="user_in_flight", **base)
-        gpus, group = found
-        choice = choice_of(gpus, self.view)
-        bound, why = self.vet(choice)
-        if bound is None:  # Slurm may not have what the view says: the job runs as submitted
-            return PlaceReply(DecisionKind.PASS, reason=f"doubt:{why}", **base)
-        gpus, choice = self._as_slurm_takes(job, gpus, choice, bound)
-        gres = None
-        if bound is Binding.SLOTS and shape.is_per_node and choice.same_slots_everywhere():
-            gres = tres_per_node(next(iter(choice.nodes.values())))
+        key = str(got.key)
+        mode = (got.spec.mode if got.spec else None) or self.settings.default_mode
+        held = self.queue.held_jobs > 0
+        waiting = self.queue.known() if held and mode == "auto" else None  # None: held jobs it does not know
+        crowded = self.in_flight(user) >= self.settings.user_reservations_max
+        # the running jobs matter only to an `auto` job placed now, or behind the held jobs pald knows
+        facts = self.facts(running=mode == "auto" and (not held or waiting is not None))
+        d = decide(self.engine, self.where, facts, got, mode, now, held, waiting, crowded)
+        if d.warning is not None:
+            base["warning"] = d.warning
+        if d.decision is DecisionKind.DEFER and d.queue:
+            self.queue.defer(key, d.queued)
+        if d.decision is not DecisionKind.PLACE or d.choice is None:
+            return PlaceReply(d.decision, reason=d.reason, **base)
         # a per-node job answered without its slots: Slurm takes the lowest free ones on its nodes
-        self.reserve(key, gpus, now, restrictions, choice.nodes, slurm_picks=shape.is_per_node and gres is None,
-                     request=job, user=req.job.uid)
-        return PlaceReply(DecisionKind.PLACE, reason=self.settings.placement, nodes=choice.nodes, gres=gres,
-                          partition=group.partition, site_checked=True, **base)
+        self.reserve(key, d.gpus, now, got.restrictions, d.choice.nodes,
+                     slurm_picks=got.shape.is_per_node and d.gres is None, request=got.request, user=user)
+        return PlaceReply(DecisionKind.PLACE, reason=d.reason, nodes=d.choice.nodes, gres=d.gres,
+                          partition=d.partition, site_checked=True, **base)
 
     # ---- the cycle -------------------------------------------------------------------------
     def plan_cycle(self, held: Sequence[JobInfo], now: float) -> CycleResult:
@@ -593,22 +454,27 @@ class PlacementService:
         # restrictions costs more than judging them again)
         wheres: dict[int, tuple[JobRestrictions, NodeGroup | None | str]] = {}
         bound: dict[int | str, tuple[int, ...]] = {}  # jobs already bound to slot types
+        promised = self.promised()  # (the loop reserves nothing)
+        free = len(self.available().free)
         for j in held:
             if not getattr(j, "unreadable", "") and requeue.not_yet_eligible(j, now):
                 not_yet += 1
                 continue
-            got = from_queue(requeue.placement_record(j), self.class_map, self.settings.site_rules)
+            record, slots = requeue.placement_record(j), requeue.bound_slots(j)
+            got = from_queue(record, self.class_map, self.settings.site_rules)
             if isinstance(got, Pass):
                 out.releases.append(Release(j.job_id, got.perf_class, None, None, got.reason))
                 continue
             shape, perf_class, restrictions = got.shape, got.perf_class, got.restrictions
             if id(restrictions) not in wheres:  # the entry holds the value: its id is not reused
-                wheres[id(restrictions)] = (restrictions, self._where(restrictions, now))
+                wheres[id(restrictions)] = (restrictions, held_group(self.where, self.view, self.site, restrictions,
+                                                                     now, promised))
             group = wheres[id(restrictions)][1]
             if isinstance(group, str):  # eligibility passed it to Slurm
                 out.releases.append(Release(j.job_id, perf_class, None, None, group))
                 continue
-            slots = requeue.bound_slots(j) if shape.is_per_node else None
+            if not shape.is_per_node:
+                slots = None
             if slots is not None:
                 group = None  # placed after the shared cycle, on its own slots (_on_bound_slots)
             try:
@@ -616,7 +482,7 @@ class PlacementService:
             except SlurmError:
                 out.releases.append(Release(j.job_id, perf_class, None, None, "bad_array_tasks"))
                 continue
-            refs = every[:max(1, len(self.available().free) // max(1, shape.total))]
+            refs = every[:max(1, free // max(1, shape.total))]
             unexpanded += len(every) - len(refs)  # an array's later elements wait too
             for ref in refs:  # an array's pending elements: as many as could start now, in order
                 req = got.request if ref == got.request.job_id else replace(got.request, job_id=ref)
@@ -630,19 +496,23 @@ class PlacementService:
                     restricted.append(req)
         launched = 0
         if requests:
-            plan = self.engine.decide([*self.planning_running(), *requests], self.available(), self.ranking, now)
+            plan, checked = plan_held(self.engine, self.view, self.site, self.available(), self.ranking,
+                                      self.promised(), self.planning_running(), requests, limits, now)
             self.planned = {job_id: (p, by_id[job_id].perf_class) for job_id, p in plan.planned.items()
                             if job_id in by_id}
-            for job_id, gpus in plan.launch.items():
-                launched += self._release(out, by_id[job_id], gpus, groups[job_id], limits[job_id], now)
-        for req in self.engine.order_jobs(restricted):
+            for job_id, release in checked:
+                launched += self._released(out, by_id[job_id], release, groups[job_id], limits[job_id], now)
+        for req in self.engine.order_jobs(restricted) if restricted else ():
             # in queue order, on what the cycle left (GPUs, and CPUs/memory promised meanwhile);
             # without backfill the first that waits holds the ones behind it
             job = limits[req.job_id]
-            found = self.place_eligible(req, self.eligibility(job, now), job.exclusive, now)
+            facts = self.facts(running=False)
+            eligibility = self.where.eligibility(job, self.view, self.site, now, facts.promised)
+            found = place_eligible(self.engine, self.where, facts, req, eligibility, job.exclusive, now, ())
             if found is not None and req.job_id in bound:
                 found = self._on_bound_slots(req, found, bound[req.job_id], now)
-            if found is None or not self._release(out, req, found[0], found[1], job, now):
+            if found is None or not self._released(out, req, release_on(
+                    self.view, self.site, self.available().free, req, found[0], job, self.promised()), found[1], job, now):
                 if not self.settings.backfill:
                     break
                 continue
@@ -673,57 +543,26 @@ class PlacementService:
         if len(gpus) != len(slots) * len(choice.nodes):
             return found  # its shape no longer matches the binding: bound anew as before
         free = self.available().free
-        allowed = self.allowed_nodes(group, free, False)
+        allowed = self.where.allowed_nodes(self.view, group, free, False)
         on_old = frozenset(g for g in free if self.view.gpus[g].slot in wanted
                            and (allowed is None or self.view.gpus[g].node_index in allowed))
         again = self.engine.place_new(req, self.view.with_free(on_old), self.ranking, now)
         return None if again is None else (tuple(again), group)
 
-    def _where(self, restrictions: JobRestrictions, now: float) -> NodeGroup | None | str:
-        """Where a held job may run: its one node group when that is every node and the job
-        shares nodes, so it joins the shared engine cycle; None when it is placed after it, on
-        its own nodes; or the reason it goes to Slurm untouched."""
-        eligibility = self.eligibility(restrictions, now)
-        if eligibility.passed:  # pald cannot judge where it may run: Slurm places it
-            return eligibility.passed
-        group = eligibility.groups[0] if len(eligibility.groups) == 1 else None
-        if group is None or restrictions.exclusive or self.allowed_nodes(group, frozenset(), False) is not None:
-            group = None
-        return group
-
-    def _release(self, out: CycleResult, req: JobRequest, gpus: Sequence[int], group: NodeGroup, job: JobRestrictions,
-                 now: float) -> bool:
-        """Add the release of `req` on `gpus` (reserving them, and its CPUs/memory) to `out`;
-        False when the nodes no longer have its CPUs/memory after this cycle's earlier releases
-        (the engine places on GPUs alone): it waits for the next cycle."""
-        assert self.view is not None
-        choice = choice_of(gpus, self.view)
-        if not self.fits_after_promises(choice.nodes, job):
+    def _released(self, out: CycleResult, req: JobRequest, got: Released | str | None, group: NodeGroup,
+                  job: JobRestrictions, now: float) -> bool:
+        """Add the release of `req` as checked (engine.where.release_on: reserving its GPUs,
+        and its CPUs/memory) to `out`; False when it waits for the next cycle."""
+        if got is None:
             return False
-        bound, why = self.vet(choice)
-        if bound is None:  # Slurm may not have what the view says: release it as submitted
-            out.releases.append(Release(req.job_id, req.perf_class, None, None, f"doubt:{why}"))
+        if isinstance(got, str):  # Slurm may not have what the view says: release it as submitted
+            out.releases.append(Release(req.job_id, req.perf_class, None, None, got))
             return True
-        gpus, choice = self._as_slurm_takes(req, gpus, choice, bound)
-        rel = Release(req.job_id, req.perf_class, choice,
-                      gres_for_release(shape_of(req), choice, bound is Binding.SLOTS),
-                      self.settings.placement, request=req, partition=group.partition)
-        exact = bound is Binding.SLOTS and choice.same_slots_everywhere()  # else Slurm takes the lowest free
-        self.reserve(rel.key, gpus, now, job, choice.nodes, slurm_picks=shape_of(req).is_per_node and not exact,
-                     request=req)
+        rel = Release(req.job_id, req.perf_class, got.choice, got.gres_spec, self.settings.placement, request=req,
+                      partition=group.partition)
+        self.reserve(rel.key, got.gpus, now, job, got.choice.nodes, slurm_picks=got.slurm_picks, request=req)
         out.releases.append(rel)
         return True
-
-    def _as_slurm_takes(self, job: JobRequest, gpus: Sequence[int], choice: ShapeChoice,
-                        bound: Binding) -> tuple[tuple[int, ...], ShapeChoice]:
-        """On nodes that do not type their slots pald pins only the nodes, and Slurm takes the
-        lowest free slots there: reserve those (the engine already did so where the slots differ
-        between nodes; policy.shapes.slurm_picks_slots)."""
-        assert self.view is not None
-        if bound is Binding.SLOTS or not slurm_picks_slots(job, gpus, self.view, binds_slots=False):
-            return tuple(gpus), choice
-        picked = slurm_picks(gpus, self.view, self.available().free)
-        return picked, choice_of(picked, self.view)
 
 
 def _by_node(gpu_ids: Iterable[int], view: ClusterView) -> dict[int, list[int]]:

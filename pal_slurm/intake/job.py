@@ -20,6 +20,7 @@ from pal_slurm.intake.refusals import JobTraits, RefusedInput, defer_reason, pas
 from pal_slurm.intake.restrictions import (
     HookFields,
     JobRestrictions,
+    requested_partitions,
     restrictions_from_fields,
     restrictions_from_squeue,
     traits_from_fields,
@@ -27,7 +28,15 @@ from pal_slurm.intake.restrictions import (
 from pal_slurm.intake.tres import gpu_count
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.site_rules import NO_RULES, SiteRules
-from pal_slurm.model.comment_grammar import CommentError, CommentSpec, parse_comment
+from pal_slurm.model.comment_grammar import (
+    DEFAULT_ON_CLASS,
+    CommentError,
+    CommentSpec,
+    opted_out,
+    parse_comment,
+    verify_spec,
+)
+from pal_slurm.model.modes import DefaultOn
 from pal_slurm.model.network import MAX_DECLARED_FACTOR, is_known_sensitivity
 from pal_slurm.model.decision import JobId
 from pal_slurm.model.job import JobRequest
@@ -53,6 +62,7 @@ class Intake(NamedTuple):
     time_limit_s: float | None  # None: not given (the partition's default)
     request: JobRequest  # the engine's job: waiting since it was submitted
     deferred: str | None = None  # why pald always defers it to its cycle (an array), or None
+    notice: str | None = None  # for the user, before any other warning: what the site's rules changed
 
     @property
     def gpus(self) -> int:
@@ -72,6 +82,19 @@ class Pass:
     reason: str
     perf_class: str = "?"
     warning: str | None = None
+    notice: str | None = None  # as Intake.notice
+    refused_spec: bool = False  # the `pal:` spec itself is refused: pald reads nothing else of the job
+
+
+@dataclass(frozen=True)
+class SubmitRules:
+    """What pald's own configuration says of a job at submit: the partitions that are
+    default-on, the site's rules (class, network sensitivity, who may ask `mode=now`) and the
+    class of a job they give none."""
+
+    default_on: DefaultOn = DefaultOn()
+    site: SiteRules = NO_RULES
+    default_class: str = "A"
 
 
 Read = Union[Intake, Pass]
@@ -127,8 +150,55 @@ def _squeue_shape(tres_per_node: str, tres_per_job: str, node_count: int, commen
                      nodes=node_count, comment_gpus=comment_gpus)
 
 
-def from_hook(job: HookFields, spec: CommentSpec | None, key: str, now: float, classes: AppClassMap) -> Read:
-    """The hook's request (`spec`: its `pal:` comment as the protocol read it) at `now`."""
+def partitions_of(job: HookFields, default_partition: str | None) -> tuple[str, ...]:
+    """The partitions the job may run in: its `--partition` list, else Slurm's default
+    partition (None: unknown)."""
+    names = requested_partitions(job.partition)
+    if not names and default_partition is not None:
+        names = (default_partition,)
+    return names
+
+
+def ruled_spec(job: HookFields, spec: CommentSpec, partitions: tuple[str, ...],
+               rules: SubmitRules) -> tuple[CommentSpec, str | None]:
+    """The hook's spec as pald takes it, and a notice for the user (or None). The hook's parse
+    must be what the raw comment says; a job of a default-on partition (no `pal:` spec,
+    DEFAULT_ON_CLASS) is PAL's only where pald's own list makes its partitions default-on and
+    its user did not write `pal:off` (CommentError otherwise: the job passes). The site's rules
+    then give the class and network sensitivity (over the user's where they override), and a
+    `mode=now` the site does not allow this job is dropped."""
+    if spec.perf_class != DEFAULT_ON_CLASS:
+        verify_spec(job.comment, spec)
+    elif parse_comment(job.comment) is not None or opted_out(job.comment):
+        raise CommentError("mismatch", "the hook sent no pal: spec, but the comment holds one")
+    elif not rules.default_on.covers(partitions):
+        raise CommentError("not_default_on", f"partitions {','.join(partitions) or '(default)'} are not "
+                           "default-on in pald's configuration ([daemon] default_on)")
+    asked = None if spec.perf_class == DEFAULT_ON_CLASS else spec.perf_class
+    notice = None
+    mode = spec.mode
+    if mode == "now" and not rules.site.now.allows(job):
+        mode = None
+        notice = ("pal: mode=now is not allowed for this job's account or QOS at this site; "
+                  "it waits its turn as mode=auto")
+    ruled = replace(spec, perf_class=rules.site.class_for(job, asked) or rules.default_class,
+                    net=rules.site.net_for(job, spec.net), mode=mode)
+    return (spec if ruled == spec else ruled), notice
+
+
+def from_hook(job: HookFields, spec: CommentSpec | None, key: str, now: float, classes: AppClassMap,
+              partitions: tuple[str, ...] = (), rules: SubmitRules | None = None) -> Read:
+    """The hook's request (`spec`: its `pal:` comment as the protocol read it) at `now`, for
+    a job that may run in `partitions`. With `rules` (pald's) the spec is checked and ruled
+    first (`ruled_spec`); a refused one is a Pass with `refused_spec`. Without, it is taken
+    as given (a caller that built it itself)."""
+    notice = None
+    if rules is not None and spec is not None:
+        try:
+            spec, notice = ruled_spec(job, spec, partitions, rules)
+        except CommentError as exc:
+            return Pass(f"bad_comment:{exc.code}", warning=f"pald ignored the pal: spec: {exc.message}",
+                        refused_spec=True)
     perf_class, warning = class_of(classes, spec.perf_class if spec else "unknown")
     net_warning = unknown_net_warning(spec.net if spec else None)
     if net_warning:
@@ -136,18 +206,18 @@ def from_hook(job: HookFields, spec: CommentSpec | None, key: str, now: float, c
     traits = traits_from_fields(job, now)
     passing = pass_reason(traits)
     if passing:
-        return Pass(passing, perf_class, warning)
+        return Pass(passing, perf_class, warning, notice)
     try:
         shape = submit_shape(job, spec)
     except ShapeError as exc:
-        return Pass(str(exc), perf_class, warning)
+        return Pass(str(exc), perf_class, warning, notice)
     try:
         restrictions = restrictions_from_fields(job, shape.nodes, shape.per_node or 1)
     except RefusedInput as exc:
-        return Pass(exc.reason, perf_class, f"PAL leaves this job to Slurm: {exc.detail}"[:USER_LINE_CHARS])
+        return Pass(exc.reason, perf_class, f"PAL leaves this job to Slurm: {exc.detail}"[:USER_LINE_CHARS], notice)
     limit_s = job.time_limit * 60.0 if job.time_limit else None
     return Intake(key, shape, restrictions, traits, spec, perf_class, warning, limit_s,
-                  _request(key, shape, perf_class, spec, now, limit_s), defer_reason(traits))
+                  _request(key, shape, perf_class, spec, now, limit_s), defer_reason(traits), notice)
 
 
 _MEMO_CHARS = 256  # longer comments (user text) are parsed every time, never kept

@@ -542,3 +542,17 @@ class SlurmReader:
     ) -> ClusterView:
         nodes = self.nodes()
         return cluster_view(nodes, self.jobs() if with_jobs else (), racks)
+
+
+def admin_comments(jobs: Iterable[JobInfo]) -> dict[int | str, str]:
+    """Each job's admin_comment by every scontrol name that may act on it (its id, its ``A_I``
+    name, an array record's elements; a record whose elements do not read: its own names)."""
+    out: dict[int | str, str] = {}
+    for j in jobs:
+        try:
+            refs = j.element_refs()
+        except SlurmError:
+            refs = []
+        for ref in (j.job_id, j.ref, *refs):
+            out[ref] = j.admin_comment
+    return out

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from pal_slurm.model.comment_grammar import CommentSpec
-from pal_slurm.daemon.protocol import JobFields, PlaceRequest
+from pal_slurm.daemon.protocol import JobFields, PlaceReply, PlaceRequest
+from pal_slurm.daemon.service import PlacementService
+from pal_slurm.intake.job import from_hook
 from pal_slurm.model import ClusterView
 from pal_slurm.slurm.gres import node_gres_field
 from pal_slurm.slurm.readers import JobInfo, NodeInfo
@@ -25,6 +27,11 @@ def request(cls="resnet", gpn=None, gpj=None, nodes=None, mode=None, gpus=None, 
         pal=CommentSpec(cls, gpus=gpus, mode=mode, net=net),
         request_id=rid,
     )
+
+
+def place(service: PlacementService, req: PlaceRequest, now: float, key: str) -> PlaceReply:
+    """`service.place` on the hook's request read by pald's intake (no site rules: the spec as sent)."""
+    return service.place(from_hook(req.job, req.pal, key, now, service.class_map), now, req.job.uid)
 
 
 def snapshot(scores: dict, version=3, nodes=4, gpus=4):

@@ -2,14 +2,14 @@
 
 from dataclasses import replace
 
-from pal_slurm.daemon.choice_check import Binding, vet
+from pal_slurm.engine.choice_check import Binding, vet
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.site import PartitionFacts, SiteView
 from pal_slurm.slurm.readers import cluster_view
 from pal_slurm.slurm.site import node_facts
 
-from .builders import held_job, node_info, request
+from .builders import held_job, node_info, place, request
 
 
 def facts(*nodes):
@@ -57,7 +57,7 @@ def service_on(nodes, max_view_age_s=float("inf")):
 def test_place_on_plain_gres_nodes_pins_nodes_without_a_typed_gres():
     """gres.conf without per-slot types: a typed reply would make sbatch fail."""
     s = service_on([node_info(f"gpu0{i}", gres="gpu:4") for i in range(1, 5)])
-    r = s.place(request(gpn=2), now=0.1, key="a")
+    r = place(s, request(gpn=2), now=0.1, key="a")
     assert r.decision is DecisionKind.PLACE and r.gres is None and len(r.nodes) == 1
 
 
@@ -65,7 +65,7 @@ def test_place_passes_when_the_view_and_slurms_facts_disagree():
     nodes = [node_info(f"gpu0{i}") for i in range(1, 5)]
     s = service_on(nodes)
     s.site = replace(s.site, nodes=facts(*nodes[1:]))  # gpu01 gone from Slurm, still in the view
-    answers = [s.place(request(gpn=4), now=0.1, key=f"k{i}") for i in range(4)]
+    answers = [place(s, request(gpn=4), now=0.1, key=f"k{i}") for i in range(4)]
     assert all("gpu01" not in r.nodes for r in answers)  # never the node Slurm lacks
     assert sum(r.decision is DecisionKind.PLACE for r in answers) == 3  # the others are used
     assert all(not (r.gpu_ids & {0, 1, 2, 3}) for r in s.reservations.values())
@@ -73,8 +73,8 @@ def test_place_passes_when_the_view_and_slurms_facts_disagree():
 
 def test_place_passes_on_a_view_older_than_allowed():
     s = service_on([node_info("gpu01")], max_view_age_s=5.0)
-    assert s.place(request(gpn=1), now=4.0, key="a").decision is DecisionKind.PLACE
-    r = s.place(request(gpn=1), now=6.0, key="b")
+    assert place(s, request(gpn=1), now=4.0, key="a").decision is DecisionKind.PLACE
+    r = place(s, request(gpn=1), now=6.0, key="b")
     assert (r.decision, r.reason) == (DecisionKind.PASS, "stale_view")
 
 
@@ -92,8 +92,8 @@ def test_on_plain_gres_nodes_pald_reserves_the_slots_slurm_takes():
     nodes = [node_info("gpu01", gres="gpu:4")] + [node_info(f"gpu0{i}", gres="gpu:4", used=range(4)) for i in (2, 3, 4)]
     s = service_on(nodes)
     s.set_snapshot(snapshot({"A": {("gpu01", 0): (2.8, 2.8)}}))
-    r = s.place(request("resnet", gpn=2), now=0.1, key="a")
+    r = place(s, request("resnet", gpn=2), now=0.1, key="a")
     assert r.decision is DecisionKind.PLACE and r.gres is None
     assert r.nodes == {"gpu01": (0, 1)} and s.reservations["a"].gpu_ids == {0, 1}
-    r2 = s.place(request("resnet", gpn=2), now=0.2, key="b")
+    r2 = place(s, request("resnet", gpn=2), now=0.2, key="b")
     assert r2.nodes == {"gpu01": (2, 3)} and not s.reservations["b"].gpu_ids & s.reservations["a"].gpu_ids

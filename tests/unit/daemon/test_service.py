@@ -4,7 +4,7 @@ from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy import PLACEMENTS
 
-from .builders import request, snapshot, view
+from .builders import place, request, snapshot, view
 
 
 def service(busy=(), snap=None, **kw):
@@ -19,7 +19,7 @@ SLOW = snapshot({"A": {("gpu01", 1): (2.8, 2.8)}})
 
 def test_places_a_single_node_job_on_exact_slots_avoiding_the_slow_gpu():
     s = service(snap=SLOW)
-    r = s.place(request("resnet", gpn=4), now=0.1, key="r1")
+    r = place(s, request("resnet", gpn=4), now=0.1, key="r1")
     assert r.decision is DecisionKind.PLACE
     assert r.nodes == {"gpu02": (0, 1, 2, 3)}  # gpu01 holds the slow GPU
     assert r.gres == "gres:gpu:s0:1,gres:gpu:s1:1,gres:gpu:s2:1,gres:gpu:s3:1"
@@ -28,7 +28,7 @@ def test_places_a_single_node_job_on_exact_slots_avoiding_the_slow_gpu():
 
 def test_best_fit_keeps_whole_nodes_free():
     s = service(busy=(4, 5))  # gpu02 has 2 free
-    r = s.place(request("vgg19", gpn=2), now=0.1, key="r1")
+    r = place(s, request("vgg19", gpn=2), now=0.1, key="r1")
     assert r.nodes == {"gpu02": (2, 3)}
 
 
@@ -36,19 +36,19 @@ def test_two_submissions_in_the_same_second_never_share_gpus():
     s = service()
     seen = set()
     for i in range(8):
-        r = s.place(request("bert", gpn=2), now=0.5, key=f"r{i}")
+        r = place(s, request("bert", gpn=2), now=0.5, key=f"r{i}")
         assert r.decision is DecisionKind.PLACE
         gpus = {(n, x) for n, slots in r.nodes.items() for x in slots}
         assert not gpus & seen
         seen |= gpus
     assert len(seen) == 16
-    r = s.place(request("bert", gpn=2), now=0.5, key="r9")
+    r = place(s, request("bert", gpn=2), now=0.5, key="r9")
     assert r.decision is DecisionKind.DEFER and r.reason == "no_room"
 
 
 def test_reservations_end_when_slurm_shows_the_gpus_busy_or_after_the_ttl():
     s = service(reservation_ttl_s=30)
-    r = s.place(request("bert", gpn=4), now=1.0, key="a")
+    r = place(s, request("bert", gpn=4), now=1.0, key="a")
     assert len(s.free_now()) == 12
     s.observe_cluster(view(busy=()), now=2.0)  # Slurm has not started it yet: still reserved
     assert len(s.reservations) == 1
@@ -56,14 +56,14 @@ def test_reservations_end_when_slurm_shows_the_gpus_busy_or_after_the_ttl():
     first = slots[next(iter(r.nodes))]
     s.observe_cluster(view(busy=range(first, first + 4)), now=3.0)
     assert not s.reservations and len(s.free_now()) == 12
-    s.place(request("bert", gpn=4), now=4.0, key="b")
+    place(s, request("bert", gpn=4), now=4.0, key="b")
     s.observe_cluster(view(), now=40.0)  # never started: expires
     assert not s.reservations
 
 
 def test_unknown_class_gets_the_default_and_a_warning():
     s = service()
-    r = s.place(request("mystery-app", gpn=1), now=0, key="k")
+    r = place(s, request("mystery-app", gpn=1), now=0, key="k")
     assert r.decision is DecisionKind.PLACE and r.perf_class == "A"
     assert "unknown class 'mystery-app'" in r.warning
 
@@ -71,52 +71,52 @@ def test_unknown_class_gets_the_default_and_a_warning():
 @pytest.mark.parametrize("net", ["loud", "0.5", "nan", "5000"])
 def test_a_net_that_is_neither_a_class_nor_a_factor_gets_a_warning_and_is_placed(net):
     s = service()
-    r = s.place(request("resnet", gpn=1, net=net), now=0, key="k")
+    r = place(s, request("resnet", gpn=1, net=net), now=0, key="k")
     assert r.decision is DecisionKind.PLACE
     assert f"unknown network sensitivity '{net}'" in r.warning and "net=2.2" in r.warning
 
 
 @pytest.mark.parametrize("net", [None, "low", "HIGH", "1", "2.2", "7.78"])
 def test_a_class_or_a_spread_factor_is_no_warning(net):
-    assert service().place(request("resnet", gpn=1, net=net), now=0, key="k").warning is None
+    assert place(service(), request("resnet", gpn=1, net=net), now=0, key="k").warning is None
 
 
 def test_both_warnings_reach_the_user():
-    r = service().place(request("mystery-app", gpn=1, net="loud"), now=0, key="k")
+    r = place(service(), request("mystery-app", gpn=1, net="loud"), now=0, key="k")
     assert "unknown class 'mystery-app'" in r.warning and "unknown network sensitivity 'loud'" in r.warning
 
 
 def test_store_class_map_is_used():
     s = service()
     s.set_class_map({"mystery-app": "D"})
-    r = s.place(request("mystery-app", gpn=1), now=0, key="k")
+    r = place(s, request("mystery-app", gpn=1), now=0, key="k")
     assert r.perf_class == "D" and r.warning is None
 
 
 def test_modes_and_queue_order():
     s = service(busy=range(16))
-    assert s.place(request(gpn=1, mode="now"), now=0, key="a").decision is DecisionKind.PASS
-    assert s.place(request(gpn=1), now=0, key="b").decision is DecisionKind.DEFER
+    assert place(s, request(gpn=1, mode="now"), now=0, key="a").decision is DecisionKind.PASS
+    assert place(s, request(gpn=1), now=0, key="b").decision is DecisionKind.DEFER
     s.observe_cluster(view(), now=1.0, held_jobs=1)  # room again, but an older job is held
-    assert s.place(request(gpn=1), now=1, key="c").decision is DecisionKind.DEFER
-    assert s.place(request(gpn=1, mode="now"), now=1, key="d").decision is DecisionKind.PLACE
-    assert s.place(request(gpn=1, mode="defer"), now=1, key="e").decision is DecisionKind.DEFER
+    assert place(s, request(gpn=1), now=1, key="c").decision is DecisionKind.DEFER
+    assert place(s, request(gpn=1, mode="now"), now=1, key="d").decision is DecisionKind.PLACE
+    assert place(s, request(gpn=1, mode="defer"), now=1, key="e").decision is DecisionKind.DEFER
 
 
 def test_requests_that_cannot_be_placed_pass():
     s = service()
-    assert s.place(request(gpn=8), now=0, key="a").reason == "too_many_gpus_per_node"
-    assert s.place(request(gpj=64), now=0, key="b").reason == "bigger_than_cluster"
-    assert s.place(request(), now=0, key="c").reason == "no_gpus"
+    assert place(s, request(gpn=8), now=0, key="a").reason == "too_many_gpus_per_node"
+    assert place(s, request(gpj=64), now=0, key="b").reason == "bigger_than_cluster"
+    assert place(s, request(), now=0, key="c").reason == "no_gpus"
     fresh = PlacementService()
-    assert fresh.place(request(gpn=1), now=0, key="d").reason == "no_cluster_view"
+    assert place(fresh, request(gpn=1), now=0, key="d").reason == "no_cluster_view"
 
 
 def test_multi_node_per_node_shape_and_total_shape():
     s = service(busy=(0,))
-    r = s.place(request(gpn=2, nodes=2), now=0, key="a")
+    r = place(s, request(gpn=2, nodes=2), now=0, key="a")
     assert len(r.nodes) == 2 and all(len(v) == 2 for v in r.nodes.values())
-    r = s.place(request(gpj=6), now=0, key="b")
+    r = place(s, request(gpj=6), now=0, key="b")
     assert r.decision is DecisionKind.PLACE and sum(len(v) for v in r.nodes.values()) == 6
     assert r.gres is None  # a total request keeps its own GRES; the hook pins the nodes
 
@@ -127,7 +127,7 @@ def test_a_job_that_started_and_ended_between_two_views_frees_its_reservation():
     from .builders import held_job
 
     s = service()
-    s.place(request("bert", gpn=4), now=1.0, key="req:h1")
+    place(s, request("bert", gpn=4), now=1.0, key="req:h1")
     done = held_job(9, tag="pal:placed=gpu01;rank=v3;req=h1")
     done = done.__class__(**{**done.__dict__, "state": "COMPLETED"})
     assert started_keys([done, held_job(10)]) == {"job:9", "req:h1"}
@@ -141,7 +141,7 @@ def test_every_registered_placement_answers_every_shape(name):
 
     s = service(busy=(0, 1, 4), placement=name)
     for req in (request("resnet", gpn=2), request("bert", gpn=2, nodes=2), request("vgg19", gpj=3)):
-        r = s.place(req, now=1.0, key=f"{name}-{req.job}")
+        r = place(s, req, now=1.0, key=f"{name}-{req.job}")
         assert r.decision is DecisionKind.PLACE, (name, r)
         slots = [x for v in r.nodes.values() for x in v]
         assert len(slots) == (req.job.gpus_per_node or 0) * (req.job.min_nodes or 1) or len(slots) == req.job.gpus_per_job
@@ -157,7 +157,7 @@ def test_unbound_slots_reserve_what_slurm_will_take():
     for its whole run (13.5 trace hours). The reservation must be what Slurm takes."""
     slow = snapshot({"A": {("gpu01", 0): (2.8, 2.8), ("gpu02", 3): (2.8, 2.8)}})
     s = service(busy=tuple(range(8, 16)), snap=slow)  # only gpu01 and gpu02 free
-    r = s.place(request("resnet", gpn=3, nodes=2), now=0.1, key="a")
+    r = place(s, request("resnet", gpn=3, nodes=2), now=0.1, key="a")
     # PAL avoided 0 on gpu01 and 3 on gpu02: slots pald cannot bind (they differ between the
     # nodes), so Slurm takes its lowest free ones; the answer, the binding and the reservation
     # all say so (the same slots on both nodes now, so they are bound exactly)
@@ -165,7 +165,7 @@ def test_unbound_slots_reserve_what_slurm_will_take():
     assert r.nodes == {"gpu01": (0, 1, 2), "gpu02": (0, 1, 2)}
     assert r.gres == "gres:gpu:s0:1,gres:gpu:s1:1,gres:gpu:s2:1"
     assert s.reservations["a"].gpu_ids == frozenset({0, 1, 2, 4, 5, 6})  # Slurm's lowest free slots
-    r2 = s.place(request("resnet", gpn=1), now=0.2, key="b")
+    r2 = place(s, request("resnet", gpn=1), now=0.2, key="b")
     assert r2.decision is DecisionKind.PLACE
     assert r2.nodes in ({"gpu01": (3,)}, {"gpu02": (3,)})  # never a slot Slurm gives job a
 
@@ -178,9 +178,9 @@ def test_after_a_read_with_nothing_held_the_first_held_job_does_not_hold_the_new
 
     s = service(busy=range(12), placement="pal-fit")
     s.observe_cluster(view(busy=range(12)), now=0.0, held_jobs=0)  # a read: nothing held
-    big = s.place(request(gpn=4, nodes=2), now=0.5, key="big")
+    big = place(s, request(gpn=4, nodes=2), now=0.5, key="big")
     assert (big.decision, big.reason) == (DecisionKind.DEFER, "no_room")
-    small = s.place(request(gpn=1), now=0.6, key="small")
+    small = place(s, request(gpn=1), now=0.6, key="small")
     assert small.decision is DecisionKind.PLACE  # behind `big`, as the cycle would
     s.plan_cycle([held_job(1, gpn=4, nodes=2, time_limit_s=3600)], now=1.0)
     s.observe_cluster(view(busy=range(13)), now=2.0, held_jobs=0)  # it started or went: nothing held
@@ -193,13 +193,13 @@ def test_slots_slurm_picks_follow_what_each_read_shows_free_until_the_job_starts
     slot 2 freed before Slurm's pass, Slurm gave it to that job, and pald promised it to the next
     1-GPU job, which waited behind it. The reservation must follow Slurm's pick."""
     s = service(busy=(2, *range(8, 16)))
-    a = s.place(request("resnet", gpn=3, nodes=2), now=0.1, key="a")
+    a = place(s, request("resnet", gpn=3, nodes=2), now=0.1, key="a")
     assert a.decision is DecisionKind.PLACE and a.gres is None  # slots differ: Slurm picks
     assert s.reservations["a"].gpu_ids == frozenset({0, 1, 3, 4, 5, 6})
     s.observe_cluster(view(busy=range(8, 16)), now=0.5)  # slot 2 free; job a not started yet
     slurm_takes = frozenset({0, 1, 2, 4, 5, 6})  # the lowest free slots on its nodes at the pass
     assert s.reservations["a"].gpu_ids == slurm_takes
-    b = s.place(request("resnet", gpn=1), now=0.6, key="b")
+    b = place(s, request("resnet", gpn=1), now=0.6, key="b")
     assert b.decision is DecisionKind.PLACE and b.nodes in ({"gpu01": (3,)}, {"gpu02": (3,)})
     s.observe_cluster(view(busy=(0, 1, 2, 4, 5, 6, *range(8, 16))), now=1.0, started={"a"})
     assert "a" not in s.reservations and "b" in s.reservations  # started: Slurm's own record now
@@ -207,7 +207,7 @@ def test_slots_slurm_picks_follow_what_each_read_shows_free_until_the_job_starts
 
 def test_exactly_bound_slots_are_never_moved():
     s = service(busy=range(8, 16))
-    a = s.place(request("resnet", gpn=3, nodes=2), now=0.1, key="a")
+    a = place(s, request("resnet", gpn=3, nodes=2), now=0.1, key="a")
     assert a.gres is not None and not s.reservations["a"].slurm_picks  # same slots on both nodes: bound
     before = s.reservations["a"].gpu_ids
     s.observe_cluster(view(busy=(7, *range(8, 16))), now=0.5)
@@ -223,13 +223,13 @@ def test_a_backfilling_placement_places_a_newcomer_the_cycle_would_start_behind_
     for placement, placed in (("pal-fit", True), ("pal", False)):
         s = service(busy=range(12), placement=placement)
         s.observe_cluster(view(busy=range(12)), now=0.0, held_jobs=1)
-        early = s.place(request(gpn=1), now=0.5, key="x")  # no cycle yet: the held job is unknown
+        early = place(s, request(gpn=1), now=0.5, key="x")  # no cycle yet: the held job is unknown
         assert (early.decision, early.reason) == (DecisionKind.DEFER, "queued")
         s.retract("x", early.decision)
         assert not s.plan_cycle([held_job(1, gpn=4, nodes=2, time_limit_s=3600)], now=1.0).releases
-        small = s.place(request(gpn=1), now=1.5, key="a")
+        small = place(s, request(gpn=1), now=1.5, key="a")
         assert (small.decision is DecisionKind.PLACE) == placed, placement
-        big = s.place(request(gpn=4, nodes=2), now=1.6, key="b")  # does not fit: held with them
+        big = place(s, request(gpn=4, nodes=2), now=1.6, key="b")  # does not fit: held with them
         assert (big.decision, big.reason) == (DecisionKind.DEFER, "queued")
         assert "b" in s.queue.deferred_since_sync
         if placed:
@@ -249,16 +249,16 @@ def test_between_a_read_and_the_cycle_that_plans_it_a_newcomer_is_placed_behind_
     s = service(busy=range(12), placement="pal-fit")
     s.observe_cluster(view(busy=range(12)), now=0.0, held_jobs=1)
     s.plan_cycle([held_job(1, gpn=4, nodes=2, time_limit_s=3600)], now=1.0)
-    big = s.place(request(gpn=4, nodes=2), now=1.6, key="b")  # does not fit: held
+    big = place(s, request(gpn=4, nodes=2), now=1.6, key="b")  # does not fit: held
     assert (big.decision, big.reason) == (DecisionKind.DEFER, "queued")
     s.observe_cluster(view(busy=range(12)), now=2.0, held_jobs=2)  # the read: both held; no cycle yet
-    c = s.place(request(gpn=1), now=2.5, key="c")
+    c = place(s, request(gpn=1), now=2.5, key="c")
     assert c.decision is DecisionKind.PLACE and c.nodes == {"gpu04": (0,)}
     held = [held_job(1, gpn=4, nodes=2, time_limit_s=3600), held_job(2, gpn=4, nodes=2, time_limit_s=3600)]
     s.plan_cycle(held, now=3.0)  # the cycle plans that read
     assert not s.queue.deferred_unplanned and [w.job_id for w in s.queue.waiting] == [1, 2]
     s.observe_cluster(view(busy=range(13)), now=4.0, held_jobs=3)  # one more held that pald never saw
-    assert s.place(request(gpn=1), now=4.5, key="d").decision is DecisionKind.DEFER
+    assert place(s, request(gpn=1), now=4.5, key="d").decision is DecisionKind.DEFER
     s.observe_cluster(view(busy=range(13)), now=5.0, held_jobs=0)  # nothing held: nothing to plan behind
     assert not s.queue.deferred_unplanned and not s.queue.deferred_since_sync
 
@@ -274,7 +274,7 @@ def test_a_deferral_the_read_already_shows_is_planned_behind_once():
     s = service(busy=range(12), placement="pal-fit")
     s.observe_cluster(view(busy=range(12)), now=0.0, held_jobs=1)
     s.plan_cycle([held_job(1, gpn=4, nodes=2, time_limit_s=3600, tag="pal:defer;req=a")], now=1.0)
-    big = s.place(request(gpn=4, nodes=2), now=2.0, key="req:b")
+    big = place(s, request(gpn=4, nodes=2), now=2.0, key="req:b")
     assert (big.decision, big.reason) == (DecisionKind.DEFER, "queued")
     s.observe_cluster(view(busy=range(12)), now=2.0, held_jobs=2)  # the read, at the deferral's instant
     assert "req:b" in s.queue.deferred_since_sync  # not known to be in the read
@@ -355,9 +355,9 @@ def test_gpus_no_job_holds_any_more_free_in_a_moment_so_a_talkative_job_waits_in
     s = after_read({"gpu01": [0, 1, 2]})
     ended = [r for r in s.running if r.job_id == "ended-on-gpu01"]
     assert len(ended) == 1 and ended[0].running_on == (0, 1, 2) and ended[0].remaining_time == 1.0
-    r = s.place(talkative(), now=10.0, key="r1")
+    r = place(s, talkative(), now=10.0, key="r1")
     assert r.decision is DecisionKind.DEFER and r.reason == "no_room"
-    r = after_read({}).place(talkative(), now=10.0, key="r1")  # as before: busy with no end
+    r = place(after_read({}), talkative(), now=10.0, key="r1")  # as before: busy with no end
     assert r.decision is DecisionKind.PLACE and set(r.nodes) == {"gpu01", "gpu02"}
     # still unheld past the window (a job pald cannot see holds them): busy with no end again
     s.observe_cluster(view(nodes=2, busy=[0, 1, 2, 4, 5, 6]), now=14.0)
@@ -371,17 +371,17 @@ def test_gpus_no_job_holds_any_more_free_in_a_moment_so_a_talkative_job_waits_in
 def test_a_talkative_job_waits_for_the_running_job_whose_limit_ends_soon_instead_of_spreading():
     # 2 GPUs, network-sensitive: spread over both nodes now, or on gpu01 when job 11's limit
     # ends in 90 s? pal-fit waits (deferred: pald's cycle places it); pal spreads it at once
-    r = with_running("pal-fit", 10.0, RUNNING).place(talkative(), now=10.0, key="r1")
+    r = place(with_running("pal-fit", 10.0, RUNNING), talkative(), now=10.0, key="r1")
     assert r.decision is DecisionKind.DEFER and r.reason == "no_room"
-    r = with_running("pal", 10.0, RUNNING).place(talkative(), now=10.0, key="r1")
+    r = place(with_running("pal", 10.0, RUNNING), talkative(), now=10.0, key="r1")
     assert r.decision is DecisionKind.PLACE and set(r.nodes) == {"gpu01", "gpu02"}
     # `mode=now` asks for GPUs now: no wait for a running job's end
     now_job = talkative()
     from dataclasses import replace
     now_job = replace(now_job, pal=replace(now_job.pal, mode="now"))
-    assert with_running("pal-fit", 10.0, RUNNING).place(now_job, now=10.0, key="r1").decision is DecisionKind.PLACE
+    assert place(with_running("pal-fit", 10.0, RUNNING), now_job, now=10.0, key="r1").decision is DecisionKind.PLACE
     # job 11 has outrun its limit: its end is no longer known to be near, so it spreads now
-    assert with_running("pal-fit", 500.0, RUNNING).place(talkative(), now=500.0, key="r1").decision is DecisionKind.PLACE
+    assert place(with_running("pal-fit", 500.0, RUNNING), talkative(), now=500.0, key="r1").decision is DecisionKind.PLACE
 
 
 def limited(req, minutes):
@@ -398,12 +398,12 @@ def test_gpus_promised_to_jobs_slurm_has_not_started_free_at_their_limit_not_nev
     s = PlacementService(ServiceSettings(placement="pal-fit"))
     s.observe_cluster(view(nodes=2), now=0.0)
     s.observe_running([], 0.0)
-    short = s.place(limited(request("vgg19", gpn=3), 2), now=1.0, key="a")
-    long = s.place(limited(request("vgg19", gpn=3), 1500), now=1.0, key="b")
+    short = place(s, limited(request("vgg19", gpn=3), 2), now=1.0, key="a")
+    long = place(s, limited(request("vgg19", gpn=3), 1500), now=1.0, key="b")
     assert short.decision is DecisionKind.PLACE and long.decision is DecisionKind.PLACE
     assert set(short.nodes) != set(long.nodes)  # 1 GPU left free on each node
     assert [j.remaining_time for j in s.planning_running()] == [120.0, 90_000.0]
-    r = s.place(talkative(), now=2.0, key="c")
+    r = place(s, talkative(), now=2.0, key="c")
     assert r.decision is DecisionKind.DEFER and r.reason == "no_room"
     # once Slurm shows them running, they count once (as Slurm's), not again as promises
     started = [running_info(11, next(iter(short.nodes)), (0, 1, 2), 120.0, start=2),
@@ -413,5 +413,5 @@ def test_gpus_promised_to_jobs_slurm_has_not_started_free_at_their_limit_not_nev
     # a placement that does not plan around running jobs sees no promises either
     p = PlacementService(ServiceSettings(placement="pal"))
     p.observe_cluster(view(nodes=2), now=0.0)
-    p.place(limited(request("vgg19", gpn=3), 2), now=1.0, key="a")
+    place(p, limited(request("vgg19", gpn=3), 2), now=1.0, key="a")
     assert p.planning_running() == []

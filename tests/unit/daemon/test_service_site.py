@@ -10,7 +10,7 @@ from pal_slurm.daemon.service import PlacementService
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
 
-from .builders import FakeActuator, held_job, view
+from .builders import FakeActuator, held_job, place, view
 
 NAMES = ("gpu01", "gpu02", "gpu03", "gpu04")
 NOW = 1_000.0
@@ -37,7 +37,7 @@ def service(busy=(), **kw):
 def ask(s, key="r", gpn=1, nodes=None, mode=None, **job):
     req = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet" + (f",mode={mode}" if mode else ""),
                                  gpus_per_node=gpn, min_nodes=nodes, **job), CommentSpec("resnet", mode=mode))
-    return s.place(req, now=NOW, key=key)
+    return place(s, req, now=NOW, key=key)
 
 
 def test_partition_features_and_exclusions_limit_the_nodes():
@@ -93,7 +93,7 @@ def test_slots_are_bound_only_where_every_gpu_has_its_slot_type():
     assert set(v100.nodes) <= {"gpu03", "gpu04"} and v100.gres is None
     total = PlaceRequest(JobFields(uid=1, comment="pal:class=a", gpus_per_job=3, tres_per_job="gres:gpu:a100:3"),
                          CommentSpec("a"))
-    assert set(m.place(total, now=NOW, key="t").nodes) <= {"gpu01", "gpu02"}
+    assert set(place(m, total, now=NOW, key="t").nodes) <= {"gpu01", "gpu02"}
     assert ask(m, "x", tres_per_node="gres:gpu:h100:1").reason == "no_eligible_node"
 
 

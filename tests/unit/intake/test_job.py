@@ -8,9 +8,20 @@ from dataclasses import replace
 import pytest
 
 from pal_slurm.daemon.protocol import JobFields
-from pal_slurm.intake.job import Intake, Pass, from_hook, from_queue, held_shape, submit_shape
+from pal_slurm.intake.job import (
+    Intake,
+    Pass,
+    SubmitRules,
+    from_hook,
+    from_queue,
+    held_shape,
+    partitions_of,
+    submit_shape,
+)
 from pal_slurm.model.classes import AppClassMap
-from pal_slurm.model.comment_grammar import CommentSpec
+from pal_slurm.model.comment_grammar import DEFAULT_ON_CLASS, CommentSpec
+from pal_slurm.model.modes import DefaultOn
+from pal_slurm.model.site_rules import SiteRules
 from pal_slurm.model.shape import JobShape, ShapeError
 from pal_slurm.slurm.readers import JobInfo
 
@@ -159,3 +170,40 @@ def test_a_held_job_gets_its_class_and_net_by_the_sites_rules():
     assert mine.perf_class == "B" and mine.spec.net == "low"  # the user's spec stands
     ruled = intake(from_queue(spec_job, CLASSES, SiteRules.parse("name:bert*=C", "name:bert*=high", True, "*")))
     assert ruled.perf_class == "C" and ruled.spec.net == "high"  # the site's rules win
+
+
+# ---- at submit with pald's rules: the partitions, the spec's check, the site's rules --------
+RULES = SubmitRules(default_on=DefaultOn(frozenset({"open"})), site=SiteRules.parse("", "", False, "account:vip"))
+
+
+def test_the_partitions_are_the_jobs_list_else_slurms_default():
+    assert partitions_of(hook(partition="a,b"), "dflt") == ("a", "b")
+    assert partitions_of(hook(), "dflt") == ("dflt",)
+    assert partitions_of(hook(), None) == ()
+
+
+def test_a_spec_that_is_not_the_raw_comment_is_refused_before_anything_else():
+    got = from_hook(hook(gpus_per_node=1, comment="pal:class=bert"), SPEC, "k", 0.0, CLASSES, ("gpu",), RULES)
+    assert isinstance(got, Pass) and got.refused_spec
+    assert got.reason == "bad_comment:mismatch" and got.warning and got.warning.startswith("pald ignored the pal: spec")
+    # without pald's rules the spec is taken as sent
+    assert intake(from_hook(hook(gpus_per_node=1, comment="pal:class=bert"), SPEC, "k", 0.0, CLASSES)).perf_class == "B"
+
+
+def test_a_job_with_no_spec_is_pals_only_in_a_default_on_partition():
+    bare = CommentSpec(DEFAULT_ON_CLASS)
+    got = from_hook(hook(gpus_per_node=1, comment=""), bare, "k", 0.0, CLASSES, ("gpu",), RULES)
+    assert isinstance(got, Pass) and got.refused_spec and got.reason == "bad_comment:not_default_on"
+    on = intake(from_hook(hook(gpus_per_node=1, comment=""), bare, "k", 0.0, CLASSES, ("open",), RULES))
+    assert on.perf_class == "A" and on.spec is not None and on.spec.perf_class == "A"  # the default class
+
+
+def test_a_mode_now_the_site_does_not_allow_is_dropped_with_a_notice():
+    asked = CommentSpec("resnet", mode="now")
+    comment = "pal:class=resnet,mode=now"
+    got = intake(from_hook(hook(gpus_per_node=1, comment=comment), asked, "k", 0.0, CLASSES, ("gpu",), RULES))
+    assert got.spec is not None and got.spec.mode is None
+    assert got.notice is not None and "mode=now is not allowed" in got.notice
+    vip = intake(from_hook(hook(gpus_per_node=1, comment=comment, account="vip"), asked, "k", 0.0, CLASSES, ("gpu",),
+                           RULES))
+    assert vip.spec is not None and vip.spec.mode == "now" and vip.notice is None

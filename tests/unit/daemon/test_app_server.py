@@ -563,5 +563,7 @@ def test_palds_loop_runs_its_cycles_at_the_multiples_of_cycle_s_on_the_epoch_clo
     asyncio.run(main())
     assert 0.05 < starts[0] % 0.2 < 0.15  # the first cycle at once, half a cycle off
     assert len(starts) >= 6
-    late = [t % 0.2 for t in starts[1:]]
-    assert max(late) < 0.07, late
+    late = sorted(t % 0.2 for t in starts[1:])
+    # most cycles start on a multiple (a loaded host may wake one late); a loop that kept the
+    # start's phase would have every one 0.1 s or more past
+    assert late[len(late) // 2] < 0.05 and late[len(late) * 2 // 3] < 0.07, late

@@ -33,6 +33,7 @@ from pal_slurm.daemon.protocol import PlaceReply, PlaceRequest
 from pal_slurm.intake.job import DEFAULT_NET, Pass, class_of, from_hook, from_queue, running_class
 from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.engine import Engine, EngineSettings
+from pal_slurm.policy.slurm_starts import SLURM_STARTS
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
 from pal_slurm.model.decision import JobId
 from pal_slurm.model.site_rules import SiteRules
@@ -187,7 +188,7 @@ class PlacementService:
     _allowed: dict[NodeGroup, frozenset[int] | None] = field(default_factory=dict)  # per Slurm read
 
     def __post_init__(self) -> None:
-        self.engine = Engine(self.settings.engine(), rng=random.Random(0))
+        self.engine = Engine(self.settings.engine(), rng=random.Random(0), start_rule=SLURM_STARTS)
 
     # ---- inputs ------------------------------------------------------------------------
     def observe_cluster(self, view: ClusterView, now: float, held_jobs: int | None = None,

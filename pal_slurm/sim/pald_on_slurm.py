@@ -36,6 +36,7 @@ from pal_slurm.engine import Engine
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.decision import JobId
 from pal_slurm.policy.shapes import slurm_picks_at_start, slurm_picks_slots
+from pal_slurm.policy.slurm_starts import SLURM_STARTS
 from pal_slurm.ranking import Ranking
 from pal_slurm.sim.ticks import Period
 
@@ -97,7 +98,7 @@ class PaldOnSlurm:
                  view_age_s: float = 0.0):
         self.settings = replace(settings or ServiceSettings(), placement=placement)
         self.ranking = ranking  # pald's own (measured) ranking; None: the simulator's
-        self.engine = Engine(self.settings.engine(), rng=random.Random(0))
+        self.engine = Engine(self.settings.engine(), rng=random.Random(0), start_rule=SLURM_STARTS)
         self.cycle = Period(float(cycle_period_s), float(cycle_offset_s))
         # pald's reads of Slurm: each cycle's, view_age_s before its decision
         self.sync = Period(float(cycle_period_s), float(cycle_offset_s) - float(view_age_s))

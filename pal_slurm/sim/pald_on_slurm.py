@@ -9,7 +9,7 @@ On a Slurm site pald decides in two places, both through the one engine (pal_slu
 
 The jobs pald places or releases are pinned to the GPUs it chose (or, where it cannot bind the
 slots, to their nodes, where Slurm takes the lowest slots free when its pass starts the job:
-`slurm_starts`), so Slurm starts them at its next scheduling pass (`slurm_pass_s`: on the replay's labs nearly
+`policy.slurm_starts.started_at_pass`), so Slurm starts them at its next scheduling pass (`slurm_pass_s`: on the replay's labs nearly
 every start is the backfill pass's, see sim.stock_slurm; pald counts their GPUs as taken
 meanwhile, and a placement that plans around running jobs sees them run until the job's limit,
 as pald sees its promises); Slurm's own scheduling (EASY backfill, its node
@@ -35,35 +35,9 @@ from pal_slurm.daemon.service import ServiceSettings
 from pal_slurm.engine import Engine
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.decision import JobId
-from pal_slurm.policy.shapes import slurm_picks_at_start, slurm_picks_slots
-from pal_slurm.policy.slurm_starts import SLURM_STARTS
+from pal_slurm.policy.slurm_starts import SLURM_STARTS, started_at_pass
 from pal_slurm.ranking import Ranking
 from pal_slurm.sim.ticks import Period
-
-
-def slurm_starts(pinned: Mapping[JobId, Sequence[int]], waiting: Mapping[JobId, JobRequest],
-                 view: ClusterView) -> dict[JobId, tuple[int, ...]]:
-    """The GPUs Slurm's pass starts the pinned jobs on, in submit order: pald's where it binds
-    the slots, else the lowest free slots of the pinned nodes at this pass
-    (`shapes.slurm_picks_at_start`); a job that finds too few is not started (it stays pinned).
-    Why at the pass: pald answered with Slurm's pick as of its answer, but Slurm picks when it
-    starts the job, and a GPU freed in between is a lower free slot then (the lab's
-    workload-4, seed 1: a 6-GPU job pinned to two nodes while a 1-GPU job held slot 2 of one
-    started after it ended, on slots 0-2 there, not 0, 1 and 3; the model kept 0, 1 and 3, and
-    from there its later jobs ran on other nodes)."""
-    free = set(view.free)
-    out: dict[JobId, tuple[int, ...]] = {}
-    for job_id in sorted(pinned, key=lambda k: (waiting[k].submit_time, str(k))):
-        gpus: tuple[int, ...] | None = tuple(pinned[job_id])
-        if slurm_picks_slots(waiting[job_id], pinned[job_id], view):
-            gpus = slurm_picks_at_start(pinned[job_id], view, free)
-        elif not free.issuperset(pinned[job_id]):
-            gpus = None
-        if gpus is None:
-            continue
-        out[job_id] = gpus
-        free.difference_update(gpus)
-    return out
 
 
 class PaldOnSlurm:
@@ -156,7 +130,7 @@ class PaldOnSlurm:
         self.pinned.update(launch)
         if not self.slurm_pass.is_tick(now):
             return RoundPlan(frozenset(), {})
-        started = slurm_starts(self.pinned, waiting, view)
+        started = started_at_pass(self.pinned, waiting, view)
         self.pinned = {k: v for k, v in self.pinned.items() if k not in started}
         self.running.update({k: waiting[k].started_on(gpus, now) for k, gpus in started.items()})
         return RoundPlan(frozenset(), started)

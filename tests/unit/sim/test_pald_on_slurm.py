@@ -3,9 +3,9 @@ pald's cycle period and pald's clock, on a two-node cluster without variability 
 
 from dataclasses import replace
 
-from pal_slurm.model import ClusterView, JobRequest, JobShape
+from pal_slurm.model import JobRequest
 from pal_slurm.sim.event import EventConfig, EventSimulator
-from pal_slurm.sim.pald_on_slurm import PaldOnSlurm, slurm_starts
+from pal_slurm.sim.pald_on_slurm import PaldOnSlurm
 from pal_slurm.sim.trace import UNCLASSED, Trace, TraceJob
 
 from .builders import shaped_job
@@ -165,13 +165,3 @@ def test_slurm_takes_the_lowest_free_slots_when_its_pass_starts_a_job_pald_pinne
                                on_start=lambda t, j, g: seen.setdefault(j, (t, tuple(g))))
     assert seen[0] == (0.0, (0,))
     assert seen[1] == (150.0, (0, 1, 2, 4, 5, 6))
-
-
-def test_a_pinned_job_whose_bound_slot_an_earlier_job_took_at_the_pass_waits_for_the_next():
-    # A (-N 2 --gres=gpu:2, pinned to slots 1-2 and 0-1: Slurm picks) takes the lowest free
-    # slots at the pass, slot 0 of node 1 among them; B (1 GPU, bound to that slot) cannot start.
-    view = ClusterView.uniform(2, 4)
-    a = JobRequest(job_id=0, num_gpus=4, submit_time=0.0, shape=JobShape.on_nodes(2, 2))
-    b = JobRequest(job_id=1, num_gpus=1, submit_time=1.0, shape=JobShape.on_nodes(1, 1))
-    started = slurm_starts({1: (0,), 0: (1, 2, 4, 5)}, {0: a, 1: b}, view)
-    assert started == {0: (0, 1, 4, 5)}

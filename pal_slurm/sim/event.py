@@ -245,7 +245,7 @@ class _EventRun:
                                                          and len(self.state.running) == len(self.active))):
             return  # nothing to place and a sticky policy never moves running jobs (a decider
             # hears every end, the last one's too: pald learns of one only at its next sync,
-            # sim.pald_on_slurm, and a cluster gone idle must not hide it till the next job)
+            # pal_lab.replay.pald_model, and a cluster gone idle must not hide it till the next job)
         self.schedule(t)
         if self.progress is not None:
             self.progress(len(self.state.outcomes) / len(self.trace.jobs))

@@ -126,7 +126,7 @@ class PaldModel:
         running_now = {j.job_id: j for j in jobs if j.running_on}
         unseen = self.ended_since_sync(now, running_now)
         self.held = {k: v for k, v in self.held.items() if k in waiting}
-        self.read(now, jobs, view, ranking, [*running_now.values(), *unseen], unseen)
+        self.read(now, view, ranking, [*running_now.values(), *unseen], unseen)
         for job in sorted((j for j in waiting.values() if j.job_id not in self.seen), key=lambda j: j.submit_time):
             self.seen.add(job.job_id)
             self.submit(job)
@@ -147,16 +147,13 @@ class PaldModel:
         return min(times) if times else None
 
     # ---- pald's read, hook and cycle ---------------------------------------------------------
-    def read(self, now: float, jobs: Sequence[JobRequest], view: ClusterView, ranking: Ranking,
-             running: Sequence[JobRequest], unseen: Sequence[JobRequest]) -> None:
-        """What pald's sync gives its service: the view (the GPUs of jobs ended since its last
-        read still busy), the jobs Slurm started and those it shows, the held jobs' count, the
-        running jobs (for a placement that plans around them) and the classes it knows."""
+    def read(self, now: float, view: ClusterView, ranking: Ranking, running: Sequence[JobRequest],
+             unseen: Sequence[JobRequest]) -> None:
+        """pald's read of Slurm, given to its service as its sync gives it, at every decision:
+        Slurm's view now, except that a job ended since pald's last sync still holds its GPUs;
+        the jobs Slurm started and those it shows; the held jobs' count; and the running jobs
+        (for a placement that plans around them)."""
         service, now_pald = self.service, self.clock.now()
-        for j in jobs:
-            if j.app.strip().lower() not in self.classes:
-                self.classes[j.app.strip().lower()] = j.perf_class
-                service.set_class_map(dict(self.classes))
         busy = {g for j in unseen for g in j.running_on}
         service.observe_cluster(view.with_free(view.free - busy), now_pald, held_jobs=len(self.held),
                                 started=self.started, in_queue=set(self.keys.values()), queue_read_at=now_pald)
@@ -168,6 +165,10 @@ class PaldModel:
     def submit(self, job: JobRequest) -> None:
         """The submit hook asks pald: placed now (pinned) or held for its cycle."""
         key = f"req:{job.job_id}"
+        app = job.app.strip().lower()
+        if app not in self.classes:  # pald's class map knows every application the trace runs
+            self.classes[app] = job.perf_class
+            self.service.set_class_map(dict(self.classes))
         reply = self.service.place(self.place_request(job), self.clock.now(), key)
         if reply.decision is DecisionKind.PLACE:
             self.pin(job, self.gpus(reply.nodes), key)

@@ -4,8 +4,11 @@ without variability or network."""
 
 from dataclasses import replace
 
+import pytest
+
 from pal_lab.replay.pald_model import PaldModel
 from pal_slurm.model import JobRequest
+from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.event import EventConfig, EventSimulator
 from pal_slurm.sim.trace import UNCLASSED, Trace, TraceJob
 
@@ -172,3 +175,9 @@ def test_slurm_takes_the_lowest_free_slots_when_its_pass_starts_a_job_pald_pinne
                                on_start=lambda t, j, g: seen.setdefault(j, (t, tuple(g))))
     assert seen[0] == (0.0, (0,))
     assert seen[1] == (150.0, (0, 1, 2, 4, 5, 6))
+
+
+def test_a_job_pald_passes_to_slurm_is_an_error_the_model_has_no_slurm_scheduler_for_it():
+    wide = Trace("wide", (job(0, 0, 100, 1, 8),))  # 8 GPUs on one 4-GPU node: pald passes it
+    with pytest.raises(SimulationError, match="pald passed job 0"):
+        starts(PaldModel("pal", cycle_period_s=0.0), wide)

@@ -365,7 +365,7 @@ def launch_cost(payloads: Mapping[str, PayloadRecord], comp: Sequence[CompRecord
     Without the log's ends, Slurm's whole-second records +0.5 s stand in (their rounding is a
     mean of +-0.5 s a job: on 40 jobs it moved the figure by up to 0.14 s, 80 trace s at 600x).
     The wait for the pass itself is not in it: the prediction models the passes
-    (sim.stock_slurm, sim.pald_on_slurm). Medians over many jobs, not one job's time, so a
+    (sim.stock_slurm, replay.pald_model). Medians over many jobs, not one job's time, so a
     moment of host load does not set it."""
     by_name = {r.name: r for r in comp}
     lags = sorted(p["start"] - started[by_name[n].job_id][0] for n, p in payloads.items()

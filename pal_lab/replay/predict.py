@@ -10,10 +10,10 @@ sched/backfill starts jobs out of order when they do not delay the blocked ones,
 reserves whole nodes), run as Slurm runs it (`sim.stock_slurm.StockSlurm`): every start at a
 scheduling pass (`bf_interval`), backfill judged on the jobs' time limits as wall-clock bounds,
 not their real length. Every arm with pald (`pal`, `pal-net`, `pal-fit`) -> pal-slurm on Slurm
-(`sim.pald_on_slurm.PaldOnSlurm`: the engine's submit-time path and held-job cycle every
-`PALD_CYCLE_S` x scale, jobs in their Slurm shapes with their time limits, started jobs kept
-where they are, Slurm's own slot choice where pald cannot bind slots, and Slurm starting what
-pald pinned at its next pass). Both arms' jobs have the Slurm shapes the replay submits
+(`replay.pald_model.PaldModel`: pald's own placement service, its submit path and its
+held-job cycle every `PALD_CYCLE_S` x scale, on a manual clock, jobs in their Slurm shapes with
+their time limits, started jobs kept where they are, Slurm's own slot choice where pald cannot
+bind slots, and a modelled Slurm starting what pald pinned at its next pass). Both arms' jobs have the Slurm shapes the replay submits
 (`plan.slurm_shape`). `palctl replay` reports the prediction next to the measurement so the
 gap is visible.
 
@@ -269,10 +269,10 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     from pal_slurm.sim.event import EventSimulator, simulator_for
     from pal_slurm.daemon.service import ServiceSettings
     from pal_slurm.policy.autotune import rack_timers
-    from pal_slurm.sim.pald_on_slurm import PaldOnSlurm
+    from pal_lab.replay.pald_model import PaldModel
     from pal_slurm.sim.stock_slurm import StockSlurm
 
-    pald = ARMS.get(arm) is not None  # an arm with pald: decided by pald on Slurm (sim.pald_on_slurm)
+    pald = ARMS.get(arm) is not None  # an arm with pald: decided by pald's service on modelled Slurm (pald_model)
     clock = slurm_pass or PassClock(phase_s=BF_INTERVAL_S - ALIGN_AFTER_PASS_S, period_s=BF_INTERVAL_S)
     pass_s, pass_offset_s = clock.period_s * plan.scale, clock.phase_s * plan.scale
     jobs = tuple(replace(j.trace_job, submit_time=j.submit_s, shape=j.shape) for j in plan.jobs)
@@ -281,7 +281,7 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     policy = SIM_POLICY[arm]
     sim = simulator_for(spec, seed)
     sim = EventSimulator(replace(sim.config, start_cost_s=launch_s, jobs_stay_put=pald))
-    decider: PaldOnSlurm | StockSlurm | None = None
+    decider: PaldModel | StockSlurm | None = None
     if not pald and arm == "stock":
         policy = replace(SLURM, will_run_window_s=SLURM_WILL_RUN_WINDOW_S * plan.scale)
         decider = StockSlurm(policy, pass_period_s=pass_s, pass_offset_s=pass_offset_s,
@@ -292,16 +292,16 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
         times = pald_times(plan.scale)  # as the replay configures pald (pald's clock: wall seconds)
         if starvation_bound_s is not None:
             times = replace(times, starvation_bound_s=starvation_bound_s / plan.scale)
-        decider = PaldOnSlurm(str(policy), cycle_period_s=cycle.period_s * plan.scale,
-                              cycle_offset_s=cycle.phase_s * plan.scale, view_age_s=cycle.view_age_s * plan.scale,
-                              limits_s=limits,
-                              ranking=ranking, wall_scale=plan.scale, slurm_pass_s=pass_s,
-                              slurm_pass_offset_s=pass_offset_s,
-                              nets={i: j.net_sensitivity for i, j in enumerate(plan.jobs)},
-                              settings=ServiceSettings(queue=arm_queue(arm),
-                                                       delay_timers=rack_timers(times.rack_wait_s),
-                                                       reserve_after_s=times.reserve_after_s,
-                                                       starvation_bound_s=times.starvation_bound_s))
+        decider = PaldModel(str(policy), cycle_period_s=cycle.period_s * plan.scale,
+                            cycle_offset_s=cycle.phase_s * plan.scale, view_age_s=cycle.view_age_s * plan.scale,
+                            limits_s=limits,
+                            ranking=ranking, wall_scale=plan.scale, slurm_pass_s=pass_s,
+                            slurm_pass_offset_s=pass_offset_s,
+                            nets={i: j.net_sensitivity for i, j in enumerate(plan.jobs)},
+                            settings=ServiceSettings(queue=arm_queue(arm),
+                                                     delay_timers=rack_timers(times.rack_wait_s),
+                                                     reserve_after_s=times.reserve_after_s,
+                                                     starvation_bound_s=times.starvation_bound_s))
     result = sim.run(Trace(plan.trace, jobs), policy, decider=decider)
     name = policy if isinstance(policy, str) else policy.name
     return replace(result, policy=f"{name}-on-slurm" if pald else name)

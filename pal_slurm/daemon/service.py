@@ -43,6 +43,7 @@ from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.eligibility import NodeGroup
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of
+from pal_slurm.policy.slurm_starts import SLURM_STARTS
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.errors import SlurmError
@@ -164,7 +165,7 @@ class PlacementService:
     where: Where = field(default_factory=Where)  # where jobs may run on the last read (memoised)
 
     def __post_init__(self) -> None:
-        self.engine = Engine(self.settings.engine(), rng=random.Random(0))
+        self.engine = Engine(self.settings.engine(), rng=random.Random(0), start_rule=SLURM_STARTS)
 
     # ---- inputs ------------------------------------------------------------------------
     def observe_cluster(self, view: ClusterView, now: float, held_jobs: int | None = None,

@@ -14,9 +14,9 @@ the delay-timer auto-tuner's state. Both simulator modes and pald decide through
   backfilling placement lets it pass them at once, as Slurm's backfill would, instead of
   holding it until pald's next cycle; past `submit_backfill_max` waiting jobs it is held;
 
-Under Slurm's rule both return the GPUs Slurm will really give a launch: a per-node job whose
-slots pald cannot bind is pinned to its nodes and Slurm takes the lowest free slots there
-(policy.shapes.slurm_picks), so pald reserves, and the simulator starts, those;
+Both return the GPUs the scheduler under the engine really starts a launch on, by the start
+rule its caller names (engine.starts.StartRule: pald and a simulator of Slurm name Slurm's,
+policy.slurm_starts), so pald reserves, and the simulator starts, those;
 - `observe_start(...)`: what the auto-tuner learns from a job starting (one loss estimate);
 - `next_wakeup(...)`: when a waiting job's options widen by time alone (delay scheduling).
 
@@ -37,13 +37,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
+from pal_slurm.engine.starts import AS_PLANNED, StartRule
 from pal_slurm.model.network import sensitivity_class
 from pal_slurm.policy import PlacementContext, autotune, netaware
 from pal_slurm.policy import placement as placement_by_name, queue_order
 from pal_slurm.policy.registry import PROGRESS_READING_QUEUES, SUBMIT_ORDER_QUEUES
 from pal_slurm.policy.base import NetworkFactor, PlacementPolicy, QueueOrder
 from pal_slurm.policy.cache import RunCache
-from pal_slurm.policy.shapes import ShapeIndex, slurm_picks, slurm_picks_slots
+from pal_slurm.policy.shapes import ShapeIndex
 from pal_slurm.ranking import Ranking
 
 
@@ -94,8 +95,10 @@ class Cycle:
 
 class Engine:
     def __init__(self, settings: EngineSettings = EngineSettings(), rng: random.Random | None = None,
-                 network: NetworkFactor | None = None, policy: PlacementPolicy | None = None):
+                 network: NetworkFactor | None = None, policy: PlacementPolicy | None = None,
+                 start_rule: StartRule = AS_PLANNED):
         self.settings = settings
+        self.start_rule = start_rule  # how the scheduler under the engine starts its launches
         self.policy: PlacementPolicy = policy if policy is not None else placement_by_name(settings.placement)
         self.order: QueueOrder = queue_order(settings.queue)
         self.rng = rng if rng is not None else random.Random(0)
@@ -147,8 +150,8 @@ class Engine:
         order = self.order_jobs(jobs, in_submit_order)
         ctx = self.context(eligible_view(cluster, order), ranking, now)
         plan = self._plan(order, ctx)
-        if not self.settings.running_jobs_move:
-            plan = self._as_slurm_starts(order, ctx, plan)
+        if self.start_rule.changes_launches:
+            plan = self._as_started(order, ctx, plan)
         return Cycle(order, ctx, plan)
 
     def _plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
@@ -192,11 +195,10 @@ class Engine:
             free.difference_update(gpus)
         return _with_launch(plan, launch)
 
-    def _as_slurm_starts(self, order: Sequence[JobRequest], ctx: PlacementContext, plan: RoundPlan) -> RoundPlan:
-        """The plan as Slurm carries it out: a per-node job whose slots pald cannot bind gets
-        Slurm's own slots on its nodes (policy.shapes.slurm_picks_slots). Where that changes a
+    def _as_started(self, order: Sequence[JobRequest], ctx: PlacementContext, plan: RoundPlan) -> RoundPlan:
+        """The plan as the scheduler carries it out (`start_rule`). Where the rule changes a
         launch, the jobs after it are planned again on what is really left, so the cycle
-        decides as pald's one-at-a-time submit path does (`place_new`)."""
+        decides as the one-at-a-time submit path does (`place_new`)."""
         launch: dict[Any, tuple[int, ...]] = {}
         taken: set[int] = set()
         planned = dict(plan.planned)
@@ -206,10 +208,9 @@ class Engine:
                 gpus = plan.launch.get(job.job_id)
                 if gpus is None or job.job_id in launch or job.running_on:  # a running job stays as it is
                     continue
-                if slurm_picks_slots(job, gpus, ctx.cluster):
-                    got = slurm_picks(gpus, ctx.cluster, ctx.cluster.free - taken)
-                    if set(got) != set(gpus):
-                        changed_at, gpus = pos, got
+                got = self.start_rule.start(job, gpus, ctx.cluster, ctx.cluster.free - taken)
+                if got is not gpus and set(got) != set(gpus):
+                    changed_at, gpus = pos, tuple(got)
                 launch[job.job_id] = tuple(gpus)
                 taken.update(gpus)
                 if changed_at is not None:
@@ -259,8 +260,9 @@ class Engine:
             shape_index = None  # pald's index is of the whole free set; the view is narrowed
         ctx = self.context(eligible_view(cluster, [job]), ranking, now, shape_index)
         gpus = self.policy.place_one(job, ctx)
-        if gpus is not None and not self.settings.running_jobs_move and slurm_picks_slots(job, gpus, cluster):
-            gpus = slurm_picks(gpus, cluster, shape_index.free if shape_index is not None else cluster.free)
+        if gpus is not None and self.start_rule.changes_launches:
+            gpus = tuple(self.start_rule.start(job, gpus, cluster,
+                                               shape_index.free if shape_index is not None else cluster.free))
         return gpus
 
     def place_behind(self, job: JobRequest, waiting: Sequence[JobRequest], cluster: ClusterView, ranking: Ranking,
@@ -285,8 +287,8 @@ class Engine:
         # a plan of its own: the non-sticky memo is the cycle's, not this question's
         ctx = replace(self.context(eligible_view(cluster, order), ranking, now), memo=None)
         plan = self._plan(order, ctx)
-        if not self.settings.running_jobs_move:
-            plan = self._as_slurm_starts(order, ctx, plan)
+        if self.start_rule.changes_launches:
+            plan = self._as_started(order, ctx, plan)
         return plan.launch.get(job.job_id)
 
     def next_wakeup(self, cycle: Cycle) -> float | None:

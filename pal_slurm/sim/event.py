@@ -32,9 +32,10 @@ from typing import Any, Callable, Protocol, Sequence, TypeGuard
 
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
-from pal_slurm.engine import Cycle, Engine, EngineSettings
+from pal_slurm.engine import AS_PLANNED, Cycle, Engine, EngineSettings
 from pal_slurm.policy import placement as placement_by_name
 from pal_slurm.policy.base import PlacementPolicy
+from pal_slurm.policy.slurm_starts import SLURM_STARTS
 from pal_slurm.policy import autotune
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.profiles import gpu_profiles
@@ -89,8 +90,9 @@ class EventConfig:
     classes: AppClassMap = ARTIFACT_CLASSES
     tuner: autotune.TunerConfig = autotune.TunerConfig()
     # Slurm's rule: a started job keeps its GPUs until it ends (nobody moves or stops it); the
-    # placement sees only the waiting jobs. False: the artifact's model (non-sticky placements
-    # move running jobs, preempting ones stop them).
+    # placement sees only the waiting jobs, and launches start by Slurm's start rule
+    # (policy.slurm_starts). False: the artifact's model (non-sticky placements move running
+    # jobs, preempting ones stop them).
     jobs_stay_put: bool = False
     # a site's `[policy] starvation_bound_s` for placements with a starvation bound (pal-fit),
     # in trace seconds; None: none (policy.netaware.stages.bound says why that is the default)
@@ -198,7 +200,8 @@ class _EventRun:
             EngineSettings(placement=pol.name, queue=cfg.queue, locality_penalty=cfg.locality_penalty,
                            running_jobs_move=not cfg.jobs_stay_put, tuner=cfg.tuner,
                            starvation_bound_s=cfg.starvation_bound_s),
-            rng=random.Random(cfg.seed), network=sim.netmodel if cfg.network else None, policy=pol)
+            rng=random.Random(cfg.seed), network=sim.netmodel if cfg.network else None, policy=pol,
+            start_rule=SLURM_STARTS if cfg.jobs_stay_put else AS_PLANNED)
         self.tuning = pol.traits.tuned
         # a decider (pald's or Slurm's model) may read anything; a placement says what it reads
         self.renew_running = decider is not None or self.engine.reads_progress
@@ -242,7 +245,7 @@ class _EventRun:
                                                          and len(self.state.running) == len(self.active))):
             return  # nothing to place and a sticky policy never moves running jobs (a decider
             # hears every end, the last one's too: pald learns of one only at its next sync,
-            # sim.pald_on_slurm, and a cluster gone idle must not hide it till the next job)
+            # pal_lab.replay.pald_model, and a cluster gone idle must not hide it till the next job)
         self.schedule(t)
         if self.progress is not None:
             self.progress(len(self.state.outcomes) / len(self.trace.jobs))

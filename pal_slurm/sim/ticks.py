@@ -1,6 +1,6 @@
 """A scheduler that acts on a period (pald's cycle, Slurm's backfill pass), on the simulator's
 clock: whether an instant is one of its ticks, and its next tick. One rule for every decider
-that models such a scheduler (sim.pald_on_slurm, sim.stock_slurm)."""
+that models such a scheduler (sim.stock_slurm, pal_lab.replay.pald_model)."""
 
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ def test_metrics_are_consistent(arm):
 
 def test_the_simulator_predicts_the_arm_within_tolerance(arm, plan):
     """Stock Slurm through the simulator's Slurm model, pal-slurm through its model of pald on
-    Slurm (sim.pald_on_slurm) with what this run measured: Slurm's launch cost, pald's ranking
+    Slurm (replay.pald_model: pald's own service, Slurm modelled) with what this run measured: Slurm's launch cost, pald's ranking
     and its cycle (its period, and the phase its releases landed at: pald cycles on the epoch
     clock); the latency from a held job's GPUs coming free to pald releasing it is reported."""
     from pal_lab.replay.harness import PALD_CYCLE_S, LabShape

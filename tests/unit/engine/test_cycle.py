@@ -3,6 +3,7 @@ import random
 from pal_slurm.engine import Engine, EngineSettings, ManualClock, WallClock
 from pal_slurm.model import ClusterView, JobRequest, JobShape
 from pal_slurm.policy.netaware import FALLBACK_PENALTY
+from pal_slurm.policy.slurm_starts import SLURM_STARTS
 from pal_slurm.ranking import Ranking
 
 VIEW = ClusterView.uniform(4, 4, nodes_per_rack=2)
@@ -18,7 +19,7 @@ def test_under_slurm_running_jobs_are_not_moved():
     view = VIEW.with_free(set(range(16)) - {0, 4})
     moving = Engine(EngineSettings(placement="pal")).decide([running, job("w", 2, 1.0)], view, RANKING, 1.0)
     assert "r" in moving.suspend  # the artifact's model: non-sticky placements move jobs
-    slurm = Engine(EngineSettings(placement="pal", running_jobs_move=False))
+    slurm = Engine(EngineSettings(placement="pal", running_jobs_move=False), start_rule=SLURM_STARTS)
     plan = slurm.decide([running, job("w", 2, 1.0)], view, RANKING, 1.0)
     assert not plan.suspend and set(plan.launch) == {"w"} and not set(plan.launch["w"]) & {0, 4}
 
@@ -31,12 +32,12 @@ def test_under_slurm_only_a_placement_that_plans_around_running_jobs_sees_them_a
     waiting = job("w", 2, 1.0, remaining_time=100.0)
     view = VIEW.with_free(set(range(16)) - {0, 4})
     for name in sorted(PLACEMENTS):
-        eng = Engine(EngineSettings(placement=name, running_jobs_move=False), rng=random.Random(1))
+        eng = Engine(EngineSettings(placement=name, running_jobs_move=False), rng=random.Random(1), start_rule=SLURM_STARTS)
         seen = [j.job_id for j in eng.order_jobs([running, waiting])]
         assert seen == (["r", "w"] if placement_by_name(name).traits.plans_around_running else ["w"]), name
         plan = eng.decide([running, waiting], view, RANKING, 1.0)
         assert not plan.suspend and "r" not in plan.launch, name
-        fresh = Engine(EngineSettings(placement=name, running_jobs_move=False), rng=random.Random(1))
+        fresh = Engine(EngineSettings(placement=name, running_jobs_move=False), rng=random.Random(1), start_rule=SLURM_STARTS)
         assert fresh.place_behind(waiting, (), view, RANKING, 1.0, [running]) == plan.launch.get("w"), name
     assert {n for n in PLACEMENTS if placement_by_name(n).traits.plans_around_running} >= {"pal-net", "pal-fit"}
     assert not placement_by_name("pal-net-preempt").traits.plans_around_running  # it would stop them
@@ -45,16 +46,16 @@ def test_under_slurm_only_a_placement_that_plans_around_running_jobs_sees_them_a
 def test_backfill_lets_later_jobs_pass_for_placements_that_do_not_backfill():
     view = VIEW.with_free(range(12, 16))  # 4 GPUs free on node03
     jobs = [job("big", 8, 0.0), job("small", 2, 1.0, shape=JobShape.on_nodes(1, 2))]
-    strict = Engine(EngineSettings(placement="pal", running_jobs_move=False))
+    strict = Engine(EngineSettings(placement="pal", running_jobs_move=False), start_rule=SLURM_STARTS)
     assert not strict.decide(jobs, view, RANKING, 2.0).launch
-    passing = Engine(EngineSettings(placement="pal", running_jobs_move=False, backfill=True))
+    passing = Engine(EngineSettings(placement="pal", running_jobs_move=False, backfill=True), start_rule=SLURM_STARTS)
     assert passing.decide(jobs, view, RANKING, 2.0).launch == {"small": (12, 13)}
 
 
 def test_the_submit_path_is_a_cycle_of_one_job():
     view = VIEW.with_free(set(range(16)) - {0, 1, 2, 5})
     for name in ("pal", "pmfirst", "pal-net", "dally", "firstfit"):
-        eng = Engine(EngineSettings(placement=name, running_jobs_move=False), rng=random.Random(1))
+        eng = Engine(EngineSettings(placement=name, running_jobs_move=False), rng=random.Random(1), start_rule=SLURM_STARTS)
         for shape in (JobShape.anywhere(3), JobShape.on_nodes(2, 2), JobShape.on_nodes(1, 4)):
             j = job("n", shape.total, 5.0, shape=shape, remaining_time=100.0)
             assert eng.place_new(j, view, RANKING, 5.0) == eng.decide([j], view, RANKING, 5.0).launch.get("n"), (name, shape)
@@ -91,7 +92,7 @@ def test_under_slurm_a_launch_is_the_slots_slurm_takes_and_later_jobs_plan_on_wh
     view = VIEW.with_free(range(8))  # nodes 1 and 2 free, the others busy
     big = job("a", 6, 0.0, shape=JobShape.on_nodes(2, 3), remaining_time=100.0)
     small = job("b", 1, 1.0, shape=JobShape.on_nodes(1, 1), remaining_time=100.0)
-    eng = Engine(EngineSettings(placement="pal", running_jobs_move=False))
+    eng = Engine(EngineSettings(placement="pal", running_jobs_move=False), start_rule=SLURM_STARTS)
     plan = eng.decide([big, small], view, ranking, 2.0)
     assert plan.launch["a"] == (0, 1, 2, 4, 5, 6)  # PAL wanted 1,2,3 and 4,5,6: Slurm takes 0,1,2 on node 1
     assert plan.launch["b"] == (3,)  # the fast GPU left, never one Slurm gives job a
@@ -101,6 +102,9 @@ def test_under_slurm_a_launch_is_the_slots_slurm_takes_and_later_jobs_plan_on_wh
     # the artifact's model (the simulator's own loop, nothing pinned by Slurm) keeps PAL's slots
     free_run = Engine(EngineSettings(placement="pal")).decide([big, small], view, ranking, 2.0)
     assert free_run.launch["a"] == (1, 2, 3, 4, 5, 6)
+    # the start rule, not the running jobs' rule, is what takes Slurm's slots
+    staying = Engine(EngineSettings(placement="pal", running_jobs_move=False)).decide([big, small], view, ranking, 2.0)
+    assert staying.launch["a"] == (1, 2, 3, 4, 5, 6)
 
 
 def test_jobs_handed_in_submit_order_skip_only_a_submit_ordered_queues_sort():
@@ -127,7 +131,7 @@ def test_jobs_planned_again_after_slurm_s_slots_still_see_the_running_jobs_end()
     view = VIEW.with_free(set(range(16)) - {0, 1, 4, 5, 6, 7})
     pinned = job("a", 6, 0.0, shape=JobShape.on_nodes(2, 3), remaining_time=1000.0)  # nodes 3 and 4
     talkative = job("b", 4, 1.0, remaining_time=10_000.0, net_sensitivity="high")
-    eng = Engine(EngineSettings(placement="pal-fit", running_jobs_move=False))
+    eng = Engine(EngineSettings(placement="pal-fit", running_jobs_move=False), start_rule=SLURM_STARTS)
     plan = eng.decide([short, long, pinned, talkative], view, ranking, 2.0)
     assert plan.launch["a"] == (8, 9, 10, 12, 13, 14)  # Slurm's lowest slots, not PAL's 9-11 and 12-14
     assert "b" not in plan.launch  # it waits for node 1 (at 50) rather than spread over three nodes

@@ -5,10 +5,11 @@ import random
 
 import pytest
 
-from pal_slurm.engine import Engine, EngineSettings
+from pal_slurm.engine import AS_PLANNED, Engine, EngineSettings
 from pal_slurm.engine.cycle import eligible_view
 from pal_slurm.model import ClusterView, JobRequest, JobShape
 from pal_slurm.policy import PLACEMENTS
+from pal_slurm.policy.slurm_starts import SLURM_STARTS
 from pal_slurm.ranking import Ranking
 
 # node00-01 a100, node02-03 v100; node00's GPUs rank best, so a blind best-GPU choice is a100
@@ -44,7 +45,8 @@ def test_a_view_for_jobs_of_one_model_is_that_models_free_gpus():
 @pytest.mark.parametrize("name", sorted(PLACEMENTS))
 @pytest.mark.parametrize("moving", [True, False])
 def test_every_placement_puts_model_jobs_on_their_model_only(name, moving):
-    eng = Engine(EngineSettings(placement=name, running_jobs_move=moving, backfill=not moving), rng=random.Random(3))
+    eng = Engine(EngineSettings(placement=name, running_jobs_move=moving, backfill=not moving), rng=random.Random(3),
+                 start_rule=AS_PLANNED if moving else SLURM_STARTS)
     jobs = [job("any", 2, 0.0), job("v1", 2, 1.0, model="v100"), job("a1", 4, 2.0, model="a100"),
             job("v2", 1, 3.0, model="v100", shape=JobShape.on_nodes(1, 1))]
     plan = eng.decide(jobs, VIEW, RANKING, 10.0)
@@ -60,7 +62,7 @@ def test_every_placement_puts_model_jobs_on_their_model_only(name, moving):
 def test_the_submit_path_is_a_cycle_of_one_model_job():
     view = VIEW.with_free(set(range(16)) - {8, 9, 12})
     for name in ("pal", "pmfirst", "pal-net", "pal-fit", "firstfit"):
-        eng = Engine(EngineSettings(placement=name, running_jobs_move=False), rng=random.Random(1))
+        eng = Engine(EngineSettings(placement=name, running_jobs_move=False), rng=random.Random(1), start_rule=SLURM_STARTS)
         j = job("n", 3, 5.0, model="v100")
         got = eng.place_new(j, view, RANKING, 5.0)
         assert got is not None and set(got) <= V100 - {8, 9, 12}, (name, got)
@@ -70,9 +72,9 @@ def test_the_submit_path_is_a_cycle_of_one_model_job():
 def test_without_backfill_a_model_job_that_does_not_fit_holds_the_ones_behind_it():
     view = VIEW.with_free({0, 1, 8, 9, 10, 11})  # 2 a100 and 4 v100 free
     jobs = [job("a-big", 4, 0.0, model="a100"), job("v", 2, 1.0, model="v100"), job("any", 2, 2.0)]
-    strict = Engine(EngineSettings(placement="pal", running_jobs_move=False)).decide(jobs, view, RANKING, 5.0)
+    strict = Engine(EngineSettings(placement="pal", running_jobs_move=False), start_rule=SLURM_STARTS).decide(jobs, view, RANKING, 5.0)
     assert "a-big" not in strict.launch and "v" not in strict.launch and "any" in strict.launch
-    passing = Engine(EngineSettings(placement="pal", running_jobs_move=False, backfill=True))
+    passing = Engine(EngineSettings(placement="pal", running_jobs_move=False, backfill=True), start_rule=SLURM_STARTS)
     plan = passing.decide(jobs, view, RANKING, 5.0)
     assert "a-big" not in plan.launch and set(plan.launch["v"]) <= V100
     assert not set(plan.launch["v"]) & set(plan.launch["any"])

@@ -38,6 +38,7 @@ from pal_slurm.model.decision import JobId
 from pal_slurm.model.site_rules import SiteRules
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.shape import JobShape
+from pal_slurm.model.priority import priority as multifactor_priority
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.eligibility import (
     Eligibility,
@@ -51,10 +52,12 @@ from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.priority import SitePriorityRead, priority_job
 from pal_slurm.slurm.readers import JobInfo
 from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
 MODES = ("auto", "now", "defer")
+SLURM_QUEUE = "slurm"  # the queue order that reads Slurm's multifactor priority (policy.queue.slurm_priority)
 
 
 # the job states whose GPUs a placement planning around running jobs sees free at the job's
@@ -165,6 +168,8 @@ class PlacementService:
     class_map: AppClassMap = field(default_factory=AppClassMap)
     view: ClusterView | None = None
     site: SiteView | None = None  # partitions, features, CPUs/memory; None: every GPU node is eligible
+    # what Slurm's multifactor priority is computed from (queue order `slurm`); None: not read
+    site_priority: SitePriorityRead | None = None
     view_time: float = float("-inf")
     snapshot: RankingSnapshot | None = None  # the store's latest, or None
     ranking: Ranking | None = None
@@ -317,6 +322,19 @@ class PlacementService:
         self.site = site
         self._eligibility.clear()
         self._allowed.clear()
+
+    def observe_priority(self, read: SitePriorityRead | None) -> None:
+        """The inputs of Slurm's multifactor priority (slurm.priority); None: the site does
+        not run priority/multifactor, and every held job scores 0 (submit order)."""
+        self.site_priority = read
+
+    def slurm_priority(self, job: JobInfo, now: float) -> float:
+        """The priority Slurm's multifactor plugin would give `job` at `now` were it not held
+        (a held job shows 0: docs/decisions/site-priority.md); 0 without the site's inputs."""
+        read = self.site_priority
+        if read is None:
+            return 0.0
+        return float(multifactor_priority(priority_job(job, read.partitions), read.site, now))
 
     def set_snapshot(self, snapshot: RankingSnapshot | None) -> None:
         self.snapshot = snapshot
@@ -602,6 +620,9 @@ class PlacementService:
                 out.releases.append(Release(j.job_id, got.perf_class, None, None, got.reason))
                 continue
             shape, perf_class, restrictions = got.shape, got.perf_class, got.restrictions
+            request = got.request
+            if self.settings.queue == SLURM_QUEUE:
+                request = replace(request, site_priority=self.slurm_priority(j, now))
             if id(restrictions) not in wheres:  # the entry holds the value: its id is not reused
                 wheres[id(restrictions)] = (restrictions, self._where(restrictions, now))
             group = wheres[id(restrictions)][1]
@@ -619,7 +640,7 @@ class PlacementService:
             refs = every[:max(1, len(self.available().free) // max(1, shape.total))]
             unexpanded += len(every) - len(refs)  # an array's later elements wait too
             for ref in refs:  # an array's pending elements: as many as could start now, in order
-                req = got.request if ref == got.request.job_id else replace(got.request, job_id=ref)
+                req = request if ref == request.job_id else replace(request, job_id=ref)
                 by_id[ref], limits[ref] = req, restrictions
                 if slots is not None:
                     bound[ref] = slots

@@ -1,5 +1,5 @@
 """pald's copy of Slurm's multifactor priority against Slurm's own, on the lab (Slurm 22.05,
-`PriorityType=priority/multifactor`, no slurmdbd).
+`PriorityType=priority/multifactor`).
 
 Ordinary pending jobs (not held: a held job shows 0, docs/decisions/site-priority.md) of
 different sizes, partitions, CPU counts and nice values wait behind a job that holds every GPU;
@@ -9,8 +9,10 @@ priority Slurm gives it once released is what pald computed while it was held.
 
 The instant compared: without slurmdbd this lab's slurmctld computes a job's priority when it is
 submitted and does not recompute it (sprio's AGE stays 0 while the jobs wait minutes), so
-pald's number is taken at each job's submit time. Fair share, QOS and association factors
-need slurmdbd and are covered by tests/unit/slurm/test_priority.py only.
+pald's number is taken at each job's submit time. The second test runs the accounting lab
+(slurmdbd): fair share of two accounts with equal shares, one using every GPU, QOS priority and
+age, where slurmctld recomputes every PriorityCalcPeriod. Association priorities are covered by
+tests/unit/slurm/test_priority.py only.
 """
 
 from __future__ import annotations
@@ -88,3 +90,77 @@ def test_pald_computes_the_priority_slurm_gives_pending_jobs() -> None:
               "held then released:", (expected, released.priority), "max diff", max(diffs))
     finally:
         lab.stop()
+
+
+FAIR_SHARE_WEIGHTS = ("PriorityType=priority/multifactor\nPriorityWeightAge=1000\nPriorityWeightFairshare=10000\n"
+                      "PriorityWeightJobSize=1000\nPriorityWeightQOS=2000\nPriorityMaxAge=01:00:00\n"
+                      "PriorityCalcPeriod=1\nPriorityDecayHalfLife=1-0\n")
+CALC_PERIOD_S = 60.0  # PriorityCalcPeriod=1 (minutes): how old Slurm's last computation may be
+
+
+def sprio_all(env: dict[str, str]) -> dict[int, tuple[int, ...]]:
+    """job -> (priority, age, fair share, job size, QOS), weighted, as sprio prints them."""
+    out = subprocess.run(["sprio", "-h", "-o", "%i|%Y|%A|%F|%J|%Q"], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    return {int(r[0]): tuple(int(x) for x in r[1:]) for r in (line.split("|") for line in out.split())}
+
+
+def test_fair_share_qos_and_age_through_slurmdbd() -> None:
+    """Two accounts with equal shares, one of them using every GPU: pald's fair-share, QOS, job
+    size and age factors against sprio's, and its total against squeue's. slurmctld recomputes
+    every PriorityCalcPeriod (here a minute), so its age may be up to a minute behind pald's,
+    computed at the read."""
+    from pal_lab.accounting_lab import missing_binaries as missing_accounting, start_accounting_lab
+
+    if missing_binaries() or missing_accounting():
+        pytest.skip("accounting lab unavailable, missing: " + ", ".join(missing_binaries() + missing_accounting()))
+    acct = start_accounting_lab(Path(tempfile.mkdtemp(prefix="pal-priority-fs-")), nodes=2, gpus=4,
+                                qos=("high",), extra_conf=FAIR_SHARE_WEIGHTS)
+    try:
+        lab = acct.lab
+        env = lab.client_env()
+        for argv in (["modify", "qos", "high", "set", "priority=100"], ["add", "account", "heavy,light"],
+                     ["add", "user", "root", "account=heavy,light", "qos=normal,high"]):
+            subprocess.run(["sacctmgr", "-i", *argv], env=env, check=True, capture_output=True)
+        lab.sbatch("--account=heavy", "--gres=gpu:4", "-N", "2", wrap="sleep 600")  # heavy uses every GPU
+        time.sleep(1)
+        pending = [lab.sbatch("--account=heavy", "--gres=gpu:1", wrap="true"),
+                   lab.sbatch("--account=light", "--gres=gpu:1", wrap="true"),
+                   lab.sbatch("--account=light", "--qos=high", "--gres=gpu:2", "-c", "4", wrap="true"),
+                   lab.sbatch("--account=heavy", "--qos=high", "--gres=gpu:1", "-c", "8", wrap="true")]
+        # until Slurm's decay pass has charged heavy's use and recomputed the waiting jobs
+        deadline = time.monotonic() + 4 * CALC_PERIOD_S
+        while time.monotonic() < deadline:
+            shown = sprio_all(env)
+            if all(j in shown for j in pending) and shown[pending[0]][2] < shown[pending[1]][2]:
+                break
+            time.sleep(5)
+        else:
+            pytest.fail(f"Slurm's fair share did not tell the accounts apart: {sprio_all(env)}")
+        for _attempt in range(5):  # one instant: no decay pass between the reads
+            before = sprio_all(env)
+            read = read_site_priority(lab.runner, lab.reader.nodes())
+            jobs = {j.job_id: j for j in lab.reader.jobs()}
+            now = time.time()
+            if sprio_all(env) == before:
+                break
+        assert read is not None and read.missing == {}
+        w = read.site.weights
+        report = {}
+        for job_id in pending:
+            job = jobs[job_id]
+            mine = priority_job(job, read.partitions)
+            f = factors(mine, read.site, now)
+            total, age, fair, size, qos = before[job_id]
+            assert abs(w.fairshare * f.fairshare - fair) <= 1, (job_id, f, before[job_id])
+            assert abs(w.qos * f.qos - qos) <= 0.5 and abs(w.job_size * f.job_size - size) <= 0.5, (job_id, f)
+            lag = w.age * (CALC_PERIOD_S + 5) / w.max_age_s  # Slurm's age may be this much behind
+            assert -1 <= w.age * f.age - age <= lag + 1, (job_id, f.age, age)
+            ours = priority(mine, read.site, now)
+            assert -2 <= ours - job.priority <= lag + 2, (job_id, ours, job.priority)
+            report[job_id] = (ours, job.priority)
+        assert report[pending[1]][1] > report[pending[0]][1]  # the light account's job goes first
+        print("pald vs squeue (fair share, QOS, age):", report,
+              "max diff", max(abs(a - b) for a, b in report.values()))
+    finally:
+        acct.stop()

@@ -118,6 +118,9 @@ class SlurmSync:
             return False, None
         self._priority_at = now
         self.state.errors.clear("priority")
+        for source, why in (read.missing.items() if read is not None else ()):
+            # its factors count 0 (slurm.priority): said once per kind, as any read error
+            self.state.note_error(f"priority:{source}", SlurmError(why))
         return True, read
 
     def racks(self) -> dict[str, str] | None:

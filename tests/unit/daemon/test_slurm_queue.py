@@ -31,12 +31,14 @@ class PriorityInputs:
         self.calls = 0
         self.fail: Exception | None = None
 
+        self.missing: dict[str, str] = {}
+
     def __call__(self, nodes: Sequence[NodeInfo]) -> SitePriorityRead:
         self.calls += 1
         if self.fail is not None:
             raise self.fail
         site = SitePriority(weights=PriorityWeights(fairshare=10000, age=1000, max_age_s=3600), fairshare=SHARES)
-        return SitePriorityRead(site, {}, {})
+        return SitePriorityRead(site, {}, dict(self.missing))
 
 
 def run(tmp_path: Any, queue: str, inputs: PriorityInputs, clock: ManualClock | None = None,
@@ -85,3 +87,12 @@ def test_inputs_read_at_most_every_period_and_kept_when_a_read_fails(tmp_path: A
     clock.set(100.0 + PRIORITY_READ_EVERY_S * 1.5)
     pald.sync_and_cycle()
     assert inputs.calls == 2 and pald.state.service.site_priority is not None  # the last inputs stay
+
+
+def test_a_source_slurm_could_not_give_is_reported(tmp_path: Any) -> None:
+    inputs = PriorityInputs()
+    inputs.missing = {"sshare": "sshare: Problem talking to the database"}
+    pald, _, _ = run(tmp_path, "slurm", inputs)
+    pald.sync_and_cycle()
+    errors = list(pald.state.recent_errors)
+    assert [e["what"] for e in errors] == ["priority:sshare"] and "database" in str(errors[0]["error"])

@@ -12,11 +12,14 @@ submitted and does not recompute it (sprio's AGE stays 0 while the jobs wait min
 pald's number is taken at each job's submit time. The second test runs the accounting lab
 (slurmdbd): fair share of two accounts with equal shares, one using every GPU, QOS priority and
 age, where slurmctld recomputes every PriorityCalcPeriod. Association priorities are covered by
-tests/unit/slurm/test_priority.py only.
+tests/unit/slurm/test_priority.py only. The third runs pald with `queue = "slurm"` and the hook
+on the accounting lab: of two held PAL jobs wanting the same GPUs, the light account's, though
+submitted later, starts first.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 import time
@@ -163,4 +166,74 @@ def test_fair_share_qos_and_age_through_slurmdbd() -> None:
         print("pald vs squeue (fair share, QOS, age):", report,
               "max diff", max(abs(a - b) for a, b in report.values()))
     finally:
+        acct.stop()
+
+
+def fair_share(env: dict[str, str]) -> dict[str, float]:
+    """account -> its user's FairShare in sshare (root is the lab's one user)."""
+    out = subprocess.run(["sshare", "-P", "-a"], env=env, capture_output=True, text=True, check=True).stdout
+    rows = [line.split("|") for line in out.splitlines()[1:]]
+    return {r[0].strip(): float(r[-1]) for r in rows if r[1] == "root" and r[-1]}
+
+
+def start_time(env: dict[str, str], job_id: int) -> str:
+    out = subprocess.run(["scontrol", "-o", "show", "job", str(job_id)], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    return next(w.split("=", 1)[1] for w in out.split() if w.startswith("StartTime="))
+
+
+QUEUE = os.environ.get("PAL_TEST_PRIORITY_QUEUE", "slurm")  # "fifo": the control the test must fail on
+
+
+def test_pald_releases_held_pal_jobs_in_slurms_priority_order() -> None:
+    from pal_lab.accounting_lab import missing_binaries as missing_accounting, start_accounting_lab
+    from pal_slurm.daemon.process import REPO, PaldProcess, write_config
+    from pal_slurm.store.bootstrap import open_store
+    from pal_slurm.store.records import RankingEntry
+
+    if missing_binaries() or missing_accounting():
+        pytest.skip("accounting lab unavailable, missing: " + ", ".join(missing_binaries() + missing_accounting()))
+    root = Path(tempfile.mkdtemp(prefix="pal-priority-pald-"))
+    root.chmod(0o755)
+    sock, db = root / "pald.sock", f"sqlite:///{root}/pal.db"
+    acct = start_accounting_lab(root / "acct", nodes=1, gpus=4, extra_conf=FAIR_SHARE_WEIGHTS,
+                                hook=str(REPO / "job_submit_lua" / "job_submit.lua"), env={"PAL_SOCKET": str(sock)})
+    pald = None
+    try:
+        lab = acct.lab
+        env = lab.client_env()
+        for argv in (["add", "account", "heavy,light"], ["add", "user", "root", "account=heavy,light"]):
+            subprocess.run(["sacctmgr", "-i", *argv], env=env, check=True, capture_output=True)
+        blocker = lab.sbatch("--account=heavy", "--gres=gpu:4", wrap="sleep 600")  # not PAL's
+        deadline = time.monotonic() + 4 * CALC_PERIOD_S
+        while time.monotonic() < deadline:  # until Slurm charges heavy's use
+            shares = fair_share(env)
+            if shares.get("heavy", 1.0) < shares.get("light", 0.0):
+                break
+            time.sleep(5)
+        else:
+            pytest.fail(f"Slurm's fair share did not tell the accounts apart: {fair_share(env)}")
+        store = open_store(db)
+        store.write_ranking("optimal", [RankingEntry(n, s, c, 1.0, 1.0, 0) for n in lab.nodes for s in range(4)
+                                        for c in "ABCD"])
+        store.close()
+        cfg = write_config(root / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf,
+                           heartbeat=root / "hb")
+        cfg.write_text(cfg.read_text().replace("[policy]\n", f'[policy]\nqueue = "{QUEUE}"\n'))
+        pald = PaldProcess(cfg, sock, root / "pald.log").start()
+        heavy = lab.sbatch("--account=heavy", "--gres=gpu:4", "--comment=pal:class=resnet", wrap="sleep 2")
+        time.sleep(1)
+        light = lab.sbatch("--account=light", "--gres=gpu:4", "--comment=pal:class=resnet", wrap="sleep 2")
+        time.sleep(2)  # both held by the hook, seen by pald's cycle
+        held = {j.job_id: j for j in lab.reader.jobs()}
+        assert held[heavy].held and held[light].held, (held[heavy], held[light])
+        subprocess.run(["scancel", str(blocker)], env=env, check=True)
+        for job in (heavy, light):
+            assert lab.wait_job(job, timeout=120) == "COMPLETED", job
+        started = {"heavy": start_time(env, heavy), "light": start_time(env, light)}
+        assert started["light"] < started["heavy"], started  # ISO times of one day compare as text
+        print("fair share", fair_share(env), "started", started)
+    finally:
+        if pald is not None:
+            pald.stop()
         acct.stop()

@@ -18,8 +18,9 @@ each factor in [0, 1]; the result is truncated to an integer and at least 1 (0 m
 - fair share: the association's factor as `sshare` prints it (FairShare column).
 - job size: favour large (default): (min_nodes / nodes + cpus / cluster cpus) / 2; favour small
   (PriorityFavorSmall): ((nodes - min_nodes) / nodes + (cluster cpus - cpus) / cluster cpus) / 2;
-  SMALL_RELATIVE_TO_TIME: max(cpus, min_nodes * cluster cpus / nodes) / time limit (minutes) /
-  cluster cpus, then 1 - that when favouring small; clamped to [0, 1].
+  SMALL_RELATIVE_TO_TIME: max(cpus, min_nodes * cluster cpus / nodes) / time limit (minutes;
+  Slurm's INFINITE, 2^32 - 1, for none) / cluster cpus, then 1 - that when favouring small;
+  clamped to [0, 1].
 - partition: PriorityJobFactor / the largest PriorityJobFactor of any partition
   (NO_NORMAL_PARTITION: PriorityJobFactor itself).
 - QOS: the QOS's priority / the largest QOS priority (NO_NORMAL_QOS: the priority itself).
@@ -47,6 +48,7 @@ NO_NORMAL_PARTITION = "NO_NORMAL_PART"
 NO_NORMAL_QOS = "NO_NORMAL_QOS"
 NO_NORMAL_TRES = "NO_NORMAL_TRES"
 PRIORITY_MAX = 0xFFFFFFFF  # Slurm keeps a job's priority in 32 bits
+UNLIMITED_MIN = 0xFFFFFFFF  # Slurm's INFINITE time limit, in minutes: what it divides by for no limit
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ class PriorityJob:
     qos: str = ""
     cpus: int = 0
     min_nodes: int = 1
-    time_limit_min: float | None = None  # its own, else its partition's; None: unlimited (counted as 1)
+    time_limit_min: float | None = None  # its own, else its partition's; None: unlimited
     nice: int = 0
     site_factor: int = 0
     tres: Mapping[str, float] = field(default_factory=dict)  # "cpu" -> 4, "gres/gpu" -> 2
@@ -130,7 +132,7 @@ def job_size_factor(job: PriorityJob, site: SitePriority) -> float:
     w = site.weights
     if SMALL_RELATIVE_TO_TIME in w.flags:
         size = max(float(job.cpus), job.min_nodes * cpus_all / nodes)
-        limit = job.time_limit_min if job.time_limit_min else 1.0
+        limit = job.time_limit_min if job.time_limit_min else UNLIMITED_MIN
         value = size / limit / cpus_all
         if w.favor_small:
             value = 1.0 - value

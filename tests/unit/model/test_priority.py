@@ -83,6 +83,9 @@ def test_job_size_favour_large_small_and_relative_to_time() -> None:
     assert job_size_factor(job, rel) == pytest.approx(32 / 60 / 64)
     rel_small = site(job_size=1, favor_small=True, flags=frozenset({SMALL_RELATIVE_TO_TIME}))
     assert job_size_factor(job, rel_small) == pytest.approx(1 - 32 / 60 / 64)
+    # no time limit: Slurm divides by INFINITE (2^32 - 1 minutes), so the size counts for ~nothing
+    unlimited = PriorityJob(submit_time=0.0, cpus=16, min_nodes=2)
+    assert job_size_factor(unlimited, rel) == pytest.approx(32 / (2**32 - 1) / 64)
 
 
 def test_no_normal_qos_uses_the_raw_priority() -> None:

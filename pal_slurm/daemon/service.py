@@ -48,6 +48,7 @@ from pal_slurm.policy.eligibility import (
     without,
 )
 from pal_slurm.intake.refusals import refused_input
+from pal_slurm.policy.registry import SLURM_PRIORITY_QUEUE
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of, shape_of, slurm_picks, slurm_picks_slots
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot
@@ -57,7 +58,6 @@ from pal_slurm.slurm.readers import JobInfo
 from pal_slurm.slurm.gres import gres_update_spec, tres_per_node
 
 MODES = ("auto", "now", "defer")
-SLURM_QUEUE = "slurm"  # the queue order that reads Slurm's multifactor priority (policy.queue.slurm_priority)
 
 
 # the job states whose GPUs a placement planning around running jobs sees free at the job's
@@ -621,7 +621,7 @@ class PlacementService:
                 continue
             shape, perf_class, restrictions = got.shape, got.perf_class, got.restrictions
             request = got.request
-            if self.settings.queue == SLURM_QUEUE:
+            if self.settings.queue == SLURM_PRIORITY_QUEUE:
                 request = replace(request, site_priority=self.slurm_priority(j, now))
             if id(restrictions) not in wheres:  # the entry holds the value: its id is not reused
                 wheres[id(restrictions)] = (restrictions, self._where(restrictions, now))

@@ -21,10 +21,10 @@ from typing import Callable, Protocol
 
 from pal_slurm.daemon import pins, requeue
 from pal_slurm.daemon.cycle import is_pal_held
-from pal_slurm.daemon.service import SLURM_QUEUE
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.tags import request_id
 from pal_slurm.model.site import SiteView
+from pal_slurm.policy.registry import SLURM_PRIORITY_QUEUE
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.priority import SitePriorityRead
 from pal_slurm.slurm.readers import JobInfo, NodeInfo, cluster_view, unheld_slots
@@ -106,7 +106,7 @@ class SlurmSync:
     def read_priority(self, nodes: Sequence[NodeInfo], now: float) -> tuple[bool, SitePriorityRead | None]:
         """(whether read now, the inputs): read at most every PRIORITY_READ_EVERY_S; a failure
         is logged once per kind and leaves the last inputs in place."""
-        if self.state.service.settings.queue != SLURM_QUEUE:
+        if self.state.service.settings.queue != SLURM_PRIORITY_QUEUE:
             self._priority_at = float("-inf")  # read at once when the order becomes `slurm`
             return False, None
         if self.priority is None or now - self._priority_at < PRIORITY_READ_EVERY_S:

@@ -108,7 +108,7 @@ class PolicyConfig:
     """Which policy places jobs, and its knobs."""
 
     placement: str = "pal-fit"  # placement policy name (pal_slurm.policy registry)
-    queue: str = "fifo"  # queue order for deferred jobs: fifo | las | srtf | srtf-aged
+    queue: str = "fifo"  # queue order for deferred jobs: fifo | las | srtf | srtf-aged | slurm
     locality_penalty: float = 1.7  # slowdown factor for a job spanning more than one node
     default_class: str = "A"  # class for unknown applications (A = most sensitive)
     binning: str = "optimal"  # ranking binning: optimal (exact 1-D k-means) | artifact (PAL's)

@@ -16,6 +16,7 @@ import os
 import pwd
 import signal
 import sys
+from functools import partial
 from http.server import ThreadingHTTPServer
 
 from pal_slurm import __version__
@@ -50,6 +51,7 @@ def _uid_of(user: str) -> int | None:
 def build(config: Config) -> Pald:
     """The one place where pald's parts are wired together."""
     from pal_slurm.slurm.actuator import SlurmActuator
+    from pal_slurm.slurm.priority import read_site_priority
     from pal_slurm.slurm.readers import SlurmReader
     from pal_slurm.slurm.runner import CommandRunner
 
@@ -60,7 +62,8 @@ def build(config: Config) -> Pald:
     # A set-up that fails is retried on every leadership check; until then pald is a standby
     # (it answers `place` with pass), never a second leader beside the real one.
     leader = RetryingLeader(lambda: make_leader(config.store.url))
-    return Pald(config, store, SlurmReader(runner), SlurmActuator(runner), leader=leader)
+    return Pald(config, store, SlurmReader(runner), SlurmActuator(runner), leader=leader,
+                priority=partial(read_site_priority, runner))
 
 
 def with_metrics(config: Config, pald: Pald) -> tuple[Handler, Settle, ThreadingHTTPServer | None]:

@@ -40,13 +40,16 @@ from pal_slurm.model import ClusterView, DecisionKind, JobRequest, PlannedStart
 from pal_slurm.model.decision import JobId
 from pal_slurm.model.site_rules import SiteRules
 from pal_slurm.model.classes import AppClassMap
+from pal_slurm.model.priority import priority as multifactor_priority
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.eligibility import NodeGroup
+from pal_slurm.policy.registry import SLURM_PRIORITY_QUEUE
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of
 from pal_slurm.policy.slurm_starts import SLURM_STARTS
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.priority import SitePriorityRead, priority_job
 from pal_slurm.slurm.readers import JobInfo
 
 MODES = ("auto", "now", "defer")
@@ -145,6 +148,8 @@ class PlacementService:
     class_map: AppClassMap = field(default_factory=AppClassMap)
     view: ClusterView | None = None
     site: SiteView | None = None  # partitions, features, CPUs/memory; None: every GPU node is eligible
+    # what Slurm's multifactor priority is computed from (queue order `slurm`); None: not read
+    site_priority: SitePriorityRead | None = None
     view_time: float = float("-inf")
     snapshot: RankingSnapshot | None = None  # the store's latest, or None
     ranking: Ranking | None = None
@@ -293,6 +298,19 @@ class PlacementService:
         """Partitions, features, reservations and free CPUs/memory from the same Slurm read."""
         self.site = site
         self.where.site_changed()
+
+    def observe_priority(self, read: SitePriorityRead | None) -> None:
+        """The inputs of Slurm's multifactor priority (slurm.priority); None: the site does
+        not run priority/multifactor, and every held job scores 0 (submit order)."""
+        self.site_priority = read
+
+    def slurm_priority(self, job: JobInfo, now: float) -> float:
+        """The priority Slurm's multifactor plugin would give `job` at `now` were it not held
+        (a held job shows 0: docs/decisions/site-priority.md); 0 without the site's inputs."""
+        read = self.site_priority
+        if read is None:
+            return 0.0
+        return float(multifactor_priority(priority_job(job, read.partitions), read.site, now))
 
     def set_snapshot(self, snapshot: RankingSnapshot | None) -> None:
         self.snapshot = snapshot
@@ -467,6 +485,9 @@ class PlacementService:
                 out.releases.append(Release(j.job_id, got.perf_class, None, None, got.reason))
                 continue
             shape, perf_class, restrictions = got.shape, got.perf_class, got.restrictions
+            request = got.request
+            if self.settings.queue == SLURM_PRIORITY_QUEUE:
+                request = replace(request, site_priority=self.slurm_priority(j, now))
             if id(restrictions) not in wheres:  # the entry holds the value: its id is not reused
                 wheres[id(restrictions)] = (restrictions, held_group(self.where, self.view, self.site, restrictions,
                                                                      now, promised))
@@ -486,7 +507,7 @@ class PlacementService:
             refs = every[:max(1, free // max(1, shape.total))]
             unexpanded += len(every) - len(refs)  # an array's later elements wait too
             for ref in refs:  # an array's pending elements: as many as could start now, in order
-                req = got.request if ref == got.request.job_id else replace(got.request, job_id=ref)
+                req = request if ref == request.job_id else replace(request, job_id=ref)
                 by_id[ref], limits[ref] = req, restrictions
                 if slots is not None:
                     bound[ref] = slots

@@ -5,6 +5,11 @@ lock; the view, the site, the promises a read confirms or shows never came, the 
 running jobs are handed to the service in one locked step, so a `place` answered meanwhile
 sees either the last read or this one, never half of each. A failed read is logged once per
 kind of error (state.py) and leaves the last view in place: the next cycle tries again.
+
+With the `slurm` queue order the inputs of Slurm's multifactor priority (weights, fair share,
+QOS and partition factors: slurm.priority) are read too, at most every
+`PRIORITY_READ_EVERY_S`: slurmctld itself recomputes priorities every PriorityCalcPeriod
+(5 minutes by default), and sshare/sacctmgr ask slurmdbd. A failed read keeps the last inputs.
 """
 
 from __future__ import annotations
@@ -12,16 +17,22 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 from pal_slurm.daemon import pins, requeue
 from pal_slurm.daemon.cycle import is_pal_held
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.tags import request_id
 from pal_slurm.model.site import SiteView
+from pal_slurm.policy.registry import SLURM_PRIORITY_QUEUE
 from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.priority import SitePriorityRead
 from pal_slurm.slurm.readers import JobInfo, NodeInfo, cluster_view, unheld_slots
 from pal_slurm.slurm.topology import read_racks
+
+
+PriorityRead = Callable[[Sequence[NodeInfo]], SitePriorityRead | None]  # slurm.priority.read_site_priority
+PRIORITY_READ_EVERY_S = 60.0  # module docstring
 
 
 class SlurmRead(Protocol):
@@ -80,13 +91,37 @@ def started_keys(jobs: Iterable[JobInfo]) -> set[str]:
 
 class SlurmSync:
     """Reads Slurm into the shared state's placement service (`topology_conf`: node -> leaf
-    switch, re-read when the file changes)."""
+    switch, re-read when the file changes; `priority`: reads the multifactor priority's
+    inputs, read only while the queue order is `slurm`)."""
 
-    def __init__(self, state: DaemonState, reader: SlurmRead, topology_conf: str | None) -> None:
+    def __init__(self, state: DaemonState, reader: SlurmRead, topology_conf: str | None,
+                 priority: PriorityRead | None = None) -> None:
         self.state = state
         self.reader = reader
         self.topology_conf = topology_conf
+        self.priority = priority
+        self._priority_at = float("-inf")  # when the priority's inputs were last read
         self._racks: tuple[float, dict[str, str]] | None = None  # (mtime, racks): the worker thread's
+
+    def read_priority(self, nodes: Sequence[NodeInfo], now: float) -> tuple[bool, SitePriorityRead | None]:
+        """(whether read now, the inputs): read at most every PRIORITY_READ_EVERY_S; a failure
+        is logged once per kind and leaves the last inputs in place."""
+        if self.state.service.settings.queue != SLURM_PRIORITY_QUEUE:
+            self._priority_at = float("-inf")  # read at once when the order becomes `slurm`
+            return False, None
+        if self.priority is None or now - self._priority_at < PRIORITY_READ_EVERY_S:
+            return False, None
+        try:
+            read = self.priority(nodes)
+        except Exception as exc:  # noqa: BLE001 - keep the last inputs; the next read retries
+            self.state.note_error("priority", exc)
+            return False, None
+        self._priority_at = now
+        self.state.errors.clear("priority")
+        for source, why in (read.missing.items() if read is not None else ()):
+            # its factors count 0 (slurm.priority): said once per kind, as any read error
+            self.state.note_error(f"priority:{source}", SlurmError(why))
+        return True, read
 
     def racks(self) -> dict[str, str] | None:
         """node -> leaf switch from [slurm] topology_conf (re-read when the file changes)."""
@@ -119,6 +154,7 @@ class SlurmSync:
             state.note_error("slurm", exc)
             return None
         now = state.clock()
+        priority_read, priority = self.read_priority(nodes, now)
         held = tuple(j for j in jobs if is_pal_held(j))
         view = cluster_view(nodes, jobs, self.racks())
         waiting = sum(1 for j in held if not requeue.not_yet_eligible(j, now))  # ahead of new jobs
@@ -127,6 +163,8 @@ class SlurmSync:
             state.last_jobs, state.held_ids = jobs, frozenset(j.job_id for j in held)
             if site is not None:
                 service.observe_site(site)
+            if priority_read:
+                service.observe_priority(priority)
             service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs),
                                     in_queue=queue_keys(jobs), queue_read_at=read_at)
             for key, pin in pins.unreserved_pins(jobs, view, service.reservations):

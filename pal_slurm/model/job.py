@@ -30,6 +30,7 @@ class JobRequest:
     preemptions: int = 0  # times the job was stopped by preemption (bounded by preempting policies)
     shape: JobShape | None = None  # how its GPUs must be spread (Slurm shapes); None: num_gpus anywhere
     gpu_model: str | None = None  # only GPUs of this model (--gres=gpu:a100:2); None: any GPU
+    site_priority: float = 0.0  # Slurm's multifactor priority as pald computes it (model.priority); higher first
 
     @property
     def is_running(self) -> bool:

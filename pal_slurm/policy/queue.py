@@ -16,6 +16,24 @@ def fifo(jobs: Sequence[JobRequest]) -> list[JobRequest]:
 _FIFO_KEY = attrgetter("priority", "submit_time")  # (C-level: the simulator sorts every event)
 
 
+def slurm_priority(jobs: Sequence[JobRequest]) -> list[JobRequest]:
+    """Slurm's own order: the multifactor priority pald computes for each held job
+    (`site_priority`, model.priority), highest first; ties by submit time, then job id (an
+    array element ``A_I`` after its array's earlier elements). Jobs without a computed
+    priority (0) come after every job with one, in submit order."""
+    return sorted(jobs, key=lambda j: (-j.site_priority, j.submit_time, _id_key(j.job_id)))
+
+
+def _id_key(job_id: int | str) -> tuple[int, int, str]:
+    """A job id or an array element's ``A_I`` as numbers where it is one, so 9 < 10."""
+    if isinstance(job_id, int):
+        return (job_id, -1, "")
+    head, _, tail = job_id.partition("_")
+    if head.isdigit() and (tail.isdigit() or not tail):
+        return (int(head), int(tail) if tail else -1, "")
+    return (-1, -1, job_id)
+
+
 def las(jobs: Sequence[JobRequest]) -> list[JobRequest]:
     """Least attained service first (wall-clock seconds run, as the artifact counts it)."""
     return sorted(jobs, key=lambda j: j.attained_service)

@@ -31,8 +31,10 @@ ALIASES = {
     "first-fit": "firstfit",
 }
 
+# the queue order by Slurm's multifactor priority: pald scores each held job for it (daemon.service)
+SLURM_PRIORITY_QUEUE = "slurm"
 QUEUE_ORDERS: dict[str, QueueOrder] = {"fifo": queue.fifo, "las": queue.las, "srtf": queue.srtf,
-                                     "srtf-aged": queue.aged_srtf()}
+                                     "srtf-aged": queue.aged_srtf(), SLURM_PRIORITY_QUEUE: queue.slurm_priority}
 # the queue orders that read running jobs' progress (attained service, remaining time): an
 # engine with one renews running jobs' requests at every decision; fifo reads only priority and
 # submit time (tests/unit/policy/test_queue.py checks the split on every order)

@@ -149,6 +149,8 @@ class JobInfo:
     end_time: int = 0  # epoch seconds it ended (once it has; before: when its time limit ends it)
     tres_per_task: str = ""  # e.g. gres:gpu:1 (--gpus-per-task)
     tres_per_socket: str = ""  # e.g. gres:gpu:1 (--gpus-per-socket)
+    user_name: str = ""  # its user's name (sshare's rows name users so)
+    nice: int = 0  # --nice (lowers its priority by this much; negative raises it)
 
     @property
     def account(self) -> str:
@@ -293,9 +295,26 @@ def parse_job(raw: Mapping[str, Any]) -> JobInfo:
             array_job_id=count(raw.get("array_job_id")),
             array_task_id=_task_id(raw.get("array_task_id")),
             array_tasks=raw.get("array_task_string") or "",
+            user_name=raw.get("user_name") or "",
+            nice=_nice(raw.get("nice")),
         )
     except SlurmParseError as exc:
         raise SlurmParseError(f"job {job_id}: {exc}") from None
+
+
+NICE_OFFSET = 0x80000000  # Slurm stores nice offset by this; a record may print it so
+NICE_RANGE = 2**30  # a nice this large or more (Slurm allows up to 2^31 - 3) reads as 0
+
+
+def _nice(value: object) -> int:
+    """A job's nice (negative raises its priority); unset or unreadable -> 0."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    if abs(value) < NICE_RANGE:
+        return value
+    if abs(value - NICE_OFFSET) < NICE_RANGE:
+        return value - NICE_OFFSET
+    return 0
 
 
 def _task_id(value: object) -> int | None:

@@ -28,7 +28,7 @@ from pal_slurm.slurm.errors import (
     SlurmError,
 )
 
-SLURM_COMMANDS = frozenset({"sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun"})
+SLURM_COMMANDS = frozenset({"sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun", "sshare", "sacctmgr"})
 DEFAULT_TIMEOUT_S = 15.0
 OUTPUT_ENCODING = "utf-8"
 OUTPUT_ERRORS = "replace"  # see the module docstring: one user's bad byte must not stop pald

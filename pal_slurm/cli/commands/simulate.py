@@ -81,7 +81,7 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
               help="Event mode: a Slurm topology.conf; its nodes (with --cluster's GPUs per node) and leaf switches.")
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Runs per (trace, policy); seed 0 of compat is the artifact's draw.")
-@click.option("--queue", "queue_name", default="fifo", show_default=True, help="fifo, las, srtf or srtf-aged.")
+@click.option("--queue", "queue_name", default="fifo", show_default=True, help="fifo, las, srtf, srtf-aged or slurm (submit order here: no Slurm to read).")
 @click.option("--locality-penalty", type=click.FloatRange(min=1.0), default=1.7, show_default=True)
 @click.option("--round", "round_s", type=Duration(at_least=1.0, was="seconds"), default="06:00", show_default=True,
               help="Compat mode round length, a Slurm duration (MM:SS; 06:00 is 360 s).")

@@ -10,6 +10,13 @@ def test_fifo_by_priority_then_submit_time_stable():
     assert [j.job_id for j in queue_order("fifo")(jobs)] == [4, 2, 3, 1]
 
 
+def test_slurm_order_highest_priority_first_then_submit_time_then_job_id():
+    jobs = [job(1, 1, submit=5, site_priority=100.0), job(2, 1, submit=3, site_priority=100.0),
+            job("10_1", 1, submit=3, site_priority=100.0), job("9_2", 1, submit=3, site_priority=100.0),
+            job(5, 1, submit=1), job(6, 1, submit=9, site_priority=250.0)]
+    assert [j.job_id for j in queue_order("slurm")(jobs)] == [6, 2, "9_2", "10_1", 1, 5]
+
+
 def test_las_and_srtf():
     jobs = [job(1, 1, attained_service=50, remaining_time=10), job(2, 1, attained_service=0, remaining_time=30),
             job(3, 1, attained_service=50, remaining_time=5)]
@@ -76,7 +83,8 @@ def test_only_the_declared_queue_orders_keep_jobs_in_submit_order_as_they_are():
     it is whatever else the jobs carry, and every other order must not."""
     from pal_slurm.policy.registry import QUEUE_ORDERS, SUBMIT_ORDER_QUEUES
 
-    jobs = [job(i, 1, submit=i * 10, attained_service=100 - i, remaining_time=1000 - 100 * i) for i in range(5)]
+    jobs = [job(i, 1, submit=i * 10, attained_service=100 - i, remaining_time=1000 - 100 * i, site_priority=i)
+            for i in range(5)]
     for name, order in QUEUE_ORDERS.items():
         kept = [j.job_id for j in order(jobs)] == [j.job_id for j in jobs]
         assert kept == (name in SUBMIT_ORDER_QUEUES), name

@@ -349,3 +349,15 @@ def test_the_clocks_hand_the_engine_their_jobs_in_fifo_order(monkeypatch, mode):
         for arm in ("stock", "pal-fit"):
             predicted_run(plan, arm, 0, 16, 4, 4, launch_s=60.0)
         assert seen["decisions"] > before + 20, seen
+
+
+def test_the_slurm_queue_order_without_slurm_is_submit_order():
+    """The simulator reads no Slurm: every job's computed priority is 0, and the `slurm` order
+    schedules as FIFO does (docs/policies.md)."""
+    trace = synthetic_trace(120, seed=5, jobs_per_hour=60.0, max_gpus=8)
+    runs = {}
+    for queue in ("fifo", "slurm"):
+        r = EventSimulator(EventConfig(num_nodes=4, gpus_per_node=4, nodes_per_rack=4, queue=queue)).run(
+            trace, PLACEMENTS["pal"])
+        runs[queue] = [(o.job_id, repr(o.first_start), repr(o.finish)) for o in r.jobs]
+    assert runs["slurm"] == runs["fifo"]

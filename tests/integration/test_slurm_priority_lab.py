@@ -1,0 +1,239 @@
+"""pald's copy of Slurm's multifactor priority against Slurm's own, on the lab (Slurm 22.05,
+`PriorityType=priority/multifactor`).
+
+Ordinary pending jobs (not held: a held job shows 0, docs/decisions/site-priority.md) of
+different sizes, partitions, CPU counts and nice values wait behind a job that holds every GPU;
+for each, pald's `model.priority` from what `slurm.priority` reads must give the priority squeue
+shows, and the weighted job size and partition factors sprio shows; and for a held job, the
+priority Slurm gives it once released is what pald computed while it was held.
+
+The instant compared: without slurmdbd this lab's slurmctld computes a job's priority when it is
+submitted and does not recompute it (sprio's AGE stays 0 while the jobs wait minutes), so
+pald's number is taken at each job's submit time. The second test runs the accounting lab
+(slurmdbd): fair share of two accounts with equal shares, one using every GPU, QOS priority and
+age, where slurmctld recomputes every PriorityCalcPeriod. Association priorities are covered by
+tests/unit/slurm/test_priority.py only. The third runs pald with `queue = "slurm"` and the hook
+on the accounting lab: of two held PAL jobs wanting the same GPUs, the light account's, though
+submitted later, starts first.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from pal_lab.lab import missing_binaries, start_lab
+from pal_slurm.model.priority import factors, priority
+from pal_slurm.slurm.priority import priority_job, read_site_priority
+
+pytestmark = pytest.mark.slurm
+
+WEIGHTS = ("PriorityType=priority/multifactor\nPriorityWeightAge=1000\nPriorityWeightJobSize=1000\n"
+           "PriorityWeightPartition=1000\nPriorityMaxAge=01:00:00\nPriorityCalcPeriod=1\n"
+           "PartitionName=hi Nodes=ALL MaxTime=INFINITE State=UP PriorityJobFactor=4\n")
+
+
+def sprio(env: dict[str, str]) -> dict[int, tuple[int, int, int]]:
+    """job -> (priority, weighted job size, weighted partition) as sprio prints them (rounded)."""
+    out = subprocess.run(["sprio", "-h", "-o", "%i|%Y|%J|%P"], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    rows = [line.split("|") for line in out.split()]
+    return {int(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in rows}
+
+
+def test_pald_computes_the_priority_slurm_gives_pending_jobs() -> None:
+    if missing_binaries():
+        pytest.skip("Slurm lab cluster unavailable, missing: " + ", ".join(missing_binaries()))
+    root = Path(tempfile.mkdtemp(prefix="pal-priority-"))
+    lab = start_lab(root / "lab", extra_conf=WEIGHTS)
+    try:
+        env = lab.client_env()
+        lab.sbatch("--gres=gpu:4", "-N", "4", wrap="sleep 300")  # every GPU: the rest wait
+        time.sleep(1)
+        pending = [
+            lab.sbatch("--gres=gpu:1", "-c", "2", wrap="true"),
+            lab.sbatch("--gres=gpu:2", "-N", "2", "-c", "8", "-p", "hi", wrap="true"),
+            lab.sbatch("--gres=gpu:1", "-t", "10", "--nice=50", wrap="true"),
+            lab.sbatch("--gres=gpu:4", "-N", "3", "-c", "16", wrap="true"),
+            lab.sbatch("--gpus=3", "-n", "5", "-p", "hi", wrap="true"),
+        ]
+        held = lab.sbatch("--hold", "--gres=gpu:2", "-c", "6", "-p", "hi", "--nice=7", wrap="true")
+        time.sleep(2)
+        read = read_site_priority(lab.runner, lab.reader.nodes())
+        assert read is not None and read.site.cluster_cpus == 64 and read.site.node_count == 4
+        jobs = {j.job_id: j for j in lab.reader.jobs()}
+        shown = sprio(env)
+        diffs = []
+        for job_id in pending:
+            job = jobs[job_id]
+            assert job.state == "PENDING" and not job.held, job
+            mine = priority_job(job, read.partitions)
+            ours = priority(mine, read.site, now=job.submit_time)
+            f = factors(mine, read.site, now=job.submit_time)
+            w = read.site.weights
+            diffs.append(abs(ours - job.priority))
+            assert ours == job.priority, (job_id, ours, job.priority, mine)
+            assert shown[job_id][0] == job.priority
+            assert abs(shown[job_id][1] - w.job_size * f.job_size) <= 0.5, (job_id, shown[job_id], f)
+            assert abs(shown[job_id][2] - w.partition * f.partition) <= 0.5, (job_id, shown[job_id], f)
+        # a held job shows 0 and is not in sprio; released, Slurm gives it what pald computed
+        assert jobs[held].held and jobs[held].priority == 0 and held not in shown
+        expected = priority(priority_job(jobs[held], read.partitions), read.site, now=jobs[held].submit_time)
+        subprocess.run(["scontrol", "release", str(held)], env=env, check=True)
+        time.sleep(1)
+        released = next(j for j in lab.reader.jobs() if j.job_id == held)
+        diffs.append(abs(expected - released.priority))
+        assert released.priority == expected, (expected, released)
+        print("pald vs squeue priorities:", {j: (jobs[j].priority, shown[j]) for j in pending},
+              "held then released:", (expected, released.priority), "max diff", max(diffs))
+    finally:
+        lab.stop()
+
+
+FAIR_SHARE_WEIGHTS = ("PriorityType=priority/multifactor\nPriorityWeightAge=1000\nPriorityWeightFairshare=10000\n"
+                      "PriorityWeightJobSize=1000\nPriorityWeightQOS=2000\nPriorityMaxAge=01:00:00\n"
+                      "PriorityCalcPeriod=1\nPriorityDecayHalfLife=1-0\n")
+CALC_PERIOD_S = 60.0  # PriorityCalcPeriod=1 (minutes): how old Slurm's last computation may be
+
+
+def sprio_all(env: dict[str, str]) -> dict[int, tuple[int, ...]]:
+    """job -> (priority, age, fair share, job size, QOS), weighted, as sprio prints them."""
+    out = subprocess.run(["sprio", "-h", "-o", "%i|%Y|%A|%F|%J|%Q"], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    return {int(r[0]): tuple(int(x) for x in r[1:]) for r in (line.split("|") for line in out.split())}
+
+
+def test_fair_share_qos_and_age_through_slurmdbd() -> None:
+    """Two accounts with equal shares, one of them using every GPU: pald's fair-share, QOS, job
+    size and age factors against sprio's, and its total against squeue's. slurmctld recomputes
+    every PriorityCalcPeriod (here a minute), so its age may be up to a minute behind pald's,
+    computed at the read."""
+    from pal_lab.accounting_lab import missing_binaries as missing_accounting, start_accounting_lab
+
+    if missing_binaries() or missing_accounting():
+        pytest.skip("accounting lab unavailable, missing: " + ", ".join(missing_binaries() + missing_accounting()))
+    acct = start_accounting_lab(Path(tempfile.mkdtemp(prefix="pal-priority-fs-")), nodes=2, gpus=4,
+                                qos=("high",), extra_conf=FAIR_SHARE_WEIGHTS)
+    try:
+        lab = acct.lab
+        env = lab.client_env()
+        for argv in (["modify", "qos", "high", "set", "priority=100"], ["add", "account", "heavy,light"],
+                     ["add", "user", "root", "account=heavy,light", "qos=normal,high"]):
+            subprocess.run(["sacctmgr", "-i", *argv], env=env, check=True, capture_output=True)
+        lab.sbatch("--account=heavy", "--gres=gpu:4", "-N", "2", wrap="sleep 600")  # heavy uses every GPU
+        time.sleep(1)
+        pending = [lab.sbatch("--account=heavy", "--gres=gpu:1", wrap="true"),
+                   lab.sbatch("--account=light", "--gres=gpu:1", wrap="true"),
+                   lab.sbatch("--account=light", "--qos=high", "--gres=gpu:2", "-c", "4", wrap="true"),
+                   lab.sbatch("--account=heavy", "--qos=high", "--gres=gpu:1", "-c", "8", wrap="true")]
+        # until Slurm's decay pass has charged heavy's use and recomputed the waiting jobs
+        deadline = time.monotonic() + 4 * CALC_PERIOD_S
+        while time.monotonic() < deadline:
+            shown = sprio_all(env)
+            if all(j in shown for j in pending) and shown[pending[0]][2] < shown[pending[1]][2]:
+                break
+            time.sleep(5)
+        else:
+            pytest.fail(f"Slurm's fair share did not tell the accounts apart: {sprio_all(env)}")
+        for _attempt in range(5):  # one instant: no decay pass between the reads
+            before = sprio_all(env)
+            read = read_site_priority(lab.runner, lab.reader.nodes())
+            jobs = {j.job_id: j for j in lab.reader.jobs()}
+            now = time.time()
+            if sprio_all(env) == before:
+                break
+        assert read is not None and read.missing == {}
+        w = read.site.weights
+        report = {}
+        for job_id in pending:
+            job = jobs[job_id]
+            mine = priority_job(job, read.partitions)
+            f = factors(mine, read.site, now)
+            total, age, fair, size, qos = before[job_id]
+            assert abs(w.fairshare * f.fairshare - fair) <= 1, (job_id, f, before[job_id])
+            assert abs(w.qos * f.qos - qos) <= 0.5 and abs(w.job_size * f.job_size - size) <= 0.5, (job_id, f)
+            lag = w.age * (CALC_PERIOD_S + 5) / w.max_age_s  # Slurm's age may be this much behind
+            assert -1 <= w.age * f.age - age <= lag + 1, (job_id, f.age, age)
+            ours = priority(mine, read.site, now)
+            assert -2 <= ours - job.priority <= lag + 2, (job_id, ours, job.priority)
+            report[job_id] = (ours, job.priority)
+        assert report[pending[1]][1] > report[pending[0]][1]  # the light account's job goes first
+        print("pald vs squeue (fair share, QOS, age):", report,
+              "max diff", max(abs(a - b) for a, b in report.values()))
+    finally:
+        acct.stop()
+
+
+def fair_share(env: dict[str, str]) -> dict[str, float]:
+    """account -> its user's FairShare in sshare (root is the lab's one user)."""
+    out = subprocess.run(["sshare", "-P", "-a"], env=env, capture_output=True, text=True, check=True).stdout
+    rows = [line.split("|") for line in out.splitlines()[1:]]
+    return {r[0].strip(): float(r[-1]) for r in rows if r[1] == "root" and r[-1]}
+
+
+def start_time(env: dict[str, str], job_id: int) -> str:
+    out = subprocess.run(["scontrol", "-o", "show", "job", str(job_id)], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    return next(w.split("=", 1)[1] for w in out.split() if w.startswith("StartTime="))
+
+
+QUEUE = os.environ.get("PAL_TEST_PRIORITY_QUEUE", "slurm")  # "fifo": the control the test must fail on
+
+
+def test_pald_releases_held_pal_jobs_in_slurms_priority_order() -> None:
+    from pal_lab.accounting_lab import missing_binaries as missing_accounting, start_accounting_lab
+    from pal_slurm.daemon.process import REPO, PaldProcess, write_config
+    from pal_slurm.store.bootstrap import open_store
+    from pal_slurm.store.records import RankingEntry
+
+    if missing_binaries() or missing_accounting():
+        pytest.skip("accounting lab unavailable, missing: " + ", ".join(missing_binaries() + missing_accounting()))
+    root = Path(tempfile.mkdtemp(prefix="pal-priority-pald-"))
+    root.chmod(0o755)
+    sock, db = root / "pald.sock", f"sqlite:///{root}/pal.db"
+    acct = start_accounting_lab(root / "acct", nodes=1, gpus=4, extra_conf=FAIR_SHARE_WEIGHTS,
+                                hook=str(REPO / "job_submit_lua" / "job_submit.lua"), env={"PAL_SOCKET": str(sock)})
+    pald = None
+    try:
+        lab = acct.lab
+        env = lab.client_env()
+        for argv in (["add", "account", "heavy,light"], ["add", "user", "root", "account=heavy,light"]):
+            subprocess.run(["sacctmgr", "-i", *argv], env=env, check=True, capture_output=True)
+        blocker = lab.sbatch("--account=heavy", "--gres=gpu:4", wrap="sleep 600")  # not PAL's
+        deadline = time.monotonic() + 4 * CALC_PERIOD_S
+        while time.monotonic() < deadline:  # until Slurm charges heavy's use
+            shares = fair_share(env)
+            if shares.get("heavy", 1.0) < shares.get("light", 0.0):
+                break
+            time.sleep(5)
+        else:
+            pytest.fail(f"Slurm's fair share did not tell the accounts apart: {fair_share(env)}")
+        store = open_store(db)
+        store.write_ranking("optimal", [RankingEntry(n, s, c, 1.0, 1.0, 0) for n in lab.nodes for s in range(4)
+                                        for c in "ABCD"])
+        store.close()
+        cfg = write_config(root / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf,
+                           heartbeat=root / "hb")
+        cfg.write_text(cfg.read_text().replace("[policy]\n", f'[policy]\nqueue = "{QUEUE}"\n'))
+        pald = PaldProcess(cfg, sock, root / "pald.log").start()
+        heavy = lab.sbatch("--account=heavy", "--gres=gpu:4", "--comment=pal:class=resnet", wrap="sleep 2")
+        time.sleep(1)
+        light = lab.sbatch("--account=light", "--gres=gpu:4", "--comment=pal:class=resnet", wrap="sleep 2")
+        time.sleep(2)  # both held by the hook, seen by pald's cycle
+        held = {j.job_id: j for j in lab.reader.jobs()}
+        assert held[heavy].held and held[light].held, (held[heavy], held[light])
+        subprocess.run(["scancel", str(blocker)], env=env, check=True)
+        for job in (heavy, light):
+            assert lab.wait_job(job, timeout=120) == "COMPLETED", job
+        started = {"heavy": start_time(env, heavy), "light": start_time(env, light)}
+        assert started["light"] < started["heavy"], started  # ISO times of one day compare as text
+        print("fair share", fair_share(env), "started", started)
+    finally:
+        if pald is not None:
+            pald.stop()
+        acct.stop()

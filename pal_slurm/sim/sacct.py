@@ -26,16 +26,17 @@ not, so it is not read for this. The simulator runs such a job on that model's G
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, NoReturn, Sequence
+from typing import Any, Iterable, Iterator, Mapping, NoReturn, Sequence
 
 from pal_slurm.model.class_rules import ClassRule
 from pal_slurm.model.comment_grammar import CommentError, parse_comment
-from pal_slurm.input_files import CsvRow, parse_csv, read_text
+from pal_slurm.input_files import CsvRow, read_lines, read_text, stream_csv
 from pal_slurm.intake.durations import DurationError, minutes_field, parse_limit
 from pal_slurm.intake.gres import gres_name
 from pal_slurm.intake.slurm_numbers import number
@@ -70,14 +71,23 @@ class AccountingJob:
 # ---- reading ------------------------------------------------------------------------------
 
 def read_accounting(path: str | Path) -> list[AccountingJob]:
-    """Jobs of a `sacct --json` or `sacct -P` file (format from the content)."""
-    text = read_text(path, what="accounting file", error=TraceError)
-    stripped = text.lstrip()
-    if not stripped:
+    """Jobs of a `sacct --json` or `sacct -P` file (format from the content), of any size.
+
+    `-P` is read a line at a time: memory holds the jobs kept (steps are dropped as they are
+    read), not the file. `--json` is one document, parsed whole: its size is bounded only by
+    the machine's memory (a few times the file's size while it is parsed)."""
+    lines = read_lines(path, what="accounting file", error=TraceError)
+    head = []  # up to the first line that is not blank
+    for line in lines:
+        head.append(line)
+        if line.strip():
+            break
+    else:
         raise TraceError("empty accounting file", path)
-    if stripped.startswith("{"):
-        return _read_json(text, path)
-    return _read_pipe(text, path)
+    if head[-1].lstrip().startswith("{"):
+        lines.close()
+        return _read_json(read_text(path, what="accounting file", max_bytes=None, error=TraceError), path)
+    return _read_pipe(itertools.chain(head, lines), path)
 
 
 def _read_json(text: str, path: str | Path) -> list[AccountingJob]:
@@ -185,15 +195,16 @@ def _json_model(j: Mapping[str, Any]) -> str | None:
                            if isinstance(t, dict) and t.get("type") == "gres")
 
 
-def _read_pipe(text: str, path: str | Path) -> list[AccountingJob]:
-    lines = text.splitlines()
-    if "|" not in lines[0]:
+def _read_pipe(lines: Iterator[str], path: str | Path) -> list[AccountingJob]:
+    """`sacct -P` lines (header first) -> jobs, one row at a time."""
+    first = next(lines)
+    if "|" not in first:
         raise TraceError("neither sacct --json nor sacct -P output (no '|' in the header line); expected "
                          f"sacct -P --format={','.join(SACCT_FIELDS)}", path, 1)
-    table = parse_csv(text, path, what="accounting file", required=REQUIRED_FIELDS, error=TraceError,
-                      delimiter="|", quoting=False)
+    _, rows = stream_csv(itertools.chain([first], lines), path, what="accounting file", required=REQUIRED_FIELDS,
+                         error=TraceError, delimiter="|", quoting=False)
     out = []
-    for row in table.rows:
+    for row in rows:
         jid = row.text("JobID")
         if "." in jid:
             continue  # a step (123.batch, 123.0, 123.extern); the allocation row carries the job

@@ -107,3 +107,32 @@ def test_a_requested_gpu_model_is_read_from_requested_tres_not_allocated(tmp_pat
                     "2|2024-03-01T10:00:00|2024-03-01T10:01:00|2024-03-01T11:01:00|gres/gpu:v100=1,gres/gpu=1|gres/gpu=1\n")
     assert [j.gpu_model for j in read_accounting(pipe)] == ["v100", None]
     assert [j.gpu_model for j in read_accounting(DATA / "sacct-p.txt")] == [None] * 4  # no ReqTRES field
+
+
+def test_pipe_file_is_read_a_line_at_a_time(tmp_path, monkeypatch):
+    """Memory holds the jobs kept, not the file: 40,000 step rows (dropped as read) and one job."""
+    import tracemalloc
+
+    from pal_slurm.sim import sacct
+
+    step = "{}.batch|batch|||2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T11:00:00||gres/gpu=1|1|COMPLETED|\n"
+    p = tmp_path / "big.txt"
+    with p.open("w") as f:
+        f.write("JobID|JobName|Account|Partition|Submit|Start|End|Timelimit|AllocTRES|NNodes|State|Comment\n")
+        f.write("7|train|a|p|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T11:00:00|02:00:00|gres/gpu=2|1|COMPLETED|\n")
+        for i in range(40_000):
+            f.write(step.format(i))
+    size = p.stat().st_size
+
+    def whole_file(*args, **kwargs):
+        raise AssertionError("sacct -P read whole")
+
+    monkeypatch.setattr(sacct, "read_text", whole_file)
+    tracemalloc.start()
+    try:
+        jobs = sacct.read_accounting(p)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [(j.job_id, j.gpus) for j in jobs] == [("7", 2)]
+    assert size > 3_000_000 and peak < size / 10, (size, peak)

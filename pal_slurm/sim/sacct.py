@@ -48,9 +48,11 @@ SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "Submit", "Start", "
 REQUIRED_FIELDS = ("JobID", "Submit", "Start", "End", "AllocTRES")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AccountingJob:
-    """One job allocation as accounting recorded it (times in epoch seconds; None: not recorded)."""
+    """One job allocation as accounting recorded it (times in epoch seconds; None: not recorded).
+
+    Slotted: a large site's dump holds millions of them at once."""
 
     job_id: str
     name: str

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -212,17 +213,19 @@ def _read_pipe(lines: Iterator[str], path: str | Path) -> list[AccountingJob]:
             continue  # a step (123.batch, 123.0, 123.extern); the allocation row carries the job
         out.append(AccountingJob(
             job_id=jid,
-            name=row.get("JobName"),
-            account=row.get("Account"),
-            partition=row.get("Partition"),
+            # interned: a site has few names, accounts, partitions, states and comments, and
+            # millions of jobs holding them
+            name=sys.intern(row.get("JobName")),
+            account=sys.intern(row.get("Account")),
+            partition=sys.intern(row.get("Partition")),
             submit=_pipe_submit(row),
             start=_pipe_time(row, "Start"),
             end=_pipe_time(row, "End"),
             gpus=_pipe_gpus(row),
             nodes=row.integer("NNodes", minimum=0) if row.get("NNodes") else 0,
             time_limit_s=_pipe_limit(row),
-            state=row.get("State").split(" ")[0],
-            comment=row.get("Comment"),
+            state=sys.intern(row.get("State").split(" ")[0]),
+            comment=sys.intern(row.get("Comment")),
             where=f"{path}:{row.line}",
             gpu_model=requested_model(name for name in (gres_name(i.partition("=")[0])
                                                          for i in row.get("ReqTRES").split(",")) if name),

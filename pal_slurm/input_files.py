@@ -5,7 +5,8 @@ answer: an `InputError` whose message starts `FILE:LINE:COLUMN:` (compiler style
 1-based, column = CSV field position or character position) and says what was wrong and what was
 expected. Nothing here raises anything else for bad content: a non-UTF-8 byte, a NUL, a ragged
 row, a NaN, an infinity, a negative or absurdly large number, a file too big to be a trace
-(accounting dumps excepted: `read_lines` and `stream_csv` read a file of any size a row at a time).
+(accounting dumps excepted: `read_lines` and `stream_csv`, and `json_stream` for JSON, read a
+file of any size a row or an element at a time).
 A UTF-8 byte-order mark is accepted and stripped (spreadsheets write one).
 
 Why one module: the simulator loops on the numbers it is given. A NaN duration never reaches

@@ -27,7 +27,6 @@ not, so it is not read for this. The simulator runs such a job on that model's G
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import sys
 from dataclasses import dataclass
@@ -37,7 +36,8 @@ from typing import Any, Iterable, Iterator, Mapping, NoReturn, Sequence
 
 from pal_slurm.model.class_rules import ClassRule
 from pal_slurm.model.comment_grammar import CommentError, parse_comment
-from pal_slurm.input_files import CsvRow, read_lines, read_text, stream_csv
+from pal_slurm.input_files import CsvRow, InputError, read_lines, stream_csv
+from pal_slurm.json_stream import array_items
 from pal_slurm.intake.durations import DurationError, minutes_field, parse_limit
 from pal_slurm.intake.gres import gres_name
 from pal_slurm.intake.slurm_numbers import number
@@ -76,9 +76,8 @@ class AccountingJob:
 def read_accounting(path: str | Path) -> list[AccountingJob]:
     """Jobs of a `sacct --json` or `sacct -P` file (format from the content), of any size.
 
-    `-P` is read a line at a time: memory holds the jobs kept (steps are dropped as they are
-    read), not the file. `--json` is one document, parsed whole: its size is bounded only by
-    the machine's memory (a few times the file's size while it is parsed)."""
+    Both are read as they are needed (`-P` a line at a time, `--json` a job at a time): memory
+    holds the jobs kept (steps are dropped as they are read), not the file."""
     lines = read_lines(path, what="accounting file", error=TraceError)
     head = []  # up to the first line that is not blank
     for line in lines:
@@ -89,22 +88,29 @@ def read_accounting(path: str | Path) -> list[AccountingJob]:
         raise TraceError("empty accounting file", path)
     if head[-1].lstrip().startswith("{"):
         lines.close()
-        return _read_json(read_text(path, what="accounting file", max_bytes=None, error=TraceError), path)
+        return _read_json(path)
     return _read_pipe(itertools.chain(head, lines), path)
 
 
-def _read_json(text: str, path: str | Path) -> list[AccountingJob]:
-    try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"not valid JSON: {exc.msg}", path, exc.lineno, exc.colno) from None
-    except ValueError as exc:
-        raise TraceError(f"not valid JSON: {exc}", path) from None
-    jobs = doc.get("jobs") if isinstance(doc, dict) else None
-    if not isinstance(jobs, list):
-        raise TraceError("no 'jobs' list: expected the output of sacct --json", path)
+def _json_jobs(path: str | Path) -> Iterator[Any]:
+    """The `jobs` array's elements, read as they are needed."""
+    items = array_items(path, "jobs", what="accounting file", error=TraceError, parse_constant=_reject_constant,
+                        missing=": expected the output of sacct --json")
+    while True:
+        try:
+            j = next(items)
+        except StopIteration:
+            return
+        except InputError:
+            raise
+        except ValueError as exc:  # _reject_constant
+            raise TraceError(f"not valid JSON: {exc}", path) from None
+        yield j
+
+
+def _read_json(path: str | Path) -> list[AccountingJob]:
     out = []
-    for i, j in enumerate(jobs):
+    for i, j in enumerate(_json_jobs(path)):
         where = f"{path}: jobs[{i}]"
         if not isinstance(j, dict):
             raise TraceError(f"jobs[{i}] is not an object", path)

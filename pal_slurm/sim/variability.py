@@ -118,11 +118,13 @@ def merge(sources: Sequence[MeasuredGpus]) -> MeasuredGpus | None:
     return MeasuredGpus(label, scores)
 
 
-def load_measured(spec: str, open_store_ranking: Callable[[int | None], RankingSnapshot | None] | None = None) -> MeasuredGpus:
+def load_measured(spec: str, open_store_ranking: Callable[[int | None], RankingSnapshot | None] | None = None,
+                  *, nodes: Sequence[str] | None = None, gpus_per_node: int = 4) -> MeasuredGpus:
     """`store`, `store:vN`, `FILE`, or `CLASS=FILE` (a per-run file of one class).
 
     `open_store_ranking(version)` returns the store's RankingSnapshot (None version = latest)
-    or None; palctl passes one that opens the configured store.
+    or None; palctl passes one that opens the configured store. `nodes` and `gpus_per_node`
+    place a file's GPUs as import-variability's --map-to-nodes and --gpus-per-node do.
     """
     from pal_slurm.bench.importer import import_samples, split_class
     from pal_slurm.ranking.rank import rank_samples
@@ -141,7 +143,8 @@ def load_measured(spec: str, open_store_ranking: Callable[[int | None], RankingS
             raise VariabilityError(f"{spec}: ranking v{snap.version} is empty")
         return from_snapshot(snap, f"store v{snap.version}")
     perf_class, spec = split_class(spec)
-    samples = import_samples(spec, perf_class=perf_class, class_option="--variability CLASS=FILE (e.g. A=FILE)")
+    samples = import_samples(spec, perf_class=perf_class, nodes=nodes, gpus_per_node=gpus_per_node,
+                             class_option="--variability CLASS=FILE (e.g. A=FILE)")
     if not samples:
         raise VariabilityError(f"no samples{' of class ' + perf_class if perf_class else ''}", spec)
     snap = rank_samples(samples, now=1.0, window_s=2.0)

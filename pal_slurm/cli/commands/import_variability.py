@@ -6,26 +6,24 @@ import time
 
 import click
 
-from pal_slurm.intake.hostlist import expand as expand_hostlist
 from pal_slurm.bench.importer import import_samples, split_class
 from pal_slurm.ranking.rank import diff, rank_samples
 from pal_slurm.bench.repository import StoreError
 from pal_slurm.cli.commands._profiling import open_profiling
+from pal_slurm.cli.commands._variability_files import mapped_nodes, placement_options
 from pal_slurm.cli.errors import PalError
 from pal_slurm.ranking.datasets import DatasetError
 
 
 @click.command("import-variability")
 @click.argument("file")
-@click.option("--map-to-nodes", "node_expr", default=None, help="Place the dataset's GPUs on these nodes, e.g. 'gpu[01-04]'.")
-@click.option("--gpus-per-node", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Slots per node for --map-to-nodes and for GPUs the file does not locate.")
+@placement_options
 @click.option("--class", "perf_class", default=None,
               help="Class of a per-run file (or only this class of a table); FILE may be CLASS=FILE instead.")
 @click.option("--rank/--no-rank", "do_rank", default=False, help="Also build and save a ranking snapshot now.")
 @click.pass_context
-def import_variability(ctx: click.Context, file: str, node_expr: str | None, gpus_per_node: int, perf_class: str | None,
-                       do_rank: bool) -> None:
+def import_variability(ctx: click.Context, file: str, map_to_nodes: str | None, file_gpus_per_node: int,
+                       perf_class: str | None, do_rank: bool) -> None:
     """Load FILE (a per-GPU PerfVar table or a per-run file; CLASS=FILE names a per-run file's
     class, as in simulate --variability) into the sample store.
 
@@ -39,17 +37,10 @@ def import_variability(ctx: click.Context, file: str, node_expr: str | None, gpu
     if spec_class and perf_class and spec_class != perf_class.upper():
         raise click.BadParameter(f"{spec_class}={file} and --class {perf_class} disagree", param_hint="--class")
     perf_class = spec_class or perf_class
-    nodes = None
-    if node_expr is not None:
-        try:
-            nodes = expand_hostlist(node_expr)
-        except ValueError as exc:
-            raise click.BadParameter(f"bad node list {node_expr!r}: {exc}", param_hint="--map-to-nodes") from None
-        if not nodes:
-            raise click.BadParameter("no nodes given", param_hint="--map-to-nodes")
+    nodes = mapped_nodes(map_to_nodes)
     now = time.time()
     try:
-        samples = import_samples(file, nodes=nodes, gpus_per_node=gpus_per_node, perf_class=perf_class, now=now)
+        samples = import_samples(file, nodes=nodes, gpus_per_node=file_gpus_per_node, perf_class=perf_class, now=now)
     except DatasetError as exc:
         raise PalError(str(exc)) from None
     if not samples:

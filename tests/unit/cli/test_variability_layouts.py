@@ -38,6 +38,21 @@ def test_layout_simulates_and_imports_alike(palctl, name):
     assert len({(e.node, e.slot) for e in entries}) == 8
 
 
+def test_placement_options_are_the_same_on_every_command_and_place_alike(palctl):
+    for command in ("import-variability", "simulate", "whatif"):
+        assert {"--map-to-nodes", "--gpus-per-node"} <= _options(command), command
+    path = str(FIXTURES / "gpu-uuids.csv")
+    for placing, cluster, where in ((["--gpus-per-node", "8"], "1x8", {("node0", s) for s in range(8)}),
+                                    (["--map-to-nodes", "gpu[1-4]", "--gpus-per-node", "2"], "4x2",
+                                     {(f"gpu{n}", s) for n in range(1, 5) for s in range(2)})):
+        r = palctl("simulate", "--synthetic", "10", "--mode", "event", "--variability", f"A={path}", *placing,
+                   "--policies", "pal,packed-sticky", "--json")
+        assert r.exit_code == 0 and f'"cluster": "{cluster}"' in r.output, r.output
+        r = palctl("import-variability", f"A={path}", *placing)
+        assert r.exit_code == 0, r.output
+        assert {(s.node, s.slot) for s in palctl.repo().samples() if s.node.startswith(("node", "gpu"))} >= where
+
+
 def test_class_spec_works_on_import_too(palctl):
     path = str(FIXTURES / "gpu-uuids.csv")
     r = palctl("import-variability", f"a={path}")
@@ -59,7 +74,9 @@ def test_every_error_names_an_option_the_command_has(palctl, tmp_path):
     cases = {
         "simulate": [["--synthetic", "5", "--variability", str(no_class)],
                      ["--synthetic", "5", "--variability", str(junk)],
-                     ["--synthetic", "5", "--variability", "store"]],
+                     ["--synthetic", "5", "--variability", "store"],
+                     ["--synthetic", "5", "--map-to-nodes", "g[1-2]"],
+                     ["--synthetic", "5", "--variability", str(table), "--map-to-nodes", "g[1-9]"]],
         "import-variability": [[str(no_class)], [str(junk)], [table, "--map-to-nodes", "g[1-9]"],
                                [table, "--map-to-nodes", "g[1-"], [f"A={no_class}", "--class", "B"]],
     }

@@ -103,9 +103,10 @@ def load_runs(path: str | Path) -> RunSet:
     for row in table.rows:
         perf.append(row.number("perf", above=0.0))
         loc = _row_location(row, device, "cabinet" in table.header)
-        if located:
+        if located and loc is None:  # with no uuid, the location is the GPU's only name
             row.text("node")
-            row.integer(str(device), minimum=0)  # the error for a row that names no place
+            row.integer(str(device), minimum=0)
+            raise row.fail(f"{row.get('node')!r} names no node; a file without uuids needs one on every row", "node")
         gid = f"{loc[0]}-{loc[1]}" if located and loc else row.text("uuid")
         ids.append(gid)
         where.setdefault(gid, set())

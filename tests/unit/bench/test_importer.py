@@ -56,3 +56,13 @@ def test_split_class():
     assert split_class("a=x.csv") == ("A", "x.csv")
     assert split_class("x.csv") == (None, "x.csv")
     assert split_class("store") == (None, "store")
+
+
+def test_rows_without_uuid_need_a_location_each(tmp_path):
+    f = tmp_path / "r.csv"
+    f.write_text("node,device,perf\nn1,0,1\n-1,0,1\n")
+    with pytest.raises(DatasetError, match=r"r.csv:3:1: node: '-1' names no node"):
+        load_runs(f)
+    f.write_text("node,device,perf\nn1,0,1\nn1,x,1\n")
+    with pytest.raises(DatasetError, match=r"r.csv:3:2: device: "):
+        load_runs(f)

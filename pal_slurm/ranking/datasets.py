@@ -5,7 +5,7 @@ Two formats:
   and a `perf` column that is a *time* (larger = slower);
 - per-GPU tables (`32gpu-variability.csv`): one row per GPU with `PerfVar_classA..D`.
 
-Each also says, where it can, which node and slot a GPU sits in (`located_runs`,
+Each also says, where it can, which node and slot a GPU sits in (`RunSet.located`,
 `PerfVarRow.node`); placing GPUs on a cluster is pal_slurm.bench.importer's job.
 
 Everything returns plain tuples of floats; normalisation (divide by the median) happens here

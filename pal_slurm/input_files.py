@@ -4,7 +4,9 @@ Everything from outside goes through here so that every malformed input gets the
 answer: an `InputError` whose message starts `FILE:LINE:COLUMN:` (compiler style; line and column
 1-based, column = CSV field position or character position) and says what was wrong and what was
 expected. Nothing here raises anything else for bad content: a non-UTF-8 byte, a NUL, a ragged
-row, a NaN, an infinity, a negative or absurdly large number, a file too big to be a trace.
+row, a NaN, an infinity, a negative or absurdly large number, a file too big to be a trace
+(accounting dumps excepted: `read_lines` and `stream_csv`, and `json_stream` for JSON, read a
+file of any size a row or an element at a time).
 A UTF-8 byte-order mark is accepted and stripped (spreadsheets write one).
 
 Why one module: the simulator loops on the numbers it is given. A NaN duration never reaches
@@ -20,7 +22,7 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Generator, Iterable, Iterator, Mapping, Sequence
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024  # larger than any trace or dataset we have seen by 100x
 MAX_ROWS = 5_000_000
@@ -46,13 +48,13 @@ def where(path: str | Path | None, line: int | None = None, column: int | None =
     return ":".join(parts) + ": " if parts else ""
 
 
-def read_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX_INPUT_BYTES,
+def read_text(path: str | Path, *, what: str = "file", max_bytes: int | None = MAX_INPUT_BYTES,
               error: type[InputError] = InputError) -> str:
-    """The file's text: UTF-8 (a BOM is stripped), no NULs, at most `max_bytes`."""
+    """The file's text: UTF-8 (a BOM is stripped), no NULs, at most `max_bytes` (None: any size)."""
     path = Path(path)
     try:
         size = path.stat().st_size
-        if size > max_bytes:
+        if max_bytes is not None and size > max_bytes:
             raise error(f"{what} is {size} bytes; more than the {max_bytes} this reads", path)
         data = path.read_bytes()
     except IsADirectoryError:
@@ -71,6 +73,32 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX_INPU
         line, col = _line_col(text, nul)
         raise error(f"NUL character: not a text {what}", path, line, col)
     return text
+
+
+def read_lines(path: str | Path, *, what: str = "file",
+               error: type[InputError] = InputError) -> Generator[str, None, None]:
+    """The file's lines (ends kept), read as they are needed: memory holds one line whatever the
+    file's size. The same checks as `read_text` (UTF-8, BOM stripped, no NUL), with the line."""
+    path = Path(path)
+    try:
+        f = path.open("rb")
+    except IsADirectoryError:
+        raise error(f"cannot open {what}: is a directory", path) from None
+    except OSError as exc:
+        raise error(f"cannot open {what}: {exc.strerror or exc}", path) from None
+    with f:
+        for number, data in enumerate(f, start=1):
+            if number == 1 and data.startswith(b"\xef\xbb\xbf"):
+                data = data[3:]
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise error(f"not UTF-8 text (byte 0x{data[exc.start]:02x}); save the {what} as UTF-8", path, number,
+                            len(data[:exc.start].decode("latin-1")) + 1) from None
+            nul = text.find("\0")
+            if nul >= 0:
+                raise error(f"NUL character: not a text {what}", path, number, nul + 1)
+            yield text
 
 
 def _line_col(buf: str | bytes, index: int) -> tuple[int, int]:
@@ -157,24 +185,41 @@ def parse_csv(text: str, path: str | Path, *, what: str = "file", required: Sequ
 
     `delimiter="|", quoting=False` reads `sacct -P` (which never quotes).
     """
+    header, rows = stream_csv(io.StringIO(text, newline=""), path, what=what, required=required, error=error,
+                              max_rows=max_rows, delimiter=delimiter, quoting=quoting)
+    return CsvTable(str(path), header, tuple(rows))
+
+
+def stream_csv(lines: Iterable[str], path: str | Path, *, what: str = "file", required: Sequence[str] = (),
+               error: type[InputError] = InputError, max_rows: int | None = None, delimiter: str = ",",
+               quoting: bool = True) -> tuple[tuple[str, ...], Iterator[CsvRow]]:
+    """(header, rows read as they are asked for): `parse_csv` for a file of any size (with
+    `read_lines`); the header is checked at once, each row when it is reached."""
     path = str(path)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
-                        quoting=csv.QUOTE_MINIMAL if quoting else csv.QUOTE_NONE)
+    reader = csv.reader(lines, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if quoting else csv.QUOTE_NONE)
     try:
-        header = next(reader, None)
-        if header is None:
-            raise error(f"empty {what}", path)
-        header = [h.strip() for h in header]
-        if required:
-            missing = [c for c in required if c not in header]
-            if missing:
-                raise error(f"missing column(s) {', '.join(missing)}; the header is {','.join(header)!r}, "
-                            f"expected {','.join(required)}", path, 1)
-        dupes = sorted({h for h in header if h and header.count(h) > 1})
-        if dupes:
-            raise error(f"column(s) {', '.join(dupes)} appear more than once in the header", path, 1)
-        columns = {h: i + 1 for i, h in enumerate(header) if h}
-        rows: list[CsvRow] = []
+        first = next(reader, None)
+    except csv.Error as exc:
+        raise error(f"malformed CSV: {exc}", path, reader.line_num) from None
+    if first is None:
+        raise error(f"empty {what}", path)
+    header = [h.strip() for h in first]
+    if required:
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise error(f"missing column(s) {', '.join(missing)}; the header is {','.join(header)!r}, "
+                        f"expected {','.join(required)}", path, 1)
+    dupes = sorted({h for h in header if h and header.count(h) > 1})
+    if dupes:
+        raise error(f"column(s) {', '.join(dupes)} appear more than once in the header", path, 1)
+    return tuple(header), _csv_rows(reader, header, path, what, error, max_rows)
+
+
+def _csv_rows(reader: Any, header: Sequence[str], path: str, what: str, error: type[InputError],
+              max_rows: int | None) -> Iterator[CsvRow]:
+    columns = {h: i + 1 for i, h in enumerate(header) if h}
+    count = 0
+    try:
         for fields in reader:
             line = reader.line_num
             if not fields or all(not f.strip() for f in fields):
@@ -182,12 +227,12 @@ def parse_csv(text: str, path: str | Path, *, what: str = "file", required: Sequ
             if len(fields) != len(header):
                 raise error(f"{len(fields)} field(s), the header has {len(header)}", path, line,
                             min(len(fields), len(header)) + 1 if len(fields) < len(header) else len(header) + 1)
-            if len(rows) >= max_rows:
+            if max_rows is not None and count >= max_rows:
                 raise error(f"more than {max_rows} rows; split the {what}", path, line)
-            rows.append(CsvRow(path, line, dict(zip(header, fields)), columns, error))
+            count += 1
+            yield CsvRow(path, line, dict(zip(header, fields)), columns, error)
     except csv.Error as exc:
         raise error(f"malformed CSV: {exc}", path, reader.line_num) from None
-    return CsvTable(path, tuple(header), tuple(rows))
 
 
 def read_csv(path: str | Path, *, what: str = "file", required: Sequence[str] = (),

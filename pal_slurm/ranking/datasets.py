@@ -5,6 +5,9 @@ Two formats:
   and a `perf` column that is a *time* (larger = slower);
 - per-GPU tables (`32gpu-variability.csv`): one row per GPU with `PerfVar_classA..D`.
 
+Each also says, where it can, which node and slot a GPU sits in (`RunSet.located`,
+`PerfVarRow.node`); placing GPUs on a cluster is pal_slurm.bench.importer's job.
+
 Everything returns plain tuples of floats; normalisation (divide by the median) happens here
 because every consumer wants it and the artifact defines it per file.
 """
@@ -14,8 +17,9 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -37,7 +41,9 @@ class DatasetError(InputError):
 
 
 # Columns that name a GPU's slot on its node in a per-run file (with a `node` column).
-DEVICE_COLUMNS = ("device", "slot", "gpu", "local_gpu_id")
+DEVICE_COLUMNS = ("device", "slot", "gpu", "local_gpu_id", "dev_id")
+
+Location = tuple[str, int]  # (node name, GPU slot)
 
 # A GPU more than this many times slower (or faster) than the median is a unit mistake.
 MAX_RATIO = 1e6
@@ -50,6 +56,9 @@ class RunSet:
     source: str
     gpu_ids: tuple[str, ...]  # GPU identifier of each run (uuid column)
     perf_norm: tuple[float, ...]
+    # GPU identifier -> (node, slot) where the file says, for every GPU or for none: a file that
+    # places only some of its GPUs (or two at one slot) places none
+    located: Mapping[str, Location] = field(default_factory=dict)
 
     def per_gpu_median(self) -> dict[str, float]:
         """GPU identifier -> median of its normalised runs (a GPU's measured profile)."""
@@ -69,7 +78,7 @@ class PerfVarRow:
 
     gpu_id: int
     uuid: str
-    node: str
+    node: str | None  # Node_ID; None when the table has no Node_ID column
     slot: int
     perfvar: Mapping[str, float]  # class letter -> PerfVar (>1 slower)
 
@@ -90,16 +99,58 @@ def load_runs(path: str | Path) -> RunSet:
         raise DatasetError(f"a per-run file needs 'perf' and 'uuid' (or 'node' and 'device') columns, "
                            f"found {list(table.header)}", path, 1)
     ids, perf = [], []
+    where: dict[str, set[Location]] = {}
     for row in table.rows:
         perf.append(row.number("perf", above=0.0))
-        # node/device say where the GPU is: its id becomes `node-slot`, which the importer places
-        ids.append(f"{row.text('node')}-{row.integer(str(device), minimum=0)}" if located else row.text("uuid"))
+        loc = _row_location(row, device, "cabinet" in table.header)
+        if located and loc is None:  # with no uuid, the location is the GPU's only name
+            row.text("node")
+            row.integer(str(device), minimum=0)
+            raise row.fail(f"{row.get('node')!r} names no node; a file without uuids needs one on every row", "node")
+        gid = f"{loc[0]}-{loc[1]}" if located and loc else row.text("uuid")
+        ids.append(gid)
+        where.setdefault(gid, set())
+        if loc:
+            where[gid].add(loc)
     if not perf:
         raise DatasetError("no rows (only a header)", path)
     med = statistics.median(perf)
     norm = tuple(p / med for p in perf)
     _check_spread(path, table.rows, norm, "perf")
-    return RunSet(str(path), tuple(ids), norm)
+    return RunSet(str(path), tuple(ids), norm, _one_place_each(where, device is not None))
+
+
+def _row_location(row: CsvRow, device: str | None, cabinet: bool) -> Location | None:
+    """(node, slot) from the row's `node` and device columns (node `CAB-NODE` with a `cabinet`
+    column); None where they are missing or negative (Longhorn's -1 = not recorded)."""
+    node = row.get("node").strip()
+    if device is None or not node or node.startswith("-"):
+        return None
+    try:
+        slot = int(row.get(device).strip())
+    except ValueError:
+        return None
+    if slot < 0:
+        return None
+    cab = row.get("cabinet").strip() if cabinet else ""
+    return (f"{cab}-{node}" if cab and not cab.startswith("-") else node, slot)
+
+
+def _one_place_each(where: Mapping[str, set[Location]], columns: bool) -> dict[str, Location]:
+    """Each GPU's one location, or {} unless every GPU has exactly one and no two share one.
+
+    Without location columns a `NAME-N` id (Longhorn's `cab-node-dev`; not an NVIDIA `GPU-...`
+    UUID) is node NAME, slot N."""
+    out: dict[str, Location] = {}
+    for gid, locs in where.items():
+        if not columns and not locs:
+            m = re.fullmatch(r"(.+)-(\d+)", gid)
+            if m and not gid.startswith("GPU-"):
+                locs = {(m.group(1), int(m.group(2)))}
+        if len(locs) != 1:
+            return {}
+        out[gid] = next(iter(locs))
+    return out if len(set(out.values())) == len(out) else {}
 
 
 def _check_spread(path: str | Path, rows: Sequence[CsvRow], values: Sequence[float], column: str) -> None:
@@ -120,8 +171,10 @@ def load_perfvar_table(path: str | Path) -> list[PerfVarRow]:
     for row in table.rows:
         gid = row.integer("GPU_ID", minimum=0)
         slot = row.integer("Local_GPU_ID", minimum=0) if row.get("Local_GPU_ID") else 0
-        node = row.get("Node_ID", "0") or "0"
+        node = (row.get("Node_ID", "0") or "0") if "Node_ID" in fields else None
         for key, column in ((gid, "GPU_ID"), (("slot", node, slot), "Local_GPU_ID")):
+            if node is None and column == "Local_GPU_ID":
+                continue
             if key in first:
                 raise row.fail(f"GPU {'id' if column == 'GPU_ID' else 'slot'} appears twice (first on line {first[key]})", column)
             first[key] = row.line

@@ -26,16 +26,18 @@ not, so it is not read for this. The simulator runs such a job on that model's G
 
 from __future__ import annotations
 
-import json
+import itertools
 import math
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, NoReturn, Sequence
+from typing import Any, Iterable, Iterator, Mapping, NoReturn, Sequence
 
 from pal_slurm.model.class_rules import ClassRule
 from pal_slurm.model.comment_grammar import CommentError, parse_comment
-from pal_slurm.input_files import CsvRow, parse_csv, read_text
+from pal_slurm.input_files import CsvRow, InputError, read_lines, stream_csv
+from pal_slurm.json_stream import array_items
 from pal_slurm.intake.durations import DurationError, minutes_field, parse_limit
 from pal_slurm.intake.gres import gres_name
 from pal_slurm.intake.slurm_numbers import number
@@ -47,9 +49,11 @@ SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "Submit", "Start", "
 REQUIRED_FIELDS = ("JobID", "Submit", "Start", "End", "AllocTRES")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AccountingJob:
-    """One job allocation as accounting recorded it (times in epoch seconds; None: not recorded)."""
+    """One job allocation as accounting recorded it (times in epoch seconds; None: not recorded).
+
+    Slotted: a large site's dump holds millions of them at once."""
 
     job_id: str
     name: str
@@ -70,28 +74,43 @@ class AccountingJob:
 # ---- reading ------------------------------------------------------------------------------
 
 def read_accounting(path: str | Path) -> list[AccountingJob]:
-    """Jobs of a `sacct --json` or `sacct -P` file (format from the content)."""
-    text = read_text(path, what="accounting file", error=TraceError)
-    stripped = text.lstrip()
-    if not stripped:
+    """Jobs of a `sacct --json` or `sacct -P` file (format from the content), of any size.
+
+    Both are read as they are needed (`-P` a line at a time, `--json` a job at a time): memory
+    holds the jobs kept (steps are dropped as they are read), not the file."""
+    lines = read_lines(path, what="accounting file", error=TraceError)
+    head = []  # up to the first line that is not blank
+    for line in lines:
+        head.append(line)
+        if line.strip():
+            break
+    else:
         raise TraceError("empty accounting file", path)
-    if stripped.startswith("{"):
-        return _read_json(text, path)
-    return _read_pipe(text, path)
+    if head[-1].lstrip().startswith("{"):
+        lines.close()
+        return _read_json(path)
+    return _read_pipe(itertools.chain(head, lines), path)
 
 
-def _read_json(text: str, path: str | Path) -> list[AccountingJob]:
-    try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"not valid JSON: {exc.msg}", path, exc.lineno, exc.colno) from None
-    except ValueError as exc:
-        raise TraceError(f"not valid JSON: {exc}", path) from None
-    jobs = doc.get("jobs") if isinstance(doc, dict) else None
-    if not isinstance(jobs, list):
-        raise TraceError("no 'jobs' list: expected the output of sacct --json", path)
+def _json_jobs(path: str | Path) -> Iterator[Any]:
+    """The `jobs` array's elements, read as they are needed."""
+    items = array_items(path, "jobs", what="accounting file", error=TraceError, parse_constant=_reject_constant,
+                        missing=": expected the output of sacct --json")
+    while True:
+        try:
+            j = next(items)
+        except StopIteration:
+            return
+        except InputError:
+            raise
+        except ValueError as exc:  # _reject_constant
+            raise TraceError(f"not valid JSON: {exc}", path) from None
+        yield j
+
+
+def _read_json(path: str | Path) -> list[AccountingJob]:
     out = []
-    for i, j in enumerate(jobs):
+    for i, j in enumerate(_json_jobs(path)):
         where = f"{path}: jobs[{i}]"
         if not isinstance(j, dict):
             raise TraceError(f"jobs[{i}] is not an object", path)
@@ -185,31 +204,34 @@ def _json_model(j: Mapping[str, Any]) -> str | None:
                            if isinstance(t, dict) and t.get("type") == "gres")
 
 
-def _read_pipe(text: str, path: str | Path) -> list[AccountingJob]:
-    lines = text.splitlines()
-    if "|" not in lines[0]:
+def _read_pipe(lines: Iterator[str], path: str | Path) -> list[AccountingJob]:
+    """`sacct -P` lines (header first) -> jobs, one row at a time."""
+    first = next(lines)
+    if "|" not in first:
         raise TraceError("neither sacct --json nor sacct -P output (no '|' in the header line); expected "
                          f"sacct -P --format={','.join(SACCT_FIELDS)}", path, 1)
-    table = parse_csv(text, path, what="accounting file", required=REQUIRED_FIELDS, error=TraceError,
-                      delimiter="|", quoting=False)
+    _, rows = stream_csv(itertools.chain([first], lines), path, what="accounting file", required=REQUIRED_FIELDS,
+                         error=TraceError, delimiter="|", quoting=False)
     out = []
-    for row in table.rows:
+    for row in rows:
         jid = row.text("JobID")
         if "." in jid:
             continue  # a step (123.batch, 123.0, 123.extern); the allocation row carries the job
         out.append(AccountingJob(
             job_id=jid,
-            name=row.get("JobName"),
-            account=row.get("Account"),
-            partition=row.get("Partition"),
+            # interned: a site has few names, accounts, partitions, states and comments, and
+            # millions of jobs holding them
+            name=sys.intern(row.get("JobName")),
+            account=sys.intern(row.get("Account")),
+            partition=sys.intern(row.get("Partition")),
             submit=_pipe_submit(row),
             start=_pipe_time(row, "Start"),
             end=_pipe_time(row, "End"),
             gpus=_pipe_gpus(row),
             nodes=row.integer("NNodes", minimum=0) if row.get("NNodes") else 0,
             time_limit_s=_pipe_limit(row),
-            state=row.get("State").split(" ")[0],
-            comment=row.get("Comment"),
+            state=sys.intern(row.get("State").split(" ")[0]),
+            comment=sys.intern(row.get("Comment")),
             where=f"{path}:{row.line}",
             gpu_model=requested_model(name for name in (gres_name(i.partition("=")[0])
                                                          for i in row.get("ReqTRES").split(",")) if name),

@@ -118,13 +118,15 @@ def merge(sources: Sequence[MeasuredGpus]) -> MeasuredGpus | None:
     return MeasuredGpus(label, scores)
 
 
-def load_measured(spec: str, open_store_ranking: Callable[[int | None], RankingSnapshot | None] | None = None) -> MeasuredGpus:
+def load_measured(spec: str, open_store_ranking: Callable[[int | None], RankingSnapshot | None] | None = None,
+                  *, nodes: Sequence[str] | None = None, gpus_per_node: int = 4) -> MeasuredGpus:
     """`store`, `store:vN`, `FILE`, or `CLASS=FILE` (a per-run file of one class).
 
     `open_store_ranking(version)` returns the store's RankingSnapshot (None version = latest)
-    or None; palctl passes one that opens the configured store.
+    or None; palctl passes one that opens the configured store. `nodes` and `gpus_per_node`
+    place a file's GPUs as import-variability's --map-to-nodes and --gpus-per-node do.
     """
-    from pal_slurm.bench.importer import import_samples
+    from pal_slurm.bench.importer import import_samples, split_class
     from pal_slurm.ranking.rank import rank_samples
 
     spec = spec.strip()
@@ -140,11 +142,9 @@ def load_measured(spec: str, open_store_ranking: Callable[[int | None], RankingS
         if not snap.entries:
             raise VariabilityError(f"{spec}: ranking v{snap.version} is empty")
         return from_snapshot(snap, f"store v{snap.version}")
-    perf_class = None
-    m = re.fullmatch(r"([A-Za-z])=(.+)", spec)
-    if m:
-        perf_class, spec = m.group(1).upper(), m.group(2)
-    samples = import_samples(spec, perf_class=perf_class)
+    perf_class, spec = split_class(spec)
+    samples = import_samples(spec, perf_class=perf_class, nodes=nodes, gpus_per_node=gpus_per_node,
+                             class_option="--variability CLASS=FILE (e.g. A=FILE)")
     if not samples:
         raise VariabilityError(f"no samples{' of class ' + perf_class if perf_class else ''}", spec)
     snap = rank_samples(samples, now=1.0, window_s=2.0)

@@ -1,6 +1,6 @@
 import pytest
 
-from pal_slurm.input_files import InputError, parse_csv, read_csv, read_text
+from pal_slurm.input_files import InputError, parse_csv, read_csv, read_lines, read_text, stream_csv
 
 
 def test_oversized_file_is_refused_before_reading(tmp_path):
@@ -47,3 +47,27 @@ def test_an_integer_too_large_for_the_store_is_an_error_naming_the_cell():
     with pytest.raises(InputError, match=r"^v.csv:2:1: slot: must be <= "):
         row.integer("slot", minimum=0)
     assert parse_csv("slot\n9223372036854775807\n", "v.csv").rows[0].integer("slot") == 2**63 - 1
+
+
+def test_read_lines_checks_each_line_as_read_text_does(tmp_path):
+    p = tmp_path / "s.txt"
+    p.write_bytes(b"\xef\xbb\xbfa|b\n1|2\n3|\x004\n")
+    lines = read_lines(p, what="accounting file")
+    assert next(lines) == "a|b\n" and next(lines) == "1|2\n"  # the bad line is not read yet
+    with pytest.raises(InputError, match=r"s.txt:3:3: NUL"):
+        next(lines)
+    p.write_bytes(b"a\nok\nb\xffc\n")
+    with pytest.raises(InputError, match=r"s.txt:3:2: not UTF-8 text \(byte 0xff\)"):
+        list(read_lines(p))
+    with pytest.raises(InputError, match="is a directory"):
+        list(read_lines(tmp_path))
+
+
+def test_stream_csv_checks_the_header_at_once_and_rows_when_reached(tmp_path):
+    with pytest.raises(InputError, match=r"^f.csv:1: missing column\(s\) z"):
+        stream_csv(iter(["x|y\n"]), "f.csv", required=("z",), delimiter="|", quoting=False)
+    header, rows = stream_csv(iter(["x|y\n", "1|2\n", "\n", "3\n"]), "f.csv", delimiter="|", quoting=False)
+    assert header == ("x", "y")
+    assert next(rows).values == {"x": "1", "y": "2"}
+    with pytest.raises(InputError, match=r"^f.csv:4:2: 1 field\(s\), the header has 2"):
+        next(rows)

@@ -6,41 +6,41 @@ import time
 
 import click
 
-from pal_slurm.intake.hostlist import expand as expand_hostlist
-from pal_slurm.bench.importer import import_samples
+from pal_slurm.bench.importer import import_samples, split_class
 from pal_slurm.ranking.rank import diff, rank_samples
 from pal_slurm.bench.repository import StoreError
 from pal_slurm.cli.commands._profiling import open_profiling
+from pal_slurm.cli.commands._variability_files import mapped_nodes, placement_options
 from pal_slurm.cli.errors import PalError
 from pal_slurm.ranking.datasets import DatasetError
 
 
 @click.command("import-variability")
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--map-to-nodes", "node_expr", default=None, help="Place the dataset's GPUs on these nodes, e.g. 'gpu[01-04]'.")
-@click.option("--gpus-per-node", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--class", "perf_class", default=None, help="Class of a per-run file (or only this class of a table).")
+@click.argument("file")
+@placement_options
+@click.option("--class", "perf_class", default=None,
+              help="Class of a per-run file (or only this class of a table); FILE may be CLASS=FILE instead.")
 @click.option("--rank/--no-rank", "do_rank", default=False, help="Also build and save a ranking snapshot now.")
 @click.pass_context
-def import_variability(ctx: click.Context, file: str, node_expr: str | None, gpus_per_node: int, perf_class: str | None,
-                       do_rank: bool) -> None:
-    """Load FILE (a per-GPU PerfVar table or a per-run file) into the sample store.
+def import_variability(ctx: click.Context, file: str, map_to_nodes: str | None, file_gpus_per_node: int,
+                       perf_class: str | None, do_rank: bool) -> None:
+    """Load FILE (a per-GPU PerfVar table or a per-run file; CLASS=FILE names a per-run file's
+    class, as in simulate --variability) into the sample store.
 
-    Files that say where each GPU is (a table's Node_ID/Local_GPU_ID, a per-run file's node and
-    device columns or `node-slot` ids) need no --map-to-nodes. --rank ranks every class in the
-    store (samples within profiling.window_s), so importing class B keeps class A ranked.
+    GPUs go where the file says (a table's Node_ID/Local_GPU_ID; a per-run file's node and device
+    columns, with cabinet, or `node-slot` ids); GPUs it does not locate (bare GPU UUIDs) fill
+    node0, node1, ... in id order; --map-to-nodes puts them on named nodes instead. --rank ranks
+    every class in the store (samples within profiling.window_s), so importing class B keeps
+    class A ranked.
     """
-    nodes = None
-    if node_expr is not None:
-        try:
-            nodes = expand_hostlist(node_expr)
-        except ValueError as exc:
-            raise click.BadParameter(f"bad node list {node_expr!r}: {exc}", param_hint="--map-to-nodes") from None
-        if not nodes:
-            raise click.BadParameter("no nodes given", param_hint="--map-to-nodes")
+    spec_class, file = split_class(file)
+    if spec_class and perf_class and spec_class != perf_class.upper():
+        raise click.BadParameter(f"{spec_class}={file} and --class {perf_class} disagree", param_hint="--class")
+    perf_class = spec_class or perf_class
+    nodes = mapped_nodes(map_to_nodes)
     now = time.time()
     try:
-        samples = import_samples(file, nodes=nodes, gpus_per_node=gpus_per_node, perf_class=perf_class, now=now)
+        samples = import_samples(file, nodes=nodes, gpus_per_node=file_gpus_per_node, perf_class=perf_class, now=now)
     except DatasetError as exc:
         raise PalError(str(exc)) from None
     if not samples:

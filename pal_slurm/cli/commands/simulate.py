@@ -7,6 +7,7 @@ from typing import Callable
 
 import click
 
+from pal_slurm.cli.commands._variability_files import mapped_nodes, placement_options
 from pal_slurm.cli.context import cli_config
 from pal_slurm.cli.conventions import Duration, PalCommand, emit_json, json_option, output_option, plots_option
 from pal_slurm.cli.errors import PalConfigError, PalError
@@ -69,6 +70,7 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
               help="Measured GPUs instead of the bundled Longhorn data: 'store' (current ranking), 'store:vN', a file "
                    "import-variability reads, or CLASS=FILE; repeatable, later ones win per class. The cluster "
                    "follows the data unless --cluster/--topology say otherwise.")
+@placement_options
 @click.option("--policies", default=ARTIFACT_POLICIES, show_default=True, help="Comma-separated placements.")
 @click.option("--mode", type=click.Choice(MODES), default="compat", show_default=True)
 @click.option("--cluster", "cluster_text", default=None,
@@ -98,13 +100,14 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
 @click.pass_context
 def simulate(ctx: click.Context, trace_specs: tuple[str, ...], window_s: float | None, rules_text: str | None,
              synthetic: int | None, synthetic_seed: int, synthetic_rate: float | None, synthetic_load: float,
-             variability_specs: tuple[str, ...], policies: str, mode: str, cluster_text: str | None,
+             variability_specs: tuple[str, ...], map_to_nodes: str | None, file_gpus_per_node: int,
+             policies: str, mode: str, cluster_text: str | None,
              nodes_per_rack: int | None, gpu_models_text: str | None, topology_path: str | None, seeds: int,
              queue_name: str, locality_penalty: float, round_s: float, congestion: float,
              starvation_bound_s: float | None, baselines: str, as_json: bool,
              output_path: str | None, plots_dir: str | None) -> None:
     """Simulate traces under placement policies and print a comparison table."""
-    measured = measured_gpus(ctx, variability_specs)
+    measured = measured_gpus(ctx, variability_specs, map_to_nodes, file_gpus_per_node)
     cluster, racks = resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured)
     num_nodes, gpus_per_node = len(cluster.nodes), cluster.gpus_per_node
     gpu_models, cluster = resolve_gpu_models(gpu_models_text, mode, cluster)
@@ -199,9 +202,14 @@ def class_rules(ctx: click.Context, text: str | None) -> tuple[ClassRule, ...]:
     return parse_class_rules(text, where)
 
 
-def measured_gpus(ctx: click.Context, specs: tuple[str, ...]) -> MeasuredGpus | None:
-    """The --variability sources, merged class by class; PalError for anything unusable."""
+def measured_gpus(ctx: click.Context, specs: tuple[str, ...], map_to_nodes: str | None = None,
+                  file_gpus_per_node: int = 4) -> MeasuredGpus | None:
+    """The --variability sources (files placed by --map-to-nodes/--gpus-per-node), merged class by
+    class; PalError for anything unusable."""
+    nodes = mapped_nodes(map_to_nodes)
     if not specs:
+        if nodes is not None:
+            raise click.BadParameter("places the GPUs of a --variability file; none given", param_hint="--map-to-nodes")
         return None
 
     def store_ranking(version: int | None) -> RankingSnapshot | None:
@@ -214,7 +222,7 @@ def measured_gpus(ctx: click.Context, specs: tuple[str, ...]) -> MeasuredGpus | 
             raise PalError(f"--variability store: {exc}") from None
 
     try:
-        merged = merge([load_measured(s, store_ranking) for s in specs])
+        merged = merge([load_measured(s, store_ranking, nodes=nodes, gpus_per_node=file_gpus_per_node) for s in specs])
     except InputError as exc:
         raise PalError(str(exc)) from None
     assert merged is not None, "specs is not empty"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from pal_slurm.cli.commands._variability_files import placement_options
 from pal_slurm.cli.commands.simulate import RENAMED_DAYS, class_rules, measured_gpus, resolve_cluster, resolve_gpu_models
 from pal_slurm.cli.conventions import Duration, PalCommand, emit_json, json_option, output_option, plots_option
 from pal_slurm.cli.errors import PalError
@@ -38,6 +39,7 @@ def _names(text: str, what: str) -> list[str]:
               help="Only jobs submitted within this Slurm duration before the file's last submission (e.g. 7d).")
 @click.option("--variability", "variability_specs", multiple=True, default=("store",), show_default=True,
               help="Measured GPUs: 'store' (current ranking), 'store:vN', a variability file or CLASS=FILE.")
+@placement_options
 @click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
               help="The site's topology.conf: racks (leaf switches) of the measured nodes.")
 @click.option("--cluster", "cluster_text", default=None, help="NODESxGPUS instead of the measured nodes.")
@@ -58,6 +60,7 @@ def _names(text: str, what: str) -> list[str]:
 @output_option("the numbers as JSON")
 @click.pass_context
 def whatif(ctx: click.Context, accounting_path: str, window_s: float, variability_specs: tuple[str, ...],
+           map_to_nodes: str | None, file_gpus_per_node: int,
            topology_path: str | None, cluster_text: str | None, nodes_per_rack: int | None, gpu_models_text: str | None,
            policies: str, baselines: str, samples: int, rules_text: str | None, congestion: float, plots_dir: str,
            as_json: bool, output_path: str | None) -> None:
@@ -69,7 +72,7 @@ def whatif(ctx: click.Context, accounting_path: str, window_s: float, variabilit
         raise click.BadParameter("give at least one baseline", param_hint="--baselines")
     names = list(dict.fromkeys(stock + candidates))
     baseline = stock[0]
-    measured = measured_gpus(ctx, variability_specs)
+    measured = measured_gpus(ctx, variability_specs, map_to_nodes, file_gpus_per_node)
     cluster, racks = resolve_cluster(cluster_text, topology_path, "event", nodes_per_rack, measured)
     gpu_models, cluster = resolve_gpu_models(gpu_models_text, "event", cluster)
     try:

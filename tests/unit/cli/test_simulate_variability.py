@@ -74,7 +74,7 @@ def test_bad_variability_files(palctl, tmp_path):
     r = palctl("simulate", "--trace", "workload-1", "--variability", f"A={bad}")
     assert r.exit_code == 1 and f"{bad}:3:2: perf: must be a finite number" in r.output
     r = palctl("simulate", "--trace", "workload-1", "--variability", str(bad))
-    assert r.exit_code == 1 and "say which with --class" in r.output
+    assert r.exit_code == 1 and "say which with --variability CLASS=FILE" in r.output
 
 
 def test_import_with_node_device_columns_and_rank_keeps_every_class(palctl, tmp_path):

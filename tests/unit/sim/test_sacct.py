@@ -107,3 +107,53 @@ def test_a_requested_gpu_model_is_read_from_requested_tres_not_allocated(tmp_pat
                     "2|2024-03-01T10:00:00|2024-03-01T10:01:00|2024-03-01T11:01:00|gres/gpu:v100=1,gres/gpu=1|gres/gpu=1\n")
     assert [j.gpu_model for j in read_accounting(pipe)] == ["v100", None]
     assert [j.gpu_model for j in read_accounting(DATA / "sacct-p.txt")] == [None] * 4  # no ReqTRES field
+
+
+def _peak_while(read):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = read()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_pipe_file_is_read_a_line_at_a_time(tmp_path):
+    """Memory holds the jobs kept, not the file: 40,000 step rows (dropped as read) and one job."""
+    from pal_slurm.sim import sacct
+
+    step = "{}.batch|batch|||2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T11:00:00||gres/gpu=1|1|COMPLETED|\n"
+    p = tmp_path / "big.txt"
+    with p.open("w") as f:
+        f.write("JobID|JobName|Account|Partition|Submit|Start|End|Timelimit|AllocTRES|NNodes|State|Comment\n")
+        f.write("7|train|a|p|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T11:00:00|02:00:00|gres/gpu=2|1|COMPLETED|\n")
+        for i in range(40_000):
+            f.write(step.format(i))
+    size = p.stat().st_size
+
+    jobs, peak = _peak_while(lambda: sacct.read_accounting(p))
+    assert [(j.job_id, j.gpus) for j in jobs] == [("7", 2)]
+    assert size > 3_000_000 and peak < size / 10, (size, peak)
+
+
+def test_json_file_is_read_a_job_at_a_time(tmp_path):
+    """Memory holds the jobs kept, not the document: 1,000 jobs with bulky step lists."""
+    import json
+
+    job = {"job_id": 0, "name": "train", "time": {"submission": 1709287200, "start": 1709287230,
+                                                   "end": 1709290800, "limit": 120},
+           "state": {"current": "COMPLETED"}, "allocation_nodes": 1,
+           "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 2}]},
+           "steps": [{"step": {"name": f"step{k}"}, "pad": "x" * 200} for k in range(20)]}
+    p = tmp_path / "big.json"
+    with p.open("w") as f:
+        f.write('{"meta": {"plugin": {"type": "openapi/v0.0.38"}},\n "jobs": [\n')
+        for i in range(1000):
+            f.write(("" if i == 0 else ",\n") + json.dumps({**job, "job_id": i + 1}, indent=1))
+        f.write('\n],\n "warnings": []}\n')
+    size = p.stat().st_size
+    jobs, peak = _peak_while(lambda: read_accounting(p))
+    assert len(jobs) == 1000 and jobs[-1].job_id == "1000" and jobs[0].gpus == 2
+    assert size > 5_000_000 and peak < size / 4, (size, peak)

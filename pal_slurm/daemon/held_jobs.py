@@ -6,6 +6,8 @@ reads, and the upkeep that follows from it each cycle.
 - a deferred job released behind pald's back: held again once, or recorded and left
   (`notice_outside_releases`);
 - a requeued PAL job taken back into pald's queue (`take_back_requeued`);
+- a job on a PAL pin that Slurm keeps waiting for a QOS, association or partition limit:
+  unpinned at once, its GPUs free for the jobs behind it, left to Slurm (`unpin_limited`);
 - a released job that never started: held again to be placed anew, then left to Slurm
   (`unstick`);
 - a job whose placement Slurm keeps refusing: released as submitted (`give_up_on`).
@@ -24,6 +26,7 @@ from datetime import datetime, timezone
 from pal_slurm.daemon import pins, requeue
 from pal_slurm.daemon.launcher import JobControl, JobRef, mark_released
 from pal_slurm.intake.job import held_shape
+from pal_slurm.intake.refusals import held_by_limit
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.tags import DEFER_TAG, pal_tags, with_tag
 from pal_slurm.model import DecisionKind
@@ -71,6 +74,7 @@ class HeldJobs:
         self.admin_held.update(j.job_id for j in held if j.reason == "JobHeldAdmin")
         self.notice_outside_releases(jobs, held)
         self.take_back_requeued(jobs)
+        self.unpin_limited(jobs)
         self.unstick(jobs, now)
 
     def released(self, job_id: JobRef, pinned: bool, now: float) -> None:
@@ -174,6 +178,31 @@ class HeldJobs:
         log.warning("job %s: its user released it before pald's admin hold; held again, it waits its turn",
                     job_id)
         self.state.record(str(job_id), DecisionKind.DEFER, "reheld:released_by_user", {}, None)
+
+    def unpin_limited(self, jobs: Iterable[JobInfo]) -> None:
+        """A job on a PAL pin (placed at submit or released by pald) that Slurm keeps waiting
+        for a QOS, association or partition limit (`QOSMaxJobsPerUserLimit`, `AssocGrpGRES`,
+        ...: intake.refusals.held_by_limit) cannot use its pin, and would keep its GPUs from
+        the jobs behind it until the limit clears. At the first read that shows it, pald drops
+        the pin and the GPUs it promised, and leaves the job to Slurm, which starts it wherever
+        there is room once the limit allows (holding it again would only pin it again).
+        Recorded `limit:<Slurm's reason>`. A job its user or an operator holds is theirs."""
+        for j in jobs:
+            key = pins.pin_key(j)
+            if key is None or j.held or not held_by_limit(j.reason):
+                continue
+            try:
+                self.actuator.unpin(j.ref)
+            except Exception as exc:  # noqa: BLE001 - it started meanwhile, or Slurm refused: next sync
+                self.state.note_error("unpin", RuntimeError(f"job {j.job_id}: {exc}"))
+                continue
+            with self.state.lock:
+                self.state.service.unreserve(key)
+            self.released_at.pop(j.ref, None)
+            self.state.count("unstuck")
+            log.warning("job %s waits for a Slurm limit (%s): its pin on %s dropped, left to Slurm", j.job_id,
+                        j.reason, ",".join(j.required_nodes))
+            self.state.record(str(j.job_id), DecisionKind.PASS, f"limit:{j.reason}", {}, None)
 
     def unstick(self, jobs: Iterable[JobInfo], now: float) -> None:
         """A job pald pinned and released that has not started `release_start_s` later waits on

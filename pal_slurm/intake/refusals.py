@@ -28,6 +28,19 @@ TOO_LARGE = "input-too-large"
 BAD_INPUT = "bad-input"
 
 
+# Slurm's pending reasons (squeue's %r) for a job its QOS, association or partition limits
+# keep waiting: on a pin or not, it cannot start until the limit clears.
+_LIMIT_PREFIXES = ("QOSMax", "QOSGrp", "QOSMin", "AssocMax", "AssocGrp")
+_LIMIT_REASONS = frozenset({"QOSJobLimit", "QOSUsageThreshold", "PartitionNodeLimit", "PartitionTimeLimit",
+                            "JobArrayTaskLimit", "AccountNotAllowed", "QOSNotAllowed"})
+
+
+def held_by_limit(reason: str) -> bool:
+    """Whether Slurm keeps a pending job waiting for a limit (`QOSMaxJobsPerUserLimit`,
+    `AssocGrpGRES`, `PartitionTimeLimit`, ...) rather than for room."""
+    return reason.startswith(_LIMIT_PREFIXES) or reason in _LIMIT_REASONS
+
+
 def refused_input(reason: str) -> bool:
     """Whether a pass reason says pald did not read one of the job's fields."""
     return reason.startswith((f"{TOO_LARGE}:", f"{BAD_INPUT}:"))

@@ -74,3 +74,29 @@ def test_a_restarted_pald_still_unsticks_a_release_its_predecessor_made(tmp_path
     t[0] += pald.config.daemon.release_start_s + 1
     pald.sync_and_cycle()
     assert acts(pald.actuator.calls) == [("unpin", 6)]
+
+
+def test_a_release_slurm_keeps_waiting_for_a_limit_is_unpinned_at_once_and_its_gpus_go_to_others(tmp_path):
+    """A user at MaxJobsPerUser (or a QOS/association GRES limit): the job pald released onto
+    gpu01's four slots cannot start there or anywhere. At the first read that shows the
+    limit pald drops the pin (no new hold: the next cycle would pin it again), and a job
+    submitted then gets those GPUs."""
+    four = "gres:gpu:s0:1,gres:gpu:s1:1,gres:gpu:s2:1,gres:gpu:s3:1"
+    pald = make_pald(tmp_path, jobs=[replace(pinned(5, tres=four), reason="QOSMaxJobsPerUserLimit")])
+    pald.reader._nodes = pald.reader._nodes[:1]  # gpu01 only
+    pald.sync_and_cycle()
+    assert acts(pald.actuator.calls) == [("unpin", 5)]  # not release_start_s later: now
+    pald.reader._jobs = [replace(pinned(5, nodes=(), tres=four), reason="QOSMaxJobsPerUserLimit")]
+    pald.sync_and_cycle()
+    assert "job:5" not in pald.service.reservations
+    reply = pald.answer(request(gpn=4, rid="behind"))
+    assert reply.decision.value == "place" and set(reply.nodes) == {"gpu01"}, reply
+
+
+def test_which_pending_reasons_are_limits():
+    from pal_slurm.intake.refusals import held_by_limit
+
+    for reason in ("QOSMaxJobsPerUserLimit", "AssocMaxJobsLimit", "AssocGrpGRES", "QOSGrpGRES", "PartitionTimeLimit"):
+        assert held_by_limit(reason), reason
+    for reason in ("Resources", "Priority", "JobHeldAdmin", "ReqNodeNotAvail", "Dependency", ""):
+        assert not held_by_limit(reason), reason

@@ -10,15 +10,13 @@ runs while A still does. B runs once A has ended, wherever Slurm puts it.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
-from pal_lab.lab import missing_binaries
+from pal_slurm.store.bootstrap import open_store
+from tests.support.accounting_pald import hooked_accounting_lab
 
 pytestmark = pytest.mark.slurm
 
@@ -39,32 +37,13 @@ def wait_for(what, timeout_s: float, why: str) -> None:
 
 
 def test_a_job_waiting_for_a_limit_keeps_no_pin_and_the_job_behind_it_runs() -> None:
-    from pal_lab.accounting_lab import missing_binaries as missing_accounting, start_accounting_lab
-    from pal_slurm.daemon.process import REPO, PaldProcess, write_config
-    from pal_slurm.store.bootstrap import open_store
-    from pal_slurm.store.records import RankingEntry
-
-    if missing_binaries() or missing_accounting():
-        pytest.skip("accounting lab unavailable, missing: " + ", ".join(missing_binaries() + missing_accounting()))
-    root = Path(tempfile.mkdtemp(prefix="pal-limits-"))
-    root.chmod(0o755)
-    sock, db = root / "pald.sock", f"sqlite:///{root}/pal.db"
-    acct = start_accounting_lab(root / "acct", nodes=1, gpus=4, extra_conf=ENFORCE,
-                                hook=str(REPO / "job_submit_lua" / "job_submit.lua"), env={"PAL_SOCKET": str(sock)})
-    pald = None
-    try:
-        lab = acct.lab
+    with hooked_accounting_lab("pal-limits-", nodes=1, gpus=4, extra_conf=ENFORCE) as rig:
+        lab = rig.lab
         env = lab.client_env()
         for argv in (["add", "account", "team"], ["add", "user", "root,nobody", "account=team"],
                      ["modify", "user", "root", "set", "maxjobs=1"]):
             subprocess.run(["sacctmgr", "-i", *argv], env=env, check=True, capture_output=True)
-        store = open_store(db)
-        store.write_ranking("optimal", [RankingEntry(n, s, c, 1.0, 1.0, 0) for n in lab.nodes for s in range(4)
-                                        for c in "ABCD"])
-        store.close()
-        cfg = write_config(root / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf,
-                           heartbeat=root / "hb")
-        pald = PaldProcess(cfg, sock, root / "pald.log").start()
+        rig.start_pald()
         a = lab.sbatch("--account=team", "--gres=gpu:1", "--comment=pal:class=resnet,mode=now", wrap="sleep 60")
         wait_for(lambda: job_field(env, a, "JobState") == "RUNNING", 30, "job A never started")
         b = lab.sbatch("--account=team", "--gres=gpu:1", "--comment=pal:class=resnet,mode=now", wrap="true")
@@ -81,15 +60,10 @@ def test_a_job_waiting_for_a_limit_keeps_no_pin_and_the_job_behind_it_runs() -> 
         assert job_field(env, a, "JobState") == "RUNNING"  # C ran beside A: B's promise was gone
         subprocess.run(["scancel", str(a)], env=env, check=True)
         assert lab.wait_job(b, timeout=60) == "COMPLETED", b  # B runs once the limit allows
-        store = open_store(db)
+        store = open_store(rig.db)
         try:
             reasons = [d.reason for d in store.decisions(str(b))]
         finally:
             store.close()
         assert any(r.startswith("limit:Assoc") for r in reasons), reasons
         print("limit: B unpinned with", [r for r in reasons if r.startswith("limit:")], "; C ran beside A")
-    finally:
-        if pald is not None:
-            pald.stop()
-        acct.stop()
-        shutil.rmtree(root, ignore_errors=True)

@@ -30,6 +30,7 @@ import pytest
 from pal_lab.lab import missing_binaries, start_lab
 from pal_slurm.model.priority import factors, priority
 from pal_slurm.slurm.priority import priority_job, read_site_priority
+from tests.support.accounting_pald import hooked_accounting_lab
 
 pytestmark = pytest.mark.slurm
 
@@ -186,21 +187,8 @@ QUEUE = os.environ.get("PAL_TEST_PRIORITY_QUEUE", "slurm")  # "fifo": the contro
 
 
 def test_pald_releases_held_pal_jobs_in_slurms_priority_order() -> None:
-    from pal_lab.accounting_lab import missing_binaries as missing_accounting, start_accounting_lab
-    from pal_slurm.daemon.process import REPO, PaldProcess, write_config
-    from pal_slurm.store.bootstrap import open_store
-    from pal_slurm.store.records import RankingEntry
-
-    if missing_binaries() or missing_accounting():
-        pytest.skip("accounting lab unavailable, missing: " + ", ".join(missing_binaries() + missing_accounting()))
-    root = Path(tempfile.mkdtemp(prefix="pal-priority-pald-"))
-    root.chmod(0o755)
-    sock, db = root / "pald.sock", f"sqlite:///{root}/pal.db"
-    acct = start_accounting_lab(root / "acct", nodes=1, gpus=4, extra_conf=FAIR_SHARE_WEIGHTS,
-                                hook=str(REPO / "job_submit_lua" / "job_submit.lua"), env={"PAL_SOCKET": str(sock)})
-    pald = None
-    try:
-        lab = acct.lab
+    with hooked_accounting_lab("pal-priority-pald-", nodes=1, gpus=4, extra_conf=FAIR_SHARE_WEIGHTS) as rig:
+        lab = rig.lab
         env = lab.client_env()
         for argv in (["add", "account", "heavy,light"], ["add", "user", "root", "account=heavy,light"]):
             subprocess.run(["sacctmgr", "-i", *argv], env=env, check=True, capture_output=True)
@@ -213,14 +201,7 @@ def test_pald_releases_held_pal_jobs_in_slurms_priority_order() -> None:
             time.sleep(5)
         else:
             pytest.fail(f"Slurm's fair share did not tell the accounts apart: {fair_share(env)}")
-        store = open_store(db)
-        store.write_ranking("optimal", [RankingEntry(n, s, c, 1.0, 1.0, 0) for n in lab.nodes for s in range(4)
-                                        for c in "ABCD"])
-        store.close()
-        cfg = write_config(root / "pal.toml", socket=sock, db_url=db, slurm_conf=lab.slurm_conf,
-                           heartbeat=root / "hb")
-        cfg.write_text(cfg.read_text().replace("[policy]\n", f'[policy]\nqueue = "{QUEUE}"\n'))
-        pald = PaldProcess(cfg, sock, root / "pald.log").start()
+        rig.start_pald(policy=f'queue = "{QUEUE}"')
         heavy = lab.sbatch("--account=heavy", "--gres=gpu:4", "--comment=pal:class=resnet", wrap="sleep 2")
         time.sleep(1)
         light = lab.sbatch("--account=light", "--gres=gpu:4", "--comment=pal:class=resnet", wrap="sleep 2")
@@ -233,7 +214,3 @@ def test_pald_releases_held_pal_jobs_in_slurms_priority_order() -> None:
         started = {"heavy": start_time(env, heavy), "light": start_time(env, light)}
         assert started["light"] < started["heavy"], started  # ISO times of one day compare as text
         print("fair share", fair_share(env), "started", started)
-    finally:
-        if pald is not None:
-            pald.stop()
-        acct.stop()

@@ -109,29 +109,24 @@ def sprio_all(env: dict[str, str]) -> dict[int, tuple[int, ...]]:
     return {int(r[0]): tuple(int(x) for x in r[1:]) for r in (line.split("|") for line in out.split())}
 
 
-def test_fair_share_qos_and_age_through_slurmdbd() -> None:
-    """Two accounts with equal shares, one of them using every GPU: pald's fair-share, QOS, job
-    size and age factors against sprio's, and its total against squeue's. slurmctld recomputes
-    every PriorityCalcPeriod (here a minute), so its age may be up to a minute behind pald's,
-    computed at the read."""
-    from pal_lab.accounting_lab import missing_binaries as missing_accounting, start_accounting_lab
-
-    if missing_binaries() or missing_accounting():
-        pytest.skip("accounting lab unavailable, missing: " + ", ".join(missing_binaries() + missing_accounting()))
-    acct = start_accounting_lab(Path(tempfile.mkdtemp(prefix="pal-priority-fs-")), nodes=2, gpus=4,
-                                qos=("high",), extra_conf=FAIR_SHARE_WEIGHTS)
-    try:
-        lab = acct.lab
-        env = lab.client_env()
+@pytest.fixture(scope="module")
+def fair_share_lab():
+    """One accounting lab (2 nodes x 4 GPUs, the hook pointed at a pald started later) where
+    accounts heavy and light have equal shares and heavy uses every GPU, once Slurm's decay
+    pass has charged heavy's use; four ordinary jobs of both accounts and QOS wait. Its
+    recompute period is a minute, so the tests share the wait."""
+    with hooked_accounting_lab("pal-priority-fs-", nodes=2, gpus=4, extra_conf=FAIR_SHARE_WEIGHTS,
+                               qos=("high",)) as rig:
+        env = rig.lab.client_env()
         for argv in (["modify", "qos", "high", "set", "priority=100"], ["add", "account", "heavy,light"],
                      ["add", "user", "root", "account=heavy,light", "qos=normal,high"]):
             subprocess.run(["sacctmgr", "-i", *argv], env=env, check=True, capture_output=True)
-        lab.sbatch("--account=heavy", "--gres=gpu:4", "-N", "2", wrap="sleep 600")  # heavy uses every GPU
+        blocker = rig.lab.sbatch("--account=heavy", "--gres=gpu:4", "-N", "2", wrap="sleep 600")  # every GPU
         time.sleep(1)
-        pending = [lab.sbatch("--account=heavy", "--gres=gpu:1", wrap="true"),
-                   lab.sbatch("--account=light", "--gres=gpu:1", wrap="true"),
-                   lab.sbatch("--account=light", "--qos=high", "--gres=gpu:2", "-c", "4", wrap="true"),
-                   lab.sbatch("--account=heavy", "--qos=high", "--gres=gpu:1", "-c", "8", wrap="true")]
+        pending = [rig.lab.sbatch("--account=heavy", "--gres=gpu:1", wrap="true"),
+                   rig.lab.sbatch("--account=light", "--gres=gpu:1", wrap="true"),
+                   rig.lab.sbatch("--account=light", "--qos=high", "--gres=gpu:2", "-c", "4", wrap="true"),
+                   rig.lab.sbatch("--account=heavy", "--qos=high", "--gres=gpu:1", "-c", "8", wrap="true")]
         # until Slurm's decay pass has charged heavy's use and recomputed the waiting jobs
         deadline = time.monotonic() + 4 * CALC_PERIOD_S
         while time.monotonic() < deadline:
@@ -141,33 +136,42 @@ def test_fair_share_qos_and_age_through_slurmdbd() -> None:
             time.sleep(5)
         else:
             pytest.fail(f"Slurm's fair share did not tell the accounts apart: {sprio_all(env)}")
-        for _attempt in range(5):  # one instant: no decay pass between the reads
-            before = sprio_all(env)
-            read = read_site_priority(lab.runner, lab.reader.nodes())
-            jobs = {j.job_id: j for j in lab.reader.jobs()}
-            now = time.time()
-            if sprio_all(env) == before:
-                break
-        assert read is not None and read.missing == {}
-        w = read.site.weights
-        report = {}
-        for job_id in pending:
-            job = jobs[job_id]
-            mine = priority_job(job, read.partitions)
-            f = factors(mine, read.site, now)
-            total, age, fair, size, qos = before[job_id]
-            assert abs(w.fairshare * f.fairshare - fair) <= 1, (job_id, f, before[job_id])
-            assert abs(w.qos * f.qos - qos) <= 0.5 and abs(w.job_size * f.job_size - size) <= 0.5, (job_id, f)
-            lag = w.age * (CALC_PERIOD_S + 5) / w.max_age_s  # Slurm's age may be this much behind
-            assert -1 <= w.age * f.age - age <= lag + 1, (job_id, f.age, age)
-            ours = priority(mine, read.site, now)
-            assert -2 <= ours - job.priority <= lag + 2, (job_id, ours, job.priority)
-            report[job_id] = (ours, job.priority)
-        assert report[pending[1]][1] > report[pending[0]][1]  # the light account's job goes first
-        print("pald vs squeue (fair share, QOS, age):", report,
-              "max diff", max(abs(a - b) for a, b in report.values()))
-    finally:
-        acct.stop()
+        yield rig, blocker, pending
+
+
+def test_fair_share_qos_and_age_through_slurmdbd(fair_share_lab) -> None:
+    """Two accounts with equal shares, one of them using every GPU: pald's fair-share, QOS, job
+    size and age factors against sprio's, and its total against squeue's. slurmctld recomputes
+    every PriorityCalcPeriod (here a minute), so its age may be up to a minute behind pald's,
+    computed at the read."""
+    rig, _, pending = fair_share_lab
+    lab = rig.lab
+    env = lab.client_env()
+    for _attempt in range(5):  # one instant: no decay pass between the reads
+        before = sprio_all(env)
+        read = read_site_priority(lab.runner, lab.reader.nodes())
+        jobs = {j.job_id: j for j in lab.reader.jobs()}
+        now = time.time()
+        if sprio_all(env) == before:
+            break
+    assert read is not None and read.missing == {}
+    w = read.site.weights
+    report = {}
+    for job_id in pending:
+        job = jobs[job_id]
+        mine = priority_job(job, read.partitions)
+        f = factors(mine, read.site, now)
+        total, age, fair, size, qos = before[job_id]
+        assert abs(w.fairshare * f.fairshare - fair) <= 1, (job_id, f, before[job_id])
+        assert abs(w.qos * f.qos - qos) <= 0.5 and abs(w.job_size * f.job_size - size) <= 0.5, (job_id, f)
+        lag = w.age * (CALC_PERIOD_S + 5) / w.max_age_s  # Slurm's age may be this much behind
+        assert -1 <= w.age * f.age - age <= lag + 1, (job_id, f.age, age)
+        ours = priority(mine, read.site, now)
+        assert -2 <= ours - job.priority <= lag + 2, (job_id, ours, job.priority)
+        report[job_id] = (ours, job.priority)
+    assert report[pending[1]][1] > report[pending[0]][1]  # the light account's job goes first
+    print("pald vs squeue (fair share, QOS, age):", report,
+          "max diff", max(abs(a - b) for a, b in report.values()))
 
 
 def fair_share(env: dict[str, str]) -> dict[str, float]:
@@ -186,31 +190,25 @@ def start_time(env: dict[str, str], job_id: int) -> str:
 QUEUE = os.environ.get("PAL_TEST_PRIORITY_QUEUE", "slurm")  # "fifo": the control the test must fail on
 
 
-def test_pald_releases_held_pal_jobs_in_slurms_priority_order() -> None:
-    with hooked_accounting_lab("pal-priority-pald-", nodes=1, gpus=4, extra_conf=FAIR_SHARE_WEIGHTS) as rig:
-        lab = rig.lab
-        env = lab.client_env()
-        for argv in (["add", "account", "heavy,light"], ["add", "user", "root", "account=heavy,light"]):
-            subprocess.run(["sacctmgr", "-i", *argv], env=env, check=True, capture_output=True)
-        blocker = lab.sbatch("--account=heavy", "--gres=gpu:4", wrap="sleep 600")  # not PAL's
-        deadline = time.monotonic() + 4 * CALC_PERIOD_S
-        while time.monotonic() < deadline:  # until Slurm charges heavy's use
-            shares = fair_share(env)
-            if shares.get("heavy", 1.0) < shares.get("light", 0.0):
-                break
-            time.sleep(5)
-        else:
-            pytest.fail(f"Slurm's fair share did not tell the accounts apart: {fair_share(env)}")
-        rig.start_pald(policy=f'queue = "{QUEUE}"')
-        heavy = lab.sbatch("--account=heavy", "--gres=gpu:4", "--comment=pal:class=resnet", wrap="sleep 2")
-        time.sleep(1)
-        light = lab.sbatch("--account=light", "--gres=gpu:4", "--comment=pal:class=resnet", wrap="sleep 2")
-        time.sleep(2)  # both held by the hook, seen by pald's cycle
-        held = {j.job_id: j for j in lab.reader.jobs()}
-        assert held[heavy].held and held[light].held, (held[heavy], held[light])
-        subprocess.run(["scancel", str(blocker)], env=env, check=True)
-        for job in (heavy, light):
-            assert lab.wait_job(job, timeout=120) == "COMPLETED", job
-        started = {"heavy": start_time(env, heavy), "light": start_time(env, light)}
-        assert started["light"] < started["heavy"], started  # ISO times of one day compare as text
-        print("fair share", fair_share(env), "started", started)
+def test_pald_releases_held_pal_jobs_in_slurms_priority_order(fair_share_lab) -> None:
+    """pald (queue order `slurm`, the real hook) holds heavy's whole-cluster PAL job, then
+    light's, submitted later; once the cluster frees, light's starts first."""
+    rig, blocker, pending = fair_share_lab
+    lab = rig.lab
+    env = lab.client_env()
+    subprocess.run(["scancel", *map(str, pending)], env=env, check=True)  # only the PAL jobs wait
+    assert fair_share(env)["heavy"] < fair_share(env)["light"]
+    rig.start_pald(policy=f'queue = "{QUEUE}"')
+    whole = ("--gres=gpu:4", "-N", "2", "--comment=pal:class=resnet")  # one at a time
+    heavy = lab.sbatch("--account=heavy", *whole, wrap="sleep 2")
+    time.sleep(1)
+    light = lab.sbatch("--account=light", *whole, wrap="sleep 2")
+    time.sleep(2)  # both held by the hook, seen by pald's cycle
+    held = {j.job_id: j for j in lab.reader.jobs()}
+    assert held[heavy].held and held[light].held, (held[heavy], held[light])
+    subprocess.run(["scancel", str(blocker)], env=env, check=True)
+    for job in (heavy, light):
+        assert lab.wait_job(job, timeout=120) == "COMPLETED", job
+    started = {"heavy": start_time(env, heavy), "light": start_time(env, light)}
+    assert started["light"] < started["heavy"], started  # ISO times of one day compare as text
+    print("fair share", fair_share(env), "started", started)

@@ -48,13 +48,14 @@ class HookedAccountingLab:
 
 
 @contextmanager
-def hooked_accounting_lab(prefix: str, nodes: int, gpus: int, extra_conf: str) -> Iterator[HookedAccountingLab]:
+def hooked_accounting_lab(prefix: str, nodes: int, gpus: int, extra_conf: str,
+                          qos: tuple[str, ...] = ()) -> Iterator[HookedAccountingLab]:
     """The lab (skipped where its binaries are missing), stopped with its pald at the end."""
     if missing_binaries() or missing_accounting():
         pytest.skip("accounting lab unavailable, missing: " + ", ".join(missing_binaries() + missing_accounting()))
     root = Path(tempfile.mkdtemp(prefix=prefix))
     root.chmod(0o755)
-    acct = start_accounting_lab(root / "acct", nodes=nodes, gpus=gpus, extra_conf=extra_conf,
+    acct = start_accounting_lab(root / "acct", nodes=nodes, gpus=gpus, extra_conf=extra_conf, qos=qos,
                                 hook=str(REPO / "job_submit_lua" / "job_submit.lua"),
                                 env={"PAL_SOCKET": str(root / "pald.sock")})
     rig = HookedAccountingLab(acct, root, f"sqlite:///{root}/pal.db")

@@ -17,17 +17,17 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from pal_slurm.daemon.held_jobs import HeldJobs
 from pal_slurm.daemon.launcher import JobControl, JobRef, SlurmLauncher, mark_released
-from pal_slurm.intake.restrictions import requested_partitions
+from pal_slurm.intake.held import HeldRead, read_held
 from pal_slurm.daemon.service import CycleResult, Release
 from pal_slurm.model.classes import CLASS_ORDER
 from pal_slurm.model.modes import ON
 from pal_slurm.daemon.state import DaemonState
-from pal_slurm.daemon.tags import held_by_pald
+from pal_slurm.intake.tags import held_by_pald
 from pal_slurm.engine import Actuator, Launch
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy.shapes import choice_of
 from pal_slurm.intake.hostlist import compress
-from pal_slurm.slurm.readers import JobInfo, admin_comments
+from pal_slurm.slurm.readers import JobInfo
 
 
 log = logging.getLogger("pald.cycle")
@@ -108,22 +108,24 @@ class HeldJobCycle:
     def run(self, held: Sequence[JobInfo]) -> list[Release]:
         """Plan the held jobs through the engine and release those that fit; the releases done."""
         state = self.state
-        comments = admin_comments(held)  # what mark_released extends
         now = state.clock()
+        service = state.service
+        reads = read_held(held, now, service.class_map, service.settings.site_rules)
+        comments = reads.comments  # what mark_released extends
         with state.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
             if state.switches.paused:  # `palctl pause`: every held job goes back to Slurm, as submitted
                 plan = CycleResult([Release(j.job_id, "?", None, None, "paused") for j in held])
                 state.service.planned = {}
             else:  # a job whose partition is no longer `on` (`palctl mode`) goes back the same way
-                on: list[JobInfo] = []
+                on: list[HeldRead] = []
                 off: list[tuple[JobInfo, str]] = []
-                for j in held:
-                    mode = state.modes.of_job(requested_partitions(j.partition))
+                for h in reads.jobs:
+                    mode = state.modes.of_job(h.partitions)
                     if mode == ON:
-                        on.append(j)
+                        on.append(h)
                     else:
-                        off.append((j, mode))
-                plan = state.service.plan_cycle(on, now)
+                        off.append((h.job, mode))
+                plan = state.service.plan_read(on, now)
                 for j, mode in off:
                     plan.releases.append(Release(j.job_id, "?", None, None, f"mode_{mode}"))
             self.note_planned_starts(now, {str(j.job_id) for j in held})

@@ -1,7 +1,7 @@
 """pal-failsafe (run from cron every minute): if pald's heartbeat is stale, release every job
 the hook held for pald, so a dead daemon never leaves jobs stuck. Releasing is always safe:
 the job then simply runs where Slurm puts it. A job its user (or an operator) held after pald
-released it is theirs (daemon/tags.py) and stays held.
+released it is theirs (intake/tags.py) and stays held.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pal_slurm.daemon.cycle import is_pal_held
 from pal_slurm.daemon.launcher import mark_released
 from pal_slurm.daemon.launcher import JobControl
 from pal_slurm.daemon.sync import SlurmRead
-from pal_slurm.daemon.tags import FAILSAFE_RELEASE
+from pal_slurm.intake.tags import FAILSAFE_RELEASE
 
 log = logging.getLogger("pal-failsafe")
 

@@ -28,7 +28,7 @@ from pal_slurm.daemon.launcher import JobControl, JobRef, mark_released
 from pal_slurm.intake.job import held_shape
 from pal_slurm.intake.refusals import held_by_limit
 from pal_slurm.daemon.state import DaemonState
-from pal_slurm.daemon.tags import DEFER_TAG, pal_tags, with_tag
+from pal_slurm.intake.tags import DEFER_TAG, pal_tags, with_tag
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.shape import ShapeError
 from pal_slurm.slurm.errors import SlurmError

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pal_slurm.daemon.tags import request_id
+from pal_slurm.intake.tags import request_id
 from pal_slurm.model import JobRequest
 from pal_slurm.slurm.readers import JobInfo
 

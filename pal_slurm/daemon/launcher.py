@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 import logging
 from typing import Protocol
 
-from pal_slurm.daemon.tags import RELEASED_TAG, with_tag
+from pal_slurm.intake.tags import RELEASED_TAG, with_tag
 from pal_slurm.engine import Launch
 
 log = logging.getLogger("pald.cycle")  # the release it marks is the cycle's (and pal-failsafe's)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pal_slurm.daemon import requeue
-from pal_slurm.daemon.tags import DEFER_TAG, FAILSAFE_RELEASE, PLACED_PREFIX, RELEASED_TAG, last_mark, request_id
+from pal_slurm.intake.held import OWN_NODELIST, bound_slots
+from pal_slurm.intake.tags import DEFER_TAG, FAILSAFE_RELEASE, PLACED_PREFIX, RELEASED_TAG, last_mark, request_id
 from pal_slurm.model import ClusterView
 from pal_slurm.intake.tres import gpu_count
 from pal_slurm.slurm.readers import JobInfo
@@ -58,7 +59,7 @@ def pin_key(job: JobInfo) -> str | None:
     if mark is None or mark == FAILSAFE_RELEASE:
         return None
     name = mark.split(";", 1)[0]
-    if name == RELEASED_TAG or (name == DEFER_TAG and requeue.OWN_NODELIST not in mark.split(";")):
+    if name == RELEASED_TAG or (name == DEFER_TAG and OWN_NODELIST not in mark.split(";")):
         return f"job:{job.ref}"
     if name.startswith(PLACED_PREFIX):
         rid = request_id(mark)
@@ -73,7 +74,7 @@ def pinned_gpus(job: JobInfo, key: str, view: ClusterView) -> Pin | None:
     nodes = [index[n] for n in job.required_nodes if n in index]
     if not nodes:
         return None
-    slots = requeue.bound_slots(job)
+    slots = bound_slots(job)
     if slots is not None:
         where = view.gpu_by_location()
         gpus = {where[(n.name, s)] for n in nodes for s in slots if (n.name, s) in where}

@@ -17,19 +17,17 @@ Where it may run: the old ReqNodeList is PAL's own pin, not the user's, unless t
 `--nodelist` (the hook then tags `nodelist=own`; the same holds for any held PAL job, e.g. one a
 pald pinned and died before releasing): only then are the old nodes kept as the
 restriction (they lie within the user's list; a list shorter than the job passes at submit).
+The cycle reads a held record that way (intake/held.py: placement_record, bound_slots).
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
-from pal_slurm.daemon.tags import DEFER_TAG, PLACED_PREFIX, pal_tags
-from pal_slurm.intake.gres import slots_named
+from pal_slurm.intake.tags import DEFER_TAG, PLACED_PREFIX, pal_tags
 from pal_slurm.slurm.readers import JobInfo
 
 REQUEUED_KEY = "requeued"
-OWN_NODELIST = "nodelist=own"  # in the hook's tag: the job's ReqNodeList at submit was the user's
 _KEY = f"{REQUEUED_KEY}="
 
 
@@ -77,36 +75,3 @@ def tagged_comment(job: JobInfo) -> str:
 
 def is_requeued(job: JobInfo) -> bool:
     return requeues_taken(job.admin_comment) > 0
-
-
-def not_yet_eligible(job: JobInfo, now: float) -> bool:
-    """Slurm would not start it yet (a requeued job's delay, BeginTime): pald plans it later."""
-    return job.eligible_time > now
-
-
-def bound_slots(job: JobInfo) -> tuple[int, ...] | None:
-    """The GPU slots a job's per-node request names by slot type (`gres:gpu:s0:1,gpu:s1:1`,
-    PAL's binding from an earlier placement), or None when it asks for an untyped count.
-    Slurm starts such a job only on those same slots (PlacementService._on_bound_slots)."""
-    return _slot_types(job.tres_per_node or "")
-
-
-@functools.lru_cache(maxsize=1024)
-def _slot_types(tres_per_node: str) -> tuple[int, ...] | None:
-    """Memoised: thousands of held jobs share a few request strings, read every cycle."""
-    if ":s" not in tres_per_node:
-        return None  # no slot type at all: the common case, without parsing
-    return slots_named(tres_per_node) or None
-
-
-def placement_record(job: JobInfo) -> JobInfo:
-    """The job as the cycle should judge where it may run: a deferred PAL job's ReqNodeList is PAL's
-    pin (dropped: a requeued job's old placement, or the pin of a release a pald that died did
-    not finish) unless the user gave the nodelist (kept). The hook writes no ReqNodeList for a
-    job it defers, so only the ``nodelist=own`` tag makes one the user's; a pald that read its
-    predecessor's pin as the user's ``--nodelist`` held the job for a full node while others
-    were free."""
-    if (not job.required_nodes or DEFER_TAG not in pal_tags(job.admin_comment)
-            or OWN_NODELIST in (job.admin_comment or "").replace(" ", ";").split(";")):
-        return job
-    return replace(job, required_nodes=())

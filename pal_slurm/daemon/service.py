@@ -28,10 +28,10 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
-from pal_slurm.daemon import requeue
 from pal_slurm.daemon.held_queue import HeldQueue
 from pal_slurm.daemon.protocol import PlaceReply
-from pal_slurm.intake.job import DEFAULT_NET, Pass, Read, class_of, from_queue, running_class
+from pal_slurm.intake.held import HeldRead, read_held
+from pal_slurm.intake.job import DEFAULT_NET, Pass, Read, class_of, running_class
 from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.engine.site import Facts, decide, place_eligible, plan_held
@@ -48,7 +48,6 @@ from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of
 from pal_slurm.policy.slurm_starts import SLURM_STARTS
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot
-from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.priority import SitePriorityRead, priority_job
 from pal_slurm.slurm.readers import JobInfo
 
@@ -454,7 +453,11 @@ class PlacementService:
 
     # ---- the cycle -------------------------------------------------------------------------
     def plan_cycle(self, held: Sequence[JobInfo], now: float) -> CycleResult:
-        """Which held PAL jobs (slurm JobInfo records) to release now, and where: the engine's
+        """`plan_read` of squeue's records of held PAL jobs, read here (intake.held.read_held)."""
+        return self.plan_read(read_held(held, now, self.class_map, self.settings.site_rules).jobs, now)
+
+    def plan_read(self, held: Sequence[HeldRead], now: float) -> CycleResult:
+        """Which held PAL jobs (read by intake.held) to release now, and where: the engine's
         cycle over them. Every release's GPUs are reserved before this returns; the caller
         acts on Slurm and calls `unreserve(release.key)` for a release that failed."""
         out = CycleResult()
@@ -475,12 +478,11 @@ class PlacementService:
         bound: dict[int | str, tuple[int, ...]] = {}  # jobs already bound to slot types
         promised = self.promised()  # (the loop reserves nothing)
         free = len(self.available().free)
-        for j in held:
-            if not getattr(j, "unreadable", "") and requeue.not_yet_eligible(j, now):
+        for h in held:
+            j, got, slots = h.job, h.read, h.slots
+            if got is None:  # Slurm would not start it yet
                 not_yet += 1
                 continue
-            record, slots = requeue.placement_record(j), requeue.bound_slots(j)
-            got = from_queue(record, self.class_map, self.settings.site_rules)
             if isinstance(got, Pass):
                 out.releases.append(Release(j.job_id, got.perf_class, None, None, got.reason))
                 continue
@@ -499,9 +501,8 @@ class PlacementService:
                 slots = None
             if slots is not None:
                 group = None  # placed after the shared cycle, on its own slots (_on_bound_slots)
-            try:
-                every = j.element_refs()
-            except SlurmError:
+            every = h.elements
+            if every is None:
                 out.releases.append(Release(j.job_id, perf_class, None, None, "bad_array_tasks"))
                 continue
             refs = every[:max(1, free // max(1, shape.total))]
@@ -543,12 +544,12 @@ class PlacementService:
         released = {r.job_id for r in out.releases}
         # the submit path plans behind these; unknown (None) when some held jobs are not in it
         self.queue.planned(None if restricted or not_yet or unexpanded
-                           else [r for r in requests if r.job_id not in released], held)
+                           else [r for r in requests if r.job_id not in released], [h.job for h in held])
         return out
 
     def _on_bound_slots(self, req: JobRequest, found: tuple[tuple[int, ...], NodeGroup], slots: tuple[int, ...],
                         now: float) -> tuple[tuple[int, ...], NodeGroup] | None:
-        """A job whose request already names slot types (requeue.bound_slots: a requeued PAL
+        """A job whose request already names slot types (intake.held.bound_slots: a requeued PAL
         job, or one released before that did not start) is placed again on those same slots,
         on whichever nodes have them free (PAL's choice among them), or waits (None).
 

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 
 from pal_slurm.daemon.state import DaemonState
-from pal_slurm.daemon.tags import FAILSAFE_RELEASE, PLACED_PREFIX, RELEASED_TAG, last_mark, request_id
+from pal_slurm.intake.tags import FAILSAFE_RELEASE, PLACED_PREFIX, RELEASED_TAG, last_mark, request_id
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.modes import PAL_ENDED, PAL_STARTED, SHADOW_ENDED, SHADOW_STARTED
 from pal_slurm.slurm.readers import JobInfo

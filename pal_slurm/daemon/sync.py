@@ -19,10 +19,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from pal_slurm.daemon import pins, requeue
+from pal_slurm.daemon import pins
 from pal_slurm.daemon.cycle import is_pal_held
 from pal_slurm.daemon.state import DaemonState
-from pal_slurm.daemon.tags import request_id
+from pal_slurm.intake.held import not_yet_eligible
+from pal_slurm.intake.tags import request_id
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.registry import SLURM_PRIORITY_QUEUE
 from pal_slurm.slurm.errors import SlurmError
@@ -157,7 +158,7 @@ class SlurmSync:
         priority_read, priority = self.read_priority(nodes, now)
         held = tuple(j for j in jobs if is_pal_held(j))
         view = cluster_view(nodes, jobs, self.racks())
-        waiting = sum(1 for j in held if not requeue.not_yet_eligible(j, now))  # ahead of new jobs
+        waiting = sum(1 for j in held if not not_yet_eligible(j, now))  # ahead of new jobs
         with state.lock:
             service = state.service
             state.last_jobs, state.held_ids = jobs, frozenset(j.job_id for j in held)

@@ -253,7 +253,7 @@ def running_class(comment: str, classes: AppClassMap) -> tuple[str, str, str]:
 
 def from_queue(job: JobInfo, classes: AppClassMap, site: SiteRules = NO_RULES) -> Read:
     """squeue's record of a held job, as the cycle judges where it may run (a record with a
-    pin pald itself wrote dropped first: daemon/requeue.placement_record). Its user, array and
+    pin pald itself wrote dropped first: intake/held.placement_record). Its user, array and
     hold traits were judged at submit. Its class and network sensitivity follow the site's
     rules as they did at submit (a default-on partition's job, with no `pal:` spec, has its
     class from them)."""

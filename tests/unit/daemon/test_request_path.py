@@ -34,18 +34,19 @@ from pal_slurm.slurm.actuator import SlurmActuator
 from .builders import FakeReader, held_job, node_info, request
 
 # Bounds the paths reach (the goal: 8 stops, each module entered once). The hook's and
-# squeue's fields become the engine's job in one call (intake.job: at submit with the
-# partitions, the spec's check and the site's rules), and each decision is one engine call
-# (engine.site: `decide` at submit, `plan_held` for the cycle's launches). What still climbs
-# back: at submit, the service's reservation (its shape index, policy.shapes) after the
-# engine's answer; in the cycle, the held jobs' names read twice (slurm.readers: for the
-# comments pald extends, and each array's elements) and the service between the per-job reads
-# (daemon.requeue, intake.job, engine.where) and the engine's cycle, and again to reserve. A
-# change that lengthens a path fails here; one that shortens it lowers these.
+# squeue's fields become the engine's job in one call (intake.job at submit with the
+# partitions, the spec's check and the site's rules; intake.held for a cycle's held records,
+# with their partitions, PAL's own pins and slot bindings, array elements and admin comments),
+# and each decision is one engine call (engine.site: `decide` at submit, `plan_held` for the
+# cycle's launches). What still climbs back: at submit, the service's reservation (its shape
+# index, policy.shapes) after the engine's answer; in the cycle, the service between where each
+# held job may run (engine.where) and the engine's cycle, again to reserve and to tell the
+# held queue, and the cycle between the plan and the actuator. A change that lengthens a path
+# fails here; one that shortens it lowers these.
 PLACE_MAX_STOPS = 9
 PLACE_MAX_REENTRIES = 1
-CYCLE_MAX_STOPS = 17
-CYCLE_MAX_REENTRIES = 4
+CYCLE_MAX_STOPS = 13
+CYCLE_MAX_REENTRIES = 3
 
 
 class ShowJobRunner:

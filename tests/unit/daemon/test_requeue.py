@@ -43,14 +43,6 @@ def test_the_tag_keeps_the_comment_and_counts_restarts():
     assert requeue.tagged_comment(requeued(tag="")) == "pal:defer;requeued=1"
 
 
-def test_the_old_pin_is_dropped_unless_the_user_gave_the_nodelist():
-    job = replace(requeued(), admin_comment=f"{PLACED} pal:defer;requeued=1")
-    assert requeue.placement_record(job).required_nodes == ()
-    own = replace(job, admin_comment=f"{PLACED};nodelist=own pal:defer;requeued=1")
-    assert requeue.placement_record(own).required_nodes == ("gpu02",)
-    assert requeue.placement_record(requeued()).required_nodes == ("gpu02",)  # not requeued: as it is
-
-
 def test_the_cycle_places_a_requeued_job_again_away_from_its_busy_old_slot():
     s = PlacementService(ServiceSettings())
     s.observe_cluster(view(nodes=2, busy=range(4)), now=0)  # gpu01 full: the old slots are busy
@@ -95,13 +87,6 @@ def test_a_failed_take_back_leaves_the_job_to_slurm_and_is_retried(tmp_path):
     act.fail_for.clear()
     pald.sync_and_cycle()
     assert pald.counts["requeued"] == 1
-
-
-def test_bound_slots_reads_pals_slot_types_only():
-    assert requeue.bound_slots(requeued(slots="gres:gpu:s0:1,gpu:s1:1")) == (0, 1)
-    assert requeue.bound_slots(requeued(slots="gres/gpu:s3:1")) == (3,)  # 24.11's spelling
-    for untyped in ("gres:gpu:2", "gres:gpu:a100:1", "", "gres:gpu:s0:1,gpu:2"):
-        assert requeue.bound_slots(requeued(slots=untyped)) is None, untyped
 
 
 def multi_node_requeued(slots="gres:gpu:s0:1,gpu:s1:1"):

@@ -1,0 +1,58 @@
+"""A cycle's held records read in one call (intake/held.py): PAL's own marks told apart from
+what the user asked, and what the cycle plans with."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pal_slurm.intake.held import bound_slots, placement_record, read_held
+from pal_slurm.intake.job import Intake, Pass, from_queue
+from pal_slurm.model.classes import AppClassMap
+from pal_slurm.slurm.readers import JobInfo
+
+PLACED = "pal:placed=gpu02;rank=v1;req=ab"
+
+
+def queued(job_id: int = 7, **fields) -> JobInfo:
+    base = JobInfo(job_id=job_id, name="j", state="PENDING", reason="JobHeldUser", user_id=1000,
+                   comment="pal:class=resnet", admin_comment="pal:defer;req=x", nodes=(), required_nodes=(),
+                   node_count=1, tres_per_node="gres:gpu:2", gpu_slots={}, priority=0, submit_time=0,
+                   start_time=0, time_limit_s=3600.0)
+    return replace(base, **fields)
+
+
+def test_the_old_pin_is_dropped_unless_the_user_gave_the_nodelist() -> None:
+    job = queued(admin_comment=f"{PLACED} pal:defer;requeued=1", required_nodes=("gpu02",))
+    assert placement_record(job).required_nodes == ()
+    own = replace(job, admin_comment=f"{PLACED};nodelist=own pal:defer;requeued=1")
+    assert placement_record(own).required_nodes == ("gpu02",)
+    placed = replace(job, admin_comment=PLACED)  # not deferred: as it is
+    assert placement_record(placed).required_nodes == ("gpu02",)
+    died = queued(required_nodes=("gpu01",))  # pinned, then pald died before the release
+    assert placement_record(died).required_nodes == ()
+
+
+def test_bound_slots_reads_pals_slot_types_only() -> None:
+    assert bound_slots(queued(tres_per_node="gres:gpu:s0:1,gpu:s1:1")) == (0, 1)
+    assert bound_slots(queued(tres_per_node="gres/gpu:s3:1")) == (3,)  # 24.11's spelling
+    for untyped in ("gres:gpu:2", "gres:gpu:a100:1", "", "gres:gpu:s0:1,gpu:2"):
+        assert bound_slots(queued(tres_per_node=untyped)) is None, untyped
+
+
+def test_read_held_gives_the_cycle_each_job_read_once() -> None:
+    waits = queued(1, eligible_time=100, partition="a,b")  # in Slurm's requeue delay
+    pinned = queued(2, admin_comment=f"{PLACED} pal:defer;requeued=1", required_nodes=("gpu02",),
+                    tres_per_node="gres:gpu:s0:1,gpu:s1:1")
+    array = queued(3, array_job_id=3, array_tasks="1-3")
+    bad = queued(4, array_job_id=4, array_tasks="1-x", admin_comment="pal:defer;req=y")
+    reads = read_held([waits, pinned, array, bad], 50.0, AppClassMap())
+    first, second, third, fourth = reads.jobs
+    assert first.read is None and first.partitions == ("a", "b")
+    assert isinstance(second.read, Intake)  # judged without pald's own pin
+    assert second.read == from_queue(replace(pinned, required_nodes=()), AppClassMap())
+    assert second.slots == (0, 1) and second.elements == (2,)
+    assert third.elements == ("3_1", "3_2", "3_3")
+    assert fourth.elements is None
+    assert reads.comments["3_2"] == "pal:defer;req=x" and reads.comments[4] == "pal:defer;req=y"
+    unreadable = read_held([queued(5, unreadable="x", eligible_time=100)], 50.0, AppClassMap()).jobs[0]
+    assert isinstance(unreadable.read, Pass) and unreadable.read.reason == "unreadable_record"

@@ -92,6 +92,9 @@ class NoActuator:
     def hold_many(self, *a, **k):
         pass
 
+    def set_admin_comment(self, *a, **k):
+        pass
+
 
 def running_jobs(nodes, count: int, rng: random.Random):
     """`count` running jobs (at least one per busy GPU group): every node's busy GPUs split in
@@ -186,13 +189,15 @@ def main() -> None:
         cycles.append(time.perf_counter() - t0)
     print(f"  then {args.cycles} more: p50 {pct(cycles, 50):.1f} ms  p99 {pct(cycles, 99):.1f} ms")
 
-    # requests carry the hook's deadline (far ahead: every one is answered) where the protocol has it
+    # requests come from distinct users (one user's placements that no read has shown yet are
+    # capped: the same user would be answered `pass` after a few, which is not the decision);
+    # they carry the hook's deadline (far ahead: every one is answered) where the protocol has it
     deadline = {"deadline_ms": int(time.time() * 1000) + 3_600_000} \
         if "deadline_ms" in PlaceRequest.__dataclass_fields__ else {}
     print(f"requests carry deadline_ms: {'yes' if deadline else 'no'}")
 
     def req(i):
-        return PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet,mode=now", gpus_per_node=rng.choice([1, 2, 4])),
+        return PlaceRequest(JobFields(uid=2000 + i, comment="pal:class=resnet,mode=now", gpus_per_node=rng.choice([1, 2, 4])),
                             CommentSpec("resnet", mode="now"), request_id=f"b{i}", **deadline)
 
     # In-process: the decision itself. Reservations accumulate as in a burst of submissions;
@@ -218,7 +223,7 @@ def main() -> None:
         return f"{label}: p50 {pct(times, 50):.3f} ms  p99 {pct(times, 99):.3f} ms  (answers: {answers})"
 
     def restricted(i):
-        return PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet,mode=now", gpus_per_node=rng.choice([1, 2]),
+        return PlaceRequest(JobFields(uid=2000 + i, comment="pal:class=resnet,mode=now", gpus_per_node=rng.choice([1, 2]),
                                       partition="half", features="fast"),
                             CommentSpec("resnet", mode="now"), request_id=f"x{i}")
 

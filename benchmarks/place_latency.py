@@ -212,6 +212,7 @@ def main() -> None:
     # the same state (no reservations) and reports its answers, so a fast figure that is really
     # a pass shows as one.
     def timed(make):
+        pald.sync()  # a fresh view: a view older than max_view_age_s is answered `pass` (stale_view)
         pald.service.clear_reservations()
         before = dict(pald.counts)
         out = []
@@ -248,6 +249,7 @@ def main() -> None:
     print(f"  ratio p50 site/no site {pct(with_site[0], 50) / pct(no_site[0], 50):.2f}x, "
           f"restricted {pct(narrow[0], 50) / pct(no_site[0], 50):.2f}x")
     auto = []
+    pald.sync()
     for _ in range(args.n):
         r = PlaceRequest(JobFields(uid=1000, comment="pal:class=resnet", gpus_per_node=2), CommentSpec("resnet"))
         t = time.perf_counter()
@@ -339,6 +341,8 @@ def main() -> None:
                     pald.service.clear_reservations()
         return out
 
+    pald.sync()
+    pald.service.clear_reservations()
     loop1, srv1 = serve(pald.answer, f"{tmp}/real.sock", pald.settle)  # as pald's main wires it
     loop2, srv2 = serve(lambda r: HealthReply(status="ok"), f"{tmp}/noop.sock")
     real = round_trips(f"{tmp}/real.sock", args.n)

@@ -211,9 +211,16 @@ def main() -> None:
     # a sync and no reservations every 200 requests play the role of the 1 s sync. Every variant starts from
     # the same state (no reservations) and reports its answers, so a fast figure that is really
     # a pass shows as one.
-    def timed(make):
-        pald.sync()  # a fresh view: a view older than max_view_age_s is answered `pass` (stale_view)
+    def fresh_view(site):
+        """A sync (a view older than max_view_age_s is answered `pass`: stale_view), no
+        reservations, and the site view as the variant has it (a sync reads it again)."""
+        pald.sync()
         pald.service.clear_reservations()
+        if site is None:
+            pald.service.site = None
+
+    def timed(make, site=True):
+        fresh_view(site)
         before = dict(pald.counts)
         out = []
         for i in range(args.n):
@@ -221,9 +228,8 @@ def main() -> None:
             t = time.perf_counter()
             pald.handle(r)
             out.append(time.perf_counter() - t)
-            if i % 200 == 199:  # the 1 s sync's part: a fresh view (untimed), no reservations
-                pald.sync()
-                pald.service.clear_reservations()
+            if i % 200 == 199:  # the 1 s sync's part (untimed)
+                fresh_view(site)
         answers = {k: pald.counts[k] - before.get(k, 0) for k in ("place", "defer", "pass")}
         return out, ", ".join(f"{v} {k}" for k, v in answers.items() if v)
 
@@ -239,9 +245,7 @@ def main() -> None:
     # What judging eligibility costs: without a site view (no eligibility judged: the decision
     # alone, the baseline), with it (partitions, features, a reservation: every request is
     # judged), and restricted requests (-p half --constraint=fast).
-    site, pald.service.site = pald.service.site, None
-    no_site = timed(req)
-    pald.service.site = site
+    no_site = timed(req, site=None)
     with_site = timed(req)
     narrow = timed(restricted)
     print(line("in-process place (mode=now, full PAL choice, no site view)", no_site))

@@ -204,15 +204,17 @@ class Engine:
         planned = dict(plan.planned)
         while True:
             changed_at = None
+            left_free = set(ctx.cluster.free) - taken  # kept as launches take GPUs: no copy per job
             for pos, job in enumerate(order):
                 gpus = plan.launch.get(job.job_id)
                 if gpus is None or job.job_id in launch or job.running_on:  # a running job stays as it is
                     continue
-                got = self.start_rule.start(job, gpus, ctx.cluster, ctx.cluster.free - taken)
+                got = self.start_rule.start(job, gpus, ctx.cluster, left_free)
                 if got is not gpus and set(got) != set(gpus):
                     changed_at, gpus = pos, tuple(got)
                 launch[job.job_id] = tuple(gpus)
                 taken.update(gpus)
+                left_free.difference_update(gpus)
                 if changed_at is not None:
                     break
             if changed_at is None:

@@ -23,7 +23,8 @@ class StartRule(Protocol):
 
     def start(self, job: JobRequest, gpus: Sequence[int], cluster: ClusterView,
               free: Collection[int]) -> Sequence[int]:
-        """The GPUs `job`, launched on `gpus`, really starts on, `free` being free for it."""
+        """The GPUs `job`, launched on `gpus`, really starts on, `free` being free for it (read
+        during the call only: the caller takes GPUs from it afterwards)."""
         ...
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Callable, Collection, Iterable, Sequence
@@ -210,6 +211,31 @@ def fewest_leaves_among_ties(scored: Iterable[tuple[float, int]], rack_of: Calla
 
 
 # ---- the vectorised pick -------------------------------------------------------------------
+_ARRAYS: dict[tuple[int, str], tuple[Sequence[float], np.ndarray]] = {}  # id -> (the tuple, its array)
+_ARRAYS_LOCK = threading.Lock()  # pald asks from its socket and its cycle threads
+_ARRAYS_KEPT = 16
+
+
+def _array_of(values: Sequence[float], dtype: str) -> np.ndarray:
+    """`values` as a read-only array; a tuple's array is kept while the tuple is (a view's
+    node_of and a ranking's factors are tuples of every GPU: converting them per request
+    costs O(GPUs) on every placement)."""
+    if not isinstance(values, tuple):
+        return np.asarray(values, dtype=dtype)
+    key = (id(values), dtype)
+    with _ARRAYS_LOCK:
+        hit = _ARRAYS.get(key)
+        if hit is not None and hit[0] is values:
+            return hit[1]
+    arr = np.asarray(values, dtype=dtype)
+    arr.flags.writeable = False
+    with _ARRAYS_LOCK:
+        if len(_ARRAYS) >= _ARRAYS_KEPT:
+            del _ARRAYS[next(iter(_ARRAYS))]
+        _ARRAYS[key] = (values, arr)
+    return arr
+
+
 def per_node_pick(shape: JobShape, free: Sequence[int], sf: Sequence[float], cluster: ClusterView,
                   one_rack: bool = False) -> tuple[int, ...] | None:
     """The best `per_node` GPUs on each of `nodes` nodes among `free` (see module docstring)."""
@@ -217,8 +243,8 @@ def per_node_pick(shape: JobShape, free: Sequence[int], sf: Sequence[float], clu
     if len(free) < k * g:
         return None
     c = np.asarray(free, dtype=np.int64)
-    s = np.asarray(sf, dtype=np.float64)[c]
-    nd = np.asarray(cluster.node_of, dtype=np.int64)[c]
+    s = _array_of(sf, "float64")[c]
+    nd = _array_of(cluster.node_of, "int64")[c]
     order = np.lexsort((c, s, nd))  # by node, then sf, then id
     c, s, nd = c[order], s[order], nd[order]
     nodes, starts, counts = np.unique(nd, return_index=True, return_counts=True)

@@ -37,3 +37,28 @@ def test_as_planned_changes_nothing():
     assert AS_PLANNED.start(job("a", 2), gpus, VIEW, {0}) is gpus
     plain = Engine(EngineSettings(placement="pal")).decide([job("a", 2), job("b", 2, 1.0)], VIEW, RANKING, 2.0)
     assert plain.launch["a"] != (6, 7)
+
+
+class Recording:
+    """A scheduler that moves the first launch to the highest free GPUs and records the free
+    GPUs each call was given (copied: the caller may change the collection afterwards)."""
+
+    changes_launches = True
+
+    def __init__(self) -> None:
+        self.given: list[tuple[str, frozenset[int]]] = []
+
+    def start(self, job: JobRequest, gpus: Sequence[int], cluster: ClusterView,
+              free: Collection[int]) -> Sequence[int]:
+        self.given.append((str(job.job_id), frozenset(free)))
+        return tuple(sorted(free)[-len(gpus):]) if len(self.given) == 1 else gpus
+
+
+def test_each_start_is_given_the_gpus_the_launches_before_it_left_free():
+    rule = Recording()
+    plan = Engine(EngineSettings(placement="pal"), start_rule=rule).decide(
+        [job("a", 2), job("b", 2, 1.0), job("c", 1, 2.0)], VIEW, RANKING, 3.0)
+    assert plan.launch["a"] == (6, 7)  # moved: b and c planned again on what it left
+    a, b = set(plan.launch["a"]), set(plan.launch["b"])
+    assert rule.given == [("a", frozenset(VIEW.free)), ("b", frozenset(set(VIEW.free) - a)),
+                          ("c", frozenset(set(VIEW.free) - a - b))]

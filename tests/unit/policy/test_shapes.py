@@ -152,3 +152,20 @@ def test_with_a_shape_index_the_index_is_the_free_set(name, state, cls, seed, ta
     stale = placement(name).place_one(j, replace(ctx(c, scores, seed), shape_index=index))
     assert exact == stale
 
+
+
+def test_the_pick_from_kept_arrays_is_the_pick_from_fresh_ones():
+    """per_node_pick keeps the arrays of the tuples it is given (a view's node_of, a ranking's
+    factors): the same tuple, an equal one and a list give the same picks, and a different
+    ranking is not answered from the first one's array."""
+    c = cluster(4, 4, free=set(range(16)) - {4, 5}, racks=2)
+    slow0 = [1.0] * 16
+    slow0[0] = 2.8
+    fast0 = [2.8] * 16
+    fast0[0] = 1.0
+    for _ in range(2):  # the second pass reads the kept arrays
+        for scores, want in ((slow0, (8, 9, 10, 11)), (fast0, (0, 1, 2, 3))):
+            sf = Ranking.from_scores({"A": scores}).sf("A")
+            assert isinstance(sf, tuple)
+            for given_sf in (sf, tuple(sf), list(sf)):
+                assert per_node_pick(JobShape.on_nodes(1, 4), sorted(c.free), given_sf, c) == want

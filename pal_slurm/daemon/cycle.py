@@ -27,7 +27,7 @@ from pal_slurm.engine import Actuator, Launch
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy.shapes import choice_of
 from pal_slurm.intake.hostlist import compress
-from pal_slurm.slurm.readers import JobInfo
+from pal_slurm.slurm.readers import JobInfo, admin_comments
 
 
 log = logging.getLogger("pald.cycle")
@@ -109,11 +109,14 @@ class HeldJobCycle:
         """Plan the held jobs through the engine and release those that fit; the releases done."""
         state = self.state
         now = state.clock()
-        service = state.service
-        reads = read_held(held, now, service.class_map, service.settings.site_rules)
-        comments = reads.comments  # what mark_released extends
+        with state.lock:  # what the read needs, taken under the lock; the read itself (pure) is not
+            paused = state.switches.paused
+            classes, rules = state.service.class_map, state.service.settings.site_rules
+        # paused, every held job goes back as submitted: nothing to read but its comment
+        reads = None if paused else read_held(held, now, classes, rules)
+        comments = admin_comments(held) if reads is None else reads.comments  # what mark_released extends
         with state.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
-            if state.switches.paused:  # `palctl pause`: every held job goes back to Slurm, as submitted
+            if reads is None or state.switches.paused:  # `palctl pause`: every held job back to Slurm, as submitted
                 plan = CycleResult([Release(j.job_id, "?", None, None, "paused") for j in held])
                 state.service.planned = {}
             else:  # a job whose partition is no longer `on` (`palctl mode`) goes back the same way

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import threading
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Callable, Collection, Iterable, Sequence
@@ -40,6 +39,7 @@ import numpy as np
 from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.shape import JobShape
 from pal_slurm.policy.base import PlacementContext
+from pal_slurm.policy.cache import RunCache
 from pal_slurm.policy.skeletons import Allocator
 
 
@@ -211,40 +211,31 @@ def fewest_leaves_among_ties(scored: Iterable[tuple[float, int]], rack_of: Calla
 
 
 # ---- the vectorised pick -------------------------------------------------------------------
-_ARRAYS: dict[tuple[int, str], tuple[Sequence[float], np.ndarray]] = {}  # id -> (the tuple, its array)
-_ARRAYS_LOCK = threading.Lock()  # pald asks from its socket and its cycle threads
-_ARRAYS_KEPT = 16
-
-
-def _array_of(values: Sequence[float], dtype: str) -> np.ndarray:
-    """`values` as a read-only array; a tuple's array is kept while the tuple is (a view's
+def _array_of(values: Sequence[float], dtype: str, cache: RunCache | None) -> np.ndarray:
+    """`values` as a read-only array, kept in the run's cache while the tuple is (a view's
     node_of and a ranking's factors are tuples of every GPU: converting them per request
     costs O(GPUs) on every placement)."""
-    if not isinstance(values, tuple):
+    if cache is None or not isinstance(values, tuple):
         return np.asarray(values, dtype=dtype)
-    key = (id(values), dtype)
-    with _ARRAYS_LOCK:
-        hit = _ARRAYS.get(key)
-        if hit is not None and hit[0] is values:
-            return hit[1]
+    kind = ("array", dtype)
+    hit = cache.lookup(kind, values)
+    if hit is not None:
+        return hit  # type: ignore[return-value]
     arr = np.asarray(values, dtype=dtype)
     arr.flags.writeable = False
-    with _ARRAYS_LOCK:
-        if len(_ARRAYS) >= _ARRAYS_KEPT:
-            del _ARRAYS[next(iter(_ARRAYS))]
-        _ARRAYS[key] = (values, arr)
-    return arr
+    return cache.put(kind, values, arr)
 
 
 def per_node_pick(shape: JobShape, free: Sequence[int], sf: Sequence[float], cluster: ClusterView,
-                  one_rack: bool = False) -> tuple[int, ...] | None:
-    """The best `per_node` GPUs on each of `nodes` nodes among `free` (see module docstring)."""
+                  one_rack: bool = False, cache: RunCache | None = None) -> tuple[int, ...] | None:
+    """The best `per_node` GPUs on each of `nodes` nodes among `free` (see module docstring);
+    `cache`: the run's, where the arrays of `sf` and the view's node_of are kept."""
     k, g = shape.nodes or 1, shape.per_node or shape.total
     if len(free) < k * g:
         return None
     c = np.asarray(free, dtype=np.int64)
-    s = _array_of(sf, "float64")[c]
-    nd = _array_of(cluster.node_of, "int64")[c]
+    s = _array_of(sf, "float64", cache)[c]
+    nd = _array_of(cluster.node_of, "int64", cache)[c]
     order = np.lexsort((c, s, nd))  # by node, then sf, then id
     c, s, nd = c[order], s[order], nd[order]
     nodes, starts, counts = np.unique(nd, return_index=True, return_counts=True)
@@ -280,7 +271,7 @@ def shape_aware(alloc: Allocator, variability: bool = True) -> Allocator:
         if shape is None or shape.per_node is None:  # (is_per_node, inlined: the hot path)
             return alloc(job, free, ctx)
         sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(ctx.cluster)
-        return per_node_pick(shape_of(job), free, sf, ctx.cluster)
+        return per_node_pick(shape_of(job), free, sf, ctx.cluster, cache=ctx.cache)
 
     allocate.__name__ = allocate.__qualname__ = f"shape_aware({getattr(alloc, '__name__', alloc)})"
     return allocate
@@ -423,7 +414,7 @@ def place_one_per_node(job: JobRequest, ctx: PlacementContext, variability: bool
     sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(ctx.cluster)
     if ctx.shape_index is not None:
         return ctx.shape_index.pick(shape_of(job), sf)
-    return per_node_pick(shape_of(job), sorted(ctx.cluster.free), sf, ctx.cluster)
+    return per_node_pick(shape_of(job), sorted(ctx.cluster.free), sf, ctx.cluster, cache=ctx.cache)
 
 
 def slurm_pick(shape: JobShape, free: Iterable[int], cluster: ClusterView) -> tuple[int, ...] | None:

@@ -121,13 +121,13 @@ def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementCon
     shape = shape_of(job)
     sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(cluster)
     if (shape.nodes or 1) == 1:
-        picks = [per_node_pick(shape, free, sf, cluster)]
+        picks = [per_node_pick(shape, free, sf, cluster, cache=ctx.cache)]
     elif max_tier < RACK:
         return None
     else:
-        picks = [per_node_pick(shape, free, sf, cluster, one_rack=True)]
+        picks = [per_node_pick(shape, free, sf, cluster, one_rack=True, cache=ctx.cache)]
         if max_tier >= SPINE:
-            picks.append(per_node_pick(shape, free, sf, cluster))
+            picks.append(per_node_pick(shape, free, sf, cluster, cache=ctx.cache))
     best = None
     for gpus in picks:
         if gpus is None:

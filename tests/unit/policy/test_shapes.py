@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from pal_slurm.model import JobShape
 from pal_slurm.policy import PLACEMENTS, placement
+from pal_slurm.policy.cache import RunCache
 from pal_slurm.policy.shapes import ShapeIndex, per_node_pick, slurm_pick
 from pal_slurm.ranking import Ranking
 
@@ -163,9 +164,10 @@ def test_the_pick_from_kept_arrays_is_the_pick_from_fresh_ones():
     slow0[0] = 2.8
     fast0 = [2.8] * 16
     fast0[0] = 1.0
+    cache = RunCache()
     for _ in range(2):  # the second pass reads the kept arrays
         for scores, want in ((slow0, (8, 9, 10, 11)), (fast0, (0, 1, 2, 3))):
             sf = Ranking.from_scores({"A": scores}).sf("A")
             assert isinstance(sf, tuple)
             for given_sf in (sf, tuple(sf), list(sf)):
-                assert per_node_pick(JobShape.on_nodes(1, 4), sorted(c.free), given_sf, c) == want
+                assert per_node_pick(JobShape.on_nodes(1, 4), sorted(c.free), given_sf, c, cache=cache) == want

@@ -41,7 +41,8 @@ from pal_slurm.daemon.protocol import HealthReply, Reply, Request
 from pal_slurm.daemon.requests import RELOAD_WAIT_S, Requests
 from pal_slurm.daemon.server import Answer
 from pal_slurm.daemon.retention import Pruner, RetentionPolicy
-from pal_slurm.daemon.service import PlacementService, Release, ServiceSettings
+from pal_slurm.daemon.service import PlacementService, ServiceSettings
+from pal_slurm.engine.held import Release
 from pal_slurm.daemon.shadow import ShadowWatch
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.store_link import StoreLink

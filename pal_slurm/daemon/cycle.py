@@ -5,25 +5,27 @@
 releases out through the engine's Actuator (`launcher.SlurmLauncher.start`). Also here: which
 Slurm jobs are PAL's held ones, and when the next cycle runs.
 
-`apply_releases` is the one function that acts on the plan, so a dry run prints exactly what
-would be done. It runs without pald's lock: the releases' GPUs were reserved when they were
-planned, so a submission answered meanwhile cannot be promised the same GPUs.
+`apply_releases` (launcher.py) is the one function that acts on the plan, so a dry run prints
+exactly what would be done. It runs without pald's lock: the releases' GPUs were reserved when
+they were planned, so a submission answered meanwhile cannot be promised the same GPUs. The
+planned starts of the jobs that stay held are logged and recorded after the releases: acting
+on Slurm comes first.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 
 from pal_slurm.daemon.held_jobs import HeldJobs
-from pal_slurm.daemon.launcher import JobControl, JobRef, SlurmLauncher, mark_released
+from pal_slurm.daemon.launcher import JobControl, JobRef, apply_releases
 from pal_slurm.intake.held import HeldRead, read_held
-from pal_slurm.daemon.service import CycleResult, Release
+from pal_slurm.engine.held import CycleResult, Release
 from pal_slurm.model.classes import CLASS_ORDER
 from pal_slurm.model.modes import ON
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.intake.tags import held_by_pald
-from pal_slurm.engine import Actuator, Launch
+from pal_slurm.engine import Actuator
 from pal_slurm.model import DecisionKind
 from pal_slurm.policy.shapes import choice_of
 from pal_slurm.intake.hostlist import compress
@@ -64,40 +66,11 @@ def held_by_other(job: JobInfo) -> bool:
     return job.held and not held_by_pald(job.admin_comment)
 
 
-def apply_releases(result: CycleResult, actuator: JobControl, done: Callable[[Release], None] | None = None,
-                   failed: Callable[[Release, Exception], None] | None = None,
-                   comments: Mapping[JobRef, str] | None = None,
-                   launcher: Actuator | None = None) -> list[tuple[JobRef, str]]:
-    """Act on the plan: start each placed job through the engine's Actuator (`launcher`; by
-    default pald's, over `actuator`), release one planned untouched as submitted, then mark it
-    released (`comments`: each held job's admin_comment by its scontrol name; see
-    mark_released). Returns [(job id, error)] for failures; a failed job stays held and is
-    retried next cycle (pal-failsafe releases it if pald dies); `failed` is where its
-    reservation is dropped."""
-    errors = []
-    launcher = launcher or SlurmLauncher(actuator)
-    for rel in result.releases:
-        try:
-            if rel.choice is None or rel.request is None:
-                actuator.release(rel.job_id)
-            else:
-                launcher.start(Launch(rel.request, rel.choice, rel.gres_spec, rel.partition))
-        except Exception as exc:  # noqa: BLE001 - one bad job must not stop the others
-            errors.append((rel.job_id, str(exc)))
-            log.warning("release of job %s failed: %s", rel.job_id, exc)
-            if failed:
-                failed(rel, exc)
-            continue
-        mark_released(actuator, rel.job_id, (comments or {}).get(rel.job_id))
-        if done:
-            done(rel)
-    return errors
-
-
 class HeldJobCycle:
     """One cycle over the held jobs of a Slurm read: plan (the service's engine cycle, under the
     shared lock), act (`apply_releases` through `launcher`, outside it), then the accounting
-    of what was done (held_jobs.HeldJobs). Runs on the cycle's worker thread."""
+    of what was done (held_jobs.HeldJobs) and of the jobs that stay held with a planned start.
+    Runs on the cycle's worker thread."""
 
     def __init__(self, state: DaemonState, launcher: Actuator, actuator: JobControl, held_jobs: HeldJobs) -> None:
         self.state = state
@@ -117,7 +90,7 @@ class HeldJobCycle:
         comments = admin_comments(held) if reads is None else reads.comments  # what mark_released extends
         with state.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
             if reads is None or state.switches.paused:  # `palctl pause`: every held job back to Slurm, as submitted
-                plan = CycleResult([Release(j.job_id, "?", None, None, "paused") for j in held])
+                plan = CycleResult([Release(j.job_id, "?", "paused") for j in held])
                 state.service.planned = {}
             else:  # a job whose partition is no longer `on` (`palctl mode`) goes back the same way
                 on: list[HeldRead] = []
@@ -130,8 +103,7 @@ class HeldJobCycle:
                         off.append((h.job, mode))
                 plan = state.service.plan_read(on, now)
                 for j, mode in off:
-                    plan.releases.append(Release(j.job_id, "?", None, None, f"mode_{mode}"))
-            self.note_planned_starts(now, {str(j.job_id) for j in held})
+                    plan.releases.append(Release(j.job_id, "?", f"mode_{mode}"))
         done_releases: list[Release] = []
 
         def done(rel: Release) -> None:
@@ -156,6 +128,8 @@ class HeldJobCycle:
 
         errors = apply_releases(plan, self.actuator, done=done, failed=failed, comments=comments,
                                 launcher=self.launcher)
+        with state.lock:
+            self.note_planned_starts(now, {str(j.job_id) for j in held})
         for job_id, err in errors:
             state.note_error("release", RuntimeError(f"job {job_id}: {err}"))
         self.held_jobs.give_up_on(dict(errors), comments)

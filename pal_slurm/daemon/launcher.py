@@ -1,15 +1,16 @@
 """pald's hands on Slurm: the engine's Actuator (`SlurmLauncher.start`) over the Slurm
-actuator, and `JobControl`, the few other job commands pald's cycle uses (hold, release as
+actuator, `apply_releases` (a cycle's plan carried out), and `JobControl`, the few other job commands pald's cycle uses (hold, release as
 submitted, unpin, its tags). Both are slurm.actuator.SlurmActuator in pald, fakes in tests."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 import logging
 from typing import Protocol
 
 from pal_slurm.intake.tags import RELEASED_TAG, with_tag
-from pal_slurm.engine import Launch
+from pal_slurm.engine import Actuator, Launch
+from pal_slurm.engine.held import CycleResult, Release
 
 log = logging.getLogger("pald.cycle")  # the release it marks is the cycle's (and pal-failsafe's)
 
@@ -63,3 +64,34 @@ def mark_released(actuator: JobControl, job_ref: JobRef, admin_comment: str | No
         actuator.set_admin_comment(job_ref, with_tag(admin_comment, tag))
     except Exception as exc:  # noqa: BLE001 - the release stands; only the mark is missing
         log.warning("job %s: released, but its %s tag was not written: %s", job_ref, tag, exc)
+
+
+def apply_releases(result: CycleResult, actuator: JobControl, done: Callable[[Release], None] | None = None,
+                   failed: Callable[[Release, Exception], None] | None = None,
+                   comments: Mapping[JobRef, str] | None = None,
+                   launcher: Actuator | None = None) -> list[tuple[JobRef, str]]:
+    """Act on the plan: start each placed job through the engine's Actuator (`launcher`; by
+    default pald's, over `actuator`) with the Launch the engine built, release one planned
+    untouched as submitted, then mark it
+    released (`comments`: each held job's admin_comment by its scontrol name; see
+    mark_released). Returns [(job id, error)] for failures; a failed job stays held and is
+    retried next cycle (pal-failsafe releases it if pald dies); `failed` is where its
+    reservation is dropped."""
+    errors = []
+    launcher = launcher or SlurmLauncher(actuator)
+    for rel in result.releases:
+        try:
+            if rel.launch is None:
+                actuator.release(rel.job_id)
+            else:
+                launcher.start(rel.launch)
+        except Exception as exc:  # noqa: BLE001 - one bad job must not stop the others
+            errors.append((rel.job_id, str(exc)))
+            log.warning("release of job %s failed: %s", rel.job_id, exc)
+            if failed:
+                failed(rel, exc)
+            continue
+        mark_released(actuator, rel.job_id, (comments or {}).get(rel.job_id))
+        if done:
+            done(rel)
+    return errors

@@ -1,30 +1,29 @@
-"""pald's decisions on a Slurm site, each one call from the service: the submit path's answer
-(`decide`: place, defer or pass a job read by intake.job.from_hook) and the cycle's launches
-(`plan_held`: the engine's cycle over the held jobs, each launch checked before it is
-released). No I/O: pald's service hands them the view, the reservations' free GPUs and the
-held jobs, and keeps the reservations they answer with.
+"""pald's submit-time decision on a Slurm site, one call from the service (`place_and_book`):
+place, defer or pass a job read by intake.job.from_hook (`decide`), a placement's GPUs booked
+in the service's reservations (engine/reservations.py) before the call returns. No I/O: pald's
+service hands it its last Slurm read (`Seen`) and its reservations. The cycle's counterpart,
+for the held jobs, is engine/held.py.
 
 Why here: the service keeps the state (view, reservations, held queue) and the engine
 decides, so a reader follows one call from the service into the decision and back, in the
 order the answer is built: where the job may run (engine/where.py), its size against the
 cluster, its mode (`defer`, `now`, `auto` behind held jobs), the placement (one answer per
 node group, the one whose slowest GPU is fastest), the check that Slurm has what it names,
-and the GPUs Slurm will take.
+the GPUs Slurm will take, and their booking.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 from pal_slurm.engine.choice_check import Binding
 from pal_slurm.engine.cycle import Engine
-from pal_slurm.engine.where import Promised, Released, Where, as_slurm_takes, release_on, vetted
+from pal_slurm.engine.reservations import Reservations
+from pal_slurm.engine.where import Promised, Where, as_slurm_takes, vetted
 from pal_slurm.intake.job import Intake
 from pal_slurm.intake.refusals import refused_input
-from pal_slurm.intake.restrictions import JobRestrictions
-from pal_slurm.model import ClusterView, DecisionKind, JobRequest, RoundPlan
-from pal_slurm.model.decision import JobId
+from pal_slurm.model import ClusterView, DecisionKind, JobRequest
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.eligibility import Eligibility, NodeGroup
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of
@@ -43,6 +42,33 @@ class Facts(NamedTuple):
     ranking: Ranking
     promised: Promised
     running: Sequence[JobRequest]  # the running jobs a placement that plans around them sees
+
+
+class Seen(NamedTuple):
+    """The service's last Slurm read as the engine decides on it: the view, the site's facts
+    (None: every GPU node is eligible), the ranking, and Slurm's running jobs as a placement
+    that plans around them sees them (PlacementService.observe_running)."""
+
+    view: ClusterView
+    site: SiteView | None
+    ranking: Ranking
+    running: list[JobRequest]
+
+
+def facts_of(engine: Engine, book: Reservations, seen: Seen, running: bool = True) -> Facts:
+    """`seen` less the reservations in `book` (`running`: with the running jobs, and the
+    promised ones, when the placement plans around them; False: none, for an answer that
+    cannot use them)."""
+    view = seen.view
+    return Facts(view, seen.site, book.available(view), book.index(view), seen.ranking, book.promised(),
+                 planning_running(engine, book, seen) if running else ())
+
+
+def planning_running(engine: Engine, book: Reservations, seen: Seen) -> list[JobRequest]:
+    """The running jobs a placement that plans around them sees: Slurm's and the jobs `book`
+    promised GPUs to that Slurm has not started yet, each ending at its limit (none for a
+    placement that does not plan around them)."""
+    return book.with_running(seen.running) if engine.policy.traits.plans_around_running else []
 
 
 Found = tuple[tuple[int, ...], NodeGroup]
@@ -163,26 +189,15 @@ def decide(engine: Engine, where: Where, facts: Facts, got: Intake, mode: str, n
                      partition=group.partition, gres=gres)
 
 
-def plan_held(engine: Engine, view: ClusterView, site: SiteView | None, available: ClusterView, ranking: Ranking,
-              promised: Promised, running: Sequence[JobRequest], jobs: Sequence[JobRequest],
-              limits: Mapping[JobId, JobRestrictions], now: float
-              ) -> tuple[RoundPlan, list[tuple[JobId, Released | str | None]]]:
-    """The engine's cycle over the held `jobs` that may use every node (with the `running`
-    jobs a placement plans around), and each launch checked in the plan's order
-    (`release_on`: None waits for the next cycle, a `doubt:` reason is released as
-    submitted), each on what the launches before it left (GPUs, CPUs/memory per node)."""
-    plan = engine.decide([*running, *jobs], available, ranking, now)
-    by_id = {j.job_id: j for j in jobs}
-    free = set(available.free)
-    left = dict(promised)
-    out: list[tuple[JobId, Released | str | None]] = []
-    for job_id, gpus in plan.launch.items():
-        need = limits[job_id]
-        got = release_on(view, site, free, by_id[job_id], gpus, need, left)
-        if isinstance(got, Released):
-            free.difference_update(got.gpus)
-            for node in got.choice.nodes:
-                cpus, memory = left.get(node, (0, 0))
-                left[node] = (cpus + need.cpus_per_node, memory + need.memory_per_node_mb)
-        out.append((job_id, got))
-    return plan, out
+def place_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, got: Intake, mode: str, now: float,
+                   held: bool, waiting: Sequence[JobRequest] | None, user: int) -> Submitted:
+    """`decide` for the job `got` submitted by `user` on `seen` less `book`'s reservations, a
+    placement booked in `book` under the job's key before this returns. The running jobs
+    matter only to an `auto` job placed now, or behind the held jobs pald knows."""
+    facts = facts_of(engine, book, seen, running=mode == "auto" and (not held or waiting is not None))
+    d = decide(engine, where, facts, got, mode, now, held, waiting, book.crowded(user))
+    if d.decision is DecisionKind.PLACE and d.choice is not None:
+        # a per-node job answered without its slots: Slurm takes the lowest free ones on its nodes
+        book.reserve(str(got.key), d.gpus, now, got.restrictions, d.choice.nodes,
+                     slurm_picks=got.shape.is_per_node and d.gres is None, request=got.request, user=user)
+    return d

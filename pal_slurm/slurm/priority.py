@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from pal_slurm.intake.durations import DurationError, parse_limit
-from pal_slurm.model.priority import PriorityJob, PriorityWeights, SitePriority
+from pal_slurm.model.priority import PriorityJob, PriorityWeights, SitePriority, priority
 from pal_slurm.slurm.errors import SlurmError, SlurmParseError
 from pal_slurm.slurm.nodes import NodeInfo
 from pal_slurm.slurm.readers import JobInfo
@@ -245,3 +245,12 @@ def read_site_priority(runner: Runner, nodes: Iterable[NodeInfo]) -> SitePriorit
         except SlurmError as exc:
             missing["sacctmgr assoc"] = str(exc)
     return SitePriorityRead(site_priority(weights, nodes, partitions, fairshare, qos, assoc), partitions, missing)
+
+
+def held_priority(job: JobInfo, read: SitePriorityRead | None, now: float) -> float:
+    """The priority Slurm's multifactor plugin would give `job` at `now` were it not held (a
+    held job shows 0: docs/decisions/site-priority.md); 0 without the site's inputs (`read`
+    None: the site does not run priority/multifactor, and every held job scores 0)."""
+    if read is None:
+        return 0.0
+    return float(priority(priority_job(job, read.partitions), read.site, now))

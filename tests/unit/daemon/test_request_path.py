@@ -37,16 +37,15 @@ from .builders import FakeReader, held_job, node_info, request
 # squeue's fields become the engine's job in one call (intake.job at submit with the
 # partitions, the spec's check and the site's rules; intake.held for a cycle's held records,
 # with their partitions, PAL's own pins and slot bindings, array elements and admin comments),
-# and each decision is one engine call (engine.site: `decide` at submit, `plan_held` for the
-# cycle's launches). What still climbs back: at submit, the service's reservation (its shape
-# index, policy.shapes) after the engine's answer; in the cycle, the service between where each
-# held job may run (engine.where) and the engine's cycle, again to reserve and to tell the
-# held queue, and the cycle between the plan and the actuator. A change that lengthens a path
-# fails here; one that shortens it lowers these.
-PLACE_MAX_STOPS = 9
-PLACE_MAX_REENTRIES = 1
-CYCLE_MAX_STOPS = 13
-CYCLE_MAX_REENTRIES = 3
+# and each decision is one engine call that books its answer in the service's reservations
+# (engine.reservations) before it returns: engine.site's `place_and_book` at submit,
+# engine.held's `plan_and_book` for the cycle, whose releases carry the Launch the actuator
+# starts. The service then tells the held queue (held_queue.planned) and the cycle hands the
+# plan to the launcher (launcher.apply_releases). A change that lengthens a path fails here.
+PLACE_MAX_STOPS = 7
+PLACE_MAX_REENTRIES = 0
+CYCLE_MAX_STOPS = 8
+CYCLE_MAX_REENTRIES = 0
 
 
 class ShowJobRunner:

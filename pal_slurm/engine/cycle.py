@@ -172,7 +172,7 @@ class Engine:
 
         Why after: a placement plans a queue on one free set; a job limited to part of it is
         a question of its own. pald places its restricted jobs (partitions, features, models)
-        the same way after its shared cycle (daemon/service.plan_cycle)."""
+        the same way after its shared cycle (engine/held.plan_and_book)."""
         launch = dict(plan.launch)
         free = set(ctx.cluster.free)
         free.update(g for j in order if j.job_id in plan.suspend for g in j.running_on)

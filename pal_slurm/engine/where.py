@@ -1,5 +1,5 @@
 """Where jobs may run on one Slurm read, and whether a choice can be written into Slurm's
-job: pald's site facts as the engine's decisions on a Slurm site read them (engine/site.py).
+job: pald's site facts as the engine's decisions on a Slurm site read them (engine/site.py, engine/held.py).
 No I/O.
 
 `Where` memoises the node groups a job may use (policy/eligibility: partitions, features,

@@ -11,7 +11,7 @@ What Slurm 22.05 shows of a requeued PAL job (lab-tested, tests/integration/test
 PENDING, Reason=BeginTime until its requeue delay has passed (`eligible_time`), and still
 carrying PAL's first placement: ReqNodeList = the old nodes, TresPerNode = the old GPU slots.
 The old ReqNodeList is PAL's pin, not the user's, unless the user gave a `--nodelist` (the hook
-then tags `nodelist=own`); the old slot types are kept (PlacementService._on_bound_slots).
+then tags `nodelist=own`); the old slot types are kept (engine.held.on_bound_slots).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def not_yet_eligible(job: JobInfo, now: float) -> bool:
 def bound_slots(job: JobInfo) -> tuple[int, ...] | None:
     """The GPU slots a job's per-node request names by slot type (`gres:gpu:s0:1,gpu:s1:1`,
     PAL's binding from an earlier placement), or None when it asks for an untyped count.
-    Slurm starts such a job only on those same slots (PlacementService._on_bound_slots)."""
+    Slurm starts such a job only on those same slots (engine.held.on_bound_slots)."""
     return _slot_types(job.tres_per_node or "")
 
 

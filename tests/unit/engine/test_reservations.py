@@ -1,0 +1,40 @@
+"""The book of pald's promises (pal_slurm.engine.reservations): what a booking takes from the
+free GPUs and the shape index, the CPUs/memory it promises, and when a read ends it."""
+
+from __future__ import annotations
+
+from pal_slurm.engine.reservations import Reservations
+from pal_slurm.intake.restrictions import JobRestrictions
+from pal_slurm.model import ClusterView
+
+VIEW = ClusterView.from_layout([("gpu01", 4), ("gpu02", 4)])
+
+
+def test_a_booking_leaves_the_free_set_and_the_index_in_step():
+    book = Reservations()
+    index = book.index(VIEW)
+    book.reserve("job:1", (0, 1), now=0.0)
+    assert book.available(VIEW).free == VIEW.free - {0, 1}
+    assert index.free == book.available(VIEW).free  # the index took the same GPUs, in place
+    book.drop("job:1")
+    assert book.available(VIEW).free == VIEW.free
+
+
+def test_cpus_and_memory_promised_add_up_per_node_and_a_user_is_crowded_at_the_cap():
+    book = Reservations(per_user_max=2)
+    need = JobRestrictions(cpus_per_node=4, memory_per_node_mb=1000)
+    book.reserve("req:a", (0,), 0.0, need, ("gpu01",), user=7)
+    assert not book.crowded(7)
+    book.reserve("req:b", (4,), 0.0, need, ("gpu01", "gpu02"), user=7)
+    assert book.promised() == {"gpu01": (8, 2000), "gpu02": (4, 1000)}
+    assert book.crowded(7) and not book.crowded(8)
+
+
+def test_a_read_ends_a_booking_it_confirms_or_that_outlived_its_ttl():
+    book = Reservations()
+    book.reserve("job:1", (0,), 0.0)
+    book.reserve("job:2", (5,), 0.0)
+    book.observe(VIEW.with_free(VIEW.free - {0}), 1.0, (), None, None, grace_s=2.0, ttl_s=30.0)
+    assert set(book.by_key) == {"job:2"}  # its GPU looks busy: Slurm started it
+    book.observe(VIEW, 40.0, (), None, None, grace_s=2.0, ttl_s=30.0)
+    assert not book.by_key

@@ -1,8 +1,9 @@
 """pald's decision state and its two answers, both through the engine. No I/O, no clock of its own.
 
 It holds the last cluster view read from Slurm, the ranking snapshot, the application -> class
-map, and *reservations*: GPUs promised to a job that Slurm does not show as busy yet (the hook
-answers before the job exists; a released job starts a moment later). Two decisions therefore
+map, and *reservations* (its `book`, engine/reservations.py): GPUs promised to a job that
+Slurm does not show as busy yet (the hook answers before the job exists; a released job starts
+a moment later). Two decisions therefore
 never get the same GPUs. Reservations end when a later Slurm view shows the job started (or its
 GPUs busy), or after a TTL (a job that never started must not block GPUs for ever).
 

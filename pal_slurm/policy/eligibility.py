@@ -116,9 +116,14 @@ def _reserved_elsewhere(job: JobRestrictions, site: SiteView, now: float,
 
 def fits_now(node: NodeFacts, job: JobRestrictions) -> bool:
     """The node has the CPUs and memory the job asks for free now (is idle for --exclusive)."""
-    if job.exclusive and not node.idle:
+    return _fits_free(node.free_cpus, node.free_memory_mb, node.cpus, job)
+
+
+def _fits_free(free_cpus: int, free_memory_mb: int, cpus: int, job: JobRestrictions) -> bool:
+    """fits_now on a node of `cpus` CPUs with that much free (idle: no CPU allocated)."""
+    if job.exclusive and free_cpus < cpus:
         return False
-    return node.free_cpus >= job.cpus_per_node and node.free_memory_mb >= job.memory_per_node_mb
+    return free_cpus >= job.cpus_per_node and free_memory_mb >= job.memory_per_node_mb
 
 
 def _required(job: JobRestrictions, site: SiteView) -> frozenset[str] | str:
@@ -200,8 +205,7 @@ def short_after_promises(job: JobRestrictions, site: SiteView, promised: Mapping
         node = site.nodes.get(name)
         if node is None or not fits_now(node, job):
             continue
-        left = replace(node, free_cpus=node.free_cpus - cpus, free_memory_mb=node.free_memory_mb - memory)
-        if not fits_now(left, job):
+        if not _fits_free(node.free_cpus - cpus, node.free_memory_mb - memory, node.cpus, job):
             out.add(name)
     return frozenset(out)
 

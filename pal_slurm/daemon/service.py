@@ -47,6 +47,7 @@ from pal_slurm.model.decision import JobId
 from pal_slurm.model.site_rules import SiteRules
 from pal_slurm.model.classes import AppClassMap
 from pal_slurm.model.site import SiteView
+from pal_slurm.policy.site_index import SiteIndex
 from pal_slurm.policy.slurm_starts import SLURM_STARTS
 from pal_slurm.ranking import Ranking
 from pal_slurm.ranking.snapshot import RankingSnapshot
@@ -219,10 +220,12 @@ class PlacementService:
                                                waiting_since=now, running_on=gpus, remaining_time=UNHELD_FREE_IN_S,
                                                net_sensitivity=DEFAULT_NET))
 
-    def observe_site(self, site: SiteView) -> None:
-        """Partitions, features, reservations and free CPUs/memory from the same Slurm read."""
+    def observe_site(self, site: SiteView, index: SiteIndex | None = None) -> None:
+        """Partitions, features, reservations and free CPUs/memory from the same Slurm read;
+        `index`: the read's SiteIndex when the reader built it (off the lock; else built when
+        first asked)."""
         self.site = site
-        self.where.site_changed()
+        self.where.site_changed(index if index is not None and index.site is site else None)
 
     def observe_priority(self, read: SitePriorityRead | None) -> None:
         """The inputs of Slurm's multifactor priority (slurm.priority); None: the site does

@@ -25,6 +25,7 @@ from pal_slurm.daemon.state import DaemonState
 from pal_slurm.intake.held import not_yet_eligible
 from pal_slurm.intake.tags import request_id
 from pal_slurm.model.site import SiteView
+from pal_slurm.policy.site_index import SiteIndex
 from pal_slurm.policy.registry import SLURM_PRIORITY_QUEUE
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.priority import SitePriorityRead
@@ -158,12 +159,13 @@ class SlurmSync:
         priority_read, priority = self.read_priority(nodes, now)
         held = tuple(j for j in jobs if is_pal_held(j))
         view = cluster_view(nodes, jobs, self.racks())
+        index = SiteIndex(site) if site is not None else None  # the read's candidates, built off the lock
         waiting = sum(1 for j in held if not not_yet_eligible(j, now))  # ahead of new jobs
         with state.lock:
             service = state.service
             state.last_jobs, state.held_ids = jobs, frozenset(j.job_id for j in held)
             if site is not None:
-                service.observe_site(site)
+                service.observe_site(site, index)
             if priority_read:
                 service.observe_priority(priority)
             service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs),

@@ -3,7 +3,9 @@ job: pald's site facts as the engine's decisions on a Slurm site read them (engi
 No I/O.
 
 `Where` memoises the node groups a job may use (policy/eligibility: partitions, features,
-exclusions, reservations, CPUs/memory) per Slurm read: most jobs share their restrictions.
+exclusions, reservations, CPUs/memory) per Slurm read: most jobs share their restrictions;
+and it keeps the read's SiteIndex (policy/site_index), so a job with new restrictions (another
+user, another limit) is judged on candidates indexed once per read, not node by node.
 `release_on` checks a held job the engine placed before it is released: the CPUs/memory
 promised so far, Slurm's node facts (engine/choice_check), the slots Slurm will take.
 """
@@ -19,6 +21,7 @@ from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.shape import JobShape
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.eligibility import Eligibility, NodeGroup, eligible_nodes, short_after_promises, without
+from pal_slurm.policy.site_index import SiteIndex
 from pal_slurm.policy.shapes import ShapeChoice, choice_of, shape_of, slurm_picks, slurm_picks_slots
 from pal_slurm.slurm.gres import gres_update_spec
 
@@ -36,14 +39,24 @@ class Where:
     _eligibility: dict[JobRestrictions, Eligibility] = field(default_factory=dict)  # per site read
     _any: dict[None, Eligibility] = field(default_factory=dict)  # no site: every node, per view
     _allowed: dict[NodeGroup, frozenset[int] | None] = field(default_factory=dict)  # per read
+    _index: SiteIndex | None = None  # the site read's candidates (policy/site_index), kept with it
 
     def view_changed(self) -> None:
         self._allowed.clear()  # node indices may change meaning
         self._any.clear()
 
-    def site_changed(self) -> None:
+    def site_changed(self, index: SiteIndex | None = None) -> None:
+        """A new site read; `index`: its SiteIndex when the reader built it (off pald's lock),
+        else one is built on the first question about the new site."""
         self._eligibility.clear()
         self._allowed.clear()
+        self._index = index
+
+    def index_for(self, site: SiteView) -> SiteIndex:
+        """The SiteIndex of `site`: the one kept when it is this site's, else a new one (kept)."""
+        if self._index is None or self._index.site is not site:
+            self._index = SiteIndex(site)
+        return self._index
 
     def eligibility(self, job: JobRestrictions, view: ClusterView | None, site: SiteView | None, now: float,
                     promised: Promised) -> Eligibility:
@@ -55,7 +68,7 @@ class Where:
             return self._any[None]
         found = self._eligibility.get(job)
         if found is None:
-            found = eligible_nodes(job, site, now)
+            found = eligible_nodes(job, site, now, self.index_for(site))
             if len(self._eligibility) < MAX_ELIGIBILITY_MEMO:  # a burst of distinct jobs is not kept
                 self._eligibility[job] = found
         return without(found, short_after_promises(job, site, promised))

@@ -14,6 +14,10 @@ Two levels: a node is *eligible* when Slurm would ever run the job there (partit
 exclusions, reservation, capacity), and *fits now* when it also has the free CPUs and memory
 (and, for --exclusive, nothing running). No eligible node at all: pass (Slurm decides, e.g.
 rejects a job that can never run). Eligible nodes but none fits now: the job waits (defer).
+
+The per-node judgement of what a node offers (partition, usable, features, GPU model, CPUs
+and memory, exclusions) is made once per site read and kind of ask by policy/site_index.py;
+this module decides what a job asks and assembles its node groups from those candidates.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pal_slurm.intake.constraints import ConstraintTooLarge, ConstraintUnsupport
 from pal_slurm.intake.refusals import TOO_LARGE
 from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.model.site import NodeFacts, PartitionFacts, SiteView
+from pal_slurm.policy.site_index import SiteIndex
 
 
 @dataclass(frozen=True)
@@ -109,15 +114,16 @@ def _reserved_elsewhere(job: JobRestrictions, site: SiteView, now: float,
     return frozenset(out)
 
 
-def _fits_capacity(node: NodeFacts, job: JobRestrictions) -> bool:
-    return node.cpus >= job.cpus_per_node and node.memory_mb >= job.memory_per_node_mb
-
-
 def fits_now(node: NodeFacts, job: JobRestrictions) -> bool:
     """The node has the CPUs and memory the job asks for free now (is idle for --exclusive)."""
-    if job.exclusive and not node.idle:
+    return _fits_free(node.free_cpus, node.free_memory_mb, node.cpus, job)
+
+
+def _fits_free(free_cpus: int, free_memory_mb: int, cpus: int, job: JobRestrictions) -> bool:
+    """fits_now on a node of `cpus` CPUs with that much free (idle: no CPU allocated)."""
+    if job.exclusive and free_cpus < cpus:
         return False
-    return node.free_cpus >= job.cpus_per_node and node.free_memory_mb >= job.memory_per_node_mb
+    return free_cpus >= job.cpus_per_node and free_memory_mb >= job.memory_per_node_mb
 
 
 def _required(job: JobRestrictions, site: SiteView) -> frozenset[str] | str:
@@ -139,8 +145,10 @@ def _required(job: JobRestrictions, site: SiteView) -> frozenset[str] | str:
     return required
 
 
-def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibility:
-    """The node groups (one per usable partition) a job may be placed on, or why it passes."""
+def eligible_nodes(job: JobRestrictions, site: SiteView, now: float, index: SiteIndex | None = None) -> Eligibility:
+    """The node groups (one per usable partition) a job may be placed on, or why it passes.
+    `index`: the site's SiteIndex, kept by the caller for the read (without it, or for another
+    site, one is built for this call: the same answer, at the cost of indexing every node)."""
     required = _required(job, site)
     if isinstance(required, str):
         return passed(required)
@@ -165,30 +173,21 @@ def eligible_nodes(job: JobRestrictions, site: SiteView, now: float) -> Eligibil
     parts = _partitions(job, site)
     if isinstance(parts, str):
         return passed(parts)
+    index = index if index is not None and index.site is site else SiteIndex(site)
     groups: list[NodeGroup] = []
     for p in parts:
-        blocked = _reserved_elsewhere(job, site, now, p.max_time_min)
-        eligible = set()
-        for name in p.nodes:
-            node = site.nodes.get(name)
-            if node is None or not node.usable or name in job.exclude or name in blocked:
-                continue
-            if reservation_nodes is not None and name not in reservation_nodes:
-                continue
-            if required and name not in required:
-                continue
-            if constraint is not None and not constraint.matches(node.features):
-                continue
-            if job.gpu_model is not None and node.gpu_types != {job.gpu_model}:
-                continue
-            if _fits_capacity(node, job):
-                eligible.add(name)
+        found = index.candidates(p.name, job, constraint, _reserved_elsewhere(job, site, now, p.max_time_min))
+        eligible = found.eligible
+        if required:  # the job's own lists: proportional to them, not to the partition
+            eligible = required & eligible
+        if reservation_nodes is not None:
+            eligible = eligible & reservation_nodes
         if required and eligible != required:
             continue
         if job.nodes is not None and len(eligible) < job.nodes:
             continue
-        fits = frozenset(n for n in eligible if fits_now(site.nodes[n], job))
-        group = NodeGroup(p.name if len(job.partitions) > 1 else None, frozenset(eligible), fits)
+        fits = found.fits_now if eligible is found.eligible else found.fits_now & eligible
+        group = NodeGroup(p.name if len(job.partitions) > 1 else None, eligible, fits)
         if all(g.eligible != group.eligible for g in groups):
             groups.append(group)
     if not groups:
@@ -206,8 +205,7 @@ def short_after_promises(job: JobRestrictions, site: SiteView, promised: Mapping
         node = site.nodes.get(name)
         if node is None or not fits_now(node, job):
             continue
-        left = replace(node, free_cpus=node.free_cpus - cpus, free_memory_mb=node.free_memory_mb - memory)
-        if not fits_now(left, job):
+        if not _fits_free(node.free_cpus - cpus, node.free_memory_mb - memory, node.cpus, job):
             out.add(name)
     return frozenset(out)
 

@@ -382,8 +382,16 @@ class ShapeIndex:
         """The free GPUs (on the allowed nodes)."""
         if self.allowed is None:
             return self._shared.free
-        node_of, allowed = self.cluster.node_of, self.allowed
-        return {g for g in self._shared.free if node_of[g] in allowed}
+        allowed, nodes = self.allowed, self.cluster.nodes
+        if 2 * len(allowed) < len(nodes):
+            node_of = self.cluster.node_of
+            return {g for g in self._shared.free if node_of[g] in allowed}
+        # most nodes allowed (a few drained or reserved): take the others' GPUs out, in C,
+        # rather than test every free GPU (tens of thousands at a large site) one by one
+        out = set(self._shared.free)
+        for n in set(range(len(nodes))).difference(allowed):
+            out.difference_update(nodes[n].gpu_ids)
+        return out
 
     def narrowed(self, allowed: frozenset[int] | None) -> "ShapeIndex":
         return self if allowed is None else ShapeIndex(self.cluster, allowed, self._shared)

@@ -9,6 +9,7 @@ from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.daemon.service import PlacementService
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
+from pal_slurm.policy.site_index import SiteIndex
 
 from .builders import FakeActuator, held_job, place, view
 
@@ -161,3 +162,14 @@ def test_the_cycle_does_not_release_two_jobs_onto_one_nodes_cpus():
     assert s.promised() == {"gpu01": (10, 0)}
     s.unreserve(plan.releases[0].key)  # the release failed: its CPUs are free again
     assert s.promised() == {}
+
+
+def test_a_read_s_index_is_kept_with_its_site_and_another_site_s_is_not():
+    s, read = PlacementService(), site()
+    own = SiteIndex(read)
+    s.observe_site(read, own)
+    assert s.where.index_for(read) is own
+    stale = SiteIndex(site(busy_cpus={"gpu01": 16}))
+    s.observe_site(read, stale)  # an index of another read never answers for this one
+    assert s.where.index_for(read) is not stale
+    assert s.where.index_for(read).site is read

@@ -171,3 +171,16 @@ def test_the_pick_from_kept_arrays_is_the_pick_from_fresh_ones():
             assert isinstance(sf, tuple)
             for given_sf in (sf, tuple(sf), list(sf)):
                 assert per_node_pick(JobShape.on_nodes(1, 4), sorted(c.free), given_sf, c, cache=cache) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(state=states(), allowed=st.frozensets(st.integers(0, 7)), takes=st.integers(0, 6))
+def test_a_narrowed_index_frees_exactly_the_free_gpus_of_its_nodes(state, allowed, takes):
+    """Whether few nodes or most are allowed (the two ways `free` is computed), the narrowed
+    index's free set is the shared free set on the allowed nodes, after takes too."""
+    c = state[0]
+    index = ShapeIndex(c)
+    index.take(sorted(c.free)[:takes])
+    allowed = frozenset(n for n in allowed if n < len(c.nodes))
+    want = {g for g in index.free if c.node_of[g] in allowed}
+    assert index.narrowed(allowed).free == want

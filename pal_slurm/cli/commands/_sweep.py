@@ -149,13 +149,23 @@ def _palctl_line(ctx: click.Context, command: str, args: Sequence[str]) -> str:
     return shlex.join([sys.executable, "-m", "pal_slurm.cli", *root, command, *args])
 
 
-def submit(ctx: click.Context, req: SweepRequest, command: str, cells: Sequence[Cell], as_json: bool) -> None:
+def inputs_digest(*parts: object) -> str:
+    """A digest of what a sweep's runs read (the traces' jobs, the variability's source, ...):
+    an element or merge that reads other inputs than the submission did (a trace file edited, a
+    newer ranking in the store) refuses to run rather than mix two sweeps in one report."""
+    import hashlib
+
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def submit(ctx: click.Context, req: SweepRequest, command: str, cells: Sequence[Cell], digest: str,
+           as_json: bool) -> None:
     """Lay out the folder, write the batch scripts, submit the array and its merge job."""
     folder = req.folder
     args = element_argv(ctx.meta.get(COMMAND_ARGS, []))
     cwd = os.getcwd()
     manifest: dict[str, Any] = {"command": command, "args": args, "cwd": cwd, "elements": len(cells),
-                                "cells": [c.as_json() for c in cells], "array_job": None, "merge_job": None}
+                                "cells": [c.as_json() for c in cells], "inputs": digest, "array_job": None, "merge_job": None}
     try:
         folder.create(manifest)
     except SweepDirError as exc:
@@ -192,9 +202,9 @@ def submit(ctx: click.Context, req: SweepRequest, command: str, cells: Sequence[
 
 
 # ---- one element, the merge --------------------------------------------------------------------
-def _checked_cells(req: SweepRequest, cells: Sequence[Cell]) -> SweepDir:
-    """The folder, once its manifest names the same runs as this command line (an element
-    given other arguments would write a result of another sweep)."""
+def _checked_cells(req: SweepRequest, cells: Sequence[Cell], digest: str) -> SweepDir:
+    """The folder, once its manifest names the same runs and inputs as this command line (an
+    element given other arguments or other inputs would write a result of another sweep)."""
     folder = req.folder
     try:
         manifest = folder.manifest()
@@ -203,14 +213,17 @@ def _checked_cells(req: SweepRequest, cells: Sequence[Cell]) -> SweepDir:
     if manifest.get("cells") != [c.as_json() for c in cells]:
         raise PalError(f"{folder.path}: this command's runs are not the sweep's there "
                        f"({len(cells)} here, {manifest.get('elements')} in {folder.manifest_path.name})")
+    if manifest.get("inputs") != digest:
+        raise PalError(f"{folder.path}: the inputs differ from the submission's (a trace or accounting file "
+                       "changed, or the store has a newer ranking: pin it with --variability store:vN)")
     return folder
 
 
-def run_element(req: SweepRequest, cells: Sequence[Cell], run: Callable[[Cell], RunResult]) -> None:
+def run_element(req: SweepRequest, cells: Sequence[Cell], digest: str, run: Callable[[Cell], RunResult]) -> None:
     """Run element `req.element` and write its result."""
     import time
 
-    folder = _checked_cells(req, cells)
+    folder = _checked_cells(req, cells, digest)
     index = req.element
     assert index is not None, "an element request"
     if index >= len(cells):
@@ -221,9 +234,9 @@ def run_element(req: SweepRequest, cells: Sequence[Cell], run: Callable[[Cell], 
     click.echo(f"element {index} ({cells[index].label()}): wrote {folder.element_path(index)}", err=True)
 
 
-def merged_results(req: SweepRequest, cells: Sequence[Cell]) -> tuple[list[RunResult], float]:
+def merged_results(req: SweepRequest, cells: Sequence[Cell], digest: str) -> tuple[list[RunResult], float]:
     """Every element's result in the serial run's order, and the seconds they ran together."""
-    folder = _checked_cells(req, cells)
+    folder = _checked_cells(req, cells, digest)
     try:
         docs = folder.element_documents()
         return merge_elements(cells, docs), elapsed(docs)

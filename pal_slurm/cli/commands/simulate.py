@@ -20,7 +20,7 @@ from pal_slurm.sim.network import cluster_from_racks
 from pal_slurm.sim.report import format_table, normalised_gains, aggregate, json_document, write_plots
 from pal_slurm.sim.runner import run_grid, run_one
 from pal_slurm.sim.sweep import grid_cells
-from pal_slurm.cli.commands._sweep import merged_results, run_element, show_status, submit, sweep_options, \
+from pal_slurm.cli.commands._sweep import inputs_digest, merged_results, run_element, show_status, submit, sweep_options, \
     sweep_request, write_report_text
 from pal_slurm.sim.spec import MODES, RunSpec, parse_cluster
 from pal_slurm.ranking.snapshot import RankingSnapshot
@@ -162,14 +162,15 @@ def simulate(ctx: click.Context, trace_specs: tuple[str, ...], window_s: float |
                    starvation_bound_s=starvation_bound_s,
                    cluster=cluster if measured and cluster_text is None and not racks else None)
     cells = grid_cells([t.name for t in traces], seeds, names)
+    digest = inputs_digest([t.jobs for t in traces], measured.source if measured else None)
     if sweep.array:
-        submit(ctx, sweep, "simulate", cells, as_json)
+        submit(ctx, sweep, "simulate", cells, digest, as_json)
         return
     if sweep.element is not None:
-        run_element(sweep, cells, lambda c: run_simulation(lambda: run_one(traces[c.trace], c.policy, spec, c.seed)))
+        run_element(sweep, cells, digest, lambda c: run_simulation(lambda: run_one(traces[c.trace], c.policy, spec, c.seed)))
         return
     if sweep.merge:
-        results, elapsed = merged_results(sweep, cells)
+        results, elapsed = merged_results(sweep, cells, digest)
     else:
         start = time.monotonic()
         with DelayedProgress(f"simulating {len(traces)} trace(s) x {len(names)} policies x {seeds} seed(s)") as bar:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from pal_slurm.cli.commands._variability_files import placement_options
-from pal_slurm.cli.commands._sweep import merged_results, run_element, submit, sweep_options, sweep_request, \
+from pal_slurm.cli.commands._sweep import inputs_digest, merged_results, run_element, submit, sweep_options, sweep_request, \
     write_report_text
 from pal_slurm.cli.commands.simulate import RENAMED_DAYS, run_simulation, class_rules, measured_gpus, resolve_cluster, resolve_gpu_models
 from pal_slurm.cli.conventions import Duration, PalCommand, emit_json, json_option, output_option, plots_option
@@ -102,15 +102,16 @@ def whatif(ctx: click.Context, accounting_path: str, window_s: float, variabilit
     start = time.monotonic()
     # the independent runs: each workload sample (its own trace) under each policy
     cells = grid_cells([trace.name] * samples, 1, names)
+    digest = inputs_digest(trace.jobs, measured.source if measured else None)
     if sweep.array:
-        submit(ctx, sweep, "whatif", cells, as_json)
+        submit(ctx, sweep, "whatif", cells, digest, as_json)
         return
     if sweep.element is not None:
-        run_element(sweep, cells, lambda c: run_simulation(lambda: run_one(resample(trace, c.trace), c.policy, spec, c.seed)))
+        run_element(sweep, cells, digest, lambda c: run_simulation(lambda: run_one(resample(trace, c.trace), c.policy, spec, c.seed)))
         return
     runs: list[list[RunResult]] = []
     if sweep.merge:
-        results, seconds = merged_results(sweep, cells)
+        results, seconds = merged_results(sweep, cells, digest)
         runs = [results[s * len(names):(s + 1) * len(names)] for s in range(samples)]
         start -= seconds  # the page says how long the runs took, not how long the merge did
     else:

@@ -174,3 +174,15 @@ def test_element_argv_drops_only_the_sweeps_own_options():
     args = ["--trace", "w", "--array", "--array-dir", "d", "--partition=gpu", "--time", "1:00:00", "--account", "a",
             "--array-throttle", "3", "--policies", "pal", "--json"]
     assert _sweep.element_argv(args) == ["--trace", "w", "--policies", "pal", "--json"]
+
+
+def test_an_element_refuses_inputs_that_changed_since_the_submission(slurm, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,num_gpus,submit_time,duration,model\n0,1,0,3600,resnet18\n")
+    assert invoke("simulate", "--trace", "t.csv", "--policies", "pal", "--array", "--array-dir", "sw").exit_code == 0
+    trace.write_text("job_id,num_gpus,submit_time,duration,model\n0,1,0,7200,resnet18\n")
+    r = run_script(tmp_path / "sw" / "element.sh", 0)
+    assert r.exit_code == 1 and "the inputs differ from the submission's" in r.output
+    assert not (tmp_path / "sw" / "elements" / "0.json").exists()
+    assert "inputs differ" in (tmp_path / "sw" / "elements" / "0.error").read_text()

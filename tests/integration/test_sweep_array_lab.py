@@ -10,6 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from pal_slurm.cli.main import cli
+from pal_slurm.ranking.datasets import bundled_path
+from tests.unit.cli.test_whatif import write_accounting
 
 pytestmark = pytest.mark.slurm
 
@@ -76,5 +78,27 @@ def test_a_failed_element_cancels_the_merge_and_status_says_why(slurm_lab, tmp_p
         assert "done 0, failed 1, running 0, pending 0" in status.output
         assert "element 0 (trace 0 (gone), seed 0, pal) failed: " in status.output
         assert "cannot open trace" in status.output and "merge: merge job" not in status.output
+    finally:
+        lab.runner.run(["scancel", str(submitted["array_job"]), str(submitted["merge_job"])])
+
+
+def test_a_whatif_sweep_on_slurm_merges_into_the_serial_numbers(slurm_lab, tmp_path, monkeypatch):
+    lab = slurm_lab
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "pal.toml"
+    cfg.write_text(f'[store]\nurl = "sqlite:///{tmp_path}/pal.db"\n[slurm]\nconf = "{lab.slurm_conf}"\n')
+    acct = write_accounting(tmp_path / "acct.json", jobs=20)
+    args = ["--accounting", str(acct), "--window", "3650d", "--samples", "2", "--cluster", "4x4", "--policies", "pal",
+            "--baselines", "firstfit", "--variability", str(bundled_path("32gpu-variability.csv")), "--plots", ""]
+    serial = CliRunner().invoke(cli, ["--config", str(cfg), "whatif", *args, "--json"])
+    assert serial.exit_code == 0, serial.output
+    r = CliRunner().invoke(cli, ["--config", str(cfg), "whatif", *args, "--output", "merged.json", "--array",
+                                 "--array-dir", "sweep", "--json"])
+    assert r.exit_code == 0, r.output
+    submitted = json.loads(r.stdout)
+    assert submitted["elements"] == 4  # 2 samples x 2 policies
+    try:
+        assert lab.wait_job(submitted["merge_job"], timeout=180) == "COMPLETED"
+        assert json.loads((tmp_path / "merged.json").read_text()) == json.loads(serial.stdout)
     finally:
         lab.runner.run(["scancel", str(submitted["array_job"]), str(submitted["merge_job"])])

@@ -15,9 +15,11 @@ the sweep with `--array`, or reruns one failed element by hand with the line in 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shlex
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
@@ -153,8 +155,6 @@ def inputs_digest(*parts: object) -> str:
     """A digest of what a sweep's runs read (the traces' jobs, the variability's source, ...):
     an element or merge that reads other inputs than the submission did (a trace file edited, a
     newer ranking in the store) refuses to run rather than mix two sweeps in one report."""
-    import hashlib
-
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
@@ -221,8 +221,6 @@ def _checked_cells(req: SweepRequest, cells: Sequence[Cell], digest: str) -> Swe
 
 def run_element(req: SweepRequest, cells: Sequence[Cell], digest: str, run: Callable[[Cell], RunResult]) -> None:
     """Run element `req.element` and write its result."""
-    import time
-
     folder = _checked_cells(req, cells, digest)
     index = req.element
     assert index is not None, "an element request"

@@ -33,6 +33,9 @@ RENAMED = {
 }
 
 
+COMMAND_ARGS = "pal.command_args"  # ctx.meta key: the arguments of the command being run, as typed
+
+
 class PalCommand(click.Command):
     """A command that says clearly when an old spelling is used (`--json FILE`, `--plot`, ...)
     instead of click's generic "no such option" or "unexpected extra argument"."""
@@ -42,6 +45,7 @@ class PalCommand(click.Command):
         self.renamed = {**RENAMED, **(renamed or {})}
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[COMMAND_ARGS] = list(args)  # as typed: a sweep's elements rerun the command with them
         takes_json = any("--json" in p.opts for p in self.params if isinstance(p, click.Option))
         for i, arg in enumerate(args):
             if arg == "--":

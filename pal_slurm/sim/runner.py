@@ -33,6 +33,13 @@ def _simulator(spec: RunSpec, seed_index: int) -> CompatSimulator | EventSimulat
     raise ValueError(f"unknown mode {spec.mode!r}; choose one of {', '.join(MODES)}")
 
 
+def run_one(trace: Trace, policy: str, spec: RunSpec, seed_index: int,
+            progress: Callable[[float], None] | None = None) -> RunResult:
+    """One (trace, policy, seed) run on a fresh simulator: what each cell of `run_grid` does,
+    so a sweep split into single runs (sim.sweep) gives the grid's results one by one."""
+    return _simulator(spec, seed_index).run(trace, policy, progress=progress)
+
+
 def run_grid(
     traces: Sequence[Trace],
     policies: Sequence[str],
@@ -46,13 +53,11 @@ def run_grid(
     for trace in traces:
         for seed_index in range(spec.seeds):
             for policy in policies:
-                sim = _simulator(spec, seed_index)
-
                 def step(frac: float, _done: int = done) -> None:
                     if on_progress:
                         on_progress((_done + frac) / total)
 
-                out.append(sim.run(trace, policy, progress=step))
+                out.append(run_one(trace, policy, spec, seed_index, progress=step))
                 done += 1
                 if on_progress:
                     on_progress(done / total)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
 import click
 
@@ -18,7 +18,10 @@ from pal_slurm.policy import UnknownPolicy, placement, queue_order
 from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.network import cluster_from_racks
 from pal_slurm.sim.report import format_table, normalised_gains, aggregate, json_document, write_plots
-from pal_slurm.sim.runner import run_grid
+from pal_slurm.sim.runner import run_grid, run_one
+from pal_slurm.sim.sweep import grid_cells
+from pal_slurm.cli.commands._sweep import inputs_digest, merged_results, run_element, show_status, submit, sweep_options, \
+    sweep_request, write_report_text
 from pal_slurm.sim.spec import MODES, RunSpec, parse_cluster
 from pal_slurm.ranking.snapshot import RankingSnapshot
 from pal_slurm.model.class_rules import ClassRule, parse_class_rules
@@ -28,6 +31,7 @@ from pal_slurm.sim.gpu_models import GpuModelGroup, GpuModelsError, parse_gpu_mo
 from pal_slurm.sim.variability import MeasuredGpus, load_measured, merge
 
 RENAMED_DAYS = "--days N is now --window DURATION (a Slurm duration: 30-0 or 30d for 30 days)"
+Result = TypeVar("Result")
 ARTIFACT_POLICIES = "pal,pmfirst,packed-sticky,packed-nonsticky,random-sticky,random-nonsticky"
 
 
@@ -94,9 +98,13 @@ def _traces(specs: tuple[str, ...], synthetic: int | None, synthetic_seed: int, 
                    "stock Slurm would [default: no bound].")
 @click.option("--baselines", default="packed-sticky", show_default=True,
               help="Comma-separated policies to compare with; gains are relative to the first.")
+@click.option("--status", "status_dir", type=click.Path(file_okay=False), default=None,
+              help="Say where the sweep in this --array-dir stands (elements done, failed, pending; the merge) "
+                   "and exit; any other option is ignored.")
 @json_option("Print the results as one JSON document on stdout (the table goes to stderr).")
 @output_option("the results as JSON")
 @plots_option()
+@sweep_options
 @click.pass_context
 def simulate(ctx: click.Context, trace_specs: tuple[str, ...], window_s: float | None, rules_text: str | None,
              synthetic: int | None, synthetic_seed: int, synthetic_rate: float | None, synthetic_load: float,
@@ -105,8 +113,12 @@ def simulate(ctx: click.Context, trace_specs: tuple[str, ...], window_s: float |
              nodes_per_rack: int | None, gpu_models_text: str | None, topology_path: str | None, seeds: int,
              queue_name: str, locality_penalty: float, round_s: float, congestion: float,
              starvation_bound_s: float | None, baselines: str, as_json: bool,
-             output_path: str | None, plots_dir: str | None) -> None:
+             output_path: str | None, plots_dir: str | None, status_dir: str | None, **sweep_params: Any) -> None:
     """Simulate traces under placement policies and print a comparison table."""
+    if status_dir is not None:
+        show_status(ctx, status_dir, as_json)
+        return
+    sweep = sweep_request(sweep_params)
     measured = measured_gpus(ctx, variability_specs, map_to_nodes, file_gpus_per_node)
     cluster, racks = resolve_cluster(cluster_text, topology_path, mode, nodes_per_rack, measured)
     num_nodes, gpus_per_node = len(cluster.nodes), cluster.gpus_per_node
@@ -149,29 +161,50 @@ def simulate(ctx: click.Context, trace_specs: tuple[str, ...], window_s: float |
                    congestion=congestion, racks=racks, variability=measured, gpu_models=gpu_models,
                    starvation_bound_s=starvation_bound_s,
                    cluster=cluster if measured and cluster_text is None and not racks else None)
-    start = time.monotonic()
-    with DelayedProgress(f"simulating {len(traces)} trace(s) x {len(names)} policies x {seeds} seed(s)") as bar:
-        try:
-            results = run_grid(traces, names, spec, on_progress=bar)
-        except SimulationError as exc:
-            raise PalError(str(exc)) from None
-    elapsed = time.monotonic() - start
+    cells = grid_cells([t.name for t in traces], seeds, names)
+    digest = inputs_digest([t.jobs for t in traces], measured.source if measured else None)
+    if sweep.array:
+        submit(ctx, sweep, "simulate", cells, digest, as_json)
+        return
+    if sweep.element is not None:
+        run_element(sweep, cells, digest, lambda c: run_simulation(lambda: run_one(traces[c.trace], c.policy, spec, c.seed)))
+        return
+    if sweep.merge:
+        results, elapsed = merged_results(sweep, cells, digest)
+    else:
+        start = time.monotonic()
+        with DelayedProgress(f"simulating {len(traces)} trace(s) x {len(names)} policies x {seeds} seed(s)") as bar:
+            results = run_simulation(lambda: run_grid(traces, names, spec, on_progress=bar))
+        elapsed = time.monotonic() - start
     summaries = [r.summary() for r in results]
     rows = aggregate(summaries)
-    click.echo(format_table(rows), err=as_json)
     gains = normalised_gains(rows, baseline)
+    page = format_table(rows)
     if gains:
-        click.echo(err=as_json)
-        click.echo(f"geomean avg JCT vs {baseline}: " + ", ".join(f"{p} {v:.3f}" for p, v in sorted(gains.items(), key=lambda kv: kv[1])), err=as_json)
+        page += f"\n\ngeomean avg JCT vs {baseline}: " + ", ".join(
+            f"{p} {v:.3f}" for p, v in sorted(gains.items(), key=lambda kv: kv[1]))
+    click.echo(page, err=as_json)
     click.echo(f"{len(results)} run(s) in {elapsed:.1f} s ({mode} mode, {num_nodes}x{gpus_per_node} GPUs)", err=True)
     meta = {"mode": mode, "variability": measured.source if measured else "bundled Longhorn", "cluster": f"{num_nodes}x{gpus_per_node}", "queue": queue_name, "seeds": seeds,
             "locality_penalty": locality_penalty, "round_s": round_s, "congestion": congestion,
             "baseline": baseline, "baselines": stock, "geomean_avg_jct_vs_baseline": gains, "elapsed_s": elapsed,
             "gpu_models": gpu_models_text}
-    emit_json(json_document(results, meta), as_json, output_path)
+    doc = json_document(results, meta)
+    emit_json(doc, as_json, output_path)
+    if sweep.merge:
+        write_report_text(sweep, page)
+        emit_json(doc, False, str(sweep.folder.report_json))
     if plots_dir:
         for p in write_plots(plots_dir, results, baseline):
             click.echo(f"wrote {p}", err=True)
+
+
+def run_simulation(runs: Callable[[], Result]) -> Result:
+    """A simulation, its SimulationError a PalError (exit 1 with the message)."""
+    try:
+        return runs()
+    except SimulationError as exc:
+        raise PalError(str(exc)) from None
 
 
 def resolve_gpu_models(text: str | None, mode: str,

@@ -5,19 +5,22 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 
 from pal_slurm.cli.commands._variability_files import placement_options
-from pal_slurm.cli.commands.simulate import RENAMED_DAYS, class_rules, measured_gpus, resolve_cluster, resolve_gpu_models
+from pal_slurm.cli.commands._sweep import inputs_digest, merged_results, run_element, submit, sweep_options, sweep_request, \
+    write_report_text
+from pal_slurm.cli.commands.simulate import RENAMED_DAYS, run_simulation, class_rules, measured_gpus, resolve_cluster, resolve_gpu_models
 from pal_slurm.cli.conventions import Duration, PalCommand, emit_json, json_option, output_option, plots_option
 from pal_slurm.cli.errors import PalError
 from pal_slurm.cli.progress import DelayedProgress
 from pal_slurm.input_files import InputError
 from pal_slurm.policy import UnknownPolicy, placement
-from pal_slurm.sim.errors import SimulationError
 from pal_slurm.sim.metrics import RunResult
-from pal_slurm.sim.runner import run_grid
+from pal_slurm.sim.runner import run_grid, run_one
+from pal_slurm.sim.sweep import grid_cells
 from pal_slurm.sim.spec import RunSpec
 from pal_slurm.sim.sacct import load_accounting_trace
 from pal_slurm.intake.durations import format_duration
@@ -58,14 +61,16 @@ def _names(text: str, what: str) -> list[str]:
 @plots_option("the plot (whatif.png; '' for none)", default=".")
 @json_option("Print the numbers as one JSON document on stdout (the page goes to stderr).")
 @output_option("the numbers as JSON")
+@sweep_options
 @click.pass_context
 def whatif(ctx: click.Context, accounting_path: str, window_s: float, variability_specs: tuple[str, ...],
            map_to_nodes: str | None, file_gpus_per_node: int,
            topology_path: str | None, cluster_text: str | None, nodes_per_rack: int | None, gpu_models_text: str | None,
            policies: str, baselines: str, samples: int, rules_text: str | None, congestion: float, plots_dir: str,
-           as_json: bool, output_path: str | None) -> None:
+           as_json: bool, output_path: str | None, **sweep_params: Any) -> None:
     """What would PAL gain here? This cluster's measured GPUs, its last N days of jobs, PAL and
     pal-net against stock-like placement, with 95% confidence intervals and a plot."""
+    sweep = sweep_request(sweep_params)
     candidates = _names(policies, "--policies")
     stock = _names(baselines, "--baselines")
     if not stock:
@@ -95,16 +100,27 @@ def whatif(ctx: click.Context, accounting_path: str, window_s: float, variabilit
                    nodes_per_rack=nodes_per_rack, racks=racks, congestion=congestion, variability=measured,
                    gpu_models=gpu_models, cluster=cluster if measured and cluster_text is None and not racks else None)
     start = time.monotonic()
+    # the independent runs: each workload sample (its own trace) under each policy
+    cells = grid_cells([trace.name] * samples, 1, names)
+    digest = inputs_digest(trace.jobs, measured.source if measured else None)
+    if sweep.array:
+        submit(ctx, sweep, "whatif", cells, digest, as_json)
+        return
+    if sweep.element is not None:
+        run_element(sweep, cells, digest, lambda c: run_simulation(lambda: run_one(resample(trace, c.trace), c.policy, spec, c.seed)))
+        return
     runs: list[list[RunResult]] = []
-    with DelayedProgress(f"simulating {samples} workload sample(s) x {len(names)} policies") as bar:
-        try:
+    if sweep.merge:
+        results, seconds = merged_results(sweep, cells, digest)
+        runs = [results[s * len(names):(s + 1) * len(names)] for s in range(samples)]
+        start -= seconds  # the page says how long the runs took, not how long the merge did
+    else:
+        with DelayedProgress(f"simulating {samples} workload sample(s) x {len(names)} policies") as bar:
             for s in range(samples):
                 def sample_progress(f: float, s: int = s) -> None:
                     bar((s + f) / samples)
 
-                runs.append(run_grid([resample(trace, s)], names, spec, on_progress=sample_progress))
-        except SimulationError as exc:
-            raise PalError(str(exc)) from None
+                runs.append(run_simulation(lambda: run_grid([resample(trace, s)], names, spec, on_progress=sample_progress)))
     rows = compare(runs, baseline)
     header = [
         "What would PAL gain on this cluster?",
@@ -115,7 +131,8 @@ def whatif(ctx: click.Context, accounting_path: str, window_s: float, variabilit
         f"  {samples} workload sample(s) (1 as recorded + bootstrap resamples), event mode, FIFO queue, "
         f"{time.monotonic() - start:.0f} s",
     ]
-    click.echo(format_page(rows, baseline, header), err=as_json)
+    page = format_page(rows, baseline, header)
+    click.echo(page, err=as_json)
     if plots_dir:
         Path(plots_dir).mkdir(parents=True, exist_ok=True)
         out = write_plot(Path(plots_dir) / "whatif.png", rows, runs[0], baseline,
@@ -125,6 +142,9 @@ def whatif(ctx: click.Context, accounting_path: str, window_s: float, variabilit
            "variability": measured.source if measured else "bundled Longhorn",
            "rows": [asdict(r) for r in rows]}
     emit_json(doc, as_json, output_path)
+    if sweep.merge:
+        write_report_text(sweep, page)
+        emit_json(doc, False, str(sweep.folder.report_json))
 
 
 COMMAND = whatif

@@ -1,4 +1,5 @@
-"""GPU allocators: given a job and the sorted free GPU ids, pick exactly `num_gpus` of them.
+"""GPU allocators: given a job and the round's free GPUs (policy.free.FreeGpus), pick exactly
+`num_gpus` of them.
 
 Each mirrors one placement of the PAL artifact (or stock Slurm for `first_fit`), tie-breaks
 included, because the simulator's compat mode must reproduce the artifact's numbers.
@@ -14,6 +15,7 @@ import numpy as np
 from pal_slurm.model import JobRequest
 from pal_slurm.policy.base import PlacementContext
 from pal_slurm.policy.cache import RunCache
+from pal_slurm.policy.free import FreeGpus
 
 
 def group_by_node(free: Iterable[int], node_of: Sequence[int]) -> dict[int, list[int]]:
@@ -24,11 +26,11 @@ def group_by_node(free: Iterable[int], node_of: Sequence[int]) -> dict[int, list
     return dict(sorted(out.items()))
 
 
-def packed(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
+def packed(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ...] | None:
     """Consolidated placement: an exact-fit node, else the tightest node that fits, else
     fill from the nodes with the most free GPUs (ties: lowest node)."""
     n = job.num_gpus
-    by_node = group_by_node(free, ctx.cluster.node_of)
+    by_node = group_by_node(free.ids(), ctx.cluster.node_of)
     for gpus in by_node.values():
         if len(gpus) == n:
             return tuple(gpus)
@@ -50,11 +52,11 @@ def packed(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int
     return tuple(out)
 
 
-def random_pick(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
+def random_pick(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ...] | None:
     """Uniform sample of the free GPUs (in id order) from the context's RNG."""
     if len(free) < job.num_gpus:
         return None
-    return tuple(ctx.rng.sample(free, job.num_gpus))
+    return tuple(ctx.rng.sample(free.ids(), job.num_gpus))
 
 
 def _arrays(values: tuple[float, ...], cache: RunCache) -> tuple[np.ndarray, np.ndarray]:
@@ -78,30 +80,43 @@ def _bin_codes(values: tuple[float, ...], cache: RunCache) -> np.ndarray:
     return _arrays(values, cache)[1]
 
 
+def _node_array(node_of: tuple[int, ...], cache: RunCache) -> np.ndarray:
+    return _as_array(node_of, cache).astype(np.int64, copy=False)
+
+
 def pm_first_pick(candidates: Sequence[int], n: int, sf: Sequence[float], node_of: Sequence[int], cache: RunCache) -> tuple[int, ...]:
     """PM-First: lowest slowdown bin first; within a bin prefer GPUs whose (bin, node) group
     size best matches the request; ties by GPU id (`candidates` come in id order).
 
-    Vectorised: the artifact's stable sort by (sf, |group size - n|) is a lexsort by
+    Vectorised: the artifact's stable sort by (sf, |group size - n|) is a sort by
     (sf, |group size - n|, GPU id).
     """
     c = np.asarray(candidates, dtype=np.int64)
-    return _pm_first_arrays(c, _as_array(tuple(sf), cache)[c], _as_array(tuple(node_of), cache)[c],
-                            _bin_codes(tuple(sf), cache)[c], n)
+    nodes = _node_array(tuple(node_of), cache)
+    return _pm_first_arrays(c, _bin_codes(tuple(sf), cache)[c], nodes[c], n, len(nodes))
 
 
-def _pm_first_arrays(c: np.ndarray, s: np.ndarray, nodes: np.ndarray, codes: np.ndarray, n: int) -> tuple[int, ...]:
-    """pm_first_pick on arrays already gathered for the candidates (ids ascending)."""
+def _pm_first_arrays(c: np.ndarray, codes: np.ndarray, nodes: np.ndarray, n: int, size: int) -> tuple[int, ...]:
+    """pm_first_pick on arrays already gathered for the candidates (ids ascending, all below
+    `size`): one integer key per GPU, (bin, |group size - n|, id), of which the n smallest are
+    found by a partition and sorted (no sort of every candidate)."""
     group = codes * (int(nodes.max()) + 1) + nodes
-    size = np.bincount(group)[group]  # GPUs in each candidate's (bin, node) group
-    order = np.lexsort((c, np.abs(size - n), s))
-    return tuple(c[order[:n]].tolist())
+    counts = np.bincount(group)[group]  # GPUs in each candidate's (bin, node) group
+    span = len(c) + n + 1  # above any |group size - n|
+    key = (codes * span + np.abs(counts - n)) * size + c
+    if n < len(key):
+        key = np.partition(key, n - 1)[:n]
+    key.sort()
+    return tuple((key % size).tolist())
 
 
-def pm_first(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
+def pm_first(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ...] | None:
     if len(free) < job.num_gpus:
         return None
-    return pm_first_pick(free, job.num_gpus, ctx.ranking.sf(job.perf_class), ctx.cluster.node_of, ctx.cache)
+    c = free.array()
+    nodes = _node_array(ctx.cluster.node_of, ctx.cache)
+    return _pm_first_arrays(c, _bin_codes(ctx.ranking.sf(job.perf_class), ctx.cache)[c], nodes[c], job.num_gpus,
+                            len(nodes))
 
 
 def lxv_order(sf: Sequence[float], locality_penalty: float, cache: RunCache | None = None) -> list[tuple[float, bool, float]]:
@@ -133,7 +148,19 @@ def _lxv_order(sf: tuple[float, ...], locality_penalty: float) -> tuple[tuple[fl
     return tuple(options)
 
 
-def pal(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
+def _by_node_then_sf(sf: tuple[float, ...], node_of: tuple[int, ...], cache: RunCache) -> np.ndarray:
+    """Every GPU id ordered by (node, sf, id), once per run: a round's free GPUs in that order
+    are this order's free entries (no sort per allocation)."""
+    kind = ("by-node-then-sf", id(node_of))
+    hit = cast("tuple[tuple[int, ...], np.ndarray] | None", cache.lookup(kind, sf))
+    if hit is not None and hit[0] is node_of:
+        return hit[1]
+    order = np.lexsort((_as_array(sf, cache), _node_array(node_of, cache)))
+    order.setflags(write=False)
+    return cache.put(kind, sf, (node_of, order))[1]
+
+
+def pal(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ...] | None:
     """PAL: for jobs of 2..gpus_per_node GPUs walk the L x V order and take the first option
     that fits (best single node by worst GPU bin, or PM-First across nodes); other sizes use
     PM-First directly."""
@@ -142,14 +169,18 @@ def pal(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, .
         return None
     sf = ctx.ranking.sf(job.perf_class)
     node_of = ctx.cluster.node_of
-    c = np.asarray(free, dtype=np.int64)
-    s = _as_array(tuple(sf), ctx.cache)[c]
-    nodes = _as_array(tuple(node_of), ctx.cache)[c]
-    codes = _bin_codes(tuple(sf), ctx.cache)[c]
+    all_s = _as_array(sf, ctx.cache)
+    all_nodes = _node_array(node_of, ctx.cache)
+    all_codes = _bin_codes(sf, ctx.cache)
+    size = len(all_nodes)
     if not (1 < n <= ctx.cluster.gpus_per_node):
-        return _pm_first_arrays(c, s, nodes, codes, n)
+        c = free.array()
+        return _pm_first_arrays(c, all_codes[c], all_nodes[c], n, size)
     num_nodes = len(ctx.cluster.nodes)
-    sorted_s = s[np.lexsort((s, nodes))]  # each node's free GPUs (nodes ascending), sf ascending
+    by_node = _by_node_then_sf(sf, node_of, ctx.cache)
+    p = by_node[free.mask[by_node]]  # the free GPUs by node (ascending), then sf
+    sorted_s = all_s[p]
+    nodes = all_nodes[p]
     seg_len = np.bincount(nodes, minlength=num_nodes)
     seg_start = np.cumsum(seg_len) - seg_len
     has_n = seg_len >= n
@@ -159,28 +190,32 @@ def pal(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, .
         if within:
             # The artifact scans nodes by (GPUs with sf <= v, descending; node id) and keeps the
             # first node with the smallest n-th best sf: the minimum of (n-th sf, -count, node).
-            count = np.bincount(nodes[s <= v], minlength=num_nodes)
+            count = np.bincount(nodes[sorted_s <= v], minlength=num_nodes)
             ok = has_n & (count >= n)
             if ok.any():
                 idx = np.flatnonzero(ok)
-                best = idx[np.lexsort((idx, -count[idx], nth[idx]))[0]]
-                node, worst = int(best), float(nth[best])
-                pick = c[(nodes == node) & (s <= worst)][:n]
-                return tuple(pick.tolist())
+                idx = idx[nth[idx] == nth[idx].min()]
+                idx = idx[count[idx] == count[idx].max()]
+                node = int(idx[0])
+                worst = float(nth[node])
+                mask = free.mask
+                pick = [g for g in ctx.cluster.nodes[node].gpu_ids if mask[g] and sf[g] <= worst][:n]
+                return tuple(pick)
         else:
-            keep = s <= v
-            if int(keep.sum()) >= n:
-                return _pm_first_arrays(c[keep], s[keep], nodes[keep], codes[keep], n)
+            if int(np.count_nonzero(sorted_s <= v)) >= n:
+                c = free.array()
+                c = c[all_s[c] <= v]
+                return _pm_first_arrays(c, all_codes[c], all_nodes[c], n, size)
     return None
 
 
-def first_fit(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
+def first_fit(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ...] | None:
     """Stock Slurm cons_tres, roughly: nodes by (weight, name); a job that fits one node gets
     the first such node's lowest free GPUs; a bigger job fills whole nodes in that order."""
     n = job.num_gpus
     if len(free) < n:
         return None
-    by_node = group_by_node(free, ctx.cluster.node_of)
+    by_node = group_by_node(free.ids(), ctx.cluster.node_of)
     nodes = ctx.cluster.nodes
     order = sorted(by_node, key=lambda nd: (nodes[nd].weight, nodes[nd].name))
     if n <= ctx.cluster.gpus_per_node:

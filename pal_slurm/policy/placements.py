@@ -13,6 +13,7 @@ from pal_slurm.model import JobRequest, RoundPlan
 from pal_slurm.model.network import DelayTimers
 from pal_slurm.policy import allocators
 from pal_slurm.policy.base import PlacementContext, Traits
+from pal_slurm.policy.free import FreeGpus
 from pal_slurm.policy.shapes import is_per_node, place_one_per_node, shape_aware
 from pal_slurm.policy.skeletons import Allocator, class_first, nonsticky_round, sticky_round
 
@@ -58,7 +59,7 @@ class RoundPlacement:
         """Allocation for a single new job against the free GPUs (pald's submit-time path)."""
         if is_per_node(job):
             return place_one_per_node(job, ctx, self.traits.variability)
-        return self.alloc(job, sorted(ctx.free_gpus()), ctx)
+        return self.alloc(job, FreeGpus(ctx.cluster.size, ctx.free_gpus()), ctx)
 
     def next_wakeup(self, order: Sequence[JobRequest], ctx: PlacementContext) -> float | None:
         return None

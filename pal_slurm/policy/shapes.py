@@ -40,6 +40,7 @@ from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.shape import JobShape
 from pal_slurm.policy.base import PlacementContext
 from pal_slurm.policy.cache import RunCache
+from pal_slurm.policy.free import FreeGpus
 from pal_slurm.policy.skeletons import Allocator
 
 
@@ -226,7 +227,7 @@ def _array_of(values: Sequence[float], dtype: str, cache: RunCache | None) -> np
     return cache.put(kind, values, arr)
 
 
-def per_node_pick(shape: JobShape, free: Sequence[int], sf: Sequence[float], cluster: ClusterView,
+def per_node_pick(shape: JobShape, free: "Sequence[int] | np.ndarray", sf: Sequence[float], cluster: ClusterView,
                   one_rack: bool = False, cache: RunCache | None = None) -> tuple[int, ...] | None:
     """The best `per_node` GPUs on each of `nodes` nodes among `free` (see module docstring);
     `cache`: the run's, where the arrays of `sf` and the view's node_of are kept."""
@@ -266,12 +267,12 @@ def per_node_pick(shape: JobShape, free: Sequence[int], sf: Sequence[float], clu
 def shape_aware(alloc: Allocator, variability: bool = True) -> Allocator:
     """An allocator that answers per-node requests by shape and the rest with `alloc`."""
 
-    def allocate(job: JobRequest, free: list[int], ctx: PlacementContext) -> tuple[int, ...] | None:
+    def allocate(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ...] | None:
         shape = job.shape
         if shape is None or shape.per_node is None:  # (is_per_node, inlined: the hot path)
             return alloc(job, free, ctx)
         sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(ctx.cluster)
-        return per_node_pick(shape_of(job), free, sf, ctx.cluster, cache=ctx.cache)
+        return per_node_pick(shape_of(job), free.array(), sf, ctx.cluster, cache=ctx.cache)
 
     allocate.__name__ = allocate.__qualname__ = f"shape_aware({getattr(alloc, '__name__', alloc)})"
     return allocate

@@ -8,21 +8,22 @@
   of the order one at a time until it does (the artifact's Packed-S / Random-S). A job stopped
   that way can be placed again later in the same round, as in the artifact.
 
-An allocator is `alloc(job, free, ctx) -> tuple[int, ...] | None` where `free` is a sorted list
-of free GPU ids; it must return exactly `job.num_gpus` distinct ids from `free` or None.
+An allocator is `alloc(job, free, ctx) -> tuple[int, ...] | None` where `free` is the round's
+free GPUs (policy.free.FreeGpus: the sorted id list, the id array or the mask, kept in step as
+the round takes GPUs); it must return exactly `job.num_gpus` distinct ids from `free` or None.
 """
 
 from __future__ import annotations
 
-import bisect
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 from pal_slurm.model import JobRequest, RoundPlan
 from pal_slurm.model.classes import class_rank
 from pal_slurm.model.decision import JobId
 from pal_slurm.policy.base import PlacementContext
+from pal_slurm.policy.free import FreeGpus
 
-Allocator = Callable[[JobRequest, list[int], PlacementContext], "tuple[int, ...] | None"]
+Allocator = Callable[[JobRequest, FreeGpus, PlacementContext], "tuple[int, ...] | None"]
 
 
 def head_window(order: Sequence[JobRequest], capacity: int) -> list[JobRequest]:
@@ -42,14 +43,6 @@ def class_first(order: Sequence[JobRequest], capacity: int) -> list[JobRequest]:
     return sorted(window, key=lambda j: class_rank(j.perf_class)) + list(order[len(window):])
 
 
-def _remove(free: list[int], gpus: Iterable[int]) -> None:
-    """Delete `gpus` from the sorted list `free` in place (bisect + C-level deletes)."""
-    for g in sorted(gpus, reverse=True):
-        i = bisect.bisect_left(free, g)
-        if i < len(free) and free[i] == g:
-            del free[i]
-
-
 def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator,
                     reorder: Callable[[Sequence[JobRequest], int], list[JobRequest]] | None = None,
                     deterministic: bool = True) -> RoundPlan:
@@ -57,36 +50,40 @@ def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: A
     free_set = set(ctx.cluster.free)
     for on in held.values():
         free_set.update(on)
-    free = sorted(free_set)
+    free = FreeGpus(ctx.cluster.size, free_set)
     seq = reorder(order, ctx.cluster.size) if reorder is not None else list(order)
     # Every round starts from the same free set, so a deterministic allocator gives the same
-    # GPUs to the same leading jobs as last round: reuse them up to the first change.
+    # GPUs to the same leading jobs as last round: reuse them up to the first change. (A job's
+    # key is made only for the jobs this round reaches: a long queue's tail never is.)
     memo = ctx.memo if deterministic else None
-    keys = [(j.job_id, j.num_gpus, j.perf_class, j.shape) for j in seq] if memo is not None else []
-    sig = (alloc, ctx.locality_penalty, tuple(free)) if memo is not None else None
+    sig = (alloc, ctx.locality_penalty, free.signature()) if memo is not None else None
+    keys: list[tuple[object, ...]] = []
     allocs: list[tuple[int, ...] | None] = []
     # the ranking by identity (the memo keeps it alive, so its id cannot be reused meanwhile)
     if memo is not None and memo.get("ranking") is ctx.ranking and memo.get("sig") == sig:
         prev_keys, prev_allocs = memo["keys"], memo["allocs"]
-        for i, (a, b) in enumerate(zip(prev_keys, keys)):
-            if a != b or i >= len(prev_allocs):
+        for i, (a, j) in enumerate(zip(prev_keys, seq)):
+            if i >= len(prev_allocs) or a != (j.job_id, j.num_gpus, j.perf_class, j.shape):
                 break
+            keys.append(a)
             allocs.append(prev_allocs[i])
             if prev_allocs[i] is None:
                 break
     launch: dict[JobId, tuple[int, ...]] = {job.job_id: gpus for job, gpus in zip(seq, allocs) if gpus is not None}
     if launch:
-        _remove(free, [g for gpus in launch.values() for g in gpus])
+        free.take([g for gpus in launch.values() for g in gpus])
     if not allocs or allocs[-1] is not None:
         for job in seq[len(allocs):]:
             gpus = alloc(job, free, ctx)
             allocs.append(None if gpus is None else tuple(gpus))
+            if memo is not None:
+                keys.append((job.job_id, job.num_gpus, job.perf_class, job.shape))
             if gpus is None:
                 break
             launch[job.job_id] = tuple(gpus)
-            _remove(free, gpus)
+            free.take(gpus)
     if memo is not None:
-        memo.update(sig=sig, ranking=ctx.ranking, keys=keys[: len(allocs)], allocs=allocs)
+        memo.update(sig=sig, ranking=ctx.ranking, keys=keys, allocs=allocs)
     suspend = set()
     for jid, gpus in held.items():
         if jid in launch and tuple(sorted(launch[jid])) == gpus:
@@ -99,7 +96,7 @@ def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: A
 def sticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator, preempt: bool = True) -> RoundPlan:
     order = list(order)
     running = {j.job_id: tuple(j.running_on) for j in order if j.running_on}
-    free = sorted(ctx.cluster.free)
+    free = FreeGpus(ctx.cluster.size, ctx.cluster.free)
     launch: dict[JobId, tuple[int, ...]] = {}
     suspend: list[JobId] = []
     for idx, job in enumerate(order):
@@ -111,12 +108,12 @@ def sticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allo
                 if victim.job_id not in running:
                     continue
                 suspend.append(victim.job_id)
-                free = sorted(free + list(running.pop(victim.job_id)))
+                free.give(running.pop(victim.job_id))
                 gpus = alloc(job, free, ctx)
                 if gpus is not None:
                     break
         if gpus is None:
             break
         launch[job.job_id] = tuple(gpus)
-        _remove(free, gpus)
+        free.take(gpus)
     return RoundPlan(frozenset(suspend), launch)

@@ -5,6 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 from pal_slurm.policy import PLACEMENTS, placement
 from pal_slurm.policy.allocators import lxv_order, packed
+from pal_slurm.policy.free import FreeGpus
 from pal_slurm.policy.skeletons import class_first, head_window
 
 from .builders import cluster, ctx, job
@@ -96,9 +97,9 @@ def test_head_window_and_class_first():
 def test_packed_prefers_exact_then_tightest_then_fullest():
     c = cluster(3, 4, free={0, 1, 4, 5, 6, 8, 9, 10, 11})
     x = ctx(c)
-    assert packed(job(1, 2), sorted(c.free), x) == (0, 1)  # exact fit on node 0
-    assert packed(job(1, 3), sorted(c.free), x) == (4, 5, 6)  # tightest node that fits
-    assert packed(job(1, 6), sorted(c.free), x) == (8, 9, 10, 11, 4, 5)  # fullest nodes first
+    assert packed(job(1, 2), FreeGpus(c.size, c.free), x) == (0, 1)  # exact fit on node 0
+    assert packed(job(1, 3), FreeGpus(c.size, c.free), x) == (4, 5, 6)  # tightest node that fits
+    assert packed(job(1, 6), FreeGpus(c.size, c.free), x) == (8, 9, 10, 11, 4, 5)  # fullest nodes first
 
 
 def test_sticky_preempts_from_the_tail_of_the_queue():

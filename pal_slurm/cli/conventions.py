@@ -8,12 +8,11 @@ these decorators and helpers instead of declaring their own, so a spelling lives
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 
+from pal_slurm.atomic_file import write_atomic
 from pal_slurm.intake.durations import DurationError, parse_duration
 from pal_slurm.slurm.jobids import JobIdError, JobRef, parse_job_id
 
@@ -79,12 +78,8 @@ def emit_json(doc: Any, as_json: bool, output_path: str | None, sort_keys: bool 
     """The JSON document on stdout (--json) and/or atomically into a file (--output)."""
     text = json.dumps(doc, indent=1, allow_nan=False, default=str, sort_keys=sort_keys) + "\n"
     if output_path:
-        directory = os.path.dirname(os.path.abspath(output_path))
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".palctl.", dir=directory)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.replace(tmp, output_path)
+            write_atomic(output_path, text)
         except OSError as exc:
             from pal_slurm.cli.errors import PalError
 

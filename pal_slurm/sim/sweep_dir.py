@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
+
+from pal_slurm.atomic_file import write_atomic
 
 MANIFEST_FORMAT = 1
 
@@ -141,15 +142,3 @@ class SweepDir:
         except OSError:
             return []
         return sorted(int(n[: -len(suffix)]) for n in names if n.endswith(suffix) and n[: -len(suffix)].isdigit())
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """`text` into `path` through a temporary file in the same folder and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -31,7 +31,8 @@ from pal_slurm.cli.conventions import COMMAND_ARGS, Duration, emit_json
 from pal_slurm.cli.errors import ExitStatus, PalError
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.sweep import RUNNING_STATES, WAITING_STATES, Cell, SweepError, SweepProgress, element_document, elapsed, merge_elements, tally
-from pal_slurm.sim.sweep_dir import SweepDir, SweepDirError, write_atomic
+from pal_slurm.atomic_file import write_atomic
+from pal_slurm.sim.sweep_dir import SweepDir, SweepDirError
 from pal_slurm.slurm.batch import BatchSubmitter, SiteOptions, sbatch_argv
 from pal_slurm.slurm.errors import SlurmError
 

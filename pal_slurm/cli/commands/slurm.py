@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
 import click
 
+from pal_slurm.atomic_file import write_atomic
 from pal_slurm.cli.errors import PalError
 from pal_slurm.slurm import gres
 from pal_slurm.slurm import gres_conf as gres_conf_from
@@ -21,18 +21,9 @@ def slurm_group() -> None:
 
 def _write_atomically(path: str, text: str) -> None:
     """Write via a temp file + rename, so a failure never leaves a half-written gres.conf."""
-    directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".gres.conf.", dir=directory)
+        write_atomic(path, text, mode=0o644)
     except OSError as exc:
-        raise PalError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        os.unlink(tmp)
         raise PalError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pal_slurm.model import ClusterView
 from pal_slurm.policy.netaware import NetAwarePlacement
@@ -69,7 +69,7 @@ def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:
     return ranking_of(cluster, open_store(f"sqlite:///{db}", upgrade=False).latest_ranking())
 
 
-def predict_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -> dict:
+def predict_measured(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -> dict[str, Any]:
     """`predict` for a replayed arm with what its run measured (`harness.measure_arm`): Slurm's
     launch cost, pald's ranking and cycle, the clock of the lab's passes: the
     headline alone (`predict_arm` adds where the lab parted from it)."""
@@ -120,7 +120,7 @@ def pass_phases(clock: PassClock | None, k: int) -> list[float]:
 
 
 def timing_grid(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape", k: int,
-                follow: str | None = None) -> list[dict]:
+                follow: str | None = None) -> list[dict[str, Any]]:
     """The arm predicted at `k` phases of Slurm's passes (`pass_phases`) and, for a pald arm,
     at each of `k` phases of pald's cycle (k x k runs; stock: k), everything else as measured:
     the outcomes the replay's sub-second timing can give, each {"slurm_pass_phase_s",
@@ -155,7 +155,7 @@ def timing_grid(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape", k
     return out
 
 
-def cell_ratios(cells: list[dict], stock_cells: list[dict]) -> list[float]:
+def cell_ratios(cells: list[dict[str, Any]], stock_cells: list[dict[str, Any]]) -> list[float]:
     """A pald arm's grid cells' avg JCT, each over the mean of stock's cells (stock's expected
     outcome): the two arms ran on labs of their own, so a pald cell's pass phase says nothing
     of which of stock's phases its replay is set beside."""
@@ -163,7 +163,7 @@ def cell_ratios(cells: list[dict], stock_cells: list[dict]) -> list[float]:
     return [c["avg_jct_s"] / stock for c in cells]
 
 
-def near_start(cells: list[dict], stock_cells: list[dict], start_s: float, within_s: float) -> list[float]:
+def near_start(cells: list[dict[str, Any]], stock_cells: list[dict[str, Any]], start_s: float, within_s: float) -> list[float]:
     """The avg JCT ratios (`cell_ratios`) of the grid cells of a pald arm
     (`timing_grid(..., follow=job)`) in which the followed job started within `within_s` of
     `start_s`: the model's outcome given where the lab put that one job. On workload-1 seed 0
@@ -175,7 +175,7 @@ def near_start(cells: list[dict], stock_cells: list[dict], start_s: float, withi
 
 
 def cycle_phase_spread(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape",
-                       phases: int) -> list[tuple[float, dict]]:
+                       phases: int) -> list[tuple[float, dict[str, Any]]]:
     """(phase of pald's cycle in wall s, headline) of a pald arm predicted with its cycle at
     `phases` evenly spaced phases, everything else as measured: how much the outcome hangs on
     pald's timing. A held job is released at the first cycle that sees its GPUs free; on a
@@ -212,7 +212,7 @@ class ArmPrediction:
                 f"({total / max(1, len(self.gaps)) / 3600:+.3f} h of avg JCT)")
         return "\n".join([head] + [f"   {p.jct_gap_s / 3600:+.2f} h {p.describe()}" for p in self.gaps[:k]])
 
-    def headline(self) -> dict:
+    def headline(self) -> dict[str, Any]:
         return _headline(self.model)
 
     def partings_line(self, jobs: int) -> str:
@@ -239,14 +239,14 @@ def predict_arm(plan: ReplayPlan, run: "ArmRun", seed: int, shape: "LabShape") -
 def predict(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
             nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
             ranking: Ranking | None = None, pald_cycle: PassClock | None = None,
-            slurm_pass: PassClock | None = None) -> dict:
+            slurm_pass: PassClock | None = None) -> dict[str, Any]:
     """{"policy", "avg_jct_s", "makespan_s"} of the event simulator for this arm (the
     arguments as in `predicted_run`)."""
     return _headline(predicted_run(plan, arm, seed, num_nodes, gpus_per_node, nodes_per_rack, launch_s, cluster,
                                    ranking, pald_cycle, slurm_pass))
 
 
-def _headline(result: RunResult) -> dict:
+def _headline(result: RunResult) -> dict[str, Any]:
     s = result.summary()
     return {"policy": result.policy, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"]}
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pal_slurm.intake.refusals import held_by_limit
 from pal_slurm.slurm.readers import JobInfo
@@ -107,10 +108,9 @@ class JobLimits:
         return tuple(out)
 
 
-@dataclass(frozen=True)
-class Owner:
+class Owner(NamedTuple):
     """Whose limits a job counts against: its user, account, partition (one, or "" for a job
-    that may run in several) and QOS."""
+    that may run in several) and QOS. A named tuple: one is built per job of every read."""
 
     user: str
     account: str
@@ -146,8 +146,8 @@ class LimitCount:
     @classmethod
     def of(cls, limits: JobLimits, owners: Iterable[Owner]) -> LimitCount:
         out = cls(limits)
-        for owner in owners:
-            out.add(owner)
+        for owner, jobs in Counter(owners).items():  # each owner's keys built once (a read has many jobs)
+            out.add(owner, jobs)
         return out
 
     def copy(self) -> LimitCount:
@@ -164,9 +164,10 @@ class LimitCount:
             keys += [("qos", owner.qos), ("qos-user", owner.qos, owner.user), ("qos-account", owner.qos, owner.account)]
         return keys
 
-    def add(self, owner: Owner) -> None:
-        """One more job of `owner` holds a job slot."""
-        self.counts.update(self._keys(owner))
+    def add(self, owner: Owner, jobs: int = 1) -> None:
+        """`jobs` more jobs of `owner` hold a job slot."""
+        for key in self._keys(owner):
+            self.counts[key] += jobs
 
     def reason(self, owner: Owner) -> str | None:
         """The reason Slurm would show for one more job of `owner` started now (module

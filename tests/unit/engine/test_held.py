@@ -84,3 +84,13 @@ def test_a_release_counts_against_the_limit_of_the_next_in_the_same_cycle():
     # the plan's first pass starts 1 and 2; 2 would be ana's second: planned again without it, 3 goes
     assert [r.job_id for r in out.releases] == [1, 3] and out.limited == {2: "AssocMaxJobsLimit"}
     assert set(book.by_key) == {"job:1", "job:3"} and out.waiting == 1
+
+
+def test_a_job_on_its_own_nodes_over_a_limit_does_not_hold_the_ones_behind_it():
+    book = Reservations()
+    whole = JobPlacementRequest(account="team", exclusive=True)  # --exclusive: placed after the shared cycle
+    jobs = [replace(of(held_job(i, gpn=4, submit=i), user), placement_request=whole)
+            for i, user in ((1, "ana"), (2, "ana"), (3, "bob"))]
+    out = plan_limited(jobs, book, ana_at_one())
+    assert [r.job_id for r in out.releases] == [1, 3] and out.limited == {2: "AssocMaxJobsLimit"}
+    assert out.waiting == 1

@@ -46,7 +46,7 @@ from pal_slurm.engine.held import Release
 from pal_slurm.daemon.shadow import ShadowWatch
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.store_link import StoreLink
-from pal_slurm.daemon.sync import PriorityRead, SlurmRead, SlurmSync
+from pal_slurm.daemon.sync import LimitsRead, PriorityRead, SlurmRead, SlurmSync
 from pal_slurm.engine import Clock, WallClock
 from pal_slurm.policy import autotune
 from pal_slurm.slurm.readers import JobInfo
@@ -82,11 +82,12 @@ class Pald:
     """One daemon instance: its parts (module docstring) wired on one DaemonState. `store` may
     be None (memory only); `reader`/`actuator` are the Slurm adapter's SlurmReader /
     SlurmActuator (or fakes with the same methods in tests); `priority` reads the inputs of
-    Slurm's multifactor priority for the `slurm` queue order (slurm.priority.read_site_priority)."""
+    Slurm's multifactor priority for the `slurm` queue order (slurm.priority.read_site_priority);
+    `limits` the site's job-count limits (slurm.job_limits.read_job_limits)."""
 
     def __init__(self, config: Config, store: Repository | None, reader: SlurmRead, actuator: JobControl,
                  clock: Clock | None = None, leader: Leadership | None = None,
-                 priority: PriorityRead | None = None) -> None:
+                 priority: PriorityRead | None = None, limits: LimitsRead | None = None) -> None:
         self.config = config
         self.leadership = LeaderWatch(leader or AlwaysLeader(), grace_s=config.daemon.leader_grace_s,
                                       every_s=config.daemon.cycle_s)
@@ -99,7 +100,7 @@ class Pald:
         self.actuator = actuator
         self.requests = Requests(self.state, self.leadership, lambda: self.reader.release,
                                  config.daemon.default_on_jobs(), service.settings.site_rules)
-        self.slurm_sync = SlurmSync(self.state, reader, config.slurm.topology_conf, priority)
+        self.slurm_sync = SlurmSync(self.state, reader, config.slurm.topology_conf, priority, limits)
         self.held = HeldJobs(self.state, actuator, config.daemon.release_start_s)
         self.shadow = ShadowWatch(self.state)
         self.held_cycle = HeldJobCycle(self.state, SlurmLauncher(actuator), actuator, self.held)

@@ -15,7 +15,7 @@ on Slurm comes first.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from pal_slurm.daemon.held_jobs import HeldJobs
 from pal_slurm.daemon.launcher import JobControl, JobRef, apply_releases
@@ -130,6 +130,7 @@ class HeldJobCycle:
                                 launcher=self.launcher)
         with state.lock:
             self.note_planned_starts(now, {str(j.job_id) for j in held})
+            self.note_limited(plan.limited)
         for job_id, err in errors:
             state.note_error("release", RuntimeError(f"job {job_id}: {err}"))
         self.held_jobs.give_up_on(dict(errors), comments)
@@ -160,3 +161,16 @@ class HeldJobCycle:
                 state.record(str(job_id), DecisionKind.DEFER, f"reserved:start_in_s={start.at - now:.0f}",
                              nodes, perf_class)
         state.reserved_on = now_on
+
+    def note_limited(self, limited: Mapping[JobRef, str]) -> None:
+        """Log and record (`limit:<Slurm's reason>`, as held_jobs.unpin_limited) a held job
+        the cycle did not release because one more running job would put its user, account
+        or QOS over a job-count limit, when the last cycle did not keep it held for that same
+        limit (not every cycle): `palctl explain JOB` then says what it waits for. Caller
+        holds the lock."""
+        state = self.state
+        for job_id, why in limited.items():
+            if state.limited.get(job_id) != why:
+                log.info("job %s stays held: Slurm would keep it waiting for %s", job_id, why)
+                state.record(str(job_id), DecisionKind.DEFER, f"limit:{why}", {}, None)
+        state.limited = dict(limited)

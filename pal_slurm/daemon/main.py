@@ -51,6 +51,7 @@ def _uid_of(user: str) -> int | None:
 def build(config: Config) -> Pald:
     """The one place where pald's parts are wired together."""
     from pal_slurm.slurm.actuator import SlurmActuator
+    from pal_slurm.slurm.job_limits import read_job_limits
     from pal_slurm.slurm.priority import read_site_priority
     from pal_slurm.slurm.readers import SlurmReader
     from pal_slurm.slurm.runner import CommandRunner
@@ -63,7 +64,7 @@ def build(config: Config) -> Pald:
     # (it answers `place` with pass), never a second leader beside the real one.
     leader = RetryingLeader(lambda: make_leader(config.store.url))
     return Pald(config, store, SlurmReader(runner), SlurmActuator(runner), leader=leader,
-                priority=partial(read_site_priority, runner))
+                priority=partial(read_site_priority, runner), limits=partial(read_job_limits, runner))
 
 
 def with_metrics(config: Config, pald: Pald) -> tuple[Handler, Settle, ThreadingHTTPServer | None]:

@@ -230,6 +230,8 @@ class Requests:
                                                  "in_s": round(start.at - now, 1)}
                                    for job_id, (start, _) in service.planned.items()},
                 "held_jobs": service.queue.held_jobs,
+                # held jobs the last cycle kept held for a job-count limit: job -> Slurm's reason
+                "limited": {str(job_id): why for job_id, why in state.limited.items()},
                 "leader": self.leadership.leading(),
                 "paused": state.switches.paused,
                 "leader_state": self.leadership.state(),

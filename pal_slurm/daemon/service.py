@@ -36,6 +36,7 @@ from pal_slurm.daemon.held_queue import HeldQueue
 from pal_slurm.daemon.protocol import PlaceReply
 from pal_slurm.intake.held import HeldRead, read_held
 from pal_slurm.intake.job import DEFAULT_NET, Pass, Read, class_of, running_class
+from pal_slurm.intake.job_limits import LimitCount
 from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.engine.held import CycleResult, plan_and_book
@@ -104,6 +105,9 @@ class PlacementService:
     site: SiteView | None = None  # partitions, features, CPUs/memory; None: every GPU node is eligible
     # what Slurm's multifactor priority is computed from (queue order `slurm`); None: not read
     site_priority: SitePriorityRead | None = None
+    # the last read's jobs counted against the site's job-count limits (intake.job_limits);
+    # None: no limit known (not enforced, not read yet, or its read failed)
+    limit_count: LimitCount | None = None
     view_time: float = float("-inf")
     snapshot: RankingSnapshot | None = None  # the store's latest, or None
     ranking: Ranking | None = None
@@ -232,6 +236,11 @@ class PlacementService:
         not run priority/multifactor, and every held job scores 0 (submit order)."""
         self.site_priority = read
 
+    def observe_limits(self, count: LimitCount | None) -> None:
+        """The jobs of the same Slurm read counted against the site's job-count limits; a
+        held job one more running job would put over one is not released (engine.held)."""
+        self.limit_count = count
+
     def slurm_priority(self, job: JobInfo, now: float) -> float:
         """The priority Slurm's multifactor plugin would give `job` at `now` were it not held
         (a held job shows 0: docs/decisions/site-priority.md); 0 without the site's inputs."""
@@ -350,7 +359,8 @@ class PlacementService:
         if self.view is None or self.ranking is None:
             return CycleResult()
         jobs = [h.job for h in held]
-        out = plan_and_book(self.engine, self.where, self.book, self.seen(), held, now, self.site_priority)
+        out = plan_and_book(self.engine, self.where, self.book, self.seen(), held, now, self.site_priority,
+                            self.limit_count)
         self.planned = out.planned
         self.queue.planned(out.behind, jobs)  # the submit path plans behind these
         return out

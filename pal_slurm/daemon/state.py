@@ -60,6 +60,7 @@ class DaemonState:
         self.last_jobs: tuple[JobInfo, ...] = ()  # jobs of the last Slurm sync (the metrics publisher)
         self.held_ids: frozenset[int] = frozenset()  # PAL-held jobs among them
         self.reserved_on: dict[int | str, str] = {}  # held job -> the nodes its reservation held at the last cycle
+        self.limited: dict[int | str, str] = {}  # held job -> the job-count limit that kept it held at the last cycle
         # the site's switches as the store last said (`palctl pause`): replaced whole under the
         # lock, read as one value (a request reads it once, the cycle once per cycle)
         self.switches = SiteSwitches()

@@ -10,6 +10,12 @@ With the `slurm` queue order the inputs of Slurm's multifactor priority (weights
 QOS and partition factors: slurm.priority) are read too, at most every
 `PRIORITY_READ_EVERY_S`: slurmctld itself recomputes priorities every PriorityCalcPeriod
 (5 minutes by default), and sshare/sacctmgr ask slurmdbd. A failed read keeps the last inputs.
+
+The job-count limits of the site's associations and QOS (slurm.job_limits) are read at most
+every `LIMITS_READ_EVERY_S` too (they change when an administrator runs sacctmgr); each read of
+squeue is counted against them (intake.job_limits.count_read) for the cycle that follows. A
+failed read of the limits is noted and counts as no limit known until the next (fail open:
+Slurm still enforces them after a release, and held_jobs.unpin_limited acts on what it shows).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from pal_slurm.daemon import pins
 from pal_slurm.daemon.cycle import is_pal_held
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.intake.held import not_yet_eligible
+from pal_slurm.intake.job_limits import JobLimits, count_read
 from pal_slurm.intake.tags import request_id
 from pal_slurm.model.site import SiteView
 from pal_slurm.policy.site_index import SiteIndex
@@ -35,6 +42,8 @@ from pal_slurm.slurm.topology import read_racks
 
 PriorityRead = Callable[[Sequence[NodeInfo]], SitePriorityRead | None]  # slurm.priority.read_site_priority
 PRIORITY_READ_EVERY_S = 60.0  # module docstring
+LimitsRead = Callable[[], JobLimits | None]  # slurm.job_limits.read_job_limits (None: not enforced)
+LIMITS_READ_EVERY_S = 60.0  # module docstring
 
 
 class SlurmRead(Protocol):
@@ -94,15 +103,19 @@ def started_keys(jobs: Iterable[JobInfo]) -> set[str]:
 class SlurmSync:
     """Reads Slurm into the shared state's placement service (`topology_conf`: node -> leaf
     switch, re-read when the file changes; `priority`: reads the multifactor priority's
-    inputs, read only while the queue order is `slurm`)."""
+    inputs, read only while the queue order is `slurm`; `limits`: reads the site's job-count
+    limits)."""
 
     def __init__(self, state: DaemonState, reader: SlurmRead, topology_conf: str | None,
-                 priority: PriorityRead | None = None) -> None:
+                 priority: PriorityRead | None = None, limits: LimitsRead | None = None) -> None:
         self.state = state
         self.reader = reader
         self.topology_conf = topology_conf
         self.priority = priority
         self._priority_at = float("-inf")  # when the priority's inputs were last read
+        self.limits = limits
+        self._limits_at = float("-inf")  # when the job-count limits were last read
+        self._limits: JobLimits | None = None  # their last read (None: none known)
         self._racks: tuple[float, dict[str, str]] | None = None  # (mtime, racks): the worker thread's
 
     def read_priority(self, nodes: Sequence[NodeInfo], now: float) -> tuple[bool, SitePriorityRead | None]:
@@ -124,6 +137,21 @@ class SlurmSync:
             # its factors count 0 (slurm.priority): said once per kind, as any read error
             self.state.note_error(f"priority:{source}", SlurmError(why))
         return True, read
+
+    def read_limits(self, now: float) -> JobLimits | None:
+        """The site's job-count limits, read at most every LIMITS_READ_EVERY_S; a failed read
+        is noted (once per kind) and knows no limit until the next (module docstring)."""
+        if self.limits is None or now - self._limits_at < LIMITS_READ_EVERY_S:
+            return self._limits
+        self._limits_at = now
+        try:
+            self._limits = self.limits()
+        except Exception as exc:  # noqa: BLE001 - fail open: no limit known until the next read
+            self._limits = None
+            self.state.note_error("limits", exc)
+            return None
+        self.state.errors.clear("limits")
+        return self._limits
 
     def racks(self) -> dict[str, str] | None:
         """node -> leaf switch from [slurm] topology_conf (re-read when the file changes)."""
@@ -157,6 +185,8 @@ class SlurmSync:
             return None
         now = state.clock()
         priority_read, priority = self.read_priority(nodes, now)
+        limits = self.read_limits(now)
+        counted = None if limits is None else count_read(limits, jobs, lambda j: pins.pin_key(j) is not None)
         held = tuple(j for j in jobs if is_pal_held(j))
         view = cluster_view(nodes, jobs, self.racks())
         index = SiteIndex(site) if site is not None else None  # the read's candidates, built off the lock
@@ -168,6 +198,7 @@ class SlurmSync:
                 service.observe_site(site, index)
             if priority_read:
                 service.observe_priority(priority)
+            service.observe_limits(counted)
             service.observe_cluster(view, now, held_jobs=waiting, started=started_keys(jobs),
                                     in_queue=queue_keys(jobs), queue_read_at=read_at)
             for key, pin in pins.unreserved_pins(jobs, view, service.reservations):

@@ -9,6 +9,12 @@ that may use every node in one engine cycle (`plan_held`), each launch checked i
 order; then each restricted job, in queue order, on its own nodes (`place_eligible`, a
 requeued job on its old slot types: `on_bound_slots`); every release booked as it is made, so
 each one is checked on what the ones before it left.
+
+Slurm's job-count limits (intake.job_limits): a held job that one more running job would put
+over its association's or QOS's limit is not released, and waits without a pin, a
+reservation or a place in the plan; the jobs behind it are planned as if it were not there.
+Each release counts against the limits of the ones after it; where one of the shared cycle's
+launches turns out over a limit so, the cycle is planned again without it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pal_slurm.engine.reservations import Reservations
 from pal_slurm.engine.site import Facts, Found, Seen, facts_of, place_eligible, planning_running
 from pal_slurm.engine.where import Promised, Released, Where, held_group, release_on
 from pal_slurm.intake.held import HeldRead
+from pal_slurm.intake.job_limits import LimitCount, Owner, owner_of
 from pal_slurm.intake.job import Pass
 from pal_slurm.intake.restrictions import JobRestrictions
 from pal_slurm.model import ClusterView, JobRequest, PlannedStart, RoundPlan
@@ -79,15 +86,21 @@ class CycleResult:
     # the jobs left waiting as the submit path plans a newcomer behind them (HeldQueue.planned);
     # None: unknown (some wait for other reasons, or may use only some nodes)
     behind: list[JobRequest] | None = None
+    # held jobs not released because one more running job would put its user, account or QOS
+    # over a job-count limit: job -> the reason Slurm would show (intake.job_limits)
+    limited: dict[JobId, str] = field(default_factory=dict)
 
 
 def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, held: Sequence[HeldRead], now: float,
-                  site_priority: SitePriorityRead | None = None) -> CycleResult:
+                  site_priority: SitePriorityRead | None = None, counted: LimitCount | None = None) -> CycleResult:
     """The releases of the held jobs `held` on `seen` less `book`'s reservations, each one's
     GPUs (and CPUs/memory) booked in `book` before this returns: the caller acts on Slurm and
     drops the booking (`book.drop(release.key)`) of a release that failed. `site_priority`:
-    the inputs of Slurm's multifactor priority, for the queue order `slurm`."""
+    the inputs of Slurm's multifactor priority, for the queue order `slurm`; `counted`: the
+    jobs the read counts against the site's job-count limits (None: no limit known)."""
     out = CycleResult()
+    count = counted.copy() if counted is not None else None  # this cycle's releases added as made
+    owners: dict[JobId, Owner] = {}  # whose limits each planned job counts against
     view, site = seen.view, seen.site
     requests: list[JobRequest] = []  # may use every node: one engine cycle over them all
     restricted: list[JobRequest] = []  # placed after, each on its nodes
@@ -113,6 +126,11 @@ def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, 
             out.releases.append(Release(j.job_id, got.perf_class, got.reason))
             continue
         shape, perf_class, restrictions = got.shape, got.perf_class, got.restrictions
+        owner = owner_of(j) if count is not None else None
+        why = count.reason(owner) if count is not None and owner is not None else None
+        if why is not None:  # Slurm would keep it waiting on a pin: it waits here, unplanned
+            out.limited[j.job_id] = why
+            continue
         request = got.request
         if by_priority:
             request = replace(request, site_priority=held_priority(j, site_priority, now))
@@ -135,6 +153,8 @@ def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, 
         for ref in refs:  # an array's pending elements: as many as could start now, in order
             req = request if ref == request.job_id else replace(request, job_id=ref)
             by_id[ref], limits[ref] = req, restrictions
+            if owner is not None:
+                owners[ref] = owner
             if slots is not None:
                 bound[ref] = slots
             if group is not None:
@@ -143,15 +163,34 @@ def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, 
             else:
                 restricted.append(req)
     launched = 0
-    if requests:
+    planning = requests
+    for _ in range(len(requests)):  # planned again only when a launch went over a limit: one fewer each time
         plan, checked = plan_held(engine, view, site, book.available(view), seen.ranking, book.promised(),
-                                  planning_running(engine, book, seen), requests, limits, now)
+                                  planning_running(engine, book, seen), planning, limits, now)
         out.planned = {job_id: (p, by_id[job_id].perf_class) for job_id, p in plan.planned.items() if job_id in by_id}
+        over = False
         for job_id, release in checked:
-            launched += _book(out, book, engine, by_id[job_id], release, groups[job_id], limits[job_id], now)
+            why = _over_limit(count, owners, job_id) if release is not None else None
+            if why is not None:
+                out.limited[job_id] = why
+                over = True
+            elif _book(out, book, engine, by_id[job_id], release, groups[job_id], limits[job_id], now):
+                launched += 1
+                _count(count, owners, job_id)
+        if not over:
+            break
+        done = {r.job_id for r in out.releases}
+        planning = [r for r in planning if r.job_id not in done and r.job_id not in out.limited]
+        if not planning:
+            break
     for req in engine.order_jobs(restricted) if restricted else ():
         # in queue order, on what the cycle left (GPUs, and CPUs/memory promised meanwhile);
-        # without backfill the first that waits holds the ones behind it
+        # without backfill the first that waits holds the ones behind it (one over a limit
+        # does not: Slurm would not start it whatever pald left it)
+        why = _over_limit(count, owners, req.job_id)
+        if why is not None:
+            out.limited[req.job_id] = why
+            continue
         job = limits[req.job_id]
         facts = facts_of(engine, book, seen, running=False)
         eligibility = where.eligibility(job, view, site, now, facts.promised)
@@ -164,11 +203,28 @@ def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, 
                 break
             continue
         launched += 1
-    out.waiting = len(requests) + len(restricted) - launched + not_yet + unexpanded
+        _count(count, owners, req.job_id)
+    planned_ids = {r.job_id for r in requests} | {r.job_id for r in restricted}
+    out.waiting = (len(requests) + len(restricted) - launched + not_yet + unexpanded
+                   + sum(1 for job_id in out.limited if job_id not in planned_ids))
     released = {r.job_id for r in out.releases}
     if not (restricted or not_yet or unexpanded):
-        out.behind = [r for r in requests if r.job_id not in released]
+        out.behind = [r for r in requests if r.job_id not in released and r.job_id not in out.limited]
     return out
+
+
+def _over_limit(count: LimitCount | None, owners: Mapping[JobId, Owner], job_id: JobId) -> str | None:
+    """The limit one more release of `job_id` would put its owner over, counting the releases
+    booked before it (None: none, or no limit known)."""
+    owner = owners.get(job_id)
+    return None if count is None or owner is None else count.reason(owner)
+
+
+def _count(count: LimitCount | None, owners: Mapping[JobId, Owner], job_id: JobId) -> None:
+    """A release of `job_id` booked: it holds a job slot from now on."""
+    owner = owners.get(job_id)
+    if count is not None and owner is not None:
+        count.add(owner)
 
 
 def plan_held(engine: Engine, view: ClusterView, site: SiteView | None, available: ClusterView, ranking: Ranking,

@@ -94,14 +94,15 @@ def parse_priority_config(text: str) -> PriorityWeights | None:
     )
 
 
-def _bar_rows(text: str) -> list[list[str]]:
+def bar_rows(text: str) -> list[list[str]]:
+    """`-P` output (``a|b|c`` lines) -> its rows' fields; blank lines skipped."""
     return [line.split("|") for line in text.splitlines() if line.strip()]
 
 
 def parse_sshare(text: str) -> dict[tuple[str, str], float]:
     """`sshare -P -a` -> {(account, user): FairShare}; an account's own row has user "".
     Rows with an empty FairShare (Fair Tree prints none for accounts) are left out."""
-    rows = _bar_rows(text)
+    rows = bar_rows(text)
     if not rows:
         return {}
     header = [h.strip() for h in rows[0]]
@@ -120,7 +121,7 @@ def parse_sshare(text: str) -> dict[tuple[str, str], float]:
 def parse_qos(text: str) -> dict[str, int]:
     """`sacctmgr -P -n show qos format=name,priority` -> {QOS: priority}."""
     out = {}
-    for row in _bar_rows(text):
+    for row in bar_rows(text):
         if len(row) >= 2 and row[0].strip():
             out[row[0].strip()] = int(_number(row[1].strip() or "0", f"QOS {row[0]} priority"))
     return out
@@ -130,7 +131,7 @@ def parse_assoc_priority(text: str) -> dict[tuple[str, str], int]:
     """`sacctmgr -P -n show assoc format=account,user,priority` -> {(account, user): priority}
     (associations without a priority left out)."""
     out = {}
-    for row in _bar_rows(text):
+    for row in bar_rows(text):
         if len(row) >= 3 and row[2].strip():
             out[(row[0].strip(), row[1].strip())] = int(_number(row[2].strip(), "association priority"))
     return out

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from pal_slurm.slurm.readers import JobInfo
 
 _TAG = re.compile(r"pal:(placed|defer|pass)(?:=([^;\s]*))?")
+LIMIT_RECORD = "limit:"  # a decision taken for a Slurm job-count or resource limit (engine.held, held_jobs)
+_LIMIT_SAYS = {
+    "defer": "held while its user, account or QOS is at a Slurm limit ({}): released once one more job fits it",
+    "pass": "Slurm kept it waiting on its pin for a limit ({}): the pin was dropped, Slurm starts it when the limit allows",
+}
 
 
 def find_job(jobs: Iterable[JobInfo], ref: JobRef) -> JobInfo | None:
@@ -100,6 +105,8 @@ def explain(ctx: click.Context, job_ref: JobRef) -> None:
                    f"ranking=v{d.ranking_version} gpus={nodes}")
     # what pald decided, not the records of where the job then ran (trial/report.py reads those)
     decided = [d for d in decisions if not d.reason.startswith(RUN_RECORDS)] or decisions
+    if decided[-1].reason.startswith(LIMIT_RECORD):
+        click.echo("  " + _LIMIT_SAYS[decided[-1].kind.value].format(decided[-1].reason[len(LIMIT_RECORD):]))
     last = next((d for d in reversed(decided) if d.nodes), None)
     if last is None:
         click.echo("  PAL chose no GPUs for it: " + {"defer": "it waited in pald's queue",

@@ -38,3 +38,15 @@ def test_explain_unknown_job(tmp_path):
     assert r.exit_code == 1 and "no pald decision recorded for job 7" in r.output
     r = CliRunner().invoke(cli, ["--config", str(cfg), "explain", "notanumber"])
     assert r.exit_code == 2
+
+
+def test_explain_says_which_limit_a_held_job_waits_for(tmp_path):
+    cfg = setup(tmp_path)
+    repo = open_store(f"sqlite:///{tmp_path}/pal.db")
+    repo.record_decision(DecisionRecord("77", DecisionKind.DEFER, "limit:AssocMaxJobsLimit", {}, None, None,
+                                        datetime.now(timezone.utc)))
+    repo.close()
+    r = CliRunner().invoke(cli, ["--config", str(cfg), "explain", "77"])
+    assert r.exit_code == 0, r.output
+    assert "reason=limit:AssocMaxJobsLimit" in r.output
+    assert "held while its user, account or QOS is at a Slurm limit (AssocMaxJobsLimit)" in r.output

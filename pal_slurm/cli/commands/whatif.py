@@ -133,6 +133,7 @@ def whatif(ctx: click.Context, accounting_path: str, window_s: float, variabilit
         raise click.BadParameter("give at least one baseline", param_hint="--baselines")
     names = list(dict.fromkeys(stock + candidates))
     baseline = stock[0]
+    timing = scheduler_timing(ctx, scheduler_parameters) if draws and not sweep.array and sweep.element is None else None
     measured = measured_gpus(ctx, variability_specs, map_to_nodes, file_gpus_per_node)
     cluster, racks = resolve_cluster(cluster_text, topology_path, "event", nodes_per_rack, measured)
     gpu_models, cluster = resolve_gpu_models(gpu_models_text, "event", cluster)
@@ -179,8 +180,7 @@ def whatif(ctx: click.Context, accounting_path: str, window_s: float, variabilit
                 runs.append(run_simulation(lambda: run_grid([resample(trace, s)], names, spec, on_progress=sample_progress)))
     rows = compare(runs, baseline)
     timing_page, timing_doc = "", None
-    if draws:
-        timing = scheduler_timing(ctx, scheduler_parameters)
+    if timing is not None:
         with DelayedProgress(f"simulating {draws} timing draw(s) x {len(candidates) + 1} policies at the site's timing") as bar:
             timing_runs = run_simulation(lambda: site_timing.run_at_site_timing(
                 trace, candidates, spec, timing.bf_interval_s, timing.bf_max_job_test, draws, progress=bar))

@@ -144,12 +144,14 @@ def _spread(v: Spread, scale: float, fmt: str) -> str:
 
 def format_site_timing(rep: SiteTimingReport, header: Sequence[str]) -> str:
     """The page's section: what was assumed, a table (mean over the draws, least-greatest in
-    brackets when they differ), the bound's row, one sentence per candidate."""
-    cols = ("policy", "avg JCT h", "makespan h", "mean wait h", "JCT / own bound", f"avg JCT / {STOCK}")
-    table = [("bound", f"{rep.bound.avg_jct_s / 3600:.3f}", f"{rep.bound.makespan_s / 3600:.2f}", "0.000", "1.000", "-")]
+    brackets when they differ; hours, or minutes when stock's average JCT is under an hour),
+    the bound's row, one sentence per candidate."""
+    scale, unit = (3600.0, "h") if rep.rows[0].avg_jct_s.mean >= 3600.0 else (60.0, "min")
+    cols = ("policy", f"avg JCT {unit}", f"makespan {unit}", f"mean wait {unit}", "JCT / own bound", f"avg JCT / {STOCK}")
+    table = [("bound", f"{rep.bound.avg_jct_s / scale:.3f}", f"{rep.bound.makespan_s / scale:.2f}", "0.000", "1.000", "-")]
     for r in rep.rows:
-        table.append((r.policy, _spread(r.avg_jct_s, 3600, "{:.3f}"), _spread(r.makespan_s, 3600, "{:.2f}"),
-                      _spread(r.avg_wait_s, 3600, "{:.3f}"), _spread(r.jct_over_bound, 1, "{:.3f}"),
+        table.append((r.policy, _spread(r.avg_jct_s, scale, "{:.3f}"), _spread(r.makespan_s, scale, "{:.2f}"),
+                      _spread(r.avg_wait_s, scale, "{:.3f}"), _spread(r.jct_over_bound, 1, "{:.3f}"),
                       _spread(r.ratio, 1, "{:.3f}")))
     widths = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(cols)]
 
@@ -160,9 +162,9 @@ def format_site_timing(rep: SiteTimingReport, header: Sequence[str]) -> str:
     stock = rep.rows[0]
     for r in rep.rows[1:]:
         gain, lo, hi = (1 - r.ratio.mean) * 100, (1 - r.ratio.hi) * 100, (1 - r.ratio.lo) * 100
-        word = "shorter" if gain >= 0 else "LONGER"
-        lines.append(f"{r.policy}: {abs(gain):.1f}% {word} average JCT than the {STOCK} model at this site's timing "
-                     f"(over {len(rep.phases_s)} timing draw(s): {lo:+.1f}% to {hi:+.1f}%)")
+        spread = f"{lo:+.1f}% to {hi:+.1f}%" if gain >= 0 else f"{-hi:.1f}% to {-lo:.1f}% longer"
+        lines.append(f"{r.policy}: {abs(gain):.1f}% {'shorter' if gain >= 0 else 'LONGER'} average JCT than the {STOCK} "
+                     f"model at this site's timing (over {len(rep.phases_s)} timing draw(s): {spread})")
     room = (1 - rep.bound.avg_jct_s / stock.avg_jct_s.mean) * 100 if stock.avg_jct_s.mean > 0 else 0.0
     lines.append(f"bound: no placement can bring the average JCT more than {room:.1f}% below the {STOCK} model's "
                  f"(every job on its best GPUs with no wait)")

@@ -62,9 +62,8 @@ def timing_header(timing: SchedulerTiming, draws: int, jobs: int) -> list[str]:
     lines = [
         f"At this site's timing: {jobs} job(s) at their recorded submit times, every start at a Slurm backfill pass",
         f"  Slurm scheduler assumed, from {timing.source}: {timing.scheduler_type}, {params}",
-        f"    modelled: {mark('bf_interval', timing.bf_interval_s, ' s')} (the passes' period), "
-        f"{mark('bf_max_job_test', timing.bf_max_job_test)} (waiting jobs a pass tests), "
-        "backfill on the jobs' recorded time limits",
+        f"    modelled: a pass every {mark('bf_interval', timing.bf_interval_s, ' s')}, testing the first "
+        f"{mark('bf_max_job_test', timing.bf_max_job_test)} waiting jobs, backfill on the jobs' recorded time limits",
         f"    not modelled: {mark('sched_interval', timing.sched_interval_s, ' s')}, "
         f"{mark('bf_window', timing.bf_window_min, ' min')}, {mark('bf_resolution', timing.bf_resolution_s, ' s')}, "
         f"bf_continue={'yes' if timing.bf_continue else 'no'}",

@@ -123,7 +123,7 @@ def test_whatif_at_the_site_s_timing_with_its_scheduler_the_bound_and_the_spread
     assert calls.read_text() == "show config\n"
     assert "Slurm scheduler assumed, from scontrol show config: sched/backfill, " \
            "SchedulerParameters=bf_interval=120,bf_max_job_test=50,bf_continue" in r.output
-    assert "modelled: bf_interval=120 s (the passes' period), bf_max_job_test=50 (waiting" in r.output
+    assert "modelled: a pass every bf_interval=120 s, testing the first bf_max_job_test=50 waiting jobs" in r.output
     assert "sched_interval=60 s (default)" in r.output and "bf_continue=yes" in r.output
     assert "3 timing draw(s): the passes' phase against the first submission at 20, 60, 100 s" in r.output
     assert "\nbound " in r.output and "\nslurm " in r.output and "\npal-fit: " in r.output

@@ -180,7 +180,8 @@ def whatif(ctx: click.Context, accounting_path: str, window_s: float, variabilit
     rows = compare(runs, baseline)
     timing_page, timing_doc = "", None
     if timing is not None:
-        with DelayedProgress(f"simulating {draws} timing draw(s) x {len(candidates) + 1} policies at the site's timing") as bar:
+        policies_at_timing = len({site_timing.STOCK, *candidates})
+        with DelayedProgress(f"simulating {draws} timing draw(s) x {policies_at_timing} policies at the site's timing") as bar:
             timing_runs = run_simulation(lambda: site_timing.run_at_site_timing(
                 trace, candidates, spec, timing.bf_interval_s, timing.bf_max_job_test, draws, progress=bar))
         rep = site_timing.report(timing_runs, timing.bf_interval_s, timing.bf_max_job_test)

@@ -45,14 +45,12 @@ from pal_slurm.ranking import Ranking
 from pal_lab.replay.plan import ReplayPlan
 from pal_slurm.sim.metrics import RunResult
 from pal_slurm.sim.spec import RunSpec
+from pal_slurm.sim.stock_slurm import SLURM_WILL_RUN_WINDOW_S
 from pal_slurm.sim.trace import Trace
 
 if TYPE_CHECKING:
     from pal_lab.replay.harness import ArmRun, LabShape
 
-# Slurm's backfill plans a blocked job with its select plugin's will-run test, which takes the
-# running jobs off in batches whose first window is 30 wall seconds (policy.netaware.slurm_will_run)
-SLURM_WILL_RUN_WINDOW_S = 30.0
 SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": SLURM, "pal": "pal", "pal-net": "pal-net",
                                                   "pal-fit": "pal-fit",
                                                   "pal-fit-aged": "pal-fit"}

@@ -331,7 +331,8 @@ def accounting_trace(
         if runtime > MAX_RUNTIME_S:
             raise TraceError(f"{j.where}: job {j.job_id} ran {runtime:.0f} s, more than {MAX_RUNTIME_S:g} s")
         out.append(TraceJob(job_id=index, num_gpus=j.gpus, submit_time=j.submit - t0, iterations=runtime,
-                            model=j.name or f"job{j.job_id}", iter_s=1.0, perf_class=cls, gpu_model=j.gpu_model))
+                            model=j.name or f"job{j.job_id}", iter_s=1.0, perf_class=cls, gpu_model=j.gpu_model,
+                            time_limit_s=j.time_limit_s))
     warnings = [f"{name}: {len(out)} job(s) kept; classes from comments {classes['comment']}, rules "
                 f"{classes['rule']}, unclassed {classes['unclassed']} (simulated without variability)"]
     warnings += [f"{name}: skipped {v} job(s): {k}" for k, v in skipped.items() if v]

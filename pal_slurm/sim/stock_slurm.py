@@ -13,7 +13,10 @@ the passes only, each pass an EASY backfill over the whole queue; between passes
 
 The allocation is the registered `slurm` placement's (policy.netaware.named: variability-blind,
 topology-aware first fit with EASY backfill); this decider gives it what Slurm sees (limits
-as remaining time) and the passes' timing.
+as remaining time) and the passes' timing. Any other placement runs on the same passes
+(`palctl whatif` at a site's timing: a candidate's starts wait for Slurm's pass as pald's
+pinned jobs do), and no placement moves a started job. `queue_depth` is Slurm's
+`bf_max_job_test`: a pass tests the first that many waiting jobs (None: the whole queue).
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ from pal_slurm.policy.base import PlacementPolicy
 from pal_slurm.ranking import Ranking
 from pal_slurm.sim.ticks import Period
 
+# Slurm's backfill plans a blocked job with its select plugin's will-run test, which takes the
+# running jobs off in batches whose first window is 30 wall seconds (policy.netaware.slurm_will_run)
+SLURM_WILL_RUN_WINDOW_S = 30.0
+
 
 class StockSlurm:
     """sim.event.Decider for stock Slurm. `limits_s`: per trace job index, its time limit in
@@ -36,10 +43,13 @@ class StockSlurm:
     `pass_offset_s`: the passes' phase against the trace's start (trace seconds)."""
 
     def __init__(self, placement: PlacementPolicy, pass_period_s: float,
-                 limits_s: Mapping[int, float] | None = None, pass_offset_s: float = 0.0):
-        self.engine = Engine(EngineSettings(placement=placement.name), rng=random.Random(0), policy=placement)
+                 limits_s: Mapping[int, float] | None = None, pass_offset_s: float = 0.0,
+                 queue_depth: int | None = None):
+        self.engine = Engine(EngineSettings(placement=placement.name, running_jobs_move=False), rng=random.Random(0),
+                             policy=placement)
         self.slurm_pass = Period(float(pass_period_s), float(pass_offset_s))
         self.limits = dict(limits_s or {})
+        self.queue_depth = queue_depth
         self.starts = 0
         self.waiting = False  # jobs left waiting by the last pass (the next pass may start them)
 
@@ -52,7 +62,7 @@ class StockSlurm:
         if not self.slurm_pass.is_tick(now):
             self.waiting = waiting > 0
             return RoundPlan(frozenset(), {})
-        plan = self.engine.decide([self.as_slurm_sees(j, now) for j in jobs], view, ranking, now)
+        plan = self.engine.decide([self.as_slurm_sees(j, now) for j in self.tested(jobs)], view, ranking, now)
         self.starts += len(plan.launch)
         self.waiting = len(plan.launch) < waiting
         return RoundPlan(frozenset(), {k: tuple(v) for k, v in plan.launch.items()})
@@ -62,6 +72,20 @@ class StockSlurm:
         return self.slurm_pass.next_after(now) if self.waiting else None
 
     # ---- Slurm's view ------------------------------------------------------------------------
+    def tested(self, jobs: list[JobRequest]) -> list[JobRequest]:
+        """The jobs a pass looks at: every running one and the first `queue_depth` waiting ones
+        (the simulator hands them in submit order, FIFO priority's)."""
+        if self.queue_depth is None:
+            return jobs
+        out, waiting = [], 0
+        for j in jobs:
+            if not j.running_on:
+                waiting += 1
+                if waiting > self.queue_depth:
+                    continue
+            out.append(j)
+        return out
+
     def as_slurm_sees(self, job: JobRequest, now: float) -> JobRequest:
         """Its time limit as its remaining time: a waiting job lasts its limit, a running one
         ends at its start + limit (at least now)."""

@@ -71,6 +71,7 @@ class TraceJob:
     iter_s: float | None = None  # seconds per iteration when not the model's (accounting traces: 1.0)
     perf_class: str | None = None  # explicit variability class; None: from the model (sim's class map)
     gpu_model: str | None = None  # the GPU model it must run on (--gres=gpu:a100:2); None: any GPU
+    time_limit_s: float | None = None  # its Slurm time limit (accounting traces; what backfill plans with); None: unknown
 
     def __post_init__(self) -> None:
         # The simulators loop on these numbers: NaN or inf would never finish. No path (file,

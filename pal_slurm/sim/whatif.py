@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from pal_slurm.sim.metrics import RunResult, mean_ci95
 from pal_slurm.sim.trace import Trace
 
-DEFAULT_POLICIES = ("pal", "pal-net")
+DEFAULT_POLICIES = ("pal", "pal-net", "pal-fit")
 DEFAULT_BASELINES = ("firstfit", "packed-sticky")
 
 

@@ -12,6 +12,8 @@ from pal_slurm.cli.main import cli
 from pal_slurm.ranking.datasets import bundled_path
 from pal_slurm.sim.sacct import load_accounting_trace
 from pal_slurm.sim.trace import UNCLASSED
+from pal_slurm.slurm.priority import config_values
+from pal_slurm.slurm.scheduler_config import parse_scheduler_parameters
 from pal_lab.accounting_lab import SACCT_FORMAT, missing_binaries, start_accounting_lab
 from pal_lab.lab import missing_binaries as lab_missing
 
@@ -74,12 +76,25 @@ def test_whatif_on_the_lab_accounting(accounting, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert "classes from comments 2, rules 1, unclassed 0" in r.output and "(event mode, 2x4 GPUs)" in r.output
     out = tmp_path / "w.json"
-    r = run.invoke(cli, ["whatif", "--accounting", str(js), "--samples", "2", "--plots", str(tmp_path),
+    # palctl on the site: the lab's slurmctld is the one `scontrol show config` asks
+    monkeypatch.setenv("SLURM_CONF", acct.lab.slurm_conf)
+    lab_config = config_values(acct.lab.runner.run(["scontrol", "show", "config"]))
+    r = run.invoke(cli, ["whatif", "--accounting", str(js), "--samples", "2", "--draws", "3", "--plots", str(tmp_path),
                          "--output", str(out)])
     assert r.exit_code == 0, r.output
     assert "GPUs: 8 on 2 node(s)" in r.output and "3 GPU job(s)" in r.output
+    assert (f"Slurm scheduler assumed, from scontrol show config: {lab_config['SchedulerType']}, "
+            f"SchedulerParameters={lab_config['SchedulerParameters']}") in r.output
+    lab_timing = parse_scheduler_parameters(lab_config["SchedulerParameters"], "lab")
+    assert f"bf_interval={lab_timing.bf_interval_s} s" in r.output
     doc = json.loads(out.read_text())
-    assert {row["policy"] for row in doc["rows"]} == {"firstfit", "packed-sticky", "pal", "pal-net"}
+    assert {row["policy"] for row in doc["rows"]} == {"firstfit", "packed-sticky", "pal", "pal-net", "pal-fit"}
+    site = doc["site_timing"]
+    assert site["scheduler"]["source"] == "scontrol show config"
+    assert site["scheduler"]["scheduler_parameters"] == lab_config["SchedulerParameters"]
+    assert site["draws"] == 3 and {row["policy"] for row in site["rows"]} == {"slurm", "pal", "pal-net", "pal-fit"}
+    for row in site["rows"]:
+        assert site["bound"]["avg_jct_s"] <= row["avg_jct_s"]["min"] <= row["avg_jct_s"]["max"]
     assert (tmp_path / "whatif.png").stat().st_size > 10_000
 
 

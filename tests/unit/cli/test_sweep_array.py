@@ -97,13 +97,13 @@ def test_whatif_array_merges_its_samples_into_the_serial_page(slurm, tmp_path, m
     monkeypatch.chdir(tmp_path)
     acct = write_accounting(tmp_path / "acct.json", jobs=24)
     args = ["--accounting", str(acct), "--window", "3650d", "--samples", "2", "--cluster", "4x4", "--variability",
-            str(bundled_path("32gpu-variability.csv")), "--plots", ""]
+            str(bundled_path("32gpu-variability.csv")), "--plots", "", "--draws", "1", "--scheduler-parameters", ""]
     serial = invoke("whatif", *args, "--output", "serial.json")
     assert serial.exit_code == 0, serial.output
     r = invoke("whatif", *args, "--array", "--array-dir", "sw", "--output", "merged.json")
     assert r.exit_code == 0, r.output
-    assert slurm.calls[0][-2:] == ["--array=0-7", f"{tmp_path}/sw/element.sh"]  # 2 samples x 4 policies
-    for task in range(8):
+    assert slurm.calls[0][-2:] == ["--array=0-9", f"{tmp_path}/sw/element.sh"]  # 2 samples x 5 policies
+    for task in range(10):
         assert run_script(tmp_path / "sw" / "element.sh", task).exit_code == 0
     assert run_script(tmp_path / "sw" / "merge.sh").exit_code == 0
     assert json.loads((tmp_path / "merged.json").read_text()) == json.loads((tmp_path / "serial.json").read_text())
@@ -111,6 +111,7 @@ def test_whatif_array_merges_its_samples_into_the_serial_page(slurm, tmp_path, m
     printed = serial.stdout.splitlines()
     assert page[:3] == printed[:3] and page[4:] == printed[4:]  # line 3 says how long it took
     assert "\npal: " in serial.stdout and len(page) > 10
+    assert "At this site's timing" in serial.stdout and json.loads((tmp_path / "serial.json").read_text())["site_timing"]
 
 
 def test_status_counts_done_failed_pending_and_says_a_failed_elements_error(slurm, tmp_path, monkeypatch):

@@ -84,3 +84,31 @@ def test_a_blocked_job_is_planned_as_slurm_s_will_run_test_batches_the_running_j
     assert {g // 4 for g in where[2]} == {12, 13}  # Y as Slurm placed it: the fourth leaf's first two
     assert seen[4] == 20.0 and {g // 4 for g in where[4]} <= {14, 15}  # backfilled on arrival
     assert seen[3] == 1100.0 and {g // 4 for g in where[3]} == set(range(12))  # three whole leaves
+
+
+def test_a_pass_tests_only_the_first_queue_depth_waiting_jobs():
+    # A holds node 1; B (both nodes) blocks; C would backfill on node 2 but is the second waiting
+    # job: with bf_max_job_test=1 a pass tests B alone and C waits for B; with 2 it backfills
+    trace = Trace("depth", (job(0, 0, 1000, 1, 4), job(1, 10, 500, 2, 4), job(2, 20, 100, 1, 1)))
+    shallow = starts(StockSlurm(SLURM, pass_period_s=300.0, queue_depth=1), trace)
+    deep = starts(StockSlurm(SLURM, pass_period_s=300.0, queue_depth=2), trace)
+    assert deep[2] == 300.0 and deep[1] == 1200.0
+    assert shallow[1] == 1200.0 and shallow[2] >= shallow[1]
+
+
+def test_any_placement_starts_at_the_passes_and_no_started_job_moves():
+    # pal (a placement that moves running jobs when the simulator lets it) on Slurm's passes:
+    # every start on a pass, each job started once
+    moves: dict[int, int] = {}
+    seen: dict[int, float] = {}
+
+    def on_start(t: float, j: int, g: object) -> None:
+        moves[j] = moves.get(j, 0) + 1
+        seen.setdefault(j, t)
+
+    from pal_slurm.policy import placement
+
+    pal = placement("pal")
+    EventSimulator(CONFIG).run(TRACE, pal, decider=StockSlurm(pal, pass_period_s=300.0), on_start=on_start)
+    assert all(t % 300.0 == 0 for t in seen.values()) and len(seen) == 3
+    assert set(moves.values()) == {1}

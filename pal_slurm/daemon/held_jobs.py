@@ -191,14 +191,18 @@ class HeldJobs:
 
         A pin Slurm refuses (`BadConstraints`: intake.refusals.refuses_pin; under
         topology/block, a pin beside the user's own --segment, which Slurm 24.11 shows pald
-        nowhere) is dropped the same way, recorded `refused:<reason>`: the job then runs
-        where Slurm's own placement puts it, as its user asked."""
+        nowhere) is dropped the same way, recorded `refused:<reason>`, and the job released
+        (Slurm holds a job it finds non-runnable, priority 0): it then runs where Slurm's own
+        placement puts it, as its user asked."""
         for j in jobs:
             key = pins.pin_key(j)
-            if key is None or j.held or not (held_by_limit(j.reason) or refuses_pin(j.reason)):
+            refused = refuses_pin(j.reason)  # Slurm holds such a job itself (priority 0)
+            if key is None or (j.held and not refused) or not (held_by_limit(j.reason) or refused):
                 continue
             try:
                 self.actuator.unpin(j.ref)
+                if refused:
+                    self.actuator.release(j.ref)
             except Exception as exc:  # noqa: BLE001 - it started meanwhile, or Slurm refused: next sync
                 self.state.note_error("unpin", RuntimeError(f"job {j.job_id}: {exc}"))
                 continue

@@ -208,6 +208,18 @@ BLOCK_SPAN = "block_span"  # more nodes than a base block holds: Slurm's own blo
 NO_BLOCK_FITS = "no_block_fits"  # no block holds enough of the nodes the job may use
 
 
+BLOCK_DEFER = "block"  # a multi-node job under topology/block: placed by the cycle, never at submit
+
+
+def multi_node_in_blocks(site: SiteView, job: JobRestrictions) -> bool:
+    """Whether `job` may span nodes on a site with topology/block. Such a job is never pinned
+    at submit: Slurm 24.11 shows the hook no --segment, and refuses the submission outright
+    when a pin sits beside one ("Requested topology configuration is not available"); pinned
+    later by the cycle, a --segment job is only left pending (BadConstraints), and pald drops
+    that pin (daemon/held_jobs.unpin_limited), so the job still runs as its user asked."""
+    return bool(site.blocks) and job.nodes != 1
+
+
 def in_blocks(group: NodeGroup, blocks: Blocks, nodes: int | None) -> list[NodeGroup]:
     """`group` cut into one group per base block that holds at least `nodes` of its nodes:
     Slurm keeps a job of up to a block's size inside one block and leaves a node pin across

@@ -91,11 +91,12 @@ def test_a_pin_slurm_refuses_is_dropped_at_once_and_the_job_left_to_slurm(tmp_pa
     pald nowhere) leaves the job pending with BadConstraints for ever: pald drops the pin at
     the first read that shows it, without holding it again, and frees its GPUs."""
     four = "gres:gpu:s0:1,gres:gpu:s1:1,gres:gpu:s2:1,gres:gpu:s3:1"
-    pald = make_pald(tmp_path, jobs=[replace(pinned(5, tres=four), reason="BadConstraints")])
+    refused = replace(pinned(5, tres=four), reason="BadConstraints", priority=0)  # Slurm holds it
+    pald = make_pald(tmp_path, jobs=[refused])
     pald.reader._nodes = pald.reader._nodes[:1]  # gpu01 only
     pald.sync_and_cycle()
-    assert acts(pald.actuator.calls) == [("unpin", 5)]
-    pald.reader._jobs = [replace(pinned(5, nodes=(), tres=four), reason="BadConstraints")]
+    assert acts(pald.actuator.calls) == [("unpin", 5), ("release", 5)]
+    pald.reader._jobs = [replace(pinned(5, nodes=(), tres=four), reason="Resources")]
     pald.sync_and_cycle()
     assert "job:5" not in pald.service.reservations
 

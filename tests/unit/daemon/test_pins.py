@@ -116,3 +116,4 @@ def test_which_pending_reasons_are_limits():
         assert held_by_limit(reason), reason
     for reason in ("Resources", "Priority", "JobHeldAdmin", "ReqNodeNotAvail", "Dependency", ""):
         assert not held_by_limit(reason), reason
+

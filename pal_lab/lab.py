@@ -226,6 +226,7 @@ def start_lab(
     features: Mapping[str, str] | None = None,
     extra_conf: str = "",
     gpu_models: Mapping[str, str] | None = None,
+    topology: str = "",
 ) -> LabCluster:
     """Start a lab cluster in `lab_dir` on free ports and return it (running).
 
@@ -242,6 +243,8 @@ def start_lab(
     gpu_models: node -> GPU model for gres="model"/"model-slots" (nodes not named: a100).
     features: node -> Slurm Features= value (e.g. {"gpu04": "f4,big"}), for sites' constraints.
     extra_conf: lines appended to slurm.conf (more PartitionName= lines, limits).
+    topology: the text of topology.conf next to slurm.conf (with `TopologyPlugin=` in
+        `extra_conf`: topology/tree's SwitchName= lines, topology/block's BlockName= lines).
     Raises LabError (with the log tail) if the cluster does not come up.
     """
     for what, path in (("hook", hook), ("prolog", prolog), ("epilog", epilog),
@@ -255,6 +258,9 @@ def start_lab(
         raise LabError("Slurm lab needs: " + ", ".join(missing))
     lab = Path(lab_dir).resolve()
     lab.mkdir(parents=True, exist_ok=True)
+    if topology:
+        (lab / "etc").mkdir(exist_ok=True)
+        (lab / "etc" / "topology.conf").write_text(topology)
     error: LabError | None = None
     for _attempt in range(2):  # a second try on fresh ports: another lab may have taken ours
         cluster = _launch(lab, nodes, gpus, cpus, hook, env, prolog, epilog, task_prolog,

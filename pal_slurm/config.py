@@ -148,7 +148,7 @@ class SlurmConfig:
 
     conf: str | None = None  # exported as SLURM_CONF to Slurm commands when set
     bin_dir: str | None = None  # directory of sinfo/squeue/scontrol; None = search $PATH
-    topology_conf: str | None = None  # Slurm topology.conf (topology/tree): nodes -> leaf switches
+    topology_conf: str | None = None  # Slurm topology.conf: nodes -> leaf switches (tree) or blocks (block)
 
 
 @dataclass(frozen=True)

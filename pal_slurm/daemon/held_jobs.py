@@ -6,8 +6,9 @@ reads, and the upkeep that follows from it each cycle.
 - a deferred job released behind pald's back: held again once, or recorded and left
   (`notice_outside_releases`);
 - a requeued PAL job taken back into pald's queue (`take_back_requeued`);
-- a job on a PAL pin that Slurm keeps waiting for a QOS, association or partition limit:
-  unpinned at once, its GPUs free for the jobs behind it, left to Slurm (`unpin_limited`);
+- a job on a PAL pin that Slurm keeps waiting for a QOS, association or partition limit, or
+  refuses (BadConstraints): unpinned at once, its GPUs free for the jobs behind it, left to
+  Slurm (`unpin_limited`);
 - a released job that never started: held again to be placed anew, then left to Slurm
   (`unstick`);
 - a job whose placement Slurm keeps refusing: released as submitted (`give_up_on`).
@@ -26,7 +27,7 @@ from datetime import datetime, timezone
 from pal_slurm.daemon import pins, requeue
 from pal_slurm.daemon.launcher import JobControl, JobRef, mark_released
 from pal_slurm.intake.job import held_shape
-from pal_slurm.intake.refusals import held_by_limit
+from pal_slurm.intake.refusals import held_by_limit, refuses_pin
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.intake.tags import DEFER_TAG, pal_tags, with_tag
 from pal_slurm.model import DecisionKind
@@ -186,13 +187,22 @@ class HeldJobs:
         the jobs behind it until the limit clears. At the first read that shows it, pald drops
         the pin and the GPUs it promised, and leaves the job to Slurm, which starts it wherever
         there is room once the limit allows (holding it again would only pin it again).
-        Recorded `limit:<Slurm's reason>`. A job its user or an operator holds is theirs."""
+        Recorded `limit:<Slurm's reason>`. A job its user or an operator holds is theirs.
+
+        A pin Slurm refuses (`BadConstraints`: intake.refusals.refuses_pin; under
+        topology/block, a pin beside the user's own --segment, which Slurm 24.11 shows pald
+        nowhere) is dropped the same way, recorded `refused:<reason>`, and the job released
+        (Slurm holds a job it finds non-runnable, priority 0): it then runs where Slurm's own
+        placement puts it, as its user asked."""
         for j in jobs:
             key = pins.pin_key(j)
-            if key is None or j.held or not held_by_limit(j.reason):
+            refused = refuses_pin(j.reason)  # Slurm holds such a job itself (priority 0)
+            if key is None or (j.held and not refused) or not (held_by_limit(j.reason) or refused):
                 continue
             try:
                 self.actuator.unpin(j.ref)
+                if refused:
+                    self.actuator.release(j.ref)
             except Exception as exc:  # noqa: BLE001 - it started meanwhile, or Slurm refused: next sync
                 self.state.note_error("unpin", RuntimeError(f"job {j.job_id}: {exc}"))
                 continue
@@ -200,9 +210,11 @@ class HeldJobs:
                 self.state.service.unreserve(key)
             self.released_at.pop(j.ref, None)
             self.state.count("unstuck")
-            log.warning("job %s waits for a Slurm limit (%s): its pin on %s dropped, left to Slurm", j.job_id,
+            what = "waits for a Slurm limit" if held_by_limit(j.reason) else "has a pin Slurm refuses"
+            log.warning("job %s %s (%s): its pin on %s dropped, left to Slurm", j.job_id, what,
                         j.reason, ",".join(j.required_nodes))
-            self.state.record(str(j.job_id), DecisionKind.PASS, f"limit:{j.reason}", {}, None)
+            kind = "limit" if held_by_limit(j.reason) else "refused"
+            self.state.record(str(j.job_id), DecisionKind.PASS, f"{kind}:{j.reason}", {}, None)
 
     def unstick(self, jobs: Iterable[JobInfo], now: float) -> None:
         """A job pald pinned and released that has not started `release_start_s` later waits on

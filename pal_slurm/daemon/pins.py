@@ -29,6 +29,7 @@ from typing import Protocol
 
 from pal_slurm.daemon import requeue
 from pal_slurm.intake.held import OWN_NODELIST, bound_slots
+from pal_slurm.intake.refusals import refuses_pin
 from pal_slurm.intake.tags import DEFER_TAG, FAILSAFE_RELEASE, PLACED_PREFIX, RELEASED_TAG, last_mark, request_id
 from pal_slurm.model import ClusterView
 from pal_slurm.intake.tres import gpu_count
@@ -51,7 +52,10 @@ class Pin:
 
 def pin_key(job: JobInfo) -> str | None:
     """The reservation key of a pending job on a PAL pin, or None (module docstring)."""
-    if job.state != "PENDING" or job.held or not job.required_nodes or job.is_array_record:
+    # a pin Slurm refuses leaves the job held by Slurm itself (priority 0, BadConstraints):
+    # still a PAL pin (held_jobs.unpin_limited drops it)
+    held = job.held and not refuses_pin(job.reason)
+    if job.state != "PENDING" or held or not job.required_nodes or job.is_array_record:
         return None
     if requeue.to_take_back(job):
         return None

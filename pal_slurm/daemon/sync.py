@@ -102,7 +102,8 @@ def started_keys(jobs: Iterable[JobInfo]) -> set[str]:
 
 class SlurmSync:
     """Reads Slurm into the shared state's placement service (`topology_conf`: node -> leaf
-    switch, re-read when the file changes; `priority`: reads the multifactor priority's
+    switch or block, re-read when the file changes; without it, a site on topology/block has
+    its blocks as racks, from the site read; `priority`: reads the multifactor priority's
     inputs, read only while the queue order is `slurm`; `limits`: reads the site's job-count
     limits)."""
 
@@ -188,7 +189,10 @@ class SlurmSync:
         limits = self.read_limits(now)
         counted = None if limits is None else count_read(limits, jobs, lambda j: pins.pin_key(j) is not None)
         held = tuple(j for j in jobs if is_pal_held(j))
-        view = cluster_view(nodes, jobs, self.racks())
+        racks = self.racks()
+        if racks is None and site is not None and site.blocks:  # topology/block: a block is the rack
+            racks = dict(site.blocks.block_of)
+        view = cluster_view(nodes, jobs, racks)
         index = SiteIndex(site) if site is not None else None  # the read's candidates, built off the lock
         waiting = sum(1 for j in held if not not_yet_eligible(j, now))  # ahead of new jobs
         with state.lock:

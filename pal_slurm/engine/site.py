@@ -25,7 +25,7 @@ from pal_slurm.intake.job import Intake
 from pal_slurm.intake.refusals import refused_input
 from pal_slurm.model import ClusterView, DecisionKind, JobRequest
 from pal_slurm.model.site import SiteView
-from pal_slurm.policy.eligibility import Eligibility, NodeGroup
+from pal_slurm.policy.eligibility import BLOCK_DEFER, Eligibility, NodeGroup, multi_node_in_blocks
 from pal_slurm.policy.shapes import ShapeChoice, ShapeIndex, choice_of
 from pal_slurm.ranking import Ranking
 from pal_slurm.slurm.gres import tres_per_node
@@ -153,6 +153,8 @@ def decide(engine: Engine, where: Where, facts: Facts, got: Intake, mode: str, n
         return Submitted(DecisionKind.PASS, "bigger_than_cluster")
     if got.deferred:
         return Submitted(DecisionKind.DEFER, got.deferred, queue=True)
+    if facts.site is not None and multi_node_in_blocks(facts.site, restrictions):
+        return Submitted(DecisionKind.DEFER, BLOCK_DEFER, queue=True)
     if mode == "defer":
         return Submitted(DecisionKind.DEFER, "asked", queue=True)
     job = got.request

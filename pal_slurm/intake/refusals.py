@@ -41,6 +41,18 @@ def held_by_limit(reason: str) -> bool:
     return reason.startswith(_LIMIT_PREFIXES) or reason in _LIMIT_REASONS
 
 
+# Slurm's pending reason for a job whose request (a PAL pin among it) it can never satisfy:
+# under topology/block a pin beside the user's own --segment, which Slurm 24.11 shows neither
+# the hook nor squeue (docs/decisions/block-topology.md).
+REFUSED_PIN_REASONS = frozenset({"BadConstraints"})
+
+
+def refuses_pin(reason: str) -> bool:
+    """Whether Slurm keeps a pending job waiting for ever on its request as it stands: a PAL
+    pin on it is dropped, and Slurm places the job as its user asked."""
+    return reason in REFUSED_PIN_REASONS
+
+
 def refused_input(reason: str) -> bool:
     """Whether a pass reason says pald did not read one of the job's fields."""
     return reason.startswith((f"{TOO_LARGE}:", f"{BAD_INPUT}:"))

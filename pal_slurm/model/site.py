@@ -89,10 +89,36 @@ class ReservationFacts:
 
 
 @dataclass(frozen=True)
+class Blocks:
+    """Slurm's topology/block (NVLink domains and the like): the base blocks and the nodes in
+    each. Slurm runs a job of up to `size` nodes inside one base block, and refuses a node
+    pin that spans two (docs/decisions/block-topology.md), so a block is both the locality
+    unit (as a leaf switch is) and a limit on where a multi-node job may be pinned. Empty
+    (`size` 0): the site does not use topology/block."""
+
+    block_of: Mapping[str, str] = field(default_factory=dict)  # node -> its base block
+    size: int = 0  # the base block size (BlockSizes' first value): nodes a job may span in one block
+
+    def __bool__(self) -> bool:
+        return bool(self.block_of)
+
+    def members(self) -> dict[str, frozenset[str]]:
+        """block -> its nodes, in the order Slurm lists the blocks."""
+        out: dict[str, set[str]] = {}
+        for node, block in self.block_of.items():
+            out.setdefault(block, set()).add(node)
+        return {block: frozenset(nodes) for block, nodes in out.items()}
+
+
+NO_BLOCKS = Blocks()
+
+
+@dataclass(frozen=True)
 class SiteView:
     nodes: Mapping[str, NodeFacts] = field(default_factory=dict)
     partitions: Mapping[str, PartitionFacts] = field(default_factory=dict)
     reservations: Mapping[str, ReservationFacts] = field(default_factory=dict)
+    blocks: Blocks = NO_BLOCKS  # topology/block's base blocks (empty: another topology, or none)
 
     @property
     def default_partition(self) -> PartitionFacts | None:

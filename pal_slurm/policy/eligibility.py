@@ -15,6 +15,10 @@ exclusions, reservation, capacity), and *fits now* when it also has the free CPU
 (and, for --exclusive, nothing running). No eligible node at all: pass (Slurm decides, e.g.
 rejects a job that can never run). Eligible nodes but none fits now: the job waits (defer).
 
+Under topology/block (SiteView.blocks) a multi-node job's groups are cut per base block
+(`in_blocks`): it is placed inside one block, or waits until a block has room, as Slurm's own
+block placement would; a job larger than a block passes (`block_span`).
+
 The per-node judgement of what a node offers (partition, usable, features, GPU model, CPUs
 and memory, exclusions) is made once per site read and kind of ask by policy/site_index.py;
 this module decides what a job asks and assembles its node groups from those candidates.
@@ -28,7 +32,7 @@ from typing import Mapping
 from pal_slurm.intake.constraints import ConstraintTooLarge, ConstraintUnsupported, parse_constraint
 from pal_slurm.intake.refusals import TOO_LARGE
 from pal_slurm.intake.restrictions import JobRestrictions
-from pal_slurm.model.site import NodeFacts, PartitionFacts, SiteView
+from pal_slurm.model.site import NO_BLOCKS, Blocks, NodeFacts, PartitionFacts, SiteView
 from pal_slurm.policy.site_index import SiteIndex
 
 
@@ -173,6 +177,9 @@ def eligible_nodes(job: JobRestrictions, site: SiteView, now: float, index: Site
     parts = _partitions(job, site)
     if isinstance(parts, str):
         return passed(parts)
+    blocks = site.blocks if job.nodes != 1 else NO_BLOCKS  # one node is always in one block
+    if blocks and job.nodes is not None and job.nodes > blocks.size:
+        return passed(BLOCK_SPAN)
     index = index if index is not None and index.site is site else SiteIndex(site)
     groups: list[NodeGroup] = []
     for p in parts:
@@ -188,11 +195,42 @@ def eligible_nodes(job: JobRestrictions, site: SiteView, now: float, index: Site
             continue
         fits = found.fits_now if eligible is found.eligible else found.fits_now & eligible
         group = NodeGroup(p.name if len(job.partitions) > 1 else None, eligible, fits)
-        if all(g.eligible != group.eligible for g in groups):
-            groups.append(group)
+        for part in (in_blocks(group, blocks, job.nodes) if blocks else (group,)):
+            if all(g.eligible != part.eligible for g in groups):
+                groups.append(part)
     if not groups:
-        return passed("no_eligible_node")
+        return passed(NO_BLOCK_FITS if blocks else "no_eligible_node")
     return Eligibility(tuple(groups))
+
+
+# pass reasons under topology/block (docs/decisions/block-topology.md)
+BLOCK_SPAN = "block_span"  # more nodes than a base block holds: Slurm's own block placement
+NO_BLOCK_FITS = "no_block_fits"  # no block holds enough of the nodes the job may use
+
+
+BLOCK_DEFER = "block"  # a multi-node job under topology/block: placed by the cycle, never at submit
+
+
+def multi_node_in_blocks(site: SiteView, job: JobRestrictions) -> bool:
+    """Whether `job` may span nodes on a site with topology/block. Such a job is never pinned
+    at submit: Slurm 24.11 shows the hook no --segment, and refuses the submission outright
+    when a pin sits beside one ("Requested topology configuration is not available"); pinned
+    later by the cycle, a --segment job is only left pending (BadConstraints), and pald drops
+    that pin (daemon/held_jobs.unpin_limited), so the job still runs as its user asked."""
+    return bool(site.blocks) and job.nodes != 1
+
+
+def in_blocks(group: NodeGroup, blocks: Blocks, nodes: int | None) -> list[NodeGroup]:
+    """`group` cut into one group per base block that holds at least `nodes` of its nodes:
+    Slurm keeps a job of up to a block's size inside one block and leaves a node pin across
+    two pending for ever (BadConstraints), so a multi-node placement is drawn from one block.
+    Nodes in no block are left out (Slurm's block plugin places no multi-node job there)."""
+    out = []
+    for members in blocks.members().values():
+        eligible = group.eligible & members
+        if eligible and len(eligible) >= (nodes or 1):
+            out.append(NodeGroup(group.partition, eligible, group.fits_now & members))
+    return out
 
 
 def short_after_promises(job: JobRestrictions, site: SiteView, promised: Mapping[str, tuple[int, int]]

@@ -13,13 +13,14 @@ import math
 from datetime import datetime
 from typing import Callable, Iterable, Mapping, Sequence
 
-from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
+from pal_slurm.model.site import NO_BLOCKS, Blocks, NodeFacts, PartitionFacts, ReservationFacts, SiteView
 from pal_slurm.slurm.errors import SlurmParseError
 from pal_slurm.intake.durations import DurationError, parse_limit
 from pal_slurm.intake.hostlist import expand
 from pal_slurm.intake.gres import GPU, parse_gres
 from pal_slurm.slurm.nodes import NodeInfo
 from pal_slurm.slurm.runner import Runner
+from pal_slurm.slurm.topology import read_blocks
 
 _UNLIMITED = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A", ""})
 
@@ -163,12 +164,14 @@ def node_facts(node: NodeInfo) -> NodeFacts:
 
 
 def site_view(nodes: Sequence[NodeInfo], partitions: Mapping[str, PartitionFacts],
-              reservations: Mapping[str, ReservationFacts] | None = None) -> SiteView:
-    return SiteView({n.name: node_facts(n) for n in nodes}, dict(partitions), dict(reservations or {}))
+              reservations: Mapping[str, ReservationFacts] | None = None, blocks: Blocks = NO_BLOCKS) -> SiteView:
+    return SiteView({n.name: node_facts(n) for n in nodes}, dict(partitions), dict(reservations or {}), blocks)
 
 
 def read_site(runner: Runner, nodes: Iterable[NodeInfo]) -> SiteView:
-    """The site as Slurm shows it now (two scontrol calls; `nodes` from the same cycle's sinfo)."""
+    """The site as Slurm shows it now (three scontrol calls: partitions, reservations and the
+    topology's blocks; `nodes` from the same cycle's sinfo)."""
     partitions = parse_partitions(runner.run(["scontrol", "-o", "show", "partition"]))
     reservations = parse_reservations(runner.run(["scontrol", "-o", "show", "reservation"]))
-    return site_view(list(nodes), partitions, reservations)
+    blocks = read_blocks(runner.run)
+    return site_view(list(nodes), partitions, reservations, blocks)

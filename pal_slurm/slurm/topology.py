@@ -1,20 +1,33 @@
-"""Slurm's topology.conf (topology/tree): leaf switches and the nodes under them.
+"""Slurm's network topology, in pal-slurm's one vocabulary: a node's rack is its locality unit.
 
-pal-slurm's network tiers are node < rack (leaf switch) < spine: a node's rack is the leaf
-switch that lists it. Lines look like
+pal-slurm's network tiers are node < rack < spine. Under topology/tree the rack is the leaf
+switch that lists the node; under topology/block (Slurm 23.11+, NVLink domains) it is the base
+block. topology.conf lines look like
 
     SwitchName=leaf1 Nodes=gpu[01-08]
     SwitchName=leaf2 Nodes=gpu[09-16] LinkSpeed=100
     SwitchName=spine Switches=leaf[1-2]
 
-Pure parsing (`parse_topology`) plus one reader; errors name the file and the line.
+or, for topology/block,
+
+    BlockName=b1 Nodes=gpu[01-04]
+    BlockName=b2 Nodes=gpu[05-08]
+    BlockSizes=4
+
+`parse_topology` reads the file ([slurm] topology_conf; a block is read as a leaf), and
+`parse_show_topology` reads what Slurm itself says (`scontrol show topology`): the blocks and
+their size, which pald reads every cycle, so that a site on topology/block needs no file.
+Slurm 22.05 has no topology/block; there, and under topology/tree, the command prints no
+block and the site has none. Pure parsing plus one reader; errors name the file and the line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+from pal_slurm.model.site import NO_BLOCKS, Blocks
 from pal_slurm.slurm.errors import SlurmParseError
 from pal_slurm.intake.hostlist import expand
 
@@ -38,10 +51,14 @@ def parse_topology(text: str, source: str = "topology.conf") -> dict[str, Switch
             if not sep:
                 raise SlurmParseError(f"{source}:{lineno}: expected KEY=VALUE, got {token!r}")
             fields[key.lower()] = value
-        name = fields.get("switchname")
-        if not name:
-            raise SlurmParseError(f"{source}:{lineno}: a line needs SwitchName=")
-        unknown = set(fields) - {"switchname", "nodes", "switches", "linkspeed"}
+        if set(fields) == {"blocksizes"}:  # topology/block's sizes: no locality of their own
+            _block_sizes(fields["blocksizes"], f"{source}:{lineno}")
+            continue
+        name = fields.get("switchname") or fields.get("blockname")
+        if not name or ("switchname" in fields and "blockname" in fields):
+            raise SlurmParseError(f"{source}:{lineno}: a line needs SwitchName= or BlockName=")
+        unknown = set(fields) - ({"switchname", "nodes", "switches", "linkspeed"} if "switchname" in fields
+                                 else {"blockname", "nodes"})
         if unknown:
             raise SlurmParseError(f"{source}:{lineno}: unknown key(s) {', '.join(sorted(unknown))}")
         if name in switches:
@@ -53,7 +70,7 @@ def parse_topology(text: str, source: str = "topology.conf") -> dict[str, Switch
             raise SlurmParseError(f"{source}:{lineno}: {exc}") from None
         switches[name] = Switch(name, nodes, subs)
     if not switches:
-        raise SlurmParseError(f"{source}: no switches")
+        raise SlurmParseError(f"{source}: no switches or blocks")
     leaf_of: dict[str, str] = {}
     for sw in switches.values():
         for sub in sw.switches:
@@ -78,3 +95,49 @@ def read_racks(path: str | Path) -> dict[str, str]:
     except OSError as exc:
         raise SlurmParseError(f"{p}: cannot read topology: {exc.strerror or exc}") from None
     return racks_of_nodes(parse_topology(text, str(p)))
+
+
+def _block_sizes(text: str, where: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise SlurmParseError(f"{where}: BlockSizes={text!r} is not a list of node counts") from None
+    if not sizes or min(sizes) < 1:
+        raise SlurmParseError(f"{where}: BlockSizes={text!r} is not a list of node counts")
+    return sizes
+
+
+def parse_show_topology(text: str) -> Blocks:
+    """`scontrol show topology` -> the base blocks (NO_BLOCKS when it lists none: topology/tree,
+    no topology plugin, Slurm 22.05). Slurm 24.11 prints a line per base block and one per
+    aggregated block of a larger BlockSizes value (`AggregatedBlock=b[1-2] ... BlockSize=8`),
+    which adds no locality of its own and is skipped:
+
+        BlockName=b1 BlockIndex=0 Nodes=gpu[01-04] BlockSize=4
+    """
+    block_of: dict[str, str] = {}
+    size = 0
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.startswith("BlockName="):
+            continue
+        fields = dict(token.partition("=")[::2] for token in raw.split())
+        where = f"scontrol show topology:{lineno}"
+        name, nodes = fields.get("BlockName", ""), fields.get("Nodes", "")
+        if not name or not nodes:
+            raise SlurmParseError(f"{where}: a block needs BlockName= and Nodes=")
+        try:
+            members = expand(nodes)
+        except Exception as exc:  # noqa: BLE001 - hostlist errors carry their own text
+            raise SlurmParseError(f"{where}: {exc}") from None
+        for node in members:
+            if node in block_of:
+                raise SlurmParseError(f"{where}: node {node!r} in both {block_of[node]!r} and {name!r}")
+            block_of[node] = name
+        line_size = _block_sizes(fields.get("BlockSize", str(len(members))), where)[0]
+        size = line_size if size == 0 else min(size, line_size)
+    return Blocks(block_of, size) if block_of else NO_BLOCKS
+
+
+def read_blocks(run: Callable[[list[str]], str]) -> Blocks:
+    """The site's blocks as Slurm shows them now (`run`: a Runner's run)."""
+    return parse_show_topology(run(["scontrol", "show", "topology"]))

@@ -86,6 +86,29 @@ def test_a_release_slurm_keeps_waiting_for_a_limit_is_unpinned_at_once_and_its_g
     assert reply.decision.value == "place" and set(reply.nodes) == {"gpu01"}, reply
 
 
+def test_a_pin_slurm_refuses_is_dropped_at_once_and_the_job_left_to_slurm(tmp_path):
+    """Under topology/block a PAL pin beside the user's own --segment (which Slurm 24.11 shows
+    pald nowhere) leaves the job pending with BadConstraints for ever: pald drops the pin at
+    the first read that shows it, without holding it again, and frees its GPUs."""
+    four = "gres:gpu:s0:1,gres:gpu:s1:1,gres:gpu:s2:1,gres:gpu:s3:1"
+    refused = replace(pinned(5, tres=four), reason="BadConstraints", priority=0)  # Slurm holds it
+    pald = make_pald(tmp_path, jobs=[refused])
+    pald.reader._nodes = pald.reader._nodes[:1]  # gpu01 only
+    pald.sync_and_cycle()
+    assert acts(pald.actuator.calls) == [("unpin", 5), ("release", 5)]
+    pald.reader._jobs = [replace(pinned(5, nodes=(), tres=four), reason="Resources")]
+    pald.sync_and_cycle()
+    assert "job:5" not in pald.service.reservations
+
+
+def test_which_pending_reasons_refuse_a_pin():
+    from pal_slurm.intake.refusals import held_by_limit, refuses_pin
+
+    assert refuses_pin("BadConstraints") and not held_by_limit("BadConstraints")
+    for reason in ("Resources", "Priority", "QOSMaxJobsPerUserLimit", "ReqNodeNotAvail", ""):
+        assert not refuses_pin(reason), reason
+
+
 def test_which_pending_reasons_are_limits():
     from pal_slurm.intake.refusals import held_by_limit
 
@@ -93,3 +116,4 @@ def test_which_pending_reasons_are_limits():
         assert held_by_limit(reason), reason
     for reason in ("Resources", "Priority", "JobHeldAdmin", "ReqNodeNotAvail", "Dependency", ""):
         assert not held_by_limit(reason), reason
+

@@ -8,7 +8,9 @@ from pal_slurm.daemon.cycle import apply_releases
 from pal_slurm.daemon.protocol import JobFields, PlaceRequest
 from pal_slurm.daemon.service import PlacementService
 from pal_slurm.model import DecisionKind
-from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
+from dataclasses import replace
+
+from pal_slurm.model.site import Blocks, NodeFacts, PartitionFacts, ReservationFacts, SiteView
 from pal_slurm.policy.site_index import SiteIndex
 
 from .builders import FakeActuator, held_job, place, view
@@ -173,3 +175,18 @@ def test_a_read_s_index_is_kept_with_its_site_and_another_site_s_is_not():
     s.observe_site(read, stale)  # an index of another read never answers for this one
     assert s.where.index_for(read) is not stale
     assert s.where.index_for(read).site is read
+
+
+def test_under_topology_block_a_multi_node_job_is_never_pinned_at_submit():
+    """topology/block (two blocks of two nodes): Slurm 24.11 shows the hook no --segment and
+    rejects a submission with a pin beside one, so a multi-node job is held for the cycle
+    (reason `block`); a one-node job is placed at once; a job larger than a block passes."""
+    s = PlacementService()
+    s.observe_cluster(view(), now=0.0)
+    blocks = Blocks({"gpu01": "b1", "gpu02": "b1", "gpu03": "b2", "gpu04": "b2"}, 2)
+    s.observe_site(replace(site(), blocks=blocks))
+    assert ask(s, "one", gpn=2).decision is DecisionKind.PLACE
+    two = ask(s, "two", gpn=4, nodes=2)
+    assert two.decision is DecisionKind.DEFER and two.reason == "block"
+    big = ask(s, "big", gpn=1, nodes=3)
+    assert big.decision is DecisionKind.PASS and big.reason == "block_span"

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pal_slurm.model.site import NodeFacts, PartitionFacts, ReservationFacts, SiteView
+from pal_slurm.model.site import Blocks, NodeFacts, PartitionFacts, ReservationFacts, SiteView
 from pal_slurm.intake.constraints import ConstraintTooLarge, parse_constraint
 from pal_slurm.intake.hostlist import HostSet
 from pal_slurm.intake.restrictions import JobRestrictions
-from pal_slurm.policy.eligibility import eligible_nodes
+from pal_slurm.policy.eligibility import BLOCK_SPAN, NO_BLOCK_FITS, eligible_nodes
 
 NOW = 1_000_000.0
 
@@ -264,3 +264,43 @@ def test_never_returns_a_node_the_job_may_not_use(view, job):
             assert any(slurm_allows(job, view, name, p) for p in partitions), (name, group, job)
         if group.partition is None and len(partitions) == 1:
             assert all(slurm_allows(job, view, name, partitions[0]) for name in group.fits_now)
+
+
+# ---- topology/block -----------------------------------------------------------------------
+BLOCKED = SiteView({n.name: n for n in (node(f"n{i}") for i in range(1, 9))},
+                   {"gpu": PartitionFacts("gpu", frozenset(f"n{i}" for i in range(1, 9)), default=True)},
+                   blocks=Blocks({f"n{i}": "b1" if i <= 4 else "b2" for i in range(1, 9)}, 4))
+
+
+def test_a_multi_node_job_gets_one_group_per_block():
+    """Slurm leaves a pin across two blocks pending for ever: a 2-node job's nodes come from one."""
+    got = eligible_nodes(JobRestrictions(nodes=2), BLOCKED, NOW)
+    assert [g.eligible for g in got.groups] == [frozenset({"n1", "n2", "n3", "n4"}),
+                                                 frozenset({"n5", "n6", "n7", "n8"})]
+    assert got.groups[0].fits_now == got.groups[0].eligible
+
+
+def test_a_one_node_job_is_not_cut_by_block():
+    got = eligible_nodes(JobRestrictions(nodes=1), BLOCKED, NOW)
+    assert len(got.groups) == 1 and len(got.groups[0].eligible) == 8
+
+
+def test_a_job_larger_than_a_block_is_left_to_slurm():
+    assert eligible_nodes(JobRestrictions(nodes=5), BLOCKED, NOW).passed == BLOCK_SPAN
+
+
+def test_a_block_short_of_eligible_nodes_is_no_group_and_none_left_passes():
+    """--exclude leaves b1 three nodes: a 4-node job may only use b2; with one gone from b2
+    too, no block holds it."""
+    one_block = eligible_nodes(JobRestrictions(nodes=4, exclude=hosts("n1")), BLOCKED, NOW)
+    assert [g.eligible for g in one_block.groups] == [frozenset({"n5", "n6", "n7", "n8"})]
+    assert eligible_nodes(JobRestrictions(nodes=4, exclude=hosts("n1", "n5")), BLOCKED, NOW).passed == NO_BLOCK_FITS
+
+
+def test_a_busy_block_still_is_a_group_the_job_waits_for():
+    """No block has room now: the groups stay (the job waits for one), none fits now."""
+    busy = {name: (node(name, free_cpus=0) if name in ("n2", "n3", "n4", "n6", "n7", "n8") else n)
+            for name, n in BLOCKED.nodes.items()}
+    got = eligible_nodes(JobRestrictions(nodes=2), SiteView(busy, BLOCKED.partitions, blocks=BLOCKED.blocks), NOW)
+    assert got.passed is None and len(got.groups) == 2
+    assert [g.fits_now for g in got.groups] == [frozenset({"n1"}), frozenset({"n5"})]

@@ -115,9 +115,12 @@ class ScriptedRunner:
         return self.outputs[argv[-1]]
 
 
-def test_read_site_asks_scontrol_for_partitions_and_reservations() -> None:
+def test_read_site_asks_scontrol_for_partitions_reservations_and_blocks() -> None:
     runner = ScriptedRunner({"partition": load("scontrol_partitions.txt"),
-                             "reservation": load("scontrol_reservations.txt")})
+                             "reservation": load("scontrol_reservations.txt"),
+                             "topology": "BlockName=b1 BlockIndex=0 Nodes=gpu[01-02] BlockSize=2\n"})
     view = read_site(runner, parse_sinfo(load("sinfo_site.json")))
-    assert runner.calls == [["scontrol", "-o", "show", "partition"], ["scontrol", "-o", "show", "reservation"]]
+    assert runner.calls == [["scontrol", "-o", "show", "partition"], ["scontrol", "-o", "show", "reservation"],
+                            ["scontrol", "show", "topology"]]
     assert set(view.partitions) == {"gpu", "one", "two", "acct"} and set(view.reservations) == {"r1", "later"}
+    assert view.blocks.block_of == {"gpu01": "b1", "gpu02": "b1"} and view.blocks.size == 2

@@ -79,6 +79,9 @@ class CycleResult:
     # the jobs left waiting as the submit path plans a newcomer behind them (HeldQueue.planned);
     # None: unknown (some wait for other reasons, or may use only some nodes)
     behind: list[JobRequest] | None = None
+    # in the site's order (Engine.keeps_order): the held jobs planned, highest priority first,
+    # each with the priority pald computed for it (what an admin reads to see who passed whom)
+    ranked: list[tuple[JobId, float]] = field(default_factory=list)
 
 
 def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, held: Sequence[HeldRead], now: float,
@@ -142,14 +145,19 @@ def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, 
                 groups[ref] = group
             else:
                 restricted.append(req)
+    if by_priority:
+        out.ranked = [(r.job_id, r.site_priority) for r in engine.order_jobs([*requests, *restricted])]
     launched = 0
+    started: set[JobId] = set()
     if requests:
         plan, checked = plan_held(engine, view, site, book.available(view), seen.ranking, book.promised(),
                                   planning_running(engine, book, seen), requests, limits, now)
         out.planned = {job_id: (p, by_id[job_id].perf_class) for job_id, p in plan.planned.items() if job_id in by_id}
         for job_id, release in checked:
-            launched += _book(out, book, engine, by_id[job_id], release, groups[job_id], limits[job_id], now)
-    for req in engine.order_jobs(restricted) if restricted else ():
+            if _book(out, book, engine, by_id[job_id], release, groups[job_id], limits[job_id], now):
+                launched += 1
+                started.add(job_id)
+    for req in restricted_in_turn(engine, restricted, [r for r in requests if r.job_id not in started]):
         # in queue order, on what the cycle left (GPUs, and CPUs/memory promised meanwhile);
         # without backfill the first that waits holds the ones behind it
         job = limits[req.job_id]
@@ -160,7 +168,7 @@ def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, 
             found = on_bound_slots(engine, where, facts, req, found, bound[req.job_id], now)
         if found is None or not _book(out, book, engine, req, release_on(
                 view, site, book.available(view).free, req, found[0], job, book.promised()), found[1], job, now):
-            if not engine.settings.backfill:
+            if not engine.backfills_freely:
                 break
             continue
         launched += 1
@@ -168,6 +176,26 @@ def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, 
     released = {r.job_id for r in out.releases}
     if not (restricted or not_yet or unexpanded):
         out.behind = [r for r in requests if r.job_id not in released]
+    return out
+
+
+def restricted_in_turn(engine: Engine, restricted: Sequence[JobRequest], waiting: Sequence[JobRequest]
+                        ) -> list[JobRequest]:
+    """The restricted jobs in queue order, placed after the shared cycle. In the site's order
+    (Engine.keeps_order) only those ahead of every job the shared cycle left waiting: a
+    restricted job is placed on what the cycle left, blind to the reservations of the jobs
+    that wait there, so one of lower priority waits for the next cycle rather than take
+    GPUs a higher-priority job was promised."""
+    if not restricted:
+        return []
+    if not engine.keeps_order or not waiting:
+        return engine.order_jobs(restricted)
+    mine = {r.job_id for r in restricted}
+    out = []
+    for req in engine.order_jobs([*restricted, *waiting]):
+        if req.job_id not in mine:
+            break
+        out.append(req)
     return out
 
 

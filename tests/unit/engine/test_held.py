@@ -43,3 +43,19 @@ def test_a_job_pald_cannot_read_is_released_untouched_and_books_nothing():
     (rel,) = plan([bad], book).releases
     assert rel.launch is None and rel.choice is None and rel.reason.startswith("bad_comment")
     assert not book.by_key
+
+
+def test_in_the_sites_order_a_restricted_job_goes_only_ahead_of_every_job_left_waiting():
+    from pal_slurm.engine.held import restricted_in_turn
+    from pal_slurm.model import JobRequest
+
+    def req(jid, prio):
+        return JobRequest(job_id=jid, num_gpus=1, submit_time=jid, site_priority=prio)
+
+    restricted = [req(1, 50), req(2, 90), req(3, 10)]
+    waiting = [req(4, 40)]  # the shared plan left it waiting
+    slurm = Engine(EngineSettings(queue="slurm", running_jobs_move=False))
+    assert [r.job_id for r in restricted_in_turn(slurm, restricted, waiting)] == [2, 1]
+    assert [r.job_id for r in restricted_in_turn(slurm, restricted, [])] == [2, 1, 3]
+    fifo = Engine(EngineSettings(queue="fifo", running_jobs_move=False))  # pald's own order: all, in it
+    assert [r.job_id for r in restricted_in_turn(fifo, restricted, waiting)] == [1, 2, 3]

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pal_slurm.config import PolicyConfig  # noqa: E402
-from tests.integration.test_slurm_priority_lab import FAIR_SHARE_WEIGHTS, fair_share  # noqa: E402
+from tests.integration.test_slurm_priority_lab import FAIR_SHARE_WEIGHTS, LAB_BACKFILL, fair_share  # noqa: E402
 from tests.support.accounting_pald import hooked_accounting_lab  # noqa: E402
 from tests.support.site_order_workload import run_workload  # noqa: E402
 
@@ -34,8 +34,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sleep-scales", default="1",
                     help="comma-separated: each job sleeps this many times as long (1: the lab test's workload)")
+    ap.add_argument("--bf-interval", type=int, default=None,
+                    help="Slurm's bf_interval in seconds (default: the test's, LAB_BACKFILL; 30 is Slurm's own)")
     args = ap.parse_args()
-    with hooked_accounting_lab("pal-site-order-", nodes=2, gpus=4, extra_conf=FAIR_SHARE_WEIGHTS) as rig:
+    conf = FAIR_SHARE_WEIGHTS if args.bf_interval is None else FAIR_SHARE_WEIGHTS.replace(
+        LAB_BACKFILL, f"SchedulerParameters=batch_sched_delay=0,bf_interval={args.bf_interval}\n")
+    with hooked_accounting_lab("pal-site-order-", nodes=2, gpus=4, extra_conf=conf) as rig:
         lab = rig.lab
         env = lab.client_env()
         for argv in (["add", "account", "heavy,light"], ["add", "user", "root", "account=heavy,light"]):
@@ -52,6 +56,9 @@ def main() -> None:
             raise SystemExit(f"Slurm's fair share did not tell the accounts apart: {fair_share(env)}")
         subprocess.run(["scancel", str(blocker)], env=env, check=True)
         lab.wait_idle(60)
+        print("SchedulerParameters:", [line for line in subprocess.run(
+            ["scontrol", "show", "config"], env=env, capture_output=True, text=True).stdout.splitlines()
+            if "SchedulerParameters" in line])
         rig.start_pald(policy='queue = "slurm"', placement=PolicyConfig().placement)  # pald's default: pal-fit
         for scale in (float(x) for x in args.sleep_scales.split(",")):
             offs = []

@@ -26,7 +26,8 @@ from pal_slurm.model.modes import ON
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.intake.tags import held_by_pald
 from pal_slurm.engine import Actuator
-from pal_slurm.model import DecisionKind
+from pal_slurm.model import ClusterView, DecisionKind, PlannedStart
+from pal_slurm.model.decision import JobId
 from pal_slurm.policy.shapes import choice_of
 from pal_slurm.intake.hostlist import compress
 from pal_slurm.slurm.readers import JobInfo, admin_comments
@@ -64,6 +65,35 @@ def held_by_other(job: JobInfo) -> bool:
     """Held, but not by pald: its user's hold (Reason=JobHeldUser) or an operator's
     (JobHeldAdmin) made after pald released it. pald neither releases nor re-pins it."""
     return job.held and not held_by_pald(job.admin_comment)
+
+
+SITE_ORDER_LOGGED = 64  # the most held jobs one line of the site's order names
+
+
+def site_order_line(ranked: Sequence[tuple[JobId, float]], released: Collection[JobId],
+                    planned: Mapping[JobId, PlannedStart], view: ClusterView | None, now: float) -> str:
+    """The held jobs of one cycle in the site's order (the `slurm` queue), highest priority
+    first: `ID=PRIORITY` as pald computed it, `+` after a job released, and for one left
+    waiting with a reservation `@S[NODE:SLOT.SLOT;...]`, its planned start in S seconds on
+    those GPUs (`[any]`: anywhere). Why: a held job shows priority 0 in squeue and is absent
+    from sprio, so this is where an admin (and the lab test of the order) reads who went
+    ahead of whom, and whether the reservation of each job passed allowed it."""
+    out = []
+    for job_id, prio in ranked[:SITE_ORDER_LOGGED]:
+        word = f"{job_id}={prio:.0f}"
+        if job_id in released:
+            word += "+"
+        elif job_id in planned:
+            start = planned[job_id]
+            if start.gpus is None or view is None:
+                where = "any"
+            else:
+                where = ";".join(f"{node}:{'.'.join(map(str, slots))}"
+                                 for node, slots in choice_of(sorted(start.gpus), view).nodes.items())
+            word += f"@{start.at - now:.0f}[{where}]"
+        out.append(word)
+    more = len(ranked) - len(out)
+    return " ".join(out) + (f" (+{more} more)" if more > 0 else "")
 
 
 class HeldJobCycle:
@@ -129,6 +159,10 @@ class HeldJobCycle:
         errors = apply_releases(plan, self.actuator, done=done, failed=failed, comments=comments,
                                 launcher=self.launcher)
         with state.lock:
+            if plan.ranked and done_releases:
+                log.info("site order: %s", site_order_line(
+                    plan.ranked, {r.job_id for r in done_releases},
+                    {job_id: start for job_id, (start, _class) in plan.planned.items()}, state.service.view, now))
             self.note_planned_starts(now, {str(j.job_id) for j in held})
             self.note_limited(plan.limited)
         for job_id, err in errors:

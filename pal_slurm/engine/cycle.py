@@ -41,7 +41,7 @@ from pal_slurm.engine.starts import AS_PLANNED, StartRule
 from pal_slurm.model.network import sensitivity_class
 from pal_slurm.policy import PlacementContext, autotune, netaware
 from pal_slurm.policy import placement as placement_by_name, queue_order
-from pal_slurm.policy.registry import PROGRESS_READING_QUEUES, SUBMIT_ORDER_QUEUES
+from pal_slurm.policy.registry import PROGRESS_READING_QUEUES, SITE_ORDER_QUEUES, SUBMIT_ORDER_QUEUES
 from pal_slurm.policy.base import NetworkFactor, PlacementPolicy, QueueOrder
 from pal_slurm.policy.cache import RunCache
 from pal_slurm.policy.shapes import ShapeIndex
@@ -109,6 +109,21 @@ class Engine:
                                                              **(settings.delay_timers or {})})
 
     @property
+    def keeps_order(self) -> bool:
+        """Whether the queue order is the site's priority order (the `slurm` order): a later
+        job may start ahead of a waiting one only as Slurm's backfill would let it, so a
+        backfilling placement reserves for every job that waits (PlacementContext.keep_order)
+        and the engine's own `backfill`, which passes a blocked job without a reservation, is
+        off."""
+        return self.settings.queue in SITE_ORDER_QUEUES
+
+    @property
+    def backfills_freely(self) -> bool:
+        """Whether later jobs pass one that waits with no reservation for it (the engine's
+        `backfill` for a placement that does not backfill itself; never in the site's order)."""
+        return self.settings.backfill and not self.keeps_order
+
+    @property
     def reads_progress(self) -> bool:
         """Whether a cycle reads running jobs' progress: its placement or its queue order does,
         or the tuner learns from it. False lets the event clock leave a running job's request
@@ -129,7 +144,7 @@ class Engine:
             cluster=cluster, ranking=ranking, rng=self.rng, locality_penalty=self.settings.locality_penalty,
             now=now, network=self.network, delay_timers=self.delay_timers(), memo=self.memo,
             reserve_after_s=self.settings.reserve_after_s, starvation_bound_s=self.settings.starvation_bound_s,
-            shape_index=shape_index, cache=self.cache,
+            keep_order=self.keeps_order, shape_index=shape_index, cache=self.cache,
         )
 
     # ---- the cycle -------------------------------------------------------------------------
@@ -159,7 +174,7 @@ class Engine:
         mixed = bool(ctx.cluster.gpus_by_model) and needs_one_model(order)
         shared = [j for j in order if j.gpu_model is None] if mixed else order
         plan = self.policy.plan(shared, ctx)
-        if self.settings.backfill and not self.policy.traits.backfills:
+        if self.backfills_freely and not self.policy.traits.backfills:
             plan = self._backfill(shared, ctx, plan)
         if mixed:
             plan = self._place_model_jobs(order, ctx, plan)
@@ -177,7 +192,7 @@ class Engine:
         free = set(ctx.cluster.free)
         free.update(g for j in order if j.job_id in plan.suspend for g in j.running_on)
         free.difference_update(g for gpus in launch.values() for g in gpus)
-        backfills = self.settings.backfill or self.policy.traits.backfills
+        backfills = self.backfills_freely or self.policy.traits.backfills
         by_model = ctx.cluster.gpus_by_model
         for job in order:
             if job.gpu_model is None or job.running_on:
@@ -227,7 +242,10 @@ class Engine:
                 j.started_on(launch[j.job_id], ctx.now)
                 for j in order if not j.running_on and j.job_id in launch
             ] if self.policy.traits.plans_around_running else []
-            rest = [j for j in order[changed_at + 1:] if j.job_id not in launch and not j.running_on]
+            # in the site's order the jobs before it that wait are planned again too: their
+            # reservations hold against the jobs after them (Engine.keeps_order)
+            after = order if self.keeps_order else order[changed_at + 1:]
+            rest = [j for j in after if j.job_id not in launch and not j.running_on]
             left = ctx.cluster.with_free(set(ctx.cluster.free) - taken)
             plan = self._plan([*holding, *rest], replace(ctx, cluster=left, memo=None, shape_index=None))
             for j in rest:  # the jobs planned again: their planned starts are the new plan's

@@ -89,6 +89,9 @@ class CycleResult:
     # held jobs not released because one more running job would put its user, account or QOS
     # over a job-count limit: job -> the reason Slurm would show (intake.job_limits)
     limited: dict[JobId, str] = field(default_factory=dict)
+    # in the site's order (Engine.keeps_order): the held jobs planned, highest priority first,
+    # each with the priority pald computed for it (what an admin reads to see who passed whom)
+    ranked: list[tuple[JobId, float]] = field(default_factory=list)
 
 
 def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, held: Sequence[HeldRead], now: float,
@@ -162,7 +165,10 @@ def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, 
                 groups[ref] = group
             else:
                 restricted.append(req)
+    if by_priority:
+        out.ranked = [(r.job_id, r.site_priority) for r in engine.order_jobs([*requests, *restricted])]
     launched = 0
+    started: set[JobId] = set()
     planning = requests
     for _ in range(len(requests)):  # planned again only when a launch went over a limit: one fewer each time
         plan, checked = plan_held(engine, view, site, book.available(view), seen.ranking, book.promised(),
@@ -176,6 +182,7 @@ def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, 
                 over = True
             elif _book(out, book, engine, by_id[job_id], release, groups[job_id], limits[job_id], now):
                 launched += 1
+                started.add(job_id)
                 _count(count, owners, job_id)
         if not over:
             break
@@ -183,7 +190,8 @@ def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, 
         planning = [r for r in planning if r.job_id not in done and r.job_id not in out.limited]
         if not planning:
             break
-    for req in engine.order_jobs(restricted) if restricted else ():
+    left_waiting = [r for r in requests if r.job_id not in started and r.job_id not in out.limited]
+    for req in restricted_in_turn(engine, restricted, left_waiting):
         # in queue order, on what the cycle left (GPUs, and CPUs/memory promised meanwhile);
         # without backfill the first that waits holds the ones behind it (one over a limit
         # does not: Slurm would not start it whatever pald left it)
@@ -199,7 +207,7 @@ def plan_and_book(engine: Engine, where: Where, book: Reservations, seen: Seen, 
             found = on_bound_slots(engine, where, facts, req, found, bound[req.job_id], now)
         if found is None or not _book(out, book, engine, req, release_on(
                 view, site, book.available(view).free, req, found[0], job, book.promised()), found[1], job, now):
-            if not engine.settings.backfill:
+            if not engine.backfills_freely:
                 break
             continue
         launched += 1
@@ -225,6 +233,26 @@ def _count(count: LimitCount | None, owners: Mapping[JobId, Owner], job_id: JobI
     owner = owners.get(job_id)
     if count is not None and owner is not None:
         count.add(owner)
+
+
+def restricted_in_turn(engine: Engine, restricted: Sequence[JobRequest], waiting: Sequence[JobRequest]
+                        ) -> list[JobRequest]:
+    """The restricted jobs in queue order, placed after the shared cycle. In the site's order
+    (Engine.keeps_order) only those ahead of every job the shared cycle left waiting: a
+    restricted job is placed on what the cycle left, blind to the reservations of the jobs
+    that wait there, so one of lower priority waits for the next cycle rather than take
+    GPUs a higher-priority job was promised."""
+    if not restricted:
+        return []
+    if not engine.keeps_order or not waiting:
+        return engine.order_jobs(restricted)
+    mine = {r.job_id for r in restricted}
+    out = []
+    for req in engine.order_jobs([*restricted, *waiting]):
+        if req.job_id not in mine:
+            break
+        out.append(req)
+    return out
 
 
 def plan_held(engine: Engine, view: ClusterView, site: SiteView | None, available: ClusterView, ranking: Ranking,

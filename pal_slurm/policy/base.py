@@ -70,6 +70,13 @@ class PlacementContext:
     # may plan a job's start later than this long after it began waiting; None: the
     # placement's own), in the caller's clock like `reserve_after_s`
     starvation_bound_s: float | None = None
+    # The queue is the site's priority order (Slurm's multifactor, the `slurm` queue order): a
+    # later job may start ahead of a waiting one only as Slurm's backfill lets it (it ends, by
+    # its time limit, before the waiting job's reservation, or uses none of its GPUs). A
+    # backfilling placement then has every job that cannot start hold a reservation at once,
+    # however many wait (no `reserve_after_s` grace, no cap): Slurm's backfill plans every
+    # job it tests, not the first few (docs/policies.md, "The site's order")
+    keep_order: bool = False
     # A dict the *caller* owns and passes to every round (the simulators do): non-sticky
     # placements keep the previous round's allocations there and recompute only from the first
     # job whose position changed. Explicit state, not hidden: the plan is the same with or

@@ -35,6 +35,9 @@ ALIASES = {
 SLURM_PRIORITY_QUEUE = "slurm"
 QUEUE_ORDERS: dict[str, QueueOrder] = {"fifo": queue.fifo, "las": queue.las, "srtf": queue.srtf,
                                      "srtf-aged": queue.aged_srtf(), SLURM_PRIORITY_QUEUE: queue.slurm_priority}
+# the queue orders that are the site's own priority order: a later job passes a waiting one only
+# as Slurm's backfill would let it (PlacementContext.keep_order)
+SITE_ORDER_QUEUES = frozenset({SLURM_PRIORITY_QUEUE})
 # the queue orders that read running jobs' progress (attained service, remaining time): an
 # engine with one renews running jobs' requests at every decision; fifo reads only priority and
 # submit time (tests/unit/policy/test_queue.py checks the split on every order)

@@ -32,15 +32,19 @@ class HookedAccountingLab:
     def lab(self) -> LabCluster:
         return self.acct.lab
 
-    def start_pald(self, policy: str = "") -> PaldProcess:
-        """pald on SQLite with every GPU equally fast for every class; `policy`: lines added
-        to pal.toml's [policy] table."""
+    def start_pald(self, policy: str = "", placement: str = "pal") -> PaldProcess:
+        """pald on SQLite with every GPU equally fast for every class, the one this rig runs
+        (a running one is stopped first); `policy`: lines added to pal.toml's [policy] table;
+        `placement`: its placement (write_config's default, or the site default `pal-fit`)."""
+        if self.pald is not None:
+            self.pald.stop()
+            self.pald = None
         store = open_store(self.db)
         store.write_ranking("optimal", [RankingEntry(n, s, c, 1.0, 1.0, 0) for n in self.lab.nodes
                                         for s in range(4) for c in "ABCD"])
         store.close()
         cfg = write_config(self.root / "pal.toml", socket=self.root / "pald.sock", db_url=self.db,
-                           slurm_conf=self.lab.slurm_conf, heartbeat=self.root / "hb")
+                           slurm_conf=self.lab.slurm_conf, heartbeat=self.root / "hb", placement=placement)
         if policy:
             cfg.write_text(cfg.read_text().replace("[policy]\n", f"[policy]\n{policy}\n"))
         self.pald = PaldProcess(cfg, self.root / "pald.sock", self.root / "pald.log").start()

@@ -189,7 +189,7 @@ class NetAwarePlacement:
                 if wait is None:
                     got = taken
                 else:  # the consolidated placement finishes it sooner: it waits (see stages.bound)
-                    if backfill.can_hold(rnd.starved_held if starved else len(res)):
+                    if backfill.can_hold(rnd.starved_held if starved else len(res), ctx):
                         wait.holds_s = job.remaining_time
                         rnd.hold(job, wait)
                         rnd.starved_held += starved

@@ -96,3 +96,23 @@ def test_a_source_slurm_could_not_give_is_reported(tmp_path: Any) -> None:
     pald.sync_and_cycle()
     errors = list(pald.state.recent_errors)
     assert [e["what"] for e in errors] == ["priority:sshare"] and "database" in str(errors[0]["error"])
+
+
+def test_a_cycle_that_releases_logs_the_held_jobs_in_the_sites_order(tmp_path: Any, caplog: Any) -> None:
+    pald, _, _ = run(tmp_path, "slurm", PriorityInputs())
+    with caplog.at_level("INFO", logger="pald.cycle"):
+        pald.sync_and_cycle()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("site order: ")]
+    # light's released; heavy's held behind it, reserving the node light's frees (no time limit:
+    # pald counts it ending at once)
+    assert lines == ["site order: 2=10011+ 1=2527@0[gpu01:0.1.2.3]"]
+
+
+def test_the_site_order_line_names_a_held_jobs_reservation() -> None:
+    from pal_slurm.daemon.cycle import site_order_line
+    from pal_slurm.model import ClusterView, PlannedStart
+
+    view = ClusterView.from_layout([("gpu01", 4), ("gpu02", 4)])
+    planned = {7: PlannedStart(130.0, frozenset({1, 2, 4})), 8: PlannedStart(160.0, None)}
+    line = site_order_line([(7, 900.0), (5, 800.0), (8, 700.0), (9, 600.0)], {5}, planned, view, 100.0)
+    assert line == "7=900@30[gpu01:1.2;gpu02:0] 5=800+ 8=700@60[any] 9=600"

@@ -138,3 +138,34 @@ def test_jobs_planned_again_after_slurm_s_slots_still_see_the_running_jobs_end()
     # ... and the cycle reports that wait as the second plan made it (RoundPlan.planned)
     assert set(plan.planned) == {"b"} and plan.planned["b"].at == 52.0
     assert plan.planned["b"].gpus is not None and set(range(4)) <= plan.planned["b"].gpus
+
+
+# ---- the site's priority order (queue "slurm"): a later job passes only as Slurm's backfill would
+ORDER_VIEW = ClusterView.uniform(2, 4, nodes_per_rack=2)
+
+
+def _site_order_cycle(queue: str, placement: str = "pal-fit", backfill: bool = False):
+    """A job on node 0's four GPUs ends in 100 s; `high` (priority 20, 8 GPUs, submitted
+    now: within pal-fit's reserve_after_s grace) cannot start before then. `long` (priority
+    10) fits now and would run past it; `short` (priority 5) ends before it."""
+    running = job("run", 4, running_on=(0, 1, 2, 3), remaining_time=100.0)
+    high = job("high", 8, 10.0, remaining_time=600.0, site_priority=20)
+    long = job("long", 2, 11.0, remaining_time=500.0, site_priority=10)
+    short = job("short", 2, 12.0, remaining_time=60.0, site_priority=5)
+    eng = Engine(EngineSettings(placement=placement, queue=queue, running_jobs_move=False, backfill=backfill),
+                 start_rule=SLURM_STARTS)
+    return eng.decide([running, high, long, short], ORDER_VIEW.with_free(set(range(4, 8))), Ranking.uniform(8), 20.0)
+
+
+def test_in_the_sites_order_a_lower_job_that_would_delay_a_waiting_one_waits():
+    # under fifo pal-fit's grace lets both pass the 8-GPU job (the long one delays it 400 s)
+    assert set(_site_order_cycle("fifo").launch) == {"long", "short"}
+    plan = _site_order_cycle("slurm")
+    # the site's order: `high` reserves at once; only the job that ends before it passes
+    assert set(plan.launch) == {"short"} and plan.planned["high"].at == 120.0
+
+
+def test_in_the_sites_order_the_engines_own_backfill_passes_no_one():
+    # `pal` does not backfill; the engine's greedy backfill would pass the blocked head
+    assert set(_site_order_cycle("fifo", "pal", backfill=True).launch) == {"long", "short"}
+    assert not _site_order_cycle("slurm", "pal", backfill=True).launch

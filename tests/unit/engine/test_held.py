@@ -94,3 +94,19 @@ def test_a_job_on_its_own_nodes_over_a_limit_does_not_hold_the_ones_behind_it():
     out = plan_limited(jobs, book, ana_at_one())
     assert [r.job_id for r in out.releases] == [1, 3] and out.limited == {2: "AssocMaxJobsLimit"}
     assert out.waiting == 1
+
+
+def test_in_the_sites_order_a_restricted_job_goes_only_ahead_of_every_job_left_waiting():
+    from pal_slurm.engine.held import restricted_in_turn
+    from pal_slurm.model import JobRequest
+
+    def req(jid, prio):
+        return JobRequest(job_id=jid, num_gpus=1, submit_time=jid, site_priority=prio)
+
+    restricted = [req(1, 50), req(2, 90), req(3, 10)]
+    waiting = [req(4, 40)]  # the shared plan left it waiting
+    slurm = Engine(EngineSettings(queue="slurm", running_jobs_move=False))
+    assert [r.job_id for r in restricted_in_turn(slurm, restricted, waiting)] == [2, 1]
+    assert [r.job_id for r in restricted_in_turn(slurm, restricted, [])] == [2, 1, 3]
+    fifo = Engine(EngineSettings(queue="fifo", running_jobs_move=False))  # pald's own order: all, in it
+    assert [r.job_id for r in restricted_in_turn(fifo, restricted, waiting)] == [1, 2, 3]

@@ -11,7 +11,9 @@
   pass it freely (short jobs are most of these traces), or with `grace_reservation`, a job on
   whole nodes, only those no longer than it (by their time limits): a long job that passes a
   short one can hold a node it needs for hours; after that it cannot be overtaken
-  indefinitely, so nobody starves.
+  indefinitely, so nobody starves. In the site's priority order (PlacementContext.keep_order)
+  every job that cannot start reserves at once, however many wait: a later job passes it only
+  where Slurm's backfill would.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class Backfill(Protocol):
         """Holds reservations for jobs that wait (the wait stages hold theirs only then)."""
         ...
 
-    def can_hold(self, held: int) -> bool:
+    def can_hold(self, held: int, ctx: PlacementContext) -> bool:
         """Whether a job that waits may hold a reservation when `held` are held already."""
         ...
 
@@ -65,7 +67,7 @@ class StopAtFirst:
     backfills = False
     reserves = False
 
-    def can_hold(self, held: int) -> bool:
+    def can_hold(self, held: int, ctx: PlacementContext) -> bool:
         return False
 
     def blocked(self, job: JobRequest, allowed: int, rnd: Round, starved: bool = False) -> bool:
@@ -83,7 +85,7 @@ class SkipBlocked:
     backfills = True
     reserves = False
 
-    def can_hold(self, held: int) -> bool:
+    def can_hold(self, held: int, ctx: PlacementContext) -> bool:
         return False
 
     def blocked(self, job: JobRequest, allowed: int, rnd: Round, starved: bool = False) -> bool:
@@ -127,17 +129,19 @@ class Easy:
     backfills = True
     reserves = True
 
-    def can_hold(self, held: int) -> bool:
-        return held < self.reservations
+    def can_hold(self, held: int, ctx: PlacementContext) -> bool:
+        return ctx.keep_order or held < self.reservations
 
     def _reserve_after(self, ctx: PlacementContext) -> float:
         return self.reserve_after_s if ctx.reserve_after_s is None else ctx.reserve_after_s
 
     def blocked(self, job: JobRequest, allowed: int, rnd: Round, starved: bool = False) -> bool:
         # a starved job reserves at once, whatever the others hold, among the first
-        # `reservations` starved ones (the jobs stock Slurm's backfill would reserve for)
-        in_grace = not starved and rnd.now - job.waiting_since < self._reserve_after(rnd.ctx)
-        room = rnd.starved_held < self.reservations if starved else len(rnd.res) < self.reservations
+        # `reservations` starved ones (the jobs stock Slurm's backfill would reserve for); in the
+        # site's order every job reserves at once (PlacementContext.keep_order)
+        keep = rnd.ctx.keep_order
+        in_grace = not starved and not keep and rnd.now - job.waiting_since < self._reserve_after(rnd.ctx)
+        room = keep or (rnd.starved_held < self.reservations if starved else len(rnd.res) < self.reservations)
         if room and (not in_grace or (self.grace_reservation and is_per_node(job))):
             if allowed < 0:
                 allowed = rnd.allowed(job)

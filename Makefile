@@ -16,7 +16,7 @@ export PATH := $(VENV_BIN):$(PATH)
 PAL_ROOTS ?= /var/tmp/pal-roots
 export PAL_ROOTS
 
-.PHONY: deps venv test test-host test-debian13 test-debian13-prepare test-fast lint demo clean distclean
+.PHONY: deps venv test test-host test-host-unit test-host-lab test-debian13 test-debian13-release test-debian13-prepare test-fast lint demo clean distclean
 
 deps:
 	bash scripts/install-deps.sh
@@ -28,26 +28,49 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test,postgres]'
 	@touch $@
 
-# Both Slurm releases: this host's (Debian 12: Slurm 22.05, PostgreSQL 15, Python 3.11), then
-# Debian 13's (Slurm 24.11, PostgreSQL 17, Python 3.13) in a cached root. The root is built
-# (debootstrap, its packages, wheels, its venv: minutes on a fresh machine, seconds once cached)
-# while the host's tests run, so its own tests start as soon as the host's end. A host failure
-# ends the run there (once the root's build is done, so its cache is never left half made).
+# Both Slurm releases: this host's (Debian 12: Slurm 22.05, PostgreSQL 15, Python 3.11) and
+# Debian 13's (Slurm 24.11, PostgreSQL 17, Python 3.13) in a cached root. Three steps, each
+# pairing work that waits with work that computes, on a 2-core machine:
+#   1. lint and the host's unit tests, while the root is built (debootstrap, its packages,
+#      wheels, its venv: minutes on a fresh machine, seconds once cached);
+#   2. the host's lab and PostgreSQL tests (every one), alone: some measure pald's answers
+#      under load, and a second lab beside them would be part of that load;
+#   3. in the root, the lab and PostgreSQL tests marked `each_release` (what differs between
+#      releases: the adapter, pald on Slurm, site compatibility, faults, replay, ...) beside the
+#      unit tests on its Python.
+# A failure ends the run at the end of its step (once the root's build is done, so its cache
+# is never left half made).
+UNIT := not slurm and not postgres
+LAB := slurm or postgres
+RELEASE := each_release or (postgres and not slurm)
 test: deps venv
 	@prep_log=$$(mktemp); \
 	$(MAKE) --no-print-directory test-debian13-prepare >"$$prep_log" 2>&1 & prep=$$!; \
-	rc=0; $(MAKE) --no-print-directory test-host || rc=$$?; \
+	rc=0; $(MAKE) --no-print-directory lint test-host-unit || rc=$$?; \
 	prep_rc=0; wait $$prep || prep_rc=$$?; cat "$$prep_log"; rm -f "$$prep_log"; \
 	[ $$rc = 0 ] || exit $$rc; \
 	[ $$prep_rc = 0 ] || echo "test: preparing the Debian 13 root failed (exit $$prep_rc); test-debian13 tries again"; \
-	$(MAKE) --no-print-directory test-debian13
+	$(MAKE) --no-print-directory test-host-lab && $(MAKE) --no-print-directory test-debian13-release
 
 test-host: deps venv lint
 	$(PYTHON) -m pytest -q -p no:cacheprovider
 
+test-host-unit: venv
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m '$(UNIT)'
+
+test-host-lab: deps venv
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m '$(LAB)' --durations=15
+
 lint: venv
 	$(VENV_BIN)/ruff check .
 	$(VENV_BIN)/mypy
+
+# The root's part of `make test` (step 3 above).
+test-debian13-release: venv
+	@if grep -qs '^VERSION_CODENAME=trixie' /etc/os-release; then \
+	  echo "test-debian13-release: this host is Debian 13: covered by test-host-lab"; \
+	else PAL_HOST_PYTHON=$(PYTHON) bash scripts/test-in-debian-root.sh trixie -m '$(RELEASE)' --durations=15 \
+	  --beside -m '$(UNIT)'; fi
 
 # The whole suite again inside a Debian 13 root on this host (scripts/test-in-debian-root.sh:
 # built once with debootstrap, ~4 min; later runs reuse it): Slurm 24.11, PostgreSQL 17,

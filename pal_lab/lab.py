@@ -78,9 +78,20 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def ephemeral_port_low(default: int = 32768) -> int:
+    """The first port Linux hands to outgoing connections (ip_local_port_range)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
 def free_port_block(count: int, low: int = 20000, high: int = 60000, tries: int = 200) -> int:
     """First port of `count` consecutive free TCP ports on 127.0.0.1 (random start, so that
-    several labs started at once rarely collide)."""
+    several labs started at once rarely collide), below the kernel's ephemeral range: a port
+    free now but in that range may be taken by any outgoing connection (a client of another
+    lab) before the daemon binds it."""
+    high = min(high, ephemeral_port_low())
     rng = random.Random()
     for _ in range(tries):
         base = rng.randrange(low, high - count)

@@ -5,6 +5,9 @@
 # PostgreSQL 15, Python 3.11). `make test` calls it for trixie.
 #
 #   scripts/test-in-debian-root.sh SUITE [PYTEST ARGS...]     (default args: the whole suite)
+#   scripts/test-in-debian-root.sh SUITE ARGS... --beside ARGS...
+#       two pytest runs at once in the same copy (e.g. lab tests, which mostly wait on Slurm,
+#       beside unit tests, which use one core); the second one's output follows the first's
 #   scripts/test-in-debian-root.sh --prepare SUITE            (steps 1-3 and the root's venv only:
 #       `make test` runs it beside the host's tests, so the later run finds everything cached)
 #   PAL_ROOTS=/var/tmp/pal-roots   where the roots live (never inside a git work tree)
@@ -97,20 +100,41 @@ if [ ! -f "$venv_mark" ]; then   # the dependencies: once per wheelhouse
 fi
 if [ "$PREPARE" = 1 ]; then step "prepared"; exit 0; fi
 
-step "4. this work tree -> /root/pal-slurm; pytest ${*:-(whole suite)}"
+main_args=(); beside_args=(); beside=0
+for a in "$@"; do
+  if [ "$a" = --beside ]; then beside=1; continue; fi
+  if [ $beside = 1 ]; then beside_args+=("$a"); else main_args+=("$a"); fi
+done
+step "4. this work tree -> /root/pal-slurm; pytest ${main_args[*]:-(whole suite)}"
+[ $beside = 1 ] && step "   beside it: pytest ${beside_args[*]}"
 rm -rf "$ROOT/root/pal-slurm"; mkdir -p "$ROOT/root/pal-slurm"
 (cd "$REPO" && git ls-files -co --exclude-standard -z | tar -cf - --null -T - 2>/dev/null) \
   | tar -xf - -C "$ROOT/root/pal-slurm"
 # the project itself: every run (the tree may have changed)
 inside sh -c '/root/pal-venv/bin/pip install -q --disable-pip-version-check --no-index --no-deps \
   --force-reinstall /root/pal-wheels/pal_slurm-*.whl'
+run_pytest() {
+  inside bash -c 'cd /root/pal-slurm && export PATH=/root/pal-venv/bin:$PATH &&
+    echo "inside: $(. /etc/os-release; echo "$PRETTY_NAME"), $(dpkg-query -W -f "slurm-client \${Version}" slurm-client),
+    $(python3 --version), PostgreSQL $(ls /usr/lib/postgresql), $(dpkg-query -W -f "lua-socket \${Version}" lua-socket)" &&
+    exec python -m pytest -q -p no:cacheprovider "$@"' bash "$@"
+}
 t0=$SECONDS
 set +e
-inside bash -c 'cd /root/pal-slurm && export PATH=/root/pal-venv/bin:$PATH &&
-  echo "inside: $(. /etc/os-release; echo "$PRETTY_NAME"), $(dpkg-query -W -f "slurm-client \${Version}" slurm-client),
-  $(python3 --version), PostgreSQL $(ls /usr/lib/postgresql), $(dpkg-query -W -f "lua-socket \${Version}" lua-socket)" &&
-  exec python -m pytest -q -p no:cacheprovider "$@"' bash "$@"
+beside_rc=0
+if [ $beside = 1 ]; then
+  beside_log=$(mktemp)
+  run_pytest --basetemp=/tmp/pal-beside "${beside_args[@]}" >"$beside_log" 2>&1 &
+  beside_pid=$!
+fi
+run_pytest "${main_args[@]}"
 rc=$?
+if [ $beside = 1 ]; then
+  wait $beside_pid; beside_rc=$?
+  step "beside it: pytest ${beside_args[*]}: exit $beside_rc"
+  cat "$beside_log"; rm -f "$beside_log"
+fi
 set -e
 step "pytest in $SUITE: exit $rc after $(( SECONDS - t0 )) s"
-exit $rc
+[ $rc = 0 ] || exit $rc
+exit $beside_rc

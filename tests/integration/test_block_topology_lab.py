@@ -27,7 +27,7 @@ from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 from tests.integration.test_pald_slurm import wait_quiet
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 BLOCKS = {"b1": {f"gpu{i:02d}" for i in range(1, 5)}, "b2": {f"gpu{i:02d}" for i in range(5, 9)}}
 TOPOLOGY = "BlockName=b1 Nodes=gpu[01-04]\nBlockName=b2 Nodes=gpu[05-08]\nBlockSizes=4\n"

@@ -16,7 +16,7 @@ from pal_slurm.daemon.process import REPO, PaldProcess, write_config
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 
 def field(lab, job_id: int, key: str) -> str:

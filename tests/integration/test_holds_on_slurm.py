@@ -23,7 +23,7 @@ from tests.integration.test_faults import (  # noqa: F401 - `rig` is the module'
     wait_for,
 )
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 
 def submit_as_user(rig, *args: str) -> int:

@@ -26,7 +26,7 @@ from pal_slurm.daemon.protocol import (
 from pal_slurm.model.decision import DecisionKind
 from tests.support.tiny_pald import TinyPald
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 REPO = Path(__file__).resolve().parents[2]
 HOOK = REPO / "job_submit_lua" / "job_submit.lua"

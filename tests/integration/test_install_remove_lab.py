@@ -22,7 +22,7 @@ from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.models import Base
 from pal_slurm.store.records import RankingEntry
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 HOOKS = REPO / "job_submit_lua"
 
 

@@ -22,7 +22,7 @@ import pytest
 from pal_slurm.store.bootstrap import open_store
 from tests.support.accounting_pald import hooked_accounting_lab
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 ENFORCE = "AccountingStorageEnforce=associations,limits\n"
 

@@ -17,7 +17,7 @@ from pal_slurm.store.records import RankingEntry
 
 from pal_slurm.daemon.process import REPO, PaldProcess, write_config
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 JOB = 'echo "CVD=$CUDA_VISIBLE_DEVICES NODE=$SLURMD_NODENAME START=$(date +%s.%N)"; sleep {sleep}; echo "END=$(date +%s.%N)"'
 

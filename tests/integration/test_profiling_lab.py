@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ["gpu01", "gpu02", "gpu03", "gpu04"]

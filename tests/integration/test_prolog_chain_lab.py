@@ -14,7 +14,7 @@ import pytest
 
 from pal_lab.lab import missing_binaries, start_lab
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 
 def script(path: Path, mark: Path) -> None:

@@ -22,7 +22,7 @@ from pal_lab.replay.plan import plan_replay
 from pal_slurm.sim.trace import resolve_trace
 from pal_lab.lab import stop_lab_dir
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 REPO = Path(__file__).resolve().parents[2]
 
 SCALE = 600.0  # trace seconds per wall second: the 13.5 h job runs 81 s

@@ -27,7 +27,7 @@ from pal_slurm.intake.hostlist import expand
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 NODES = ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05")
 FEATURES = {"gpu02": "big", "gpu03": "f3,big", "gpu04": "f4", "gpu05": "f4"}

@@ -12,7 +12,7 @@ from pal_slurm.slurm.errors import SlurmCommandFailed, SlurmError
 from pal_slurm.slurm.gres import tres_per_node
 from pal_lab.lab import LabCluster
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 SHOW_GPUS = 'echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES SLURMD_NODENAME=$SLURMD_NODENAME"'
 

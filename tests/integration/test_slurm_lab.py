@@ -10,7 +10,7 @@ import pytest
 
 from pal_lab.lab import LAB_SCRIPT, LabCluster
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 HOOK = """
 -- find sibling modules next to this script (slurm-lab links them beside slurm.conf)

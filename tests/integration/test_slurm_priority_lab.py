@@ -52,6 +52,7 @@ def sprio(env: dict[str, str]) -> dict[int, tuple[int, int, int]]:
     return {int(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in rows}
 
 
+@pytest.mark.each_release
 def test_pald_computes_the_priority_slurm_gives_pending_jobs() -> None:
     if missing_binaries():
         pytest.skip("Slurm lab cluster unavailable, missing: " + ", ".join(missing_binaries()))
@@ -148,6 +149,7 @@ def fair_share_lab():
         yield rig, blocker, pending
 
 
+@pytest.mark.each_release
 def test_fair_share_qos_and_age_through_slurmdbd(fair_share_lab) -> None:
     """Two accounts with equal shares, one of them using every GPU: pald's fair-share, QOS, job
     size and age factors against sprio's, and its total against squeue's. slurmctld recomputes
@@ -199,6 +201,7 @@ def start_time(env: dict[str, str], job_id: int) -> str:
 QUEUE = os.environ.get("PAL_TEST_PRIORITY_QUEUE", "slurm")  # "fifo": the control the test must fail on
 
 
+@pytest.mark.each_release
 def test_pald_releases_held_pal_jobs_in_slurms_priority_order(fair_share_lab) -> None:
     """pald (queue order `slurm`, the real hook) holds heavy's whole-cluster PAL job, then
     light's, submitted later; once the cluster frees, light's starts first."""

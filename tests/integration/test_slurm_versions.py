@@ -19,7 +19,7 @@ from pal_slurm.daemon.process import REPO, PaldProcess, write_config
 from pal_slurm.slurm.dialects import TESTED_RELEASES, dialect_for, offered_parsers, parse_version
 from pal_slurm.slurm.readers import SlurmReader
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 
 def slurm_version(lab):

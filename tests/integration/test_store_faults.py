@@ -23,7 +23,7 @@ from tests.fixtures.store_faults import delete_sqlite_file, frozen_postgres, rea
 from tests.support.waiting import wait_until
 from tests.unit.daemon.builders import request
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.each_release]
 
 HOOK_TIMEOUT_S = 0.150
 STORE_DEADLINE_S = 5.0  # pal_slurm.daemon.store_link.DEADLINE_S

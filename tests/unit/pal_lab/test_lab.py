@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from pal_lab.lab import LAB_SCRIPT, LabError, free_port_block, start_lab
+from pal_lab.lab import LAB_SCRIPT, LabError, ephemeral_port_low, free_port_block, start_lab
 
 
 def test_free_port_block_is_bindable() -> None:
@@ -15,12 +15,14 @@ def test_free_port_block_is_bindable() -> None:
     try:
         for port in range(base, base + 5):
             s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the lab's daemons bind
             s.bind(("127.0.0.1", port))
             socks.append(s)
     finally:
         for s in socks:
             s.close()
     assert len(socks) == 5
+    assert base + 5 <= ephemeral_port_low()  # no outgoing connection takes one meanwhile
 
 
 def test_lab_script_is_shipped_and_executable() -> None:

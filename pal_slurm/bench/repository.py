@@ -16,10 +16,9 @@ from pal_slurm.ranking.snapshot import RankingSnapshot, utc_from_epoch
 from pal_slurm.store.errors import StoreError, StoreUnavailable
 
 if TYPE_CHECKING:  # annotations only: the prolog imports this module and must stay light
-    from pal_slurm.bench.settings import ProfilingSettings
     from pal_slurm.store.repository import Repository
 
-__all__ = ["StoreError", "StoreProfilingRepository", "StoreUnavailable", "open_profiling", "open_sink"]
+__all__ = ["StoreError", "StoreProfilingRepository", "StoreUnavailable", "open_sink"]
 
 
 class StoreProfilingRepository:
@@ -56,12 +55,3 @@ def open_sink(url: str) -> StoreProfilingRepository:
     from pal_slurm.store import open_store
 
     return StoreProfilingRepository(open_store(url, upgrade=False))
-
-
-def open_profiling(config_path: str | None) -> tuple[ProfilingSettings, StoreProfilingRepository]:
-    """(settings, repository) for palctl; ConfigError or StoreError when impossible."""
-    from pal_slurm.bench.settings import load_settings
-    from pal_slurm.store import open_store
-
-    settings = load_settings(config_path)
-    return settings, StoreProfilingRepository(open_store(settings.store_url))

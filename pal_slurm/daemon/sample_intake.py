@@ -2,7 +2,7 @@
 
 Compute nodes then need no store URL and no database credentials, only munged (which every
 Slurm node runs). A batch is stored when all of these hold, else it is refused, logged (one
-warning line naming the sender's address, uid, claimed node and why) and counted:
+warning line naming the reason, the credential's address and what was wrong) and counted:
 
 1. `unmunge` accepts the credential: signed with the cluster's key, not expired, not decoded
    before (munged's own replay check);
@@ -98,13 +98,13 @@ class SampleIntake:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()  # takes run on worker threads (unmunge is a subprocess)
 
-    def take(self, credential: str, peer: str = "?") -> Taken:
+    def take(self, credential: str) -> Taken:
         """Store the credential's batch (or recognise it); Refused (logged, counted) otherwise."""
         try:
             return self._take(credential)
         except Refused as exc:
             self.count("samples_refused", 1)
-            log.warning("samples from %s refused (%s): %s", peer, exc.reason, exc)
+            log.warning("samples refused (%s): %s", exc.reason, exc)
             raise
 
     def _take(self, credential: str) -> Taken:
@@ -113,7 +113,7 @@ class SampleIntake:
         except MungeError as exc:
             raise Refused("bad_credential", f"invalid MUNGE credential: {exc}") from None
         if decoded.uid not in self.allowed_uids:
-            raise Refused("bad_uid", f"credential of uid {decoded.uid}, not root or SlurmdUser "
+            raise Refused("bad_uid", f"{decoded.encode_host} sent a credential of uid {decoded.uid}, not root or SlurmdUser "
                                      f"(allowed: {sorted(self.allowed_uids)})")
         try:
             batch = decode_payload(decoded.payload)

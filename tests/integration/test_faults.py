@@ -973,7 +973,8 @@ def wait_for_epilog_samples(rig: Rig, work: Workload) -> None:
     work.notes["epilog_wait"] = (round(time.monotonic() - started, 1), sorted(jobs - epilogs, key=int))
 
 
-def check_samples_spooled(rig: Rig, work: Workload, counts: Counts, why: str = "no answer in") -> None:
+def check_samples_spooled(rig: Rig, work: Workload, counts: Counts, why: str = "no answer in",
+                          what: str = "a silent store") -> None:
     """Every job's prolog and epilog sampled each of its GPUs into the spool (none lost to the
     silent store, or to pald down: `why` is what the hooks logged), and once the store (pald)
     answered, all of them reached it exactly once."""
@@ -1017,7 +1018,7 @@ def check_samples_spooled(rig: Rig, work: Workload, counts: Counts, why: str = "
             break
         time.sleep(0.3)
     assert sorted(map(key, stored)) == sorted(map(key, spooled)), "spooled samples not stored exactly once"
-    print(f"prolog/epilog with a silent store: {len(spooled)} samples spooled for {len(gpus_of)} jobs, "
+    print(f"prolog/epilog with {what}: {len(spooled)} samples spooled for {len(gpus_of)} jobs, "
           f"all stored once the store answered (by the hooks of {work.notes['drain_helpers']} helper job(s)); "
           f"samples on GPUs outside a job's last run: {extra or 'none'}")
 
@@ -1222,7 +1223,7 @@ def restart_pald(rig: Rig, work: Workload) -> None:
 
 def check_handoff_spooled(rig: Rig, work: Workload, counts: Counts) -> None:
     assert "[store]" not in rig.profiling.read_text()  # the nodes name no store
-    check_samples_spooled(rig, work, counts, why="unreachable")
+    check_samples_spooled(rig, work, counts, why="unreachable", what="pald down (samples through pald)")
     health = rig.pald.health().details["counts"]
     assert health["samples_refused"] == 0 and health["samples_stored"] > 0, health
 

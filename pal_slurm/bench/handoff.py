@@ -105,11 +105,11 @@ class PaldSink:
         return bytes(buf[: buf.index(b"\n") + 1])
 
 
-def open_sink(settings: ProfilingSettings) -> SampleSink:
-    """The sink `[samples] send` names: PaldSink, or the store itself (bench.repository,
-    opened without migrating)."""
+def open_sink(settings: ProfilingSettings, upgrade: bool = False) -> SampleSink:
+    """The sink `[samples] send` names: PaldSink, or the store itself (bench.repository;
+    migrated only with `upgrade`)."""
     if settings.send == "pald":
         return PaldSink(settings.pald_address, settings.munge_socket, settings.send_timeout_s)
     from pal_slurm.bench.repository import open_sink as open_store_sink
 
-    return open_store_sink(settings.store_url)
+    return open_store_sink(settings.store_url, upgrade)

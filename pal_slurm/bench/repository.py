@@ -50,8 +50,9 @@ class StoreProfilingRepository:
         self.repo.close()
 
 
-def open_sink(url: str) -> StoreProfilingRepository:
-    """For prolog/epilog: open without migrating (many nodes at once must not race on DDL)."""
+def open_sink(url: str, upgrade: bool = False) -> StoreProfilingRepository:
+    """For prolog/epilog: open without migrating (many nodes at once must not race on DDL);
+    `upgrade` for the one-at-a-time spool drain by hand or cron."""
     from pal_slurm.store import open_store
 
-    return StoreProfilingRepository(open_store(url, upgrade=False))
+    return StoreProfilingRepository(open_store(url, upgrade=upgrade))

@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     config = args[0] if args else None
     try:
         settings = load_settings(config)
-        sink = open_sink(settings)
+        sink = open_sink(settings, upgrade=True)  # one drain at a time: it may migrate, as palctl does
     except SettingsError as exc:
         print(f"pal spool: {exc}", file=sys.stderr)
         return 2

@@ -21,8 +21,6 @@ import socket
 import time
 from typing import Callable, Sequence
 
-from pal_slurm.bench.base import SampleSink
-from pal_slurm.bench.settings import ProfilingSettings
 from pal_slurm.config import parse_listen
 from pal_slurm.daemon.protocol import (
     MAX_LINE_BYTES,
@@ -103,13 +101,3 @@ class PaldSink:
         if b"\n" not in buf:
             raise HandoffError(f"pald at {self.host}:{self.port} closed without an answer")
         return bytes(buf[: buf.index(b"\n") + 1])
-
-
-def open_sink(settings: ProfilingSettings, upgrade: bool = False) -> SampleSink:
-    """The sink `[samples] send` names: PaldSink, or the store itself (bench.repository;
-    migrated only with `upgrade`)."""
-    if settings.send == "pald":
-        return PaldSink(settings.pald_address, settings.munge_socket, settings.send_timeout_s)
-    from pal_slurm.bench.repository import open_sink as open_store_sink
-
-    return open_store_sink(settings.store_url, upgrade)

@@ -101,7 +101,7 @@ def _default_backend(settings: ProfilingSettings, job_id: str) -> Backend:
 
 
 def _default_sink(settings: ProfilingSettings) -> SampleSink:
-    from pal_slurm.bench.handoff import open_sink
+    from pal_slurm.bench.repository import open_sink
 
     return open_sink(settings)  # the store, or pald ([samples] send)
 

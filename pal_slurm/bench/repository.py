@@ -16,6 +16,8 @@ from pal_slurm.ranking.snapshot import RankingSnapshot, utc_from_epoch
 from pal_slurm.store.errors import StoreError, StoreUnavailable
 
 if TYPE_CHECKING:  # annotations only: the prolog imports this module and must stay light
+    from pal_slurm.bench.base import SampleSink
+    from pal_slurm.bench.settings import ProfilingSettings
     from pal_slurm.store.repository import Repository
 
 __all__ = ["StoreError", "StoreProfilingRepository", "StoreUnavailable", "open_sink"]
@@ -50,9 +52,14 @@ class StoreProfilingRepository:
         self.repo.close()
 
 
-def open_sink(url: str, upgrade: bool = False) -> StoreProfilingRepository:
-    """For prolog/epilog: open without migrating (many nodes at once must not race on DDL);
-    `upgrade` for the one-at-a-time spool drain by hand or cron."""
+def open_sink(settings: ProfilingSettings, upgrade: bool = False) -> SampleSink:
+    """Where a node's samples go, as `[samples] send` says: the store (for prolog/epilog opened
+    without migrating: many nodes at once must not race on DDL; `upgrade` for the one drain by
+    hand or cron), or pald (bench/handoff.py, imported only then)."""
+    if settings.send == "pald":
+        from pal_slurm.bench.handoff import PaldSink
+
+        return PaldSink(settings.pald_address, settings.munge_socket, settings.send_timeout_s)
     from pal_slurm.store import open_store
 
-    return StoreProfilingRepository(open_store(url, upgrade=upgrade))
+    return StoreProfilingRepository(open_store(settings.store_url, upgrade=upgrade))

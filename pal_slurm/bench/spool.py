@@ -301,8 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     import sys
 
-    from pal_slurm.bench.handoff import open_sink
-    from pal_slurm.bench.repository import StoreError
+    from pal_slurm.bench.repository import StoreError, open_sink
     from pal_slurm.bench.settings import SettingsError, load_settings
 
     args = sys.argv[1:] if argv is None else argv

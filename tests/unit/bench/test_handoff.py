@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from pal_slurm.bench import hook, prolog, spool
-from pal_slurm.bench.handoff import HandoffError, PaldSink, open_sink
+from pal_slurm.bench.handoff import HandoffError, PaldSink
 from pal_slurm.bench.settings import ProfilingSettings
 from pal_slurm.daemon.protocol import ErrorReply, HealthRequest, decode_reply, encode_request
 from pal_slurm.daemon.requests import Requests
@@ -95,12 +95,11 @@ def test_nobody_listening_is_a_handoff_error():
 
 
 def test_pald_mode_never_opens_the_store(monkeypatch):
-    import pal_slurm.bench.repository as repository
+    import pal_slurm.store as store
 
-    monkeypatch.setattr(repository, "open_sink", lambda url: pytest.fail(f"opened the store {url}"))
+    monkeypatch.setattr(store, "open_store", lambda url, **kw: pytest.fail(f"opened the store {url}"))
     settings = ProfilingSettings(send="pald", pald_address="127.0.0.1:1", store_url="sqlite:////nonexistent/x.db")
     assert isinstance(hook._default_sink(settings), PaldSink)
-    assert isinstance(open_sink(settings), PaldSink)
 
 
 def test_prolog_with_pald_down_spools_then_delivers_once_when_it_is_back(tmp_path):

@@ -42,7 +42,8 @@ Answer = Reply | Coroutine[Any, Any, Reply]  # a handler that must wait (reload)
 Handler = Callable[[Request], Answer]  # what the server calls with each decoded request
 Settle = Callable[[Request, Reply, bool], None]  # ... and after writing its reply (written or not)
 
-CLAIM_CONNECT_TIMEOUT_S = 1.0  # a live pald accepts at once (the kernel queues the connect)
+CLAIM_CONNECT_TIMEOUT_S = 1.0
+IDLE_S = 10.0  # the samples listener closes a connection silent this long (a node sends at once)  # a live pald accepts at once (the kernel queues the connect)
 
 
 class SocketInUse(Exception):
@@ -139,12 +140,15 @@ class SocketServer:
 
 
 async def serve_lines(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler,
-                      settle: Settle | None) -> None:
-    """One connection: a reply per request line until the peer closes (module docstring)."""
+                      settle: Settle | None, idle_s: float | None = None) -> None:
+    """One connection: a reply per request line until the peer closes (module docstring), or
+    stays silent `idle_s` (None: no bound, the unix socket's peers are slurmctld and root)."""
     try:
         while True:
             try:
-                line = await reader.readline()
+                line = await asyncio.wait_for(reader.readline(), idle_s)
+            except asyncio.TimeoutError:
+                return
             except (asyncio.LimitOverrunError, ValueError):
                 writer.write(encode_reply(ErrorReply(ErrorCode.TOO_LONG.value, f"line longer than {MAX_LINE_BYTES} bytes")))
                 await writer.drain()
@@ -181,11 +185,14 @@ class SamplesServer:
     """pald's TCP listener for compute nodes' samples (`[samples] listen`): the same line
     protocol, but only `samples` requests, whose MUNGE credential is their authentication
     (sample_intake.py); anything else gets `forbidden`. No peer check: any host may connect,
-    only a credential signed with the cluster's MUNGE key by root or SlurmdUser is taken."""
+    only a credential signed with the cluster's MUNGE key by root or SlurmdUser is taken. A
+    connection silent for `idle_s` is closed: a peer that connects and sends nothing holds
+    nothing for long."""
 
-    def __init__(self, handler: Handler, host: str, port: int) -> None:
+    def __init__(self, handler: Handler, host: str, port: int, idle_s: float = IDLE_S) -> None:
         self.handler = handler
         self.host, self.port = host, port
+        self.idle_s = idle_s
         self.server: asyncio.AbstractServer | None = None
 
     def _only_samples(self, request: Request) -> Answer:
@@ -195,7 +202,8 @@ class SamplesServer:
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(
-            lambda r, w: serve_lines(r, w, self._only_samples, None), self.host, self.port, limit=MAX_LINE_BYTES + 1)
+            lambda r, w: serve_lines(r, w, self._only_samples, None, self.idle_s), self.host, self.port,
+            limit=MAX_LINE_BYTES + 1)
         bound = self.server.sockets[0].getsockname() if self.server.sockets else (self.host, self.port)
         self.port = int(bound[1])
         log.info("taking samples on %s:%d", self.host, self.port)

@@ -89,6 +89,12 @@ def test_the_listener_answers_only_samples_requests(pald):
     assert isinstance(reply, ErrorReply) and reply.code == "forbidden"
 
 
+def test_a_silent_connection_is_closed_by_the_listener(pald):
+    pald.server.idle_s = 0.2
+    with socket.create_connection(("127.0.0.1", pald.server.port), timeout=10) as s:
+        assert s.recv(1) == b""  # closed by pald, not by our timeout (which would raise)
+
+
 def test_nobody_listening_is_a_handoff_error():
     with pytest.raises(HandoffError, match="unreachable"):
         PaldSink(f"127.0.0.1:{dead_port()}", encode=lambda p: "cred").add_samples([sample(0)])

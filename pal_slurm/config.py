@@ -143,6 +143,20 @@ class ProfilingConfig:
 
 
 @dataclass(frozen=True)
+class SamplesConfig:
+    """How compute nodes' samples (prolog, epilog, `profile-nodes --local`) reach the store."""
+
+    # store: the node opens [store] url itself (one host, or nodes with database access);
+    # pald: the node hands them to pald signed with MUNGE and needs no store URL (docs/profiling.md)
+    send: str = "store"
+    pald: str = ""  # send = "pald": host:port of pald's samples listener
+    listen: str = ""  # pald: host:port on which it takes nodes' samples ("" = off)
+    munge_socket: str = ""  # munged's socket for munge/unmunge ("" = munge's default)
+    slurmd_user: str = "root"  # pald: credentials of this user (SlurmdUser) and of root are accepted
+    timeout_s: float = 2.0  # a node's wait for pald's answer to one batch
+
+
+@dataclass(frozen=True)
 class SlurmConfig:
     """How to reach Slurm's commands."""
 
@@ -183,6 +197,7 @@ class Config:
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     profiling: ProfilingConfig = field(default_factory=ProfilingConfig)
+    samples: SamplesConfig = field(default_factory=SamplesConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     drift: DriftConfig = field(default_factory=DriftConfig)
@@ -195,6 +210,7 @@ SECTIONS: Mapping[str, type] = {
     "daemon": DaemonConfig,
     "policy": PolicyConfig,
     "profiling": ProfilingConfig,
+    "samples": SamplesConfig,
     "slurm": SlurmConfig,
     "metrics": MetricsConfig,
     "drift": DriftConfig,
@@ -207,6 +223,7 @@ CHOICES: Mapping[tuple[str, str], tuple[str, ...]] = {
     ("daemon", "mode"): MODES,
     ("policy", "default_class"): CLASS_ORDER,
     ("drift", "action"): ("none", "comment", "drain"),
+    ("samples", "send"): ("store", "pald"),
 }
 
 # Numbers that must be strictly positive.
@@ -226,6 +243,7 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
         ("profiling", "prolog_max_delay_s"),
         ("drift", "threshold"),
         ("store", "prune_every_s"),
+        ("samples", "timeout_s"),
     }
 )
 
@@ -243,6 +261,7 @@ NON_EMPTY: frozenset[tuple[str, str]] = frozenset(
         ("daemon", "slurm_user"),
         ("policy", "placement"),
         ("profiling", "spool_dir"),
+        ("samples", "slurmd_user"),
     }
 )
 
@@ -363,7 +382,7 @@ def _check_value(section: str, key: str, value: Any, where: str, registries: boo
             NowPolicy.parse(value, where)
         except InputError as exc:
             raise ConfigError(str(exc)) from None
-    if (section, key) == ("metrics", "listen") and value:
+    if (section, key) in (("metrics", "listen"), ("samples", "listen"), ("samples", "pald")) and value:
         try:
             parse_listen(value)
         except ValueError as exc:
@@ -500,4 +519,7 @@ def load_config(
         config = dataclasses.replace(
             config, **{section: dataclasses.replace(getattr(config, section), **changes)}
         )
+    if config.samples.send == "pald" and not config.samples.pald.strip():
+        raise ConfigError(f"{config.source or 'configuration'}: [samples] send = \"pald\" needs "
+                          "[samples] pald (host:port of pald's samples listener)")
     return config

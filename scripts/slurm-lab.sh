@@ -272,9 +272,11 @@ do_start() {
   for n in $NODES; do mkdir -p "$LAB/spool/$n"; done
   if [ "$UTS" = 1 ] && ! unshare --uts true 2>/dev/null; then log "unshare --uts not permitted: UTS=0"; UTS=0; fi
 
-  # a private munged (own key and socket): independent of any system munged
+  # a private munged (own key and socket): independent of any system munged. Its credentials
+  # name 127.0.0.1 as their origin, the NodeAddr of every lab node, whatever this host's name
+  # resolves to (pald's sample intake compares the two)
   $MARK /usr/sbin/munged --socket="$LAB/run/munge.sock" --key-file="$LAB/etc/munge.key" \
-     --pid-file="$LAB/run/munged.pid" --seed-file="$LAB/run/munged.seed" \
+     --pid-file="$LAB/run/munged.pid" --seed-file="$LAB/run/munged.seed" --origin=127.0.0.1 \
      --log-file="$LAB/log/munged.log" --num-threads=8 --force || { log "munged failed"; return 1; }
   $MARK "$LAB/bin/slurmctld" -f "$SLURM_CONF" \
     || { log "slurmctld failed"; tail -5 "$LAB/log/slurmctld.log" >&2; return 1; }

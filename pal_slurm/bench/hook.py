@@ -2,8 +2,8 @@
 
 Slurm drains a node whose prolog exits non-zero, so `run_bounded` catches everything and always
 returns 0, and the work runs in a daemon thread with a deadline (profiling.timeout_s, default
-5 s): a hung driver call cannot hold the job. Samples go to the repository; when it is
-unreachable they are appended to the local spool (profiling.spool_dir); when even that fails
+5 s): a hung driver call cannot hold the job. Samples go to the repository (the store, or pald
+with `[samples] send = "pald"`: bench/handoff.py); when it is unreachable they are appended to the local spool (profiling.spool_dir); when even that fails
 (missing directory, read-only, full disk) a log line says so and the hook still exits 0.
 
 The store gets what is left of the deadline minus `SPOOL_RESERVE_S`, not more: a store that
@@ -103,7 +103,7 @@ def _default_backend(settings: ProfilingSettings, job_id: str) -> Backend:
 def _default_sink(settings: ProfilingSettings) -> SampleSink:
     from pal_slurm.bench.repository import open_sink
 
-    return open_sink(settings.store_url)
+    return open_sink(settings)  # the store, or pald ([samples] send)
 
 
 def job_gpus(ctx: HookContext) -> tuple[HeldGpus, JobInfo | None]:

@@ -16,10 +16,11 @@ from pal_slurm.ranking.snapshot import RankingSnapshot, utc_from_epoch
 from pal_slurm.store.errors import StoreError, StoreUnavailable
 
 if TYPE_CHECKING:  # annotations only: the prolog imports this module and must stay light
+    from pal_slurm.bench.base import SampleSink
     from pal_slurm.bench.settings import ProfilingSettings
     from pal_slurm.store.repository import Repository
 
-__all__ = ["StoreError", "StoreProfilingRepository", "StoreUnavailable", "open_profiling", "open_sink"]
+__all__ = ["StoreError", "StoreProfilingRepository", "StoreUnavailable", "open_sink"]
 
 
 class StoreProfilingRepository:
@@ -51,17 +52,14 @@ class StoreProfilingRepository:
         self.repo.close()
 
 
-def open_sink(url: str) -> StoreProfilingRepository:
-    """For prolog/epilog: open without migrating (many nodes at once must not race on DDL)."""
+def open_sink(settings: ProfilingSettings, upgrade: bool = False) -> SampleSink:
+    """Where a node's samples go, as `[samples] send` says: the store (for prolog/epilog opened
+    without migrating: many nodes at once must not race on DDL; `upgrade` for the one drain by
+    hand or cron), or pald (bench/handoff.py, imported only then)."""
+    if settings.send == "pald":
+        from pal_slurm.bench.handoff import PaldSink
+
+        return PaldSink(settings.pald_address, settings.munge_socket, settings.send_timeout_s)
     from pal_slurm.store import open_store
 
-    return StoreProfilingRepository(open_store(url, upgrade=False))
-
-
-def open_profiling(config_path: str | None) -> tuple[ProfilingSettings, StoreProfilingRepository]:
-    """(settings, repository) for palctl; ConfigError or StoreError when impossible."""
-    from pal_slurm.bench.settings import load_settings
-    from pal_slurm.store import open_store
-
-    settings = load_settings(config_path)
-    return settings, StoreProfilingRepository(open_store(settings.store_url))
+    return StoreProfilingRepository(open_store(settings.store_url, upgrade=upgrade))

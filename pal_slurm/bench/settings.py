@@ -1,8 +1,8 @@
 """The profiling settings bench code needs, drawn from the one typed config (pal_slurm.config).
 
 An adapter: prolog, epilog and palctl's profiling commands see one flat, frozen value instead
-of reaching into several config sections ([profiling], [store] url, [policy] default_class and
-binning).
+of reaching into several config sections ([profiling], [samples], [store] url, [policy]
+default_class and binning).
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ class ProfilingSettings:
     prolog_every_h: float = 24.0  # the prolog's budget (pal_slurm.bench.due)
     prolog_pal_only: bool = False
     prolog_max_delay_s: float = 3.0
+    send: str = "store"  # store | pald ([samples] send): where the hooks deliver samples
+    pald_address: str = ""  # [samples] pald: host:port of pald's samples listener
+    munge_socket: str = ""  # [samples] munge_socket
+    send_timeout_s: float = 2.0  # [samples] timeout_s
 
     @classmethod
     def from_config(cls, cfg: Config) -> "ProfilingSettings":
@@ -52,6 +56,10 @@ class ProfilingSettings:
             prolog_every_h=p.prolog_every_h,
             prolog_pal_only=p.prolog_pal_only,
             prolog_max_delay_s=p.prolog_max_delay_s,
+            send=cfg.samples.send,
+            pald_address=cfg.samples.pald,
+            munge_socket=cfg.samples.munge_socket,
+            send_timeout_s=cfg.samples.timeout_s,
         )
 
 

@@ -291,38 +291,42 @@ def _keep_rejected(spool_dir: Path, lines: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python3 -m pal_slurm.bench.spool`: drain this host's spool into the configured store.
+    """`python3 -m pal_slurm.bench.spool`: drain this host's spool into the configured store
+    (or to pald, with `[samples] send = "pald"`).
 
     For cron on compute nodes that rarely run jobs (the prolog drains the spool itself whenever
     it reaches the store). Exit 0 when everything queued was delivered (or nothing was), 1 when
-    the store is unreachable (the samples stay queued), 2 for a bad configuration or a spool
-    directory that fails `check_dir` (nothing read).
+    the store (or pald) is unreachable (the samples stay queued), 2 for a bad configuration or a
+    spool directory that fails `check_dir` (nothing read).
     """
     import sys
 
-    from pal_slurm.bench.repository import StoreError, open_profiling
-    from pal_slurm.bench.settings import SettingsError
+    from pal_slurm.bench.repository import StoreError, open_sink
+    from pal_slurm.bench.settings import SettingsError, load_settings
 
     args = sys.argv[1:] if argv is None else argv
     config = args[0] if args else None
     try:
-        settings, repo = open_profiling(config)
+        settings = load_settings(config)
+        sink = open_sink(settings, upgrade=True)  # one drain at a time: it may migrate, as palctl does
     except SettingsError as exc:
         print(f"pal spool: {exc}", file=sys.stderr)
         return 2
-    except StoreError as exc:
+    except (StoreError, OSError) as exc:
         print(f"pal spool: store unreachable, samples stay queued: {exc}", file=sys.stderr)
         return 1
     try:
-        report = drain(repo, settings.spool_dir)
-    except StoreError as exc:
-        print(f"pal spool: store unreachable, samples stay queued: {exc}", file=sys.stderr)
-        return 1
+        report = drain(sink, settings.spool_dir)
     except SpoolUnsafe as exc:
         print(f"pal spool: not draining an unsafe spool: {exc}", file=sys.stderr)
         return 2
+    except (StoreError, OSError) as exc:
+        print(f"pal spool: store unreachable, samples stay queued: {exc}", file=sys.stderr)
+        return 1
     finally:
-        repo.close()
+        close = getattr(sink, "close", None)
+        if close is not None:
+            close()
     if report.busy:
         print("pal spool: another drain of this spool is running; it delivers the samples")
         return 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pwd
 import socket
 import time
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from pal_slurm.daemon.protocol import HealthReply, Reply, Request
 from pal_slurm.daemon.requests import RELOAD_WAIT_S, Requests
 from pal_slurm.daemon.server import Answer
 from pal_slurm.daemon.retention import Pruner, RetentionPolicy
+from pal_slurm.daemon.sample_intake import SampleIntake
 from pal_slurm.daemon.service import PlacementService, ServiceSettings
 from pal_slurm.engine.held import Release
 from pal_slurm.daemon.shadow import ShadowWatch
@@ -49,6 +51,7 @@ from pal_slurm.daemon.store_link import StoreLink
 from pal_slurm.daemon.sync import LimitsRead, PriorityRead, SlurmRead, SlurmSync
 from pal_slurm.engine import Clock, WallClock
 from pal_slurm.policy import autotune
+from pal_slurm.slurm.munge import Unmunge
 from pal_slurm.slurm.readers import JobInfo
 from pal_slurm.store.leader import AlwaysLeader, Leadership
 from pal_slurm.store.records import Heartbeat
@@ -78,6 +81,26 @@ def service_settings(config: Config) -> ServiceSettings:
     )
 
 
+def sample_intake(config: Config, state: DaemonState) -> SampleIntake | None:
+    """The intake of compute nodes' samples (sample_intake.py) over pald's store link; None
+    without a store. Credentials of root and of `[samples] slurmd_user` are accepted."""
+    link = state.link
+    if link is None:
+        return None
+    try:
+        slurmd_uid: int | None = pwd.getpwnam(config.samples.slurmd_user).pw_uid
+    except KeyError:
+        slurmd_uid = None
+
+    def node_names(node: str) -> tuple[str, str] | None:
+        with state.lock:
+            return state.node_names.get(node)
+
+    return SampleIntake(Unmunge(config.samples.munge_socket), node_names,
+                        {0} | ({slurmd_uid} if slurmd_uid is not None else set()), link.add_samples, state.count,
+                        room=lambda: link.buffered < link.max_buffered // 2)
+
+
 class Pald:
     """One daemon instance: its parts (module docstring) wired on one DaemonState. `store` may
     be None (memory only); `reader`/`actuator` are the Slurm adapter's SlurmReader /
@@ -99,7 +122,8 @@ class Pald:
         self.reader = reader
         self.actuator = actuator
         self.requests = Requests(self.state, self.leadership, lambda: self.reader.release,
-                                 config.daemon.default_on_jobs(), service.settings.site_rules)
+                                 config.daemon.default_on_jobs(), service.settings.site_rules,
+                                 sample_intake(config, self.state))
         self.slurm_sync = SlurmSync(self.state, reader, config.slurm.topology_conf, priority, limits)
         self.held = HeldJobs(self.state, actuator, config.daemon.release_start_s)
         self.shadow = ShadowWatch(self.state)

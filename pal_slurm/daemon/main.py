@@ -24,7 +24,7 @@ from pal_slurm.config import Config, ConfigError, load_config
 from pal_slurm.daemon.app import Pald
 from pal_slurm.daemon.requests import RELOAD_WAIT_S
 from pal_slurm.daemon.lazy_store import LazyStore
-from pal_slurm.daemon.server import Handler, Settle, SocketInUse, SocketServer, claim_path
+from pal_slurm.daemon.server import Handler, SamplesServer, Settle, SocketInUse, SocketServer, claim_path
 
 log = logging.getLogger("pald")
 
@@ -95,6 +95,23 @@ def with_metrics(config: Config, pald: Pald) -> tuple[Handler, Settle, Threading
     return counted.answer, counted.settle, http
 
 
+async def start_samples(config: Config, handler: Handler) -> SamplesServer | None:
+    """The samples listener when `[samples] listen` is set; an address that cannot be bound is
+    logged and pald serves without it (nodes spool their samples meanwhile)."""
+    from pal_slurm.config import parse_listen
+
+    listen = parse_listen(config.samples.listen)
+    if listen is None:
+        return None
+    server = SamplesServer(handler, *listen)
+    try:
+        await server.start()
+    except OSError as exc:
+        log.error("samples listener %s unavailable (%s): nodes' samples stay spooled", config.samples.listen, exc)
+        return None
+    return server
+
+
 async def serve(config: Config, pald: Pald) -> None:
     claim_path(config.daemon.socket)  # before the store and leadership: a second pald stops here
     slurm_uid = _uid_of(config.daemon.slurm_user)
@@ -111,9 +128,12 @@ async def serve(config: Config, pald: Pald) -> None:
         await asyncio.to_thread(pald.link.request_refresh, RELOAD_WAIT_S)
         pald.apply_store_read()
     await server.start()
+    samples = await start_samples(config, handler)
     try:
         await pald.run_loops(stop)
     finally:
+        if samples is not None:
+            await samples.close()
         await server.close()
         if metrics_http is not None:
             metrics_http.shutdown()

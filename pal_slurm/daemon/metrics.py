@@ -208,6 +208,12 @@ class _StateCollector:
         errors = CounterMetricFamily("pal_errors", "Errors pald noted (Slurm, store, requests, releases).")
         errors.add_metric([], float(s.counts.get("errors", 0)))
         yield errors
+        samples = CounterMetricFamily("pal_node_samples", "Compute nodes' samples pald took (stored), recognised "
+                                      "as sent before (duplicate), and batches it refused (refused).",
+                                      labels=["outcome"])
+        for outcome in ("stored", "duplicate", "refused"):
+            samples.add_metric([outcome], float(s.counts.get(f"samples_{outcome}", 0)))
+        yield samples
 
 
 def gpu_slowdowns(snapshot: RankingSnapshot | None) -> tuple[GpuSlowdown, ...]:

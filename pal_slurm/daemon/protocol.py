@@ -38,7 +38,7 @@ from pal_slurm.model.decision import DecisionKind
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 64 * 1024  # one encoded line, its trailing newline included
 
-OPS = ("place", "health", "reload")
+OPS = ("place", "health", "reload", "samples")
 
 # One GRES item that the hook may write into tres_per_node: gres:gpu[:type]:count.
 _GRES_ITEM_RE = re.compile(r"gres:gpu(?::[A-Za-z0-9_.\-]+)?:[0-9]+")
@@ -58,6 +58,7 @@ class ErrorCode(str, Enum):
     INTERNAL = "internal"  # pald failed while answering (its log has the details)
     FORBIDDEN = "forbidden"  # peer not allowed (SO_PEERCRED check)
     UNAVAILABLE = "unavailable"  # pald cannot answer now (starting, standby)
+    REFUSED = "refused"  # samples not taken: bad MUNGE credential, user, payload or node
 
 
 class ProtocolError(Exception):
@@ -185,7 +186,22 @@ class ReloadRequest:
     op = "reload"
 
 
-Request = Union[PlaceRequest, HealthRequest, ReloadRequest]
+@dataclass(frozen=True)
+class SamplesRequest:
+    """A compute node's batch of samples: one MUNGE credential whose payload is the batch
+    (pal_slurm.model.sample_batch; checked by pald's sample intake)."""
+
+    credential: str
+
+    op = "samples"
+
+    def __post_init__(self) -> None:
+        _check_str("credential", self.credential)
+        if not self.credential:
+            raise ProtocolError(ErrorCode.BAD_FIELD, "credential: empty")
+
+
+Request = Union[PlaceRequest, HealthRequest, ReloadRequest, SamplesRequest]
 
 
 # ------------------------------------------------------------------------------------ replies
@@ -295,7 +311,21 @@ class ErrorReply:
         return cls(err.code_str, err.message)
 
 
-Reply = Union[PlaceReply, HealthReply, ReloadReply, ErrorReply]
+@dataclass(frozen=True)
+class SamplesReply:
+    """The batch is pald's: queued for the store (`stored` samples), or `duplicate` (a batch
+    pald took before; nothing stored again)."""
+
+    stored: int = 0
+    duplicate: bool = False
+
+    def __post_init__(self) -> None:
+        _check_int("stored", self.stored, minimum=0)
+        if not isinstance(self.duplicate, bool):
+            raise ProtocolError(ErrorCode.BAD_FIELD, f"duplicate: expected a boolean, got {_kind(self.duplicate)}")
+
+
+Reply = Union[PlaceReply, HealthReply, ReloadReply, SamplesReply, ErrorReply]
 
 
 # ------------------------------------------------------------------------------- field checks
@@ -451,6 +481,8 @@ def encode_request(request: Request) -> bytes:
         job = request.job
         obj["job"] = {k: v for k, v in job.__dict__.items() if v is not None}
         obj["pal"] = request.pal.to_wire()
+    elif isinstance(request, SamplesRequest):
+        obj["credential"] = request.credential
     return _object_to_line(obj)
 
 
@@ -464,6 +496,8 @@ def decode_request(line: bytes | str) -> Request:
         return HealthRequest()
     if op == "reload":
         return ReloadRequest()
+    if op == "samples":
+        return SamplesRequest(credential=_field(obj, "credential"))
     job = _object(obj, "job")
     pal = _object(obj, "pal")
     job_fields = JobFields(
@@ -506,6 +540,8 @@ def encode_reply(reply: Reply) -> bytes:
         obj.update(status=reply.status, details=dict(reply.details))
         if reply.rank is not None:
             obj["rank"] = reply.rank
+    elif isinstance(reply, SamplesReply):
+        obj.update(stored=reply.stored, duplicate=reply.duplicate)
     elif isinstance(reply, ReloadReply):
         obj["message"] = reply.message
         if reply.rank is not None:
@@ -542,12 +578,14 @@ def decode_reply(line: bytes | str, op: str) -> Reply:
     if op == "health":
         return HealthReply(status=_field(obj, "status"), rank=obj.get("rank"),
                            details=obj.get("details", {}))
+    if op == "samples":
+        return SamplesReply(stored=_field(obj, "stored"), duplicate=obj.get("duplicate", False))
     return ReloadReply(rank=obj.get("rank"), message=obj.get("message", ""))
 
 
 __all__ = [
     "MAX_LINE_BYTES", "OPS", "PROTOCOL_VERSION", "ErrorCode", "ErrorReply", "HealthReply",
     "HealthRequest", "JobFields", "PlaceReply", "PlaceRequest", "ProtocolError", "ReloadReply",
-    "ReloadRequest", "Reply", "Request", "decode_reply", "decode_request", "encode_reply",
+    "ReloadRequest", "Reply", "Request", "SamplesReply", "SamplesRequest", "decode_reply", "decode_request", "encode_reply",
     "encode_request",
 ]

@@ -1,9 +1,10 @@
-"""pald's answers to the socket's requests: `place` (the submit hook), `health`, `reload`.
+"""pald's answers to the socket's requests: `place` (the submit hook), `health`, `reload`, and
+`samples` (compute nodes' MUNGE-signed samples, sample_intake.py).
 
 It runs on the event loop's thread and reads memory only: `place` never waits on Slurm or the
 database (the decision state is behind the shared lock, state.py; the store is reached through
-the link's queue). `reload` is the one answer that waits, for the store read, and it waits off
-the loop (`asyncio.to_thread`).
+the link's queue). `reload` and `samples` are the answers that wait (the store read; `unmunge`),
+and they wait off the loop (`asyncio.to_thread`).
 
 A placement, deferral or pass is counted and recorded only in `settle`, once the server knows
 whether its reply reached the hook's socket (a hook that gave up and closed took none).
@@ -31,7 +32,10 @@ from pal_slurm.daemon.protocol import (
     ReloadRequest,
     Reply,
     Request,
+    SamplesReply,
+    SamplesRequest,
 )
+from pal_slurm.daemon.sample_intake import Refused, SampleIntake
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.store_link import DEADLINE_S, LinkStatus
 from pal_slurm.model import DecisionKind
@@ -52,8 +56,10 @@ class Requests:
     `slurm_release`: what health says of the Slurm pald reads."""
 
     def __init__(self, state: DaemonState, leadership: LeaderWatch, slurm_release: Callable[[], str | None],
-                 default_on: DefaultOn | None = None, site_rules: SiteRules | None = None) -> None:
+                 default_on: DefaultOn | None = None, site_rules: SiteRules | None = None,
+                 samples: SampleIntake | None = None) -> None:
         self.state = state
+        self.samples = samples  # None: pald has no store to put compute nodes' samples in
         self.default_on = default_on or DefaultOn()
         self.site_rules = site_rules or SiteRules()
         self.leadership = leadership
@@ -83,6 +89,8 @@ class Requests:
                 return self.health()
             if isinstance(request, ReloadRequest):
                 return self._reload()  # awaited by the server: the store read runs off the loop
+            if isinstance(request, SamplesRequest):
+                return self._samples(request)  # awaited by the server: unmunge runs off the loop
             return ErrorReply(ErrorCode.UNKNOWN_OP.value, f"unsupported request {type(request).__name__}")
         except Exception as exc:  # noqa: BLE001 - the hook must always get an answer
             # one line per failure (the traceback at debug): a request is user text, and a
@@ -183,6 +191,16 @@ class Requests:
         self.state.count("late")
         log.debug("dropped request %s: past its deadline %s", req.request_id, req.deadline_ms)
         return PlaceReply(DecisionKind.PASS, reason="late")
+
+    async def _samples(self, req: SamplesRequest) -> Reply:
+        intake = self.samples
+        if intake is None:
+            return ErrorReply(ErrorCode.UNAVAILABLE.value, "this pald has no store for samples")
+        try:
+            taken = await asyncio.to_thread(intake.take, req.credential)
+        except Refused as exc:
+            return ErrorReply(ErrorCode.REFUSED.value, f"{exc.reason}: {exc}"[:MAX_ERROR_TEXT])
+        return SamplesReply(stored=taken.stored, duplicate=taken.duplicate)
 
     async def _reload(self) -> ReloadReply:
         link = self.state.link

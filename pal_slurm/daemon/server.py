@@ -1,4 +1,5 @@
-"""pald's unix-socket server: one JSON request per line, one reply per line.
+"""pald's unix-socket server: one JSON request per line, one reply per line; and its TCP
+listener for compute nodes' samples (`SamplesServer`).
 
 The socket is created mode 0600 and handed to SlurmUser (pald as root); pald running as an
 unprivileged user gives it SlurmUser's group and mode 0660 instead (`group_gid`). Every peer is
@@ -41,7 +42,8 @@ Answer = Reply | Coroutine[Any, Any, Reply]  # a handler that must wait (reload)
 Handler = Callable[[Request], Answer]  # what the server calls with each decoded request
 Settle = Callable[[Request, Reply, bool], None]  # ... and after writing its reply (written or not)
 
-CLAIM_CONNECT_TIMEOUT_S = 1.0  # a live pald accepts at once (the kernel queues the connect)
+CLAIM_CONNECT_TIMEOUT_S = 1.0
+IDLE_S = 10.0  # the samples listener closes a connection silent this long (a node sends at once)  # a live pald accepts at once (the kernel queues the connect)
 
 
 class SocketInUse(Exception):
@@ -125,41 +127,88 @@ class SocketServer:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
         uid = peer_uid(sock) if sock is not None else None
-        try:
-            if uid is None or uid not in self.allowed_uids:
+        if uid is None or uid not in self.allowed_uids:
+            try:
                 writer.write(encode_reply(ErrorReply(ErrorCode.FORBIDDEN.value, f"uid {uid} may not use pald")))
                 await writer.drain()
-                return
-            while True:
-                try:
-                    line = await reader.readline()
-                except (asyncio.LimitOverrunError, ValueError):
-                    writer.write(encode_reply(ErrorReply(ErrorCode.TOO_LONG.value, f"line longer than {MAX_LINE_BYTES} bytes")))
-                    await writer.drain()
-                    return
-                if not line:
-                    return
-                request: Request | None = None
-                answer: Answer
-                try:
-                    request = decode_request(line)
-                    answer = self.handler(request)
-                except ProtocolError as exc:
-                    answer = ErrorReply.from_error(exc)
-                # a handler that must wait (reload) does it off the loop
-                reply = (await answer) if isinstance(answer, Coroutine) else answer
-                written = False
-                try:
-                    writer.write(encode_reply(reply))
-                    await writer.drain()
-                    written = True
-                finally:
-                    if self.settle is not None and request is not None:
-                        self.settle(request, reply, written)
-        except (ConnectionError, BrokenPipeError):
-            pass
-        finally:
-            try:
-                writer.close()
-            except Exception:  # noqa: BLE001
+            except (ConnectionError, BrokenPipeError):
                 pass
+            finally:
+                writer.close()
+            return
+        await serve_lines(reader, writer, self.handler, self.settle)
+
+
+async def serve_lines(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler,
+                      settle: Settle | None, idle_s: float | None = None) -> None:
+    """One connection: a reply per request line until the peer closes (module docstring), or
+    stays silent `idle_s` (None: no bound, the unix socket's peers are slurmctld and root)."""
+    try:
+        while True:
+            try:
+                line = await asyncio.wait_for(reader.readline(), idle_s)
+            except asyncio.TimeoutError:
+                return
+            except (asyncio.LimitOverrunError, ValueError):
+                writer.write(encode_reply(ErrorReply(ErrorCode.TOO_LONG.value, f"line longer than {MAX_LINE_BYTES} bytes")))
+                await writer.drain()
+                return
+            if not line:
+                return
+            request: Request | None = None
+            answer: Answer
+            try:
+                request = decode_request(line)
+                answer = handler(request)
+            except ProtocolError as exc:
+                answer = ErrorReply.from_error(exc)
+            # a handler that must wait (reload) does it off the loop
+            reply = (await answer) if isinstance(answer, Coroutine) else answer
+            written = False
+            try:
+                writer.write(encode_reply(reply))
+                await writer.drain()
+                written = True
+            finally:
+                if settle is not None and request is not None:
+                    settle(request, reply, written)
+    except (ConnectionError, BrokenPipeError):
+        pass
+    finally:
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class SamplesServer:
+    """pald's TCP listener for compute nodes' samples (`[samples] listen`): the same line
+    protocol, but only `samples` requests, whose MUNGE credential is their authentication
+    (sample_intake.py); anything else gets `forbidden`. No peer check: any host may connect,
+    only a credential signed with the cluster's MUNGE key by root or SlurmdUser is taken. A
+    connection silent for `idle_s` is closed: a peer that connects and sends nothing holds
+    nothing for long."""
+
+    def __init__(self, handler: Handler, host: str, port: int, idle_s: float = IDLE_S) -> None:
+        self.handler = handler
+        self.host, self.port = host, port
+        self.idle_s = idle_s
+        self.server: asyncio.AbstractServer | None = None
+
+    def _only_samples(self, request: Request) -> Answer:
+        if request.op != "samples":
+            return ErrorReply(ErrorCode.FORBIDDEN.value, f"only samples on this listener, not {request.op}")
+        return self.handler(request)
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(
+            lambda r, w: serve_lines(r, w, self._only_samples, None, self.idle_s), self.host, self.port,
+            limit=MAX_LINE_BYTES + 1)
+        bound = self.server.sockets[0].getsockname() if self.server.sockets else (self.host, self.port)
+        self.port = int(bound[1])
+        log.info("taking samples on %s:%d", self.host, self.port)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()

@@ -5,7 +5,7 @@ Two threads change pald's decision state: the event loop's (the socket server an
 sync refreshes the view, the cycle plans and reserves releases). They share:
 
 - the placement service (view, reservations, engine) and what health reports of the cycle
-  (`reserved_on`, `last_jobs`, `held_ids`): read or changed only with `lock` held;
+  (`reserved_on`, `last_jobs`, `held_ids`, `node_names`): read or changed only with `lock` held;
 - `counts` and `recent_errors`: changed only through `count` and `note_error` (they take it);
 - the answers not yet settled (requests.Requests.unsettled): under the lock too, as the
   placement each stands for is taken back under it.
@@ -36,7 +36,7 @@ from pal_slurm.store.switches import SiteSwitches
 log = logging.getLogger("pald")
 
 COUNTS = ("place", "defer", "pass", "standby", "paused", "shadow", "partition_off", "released", "errors", "late", "released_outside", "reheld",
-          "unstuck", "requeued")  # what health's `counts` shows, each from 0
+          "unstuck", "requeued", "samples_stored", "samples_duplicate", "samples_refused")  # what health's `counts` shows, each from 0
 
 
 class DaemonState:
@@ -59,6 +59,8 @@ class DaemonState:
         self.last_cycle: float | None = None  # end of the last complete sync + release cycle
         self.last_jobs: tuple[JobInfo, ...] = ()  # jobs of the last Slurm sync (the metrics publisher)
         self.held_ids: frozenset[int] = frozenset()  # PAL-held jobs among them
+        # node -> (NodeAddr, NodeHostname) of the last Slurm sync: who may send whose samples
+        self.node_names: dict[str, tuple[str, str]] = {}
         self.reserved_on: dict[int | str, str] = {}  # held job -> the nodes its reservation held at the last cycle
         self.limited: dict[int | str, str] = {}  # held job -> the job-count limit that kept it held at the last cycle
         # the site's switches as the store last said (`palctl pause`): replaced whole under the

@@ -3,7 +3,7 @@
 Why: a store that hangs (PostgreSQL frozen, a SQLite write lock held) must cost
 pald nothing but its record keeping. So:
 
-- writes (decisions, held jobs, releases, the heartbeat row) are queued with `put` and return
+- writes (decisions, held jobs, releases, compute nodes' samples, the heartbeat row) are queued with `put` and return
   at once; the store thread writes them in order; a failed write stays at the head of the
   queue and is tried again after `retry_s`, so nothing is lost while the store is away. The
   queue is bounded (`max_buffered`): past it the oldest write is dropped and counted
@@ -46,7 +46,8 @@ MAX_BUFFERED = 10_000
 
 
 # What a queued write is: (kind, record); the kind names the repository method that writes it.
-WRITERS = {"decision": "record_decision", "held": "add_held_job", "released": "mark_released"}
+WRITERS = {"decision": "record_decision", "held": "add_held_job", "released": "mark_released",
+           "samples": "add_samples"}  # samples: a compute node's batch (sample_intake.py)
 POLL_S = 0.2  # the store thread looks at the outbox this often (producers never signal it)
 
 
@@ -115,6 +116,9 @@ class StoreLink:
 
     def mark_released(self, job_id: str) -> None:
         self.put("released", job_id)
+
+    def add_samples(self, samples: Any) -> None:
+        self.put("samples", tuple(samples))
 
     def heartbeat(self, beat: Heartbeat) -> None:
         with self._cond:

@@ -198,6 +198,7 @@ class SlurmSync:
         with state.lock:
             service = state.service
             state.last_jobs, state.held_ids = jobs, frozenset(j.job_id for j in held)
+            state.node_names = {n.name: (n.address, n.hostname) for n in nodes}  # sample_intake.py
             if site is not None:
                 service.observe_site(site, index)
             if priority_read:

@@ -57,6 +57,8 @@ class NodeInfo:
     reason: str = ""
     gres: str = ""  # raw configured GRES string
     resources: NodeResources | None = None  # CPUs and memory (parse_node_resources)
+    address: str = ""  # NodeAddr (what slurmctld connects to)
+    hostname: str = ""  # NodeHostname
 
     @property
     def usable(self) -> bool:

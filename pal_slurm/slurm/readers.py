@@ -89,6 +89,8 @@ def parse_node(raw: Mapping[str, Any]) -> NodeInfo:
             reason=raw.get("reason") or "",
             gres=raw.get("gres") or "",
             resources=parse_node_resources(raw),
+            address=str(raw.get("address") or ""),
+            hostname=str(raw.get("hostname") or ""),
         )
     except SlurmParseError as exc:
         raise SlurmParseError(f"node {name}: {exc}") from None

@@ -227,3 +227,14 @@ def test_without_registries_the_names_of_registry_entries_are_not_checked(tmp_pa
         load_config(path, env={})
     with pytest.raises(ConfigError, match="prolog_every_h"):
         load_config(write(tmp_path, "[profiling]\nprolog_every_h = -2\n"), env={}, registries=False)
+
+
+def test_samples_through_pald_needs_pald_address(tmp_path):
+    with pytest.raises(ConfigError, match=r"\[samples\] pald"):
+        load_config(write(tmp_path, '[samples]\nsend = "pald"\n'), env={})
+    cfg = load_config(write(tmp_path, '[samples]\nsend = "pald"\npald = "ctl:6830"\n'), env={})
+    assert (cfg.samples.send, cfg.samples.pald) == ("pald", "ctl:6830")
+    with pytest.raises(ConfigError, match="not one of store, pald"):
+        load_config(write(tmp_path, '[samples]\nsend = "http"\n'), env={})
+    with pytest.raises(ConfigError, match="host:port"):
+        load_config(write(tmp_path, '[samples]\nlisten = "6830"\n'), env={})

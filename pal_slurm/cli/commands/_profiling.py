@@ -11,10 +11,14 @@ from pal_slurm.cli.errors import PalConfigError
 from pal_slurm.config import ConfigError
 
 
-def open_profiling(ctx: click.Context) -> tuple[ProfilingSettings, StoreProfilingRepository]:
-    """Settings and the store (migrated, closed when the command ends); PalConfigError (exit 2) or PalError otherwise."""
+def profiling_settings(ctx: click.Context) -> ProfilingSettings:
+    """The profiling settings; PalConfigError (exit 2) for a bad configuration."""
     try:
-        settings = ProfilingSettings.from_config(cli_config(ctx))
+        return ProfilingSettings.from_config(cli_config(ctx))
     except ConfigError as exc:
         raise PalConfigError(f"configuration: {exc}") from None
-    return settings, StoreProfilingRepository(cli_store(ctx))
+
+
+def open_profiling(ctx: click.Context) -> tuple[ProfilingSettings, StoreProfilingRepository]:
+    """Settings and the store (migrated, closed when the command ends); PalConfigError (exit 2) or PalError otherwise."""
+    return profiling_settings(ctx), StoreProfilingRepository(cli_store(ctx))

@@ -2,7 +2,7 @@
 
 Without --local, one benchmark job per node is submitted with sbatch (exclusive, pinned with
 -w); each job runs `palctl profile-nodes --local` on its node, which records samples in the
-shared store. palctl waits for the jobs with a progress bar and prints how many samples each
+shared store (or hands them to pald where `[samples] send = "pald"`: bench/handoff.py). palctl waits for the jobs with a progress bar and prints how many samples each
 node recorded.
 """
 
@@ -19,15 +19,16 @@ from typing import Iterable
 
 import click
 
-from pal_slurm.bench.base import BACKENDS, Backend, GpuTarget, NoGpuAvailable, Sample
+from pal_slurm.bench.base import BACKENDS, Backend, GpuTarget, NoGpuAvailable, Sample, SampleSink
 from pal_slurm.bench.busy import BusyProbe, flag_busy
+from pal_slurm.bench.handoff import PaldSink
 from pal_slurm.bench.hook import PROFILE_MARK
 from pal_slurm.bench.gpuset import gpus_from_env
 from pal_slurm.intake.hostlist import expand as expand_hostlist
 from pal_slurm.bench.repository import StoreError, StoreProfilingRepository
 from pal_slurm.bench.settings import ProfilingSettings
-from pal_slurm.cli.commands._profiling import open_profiling
-from pal_slurm.cli.context import cli_config
+from pal_slurm.cli.commands._profiling import profiling_settings
+from pal_slurm.cli.context import cli_config, cli_store
 from pal_slurm.bench.select import select_backend
 from pal_slurm.cli.conventions import Duration
 from pal_slurm.cli.errors import PalError
@@ -122,7 +123,18 @@ def _summarise(samples: Iterable[Sample]) -> list[str]:
     return lines
 
 
-def _run_local(settings: ProfilingSettings, repo: StoreProfilingRepository, backend_name: str, nodes: list[str],
+def _local_sink(ctx: click.Context, settings: ProfilingSettings) -> SampleSink:
+    """Where --local's samples go: pald ([samples] send = "pald": this node has no store URL),
+    else the store."""
+    if settings.send == "pald":
+        return PaldSink(settings.pald_address, settings.munge_socket, settings.send_timeout_s)
+    try:
+        return StoreProfilingRepository(cli_store(ctx))
+    except StoreError as exc:
+        raise PalError(str(exc)) from None
+
+
+def _run_local(settings: ProfilingSettings, repo: SampleSink, backend_name: str, nodes: list[str],
                classes: list[str], gpus_per_node: int | None, rounds: int, seed: int, duration: float) -> None:
     job_id = os.environ.get("SLURM_JOB_ID") or None
     try:
@@ -149,7 +161,7 @@ def _run_local(settings: ProfilingSettings, repo: StoreProfilingRepository, back
                 bar.update(1)
     try:
         repo.add_samples(samples)
-    except (StoreError, OSError) as exc:
+    except (StoreError, OSError) as exc:  # OSError: HandoffError (pald did not take them)
         raise PalError(f"measured {len(samples)} sample(s) but cannot store them: {exc}") from None
     click.echo(f"recorded {len(samples)} sample(s) from {len(targets)} GPU(s) with the {backend.name} backend")
     for line in _summarise(samples):
@@ -222,17 +234,19 @@ def profile_nodes(ctx: click.Context, node_expr: str | None, idle: bool, classes
         nodes = expand_hostlist(node_expr) if node_expr else []
     except ValueError as exc:
         raise click.BadParameter(f"bad node list {node_expr!r}: {exc}", param_hint="--nodes") from None
-    try:
-        settings, repo = open_profiling(ctx)
-    except StoreError as exc:
-        raise PalError(str(exc)) from None
+    settings = profiling_settings(ctx)
     backend = backend or settings.backend
     rounds = rounds or (8 if backend == "replay" else 1)
     seed = settings.replay_seed if seed is None else seed
     duration = settings.duration_s if duration is None else duration
     if local:
-        _run_local(settings, repo, backend, nodes, class_list, gpus_per_node, rounds, seed, duration)
+        _run_local(settings, _local_sink(ctx, settings), backend, nodes, class_list, gpus_per_node, rounds, seed,
+                   duration)
         return
+    try:
+        repo = StoreProfilingRepository(cli_store(ctx))
+    except StoreError as exc:
+        raise PalError(str(exc)) from None
     slurm = _slurm(ctx)
     if idle:
         nodes = sorted(set(nodes) | set(slurm.idle_nodes()))

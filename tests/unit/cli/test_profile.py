@@ -141,3 +141,29 @@ def test_local_kernel_inside_a_job_maps_cuda_devices_to_slots(palctl, monkeypatc
     assert r.exit_code == 0, r.output
     assert k.seen == [(2, 0), (3, 1)]
     assert {(s.node, s.slot) for s in palctl.repo().samples()} == {("gpu07", 2), ("gpu07", 3)}
+
+
+
+def test_local_with_samples_through_pald_never_opens_the_store(palctl, monkeypatch, tmp_path):
+    """[samples] send = "pald": --local hands its samples to pald (here nobody listens: a clear
+    error) and the node's store is neither opened nor created."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("PAL_SAMPLES_SEND", "pald")
+    monkeypatch.setenv("PAL_SAMPLES_PALD", f"127.0.0.1:{port}")
+    signed = []
+    real_init = profile.PaldSink.__init__
+
+    def with_fake_munge(self, address, munge_socket="", timeout_s=2.0, encode=None):
+        real_init(self, address, munge_socket, timeout_s, encode=lambda payload: signed.append(payload) or "MUNGE:x:")
+
+    monkeypatch.setattr(profile.PaldSink, "__init__", with_fake_munge)
+    r = palctl("profile-nodes", "--local", "--backend", "replay", "--nodes", "gpu01", "--classes", "A",
+               "--gpus-per-node", "1")
+    assert r.exit_code != 0
+    assert "cannot store them" in r.output and f"127.0.0.1:{port} unreachable" in r.output
+    assert len(signed) == 1 and b'"node":"gpu01"' in signed[0]
+    assert not (tmp_path / "pal.db").exists()

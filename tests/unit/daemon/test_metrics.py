@@ -220,3 +220,37 @@ def test_a_peer_trickling_bytes_is_cut_off_at_the_connection_deadline():
         assert scrape(server.server_port)
     finally:
         server.shutdown()
+
+
+def test_node_samples_taken_and_refused_are_counted_and_scraped(tmp_path, endpoint):
+    """pald as assembled (app.sample_intake over its store link), its decoder a fake MUNGE."""
+    import asyncio
+    from datetime import datetime, timezone
+
+    from pal_slurm.daemon.protocol import ErrorReply, SamplesReply, SamplesRequest
+    from pal_slurm.model.sample import Sample
+    from pal_slurm.model.sample_batch import encode_payload
+
+    from .test_sample_intake import FakeMunge
+
+    metrics, port = endpoint
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store)
+    munge = FakeMunge()
+    pald.requests.samples.decoder = munge
+    pald.state.node_names = {"gpu01": ("127.0.0.1", "")}
+    batch = [Sample(node="gpu01", slot=s, perf_class="A", backend="replay", value=1.0 + s, higher_is_better=False)
+             for s in range(3)]
+
+    def send(cred: str):
+        return asyncio.run(pald.answer(SamplesRequest(cred)))
+
+    assert send(munge.sign(encode_payload("gpu01", batch), "127.0.0.1")) == SamplesReply(stored=3)
+    assert send(munge.sign(encode_payload("gpu01", batch), "127.0.0.1")) == SamplesReply(stored=0, duplicate=True)
+    refused = send(munge.sign(encode_payload("gpu01", batch), "127.0.0.7"))
+    assert isinstance(refused, ErrorReply) and refused.code == "refused" and "wrong_node" in refused.message
+    pald.flush_decisions()
+    assert len(store.recent_samples(datetime.fromtimestamp(0, timezone.utc), include_busy=True)) == 3
+    Publisher(metrics, drift_threshold=0.05).publish(pald)
+    m = scrape(port)
+    assert [m[("pal_node_samples_total", (("outcome", o),))] for o in ("stored", "duplicate", "refused")] == [3, 3, 1]

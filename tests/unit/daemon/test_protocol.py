@@ -19,6 +19,8 @@ from pal_slurm.daemon.protocol import (
     ProtocolError,
     ReloadReply,
     ReloadRequest,
+    SamplesReply,
+    SamplesRequest,
     decode_reply,
     decode_request,
     encode_reply,
@@ -325,7 +327,8 @@ jobs = st.builds(
     min_nodes=opt_int, max_nodes=opt_int)
 requests = st.builds(PlaceRequest, job=jobs, pal=specs, request_id=st.none() | names,
                      deadline_ms=st.none() | st.integers(0, 2**53)) | st.just(
-    HealthRequest()) | st.just(ReloadRequest())
+    HealthRequest()) | st.just(ReloadRequest()) | st.builds(SamplesRequest, credential=st.from_regex(
+        r"MUNGE:[A-Za-z0-9+/=]{1,200}:", fullmatch=True))
 
 node_names = st.from_regex(r"[a-z][a-z0-9\-]{0,10}", fullmatch=True)
 slots = st.lists(st.integers(0, 63), min_size=1, max_size=8).map(tuple)
@@ -341,6 +344,7 @@ other_replies = st.builds(
 health_replies = st.builds(HealthReply, status=st.sampled_from(["ok", "degraded"]), rank=opt_int,
                            details=st.dictionaries(st.text(max_size=5), json_values, max_size=3))
 reload_replies = st.builds(ReloadReply, rank=opt_int, message=names)
+samples_replies = st.builds(SamplesReply, stored=st.integers(0, 10_000), duplicate=st.booleans())
 error_replies = st.builds(ErrorReply, code=st.sampled_from([c.value for c in ErrorCode]),
                           message=names)
 
@@ -357,12 +361,20 @@ def test_request_round_trip(request):
     st.tuples(place_replies | other_replies | error_replies, st.just("place")),
     st.tuples(health_replies | error_replies, st.just("health")),
     st.tuples(reload_replies | error_replies, st.just("reload")),
+    st.tuples(samples_replies | error_replies, st.just("samples")),
 ))
 def test_reply_round_trip(pair):
     reply, op = pair
     line = encode_reply(reply)
     decoded = decode_reply(line, op)
     assert decoded == reply
+
+
+def test_samples_request_needs_a_credential():
+    with pytest.raises(ProtocolError, match="credential: missing"):
+        decode_request(b'{"v":1,"op":"samples"}\n')
+    with pytest.raises(ProtocolError, match="credential: empty"):
+        decode_request(b'{"v":1,"op":"samples","credential":""}\n')
 
 
 def test_place_reply_without_gres_pins_nodes_only():

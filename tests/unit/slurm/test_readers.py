@@ -67,6 +67,7 @@ def test_nodes_typed_idle(shape) -> None:
         assert (n.state, n.gpus, n.gpus_used, n.used_slots) == ("idle", 4, 0, frozenset())
         assert n.usable and n.weight == 1 and n.partitions == ("gpu",)
         assert n.state_flags == () and n.features == ()
+        assert (n.address, n.hostname) == ("127.0.0.1", "localhost")  # what pald's sample intake checks
 
 
 @by_shape

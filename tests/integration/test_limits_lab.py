@@ -76,11 +76,7 @@ def test_a_job_waiting_for_a_limit_keeps_no_pin_and_the_job_behind_it_runs() -> 
                  f"job B is not waiting for the limit: {job_field(env, b, 'Reason')}")
         assert job_field(env, b, "AdminComment").startswith("pal:placed="), "the hook did not pin B"
         wait_for(lambda: job_field(env, b, "ReqNodeList") in ("", "(null)"), 15, "pald kept B's pin")
-        p = subprocess.run(["runuser", "-u", "nobody", "--", "sbatch", "--parsable", "--output=/dev/null",
-                            "--account=team", "--gres=gpu:3", "--comment=pal:class=resnet", "--wrap", "true"],
-                           env=env, capture_output=True, text=True, cwd="/tmp")
-        assert p.returncode == 0, p.stderr
-        c = int(p.stdout.strip().split(";")[0])
+        c = sbatch_as_nobody(env, "--gres=gpu:3", "--comment=pal:class=resnet")
         assert lab.wait_job(c, timeout=60) == "COMPLETED", c
         assert job_field(env, a, "JobState") == "RUNNING"  # C ran beside A: B's promise was gone
         subprocess.run(["scancel", str(a)], env=env, check=True)

@@ -1,6 +1,10 @@
 """pald's Slurm sync: read Slurm, refresh the placement service's view. Nothing else.
 
-It runs on the cycle's worker thread. The reads (squeue, sinfo, the site) happen outside the
+It runs on the cycle's worker thread. Each turn of pald's loop reads the nodes, and the jobs,
+partitions and reservations only when read_plan.py calls for them (`read_when_due`); `read`
+reads all of them at once (tools, tests). What the plan looks at (when each read was made, the
+node read that went with the last job read, the promises and answers seen) is this object's,
+on the worker thread alone. The reads (squeue, sinfo, the site) happen outside the
 lock; the view, the site, the promises a read confirms or shows never came, the pins and the
 running jobs are handed to the service in one locked step, so a `place` answered meanwhile
 sees either the last read or this one, never half of each. A failed read is logged once per
@@ -15,12 +19,21 @@ QOS and partition factors: slurm.priority) are read too, at most every
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from pal_slurm.daemon import pins
 from pal_slurm.daemon.cycle import is_pal_held
+from pal_slurm.daemon.read_plan import (
+    JobReadMarks,
+    ReadPeriods,
+    job_read_due,
+    next_expected_end,
+    nodes_differ,
+    site_read_due,
+)
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.intake.held import not_yet_eligible
 from pal_slurm.intake.tags import request_id
@@ -30,6 +43,7 @@ from pal_slurm.policy.registry import SLURM_PRIORITY_QUEUE
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.priority import SitePriorityRead
 from pal_slurm.slurm.readers import JobInfo, NodeInfo, cluster_view, unheld_slots
+from pal_slurm.slurm.site import site_view
 from pal_slurm.slurm.topology import read_racks
 
 
@@ -57,6 +71,14 @@ class SyncRead:
     jobs: tuple[JobInfo, ...]
     held: tuple[JobInfo, ...]  # the PAL-held ones among them (cycle.is_pal_held)
     at: float  # the clock after the read
+
+
+@dataclass(frozen=True)
+class ViewConfirmed:
+    """A turn that read the nodes only and found them as the last job read left them: the view
+    stands as Slurm shows it at `at` (nothing to plan anew)."""
+
+    at: float
 
 
 def queue_keys(jobs: Iterable[JobInfo]) -> set[str]:
@@ -97,13 +119,25 @@ class SlurmSync:
     inputs, read only while the queue order is `slurm`)."""
 
     def __init__(self, state: DaemonState, reader: SlurmRead, topology_conf: str | None,
-                 priority: PriorityRead | None = None) -> None:
+                 priority: PriorityRead | None = None, periods: ReadPeriods | None = None) -> None:
         self.state = state
         self.reader = reader
         self.topology_conf = topology_conf
         self.priority = priority
+        self.periods = periods or ReadPeriods()
         self._priority_at = float("-inf")  # when the priority's inputs were last read
         self._racks: tuple[float, dict[str, str]] | None = None  # (mtime, racks): the worker thread's
+        # what the read plan looks at (read_plan.py), the worker thread's
+        self._jobs_tried_at: float | None = None  # when the last job read started
+        self._failed = False  # whether the last read failed
+        self._nodes: tuple[NodeInfo, ...] | None = None  # the node read of the last job read
+        self._answers_seen = 0  # place + defer answers counted when the last job read started
+        self._held_waiting = False
+        self._next_end: float | None = None
+        self._site: SiteView | None = None  # the last site read (its partitions and reservations)
+        self._site_at: float | None = None  # when it was read (None: never, or that read failed)
+        self._site_with: frozenset[str] = frozenset()  # the node names it was read with
+        self.job_reads: Counter[str] = Counter()  # job reads by why (read_plan.job_read_due; "asked": `read`)
 
     def read_priority(self, nodes: Sequence[NodeInfo], now: float) -> tuple[bool, SitePriorityRead | None]:
         """(whether read now, the inputs): read at most every PRIORITY_READ_EVERY_S; a failure
@@ -139,22 +173,84 @@ class SlurmSync:
             self.state.note_error("topology", exc)
         return self._racks[1] if self._racks else None
 
-    def read(self) -> SyncRead | None:
-        """Read Slurm and refresh the view; None when the read failed."""
+    def _answers(self) -> int:
+        with self.state.lock:
+            return self.state.counts["place"] + self.state.counts["defer"]
+
+    def _promises(self) -> bool:
+        with self.state.lock:
+            return bool(self.state.service.reservations)
+
+    def _failure(self, exc: Exception) -> None:
         state = self.state
+        self._failed = True
+        state.slurm_ok = False
+        state.slurm_problem = exc
+        state.note_error("slurm", exc)
+
+    def read_when_due(self) -> SyncRead | ViewConfirmed | None:
+        """One turn of pald's loop: read the nodes, then the jobs (and the site) when the read
+        plan calls for them (read_plan.py). A SyncRead when the jobs were read; ViewConfirmed
+        when the nodes showed nothing new; None when a read failed or nodes changed within the
+        floor (the view then ages until the next job read)."""
+        state = self.state
+        now = state.clock()
+        try:
+            nodes = tuple(self.reader.nodes())
+        except Exception as exc:  # noqa: BLE001
+            self._failure(exc)
+            return None
+        changed = nodes_differ(self._nodes, nodes)
+        why = job_read_due(self.periods, JobReadMarks(
+            now=now, tried_at=self._jobs_tried_at, failed=self._failed, nodes_changed=changed,
+            answered=self._answers() != self._answers_seen, promises=self._promises(),
+            held_waiting=self._held_waiting, next_end=self._next_end))
+        if why is not None:
+            return self._read(why)
+        if self._failed or changed:
+            return None
+        with state.lock:
+            state.service.confirm_view(now)
+            state.last_sync = now
+        return ViewConfirmed(now)
+
+    def read(self) -> SyncRead | None:
+        """Read jobs, nodes and the site now and refresh the view; None when the read failed."""
+        return self._read("asked")
+
+    def _site_for(self, nodes: Sequence[NodeInfo], now: float, always: bool) -> SiteView | None:
+        """The site for this read's nodes: read anew when due (read_plan.site_read_due), else the
+        last read's partitions and reservations with these nodes."""
+        if always or site_read_due(self.periods, now, self._site_at, self._site_with, nodes):
+            self._site_at = None  # a failed read is retried with the next job read
+            site = self.reader.site(nodes)
+            self._site, self._site_at = site, now
+            self._site_with = frozenset(n.name for n in nodes)
+            return site
+        if self._site is None:
+            return None
+        return site_view(nodes, self._site.partitions, self._site.reservations)
+
+    def _read(self, why: str) -> SyncRead | None:
+        """Read jobs, then nodes and the site, and refresh the view; None when the read failed."""
+        state = self.state
+        answers = self._answers()
+        self.job_reads[why] += 1
         try:
             # squeue before sinfo: a job that ends between the two reads is then still a
             # running job with an end (its limit), never GPUs allocated to no job; taken
             # before squeue starts: a promise older than this whose job it misses never came
             read_at = state.clock()
+            self._jobs_tried_at = read_at
             jobs = tuple(self.reader.jobs())
             nodes = self.reader.nodes()
-            site = self.reader.site(nodes)
+            site = self._site_for(nodes, read_at, always=why == "asked")
         except Exception as exc:  # noqa: BLE001
-            state.slurm_ok = False
-            state.slurm_problem = exc
-            state.note_error("slurm", exc)
+            self._failure(exc)
             return None
+        self._failed = False
+        self._nodes = tuple(nodes)
+        self._answers_seen = answers
         now = state.clock()
         priority_read, priority = self.read_priority(nodes, now)
         held = tuple(j for j in jobs if is_pal_held(j))
@@ -178,4 +274,6 @@ class SlurmSync:
             state.errors.clear("slurm")
         state.slurm_ok = True
         state.slurm_problem = None
+        self._held_waiting = bool(held)
+        self._next_end = next_expected_end(jobs, now)
         return SyncRead(jobs, held, now)

@@ -12,9 +12,10 @@ job list and would understate the read), then for each phase resets slurmctld's 
 - baseline: pald of the checkout `--baseline-code` (its own code, same config), if given;
 - this: pald of this checkout.
 
-Each pald runs with `cycle_s = 1` (the default) on SQLite, and is given `--warmup-s` after it
-first answers before the window opens. Prints, per phase, every message type's count and total
-time, the added load (phase less `none`) in RPC time per second of wall clock, and the ratio of
+Each pald runs with `cycle_s = 1` and the [slurm] read periods at their defaults, on SQLite,
+and is given `--warmup-s` after it first answers before the window opens. Nothing runs and
+nothing is submitted meanwhile: the figures are a quiet queue's. Prints, per phase, every
+message type's count (and per second), total and mean time, the added load (phase less `none`) in RPC time per second of wall clock, and the ratio of
 this checkout's added load to the baseline's. sdiag's own REQUEST_STATS_INFO is left out.
 """
 
@@ -130,7 +131,8 @@ def report(label: str, rpcs: dict[str, Rpc], none: dict[str, Rpc], seconds: floa
     print(f"{label}:")
     for name in sorted(rpcs, key=lambda n: -rpcs[n].total_us):
         r = rpcs[name]
-        print(f"  {name:<32} count {r.count:>6}  total {r.total_us / 1000.0:>9.1f} ms")
+        print(f"  {name:<32} count {r.count:>6} ({r.count / seconds:.2f}/s)  total {r.total_us / 1000.0:>9.1f} ms"
+              f"  ({r.total_us / 1000.0 / max(r.count, 1):.2f} ms each)")
     added = ms_per_s(rpcs, seconds) - ms_per_s(none, seconds)
     print(f"  total {ms_per_s(rpcs, seconds):.2f} ms/s; added over none {added:.2f} ms/s "
           f"({added / 10.0:.2f}% of one core)")
@@ -140,7 +142,8 @@ def report(label: str, rpcs: dict[str, Rpc], none: dict[str, Rpc], seconds: floa
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=1000, help="held jobs in the queue")
-    ap.add_argument("--window-s", type=float, default=30.0, help="sdiag window per phase")
+    ap.add_argument("--window-s", type=float, default=60.0,
+                    help="sdiag window per phase (a multiple of [slurm] jobs_every_s reads whole periods)")
     ap.add_argument("--warmup-s", type=float, default=5.0, help="pald's time before the window")
     ap.add_argument("--baseline-code", type=Path, default=None, metavar="DIR",
                     help="a checkout whose pald is measured as the baseline")

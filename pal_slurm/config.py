@@ -150,11 +150,12 @@ class SlurmConfig:
     bin_dir: str | None = None  # directory of sinfo/squeue/scontrol; None = search $PATH
     topology_conf: str | None = None  # Slurm topology.conf (topology/tree): nodes -> leaf switches
     # how often pald reads Slurm (pal_slurm/daemon/read_plan.py, docs/operations.md): the nodes
-    # every cycle_s; the jobs on events, at most every read_floor_s and at least every
+    # every nodes_every_s; the jobs on events, at most every read_floor_s and at least every
     # jobs_every_s; partitions and reservations every site_every_s and when the node list changes
     read_floor_s: float = 2.0
     jobs_every_s: float = 30.0
     site_every_s: float = 60.0
+    nodes_every_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,7 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
         ("slurm", "read_floor_s"),
         ("slurm", "jobs_every_s"),
         ("slurm", "site_every_s"),
+        ("slurm", "nodes_every_s"),
     }
 )
 

@@ -47,7 +47,7 @@ from pal_slurm.daemon.shadow import ShadowWatch
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.store_link import StoreLink
 from pal_slurm.daemon.read_plan import ReadPeriods
-from pal_slurm.daemon.sync import PriorityRead, SlurmRead, SlurmSync, ViewConfirmed
+from pal_slurm.daemon.sync import PriorityRead, SlurmRead, SlurmSync, NoJobRead
 from pal_slurm.engine import Clock, WallClock
 from pal_slurm.policy import autotune
 from pal_slurm.slurm.readers import JobInfo
@@ -74,7 +74,7 @@ def service_settings(config: Config) -> ServiceSettings:
         reservation_ttl_s=d.reservation_ttl_s,
         submit_grace_s=d.submit_grace_s,
         user_reservations_max=d.user_reservations_max,
-        max_view_age_s=max(5.0 * d.cycle_s, 5.0, 2.0 * config.slurm.read_floor_s),
+        max_view_age_s=max(5.0 * d.cycle_s, 5.0, 2.0 * config.slurm.read_floor_s, 2.0 * config.slurm.nodes_every_s),
         site_rules=d.site_rules(),
     )
 
@@ -102,7 +102,8 @@ class Pald:
                                  config.daemon.default_on_jobs(), service.settings.site_rules)
         slurm = config.slurm
         self.slurm_sync = SlurmSync(self.state, reader, slurm.topology_conf, priority,
-                                    ReadPeriods(slurm.read_floor_s, slurm.jobs_every_s, slurm.site_every_s))
+                                    ReadPeriods(slurm.read_floor_s, slurm.jobs_every_s, slurm.site_every_s,
+                                                slurm.nodes_every_s))
         self.held = HeldJobs(self.state, actuator, config.daemon.release_start_s)
         self.shadow = ShadowWatch(self.state)
         self.held_cycle = HeldJobCycle(self.state, SlurmLauncher(actuator), actuator, self.held)
@@ -131,8 +132,8 @@ class Pald:
 
     def turn(self) -> None:
         """One turn of pald's loop: `sync_and_cycle` with the jobs read only when the read plan
-        calls for it (daemon.read_plan: the nodes each turn, the jobs on events, the site on
-        a slower period). Blocking, as sync_and_cycle."""
+        calls for it (daemon.read_plan: the nodes every nodes_every_s, the jobs on events, the
+        site on a slower period). Blocking, as sync_and_cycle."""
         held = self.sync(planned=True)
         if held:
             self.cycle(held)
@@ -143,8 +144,8 @@ class Pald:
         standby). `planned`: read as the read plan says (`turn`), else read everything now."""
         self.check_leadership()
         read = self.slurm_sync.read_when_due() if planned else self.slurm_sync.read()
-        if isinstance(read, ViewConfirmed):
-            self.state.last_cycle = read.at  # Slurm answered and showed nothing to act on
+        if isinstance(read, NoJobRead):
+            self.state.last_cycle = read.at  # Slurm's reads work and call for nothing to act on
             return None
         if read is None:
             return None

@@ -4,8 +4,8 @@ slurmctld answers a job read (`squeue`: REQUEST_JOB_INFO) by packing every job i
 whatever states or fields the client asks for (squeue filters on its side), so its cost grows
 with the queue: about 5 ms of slurmctld time per read at 1,000 queued jobs on the lab
 (benchmarks/slurmctld_load.py). A node read (`sinfo`: REQUEST_NODE_INFO + PARTITION_INFO) costs
-what the node count makes it, whatever the queue. So pald reads the nodes each turn of its loop
-and the jobs only when something calls for them:
+what the node count makes it, whatever the queue. So pald reads the nodes every `nodes_every_s`
+(each job read reads them too) and the jobs only when something calls for them:
 
 - its first read, and a read after one that failed;
 - a node whose allocation or state differs from the node read that went with the last job read
@@ -33,11 +33,13 @@ from pal_slurm.slurm.readers import JOB_STATES_HOLDING_GPUS, JobInfo, NodeInfo
 
 @dataclass(frozen=True)
 class ReadPeriods:
-    """How often pald reads (pal.toml [slurm] read_floor_s, jobs_every_s, site_every_s)."""
+    """How often pald reads (pal.toml [slurm] read_floor_s, jobs_every_s, site_every_s,
+    nodes_every_s)."""
 
     floor_s: float = 2.0
     jobs_every_s: float = 30.0
     site_every_s: float = 60.0
+    nodes_every_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,11 @@ def job_read_due(periods: ReadPeriods, marks: JobReadMarks) -> str | None:
     if marks.next_end is not None and marks.next_end <= marks.now:
         return "end"
     return None
+
+
+def node_read_due(periods: ReadPeriods, now: float, read_at: float | None) -> bool:
+    """Whether the nodes are to be read this turn (on their own: a job read reads them too)."""
+    return read_at is None or now - read_at >= periods.nodes_every_s
 
 
 def site_read_due(periods: ReadPeriods, now: float, read_at: float | None,

@@ -31,6 +31,7 @@ from pal_slurm.daemon.read_plan import (
     ReadPeriods,
     job_read_due,
     next_expected_end,
+    node_read_due,
     nodes_differ,
     site_read_due,
 )
@@ -74,9 +75,9 @@ class SyncRead:
 
 
 @dataclass(frozen=True)
-class ViewConfirmed:
-    """A turn that read the nodes only and found them as the last job read left them: the view
-    stands as Slurm shows it at `at` (nothing to plan anew)."""
+class NoJobRead:
+    """A turn that read no jobs, after reads that worked: the nodes were not due, or showed
+    nothing new (then the view stands as Slurm shows it at `at`). Nothing to plan anew."""
 
     at: float
 
@@ -131,6 +132,8 @@ class SlurmSync:
         self._jobs_tried_at: float | None = None  # when the last job read started
         self._failed = False  # whether the last read failed
         self._nodes: tuple[NodeInfo, ...] | None = None  # the node read of the last job read
+        self._nodes_at: float | None = None  # when the nodes were last read (with the jobs or not)
+        self._nodes_changed = False  # a node read since the last job read differed from its
         self._answers_seen = 0  # place + defer answers counted when the last job read started
         self._held_waiting = False
         self._next_end: float | None = None
@@ -188,31 +191,41 @@ class SlurmSync:
         state.slurm_problem = exc
         state.note_error("slurm", exc)
 
-    def read_when_due(self) -> SyncRead | ViewConfirmed | None:
-        """One turn of pald's loop: read the nodes, then the jobs (and the site) when the read
-        plan calls for them (read_plan.py). A SyncRead when the jobs were read; ViewConfirmed
-        when the nodes showed nothing new; None when a read failed or nodes changed within the
-        floor (the view then ages until the next job read)."""
+    def read_when_due(self) -> SyncRead | NoJobRead | None:
+        """One turn of pald's loop: read the jobs (and nodes, and the site when due) when the
+        read plan calls for them (read_plan.py), else the nodes when due, and the jobs after
+        them when they changed. A SyncRead when the jobs were read; NoJobRead when no jobs were
+        read and the reads worked; None when a read failed or nodes changed within the floor
+        (the view then ages until the next job read)."""
         state = self.state
         now = state.clock()
+        why = self._job_read_due(now)
+        if why is not None:
+            return self._read(why)
+        if not node_read_due(self.periods, now, self._nodes_at):
+            return None if self._failed else NoJobRead(now)
         try:
             nodes = tuple(self.reader.nodes())
         except Exception as exc:  # noqa: BLE001
             self._failure(exc)
             return None
-        changed = nodes_differ(self._nodes, nodes)
-        why = job_read_due(self.periods, JobReadMarks(
-            now=now, tried_at=self._jobs_tried_at, failed=self._failed, nodes_changed=changed,
-            answered=self._answers() != self._answers_seen, promises=self._promises(),
-            held_waiting=self._held_waiting, next_end=self._next_end))
-        if why is not None:
-            return self._read(why)
-        if self._failed or changed:
+        self._nodes_at = now
+        if nodes_differ(self._nodes, nodes):
+            self._nodes_changed = True
+            why = self._job_read_due(now)
+            return self._read(why) if why is not None else None
+        if self._failed:
             return None
         with state.lock:
             state.service.confirm_view(now)
             state.last_sync = now
-        return ViewConfirmed(now)
+        return NoJobRead(now)
+
+    def _job_read_due(self, now: float) -> str | None:
+        return job_read_due(self.periods, JobReadMarks(
+            now=now, tried_at=self._jobs_tried_at, failed=self._failed, nodes_changed=self._nodes_changed,
+            answered=self._answers() != self._answers_seen, promises=self._promises(),
+            held_waiting=self._held_waiting, next_end=self._next_end))
 
     def read(self) -> SyncRead | None:
         """Read jobs, nodes and the site now and refresh the view; None when the read failed."""
@@ -249,7 +262,7 @@ class SlurmSync:
             self._failure(exc)
             return None
         self._failed = False
-        self._nodes = tuple(nodes)
+        self._nodes, self._nodes_at, self._nodes_changed = tuple(nodes), read_at, False
         self._answers_seen = answers
         now = state.clock()
         priority_read, priority = self.read_priority(nodes, now)

@@ -9,13 +9,14 @@ from pal_slurm.daemon.read_plan import (
     ReadPeriods,
     job_read_due,
     next_expected_end,
+    node_read_due,
     nodes_differ,
     site_read_due,
 )
 
 from .builders import held_job, node_info
 
-PERIODS = ReadPeriods(floor_s=2.0, jobs_every_s=30.0, site_every_s=60.0)
+PERIODS = ReadPeriods(floor_s=2.0, jobs_every_s=30.0, site_every_s=60.0, nodes_every_s=5.0)
 QUIET = JobReadMarks(now=110.0, tried_at=100.0, failed=False, nodes_changed=False, answered=False,
                      promises=False, held_waiting=False, next_end=None)
 
@@ -76,3 +77,9 @@ def test_nodes_differ_on_allocation_state_and_list():
     assert nodes_differ(a, [node_info("gpu01", used=(0,)), node_info("gpu02")])
     assert nodes_differ(a, [dataclasses.replace(a[0], state_flags=("DRAIN",)), a[1]])
     assert nodes_differ(a, a[:1])
+
+
+def test_nodes_are_read_first_and_then_every_node_period():
+    assert node_read_due(PERIODS, 100.0, None)
+    assert not node_read_due(PERIODS, 104.9, 100.0)
+    assert node_read_due(PERIODS, 105.0, 100.0)

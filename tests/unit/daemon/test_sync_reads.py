@@ -1,5 +1,6 @@
-"""pald's loop reads Slurm as daemon.read_plan says: the nodes each turn, the jobs on events and
-at least every jobs_every_s, the site on its period (sync.SlurmSync.read_when_due via Pald.turn)."""
+"""pald's loop reads Slurm as daemon.read_plan says: the nodes every nodes_every_s, the jobs on
+events and at least every jobs_every_s, the site on its period (sync.SlurmSync.read_when_due via
+Pald.turn)."""
 
 from __future__ import annotations
 
@@ -38,9 +39,10 @@ class CountingReader(FakeReader):
         return site_view(nodes, parse_partitions(f"PartitionName=debug Nodes={names} Default=YES State=UP"))
 
 
-def make(tmp_path, jobs=()):
+def make(tmp_path, jobs=(), nodes_every_s=5.0):
     cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "pald.sock"), heartbeat_file=str(tmp_path / "hb")),
-                 slurm=SlurmConfig(read_floor_s=2.0, jobs_every_s=30.0, site_every_s=60.0))
+                 slurm=SlurmConfig(read_floor_s=2.0, jobs_every_s=30.0, site_every_s=60.0,
+                                   nodes_every_s=nodes_every_s))
     clock = ManualClock(1000.0)
     reader = CountingReader([node_info(f"gpu{i:02d}") for i in range(1, 5)], jobs)
     return Pald(cfg, None, reader, FakeActuator(), clock=clock), reader, clock
@@ -52,14 +54,15 @@ def turns(pald, clock, seconds, step=1.0):
         pald.turn()
 
 
-def test_a_quiet_cluster_costs_a_node_read_a_turn_and_a_job_read_a_period(tmp_path):
+def test_a_quiet_cluster_costs_a_node_read_a_node_period_and_a_job_read_a_job_period(tmp_path):
     pald, reader, clock = make(tmp_path)
     pald.turn()
-    assert reader.calls == {"nodes": 2, "jobs": 1, "site": 1}  # the first turn reads everything
+    assert reader.calls == {"nodes": 1, "jobs": 1, "site": 1}  # the first turn reads everything
     turns(pald, clock, 29)
-    assert reader.calls == {"nodes": 31, "jobs": 1, "site": 1}
+    assert reader.calls == {"nodes": 6, "jobs": 1, "site": 1}
+    assert pald.state.last_cycle == clock.t  # a quiet turn is a complete one (the heartbeat)
     turns(pald, clock, 1)
-    assert reader.calls == {"nodes": 33, "jobs": 2, "site": 1}  # jobs_every_s
+    assert reader.calls == {"nodes": 7, "jobs": 2, "site": 1}  # jobs_every_s
     assert pald.slurm_sync.job_reads == {"first": 1, "period": 1}
     turns(pald, clock, 30)
     assert reader.calls["site"] == 2  # site_every_s
@@ -74,17 +77,26 @@ def test_a_view_the_nodes_confirm_stays_fresh_for_place(tmp_path):
     assert pald.handle(request("resnet", gpn=1, rid="a")).decision is DecisionKind.PLACE
 
 
-def test_a_node_change_calls_for_a_job_read_after_the_floor(tmp_path):
+def test_a_node_change_calls_for_a_job_read_at_the_next_node_read(tmp_path):
     pald, reader, clock = make(tmp_path)
     pald.turn()
     reader._nodes[0] = node_info("gpu01", used=(0,))  # a job started there
-    clock.set(clock.t + 1.0)
-    pald.turn()
-    assert reader.calls["jobs"] == 1  # within the floor
+    turns(pald, clock, 4)
+    assert reader.calls["jobs"] == 1  # the nodes are not due yet
     turns(pald, clock, 1)
     assert reader.calls["jobs"] == 2 and pald.slurm_sync.job_reads["nodes"] == 1
-    turns(pald, clock, 5)
+    turns(pald, clock, 10)
     assert reader.calls["jobs"] == 2  # the new allocation is the reference now
+
+
+def test_a_node_change_within_the_floor_is_read_when_the_floor_has_passed(tmp_path):
+    pald, reader, clock = make(tmp_path, nodes_every_s=1.0)
+    pald.turn()
+    reader._nodes[0] = node_info("gpu01", used=(0,))
+    turns(pald, clock, 1)
+    assert reader.calls == {"nodes": 2, "jobs": 1, "site": 1}
+    turns(pald, clock, 1)
+    assert reader.calls["jobs"] == 2 and pald.slurm_sync.job_reads["nodes"] == 1
 
 
 def test_an_answer_calls_for_a_job_read_and_its_promise_for_reads_until_settled(tmp_path):
@@ -117,7 +129,7 @@ def test_a_failed_read_is_retried_at_the_floor_and_confirms_nothing_meanwhile(tm
     pald.turn()
     turns(pald, clock, 5)
     reader.fail = SlurmCommandTimeout(["sinfo", "--json"], 15.0, "")
-    turns(pald, clock, 1)
+    turns(pald, clock, 5)  # the next node read fails
     assert pald.state.slurm_ok is False
     reader.fail = None
     turns(pald, clock, 1)
@@ -129,6 +141,6 @@ def test_a_node_added_reads_the_site_with_the_jobs(tmp_path):
     reader.with_site = True
     pald.turn()
     reader._nodes.append(node_info("gpu05"))
-    turns(pald, clock, 2)
+    turns(pald, clock, 5)
     assert reader.calls["site"] == 2 and pald.service.site is not None
     assert set(pald.service.site.nodes) == {f"gpu0{i}" for i in range(1, 6)}

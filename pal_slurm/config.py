@@ -152,10 +152,10 @@ class SlurmConfig:
     # how often pald reads Slurm (pal_slurm/daemon/read_plan.py, docs/operations.md): the nodes
     # every nodes_every_s; the jobs on events, at most every read_floor_s and at least every
     # jobs_every_s; partitions and reservations every site_every_s and when the node list changes
-    read_floor_s: float = 2.0
+    read_floor_s: float = 1.0
     jobs_every_s: float = 30.0
     site_every_s: float = 60.0
-    nodes_every_s: float = 5.0
+    nodes_every_s: float = 1.0
 
 
 @dataclass(frozen=True)

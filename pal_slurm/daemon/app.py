@@ -103,7 +103,7 @@ class Pald:
         slurm = config.slurm
         self.slurm_sync = SlurmSync(self.state, reader, slurm.topology_conf, priority,
                                     ReadPeriods(slurm.read_floor_s, slurm.jobs_every_s, slurm.site_every_s,
-                                                slurm.nodes_every_s))
+                                                slurm.nodes_every_s, config.daemon.cycle_s / 2))
         self.held = HeldJobs(self.state, actuator, config.daemon.release_start_s)
         self.shadow = ShadowWatch(self.state)
         self.held_cycle = HeldJobCycle(self.state, SlurmLauncher(actuator), actuator, self.held)

@@ -36,10 +36,14 @@ class ReadPeriods:
     """How often pald reads (pal.toml [slurm] read_floor_s, jobs_every_s, site_every_s,
     nodes_every_s)."""
 
-    floor_s: float = 2.0
+    floor_s: float = 1.0
     jobs_every_s: float = 30.0
     site_every_s: float = 60.0
-    nodes_every_s: float = 5.0
+    nodes_every_s: float = 1.0
+    # pald's turns come at multiples of cycle_s, and a read is stamped a little after its turn
+    # began: a period this close to its end counts as over (pald passes half a cycle), so a
+    # 1 s period on a 1 s cycle is every turn, not every other one
+    slack_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ def job_read_due(periods: ReadPeriods, marks: JobReadMarks) -> str | None:
     """Why the jobs are to be read this turn (a word for logs and tests), or None."""
     if marks.tried_at is None:
         return "first"
-    since = marks.now - marks.tried_at
+    since = marks.now - marks.tried_at + periods.slack_s
     if since >= periods.jobs_every_s:
         return "period"
     if since < periods.floor_s:
@@ -82,7 +86,7 @@ def job_read_due(periods: ReadPeriods, marks: JobReadMarks) -> str | None:
 
 def node_read_due(periods: ReadPeriods, now: float, read_at: float | None) -> bool:
     """Whether the nodes are to be read this turn (on their own: a job read reads them too)."""
-    return read_at is None or now - read_at >= periods.nodes_every_s
+    return read_at is None or now - read_at + periods.slack_s >= periods.nodes_every_s
 
 
 def site_read_due(periods: ReadPeriods, now: float, read_at: float | None,
@@ -92,7 +96,7 @@ def site_read_due(periods: ReadPeriods, now: float, read_at: float | None,
     list (`read_with`) than this read's."""
     if read_at is None:
         return "first"
-    if now - read_at >= periods.site_every_s:
+    if now - read_at + periods.slack_s >= periods.site_every_s:
         return "period"
     if frozenset(n.name for n in nodes) != read_with:
         return "nodes"

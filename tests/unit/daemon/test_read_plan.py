@@ -83,3 +83,11 @@ def test_nodes_are_read_first_and_then_every_node_period():
     assert node_read_due(PERIODS, 100.0, None)
     assert not node_read_due(PERIODS, 104.9, 100.0)
     assert node_read_due(PERIODS, 105.0, 100.0)
+
+
+def test_half_a_cycle_of_slack_keeps_a_period_of_one_cycle_on_every_turn():
+    periods = ReadPeriods(floor_s=1.0, jobs_every_s=30.0, site_every_s=60.0, nodes_every_s=1.0, slack_s=0.5)
+    assert node_read_due(periods, 100.98, 100.02)  # the read was stamped late in its turn
+    assert not node_read_due(periods, 100.4, 100.0)
+    late = dataclasses.replace(QUIET, now=100.98, tried_at=100.02, held_waiting=True)
+    assert job_read_due(periods, late) == "held"

@@ -18,9 +18,12 @@ what the node count makes it, whatever the queue. So pald reads the nodes every 
 - `jobs_every_s` since the last job read, whatever happened (what no notice above shows: a user's
   hold or release, a job's comment edited).
 
-Job reads are at least `floor_s` apart however many events call for one. Partitions and
-reservations (`scontrol show partition|reservation`) are re-read every `site_every_s`, and at
-once when the node list differs from the one they were read with (a node added or removed).
+Job reads are at least `floor_s` apart however many events call for one. Reservations
+(`scontrol show reservation`: RESERVATION_INFO, its cost grows with the reservations) are read
+with every node read: nothing else tells pald of one made or ended, and a differing one calls
+for a job read as a node change does. Partitions (`scontrol show partition`) are re-read every
+`site_every_s`, and at once when the node list differs from the one they were read with (a node
+added or removed).
 """
 
 from __future__ import annotations
@@ -91,9 +94,9 @@ def node_read_due(periods: ReadPeriods, now: float, read_at: float | None) -> bo
 
 def site_read_due(periods: ReadPeriods, now: float, read_at: float | None,
                   read_with: frozenset[str], nodes: Iterable[NodeInfo]) -> str | None:
-    """Why partitions and reservations are to be read with this job read, or None: never read
-    yet (or the last one failed: `read_at` None), `site_every_s` old, or read with another node
-    list (`read_with`) than this read's."""
+    """Why the partitions are to be read with these nodes, or None: never read yet (or the last
+    read failed: `read_at` None), `site_every_s` old, or read with another node list
+    (`read_with`) than this read's."""
     if read_at is None:
         return "first"
     if now - read_at + periods.slack_s >= periods.site_every_s:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -38,13 +38,12 @@ from pal_slurm.daemon.read_plan import (
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.intake.held import not_yet_eligible
 from pal_slurm.intake.tags import request_id
-from pal_slurm.model.site import SiteView
+from pal_slurm.model.site import PartitionFacts, SiteView
 from pal_slurm.policy.site_index import SiteIndex
 from pal_slurm.policy.registry import SLURM_PRIORITY_QUEUE
 from pal_slurm.slurm.errors import SlurmError
 from pal_slurm.slurm.priority import SitePriorityRead
 from pal_slurm.slurm.readers import JobInfo, NodeInfo, cluster_view, unheld_slots
-from pal_slurm.slurm.site import site_view
 from pal_slurm.slurm.topology import read_racks
 
 
@@ -62,7 +61,8 @@ class SlurmRead(Protocol):
 
     def nodes(self) -> Sequence[NodeInfo]: ...
 
-    def site(self, nodes: Sequence[NodeInfo]) -> SiteView | None: ...
+    def site(self, nodes: Sequence[NodeInfo],
+             partitions: Mapping[str, PartitionFacts] | None = None) -> SiteView | None: ...
 
 
 @dataclass(frozen=True)
@@ -137,9 +137,9 @@ class SlurmSync:
         self._answers_seen = 0  # place + defer answers counted when the last job read started
         self._held_waiting = False
         self._next_end: float | None = None
-        self._site: SiteView | None = None  # the last site read (its partitions and reservations)
-        self._site_at: float | None = None  # when it was read (None: never, or that read failed)
-        self._site_with: frozenset[str] = frozenset()  # the node names it was read with
+        self._site: SiteView | None = None  # the site of the last job read
+        self._partitions_at: float | None = None  # when partitions were read (None: never, or that read failed)
+        self._partitions_with: frozenset[str] = frozenset()  # the node names they were read with
         self.job_reads: Counter[str] = Counter()  # job reads by why (read_plan.job_read_due; "asked": `read`)
 
     def read_priority(self, nodes: Sequence[NodeInfo], now: float) -> tuple[bool, SitePriorityRead | None]:
@@ -210,7 +210,16 @@ class SlurmSync:
             self._failure(exc)
             return None
         self._nodes_at = now
-        if nodes_differ(self._nodes, nodes):
+        if self._site is not None and not self._failed:
+            try:
+                site = self._site_for(nodes, now, always=False)
+            except Exception as exc:  # noqa: BLE001
+                self._failure(exc)
+                return None
+            if site is not None and (site.reservations != self._site.reservations
+                                     or site.partitions != self._site.partitions):
+                self._nodes_changed = True  # a reservation made, ended or edited: read anew
+        if self._nodes_changed or nodes_differ(self._nodes, nodes):
             self._nodes_changed = True
             why = self._job_read_due(now)
             return self._read(why) if why is not None else None
@@ -232,17 +241,16 @@ class SlurmSync:
         return self._read("asked")
 
     def _site_for(self, nodes: Sequence[NodeInfo], now: float, always: bool) -> SiteView | None:
-        """The site for this read's nodes: read anew when due (read_plan.site_read_due), else the
-        last read's partitions and reservations with these nodes."""
-        if always or site_read_due(self.periods, now, self._site_at, self._site_with, nodes):
-            self._site_at = None  # a failed read is retried with the next job read
+        """The site for these nodes: reservations read each time (no change notice shows them),
+        partitions when due (read_plan.site_read_due), else the last read's."""
+        last = self._site
+        if always or last is None or site_read_due(self.periods, now, self._partitions_at,
+                                                   self._partitions_with, nodes):
+            self._partitions_at = None  # a failed read is retried with the next one
             site = self.reader.site(nodes)
-            self._site, self._site_at = site, now
-            self._site_with = frozenset(n.name for n in nodes)
+            self._partitions_at, self._partitions_with = now, frozenset(n.name for n in nodes)
             return site
-        if self._site is None:
-            return None
-        return site_view(nodes, self._site.partitions, self._site.reservations)
+        return self.reader.site(nodes, last.partitions)
 
     def _read(self, why: str) -> SyncRead | None:
         """Read jobs, then nodes and the site, and refresh the view; None when the read failed."""
@@ -263,6 +271,7 @@ class SlurmSync:
             return None
         self._failed = False
         self._nodes, self._nodes_at, self._nodes_changed = tuple(nodes), read_at, False
+        self._site = site
         self._answers_seen = answers
         now = state.clock()
         priority_read, priority = self.read_priority(nodes, now)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterable, Mapping, Sequence, TypeVar
 
 from pal_slurm.model.cluster import ClusterView
-from pal_slurm.model.site import SiteView
+from pal_slurm.model.site import PartitionFacts, SiteView
 from pal_slurm.slurm.dialects import LEGACY_22_05, Dialect, detect
 from pal_slurm.intake.durations import minutes_field
 from pal_slurm.intake.gres import gpu_indices, gpus_in, parse_gres
@@ -552,9 +552,11 @@ class SlurmReader:
     def jobs(self) -> list[JobInfo]:
         return self._parse(self.dialect.jobs_argv, parse_squeue)
 
-    def site(self, nodes: Sequence[NodeInfo]) -> SiteView:
-        """Partitions, reservations, features and free CPUs/memory (a SiteView) for `nodes`."""
-        return read_site(self.runner, nodes)
+    def site(self, nodes: Sequence[NodeInfo],
+             partitions: Mapping[str, PartitionFacts] | None = None) -> SiteView:
+        """Partitions, reservations, features and free CPUs/memory (a SiteView) for `nodes`;
+        `partitions`: an earlier read's, kept (then only the reservations are read)."""
+        return read_site(self.runner, nodes, partitions)
 
     def cluster_view(
         self, racks: Mapping[str, str] | None = None, with_jobs: bool = True

@@ -167,8 +167,11 @@ def site_view(nodes: Sequence[NodeInfo], partitions: Mapping[str, PartitionFacts
     return SiteView({n.name: node_facts(n) for n in nodes}, dict(partitions), dict(reservations or {}))
 
 
-def read_site(runner: Runner, nodes: Iterable[NodeInfo]) -> SiteView:
-    """The site as Slurm shows it now (two scontrol calls; `nodes` from the same cycle's sinfo)."""
-    partitions = parse_partitions(runner.run(["scontrol", "-o", "show", "partition"]))
+def read_site(runner: Runner, nodes: Iterable[NodeInfo],
+              partitions: Mapping[str, PartitionFacts] | None = None) -> SiteView:
+    """The site as Slurm shows it now (`nodes` from the same cycle's sinfo): the reservations
+    read, and the partitions too unless an earlier read's are given (`partitions`)."""
+    if partitions is None:
+        partitions = parse_partitions(runner.run(["scontrol", "-o", "show", "partition"]))
     reservations = parse_reservations(runner.run(["scontrol", "-o", "show", "reservation"]))
     return site_view(list(nodes), partitions, reservations)

@@ -11,7 +11,7 @@ from pal_slurm.daemon.app import Pald
 from pal_slurm.engine import ManualClock
 from pal_slurm.model import DecisionKind
 from pal_slurm.slurm.errors import SlurmCommandTimeout
-from pal_slurm.slurm.site import parse_partitions, site_view
+from pal_slurm.slurm.site import parse_partitions, parse_reservations, site_view
 
 from .builders import FakeActuator, FakeReader, held_job, node_info, request
 
@@ -21,6 +21,7 @@ class CountingReader(FakeReader):
         super().__init__(nodes, jobs)
         self.calls: Counter[str] = Counter()
         self.with_site = False  # False: no site (every GPU node eligible), as FakeReader
+        self.reservations = {}
 
     def nodes(self):
         self.calls["nodes"] += 1
@@ -30,13 +31,16 @@ class CountingReader(FakeReader):
         self.calls["jobs"] += 1
         return super().jobs()
 
-    def site(self, nodes):
-        """One default partition of every node read (`with_site`)."""
-        self.calls["site"] += 1
+    def site(self, nodes, partitions=None):
+        """One default partition of every node read, and `self.reservations` (`with_site`)."""
+        self.calls["reservations"] += 1
+        self.calls["partitions"] += partitions is None
         if not self.with_site:
             return None
         names = ",".join(n.name for n in nodes)
-        return site_view(nodes, parse_partitions(f"PartitionName=debug Nodes={names} Default=YES State=UP"))
+        if partitions is None:
+            partitions = parse_partitions(f"PartitionName=debug Nodes={names} Default=YES State=UP")
+        return site_view(nodes, partitions, self.reservations)
 
 
 def make(tmp_path, jobs=(), nodes_every_s=5.0):
@@ -56,16 +60,18 @@ def turns(pald, clock, seconds, step=1.0):
 
 def test_a_quiet_cluster_costs_a_node_read_a_node_period_and_a_job_read_a_job_period(tmp_path):
     pald, reader, clock = make(tmp_path)
+    reader.with_site = True
     pald.turn()
-    assert reader.calls == {"nodes": 1, "jobs": 1, "site": 1}  # the first turn reads everything
+    first = {"nodes": 1, "jobs": 1, "reservations": 1, "partitions": 1}
+    assert reader.calls == first  # the first turn reads everything
     turns(pald, clock, 29)
-    assert reader.calls == {"nodes": 6, "jobs": 1, "site": 1}
+    assert reader.calls == {**first, "nodes": 6, "reservations": 6}  # reservations with each node read
     assert pald.state.last_cycle == clock.t  # a quiet turn is a complete one (the heartbeat)
     turns(pald, clock, 1)
-    assert reader.calls == {"nodes": 7, "jobs": 2, "site": 1}  # jobs_every_s
+    assert reader.calls == {**first, "nodes": 7, "jobs": 2, "reservations": 7}  # jobs_every_s
     assert pald.slurm_sync.job_reads == {"first": 1, "period": 1}
     turns(pald, clock, 30)
-    assert reader.calls["site"] == 2  # site_every_s
+    assert reader.calls["partitions"] == 2  # site_every_s
 
 
 def test_a_view_the_nodes_confirm_stays_fresh_for_place(tmp_path):
@@ -94,7 +100,7 @@ def test_a_node_change_within_the_floor_is_read_when_the_floor_has_passed(tmp_pa
     pald.turn()
     reader._nodes[0] = node_info("gpu01", used=(0,))
     turns(pald, clock, 1)
-    assert reader.calls == {"nodes": 2, "jobs": 1, "site": 1}
+    assert reader.calls == {"nodes": 2, "jobs": 1, "reservations": 1, "partitions": 1}
     turns(pald, clock, 1)
     assert reader.calls["jobs"] == 2 and pald.slurm_sync.job_reads["nodes"] == 1
 
@@ -142,5 +148,19 @@ def test_a_node_added_reads_the_site_with_the_jobs(tmp_path):
     pald.turn()
     reader._nodes.append(node_info("gpu05"))
     turns(pald, clock, 5)
-    assert reader.calls["site"] == 2 and pald.service.site is not None
+    assert reader.calls["partitions"] == 2 and pald.service.site is not None
     assert set(pald.service.site.nodes) == {f"gpu0{i}" for i in range(1, 6)}
+
+
+def test_a_reservation_made_is_seen_at_the_next_node_read_and_read_with_the_jobs(tmp_path):
+    pald, reader, clock = make(tmp_path)
+    reader.with_site = True
+    pald.turn()
+    reader.reservations = parse_reservations(
+        "ReservationName=theirs Nodes=gpu04 StartTime=2030-01-01T00:00:00 EndTime=2030-01-01T01:00:00 "
+        "State=ACTIVE Users=root")
+    turns(pald, clock, 4)
+    assert "theirs" not in pald.service.site.reservations
+    turns(pald, clock, 1)
+    assert "theirs" in pald.service.site.reservations and pald.slurm_sync.job_reads["nodes"] == 1
+    assert reader.calls["partitions"] == 1

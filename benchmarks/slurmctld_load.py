@@ -10,7 +10,9 @@ job list and would understate the read), then for each phase resets slurmctld's 
 
 - none: no pald (the lab's own clients only: the figure the others are compared with);
 - baseline: pald of the checkout `--baseline-code` (its own code, same config), if given;
-- this: pald of this checkout.
+- this: pald of this checkout;
+- this+: pald of this checkout with `--this-slurm` lines added to its [slurm] table, if given
+  (e.g. `--this-slurm 'nodes_every_s = 5.0'`).
 
 Each pald runs with `cycle_s = 1` and the [slurm] read periods at their defaults, on SQLite,
 and is given `--warmup-s` after it first answers before the window opens. Nothing runs and
@@ -114,6 +116,9 @@ def measure(lab: LabCluster, tmp: Path, label: str, code: Path | None, args: arg
     socket = run / "pald.sock"
     config = write_config(run / "pal.toml", socket=socket, db_url=f"sqlite:///{run}/pal.db",
                           slurm_conf=lab.slurm_conf, heartbeat=run / "hb", cycle_s=1.0)
+    if label == "this+":
+        text = config.read_text()
+        config.write_text(text.replace("[slurm]\n", "[slurm]\n" + "\n".join(args.this_slurm) + "\n", 1))
     proc = start_pald(code, config, socket, run / "pald.log")
     try:
         time.sleep(args.warmup_s)
@@ -147,6 +152,8 @@ def main() -> int:
     ap.add_argument("--warmup-s", type=float, default=5.0, help="pald's time before the window")
     ap.add_argument("--baseline-code", type=Path, default=None, metavar="DIR",
                     help="a checkout whose pald is measured as the baseline")
+    ap.add_argument("--this-slurm", action="append", default=[], metavar="LINE",
+                    help="a [slurm] line for a second run of this checkout's pald (repeatable)")
     args = ap.parse_args()
     if missing_binaries():
         print("Slurm lab binaries missing:", ", ".join(missing_binaries()))
@@ -161,14 +168,19 @@ def main() -> int:
             if args.baseline_code is not None:
                 phases.append(("baseline", args.baseline_code.resolve()))
             phases.append(("this", REPO))
+            if args.this_slurm:
+                phases.append(("this+", REPO))
             results = {label: measure(lab, tmp, label, code, args) for label, code in phases}
         finally:
             lab.stop()
     none = results["none"]
-    added = {label: report(f"{label} ({code or 'no pald'})", results[label], none, args.window_s)
+    added = {label: report(f"{label} ({code or 'no pald'}{'; ' + '; '.join(args.this_slurm) if label == 'this+' else ''})",
+                           results[label], none, args.window_s)
              for label, code in phases}
     if "baseline" in added and added["baseline"] > 0:
-        print(f"this / baseline added load: {added['this'] / added['baseline']:.3f}")
+        for label in ("this", "this+"):
+            if label in added:
+                print(f"{label} / baseline added load: {added[label] / added['baseline']:.3f}")
     return 0
 
 

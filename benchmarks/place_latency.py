@@ -68,7 +68,7 @@ class Reader:
     def jobs(self):
         return self._j
 
-    def site(self, nodes):
+    def site(self, nodes, partitions=None):
         """A site as pald reads it: a default partition of every node, a second one of half of
         them, a feature on every fourth node, per-slot GPU types, one reservation."""
         names = [n.name for n in nodes]

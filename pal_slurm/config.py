@@ -163,6 +163,13 @@ class SlurmConfig:
     conf: str | None = None  # exported as SLURM_CONF to Slurm commands when set
     bin_dir: str | None = None  # directory of sinfo/squeue/scontrol; None = search $PATH
     topology_conf: str | None = None  # Slurm topology.conf: nodes -> leaf switches (tree) or blocks (block)
+    # how often pald reads Slurm (pal_slurm/daemon/read_plan.py, docs/operations.md): the nodes
+    # every nodes_every_s; the jobs on events, at most every read_floor_s and at least every
+    # jobs_every_s; partitions and reservations every site_every_s and when the node list changes
+    read_floor_s: float = 1.0
+    jobs_every_s: float = 30.0
+    site_every_s: float = 60.0
+    nodes_every_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -244,6 +251,10 @@ POSITIVE: frozenset[tuple[str, str]] = frozenset(
         ("drift", "threshold"),
         ("store", "prune_every_s"),
         ("samples", "timeout_s"),
+        ("slurm", "read_floor_s"),
+        ("slurm", "jobs_every_s"),
+        ("slurm", "site_every_s"),
+        ("slurm", "nodes_every_s"),
     }
 )
 

@@ -48,7 +48,8 @@ from pal_slurm.engine.held import Release
 from pal_slurm.daemon.shadow import ShadowWatch
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.daemon.store_link import StoreLink
-from pal_slurm.daemon.sync import LimitsRead, PriorityRead, SlurmRead, SlurmSync
+from pal_slurm.daemon.read_plan import ReadPeriods
+from pal_slurm.daemon.sync import LimitsRead, NoJobRead, PriorityRead, SlurmRead, SlurmSync
 from pal_slurm.engine import Clock, WallClock
 from pal_slurm.policy import autotune
 from pal_slurm.slurm.munge import Unmunge
@@ -76,7 +77,7 @@ def service_settings(config: Config) -> ServiceSettings:
         reservation_ttl_s=d.reservation_ttl_s,
         submit_grace_s=d.submit_grace_s,
         user_reservations_max=d.user_reservations_max,
-        max_view_age_s=max(5.0 * d.cycle_s, 5.0),
+        max_view_age_s=max(5.0 * d.cycle_s, 5.0, 2.0 * config.slurm.read_floor_s, 2.0 * config.slurm.nodes_every_s),
         site_rules=d.site_rules(),
     )
 
@@ -124,7 +125,10 @@ class Pald:
         self.requests = Requests(self.state, self.leadership, lambda: self.reader.release,
                                  config.daemon.default_on_jobs(), service.settings.site_rules,
                                  sample_intake(config, self.state))
-        self.slurm_sync = SlurmSync(self.state, reader, config.slurm.topology_conf, priority, limits)
+        slurm = config.slurm
+        self.slurm_sync = SlurmSync(self.state, reader, slurm.topology_conf, priority, limits,
+                                    ReadPeriods(slurm.read_floor_s, slurm.jobs_every_s, slurm.site_every_s,
+                                                slurm.nodes_every_s, config.daemon.cycle_s / 2))
         self.held = HeldJobs(self.state, actuator, config.daemon.release_start_s)
         self.shadow = ShadowWatch(self.state)
         self.held_cycle = HeldJobCycle(self.state, SlurmLauncher(actuator), actuator, self.held)
@@ -151,11 +155,23 @@ class Pald:
         if held:
             self.cycle(held)
 
-    def sync(self) -> list[JobInfo] | None:
+    def turn(self) -> None:
+        """One turn of pald's loop: `sync_and_cycle` with the jobs read only when the read plan
+        calls for it (daemon.read_plan: the nodes every nodes_every_s, the jobs on events, the
+        site on a slower period). Blocking, as sync_and_cycle."""
+        held = self.sync(planned=True)
+        if held:
+            self.cycle(held)
+
+    def sync(self, planned: bool = False) -> list[JobInfo] | None:
         """Read Slurm and refresh the view, then the held jobs' upkeep; the PAL-held jobs to
-        plan (None: nothing to act on: the read failed, or this pald is a standby)."""
+        plan (None: nothing to act on: the read failed, read no jobs, or this pald is a
+        standby). `planned`: read as the read plan says (`turn`), else read everything now."""
         self.check_leadership()
-        read = self.slurm_sync.read()
+        read = self.slurm_sync.read_when_due() if planned else self.slurm_sync.read()
+        if isinstance(read, NoJobRead):
+            self.state.last_cycle = read.at  # Slurm's reads work and call for nothing to act on
+            return None
         if read is None:
             return None
         if not self.leading:
@@ -252,7 +268,7 @@ class Pald:
             try:
                 self.apply_store_read()
                 cycle_started = time.monotonic()
-                await asyncio.to_thread(self.sync_and_cycle)
+                await asyncio.to_thread(self.turn)
                 cycle_s = time.monotonic() - cycle_started
                 await asyncio.to_thread(self.heartbeat)
                 for observe in self.cycle_observers:

@@ -167,6 +167,13 @@ class PlacementService:
         if held_jobs is not None:
             self.queue.observe_read(held_jobs, now)
 
+    def confirm_view(self, now: float) -> None:
+        """The view stands as Slurm shows it at `now`: a node read found every node's
+        allocation and state as the view's own read left them (daemon.read_plan), so a `place`
+        judges it current without a job read."""
+        if self.view is not None:
+            self.view_time = max(self.view_time, now)
+
     def observe_running(self, jobs: Iterable[JobInfo], now: float, unheld: Mapping[str, Iterable[int]] | None = None) -> None:
         """The running jobs (slurm JobInfo records, from the same read as the view) as the
         engine sees them, for a placement that plans around them: on the GPUs Slurm shows them

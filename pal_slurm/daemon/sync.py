@@ -1,6 +1,10 @@
 """pald's Slurm sync: read Slurm, refresh the placement service's view. Nothing else.
 
-It runs on the cycle's worker thread. The reads (squeue, sinfo, the site) happen outside the
+It runs on the cycle's worker thread. Each turn of pald's loop reads the nodes, and the jobs,
+partitions and reservations only when read_plan.py calls for them (`read_when_due`); `read`
+reads all of them at once (tools, tests). What the plan looks at (when each read was made, the
+node read that went with the last job read, the promises and answers seen) is this object's,
+on the worker thread alone. The reads (squeue, sinfo, the site) happen outside the
 lock; the view, the site, the promises a read confirms or shows never came, the pins and the
 running jobs are handed to the service in one locked step, so a `place` answered meanwhile
 sees either the last read or this one, never half of each. A failed read is logged once per
@@ -21,12 +25,22 @@ Slurm still enforces them after a release, and held_jobs.unpin_limited acts on w
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from pal_slurm.daemon import pins
 from pal_slurm.daemon.cycle import is_pal_held
+from pal_slurm.daemon.read_plan import (
+    JobReadMarks,
+    ReadPeriods,
+    job_read_due,
+    next_expected_end,
+    node_read_due,
+    nodes_differ,
+    site_read_due,
+)
 from pal_slurm.daemon.state import DaemonState
 from pal_slurm.intake.held import not_yet_eligible
 from pal_slurm.intake.job_limits import JobLimits, count_read
@@ -56,7 +70,7 @@ class SlurmRead(Protocol):
 
     def nodes(self) -> Sequence[NodeInfo]: ...
 
-    def site(self, nodes: Sequence[NodeInfo]) -> SiteView | None: ...
+    def site(self, nodes: Sequence[NodeInfo], earlier: SiteView | None = None) -> SiteView | None: ...
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,14 @@ class SyncRead:
     jobs: tuple[JobInfo, ...]
     held: tuple[JobInfo, ...]  # the PAL-held ones among them (cycle.is_pal_held)
     at: float  # the clock after the read
+
+
+@dataclass(frozen=True)
+class NoJobRead:
+    """A turn that read no jobs, after reads that worked: the nodes were not due, or showed
+    nothing new (then the view stands as Slurm shows it at `at`). Nothing to plan anew."""
+
+    at: float
 
 
 def queue_keys(jobs: Iterable[JobInfo]) -> set[str]:
@@ -108,16 +130,31 @@ class SlurmSync:
     limits)."""
 
     def __init__(self, state: DaemonState, reader: SlurmRead, topology_conf: str | None,
-                 priority: PriorityRead | None = None, limits: LimitsRead | None = None) -> None:
+                 priority: PriorityRead | None = None, limits: LimitsRead | None = None,
+                 periods: ReadPeriods | None = None) -> None:
         self.state = state
         self.reader = reader
         self.topology_conf = topology_conf
         self.priority = priority
+        self.periods = periods or ReadPeriods()
         self._priority_at = float("-inf")  # when the priority's inputs were last read
         self.limits = limits
         self._limits_at = float("-inf")  # when the job-count limits were last read
         self._limits: JobLimits | None = None  # their last read (None: none known)
         self._racks: tuple[float, dict[str, str]] | None = None  # (mtime, racks): the worker thread's
+        # what the read plan looks at (read_plan.py), the worker thread's
+        self._jobs_tried_at: float | None = None  # when the last job read started
+        self._failed = False  # whether the last read failed
+        self._nodes: tuple[NodeInfo, ...] | None = None  # the node read of the last job read
+        self._nodes_at: float | None = None  # when the nodes were last read (with the jobs or not)
+        self._nodes_changed = False  # a node read since the last job read differed from its
+        self._answers_seen = 0  # place + defer answers counted when the last job read started
+        self._held_waiting = False
+        self._next_end: float | None = None
+        self._site: SiteView | None = None  # the site of the last job read
+        self._partitions_at: float | None = None  # when partitions were read (None: never, or that read failed)
+        self._partitions_with: frozenset[str] = frozenset()  # the node names they were read with
+        self.job_reads: Counter[str] = Counter()  # job reads by why (read_plan.job_read_due; "asked": `read`)
 
     def read_priority(self, nodes: Sequence[NodeInfo], now: float) -> tuple[bool, SitePriorityRead | None]:
         """(whether read now, the inputs): read at most every PRIORITY_READ_EVERY_S; a failure
@@ -168,22 +205,103 @@ class SlurmSync:
             self.state.note_error("topology", exc)
         return self._racks[1] if self._racks else None
 
-    def read(self) -> SyncRead | None:
-        """Read Slurm and refresh the view; None when the read failed."""
+    def _answers(self) -> int:
+        with self.state.lock:
+            return self.state.counts["place"] + self.state.counts["defer"]
+
+    def _promises(self) -> bool:
+        with self.state.lock:
+            return bool(self.state.service.reservations)
+
+    def _failure(self, exc: Exception) -> None:
         state = self.state
+        self._failed = True
+        state.slurm_ok = False
+        state.slurm_problem = exc
+        state.note_error("slurm", exc)
+
+    def read_when_due(self) -> SyncRead | NoJobRead | None:
+        """One turn of pald's loop: read the jobs (and nodes, and the site when due) when the
+        read plan calls for them (read_plan.py), else the nodes when due, and the jobs after
+        them when they changed. A SyncRead when the jobs were read; NoJobRead when no jobs were
+        read and the reads worked; None when a read failed or nodes changed within the floor
+        (the view then ages until the next job read)."""
+        state = self.state
+        now = state.clock()
+        why = self._job_read_due(now)
+        if why is not None:
+            return self._read(why)
+        if not node_read_due(self.periods, now, self._nodes_at):
+            return None if self._failed else NoJobRead(now)
+        try:
+            nodes = tuple(self.reader.nodes())
+        except Exception as exc:  # noqa: BLE001
+            self._failure(exc)
+            return None
+        self._nodes_at = now
+        if self._site is not None and not self._failed:
+            try:
+                site = self._site_for(nodes, now, always=False)
+            except Exception as exc:  # noqa: BLE001
+                self._failure(exc)
+                return None
+            if site is not None and (site.reservations != self._site.reservations
+                                     or site.partitions != self._site.partitions):
+                self._nodes_changed = True  # a reservation made, ended or edited: read anew
+        if self._nodes_changed or nodes_differ(self._nodes, nodes):
+            self._nodes_changed = True
+            why = self._job_read_due(now)
+            return self._read(why) if why is not None else None
+        if self._failed:
+            return None
+        with state.lock:
+            state.service.confirm_view(now)
+            state.last_sync = now
+        return NoJobRead(now)
+
+    def _job_read_due(self, now: float) -> str | None:
+        return job_read_due(self.periods, JobReadMarks(
+            now=now, tried_at=self._jobs_tried_at, failed=self._failed, nodes_changed=self._nodes_changed,
+            answered=self._answers() != self._answers_seen, promises=self._promises(),
+            held_waiting=self._held_waiting, next_end=self._next_end))
+
+    def read(self) -> SyncRead | None:
+        """Read jobs, nodes and the site now and refresh the view; None when the read failed."""
+        return self._read("asked")
+
+    def _site_for(self, nodes: Sequence[NodeInfo], now: float, always: bool) -> SiteView | None:
+        """The site for these nodes: reservations read each time (no change notice shows them),
+        partitions when due (read_plan.site_read_due), else the last read's."""
+        last = self._site
+        if always or last is None or site_read_due(self.periods, now, self._partitions_at,
+                                                   self._partitions_with, nodes):
+            self._partitions_at = None  # a failed read is retried with the next one
+            site = self.reader.site(nodes)
+            self._partitions_at, self._partitions_with = now, frozenset(n.name for n in nodes)
+            return site
+        return self.reader.site(nodes, last)
+
+    def _read(self, why: str) -> SyncRead | None:
+        """Read jobs, then nodes and the site, and refresh the view; None when the read failed."""
+        state = self.state
+        answers = self._answers()
+        self.job_reads[why] += 1
         try:
             # squeue before sinfo: a job that ends between the two reads is then still a
             # running job with an end (its limit), never GPUs allocated to no job; taken
             # before squeue starts: a promise older than this whose job it misses never came
             read_at = state.clock()
+            self._jobs_tried_at = read_at
             jobs = tuple(self.reader.jobs())
             nodes = self.reader.nodes()
-            site = self.reader.site(nodes)
+            site = self._site_for(nodes, read_at, always=why == "asked")
         except Exception as exc:  # noqa: BLE001
-            state.slurm_ok = False
-            state.slurm_problem = exc
-            state.note_error("slurm", exc)
+            self._failure(exc)
             return None
+        self._failed = False
+        self._nodes, self._nodes_at, self._nodes_changed = tuple(nodes), read_at, False
+        self._site = site
+        self._answers_seen = answers
         now = state.clock()
         priority_read, priority = self.read_priority(nodes, now)
         limits = self.read_limits(now)
@@ -214,4 +332,6 @@ class SlurmSync:
             state.errors.clear("slurm")
         state.slurm_ok = True
         state.slurm_problem = None
+        self._held_waiting = bool(held)
+        self._next_end = next_expected_end(jobs, now)
         return SyncRead(jobs, held, now)

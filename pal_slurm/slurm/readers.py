@@ -554,9 +554,11 @@ class SlurmReader:
     def jobs(self) -> list[JobInfo]:
         return self._parse(self.dialect.jobs_argv, parse_squeue)
 
-    def site(self, nodes: Sequence[NodeInfo]) -> SiteView:
-        """Partitions, reservations, features and free CPUs/memory (a SiteView) for `nodes`."""
-        return read_site(self.runner, nodes)
+    def site(self, nodes: Sequence[NodeInfo], earlier: SiteView | None = None) -> SiteView:
+        """Partitions, reservations, blocks, features and free CPUs/memory (a SiteView) for
+        `nodes`; `earlier`: a read whose partitions and blocks are kept (then only the
+        reservations are read)."""
+        return read_site(self.runner, nodes, earlier)
 
     def cluster_view(
         self, racks: Mapping[str, str] | None = None, with_jobs: bool = True

@@ -168,10 +168,14 @@ def site_view(nodes: Sequence[NodeInfo], partitions: Mapping[str, PartitionFacts
     return SiteView({n.name: node_facts(n) for n in nodes}, dict(partitions), dict(reservations or {}), blocks)
 
 
-def read_site(runner: Runner, nodes: Iterable[NodeInfo]) -> SiteView:
-    """The site as Slurm shows it now (three scontrol calls: partitions, reservations and the
-    topology's blocks; `nodes` from the same cycle's sinfo)."""
-    partitions = parse_partitions(runner.run(["scontrol", "-o", "show", "partition"]))
+def read_site(runner: Runner, nodes: Iterable[NodeInfo], earlier: SiteView | None = None) -> SiteView:
+    """The site as Slurm shows it now (`nodes` from the same cycle's sinfo): the reservations
+    read, and the partitions and the topology's blocks too unless an earlier read's are given
+    (`earlier`: they change only with slurm.conf/topology.conf, read on pald's slower period)."""
+    if earlier is None:
+        partitions: Mapping[str, PartitionFacts] = parse_partitions(runner.run(["scontrol", "-o", "show", "partition"]))
+        blocks = read_blocks(runner.run)
+    else:
+        partitions, blocks = earlier.partitions, earlier.blocks
     reservations = parse_reservations(runner.run(["scontrol", "-o", "show", "reservation"]))
-    blocks = read_blocks(runner.run)
     return site_view(list(nodes), partitions, reservations, blocks)

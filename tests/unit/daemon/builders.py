@@ -77,7 +77,7 @@ class FakeReader:
             raise self.fail
         return self._jobs
 
-    def site(self, nodes):
+    def site(self, nodes, partitions=None):
         """A site with partitions only when a test gives them (None: every GPU node eligible)."""
         if self.fail:
             raise self.fail

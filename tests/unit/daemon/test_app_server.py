@@ -550,7 +550,7 @@ def test_palds_loop_runs_its_cycles_at_the_multiples_of_cycle_s_on_the_epoch_clo
         starts.append(time.time())
         time.sleep(0.06 * (len(starts) % 2))
 
-    pald.sync_and_cycle = cycle  # type: ignore[method-assign]
+    pald.turn = cycle  # type: ignore[method-assign]
 
     async def main():
         stop = asyncio.Event()

@@ -35,7 +35,7 @@ class FakeSlurm:
                     used.setdefault(node, set()).update(slots)
             return [node_info(n, used=sorted(used.get(n, ()))) for n in NODES]
 
-    def site(self, nodes):
+    def site(self, nodes, partitions=None):
         return None  # no partitions: every GPU node is eligible
 
     def jobs(self):

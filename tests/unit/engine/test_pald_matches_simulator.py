@@ -158,7 +158,7 @@ class PaldDecider:
             submit_time=self.submitted[job.job_id], start_time=start, time_limit_s=limit,
             tres_per_job="" if shape.is_per_node else f"gres:gpu:{shape.total}")
 
-    def site(self, nodes):
+    def site(self, nodes, partitions=None):
         return None  # no partitions: every GPU node is eligible
 
     def jobs(self) -> list[JobInfo]:

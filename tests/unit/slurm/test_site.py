@@ -120,7 +120,11 @@ def test_read_site_asks_scontrol_for_partitions_reservations_and_blocks() -> Non
                              "reservation": load("scontrol_reservations.txt"),
                              "topology": "BlockName=b1 BlockIndex=0 Nodes=gpu[01-02] BlockSize=2\n"})
     view = read_site(runner, parse_sinfo(load("sinfo_site.json")))
-    assert runner.calls == [["scontrol", "-o", "show", "partition"], ["scontrol", "-o", "show", "reservation"],
-                            ["scontrol", "show", "topology"]]
+    assert runner.calls == [["scontrol", "-o", "show", "partition"], ["scontrol", "show", "topology"],
+                            ["scontrol", "-o", "show", "reservation"]]
     assert set(view.partitions) == {"gpu", "one", "two", "acct"} and set(view.reservations) == {"r1", "later"}
     assert view.blocks.block_of == {"gpu01": "b1", "gpu02": "b1"} and view.blocks.size == 2
+    runner.calls.clear()  # a read on an earlier one keeps its partitions and blocks: only the reservations
+    again = read_site(runner, parse_sinfo(load("sinfo_site.json")), view)
+    assert runner.calls == [["scontrol", "-o", "show", "reservation"]]
+    assert again.partitions == view.partitions and again.blocks == view.blocks

@@ -15,6 +15,9 @@ what the node count makes it, whatever the queue. So pald reads the nodes every 
   job (reservations, also the cycle's own);
 - PAL-held jobs waiting (the cycle plans them against the time as well: rack waits, eligibility);
 - a running job's expected end (its time limit) passed since the last job read;
+- the last job read and the node read after it disagreeing on how many GPUs a node's jobs hold
+  (a job started or ended between the two: `read_straddles`); the nodes the next turn reads may
+  then already agree with each other, and no node change would call for the read;
 - `jobs_every_s` since the last job read, whatever happened (what no notice above shows: a user's
   hold or release, a job's comment edited).
 
@@ -31,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pal_slurm.slurm.readers import JOB_STATES_HOLDING_GPUS, JobInfo, NodeInfo
+from pal_slurm.slurm.readers import JOB_STATES_HOLDING_GPUS, JobInfo, NodeInfo, slots_held_by_jobs
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class JobReadMarks:
     promises: bool  # reservations wait for their job
     held_waiting: bool  # PAL-held jobs in the last job read
     next_end: float | None  # the earliest expected end of a running job after the last job read
+    straddled: bool = False  # the last job read and its node read disagreed (read_straddles)
 
 
 def job_read_due(periods: ReadPeriods, marks: JobReadMarks) -> str | None:
@@ -84,6 +88,8 @@ def job_read_due(periods: ReadPeriods, marks: JobReadMarks) -> str | None:
         return "held"
     if marks.next_end is not None and marks.next_end <= marks.now:
         return "end"
+    if marks.straddled:
+        return "settle"
     return None
 
 
@@ -117,3 +123,17 @@ def nodes_differ(a: Sequence[NodeInfo] | None, b: Sequence[NodeInfo]) -> bool:
     """Whether two node reads differ in anything pald's view takes from them (allocation,
     state, resources, partitions: every field a NodeInfo has); a missing read differs."""
     return a is None or tuple(a) != tuple(b)
+
+
+def read_straddles(nodes: Sequence[NodeInfo], jobs: Iterable[JobInfo]) -> bool:
+    """Whether a job read and the node read taken after it disagree on how many GPUs the jobs
+    hold on a usable node (a job that ended or started between the two). Nodes where a job
+    holding GPUs shows no slot detail are not judged (what it holds there is not known)."""
+    jobs = list(jobs)
+    held = slots_held_by_jobs(jobs)
+    unknown: set[str] = set()
+    for job in jobs:
+        if job.state in JOB_STATES_HOLDING_GPUS:
+            unknown |= set(job.nodes) - set(job.gpu_slots)
+    return any(n.gpus_used != len(held.get(n.name, ())) for n in nodes
+               if n.gpus > 0 and n.usable and n.name not in unknown)

@@ -39,6 +39,7 @@ from pal_slurm.daemon.read_plan import (
     next_expected_end,
     node_read_due,
     nodes_differ,
+    read_straddles,
     site_read_due,
 )
 from pal_slurm.daemon.state import DaemonState
@@ -58,6 +59,7 @@ PriorityRead = Callable[[Sequence[NodeInfo]], SitePriorityRead | None]  # slurm.
 PRIORITY_READ_EVERY_S = 60.0  # module docstring
 LimitsRead = Callable[[], JobLimits | None]  # slurm.job_limits.read_job_limits (None: not enforced)
 LIMITS_READ_EVERY_S = 60.0  # module docstring
+SETTLE_READS = 3  # job reads in a row at the floor while squeue and sinfo disagree (read_plan.read_straddles)
 
 
 class SlurmRead(Protocol):
@@ -151,6 +153,8 @@ class SlurmSync:
         self._answers_seen = 0  # place + defer answers counted when the last job read started
         self._held_waiting = False
         self._next_end: float | None = None
+        self._straddled = False  # the last job read and its node read disagreed (read_plan.read_straddles)
+        self._straddled_reads = 0  # job reads in a row that did
         self._site: SiteView | None = None  # the site of the last job read
         self._partitions_at: float | None = None  # when partitions were read (None: never, or that read failed)
         self._partitions_with: frozenset[str] = frozenset()  # the node names they were read with
@@ -263,7 +267,7 @@ class SlurmSync:
         return job_read_due(self.periods, JobReadMarks(
             now=now, tried_at=self._jobs_tried_at, failed=self._failed, nodes_changed=self._nodes_changed,
             answered=self._answers() != self._answers_seen, promises=self._promises(),
-            held_waiting=self._held_waiting, next_end=self._next_end))
+            held_waiting=self._held_waiting, next_end=self._next_end, straddled=self._straddled))
 
     def read(self) -> SyncRead | None:
         """Read jobs, nodes and the site now and refresh the view; None when the read failed."""
@@ -334,4 +338,8 @@ class SlurmSync:
         state.slurm_problem = None
         self._held_waiting = bool(held)
         self._next_end = next_expected_end(jobs, now)
+        # a disagreement that outlasts a few reads is not a job starting or ending between two
+        # reads (a job the read cannot see): it no longer calls for reads at the floor
+        self._straddled_reads = self._straddled_reads + 1 if read_straddles(nodes, jobs) else 0
+        self._straddled = 0 < self._straddled_reads <= SETTLE_READS
         return SyncRead(jobs, held, now)

@@ -11,6 +11,7 @@ from pal_slurm.daemon.read_plan import (
     next_expected_end,
     node_read_due,
     nodes_differ,
+    read_straddles,
     site_read_due,
 )
 
@@ -34,7 +35,8 @@ def test_the_first_read_is_due_at_once():
 def test_each_event_calls_for_a_read():
     for field, value, why in (("failed", True, "retry"), ("nodes_changed", True, "nodes"),
                               ("answered", True, "answered"), ("promises", True, "promises"),
-                              ("held_waiting", True, "held"), ("next_end", 109.0, "end")):
+                              ("held_waiting", True, "held"), ("next_end", 109.0, "end"),
+                              ("straddled", True, "settle")):
         assert job_read_due(PERIODS, dataclasses.replace(QUIET, **{field: value})) == why, field
 
 
@@ -91,3 +93,16 @@ def test_half_a_cycle_of_slack_keeps_a_period_of_one_cycle_on_every_turn():
     assert not node_read_due(periods, 100.4, 100.0)
     late = dataclasses.replace(QUIET, now=100.98, tried_at=100.02, held_waiting=True)
     assert job_read_due(periods, late) == "held"
+
+
+def test_a_read_straddles_a_job_that_ended_or_started_between_squeue_and_sinfo():
+    running = dataclasses.replace(held_job(7, gpn=2), state="RUNNING", reason="None", nodes=("gpu01",),
+                                  gpu_slots={"gpu01": frozenset({0, 1})})
+    assert not read_straddles([node_info("gpu01", used=(0, 1)), node_info("gpu02")], [running])
+    # squeue saw it running, sinfo (after) the node free: it ended in between
+    assert read_straddles([node_info("gpu01"), node_info("gpu02")], [running])
+    # sinfo shows GPUs no job in the read holds: a job started in between
+    assert read_straddles([node_info("gpu01", used=(0, 1)), node_info("gpu02", used=(0,))], [running])
+    # a job holding GPUs without slot detail: its node is not judged
+    vague = dataclasses.replace(running, gpu_slots={})
+    assert not read_straddles([node_info("gpu01")], [vague])

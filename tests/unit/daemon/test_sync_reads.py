@@ -5,9 +5,11 @@ Pald.turn)."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from pal_slurm.config import Config, DaemonConfig, SlurmConfig
 from pal_slurm.daemon.app import Pald
+from pal_slurm.daemon.sync import SETTLE_READS
 from pal_slurm.engine import ManualClock
 from pal_slurm.model import DecisionKind
 from pal_slurm.slurm.errors import SlurmCommandTimeout
@@ -87,12 +89,24 @@ def test_a_node_change_calls_for_a_job_read_at_the_next_node_read(tmp_path):
     pald, reader, clock = make(tmp_path)
     pald.turn()
     reader._nodes[0] = node_info("gpu01", used=(0,))  # a job started there
+    reader._jobs.append(replace(held_job(9, gpn=1), state="RUNNING", reason="None", nodes=("gpu01",),
+                                gpu_slots={"gpu01": frozenset({0})}, time_limit_s=3600))
     turns(pald, clock, 4)
     assert reader.calls["jobs"] == 1  # the nodes are not due yet
     turns(pald, clock, 1)
     assert reader.calls["jobs"] == 2 and pald.slurm_sync.job_reads["nodes"] == 1
     turns(pald, clock, 10)
     assert reader.calls["jobs"] == 2  # the new allocation is the reference now
+
+
+def test_squeue_and_sinfo_disagreeing_calls_for_reads_at_the_floor_a_few_times(tmp_path):
+    pald, reader, clock = make(tmp_path)
+    pald.turn()
+    reader._nodes[0] = node_info("gpu01", used=(0,))  # GPUs in use that no job in squeue holds
+    turns(pald, clock, 5)
+    assert pald.slurm_sync.job_reads["nodes"] == 1
+    turns(pald, clock, 20)
+    assert pald.slurm_sync.job_reads["settle"] == SETTLE_READS  # then it is taken for how things are
 
 
 def test_a_node_change_within_the_floor_is_read_when_the_floor_has_passed(tmp_path):

@@ -5,6 +5,7 @@
     python3 benchmarks/robustness.py --procs 8 --seeds 0-19
     python3 benchmarks/robustness.py --quick --bound-h inf   # pal-fit without its starvation bound
     python3 benchmarks/robustness.py --quick --queues fifo,slurm   # pald's queue and Slurm's order
+    python3 benchmarks/robustness.py --traces workload-3 --jobs 40 --seeds 0 --queues fifo,slurm
 
 Each workload is a synthetic trace of the simulator's generator (`sim.trace.synthetic_trace`:
 Poisson arrivals, the Philly GPU-count and model mix unless --mixes says otherwise, Gavel-like
@@ -47,7 +48,7 @@ from pal_lab.replay.plan import plan_replay  # noqa: E402
 from pal_lab.replay.predict import predicted_run  # noqa: E402
 from pal_slurm.config import PolicyConfig  # noqa: E402
 from pal_slurm.sim.metrics import JobOutcome, RunResult, geomean  # noqa: E402
-from pal_slurm.sim.trace import PHILLY_GPU_MIX, rate_for_load, synthetic_trace  # noqa: E402
+from pal_slurm.sim.trace import PHILLY_GPU_MIX, bundled_trace, rate_for_load, synthetic_trace  # noqa: E402
 
 NODES, GPUS_PER_NODE, NODES_PER_LEAF = 16, 4, 4  # the replay's lab cluster
 # job-size mixes: Philly's GPU counts; only jobs of up to 8 GPUs; twice the share of 16- and
@@ -103,10 +104,12 @@ def run(w: Workload, jobs: int, launch_wall_s: float, bound_s: float | None,
         queues: Sequence[str] = ("fifo",)) -> tuple[dict[str, float], dict[str, Outcome]]:
     """Stock's mean wait per account, and pal-fit's outcome against stock with each of `queues`."""
     gpus = NODES * GPUS_PER_NODE
-    mix = MIXES[w.mix]
-    trace = synthetic_trace(jobs, seed=w.seed, jobs_per_hour=rate_for_load(w.load, gpus, mix), gpu_mix=mix,
-                            max_gpus=gpus, name=f"{w.mix}-{w.load:g}-s{w.seed}")
-    plan = plan_replay(trace, w.scale, GPUS_PER_NODE, gpus)
+    if w.mix in MIXES:
+        trace = synthetic_trace(jobs, seed=w.seed, jobs_per_hour=rate_for_load(w.load, gpus, MIXES[w.mix]),
+                                gpu_mix=MIXES[w.mix], max_gpus=gpus, name=f"{w.mix}-{w.load:g}-s{w.seed}")
+    else:  # a bundled trace (--traces), its first `jobs` jobs as the replay takes them
+        trace = bundled_trace(w.mix)
+    plan = plan_replay(trace, w.scale, GPUS_PER_NODE, gpus, jobs=jobs if w.mix not in MIXES else None)
     stock = predicted_run(plan, "stock", w.seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF,
                           launch_s=launch_wall_s * w.scale)
     account = accounts(stock.jobs)
@@ -155,6 +158,8 @@ def main() -> None:
     ap.add_argument("--bound-h", type=float, default=None,
                     help="pald's starvation bound, trace hours (default: [policy] starvation_bound_s; inf: none)")
     ap.add_argument("--procs", type=int, default=1, help="workloads run in parallel")
+    ap.add_argument("--traces", default="",
+                    help="bundled traces (e.g. workload-3) run instead of the synthetic workloads, their first --jobs")
     ap.add_argument("--queues", default="fifo", help="pald's queue orders to run, e.g. fifo,slurm")
     args = ap.parse_args()
     if args.quick:
@@ -165,12 +170,15 @@ def main() -> None:
     queues = tuple(q for q in args.queues.split(",") if q)
     work = [Workload(float(load), mix, seed, scale) for scale in scales for load in args.loads.split(",")
             for mix in args.mixes.split(",") for seed in seeds_of(args.seeds)]
+    if args.traces:
+        work = [Workload(0.0, name, seed, scale) for scale in scales for name in args.traces.split(",")
+                for seed in seeds_of(args.seeds)]
     started = time.perf_counter()
     print(f"pal-fit / stock Slurm (the replay's model: {args.jobs} jobs, {NODES}x{GPUS_PER_NODE}, {NODES_PER_LEAF} "
           f"nodes per leaf, launch {args.launch_wall_s:g} wall s); pald's starvation bound "
           f"{limit_h if bound_s != float('inf') else float('inf'):g} h, jobs counted over {limit_h:g} h; "
           f"pald's queue: {', '.join(queues)}")
-    print(f"{'scale':>5s} {'load':>5s} {'mix':7s} {'seed':>4s} {'queue':6s} {'JCT ratio':>9s} {'makespan':>8s} "
+    print(f"{'scale':>5s} {'load':>5s} {'mix':10s} {'seed':>4s} {'queue':6s} {'JCT ratio':>9s} {'makespan':>8s} "
           f"{'max extra h':>11s} {'its GPUs':>8s} {'> bound':>7s}")
     results: list[tuple[Workload, dict[str, float], dict[str, Outcome]]] = []
     jobs = [(w, args.jobs, args.launch_wall_s, bound_s, queues) for w in work]
@@ -179,7 +187,7 @@ def main() -> None:
             results.append((w, stock_waits, by_queue))
             for queue, o in by_queue.items():
                 flag = "  <-" if o.jct > TARGET_JCT_WORST or o.span > TARGET_SPAN_WORST or o.over_bound else ""
-                print(f"{w.scale:5g} {w.load:5g} {w.mix:7s} {w.seed:4d} {queue:6s} {o.jct:9.3f} {o.span:8.3f} "
+                print(f"{w.scale:5g} {w.load:5g} {w.mix:10s} {w.seed:4d} {queue:6s} {o.jct:9.3f} {o.span:8.3f} "
                       f"{o.extra_s / 3600:11.2f} {o.extra_gpus:8d} {o.over_bound:7d}{flag}", flush=True)
     for scale in scales:
         rows = [(stock_waits, by_queue) for w, stock_waits, by_queue in results if w.scale == scale]

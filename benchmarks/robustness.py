@@ -4,6 +4,8 @@
     python3 benchmarks/robustness.py                    # 4 loads x 3 mixes x 5 seeds, 2 timings
     python3 benchmarks/robustness.py --procs 8 --seeds 0-19
     python3 benchmarks/robustness.py --quick --bound-h inf   # pal-fit without its starvation bound
+    python3 benchmarks/robustness.py --quick --queues fifo,slurm   # pald's queue and Slurm's order
+    python3 benchmarks/robustness.py --traces workload-3 --jobs 40 --seeds 0 --queues fifo,slurm
 
 Each workload is a synthetic trace of the simulator's generator (`sim.trace.synthetic_trace`:
 Poisson arrivals, the Philly GPU-count and model mix unless --mixes says otherwise, Gavel-like
@@ -19,6 +21,15 @@ the largest extra start delay of any job against stock (hours, with that job's G
 many jobs start later than stock by more than the bound; then per timing the geomean and worst
 ratios, the largest extra delay and the targets: no job later than stock by more than the bound,
 worst makespan ratio <= 1.02, geomean avg JCT ratio <= 0.95, worst <= 1.02.
+
+--queues runs pald's model with each of pald's queue orders (`[policy] queue`) against the same
+stock run: `fifo` (pald's own queue, the default) and `slurm` (Slurm's priority order: every held
+job that cannot start reserves at once and the engine's free backfill is off, `Engine.keeps_order`;
+the model has no Slurm priority, every job scores the same, so that is submit order under
+Slurm's backfill rule). Per timing it prints each queue's figures side by side, and the mean
+wait per account: the synthetic traces have none, so each job gets one by `accounts` (a heavy
+account with 2/3 of the jobs, a light one with every third), for stock and each queue, with
+the heavy/light ratio (what a fair-share committee compares with stock's).
 """
 
 from __future__ import annotations
@@ -36,8 +47,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pal_lab.replay.plan import plan_replay  # noqa: E402
 from pal_lab.replay.predict import predicted_run  # noqa: E402
 from pal_slurm.config import PolicyConfig  # noqa: E402
-from pal_slurm.sim.metrics import geomean  # noqa: E402
-from pal_slurm.sim.trace import PHILLY_GPU_MIX, rate_for_load, synthetic_trace  # noqa: E402
+from pal_slurm.sim.metrics import JobOutcome, RunResult, geomean  # noqa: E402
+from pal_slurm.sim.trace import PHILLY_GPU_MIX, bundled_trace, rate_for_load, synthetic_trace  # noqa: E402
 
 NODES, GPUS_PER_NODE, NODES_PER_LEAF = 16, 4, 4  # the replay's lab cluster
 # job-size mixes: Philly's GPU counts; only jobs of up to 8 GPUs; twice the share of 16- and
@@ -65,22 +76,55 @@ class Outcome:
     extra_s: float  # the largest start delay of one job against stock (trace seconds; <= 0: none later)
     extra_gpus: int  # that job's GPUs
     over_bound: int  # jobs later than stock by more than the bound
+    waits: dict[str, float]  # account -> its jobs' mean wait (trace seconds)
 
 
-def run(w: Workload, jobs: int, launch_wall_s: float, bound_s: float | None) -> Outcome:
+HEAVY, LIGHT = "heavy", "light"
+HEAVY_SHARE = 2 / 3  # the heavy account's share of the jobs (and, in expectation, of the GPU-hours)
+
+
+def accounts(jobs: Sequence[JobOutcome]) -> dict[int, str]:
+    """job id -> account: the light account gets every third job in submission order (the 3rd,
+    6th, ...), the heavy one the others, so the heavy account submits 2/3 of the jobs and, as the
+    sizes and lengths are drawn independently of the order, about HEAVY_SHARE of the GPU-hours.
+    Deterministic and the same for every arm (it reads only the trace's jobs)."""
+    ordered = sorted(jobs, key=lambda j: (j.submit, j.job_id))
+    return {j.job_id: LIGHT if i % 3 == 2 else HEAVY for i, j in enumerate(ordered)}
+
+
+def mean_waits(result: RunResult, account: dict[int, str]) -> dict[str, float]:
+    """account -> the mean wait (first start less submit, trace s) of its jobs in `result`."""
+    waits: dict[str, list[float]] = {HEAVY: [], LIGHT: []}
+    for j in result.jobs:
+        waits[account[j.job_id]].append(j.first_start - j.submit)
+    return {a: sum(w) / len(w) if w else 0.0 for a, w in waits.items()}
+
+
+def run(w: Workload, jobs: int, launch_wall_s: float, bound_s: float | None,
+        queues: Sequence[str] = ("fifo",)) -> tuple[dict[str, float], dict[str, Outcome]]:
+    """Stock's mean wait per account, and pal-fit's outcome against stock with each of `queues`."""
     gpus = NODES * GPUS_PER_NODE
-    mix = MIXES[w.mix]
-    trace = synthetic_trace(jobs, seed=w.seed, jobs_per_hour=rate_for_load(w.load, gpus, mix), gpu_mix=mix,
-                            max_gpus=gpus, name=f"{w.mix}-{w.load:g}-s{w.seed}")
-    plan = plan_replay(trace, w.scale, GPUS_PER_NODE, gpus)
-    stock, arm = (predicted_run(plan, a, w.seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF,
-                                launch_s=launch_wall_s * w.scale, starvation_bound_s=bound_s)
-                  for a in ("stock", "pal-fit"))
-    s, a = stock.summary(), arm.summary()
+    if w.mix in MIXES:
+        trace = synthetic_trace(jobs, seed=w.seed, jobs_per_hour=rate_for_load(w.load, gpus, MIXES[w.mix]),
+                                gpu_mix=MIXES[w.mix], max_gpus=gpus, name=f"{w.mix}-{w.load:g}-s{w.seed}")
+    else:  # a bundled trace (--traces), its first `jobs` jobs as the replay takes them
+        trace = bundled_trace(w.mix)
+    plan = plan_replay(trace, w.scale, GPUS_PER_NODE, gpus, jobs=jobs if w.mix not in MIXES else None)
+    stock = predicted_run(plan, "stock", w.seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF,
+                          launch_s=launch_wall_s * w.scale)
+    account = accounts(stock.jobs)
+    s = stock.summary()
     start = {j.job_id: j.first_start for j in stock.jobs}
-    delays = sorted(((j.first_start - start[j.job_id], j.num_gpus) for j in arm.jobs), reverse=True)
-    return Outcome(a["avg_jct_s"] / s["avg_jct_s"], a["makespan_s"] / s["makespan_s"], delays[0][0], delays[0][1],
-                   sum(1 for d, _ in delays if d > over_s(bound_s)))
+    out = {}
+    for queue in queues:
+        arm = predicted_run(plan, "pal-fit", w.seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF,
+                            launch_s=launch_wall_s * w.scale, starvation_bound_s=bound_s, queue=queue)
+        a = arm.summary()
+        delays = sorted(((j.first_start - start[j.job_id], j.num_gpus) for j in arm.jobs), reverse=True)
+        out[queue] = Outcome(a["avg_jct_s"] / s["avg_jct_s"], a["makespan_s"] / s["makespan_s"], delays[0][0],
+                             delays[0][1], sum(1 for d, _ in delays if d > over_s(bound_s)),
+                             mean_waits(arm, account))
+    return mean_waits(stock, account), out
 
 
 def over_s(bound_s: float | None) -> float:
@@ -89,7 +133,8 @@ def over_s(bound_s: float | None) -> float:
     return PolicyConfig().starvation_bound_s if bound_s is None or bound_s == float("inf") else bound_s
 
 
-def _run(args: tuple[Workload, int, float, float | None]) -> tuple[Workload, Outcome]:
+def _run(args: tuple[Workload, int, float, float | None, tuple[str, ...]]
+         ) -> tuple[Workload, tuple[dict[str, float], dict[str, Outcome]]]:
     return args[0], run(*args)
 
 
@@ -113,42 +158,62 @@ def main() -> None:
     ap.add_argument("--bound-h", type=float, default=None,
                     help="pald's starvation bound, trace hours (default: [policy] starvation_bound_s; inf: none)")
     ap.add_argument("--procs", type=int, default=1, help="workloads run in parallel")
+    ap.add_argument("--traces", default="",
+                    help="bundled traces (e.g. workload-3) run instead of the synthetic workloads, their first --jobs")
+    ap.add_argument("--queues", default="fifo", help="pald's queue orders to run, e.g. fifo,slurm")
     args = ap.parse_args()
     if args.quick:
         args.loads, args.mixes, args.seeds = "0.5,0.8,0.95", "philly,large", "0-2"
     bound_s = None if args.bound_h is None else args.bound_h * 3600.0
     limit_h = over_s(bound_s) / 3600.0
     scales = [float(s) for s in args.scale.split(",")]
+    queues = tuple(q for q in args.queues.split(",") if q)
     work = [Workload(float(load), mix, seed, scale) for scale in scales for load in args.loads.split(",")
             for mix in args.mixes.split(",") for seed in seeds_of(args.seeds)]
+    if args.traces:
+        work = [Workload(0.0, name, seed, scale) for scale in scales for name in args.traces.split(",")
+                for seed in seeds_of(args.seeds)]
     started = time.perf_counter()
     print(f"pal-fit / stock Slurm (the replay's model: {args.jobs} jobs, {NODES}x{GPUS_PER_NODE}, {NODES_PER_LEAF} "
           f"nodes per leaf, launch {args.launch_wall_s:g} wall s); pald's starvation bound "
-          f"{limit_h if bound_s != float('inf') else float('inf'):g} h, jobs counted over {limit_h:g} h")
-    print(f"{'scale':>5s} {'load':>5s} {'mix':7s} {'seed':>4s} {'JCT ratio':>9s} {'makespan':>8s} "
+          f"{limit_h if bound_s != float('inf') else float('inf'):g} h, jobs counted over {limit_h:g} h; "
+          f"pald's queue: {', '.join(queues)}")
+    print(f"{'scale':>5s} {'load':>5s} {'mix':10s} {'seed':>4s} {'queue':6s} {'JCT ratio':>9s} {'makespan':>8s} "
           f"{'max extra h':>11s} {'its GPUs':>8s} {'> bound':>7s}")
-    results: list[tuple[Workload, Outcome]] = []
-    jobs = [(w, args.jobs, args.launch_wall_s, bound_s) for w in work]
+    results: list[tuple[Workload, dict[str, float], dict[str, Outcome]]] = []
+    jobs = [(w, args.jobs, args.launch_wall_s, bound_s, queues) for w in work]
     with ProcessPoolExecutor(max_workers=max(1, args.procs)) as pool:
-        for w, o in pool.map(_run, jobs):
-            results.append((w, o))
-            flag = "  <-" if o.jct > TARGET_JCT_WORST or o.span > TARGET_SPAN_WORST or o.over_bound else ""
-            print(f"{w.scale:5g} {w.load:5g} {w.mix:7s} {w.seed:4d} {o.jct:9.3f} {o.span:8.3f} "
-                  f"{o.extra_s / 3600:11.2f} {o.extra_gpus:8d} {o.over_bound:7d}{flag}", flush=True)
+        for w, (stock_waits, by_queue) in pool.map(_run, jobs):
+            results.append((w, stock_waits, by_queue))
+            for queue, o in by_queue.items():
+                flag = "  <-" if o.jct > TARGET_JCT_WORST or o.span > TARGET_SPAN_WORST or o.over_bound else ""
+                print(f"{w.scale:5g} {w.load:5g} {w.mix:10s} {w.seed:4d} {queue:6s} {o.jct:9.3f} {o.span:8.3f} "
+                      f"{o.extra_s / 3600:11.2f} {o.extra_gpus:8d} {o.over_bound:7d}{flag}", flush=True)
     for scale in scales:
-        got = [o for w, o in results if w.scale == scale]
-        jct, span = [o.jct for o in got], [o.span for o in got]
-        worst_extra = max(got, key=lambda o: o.extra_s)
-        over = sum(o.over_bound for o in got)
-        print(f"\nscale {scale:g}: {len(got)} workloads; avg JCT ratio geomean {geomean(jct):.3f}, worst {max(jct):.3f}; "
-              f"makespan ratio geomean {geomean(span):.3f}, worst {max(span):.3f}; largest extra delay "
-              f"{worst_extra.extra_s / 3600:.2f} h ({worst_extra.extra_gpus} GPUs); jobs later than stock by more "
-              f"than {limit_h:g} h: {over}")
-        checks = [(f"no job later than stock by > {limit_h:g} h", over == 0),
-                  (f"worst makespan ratio <= {TARGET_SPAN_WORST}", max(span) <= TARGET_SPAN_WORST),
-                  (f"geomean avg JCT ratio <= {TARGET_JCT_GEOMEAN}", geomean(jct) <= TARGET_JCT_GEOMEAN),
-                  (f"worst avg JCT ratio <= {TARGET_JCT_WORST}", max(jct) <= TARGET_JCT_WORST)]
-        print("  " + "; ".join(f"{name}: {'met' if ok else 'NOT met'}" for name, ok in checks))
+        rows = [(stock_waits, by_queue) for w, stock_waits, by_queue in results if w.scale == scale]
+        print(f"\nscale {scale:g}: {len(rows)} workloads")
+        for queue in queues:
+            got = [by_queue[queue] for _, by_queue in rows]
+            jct, span = [o.jct for o in got], [o.span for o in got]
+            worst_extra = max(got, key=lambda o: o.extra_s)
+            over = sum(o.over_bound for o in got)
+            print(f"  {queue:6s} avg JCT ratio geomean {geomean(jct):.3f}, worst {max(jct):.3f}; makespan ratio "
+                  f"geomean {geomean(span):.3f}, worst {max(span):.3f}; largest extra delay "
+                  f"{worst_extra.extra_s / 3600:.2f} h ({worst_extra.extra_gpus} GPUs); jobs later than stock by "
+                  f"more than {limit_h:g} h: {over}")
+            checks = [(f"no job later than stock by > {limit_h:g} h", over == 0),
+                      (f"worst makespan ratio <= {TARGET_SPAN_WORST}", max(span) <= TARGET_SPAN_WORST),
+                      (f"geomean avg JCT ratio <= {TARGET_JCT_GEOMEAN}", geomean(jct) <= TARGET_JCT_GEOMEAN),
+                      (f"worst avg JCT ratio <= {TARGET_JCT_WORST}", max(jct) <= TARGET_JCT_WORST)]
+            print("         " + "; ".join(f"{name}: {'met' if ok else 'NOT met'}" for name, ok in checks))
+        print(f"  mean wait per account, trace h (mean over the workloads; {HEAVY}: {HEAVY_SHARE:.2f} of the "
+              f"jobs, `accounts`):")
+        arms = [("stock", [sw for sw, _ in rows])] + [(q, [bq[q].waits for _, bq in rows]) for q in queues]
+        for name, waits in arms:
+            heavy = sum(x[HEAVY] for x in waits) / len(waits)
+            light = sum(x[LIGHT] for x in waits) / len(waits)
+            print(f"  {name:6s} {HEAVY} {heavy / 3600:6.2f}  {LIGHT} {light / 3600:6.2f}  "
+                  f"{HEAVY}/{LIGHT} {heavy / light if light else float('inf'):.3f}")
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

@@ -252,7 +252,8 @@ def _headline(result: RunResult) -> dict[str, Any]:
 def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_per_node: int,
                   nodes_per_rack: int, launch_s: float = 0.0, cluster: ClusterView | None = None,
                   ranking: Ranking | None = None, pald_cycle: PassClock | None = None,
-                  slurm_pass: PassClock | None = None, starvation_bound_s: float | None = None) -> RunResult:
+                  slurm_pass: PassClock | None = None, starvation_bound_s: float | None = None,
+                  queue: str | None = None) -> RunResult:
     """The event simulator's run of this arm, every job's outcome in it. `cluster`: the
     lab's (its node names; default num_nodes x gpus_per_node); `ranking`: pald's measured one
     on that cluster (pal-slurm arms; default the simulator's exact draw); `pald_cycle`: pald's
@@ -261,7 +262,11 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
     clock of the lab's backfill passes (`ctldlog.pass_clock`, wall seconds; default the clock a
     replay starts its trace on: a pass every bf_interval, the first ALIGN_AFTER_PASS_S before
     the first submission); `starvation_bound_s`: pald's starvation bound in trace seconds
-    (default a site's, compressed as the replay configures pald)."""
+    (default a site's, compressed as the replay configures pald); `queue`: the order pald keeps
+    its held jobs in (`[policy] queue`; default the arm's, `harness.arm_queue`), e.g. `slurm`:
+    Slurm's priority order, every held job that cannot start reserving at once and no free
+    backfill (`Engine.keeps_order`; with no Slurm priority in the model every job scores the
+    same, so that is submit order under Slurm's backfill rule)."""
     from pal_lab.replay.harness import (ALIGN_AFTER_PASS_S, ARMS, BF_INTERVAL_S, PALD_CYCLE_S, PALD_VIEW_AGE_S,
                                          arm_queue, pald_times)
     from pal_slurm.sim.event import EventSimulator, simulator_for
@@ -296,7 +301,7 @@ def predicted_run(plan: ReplayPlan, arm: str, seed: int, num_nodes: int, gpus_pe
                             ranking=ranking, wall_scale=plan.scale, slurm_pass_s=pass_s,
                             slurm_pass_offset_s=pass_offset_s,
                             nets={i: j.net_sensitivity for i, j in enumerate(plan.jobs)},
-                            settings=ServiceSettings(queue=arm_queue(arm),
+                            settings=ServiceSettings(queue=queue or arm_queue(arm),
                                                      delay_timers=rack_timers(times.rack_wait_s),
                                                      reserve_after_s=times.reserve_after_s,
                                                      starvation_bound_s=times.starvation_bound_s))

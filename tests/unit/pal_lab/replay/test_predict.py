@@ -148,3 +148,25 @@ def test_near_start_keeps_the_cells_that_started_the_job_where_the_lab_did():
     assert near_start(cells, stock, 1100.0, 300.0) == pytest.approx([0.4, 0.8])
     assert near_start(cells, stock, 4500.0, 500.0) == pytest.approx([0.6, 1.2])
     assert near_start(cells, stock, 9000.0, 100.0) == []
+
+
+@pytest.mark.parametrize("queue, keeps", [(None, False), ("fifo", False), ("slurm", True)])
+def test_the_queue_order_reaches_the_models_pald(monkeypatch, queue, keeps):
+    """`queue` is the order pald's service in the model keeps its held jobs in: `slurm` (Slurm's
+    priority order) makes its engine keep the order (every held job reserves, no free backfill);
+    the arm's own order (fifo for pal-fit) otherwise."""
+    from pal_lab.replay import pald_model
+
+    made: list[pald_model.PaldModel] = []
+
+    class Recorded(pald_model.PaldModel):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(pald_model, "PaldModel", Recorded)
+    plan = plan_replay(bundled_trace("workload-1"), 600, 4, 64, jobs=6)
+    predicted_run(plan, "pal-fit", 0, 16, 4, 4, launch_s=60.0, queue=queue)
+    [model] = made
+    assert model.service.settings.queue == (queue or "fifo")
+    assert model.service.engine.keeps_order is keeps

@@ -11,8 +11,9 @@ what the node count makes it, whatever the queue. So pald reads the nodes every 
 - a node whose allocation or state differs from the node read that went with the last job read
   (a job started or ended, a node drained or came back): what frees GPUs for held jobs;
 - a `place` or `defer` answered since the last job read (the hook's job is to be seen: its
-  promise confirmed, a deferred job taken into the cycle), or promises still waiting for their
-  job (reservations, also the cycle's own);
+  promise confirmed, a deferred job taken into the cycle), or an action pald took on a job (a
+  release, a hold again, a requeued job taken back: what came of it), or promises still waiting
+  for their job (reservations, also the cycle's own);
 - PAL-held jobs waiting (the cycle plans them against the time as well: rack waits, eligibility);
 - a running job's expected end (its time limit) passed since the last job read;
 - the last job read and the node read after it disagreeing on how many GPUs a node's jobs hold

@@ -59,6 +59,8 @@ PriorityRead = Callable[[Sequence[NodeInfo]], SitePriorityRead | None]  # slurm.
 PRIORITY_READ_EVERY_S = 60.0  # module docstring
 LimitsRead = Callable[[], JobLimits | None]  # slurm.job_limits.read_job_limits (None: not enforced)
 LIMITS_READ_EVERY_S = 60.0  # module docstring
+# the counts (state.COUNTS) of answers and actions that call for a job read (read_plan "answered")
+ACTED_ON_JOBS = ("place", "defer", "released", "reheld", "released_outside", "unstuck", "requeued")
 SETTLE_READS = 3  # job reads in a row at the floor while squeue and sinfo disagree (read_plan.read_straddles)
 
 
@@ -150,7 +152,7 @@ class SlurmSync:
         self._nodes: tuple[NodeInfo, ...] | None = None  # the node read of the last job read
         self._nodes_at: float | None = None  # when the nodes were last read (with the jobs or not)
         self._nodes_changed = False  # a node read since the last job read differed from its
-        self._answers_seen = 0  # place + defer answers counted when the last job read started
+        self._answers_seen = 0  # answers and actions (ACTED_ON_JOBS) counted when the last job read started
         self._held_waiting = False
         self._next_end: float | None = None
         self._straddled = False  # the last job read and its node read disagreed (read_plan.read_straddles)
@@ -210,8 +212,11 @@ class SlurmSync:
         return self._racks[1] if self._racks else None
 
     def _answers(self) -> int:
+        """Answers given and actions taken on Slurm's jobs (a release, a hold again, a requeued
+        job taken back): each calls for a job read to see what came of it (pald's own `scontrol
+        hold` changes nothing a node read shows)."""
         with self.state.lock:
-            return self.state.counts["place"] + self.state.counts["defer"]
+            return sum(self.state.counts[kind] for kind in ACTED_ON_JOBS)
 
     def _promises(self) -> bool:
         with self.state.lock:

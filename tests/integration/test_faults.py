@@ -671,6 +671,10 @@ def check_hostile(rig: Rig, work: Workload, counts: Counts) -> None:
     unanswered = [i for i in work.job_ids if any(f"pal:pass={r}" in jobs[i].admin_comment
                                                  for r in ("timeout", "pald-down"))]
     assert unanswered == [], "pald did not answer everyone else in time"
+    # what pald promised the jobs Slurm rejected or that were cancelled comes back once a job
+    # read shows them gone (pald reads the jobs on events, at most every read_floor_s)
+    wait_for(lambda: rig.pald.health().details["reserved_gpus"] == 0, 15.0,
+             f"promises never came back: {rig.pald.health().details}")
     health = rig.pald.health().details
     assert health["slurm"] == "ok" and health["reserved_gpus"] == 0, health
     rejected = sum(1 for _, rc in HOSTILE_SENT if rc != 0)

@@ -178,3 +178,14 @@ def test_a_reservation_made_is_seen_at_the_next_node_read_and_read_with_the_jobs
     turns(pald, clock, 1)
     assert "theirs" in pald.service.site.reservations and pald.slurm_sync.job_reads["nodes"] == 1
     assert reader.calls["partitions"] == 1
+
+
+def test_an_action_pald_took_on_a_job_calls_for_a_job_read(tmp_path):
+    pald, reader, clock = make(tmp_path)
+    pald.turn()
+    turns(pald, clock, 5)
+    assert sum(pald.slurm_sync.job_reads.values()) == 1  # a quiet cluster: the first read only
+    for kind in ("reheld", "released", "released_outside"):  # pald's own `scontrol hold`/`release`
+        pald.state.count(kind)
+        turns(pald, clock, 2)
+        assert pald.slurm_sync.job_reads["answered"] == 1 + ("reheld", "released", "released_outside").index(kind)

@@ -63,14 +63,20 @@ def decisions_of(db: str, job_id: int) -> list[tuple[str, str]]:
         store.close()
 
 
+def root_running_at_its_limit(rig):
+    """root's association allows one running job, and root's job A (1 GPU) runs: (lab, env, A)."""
+    lab = rig.lab
+    env = lab.client_env()
+    root_at_max_jobs(env)
+    rig.start_pald()
+    a = lab.sbatch("--account=team", "--gres=gpu:1", "--comment=pal:class=resnet,mode=now", wrap="sleep 60")
+    wait_for(lambda: job_field(env, a, "JobState") == "RUNNING", 30, "job A never started")
+    return lab, env, a
+
+
 def test_a_job_waiting_for_a_limit_keeps_no_pin_and_the_job_behind_it_runs() -> None:
     with hooked_accounting_lab("pal-limits-", nodes=1, gpus=4, extra_conf=ENFORCE) as rig:
-        lab = rig.lab
-        env = lab.client_env()
-        root_at_max_jobs(env)
-        rig.start_pald()
-        a = lab.sbatch("--account=team", "--gres=gpu:1", "--comment=pal:class=resnet,mode=now", wrap="sleep 60")
-        wait_for(lambda: job_field(env, a, "JobState") == "RUNNING", 30, "job A never started")
+        lab, env, a = root_running_at_its_limit(rig)
         b = lab.sbatch("--account=team", "--gres=gpu:1", "--comment=pal:class=resnet,mode=now", wrap="true")
         wait_for(lambda: job_field(env, b, "Reason").startswith("Assoc"), 30,
                  f"job B is not waiting for the limit: {job_field(env, b, 'Reason')}")
@@ -81,23 +87,14 @@ def test_a_job_waiting_for_a_limit_keeps_no_pin_and_the_job_behind_it_runs() -> 
         assert job_field(env, a, "JobState") == "RUNNING"  # C ran beside A: B's promise was gone
         subprocess.run(["scancel", str(a)], env=env, check=True)
         assert lab.wait_job(b, timeout=60) == "COMPLETED", b  # B runs once the limit allows
-        store = open_store(rig.db)
-        try:
-            reasons = [d.reason for d in store.decisions(str(b))]
-        finally:
-            store.close()
+        reasons = [reason for _, reason in decisions_of(rig.db, b)]
         assert any(r.startswith("limit:Assoc") for r in reasons), reasons
         print("limit: B unpinned with", [r for r in reasons if r.startswith("limit:")], "; C ran beside A")
 
 
 def test_a_held_job_at_its_limit_is_not_released_and_the_job_behind_it_runs() -> None:
     with hooked_accounting_lab("pal-limits-held-", nodes=1, gpus=4, extra_conf=ENFORCE) as rig:
-        lab = rig.lab
-        env = lab.client_env()
-        root_at_max_jobs(env)
-        rig.start_pald()
-        a = lab.sbatch("--account=team", "--gres=gpu:1", "--comment=pal:class=resnet,mode=now", wrap="sleep 60")
-        wait_for(lambda: job_field(env, a, "JobState") == "RUNNING", 30, "job A never started")
+        lab, env, a = root_running_at_its_limit(rig)
         b = lab.sbatch("--account=team", "--gres=gpu:1", "--comment=pal:class=resnet,mode=defer", wrap="true")
         c = sbatch_as_nobody(env, "--gres=gpu:3", "--comment=pal:class=resnet,mode=defer")  # behind B in pald's queue
         b_pins: set[str] = set()

@@ -16,7 +16,7 @@ export PATH := $(VENV_BIN):$(PATH)
 PAL_ROOTS ?= /var/tmp/pal-roots
 export PAL_ROOTS
 
-.PHONY: deps venv test test-host test-host-unit test-host-lab test-debian13 test-debian13-release test-debian13-prepare test-fast lint demo clean distclean
+.PHONY: deps venv test test-labs-together test-alone test-host test-host-unit test-host-lab test-debian13 test-debian13-release test-debian13-prepare test-fast lint demo clean distclean
 
 deps:
 	bash scripts/install-deps.sh
@@ -33,13 +33,15 @@ $(STAMP): setup.cfg pyproject.toml
 # pairing work that waits with work that computes, on a 2-core machine:
 #   1. lint and the host's unit tests, while the root is built (debootstrap, its packages,
 #      wheels, its venv: minutes on a fresh machine, seconds once cached);
-#   2. the host's lab and PostgreSQL tests (every one), alone: some measure pald's answers
-#      under load, and a second lab beside them would be part of that load;
-#   3. in the root, the lab and PostgreSQL tests marked `each_release` (what differs between
-#      releases: the adapter, pald on Slurm, site compatibility, faults, replay, ...) beside the
-#      unit tests on its Python.
+#   2. the host's lab and PostgreSQL tests beside the root's: the labs mostly wait on Slurm
+#      (a lab test keeps about a fifth of one core busy), so the two releases' labs and the
+#      root's unit tests share the machine. In the root, the tests marked `each_release` (what
+#      differs between releases: the adapter, pald on Slurm, site compatibility, faults,
+#      replay, ...);
+#   3. the tests marked `alone`, with nothing beside them: they measure pald's own answers
+#      under load (storms, answer latency), and a second lab would be part of that load.
 # A failure ends the run at the end of its step (once the root's build is done, so its cache
-# is never left half made).
+# is never left half made). The host's output comes first in step 2, the root's after it.
 UNIT := not slurm and not postgres
 LAB := slurm or postgres
 RELEASE := each_release or (postgres and not slurm)
@@ -50,7 +52,25 @@ test: deps venv
 	prep_rc=0; wait $$prep || prep_rc=$$?; cat "$$prep_log"; rm -f "$$prep_log"; \
 	[ $$rc = 0 ] || exit $$rc; \
 	[ $$prep_rc = 0 ] || echo "test: preparing the Debian 13 root failed (exit $$prep_rc); test-debian13 tries again"; \
-	$(MAKE) --no-print-directory test-host-lab && $(MAKE) --no-print-directory test-debian13-release
+	$(MAKE) --no-print-directory test-labs-together && $(MAKE) --no-print-directory test-alone
+
+# Step 2 of `make test`: the host's lab tests (all but `alone`) beside the root's release step.
+test-labs-together: deps venv
+	@root_log=$$(mktemp); \
+	$(MAKE) --no-print-directory test-debian13-release RELEASE_SELECT='($(RELEASE)) and not alone' \
+	  >"$$root_log" 2>&1 & root=$$!; \
+	rc=0; $(PYTHON) -m pytest -q -p no:cacheprovider -m '($(LAB)) and not alone' --durations=15 || rc=$$?; \
+	root_rc=0; wait $$root || root_rc=$$?; cat "$$root_log"; rm -f "$$root_log"; \
+	echo "test-labs-together: host exit $$rc, Debian 13 root exit $$root_rc"; \
+	[ $$rc = 0 ] && [ $$root_rc = 0 ]
+
+# Step 3 of `make test`: the `alone` tests, the host's then the root's (where any is each_release;
+# pytest's exit 5, "none selected", is no failure there).
+test-alone: deps venv
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m '($(LAB)) and alone' --durations=15
+	@if grep -qs '^VERSION_CODENAME=trixie' /etc/os-release; then :; else \
+	  rc=0; PAL_HOST_PYTHON=$(PYTHON) bash scripts/test-in-debian-root.sh trixie -m '($(RELEASE)) and alone' || rc=$$?; \
+	  [ $$rc = 0 ] || [ $$rc = 5 ]; fi
 
 test-host: deps venv lint
 	$(PYTHON) -m pytest -q -p no:cacheprovider
@@ -65,11 +85,13 @@ lint: venv
 	$(VENV_BIN)/ruff check .
 	$(VENV_BIN)/mypy
 
-# The root's part of `make test` (step 3 above).
+# The root's part of `make test` (step 2 above): the lab tests of each release beside the root's
+# unit tests. RELEASE_SELECT: which lab tests (default: every `each_release` one).
+RELEASE_SELECT ?= $(RELEASE)
 test-debian13-release: venv
 	@if grep -qs '^VERSION_CODENAME=trixie' /etc/os-release; then \
-	  echo "test-debian13-release: this host is Debian 13: covered by test-host-lab"; \
-	else PAL_HOST_PYTHON=$(PYTHON) bash scripts/test-in-debian-root.sh trixie -m '$(RELEASE)' --durations=15 \
+	  echo "test-debian13-release: this host is Debian 13: covered by the host's lab tests"; \
+	else PAL_HOST_PYTHON=$(PYTHON) bash scripts/test-in-debian-root.sh trixie -m '$(RELEASE_SELECT)' --durations=15 \
 	  --beside -m '$(UNIT)'; fi
 
 # The whole suite again inside a Debian 13 root on this host (scripts/test-in-debian-root.sh:

@@ -773,6 +773,7 @@ def submit_pal(rig: Rig, mode: str = "defer") -> int:
     return int(p.stdout.strip().split(";")[0])
 
 
+@pytest.mark.alone
 def test_pause_during_a_storm_passes_new_jobs_and_releases_held_ones_unpinned(rig):
     """`palctl pause` while PAL jobs stream in and others wait held for room: once the command
     returns every new job passes (`pal:pass=paused`), within one cycle every held job is
@@ -1187,11 +1188,12 @@ def assert_clean(counts: Counts) -> None:
 
 
 # What a fault tests about Slurm runs on every release `make test` covers (each_release); a
-# storm of hostile submissions measures pald's own answers under load: the host's release only.
+# storm of hostile submissions measures pald's own answers under load: the host's release only,
+# with no other test beside it (alone).
 HOST_RELEASE_ONLY = {"hostile-submissions"}
 
 
-@pytest.mark.parametrize("fault", [pytest.param(f, id=f.name, marks=() if f.name in HOST_RELEASE_ONLY
+@pytest.mark.parametrize("fault", [pytest.param(f, id=f.name, marks=pytest.mark.alone if f.name in HOST_RELEASE_ONLY
                                                 else pytest.mark.each_release) for f in FAULTS])
 def test_fault(rig, fault):
     work, counts = replay(rig, fault)
@@ -1208,6 +1210,7 @@ def test_store_fault_on_postgres(pg_rig, fault):
     fault.check(pg_rig, work, counts)
 
 
+@pytest.mark.alone
 def test_fault_prolog_store_silent(profiling_rig):
     """Finding 11 on the lab: the real pal-prolog and pal-epilog on every node, their store a
     host that accepts TCP and never answers. Each waits a bounded time, spools its samples and
@@ -1241,6 +1244,7 @@ def check_handoff_spooled(rig: Rig, work: Workload, counts: Counts) -> None:
     assert health["samples_refused"] == 0 and health["samples_stored"] > 0, health
 
 
+@pytest.mark.alone
 def test_fault_prolog_storm_pald_down(handoff_rig):
     """Nodes hand samples to pald ([samples] send = "pald"), and pald is down during a storm
     of jobs: every prolog and epilog spools its samples and exits 0 (no node drained, every

@@ -19,7 +19,7 @@ import pytest
 from pal_lab.lab import missing_binaries
 from tests.support.storm import HOSTILE, pct, run_storm, settle, start_storm_rig
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.alone]
 
 N_ORDINARY = 1000
 N_HOSTILE = 100

@@ -25,7 +25,7 @@ from pal_lab.lab import free_port_block
 from pal_slurm.store.bootstrap import open_store
 from pal_slurm.store.records import RankingEntry
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.alone]  # the place latency's p99 is part of what it checks
 
 RULES = REPO / "etc" / "prometheus" / "pal-alerts.yml"
 

@@ -1,8 +1,8 @@
 """What palctl commands share: the configuration and the store, opened once per invocation.
 
 The root group stores `--config` (or $PAL_CONFIG) in `ctx.obj["config_path"]`; commands call
-`cli_config(ctx)` / `cli_store(ctx)` and get a PalConfigError (exit 2) or PalError (exit 1) with an actionable message instead of a
-traceback when the file is wrong or the database is away.
+`cli_config(ctx)` / `cli_store(ctx, read_only=...)` and get a PalConfigError (exit 2) or PalError (exit 1)
+with an actionable message instead of a traceback when the file is wrong or the database is away.
 """
 
 from __future__ import annotations
@@ -26,13 +26,16 @@ def cli_config(ctx: click.Context) -> Config:
     return config
 
 
-def cli_store(ctx: click.Context, upgrade: bool = True) -> Repository:
-    """The store of the configuration, migrated; closed when the command ends."""
-    from pal_slurm.store.bootstrap import open_store
+def cli_store(ctx: click.Context, *, read_only: bool) -> Repository:
+    """The store of the configuration, closed when the command ends. A command that writes it
+    gets it created and migrated; one that only reads it (`read_only`) creates, migrates and
+    writes nothing, and reads a store that is not there yet as an empty one
+    (`open_store_readonly`). Every command says which it is: there is no default to forget."""
+    from pal_slurm.store.bootstrap import open_store, open_store_readonly
 
     url = cli_config(ctx).store.url
     try:
-        repo = open_store(url, upgrade=upgrade)
+        repo = open_store_readonly(url) if read_only else open_store(url)
     except StoreError as err:
         raise PalError(str(err)) from None
     ctx.call_on_close(repo.close)

@@ -5,6 +5,8 @@ busy timeout instead of instant "database is locked", foreign keys on. Only an e
 `create=True` creates the file (and its directory); every connection opens the file with
 `mode=rw`, so a pooled reconnect after the file was deleted fails loudly instead of creating an
 empty database that silently swallows writes. There is no fallback to another path.
+A `read_only=True` engine creates and changes nothing (for commands that only read): a missing
+SQLite file reads as an empty database held in memory, and every connection refuses writes.
 PostgreSQL (psycopg2): pre-ping so a restarted server costs one retry, a connect timeout so a
 dead server costs seconds, not minutes, and a statement timeout so a stuck server cannot hold
 a caller for longer than that.
@@ -89,6 +91,26 @@ def _ensure_wal(cur: Any) -> None:
             time.sleep(0.01)
 
 
+def _sqlite_read_only_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    # No switch to WAL (that writes the file's header): a reader takes the file as it is.
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA query_only = ON")
+    finally:
+        cur.close()
+
+
+def _pg_read_only_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute("SET default_transaction_read_only = on")
+    finally:
+        cur.close()
+    dbapi_conn.commit()
+
+
 def _pg_on_connect(dbapi_conn: Any, _record: Any) -> None:
     # A SET, not a startup `options` parameter: connection poolers (pgbouncer) refuse those.
     cur = dbapi_conn.cursor()
@@ -148,9 +170,20 @@ def _sqlite_rw_creator(path: str, timeout_s: float):  # type: ignore[no-untyped-
     return connect
 
 
-def make_engine(url: str | URL, *, create: bool = True, **kwargs: Any) -> Engine:
+def _empty_sqlite_connect() -> sqlite3.Connection:
+    """A connection to an empty in-memory database: what a missing file reads as."""
+    return sqlite3.connect(":memory:", check_same_thread=False)
+
+
+def make_engine(url: str | URL, *, create: bool = True, read_only: bool = False,
+                **kwargs: Any) -> Engine:
     """An Engine for `url` with our per-backend settings. Raises StoreUnavailable early when a
-    SQLite file is missing (`create=False`) or cannot be created, or the driver is missing."""
+    SQLite file is missing (`create=False`) or cannot be created, or the driver is missing.
+
+    `read_only=True` (whatever `create` says): nothing is created and nothing written. A missing
+    SQLite file reads as an empty database (in memory; the engine keeps the file's URL for its
+    messages), and every connection refuses writes (SQLite `query_only`, PostgreSQL
+    `default_transaction_read_only`), so a command wrongly taken for a reader fails loudly."""
     parsed = parse_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
@@ -158,14 +191,17 @@ def make_engine(url: str | URL, *, create: bool = True, **kwargs: Any) -> Engine
         if path is None:
             kwargs.setdefault("poolclass", StaticPool)
             kwargs.setdefault("connect_args", {"check_same_thread": False})
+        elif read_only and not os.path.exists(path):
+            kwargs.setdefault("poolclass", StaticPool)
+            kwargs.setdefault("creator", _empty_sqlite_connect)
         else:
-            if create:
+            if create and not read_only:
                 _create_sqlite_file(path)
             elif not os.path.exists(path):
                 raise StoreUnavailable(missing_sqlite_message(path))
             kwargs.setdefault("creator", _sqlite_rw_creator(path, SQLITE_BUSY_TIMEOUT_MS / 1000))
         engine = create_engine(parsed, **kwargs)
-        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "connect", _sqlite_read_only_on_connect if read_only else _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     if backend == "postgresql":
@@ -181,6 +217,8 @@ def make_engine(url: str | URL, *, create: bool = True, **kwargs: Any) -> Engine
                 f"no PostgreSQL driver ({err.name}): install pal-slurm[postgres] (psycopg2)"
             ) from None
         event.listen(engine, "connect", _pg_on_connect)
+        if read_only:
+            event.listen(engine, "connect", _pg_read_only_on_connect)
         return engine
     raise StoreUnavailable(
         f"unsupported store URL {safe_url(parsed)}: use sqlite:////path or postgresql://..."

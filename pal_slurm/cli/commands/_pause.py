@@ -24,7 +24,7 @@ RELOAD_TIMEOUT_S = 10.0  # pald's reload waits up to its store deadline (5 s) fo
 
 def set_pause(ctx: click.Context, paused: bool) -> None:
     cfg = cli_config(ctx)
-    repo = cli_store(ctx)
+    repo = cli_store(ctx, read_only=False)
     who = f"{getpass.getuser()}@{socket.gethostname()}"
     try:
         before = SiteSwitches.from_store(repo.switches()).paused

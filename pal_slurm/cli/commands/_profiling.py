@@ -19,6 +19,7 @@ def profiling_settings(ctx: click.Context) -> ProfilingSettings:
         raise PalConfigError(f"configuration: {exc}") from None
 
 
-def open_profiling(ctx: click.Context) -> tuple[ProfilingSettings, StoreProfilingRepository]:
-    """Settings and the store (migrated, closed when the command ends); PalConfigError (exit 2) or PalError otherwise."""
-    return profiling_settings(ctx), StoreProfilingRepository(cli_store(ctx))
+def open_profiling(ctx: click.Context, *, read_only: bool) -> tuple[ProfilingSettings, StoreProfilingRepository]:
+    """Settings and the store (closed when the command ends; `read_only` as in cli_store); PalConfigError (exit 2)
+    or PalError otherwise."""
+    return profiling_settings(ctx), StoreProfilingRepository(cli_store(ctx, read_only=read_only))

@@ -38,7 +38,7 @@ def COMMAND() -> None:
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool, output_path: str | None) -> None:
     """Show every mapped application and its class."""
-    repo = cli_store(ctx)
+    repo = cli_store(ctx, read_only=True)
     try:
         mapping = repo.app_classes()
     except StoreError as err:
@@ -68,7 +68,7 @@ def add_cmd(ctx: click.Context, app: str, perf_class: str) -> None:
         raise click.BadParameter(
             f"{app!r}: an application name is one word without spaces or , = ; :", param_hint="APP"
         )
-    repo = cli_store(ctx)
+    repo = cli_store(ctx, read_only=False)
     try:
         before = repo.app_classes().get(app.strip().lower())
         repo.set_app_class(app, perf_class)
@@ -88,7 +88,7 @@ def add_cmd(ctx: click.Context, app: str, perf_class: str) -> None:
 @click.pass_context
 def remove_cmd(ctx: click.Context, app: str) -> None:
     """Forget APP; its jobs then get the default class."""
-    repo = cli_store(ctx)
+    repo = cli_store(ctx, read_only=False)
     try:
         removed = repo.remove_app_class(app)
     except StoreError as err:

@@ -15,12 +15,14 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 
-def _engine(ctx: click.Context, url: str | None) -> Engine:
+def _engine(ctx: click.Context, url: str | None, *, read_only: bool = False) -> Engine:
+    """The store's engine, disposed when the command ends; `read_only` as in make_engine (a
+    missing SQLite file reads as an empty, never migrated database and is not created)."""
     from pal_slurm.store.engine import make_engine
 
     url = url or cli_config(ctx).store.url
     try:
-        engine = make_engine(url)
+        engine = make_engine(url, read_only=read_only)
     except StoreError as err:
         raise PalError(str(err)) from None
     ctx.call_on_close(engine.dispose)
@@ -105,7 +107,7 @@ def current_cmd(ctx: click.Context, url: str | None, check: bool) -> None:
     """Show the store's schema revision and the newest one this pal-slurm ships."""
     from pal_slurm.store import migrate
 
-    engine = _engine(ctx, url)
+    engine = _engine(ctx, url, read_only=True)
     try:
         rev = migrate.current(engine)
     except StoreError as err:
@@ -140,7 +142,7 @@ def prune_cmd(ctx: click.Context, age_s: float) -> None:
 
     from pal_slurm.cli.context import cli_store
 
-    repo = cli_store(ctx)
+    repo = cli_store(ctx, read_only=False)
     before = datetime.now(timezone.utc) - timedelta(seconds=age_s)
     try:
         counts = repo.prune(before)

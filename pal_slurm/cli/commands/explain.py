@@ -71,7 +71,7 @@ def explain(ctx: click.Context, job_ref: JobRef) -> None:
         raise PalError(f"{job_ref} is a component of heterogeneous job {job_ref.job_id}: pald records decisions "
                        f"per job, so explain the job itself (palctl explain {job_ref.job_id})")
     cfg = cli_config(ctx)
-    repo = cli_store(ctx)
+    repo = cli_store(ctx, read_only=True)
     job, why_not = _slurm_job(cfg, job_ref)
     if job_ref.array_task is not None and job is None:
         raise PalError(f"array task {job_ref}: {why_not}; pald records a task under the job id Slurm gave it: "

@@ -46,7 +46,7 @@ def import_variability(ctx: click.Context, file: str, map_to_nodes: str | None, 
     if not samples:
         raise PalError(f"{file}: nothing to import (class {perf_class!r} not in the file?)")
     try:
-        settings, repo = open_profiling(ctx)
+        settings, repo = open_profiling(ctx, read_only=False)
         repo.add_samples(samples)
     except (StoreError, OSError) as exc:
         raise PalError(str(exc)) from None

@@ -29,9 +29,9 @@ def mode(ctx: click.Context, partition: str | None, mode: str | None) -> None:
     store (over pal.toml's [daemon] mode and partition_modes); a job that may run in several
     partitions gets the most cautious of their modes."""
     cfg = cli_config(ctx)
-    repo = cli_store(ctx)
     if partition is not None and mode is None:
         raise click.UsageError("give a MODE after the partition (off, shadow or on), or neither to list")
+    repo = cli_store(ctx, read_only=mode is None)
     try:
         if partition is not None and mode is not None:
             who = f"{getpass.getuser()}@{socket.gethostname()}"

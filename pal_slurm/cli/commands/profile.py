@@ -129,7 +129,7 @@ def _local_sink(ctx: click.Context, settings: ProfilingSettings) -> SampleSink:
     if settings.send == "pald":
         return PaldSink(settings.pald_address, settings.munge_socket, settings.send_timeout_s)
     try:
-        return StoreProfilingRepository(cli_store(ctx))
+        return StoreProfilingRepository(cli_store(ctx, read_only=False))
     except StoreError as exc:
         raise PalError(str(exc)) from None
 
@@ -244,7 +244,7 @@ def profile_nodes(ctx: click.Context, node_expr: str | None, idle: bool, classes
                    duration)
         return
     try:
-        repo = StoreProfilingRepository(cli_store(ctx))
+        repo = StoreProfilingRepository(cli_store(ctx, read_only=False))
     except StoreError as exc:
         raise PalError(str(exc)) from None
     slurm = _slurm(ctx)

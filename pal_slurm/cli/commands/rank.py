@@ -64,7 +64,7 @@ def flagged_sample_lines(samples: Sequence[Sample]) -> list[str]:
 def rank(ctx: click.Context, window: float | None, method: str | None, classes: str | None, dry_run: bool) -> None:
     """Recompute per-class GPU rankings from recent samples (busy samples dropped, outliers flagged)."""
     try:
-        settings, repo = open_profiling(ctx)
+        settings, repo = open_profiling(ctx, read_only=dry_run)
         now = time.time()
         window_s = window or settings.window_s
         samples = repo.samples(since=now - window_s)

@@ -36,7 +36,7 @@ def rankings(ctx: click.Context, perf_class: str | None, as_json: bool, output_p
              since: int | None, threshold: float | None, action: str, dry_run: bool) -> None:
     """Show the latest ranking snapshot per node / GPU / class, or what drifted (--changed)."""
     try:
-        _, repo = open_profiling(ctx)
+        _, repo = open_profiling(ctx, read_only=True)
         snap = repo.latest_ranking()
     except (StoreError, OSError, ValueError) as exc:
         raise PalError(str(exc)) from None

@@ -250,7 +250,7 @@ def measured_gpus(ctx: click.Context, specs: tuple[str, ...], map_to_nodes: str 
         from pal_slurm.cli.commands._profiling import open_profiling
 
         try:
-            return open_profiling(ctx)[1].ranking(version)
+            return open_profiling(ctx, read_only=True)[1].ranking(version)
         except (StoreError, OSError) as exc:
             raise PalError(f"--variability store: {exc}") from None
 

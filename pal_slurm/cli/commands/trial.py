@@ -37,7 +37,7 @@ def report_cmd(ctx: click.Context, since_s: float, partition: str | None, as_jso
     implies (GPU-weighted, with a 95% interval), how many jobs PAL would have held, and the
     jobs where PAL would have done worse."""
     cfg = cli_config(ctx)
-    repo = cli_store(ctx, upgrade=False)
+    repo = cli_store(ctx, read_only=True)
     since = datetime.now(timezone.utc) - timedelta(seconds=since_s)
     try:
         records = [d for prefix in (SHADOW_PREFIX, SHADOW_STARTED, SHADOW_ENDED, PAL_STARTED, PAL_ENDED)

@@ -126,3 +126,39 @@ def test_downgrade_one_step_keeps_the_rest_and_base_drops_every_table_of_ours(ur
         with engine.begin() as conn:
             conn.execute(text("DROP TABLE IF EXISTS site_notes"))
         engine.dispose()
+
+
+@pytest.mark.postgres
+def test_the_documented_postgresql_setup(postgres_server, monkeypatch):
+    """docs/install.md, "The store on PostgreSQL": a login role that owns its database and has no
+    other right checks, migrates, writes and reads the store; a role that does not own it cannot
+    create the tables. (The fixture's server trusts its logins: the password is not checked.)"""
+    import json
+    import uuid
+
+    role = f"pal_{uuid.uuid4().hex[:8]}"
+    other = f"{role}_x"
+    sql = postgres_server.execute_autocommit
+    sql(f"CREATE ROLE {role} LOGIN PASSWORD 'secret'")
+    sql(f"CREATE ROLE {other} LOGIN PASSWORD 'secret'")
+    sql(f"CREATE DATABASE {role} OWNER {role}")
+    monkeypatch.setenv("PAL_CONFIG", "/dev/null")
+    try:
+        monkeypatch.setenv("PAL_DB_URL", f"postgresql+psycopg2://{role}:secret@127.0.0.1:{postgres_server.port}/{role}")
+        res = palctl("db", "current")
+        assert res.exit_code == 0 and "revision: none (not migrated" in res.output, res.output
+        res = palctl("db", "upgrade")
+        assert res.exit_code == 0 and f"upgraded empty -> {migrate.head()}" in res.output, res.output
+        assert palctl("db", "current", "--check").exit_code == 0
+        assert palctl("classes", "add", "llama", "B").exit_code == 0
+        res = palctl("classes", "list", "--json")
+        assert res.exit_code == 0 and json.loads(res.output)["classes"]["llama"] == "B"
+
+        monkeypatch.setenv("PAL_DB_URL", f"postgresql+psycopg2://{other}:secret@127.0.0.1:{postgres_server.port}/{role}")
+        sql(f"DROP OWNED BY {role} CASCADE", database=role)  # an empty database again, still owned by the role
+        res = palctl("db", "upgrade")
+        assert res.exit_code == 1 and "permission denied for schema public" in res.output, res.output
+    finally:
+        postgres_server.drop_database(role)
+        sql(f"DROP ROLE IF EXISTS {other}")
+        sql(f"DROP ROLE IF EXISTS {role}")

@@ -43,9 +43,11 @@ if TYPE_CHECKING:
     from pal_lab.replay.payload import PayloadRecord
 
 ARMS = {"stock": None, "pal": "pal", "pal-net": "pal-net", "pal-fit": "pal-fit",
-        "pal-fit-aged": "pal-fit"}  # arm -> pald placement (None: no hook)
-# arm -> pald's queue order of its held jobs (`[policy] queue`), where it is not FIFO
-ARM_QUEUE = {"pal-fit-aged": "srtf-aged"}
+        "pal-fit-aged": "pal-fit", "pal-fit-slurm": "pal-fit"}  # arm -> pald placement (None: no hook)
+# arm -> pald's queue order of its held jobs (`[policy] queue`), where it is not FIFO:
+# pal-fit-slurm keeps Slurm's priority order (the lab's priority/basic: submit order under
+# Slurm's backfill rule, `Engine.keeps_order`)
+ARM_QUEUE = {"pal-fit-aged": "srtf-aged", "pal-fit-slurm": "slurm"}
 
 
 def arm_queue(arm: str) -> str:

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 SIM_POLICY: dict[str, NetAwarePlacement | str] = {"stock": SLURM, "pal": "pal", "pal-net": "pal-net",
                                                   "pal-fit": "pal-fit",
-                                                  "pal-fit-aged": "pal-fit"}
+                                                  "pal-fit-aged": "pal-fit", "pal-fit-slurm": "pal-fit"}
 
 
 def pald_ranking(db: Path, cluster: ClusterView) -> Ranking | None:

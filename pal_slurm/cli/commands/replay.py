@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # annotations only: nothing of the lab package loads until th
 
 @click.command("replay", cls=PalCommand, renamed={"--nodes": "--nodes N is now --node-count N (--nodes is always a hostlist)"})
 @click.option("--trace", "trace_spec", required=True, help="CSV path or bundled name (workload-1..6), as for palctl simulate.")
-@click.option("--arms", default="stock,pal", show_default=True, help="Comma-separated: stock, pal, pal-net, pal-fit, pal-fit-aged (pal-fit with the srtf-aged queue).")
+@click.option("--arms", default="stock,pal", show_default=True, help="Comma-separated: stock, pal, pal-net, pal-fit, pal-fit-aged (pal-fit with the srtf-aged queue), pal-fit-slurm (pal-fit in Slurm's priority order).")
 @click.option("--time-scale", "scale", type=click.FloatRange(min=1.0), default=600.0, show_default=True,
               help="Trace seconds per wall second. Lower is closer to a site and slower: every wall "
                    "second Slurm's passes or pald's cycle take costs this many trace seconds "

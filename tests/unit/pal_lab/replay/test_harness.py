@@ -91,7 +91,7 @@ def test_every_arm_has_a_registered_placement_and_a_prediction():
 
 
 def test_each_arms_pald_config_names_its_placement_and_queue_order(tmp_path):
-    """pald in an arm runs the arm's queue order (pal-fit-aged: srtf-aged), and the config it
+    """pald in an arm runs the arm's queue order (pal-fit-aged: srtf-aged, pal-fit-slurm: slurm), and the config it
     gets is one pald accepts (the allowed values come from the registries)."""
     from types import SimpleNamespace
 
@@ -107,6 +107,7 @@ def test_each_arms_pald_config_names_its_placement_and_queue_order(tmp_path):
         cfg = load_config(path)
         seen[arm] = (cfg.policy.placement, cfg.policy.queue)
     assert seen["pal-fit-aged"] == ("pal-fit", "srtf-aged")
+    assert seen["pal-fit-slurm"] == ("pal-fit", "slurm")
     assert cfg.policy.reserve_after_s == PolicyConfig().reserve_after_s  # a site's, uncompressed (scale 1)
     assert seen["pal-fit"] == ("pal-fit", "fifo")
     assert seen["pal"] == ("pal", "fifo")

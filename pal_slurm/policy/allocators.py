@@ -7,6 +7,7 @@ included, because the simulator's compat mode must reproduce the artifact's numb
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from typing import Iterable, Sequence, cast
 
@@ -110,9 +111,118 @@ def _pm_first_arrays(c: np.ndarray, codes: np.ndarray, nodes: np.ndarray, n: int
     return tuple((key % size).tolist())
 
 
+_NOT_FREE = np.iinfo(np.int64).max
+
+
+def _node_gpus(node_of: tuple[int, ...], cache: RunCache) -> np.ndarray:
+    """Each node's GPU ids as one row (padded with the cluster's size), once per run."""
+    hit = cache.lookup("node-gpus", node_of)
+    if hit is not None:
+        return hit  # type: ignore[return-value]
+    rows: dict[int, list[int]] = {}
+    for g, nd in enumerate(node_of):
+        rows.setdefault(nd, []).append(g)
+    out = np.full((max(rows, default=-1) + 1, max(map(len, rows.values()), default=0)), len(node_of), dtype=np.int64)
+    for nd, gpus in rows.items():
+        out[nd, :len(gpus)] = gpus
+    out.setflags(write=False)
+    return cache.put("node-gpus", node_of, out)
+
+
+class PmFirstKeys:
+    """PM-First's key of every free GPU for one class's bins, kept over one round's free set.
+
+    `_pm_first_arrays` builds, per allocation, the key (bin, |group size - n|, id) of every
+    free GPU, a group being one node's free GPUs of one bin: a scan of every free GPU each
+    time. For n = 1 the key orders as (bin, group size, id), and for n at least the largest
+    group (a node's GPUs) as (bin, -group size, id), whatever n is: those two orders are kept
+    here, one key per GPU (not free: the largest int64), and an allocation takes the smallest
+    (n = 1) or the n smallest keys. Taking GPUs changes only the groups of their nodes, so the
+    view re-keys those nodes' free GPUs, from `FreeGpus.taken`, when next read.
+    """
+
+    __slots__ = ("codes", "keys", "_cnt", "_group", "_base", "_step", "_nodes", "_node_gpus", "_padded", "_size",
+                 "_seen")
+
+    def __init__(self, origin: np.ndarray, codes: np.ndarray, nodes: np.ndarray, node_gpus: np.ndarray, single: bool):
+        """The keys of the free set `origin` (a mask); `update` brings them to a FreeGpus made
+        from it. A key is (bin x span + group-size term) x GPUs + id, kept as a per-GPU base
+        plus its group's size x `_step` (`_cnt` holds the groups' sizes already times it)."""
+        self.codes, self._nodes, self._node_gpus = codes, nodes, node_gpus
+        self._size = size = len(nodes)
+        num_nodes, most = node_gpus.shape
+        self._padded = bool((node_gpus == size).any())  # nodes of fewer GPUs than the largest
+        span = most + 2  # above any group-size term: cnt - 1 (n = 1) or most - cnt
+        self._group = codes * num_nodes + nodes
+        self._step = size if single else -size
+        self._base = codes * (span * size) + np.arange(size, dtype=np.int64) + (-size if single else most * size)
+        c = np.flatnonzero(origin)
+        self._cnt = np.bincount(self._group[c], minlength=(int(codes.max()) + 1) * num_nodes if size else 0) * self._step
+        self.keys = np.full(size, _NOT_FREE, dtype=np.int64)
+        self._rekey(c)
+        self._seen = 0
+
+    def copy(self) -> "PmFirstKeys":
+        """A copy to update (the per-GPU constants shared)."""
+        out = copy.copy(self)
+        out._cnt, out.keys = self._cnt.copy(), self.keys.copy()
+        return out
+
+    def _rekey(self, c: np.ndarray) -> None:
+        self.keys[c] = self._base[c] + self._cnt[self._group[c]]
+
+    def update(self, free: FreeGpus) -> "PmFirstKeys":
+        """The keys of `free` as it is now (the GPUs taken since the last read re-keyed)."""
+        if len(free.taken) > self._seen:
+            gone = np.array(free.taken[self._seen:], dtype=np.int64)
+            self._seen = len(free.taken)
+            self.keys[gone] = _NOT_FREE
+            np.subtract.at(self._cnt, self._group[gone], self._step)
+            near = self._node_gpus[self._nodes[gone]].ravel()
+            if self._padded:
+                near = near[near < self._size]
+            self._rekey(near[free.mask[near]])
+        return self
+
+    def pick(self, n: int) -> tuple[int, ...]:
+        """The n free GPUs PM-First picks (n = 1, or n at least a node's GPUs; n <= free)."""
+        if n == 1:
+            return (int(self.keys.argmin()),)
+        key = np.partition(self.keys, n - 1)[:n] if n < self._size else self.keys.copy()
+        key.sort()
+        return tuple((key % self._size).tolist())
+
+
+def _pm_first_keys(job: JobRequest, free: FreeGpus, ctx: PlacementContext, codes: np.ndarray) -> PmFirstKeys | None:
+    """The round's PmFirstKeys for this job's class and size, or None for a size it does not
+    order (2 <= n < a node's GPUs: the group-size term depends on n)."""
+    node_gpus = _node_gpus(ctx.cluster.node_of, ctx.cache)
+    single = job.num_gpus == 1
+    if not single and job.num_gpus < node_gpus.shape[1]:
+        return None
+    kind = ("pm-first", single, id(codes))
+    view = free.views.get(kind)
+    if isinstance(view, PmFirstKeys) and view.codes is codes:
+        return view.update(free)
+    # every round of a run starts from the same free set, mostly: its keys are kept for the
+    # run (the last set only), and each round updates a copy
+    start = cast("tuple[bytes, PmFirstKeys] | None", ctx.cache.lookup(("pm-first-start", single), codes))
+    if start is None or start[0] != free.origin:
+        origin = np.frombuffer(free.origin, dtype=bool)
+        start = ctx.cache.put(("pm-first-start", single), codes, (free.origin, PmFirstKeys(
+            origin, codes, _node_array(ctx.cluster.node_of, ctx.cache), node_gpus, single)))
+    view = start[1].copy()
+    free.views[kind] = view
+    return view.update(free)
+
+
 def pm_first(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ...] | None:
     if len(free) < job.num_gpus:
         return None
+    codes = _bin_codes(ctx.ranking.sf(job.perf_class), ctx.cache)
+    view = _pm_first_keys(job, free, ctx, codes)
+    if view is not None:
+        return view.pick(job.num_gpus)
     c = free.array()
     nodes = _node_array(ctx.cluster.node_of, ctx.cache)
     return _pm_first_arrays(c, _bin_codes(ctx.ranking.sf(job.perf_class), ctx.cache)[c], nodes[c], job.num_gpus,
@@ -169,9 +279,13 @@ def pal(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ..
         return None
     sf = ctx.ranking.sf(job.perf_class)
     node_of = ctx.cluster.node_of
+    all_codes = _bin_codes(sf, ctx.cache)
+    if not (1 < n <= ctx.cluster.gpus_per_node):
+        view = _pm_first_keys(job, free, ctx, all_codes)
+        if view is not None:
+            return view.pick(n)
     all_s = _as_array(sf, ctx.cache)
     all_nodes = _node_array(node_of, ctx.cache)
-    all_codes = _bin_codes(sf, ctx.cache)
     size = len(all_nodes)
     if not (1 < n <= ctx.cluster.gpus_per_node):
         c = free.array()
@@ -203,6 +317,11 @@ def pal(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ..
                 return tuple(pick)
         else:
             if int(np.count_nonzero(sorted_s <= v)) >= n:
+                # PM-First on the GPUs of bins up to v: whole (bin, node) groups left out, and
+                # the n smallest keys are in the lowest bins, so the same as on every free GPU
+                view = _pm_first_keys(job, free, ctx, all_codes)
+                if view is not None:
+                    return view.pick(n)
                 c = free.array()
                 c = c[all_s[c] <= v]
                 return _pm_first_arrays(c, all_codes[c], all_nodes[c], n, size)

@@ -258,16 +258,71 @@ def _lxv_order(sf: tuple[float, ...], locality_penalty: float) -> tuple[tuple[fl
     return tuple(options)
 
 
-def _by_node_then_sf(sf: tuple[float, ...], node_of: tuple[int, ...], cache: RunCache) -> np.ndarray:
-    """Every GPU id ordered by (node, sf, id), once per run: a round's free GPUs in that order
-    are this order's free entries (no sort per allocation)."""
-    kind = ("by-node-then-sf", id(node_of))
-    hit = cast("tuple[tuple[int, ...], np.ndarray] | None", cache.lookup(kind, sf))
-    if hit is not None and hit[0] is node_of:
-        return hit[1]
-    order = np.lexsort((_as_array(sf, cache), _node_array(node_of, cache)))
-    order.setflags(write=False)
-    return cache.put(kind, sf, (node_of, order))[1]
+class PalNodes:
+    """Per node, its free GPUs of each class's bin or a lower one (`le[bin, node]`), kept over
+    one round's free set: what PAL's within-node options read, updated for the nodes a take
+    touches when next read (from `FreeGpus.taken`) instead of counted over every free GPU at
+    every allocation."""
+
+    __slots__ = ("codes", "le", "_nodes", "_seen")
+
+    def __init__(self, origin: np.ndarray, codes: np.ndarray, nodes: np.ndarray, num_nodes: int):
+        self.codes, self._nodes = codes, nodes
+        c = np.flatnonzero(origin)
+        bins = int(codes.max()) + 1 if len(codes) else 0
+        per_bin = np.bincount(codes[c] * num_nodes + nodes[c], minlength=bins * num_nodes).reshape(bins, num_nodes)
+        self.le = np.cumsum(per_bin, axis=0)
+        self._seen = 0
+
+    def copy(self) -> "PalNodes":
+        out = copy.copy(self)
+        out.le = self.le.copy()
+        return out
+
+    def update(self, free: FreeGpus) -> "PalNodes":
+        if len(free.taken) > self._seen:
+            gone = np.array(free.taken[self._seen:], dtype=np.int64)
+            self._seen = len(free.taken)
+            at_or_above = np.arange(self.le.shape[0])[:, None] >= self.codes[gone][None, :]
+            np.subtract.at(self.le, (slice(None), self._nodes[gone]), at_or_above.astype(np.int64))
+        return self
+
+    def best_node(self, b: int, n: int) -> tuple[int, int] | None:
+        """PAL's node for n GPUs of bins up to b, and the bin of its n-th best free GPU: the
+        minimum of (n-th best bin, -GPUs of bins up to b, node), or None."""
+        idx = np.flatnonzero(self.le[b] >= n)
+        if not len(idx):
+            return None
+        nth = (self.le[:, idx] < n).sum(axis=0)  # the lowest bin with n free GPUs at or below it
+        low = nth.min()
+        idx = idx[nth == low]
+        count = self.le[b, idx]
+        return int(idx[count == count.max()][0]), int(low)
+
+
+def _pal_nodes(free: FreeGpus, ctx: PlacementContext, codes: np.ndarray) -> PalNodes:
+    """The round's PalNodes for this class's bins (its first read copies the run's, made for
+    the same starting free set: see _pm_first_keys)."""
+    kind = ("pal-nodes", id(codes))
+    view = free.views.get(kind)
+    if isinstance(view, PalNodes) and view.codes is codes:
+        return view.update(free)
+    start = cast("tuple[bytes, PalNodes] | None", ctx.cache.lookup("pal-nodes-start", codes))
+    if start is None or start[0] != free.origin:
+        start = ctx.cache.put("pal-nodes-start", codes, (free.origin, PalNodes(
+            np.frombuffer(free.origin, dtype=bool), codes, _node_array(ctx.cluster.node_of, ctx.cache),
+            len(ctx.cluster.nodes))))
+    view = start[1].copy()
+    free.views[kind] = view
+    return view.update(free)
+
+
+def _code_of(sf: tuple[float, ...], cache: RunCache) -> dict[float, int]:
+    """Each factor's bin code (its rank among the distinct factors), once per run."""
+    hit = cache.lookup("code-of", sf)
+    if hit is not None:
+        return hit  # type: ignore[return-value]
+    return cache.put("code-of", sf, {v: int(k) for v, k in zip(sf, _bin_codes(sf, cache).tolist())})
 
 
 def pal(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ...] | None:
@@ -290,33 +345,21 @@ def pal(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ..
     if not (1 < n <= ctx.cluster.gpus_per_node):
         c = free.array()
         return _pm_first_arrays(c, all_codes[c], all_nodes[c], n, size)
-    num_nodes = len(ctx.cluster.nodes)
-    by_node = _by_node_then_sf(sf, node_of, ctx.cache)
-    p = by_node[free.mask[by_node]]  # the free GPUs by node (ascending), then sf
-    sorted_s = all_s[p]
-    nodes = all_nodes[p]
-    seg_len = np.bincount(nodes, minlength=num_nodes)
-    seg_start = np.cumsum(seg_len) - seg_len
-    has_n = seg_len >= n
-    nth = np.full(num_nodes, np.inf)
-    nth[has_n] = sorted_s[seg_start[has_n] + n - 1]
+    nodes_view = _pal_nodes(free, ctx, all_codes)
+    code_of = _code_of(sf, ctx.cache)
     for v, within, _cost in lxv_order(sf, ctx.locality_penalty, ctx.cache):
+        b = code_of[v]
         if within:
             # The artifact scans nodes by (GPUs with sf <= v, descending; node id) and keeps the
             # first node with the smallest n-th best sf: the minimum of (n-th sf, -count, node).
-            count = np.bincount(nodes[sorted_s <= v], minlength=num_nodes)
-            ok = has_n & (count >= n)
-            if ok.any():
-                idx = np.flatnonzero(ok)
-                idx = idx[nth[idx] == nth[idx].min()]
-                idx = idx[count[idx] == count[idx].max()]
-                node = int(idx[0])
-                worst = float(nth[node])
+            best = nodes_view.best_node(b, n)
+            if best is not None:
+                node, worst_bin = best
                 mask = free.mask
-                pick = [g for g in ctx.cluster.nodes[node].gpu_ids if mask[g] and sf[g] <= worst][:n]
+                pick = [g for g in ctx.cluster.nodes[node].gpu_ids if mask[g] and all_codes[g] <= worst_bin][:n]
                 return tuple(pick)
         else:
-            if int(np.count_nonzero(sorted_s <= v)) >= n:
+            if int(nodes_view.le[b].sum()) >= n:
                 # PM-First on the GPUs of bins up to v: whole (bin, node) groups left out, and
                 # the n smallest keys are in the lowest bins, so the same as on every free GPU
                 view = _pm_first_keys(job, free, ctx, all_codes)

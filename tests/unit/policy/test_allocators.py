@@ -3,7 +3,7 @@ import random
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from pal_slurm.policy.allocators import _bin_codes, _pm_first_arrays, pal, pm_first
+from pal_slurm.policy.allocators import _bin_codes, _pm_first_arrays, lxv_order, pal, pm_first
 from pal_slurm.policy.free import FreeGpus
 
 from .builders import cluster, ctx, job
@@ -58,3 +58,47 @@ def test_pal_across_nodes_picks_from_the_lowest_bins_as_pm_first_on_every_free_g
     x = ctx(c, {"A": [1.0, 1.0, 3.0, 3.0, 1.0, 1.0, 3.0, 3.0]}, penalty=1.2)
     free = FreeGpus(c.size, range(c.size))
     assert pal(job(1, 4), free, x) == _scan(job(1, 4), free, x) == (0, 1, 4, 5)
+
+
+def _pal_within_scan(j, free, x):
+    """PAL's within-node choice counted over every free GPU (the reference for the kept
+    per-node counts), or None when no option fits or an across-nodes one comes first."""
+    sf = x.ranking.sf(j.perf_class)
+    n, mask = j.num_gpus, free.mask
+    for v, within, _cost in lxv_order(sf, x.locality_penalty):
+        if not within:
+            if sum(sf[g] <= v for g in free.ids()) >= n:
+                return None
+            continue
+        best = None
+        for nd, node in enumerate(x.cluster.nodes):
+            mine = sorted(sf[g] for g in node.gpu_ids if mask[g])
+            count = sum(s <= v for s in mine)
+            if count >= n and (best is None or (mine[n - 1], -count) < best[:2]):
+                best = (mine[n - 1], -count, nd)
+        if best is not None:
+            return tuple([g for g in x.cluster.nodes[best[2]].gpu_ids if mask[g] and sf[g] <= best[0]][:n])
+    return None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([(6, 4), (5, 8)]))
+def test_pal_within_a_node_picks_what_a_count_of_every_free_gpu_picks(seed, shape):
+    """Across a round of allocations, PAL's kept per-node counts choose the node and GPUs a
+    count over every free GPU chooses, whenever a within-node option fits."""
+    rnd = random.Random(seed)
+    nodes, gpn = shape
+    c = cluster(nodes, gpn)
+    scores = {k: [rnd.choice([0.95, 1.0, 1.05, 1.3, 2.8]) for _ in range(c.size)] for k in "AB"}
+    x = ctx(c, scores, penalty=rnd.choice([1.2, 1.7, 5.0]))
+    free = FreeGpus(c.size, rnd.sample(range(c.size), rnd.randint(c.size // 2, c.size)))
+    within = 0
+    while len(free) >= 2:
+        j = job(1, rnd.randint(2, min(gpn, len(free))), rnd.choice("AB"))
+        got = pal(j, free, x)
+        want = _pal_within_scan(j, free, x)
+        if want is not None and got == want:
+            within += 1
+        assert want is None or got == want
+        free.take(got or free.ids()[:1])
+    assert within or x.locality_penalty != 5.0  # (within-node options all come first)

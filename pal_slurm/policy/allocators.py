@@ -284,7 +284,7 @@ class PalNodes:
             gone = np.array(free.taken[self._seen:], dtype=np.int64)
             self._seen = len(free.taken)
             at_or_above = np.arange(self.le.shape[0])[:, None] >= self.codes[gone][None, :]
-            np.subtract.at(self.le, (slice(None), self._nodes[gone]), at_or_above.astype(np.int64))
+            np.subtract.at(self.le.T, self._nodes[gone], at_or_above.T.astype(np.int64))  # (a view: le changes)
         return self
 
     def best_node(self, b: int, n: int) -> tuple[int, int] | None:

@@ -7,6 +7,7 @@ included, because the simulator's compat mode must reproduce the artifact's numb
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from typing import Iterable, Sequence, cast
 
@@ -110,9 +111,118 @@ def _pm_first_arrays(c: np.ndarray, codes: np.ndarray, nodes: np.ndarray, n: int
     return tuple((key % size).tolist())
 
 
+_NOT_FREE = np.iinfo(np.int64).max
+
+
+def _node_gpus(node_of: tuple[int, ...], cache: RunCache) -> np.ndarray:
+    """Each node's GPU ids as one row (padded with the cluster's size), once per run."""
+    hit = cache.lookup("node-gpus", node_of)
+    if hit is not None:
+        return hit  # type: ignore[return-value]
+    rows: dict[int, list[int]] = {}
+    for g, nd in enumerate(node_of):
+        rows.setdefault(nd, []).append(g)
+    out = np.full((max(rows, default=-1) + 1, max(map(len, rows.values()), default=0)), len(node_of), dtype=np.int64)
+    for nd, gpus in rows.items():
+        out[nd, :len(gpus)] = gpus
+    out.setflags(write=False)
+    return cache.put("node-gpus", node_of, out)
+
+
+class PmFirstKeys:
+    """PM-First's key of every free GPU for one class's bins, kept over one round's free set.
+
+    `_pm_first_arrays` builds, per allocation, the key (bin, |group size - n|, id) of every
+    free GPU, a group being one node's free GPUs of one bin: a scan of every free GPU each
+    time. For n = 1 the key orders as (bin, group size, id), and for n at least the largest
+    group (a node's GPUs) as (bin, -group size, id), whatever n is: those two orders are kept
+    here, one key per GPU (not free: the largest int64), and an allocation takes the smallest
+    (n = 1) or the n smallest keys. Taking GPUs changes only the groups of their nodes, so the
+    view re-keys those nodes' free GPUs, from `FreeGpus.taken`, when next read.
+    """
+
+    __slots__ = ("codes", "keys", "_cnt", "_group", "_base", "_step", "_nodes", "_node_gpus", "_padded", "_size",
+                 "_seen")
+
+    def __init__(self, origin: np.ndarray, codes: np.ndarray, nodes: np.ndarray, node_gpus: np.ndarray, single: bool):
+        """The keys of the free set `origin` (a mask); `update` brings them to a FreeGpus made
+        from it. A key is (bin x span + group-size term) x GPUs + id, kept as a per-GPU base
+        plus its group's size x `_step` (`_cnt` holds the groups' sizes already times it)."""
+        self.codes, self._nodes, self._node_gpus = codes, nodes, node_gpus
+        self._size = size = len(nodes)
+        num_nodes, most = node_gpus.shape
+        self._padded = bool((node_gpus == size).any())  # nodes of fewer GPUs than the largest
+        span = most + 2  # above any group-size term: cnt - 1 (n = 1) or most - cnt
+        self._group = codes * num_nodes + nodes
+        self._step = size if single else -size
+        self._base = codes * (span * size) + np.arange(size, dtype=np.int64) + (-size if single else most * size)
+        c = np.flatnonzero(origin)
+        self._cnt = np.bincount(self._group[c], minlength=(int(codes.max()) + 1) * num_nodes if size else 0) * self._step
+        self.keys = np.full(size, _NOT_FREE, dtype=np.int64)
+        self._rekey(c)
+        self._seen = 0
+
+    def copy(self) -> "PmFirstKeys":
+        """A copy to update (the per-GPU constants shared)."""
+        out = copy.copy(self)
+        out._cnt, out.keys = self._cnt.copy(), self.keys.copy()
+        return out
+
+    def _rekey(self, c: np.ndarray) -> None:
+        self.keys[c] = self._base[c] + self._cnt[self._group[c]]
+
+    def update(self, free: FreeGpus) -> "PmFirstKeys":
+        """The keys of `free` as it is now (the GPUs taken since the last read re-keyed)."""
+        if len(free.taken) > self._seen:
+            gone = np.array(free.taken[self._seen:], dtype=np.int64)
+            self._seen = len(free.taken)
+            self.keys[gone] = _NOT_FREE
+            np.subtract.at(self._cnt, self._group[gone], self._step)
+            near = self._node_gpus[self._nodes[gone]].ravel()
+            if self._padded:
+                near = near[near < self._size]
+            self._rekey(near[free.mask[near]])
+        return self
+
+    def pick(self, n: int) -> tuple[int, ...]:
+        """The n free GPUs PM-First picks (n = 1, or n at least a node's GPUs; n <= free)."""
+        if n == 1:
+            return (int(self.keys.argmin()),)
+        key = np.partition(self.keys, n - 1)[:n] if n < self._size else self.keys.copy()
+        key.sort()
+        return tuple((key % self._size).tolist())
+
+
+def _pm_first_keys(job: JobRequest, free: FreeGpus, ctx: PlacementContext, codes: np.ndarray) -> PmFirstKeys | None:
+    """The round's PmFirstKeys for this job's class and size, or None for a size it does not
+    order (2 <= n < a node's GPUs: the group-size term depends on n)."""
+    node_gpus = _node_gpus(ctx.cluster.node_of, ctx.cache)
+    single = job.num_gpus == 1
+    if not single and job.num_gpus < node_gpus.shape[1]:
+        return None
+    kind = ("pm-first", single, id(codes))
+    view = free.views.get(kind)
+    if isinstance(view, PmFirstKeys) and view.codes is codes:
+        return view.update(free)
+    # every round of a run starts from the same free set, mostly: its keys are kept for the
+    # run (the last set only), and each round updates a copy
+    start = cast("tuple[bytes, PmFirstKeys] | None", ctx.cache.lookup(("pm-first-start", single), codes))
+    if start is None or start[0] != free.origin:
+        origin = np.frombuffer(free.origin, dtype=bool)
+        start = ctx.cache.put(("pm-first-start", single), codes, (free.origin, PmFirstKeys(
+            origin, codes, _node_array(ctx.cluster.node_of, ctx.cache), node_gpus, single)))
+    view = start[1].copy()
+    free.views[kind] = view
+    return view.update(free)
+
+
 def pm_first(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ...] | None:
     if len(free) < job.num_gpus:
         return None
+    codes = _bin_codes(ctx.ranking.sf(job.perf_class), ctx.cache)
+    view = _pm_first_keys(job, free, ctx, codes)
+    if view is not None:
+        return view.pick(job.num_gpus)
     c = free.array()
     nodes = _node_array(ctx.cluster.node_of, ctx.cache)
     return _pm_first_arrays(c, _bin_codes(ctx.ranking.sf(job.perf_class), ctx.cache)[c], nodes[c], job.num_gpus,
@@ -148,16 +258,71 @@ def _lxv_order(sf: tuple[float, ...], locality_penalty: float) -> tuple[tuple[fl
     return tuple(options)
 
 
-def _by_node_then_sf(sf: tuple[float, ...], node_of: tuple[int, ...], cache: RunCache) -> np.ndarray:
-    """Every GPU id ordered by (node, sf, id), once per run: a round's free GPUs in that order
-    are this order's free entries (no sort per allocation)."""
-    kind = ("by-node-then-sf", id(node_of))
-    hit = cast("tuple[tuple[int, ...], np.ndarray] | None", cache.lookup(kind, sf))
-    if hit is not None and hit[0] is node_of:
-        return hit[1]
-    order = np.lexsort((_as_array(sf, cache), _node_array(node_of, cache)))
-    order.setflags(write=False)
-    return cache.put(kind, sf, (node_of, order))[1]
+class PalNodes:
+    """Per node, its free GPUs of each class's bin or a lower one (`le[bin, node]`), kept over
+    one round's free set: what PAL's within-node options read, updated for the nodes a take
+    touches when next read (from `FreeGpus.taken`) instead of counted over every free GPU at
+    every allocation."""
+
+    __slots__ = ("codes", "le", "_nodes", "_seen")
+
+    def __init__(self, origin: np.ndarray, codes: np.ndarray, nodes: np.ndarray, num_nodes: int):
+        self.codes, self._nodes = codes, nodes
+        c = np.flatnonzero(origin)
+        bins = int(codes.max()) + 1 if len(codes) else 0
+        per_bin = np.bincount(codes[c] * num_nodes + nodes[c], minlength=bins * num_nodes).reshape(bins, num_nodes)
+        self.le = np.cumsum(per_bin, axis=0)
+        self._seen = 0
+
+    def copy(self) -> "PalNodes":
+        out = copy.copy(self)
+        out.le = self.le.copy()
+        return out
+
+    def update(self, free: FreeGpus) -> "PalNodes":
+        if len(free.taken) > self._seen:
+            gone = np.array(free.taken[self._seen:], dtype=np.int64)
+            self._seen = len(free.taken)
+            at_or_above = np.arange(self.le.shape[0])[:, None] >= self.codes[gone][None, :]
+            np.subtract.at(self.le.T, self._nodes[gone], at_or_above.T.astype(np.int64))  # (a view: le changes)
+        return self
+
+    def best_node(self, b: int, n: int) -> tuple[int, int] | None:
+        """PAL's node for n GPUs of bins up to b, and the bin of its n-th best free GPU: the
+        minimum of (n-th best bin, -GPUs of bins up to b, node), or None."""
+        idx = np.flatnonzero(self.le[b] >= n)
+        if not len(idx):
+            return None
+        nth = (self.le[:, idx] < n).sum(axis=0)  # the lowest bin with n free GPUs at or below it
+        low = nth.min()
+        idx = idx[nth == low]
+        count = self.le[b, idx]
+        return int(idx[count == count.max()][0]), int(low)
+
+
+def _pal_nodes(free: FreeGpus, ctx: PlacementContext, codes: np.ndarray) -> PalNodes:
+    """The round's PalNodes for this class's bins (its first read copies the run's, made for
+    the same starting free set: see _pm_first_keys)."""
+    kind = ("pal-nodes", id(codes))
+    view = free.views.get(kind)
+    if isinstance(view, PalNodes) and view.codes is codes:
+        return view.update(free)
+    start = cast("tuple[bytes, PalNodes] | None", ctx.cache.lookup("pal-nodes-start", codes))
+    if start is None or start[0] != free.origin:
+        start = ctx.cache.put("pal-nodes-start", codes, (free.origin, PalNodes(
+            np.frombuffer(free.origin, dtype=bool), codes, _node_array(ctx.cluster.node_of, ctx.cache),
+            len(ctx.cluster.nodes))))
+    view = start[1].copy()
+    free.views[kind] = view
+    return view.update(free)
+
+
+def _code_of(sf: tuple[float, ...], cache: RunCache) -> dict[float, int]:
+    """Each factor's bin code (its rank among the distinct factors), once per run."""
+    hit = cache.lookup("code-of", sf)
+    if hit is not None:
+        return hit  # type: ignore[return-value]
+    return cache.put("code-of", sf, {v: int(k) for v, k in zip(sf, _bin_codes(sf, cache).tolist())})
 
 
 def pal(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ...] | None:
@@ -169,40 +334,37 @@ def pal(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ..
         return None
     sf = ctx.ranking.sf(job.perf_class)
     node_of = ctx.cluster.node_of
+    all_codes = _bin_codes(sf, ctx.cache)
+    if not (1 < n <= ctx.cluster.gpus_per_node):
+        view = _pm_first_keys(job, free, ctx, all_codes)
+        if view is not None:
+            return view.pick(n)
     all_s = _as_array(sf, ctx.cache)
     all_nodes = _node_array(node_of, ctx.cache)
-    all_codes = _bin_codes(sf, ctx.cache)
     size = len(all_nodes)
     if not (1 < n <= ctx.cluster.gpus_per_node):
         c = free.array()
         return _pm_first_arrays(c, all_codes[c], all_nodes[c], n, size)
-    num_nodes = len(ctx.cluster.nodes)
-    by_node = _by_node_then_sf(sf, node_of, ctx.cache)
-    p = by_node[free.mask[by_node]]  # the free GPUs by node (ascending), then sf
-    sorted_s = all_s[p]
-    nodes = all_nodes[p]
-    seg_len = np.bincount(nodes, minlength=num_nodes)
-    seg_start = np.cumsum(seg_len) - seg_len
-    has_n = seg_len >= n
-    nth = np.full(num_nodes, np.inf)
-    nth[has_n] = sorted_s[seg_start[has_n] + n - 1]
+    nodes_view = _pal_nodes(free, ctx, all_codes)
+    code_of = _code_of(sf, ctx.cache)
     for v, within, _cost in lxv_order(sf, ctx.locality_penalty, ctx.cache):
+        b = code_of[v]
         if within:
             # The artifact scans nodes by (GPUs with sf <= v, descending; node id) and keeps the
             # first node with the smallest n-th best sf: the minimum of (n-th sf, -count, node).
-            count = np.bincount(nodes[sorted_s <= v], minlength=num_nodes)
-            ok = has_n & (count >= n)
-            if ok.any():
-                idx = np.flatnonzero(ok)
-                idx = idx[nth[idx] == nth[idx].min()]
-                idx = idx[count[idx] == count[idx].max()]
-                node = int(idx[0])
-                worst = float(nth[node])
+            best = nodes_view.best_node(b, n)
+            if best is not None:
+                node, worst_bin = best
                 mask = free.mask
-                pick = [g for g in ctx.cluster.nodes[node].gpu_ids if mask[g] and sf[g] <= worst][:n]
+                pick = [g for g in ctx.cluster.nodes[node].gpu_ids if mask[g] and all_codes[g] <= worst_bin][:n]
                 return tuple(pick)
         else:
-            if int(np.count_nonzero(sorted_s <= v)) >= n:
+            if int(nodes_view.le[b].sum()) >= n:
+                # PM-First on the GPUs of bins up to v: whole (bin, node) groups left out, and
+                # the n smallest keys are in the lowest bins, so the same as on every free GPU
+                view = _pm_first_keys(job, free, ctx, all_codes)
+                if view is not None:
+                    return view.pick(n)
                 c = free.array()
                 c = c[all_s[c] <= v]
                 return _pm_first_arrays(c, all_codes[c], all_nodes[c], n, size)

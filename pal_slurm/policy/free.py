@@ -7,25 +7,31 @@ Converting a Python list of thousands of ids into an array at every allocation c
 the allocation itself on an 8,192-GPU cluster, so the round keeps one `FreeGpus`: the mask is
 the truth, updated in place as GPUs are taken or given back, and each other form is kept in
 step once it has been read (the list) or made again from the mask when next read (the array).
+An allocator may also keep its own view of the round's free GPUs here (`views`: PM-First's
+per-GPU keys), brought up to date from `taken`, the GPUs taken since the set was made; a GPU
+given back drops every view.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Iterable
+from typing import Hashable, Iterable
 
 import numpy as np
 
 
 class FreeGpus:
-    __slots__ = ("mask", "_count", "_ids", "_array")
+    __slots__ = ("mask", "origin", "_count", "_ids", "_array", "taken", "views")
 
     def __init__(self, size: int, ids: Iterable[int]):
         self.mask = np.zeros(size, dtype=bool)
         self.mask[np.fromiter(ids, dtype=np.int64)] = True
+        self.origin = self.mask.tobytes()  # the set as made (what `taken` started from)
         self._count = int(self.mask.sum())
         self._ids: list[int] | None = None
         self._array: np.ndarray | None = None
+        self.taken: list[int] = []  # every GPU taken since the set was `origin`
+        self.views: dict[Hashable, object] = {}  # allocators' views, each reading `taken` from where it left off
 
     def __len__(self) -> int:
         return self._count
@@ -49,6 +55,7 @@ class FreeGpus:
         self.mask[gone] = False
         self._count -= len(gone)
         self._array = None
+        self.taken.extend(gone)
         free = self._ids
         if free is not None:
             for g in gone:
@@ -63,7 +70,10 @@ class FreeGpus:
         self._count = int(self.mask.sum())
         self._array = None
         self._ids = None
+        self.origin = self.mask.tobytes()
+        self.taken.clear()
+        self.views.clear()
 
     def signature(self) -> bytes:
         """The free set, comparable between rounds (a round's memo checks it)."""
-        return self.mask.tobytes()
+        return self.origin if not self.taken else self.mask.tobytes()

@@ -377,21 +377,30 @@ class ShapeIndex:
         self.cluster = cluster  # layout (node_of, racks)
         self.allowed = allowed  # node indices this view of the index may use (None: all)
         self._shared = _shared if _shared is not None else _Shared(set(cluster.free))
+        self._narrowed: tuple[int, set[int]] | None = None  # (the shared set's version, its part here)
 
     @property
     def free(self) -> set[int]:
-        """The free GPUs (on the allowed nodes)."""
+        """The free GPUs (on the allowed nodes). Narrowed, the set is made once per change of
+        the shared free set (a `take` through any view) and kept: one request reads it
+        several times (its plan's view, Slurm's start rule), each a pass over every free GPU
+        (tens of thousands at a large site). Read it, never change it."""
         if self.allowed is None:
             return self._shared.free
+        kept = self._narrowed
+        if kept is not None and kept[0] == self._shared.version:
+            return kept[1]
         allowed, nodes = self.allowed, self.cluster.nodes
         if 2 * len(allowed) < len(nodes):
             node_of = self.cluster.node_of
-            return {g for g in self._shared.free if node_of[g] in allowed}
-        # most nodes allowed (a few drained or reserved): take the others' GPUs out, in C,
-        # rather than test every free GPU (tens of thousands at a large site) one by one
-        out = set(self._shared.free)
-        for n in set(range(len(nodes))).difference(allowed):
-            out.difference_update(nodes[n].gpu_ids)
+            out = {g for g in self._shared.free if node_of[g] in allowed}
+        else:
+            # most nodes allowed (a few drained or reserved): take the others' GPUs out, in C,
+            # rather than test every free GPU one by one
+            out = set(self._shared.free)
+            for n in set(range(len(nodes))).difference(allowed):
+                out.difference_update(nodes[n].gpu_ids)
+        self._narrowed = (self._shared.version, out)
         return out
 
     def narrowed(self, allowed: frozenset[int] | None) -> "ShapeIndex":
@@ -406,7 +415,9 @@ class ShapeIndex:
                              self.cluster.rack_of_node, self.allowed, one_rack)
 
     def take(self, gpu_ids: Iterable[int]) -> None:
+        gpu_ids = tuple(gpu_ids)
         self._shared.free.difference_update(gpu_ids)
+        self._shared.version += 1
         for _sf, idx in self._shared.by_sf.values():
             idx.take(gpu_ids)
 
@@ -414,6 +425,7 @@ class ShapeIndex:
 class _Shared:
     def __init__(self, free: set[int]):
         self.free = free
+        self.version = 0  # counts the takes: a narrowed view's free set is kept while it stands
         self.by_sf: dict[int, tuple[object, FreeIndex]] = {}
 
 

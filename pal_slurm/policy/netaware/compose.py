@@ -118,13 +118,17 @@ class NetAwarePlacement:
         """Allocation for one new job against ctx.cluster.free (pald's submit-time path): what
         a plan of that job alone gives (delay, finish-aware choice), or None (defer)."""
         if ctx.shape_index is not None:  # its free set is the truth; plan() reads cluster.free
-            ctx = dataclasses.replace(ctx, cluster=ctx.cluster.with_free(ctx.shape_index.free), shape_index=None)
+            ctx = dataclasses.replace(ctx, cluster=ctx.cluster.with_free(ctx.shape_index.free))
         got = self.plan([job], ctx).launch.get(job.job_id)
         return None if got is None else tuple(got)
 
     # ---- the plan ---------------------------------------------------------------------------
     def plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
-        ctx = self.locality.view(ctx)
+        # with a shape index (place_one: its free set is cluster.free), the allocations over
+        # the free set as the plan begins read their per-node picks from it (_Allocations);
+        # everything else sees the plain context
+        index_ctx = self.locality.view(ctx)
+        ctx = index_ctx if ctx.shape_index is None else dataclasses.replace(index_ctx, shape_index=None)
         cluster = ctx.cluster
         now = ctx.now
         table = _slowdown_table(ctx)
@@ -139,6 +143,9 @@ class NetAwarePlacement:
         def allocate(job: JobRequest, free_ids: Sequence[int], max_tier: int) -> tuple[tuple[int, ...], int, float] | None:
             return score.allocate(job, free_ids, ctx, max_tier, rack_idx)
 
+        def allocate_indexed(job: JobRequest, free_ids: Sequence[int], max_tier: int) -> tuple[tuple[int, ...], int, float] | None:
+            return score.allocate(job, free_ids, index_ctx, max_tier, rack_idx)
+
         deadlines = accept.deadline_table(ctx)
 
         def allowed(job: JobRequest) -> int:
@@ -147,7 +154,7 @@ class NetAwarePlacement:
         ends = _LazyEnds(lambda jid: now + runtime(running[jid], running[jid].running_on))
         releases = _Releases({jid: tuple(j.running_on) for jid, j in running.items()}, ends, cluster,
                              ctx.cache.get("group-counts", topo(cluster), dict))
-        allocations = _Allocations(free, allocate)
+        allocations = _Allocations(free, allocate, allocate_indexed if index_ctx.shape_index is not None else None)
         rnd = Round(ctx, rack_idx, free, releases, allocations, allocate, runtime, allowed, score.variability)
         launch, res = rnd.launch, rnd.res
         preempt, tier_wait, backfill, bin_wait, bound = self.preempt, self.tier_wait, self.reserve, self.bin_wait, self.bound

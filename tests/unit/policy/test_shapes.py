@@ -183,4 +183,30 @@ def test_a_narrowed_index_frees_exactly_the_free_gpus_of_its_nodes(state, allowe
     index.take(sorted(c.free)[:takes])
     allowed = frozenset(n for n in allowed if n < len(c.nodes))
     want = {g for g in index.free if c.node_of[g] in allowed}
-    assert index.narrowed(allowed).free == want
+    narrowed = index.narrowed(allowed)
+    assert narrowed.free == want
+    # the narrowed set is kept between reads: a take through either view is seen by both
+    for gone in ([g for g in sorted(want)[:1]], sorted(index.free)[-2:]):
+        (narrowed if len(gone) == 1 else index).take(gone)
+        assert narrowed.free == {g for g in index.free if c.node_of[g] in allowed}
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=20, deadline=None)
+@given(state=states(), classes=st.lists(st.sampled_from("ABCD"), min_size=1, max_size=6),
+       seed=st.integers(0, 1000))
+def test_a_burst_answered_from_the_index_is_the_burst_answered_on_exact_views(name, state, classes, seed):
+    """pald's burst: each answer is taken out of the index (its per-node picks read from it
+    inside the plan) and never out of the view; every answer is the one on the exact view."""
+    from dataclasses import replace
+
+    c, scores, shape = state
+    index, free = ShapeIndex(c), set(c.free)
+    for i, cls in enumerate(classes):
+        j = job(f"n{i}", shape.total, cls, shape=shape, remaining_time=600.0)
+        exact = placement(name).place_one(j, ctx(c.with_free(free), scores, seed))
+        kept = placement(name).place_one(j, replace(ctx(c, scores, seed), shape_index=index))
+        assert exact == kept
+        if kept is not None:
+            index.take(kept)
+            free -= set(kept)

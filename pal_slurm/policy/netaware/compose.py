@@ -115,25 +115,26 @@ class NetAwarePlacement:
         return self.accept.next_wakeup(order, ctx)
 
     def place_one(self, job: JobRequest, ctx: PlacementContext) -> tuple[int, ...] | None:
-        """Allocation for one new job against ctx.cluster.free (pald's submit-time path): what
-        a plan of that job alone gives (delay, finish-aware choice), or None (defer)."""
-        if ctx.shape_index is not None:  # its free set is the truth; plan() reads cluster.free
-            ctx = dataclasses.replace(ctx, cluster=ctx.cluster.with_free(ctx.shape_index.free))
+        """Allocation for one new job against ctx.cluster.free, or the shape index's free set
+        when the context has one (pald's submit-time path): what a plan of that job alone
+        gives (delay, finish-aware choice), or None (defer)."""
         got = self.plan([job], ctx).launch.get(job.job_id)
         return None if got is None else tuple(got)
 
     # ---- the plan ---------------------------------------------------------------------------
     def plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
-        # with a shape index (place_one: its free set is cluster.free), the allocations over
-        # the free set as the plan begins read their per-node picks from it (_Allocations);
-        # everything else sees the plain context
+        # with a shape index (pald's place_one), the allocations over the free set as the plan
+        # begins read their per-node picks from it (_Allocations); the stages see the plain
+        # context
         index_ctx = self.locality.view(ctx)
         ctx = index_ctx if ctx.shape_index is None else dataclasses.replace(index_ctx, shape_index=None)
         cluster = ctx.cluster
         now = ctx.now
         table = _slowdown_table(ctx)
         rack_idx = self.locality.rack_index(cluster)
-        free = set(cluster.free)
+        # the free GPUs: the index's where one is given (the truth: cluster.free may lag
+        # behind it, PlacementContext.shape_index); nothing in a plan reads cluster.free
+        free = set(cluster.free if index_ctx.shape_index is None else index_ctx.shape_index.free)
         running = {j.job_id: j for j in order if j.running_on}
         estimate, score, accept = self.estimate, self.score, self.accept
 

@@ -210,3 +210,43 @@ def test_a_burst_answered_from_the_index_is_the_burst_answered_on_exact_views(na
         if kept is not None:
             index.take(kept)
             free -= set(kept)
+
+
+@settings(max_examples=80, deadline=None)
+@given(state=states(), cls=st.sampled_from("ABCD"),
+       steps=st.lists(st.tuples(st.sampled_from(["take", "give", "follow"]), st.integers(0, 2**16)), max_size=8))
+def test_an_index_kept_through_takes_gives_and_reads_is_the_index_built_afresh(state, cls, steps):
+    """pald keeps the index across reads and dropped reservations (give, follow): after any
+    sequence its per-node lists and preference orders are those of an index built on the
+    free set it ends with, and so are its picks."""
+    c, scores, _shape = state
+    sf = Ranking.from_scores(scores).sf(cls)
+    index = ShapeIndex(c)
+    narrowed = index.narrowed(frozenset(range(0, len(c.nodes), 2)))
+    index.pick(JobShape.on_nodes(1, 1), sf)  # the class's index exists before the changes
+    free = set(c.free)
+    for what, seed in steps:
+        rng = random.Random(seed)
+        if what == "take":
+            gone = set(rng.sample(sorted(free), min(len(free), rng.randint(0, 4))))
+            index.take(gone)
+            free -= gone
+        elif what == "give":
+            busy = sorted(set(range(c.size)) - free)
+            back = set(rng.sample(busy, min(len(busy), rng.randint(0, 4))))
+            index.give(back)
+            free |= back
+        else:  # a read: any free set of the same layout
+            free = {g for g in range(c.size) if rng.random() < 0.5}
+            index.follow(frozenset(free))
+        assert narrowed.free == {g for g in free if c.node_of[g] % 2 == 0}
+    fresh = ShapeIndex(c.with_free(free))
+    assert index.free == free
+    for k in (1, 2):
+        for g in range(1, c.gpus_per_node + 1):
+            for one_rack in (False, True):
+                shape = JobShape.on_nodes(k, g)
+                assert index.pick(shape, sf, one_rack) == fresh.pick(shape, sf, one_rack)
+    kept, built = index._shared.by_sf[id(sf)][1], fresh._shared.by_sf[id(sf)][1]
+    assert {n: v for n, v in kept.free.items() if v} == {n: v for n, v in built.free.items() if v}
+    assert kept.orders == built.orders

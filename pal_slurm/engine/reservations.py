@@ -116,7 +116,7 @@ class Reservations:
         promised = {n: (job.cpus_per_node, job.memory_per_node_mb) for n in nodes} if job else {}
         self.by_key[key] = Reservation(key, frozenset(gpu_ids), now, promised, slurm_picks, request, user)
         self._available = None  # rebuilt when asked; the index stays in step
-        if self._index is not None:
+        if self._index is not None and not self._index_behind:  # (behind: it follows when asked)
             self._index.take(gpu_ids)
 
     def drop(self, key: str) -> None:

@@ -388,6 +388,10 @@ class ShapeIndex:
     `narrowed(allowed)` is the same index seen by a job that may use only some nodes: it
     shares the indexes and the free set (a take through either is seen by both)."""
 
+    # `follow` moves the index node by node while at most 1/REBUILD_SHARE of the nodes changed
+    # (a node costs about what building the whole index costs per 600 nodes)
+    REBUILD_SHARE = 16
+
     def __init__(self, cluster: ClusterView, allowed: frozenset[int] | None = None,
                  _shared: _Shared | None = None):
         self.cluster = cluster  # layout (node_of, racks)
@@ -451,6 +455,15 @@ class ShapeIndex:
         a read changes a few nodes, and following it costs what changed."""
         shared = self._shared.free
         gone, back = shared.difference(free), frozenset(free).difference(shared)
+        node_of = self.cluster.node_of
+        if len({node_of[g] for g in itertools.chain(gone, back)}) * self.REBUILD_SHARE > len(self.cluster.nodes):
+            # many nodes changed (a cycle's releases): each class's index is built again when
+            # next asked, cheaper than moving it node by node
+            shared.difference_update(gone)
+            shared.update(back)
+            self._shared.by_sf.clear()
+            self._shared.on_nodes.clear()
+            return
         if gone:
             self.take(gone)
         if back:

@@ -214,14 +214,17 @@ def test_a_burst_answered_from_the_index_is_the_burst_answered_on_exact_views(na
 
 @settings(max_examples=80, deadline=None)
 @given(state=states(), cls=st.sampled_from("ABCD"),
-       steps=st.lists(st.tuples(st.sampled_from(["take", "give", "follow"]), st.integers(0, 2**16)), max_size=8))
-def test_an_index_kept_through_takes_gives_and_reads_is_the_index_built_afresh(state, cls, steps):
+       steps=st.lists(st.tuples(st.sampled_from(["take", "give", "follow"]), st.integers(0, 2**16)), max_size=8),
+       rebuild=st.booleans())
+def test_an_index_kept_through_takes_gives_and_reads_is_the_index_built_afresh(state, cls, steps, rebuild):
     """pald keeps the index across reads and dropped reservations (give, follow): after any
     sequence its per-node lists and preference orders are those of an index built on the
-    free set it ends with, and so are its picks."""
+    free set it ends with, and so are its picks; whether a read moves it node by node or
+    has it built again (`rebuild`: every read changes too many nodes)."""
     c, scores, _shape = state
     sf = Ranking.from_scores(scores).sf(cls)
     index = ShapeIndex(c)
+    index.REBUILD_SHARE = 10**6 if rebuild else 0
     narrowed = index.narrowed(frozenset(range(0, len(c.nodes), 2)))
     index.pick(JobShape.on_nodes(1, 1), sf)  # the class's index exists before the changes
     free = set(c.free)

@@ -383,7 +383,7 @@ class FreeIndex:
 
 class ShapeIndex:
     """A free set (`free`, the truth) and per-class FreeIndexes over it, built on first use and
-    kept in step by `take`. Whoever owns the free set owns its ShapeIndex (pald's
+    kept in step by `take` and `give` (`follow`: onto a new free set of the same layout). Whoever owns the free set owns its ShapeIndex (pald's
     PlacementService) and passes it in the context (PlacementContext.shape_index).
     `narrowed(allowed)` is the same index seen by a job that may use only some nodes: it
     shares the indexes and the free set (a take through either is seen by both)."""

@@ -58,6 +58,7 @@ class Reservations:
     per_user_max: int = 8
     _available: ClusterView | None = None  # the view minus the reservations
     _index: ShapeIndex | None = None  # the same free GPUs, indexed
+    _index_behind: bool = False  # the index is of an earlier free set (same layout): follow it when asked
 
     # ---- what the engine decides on ------------------------------------------------------
     def available(self, view: ClusterView) -> ClusterView:
@@ -68,8 +69,13 @@ class Reservations:
         return self._available
 
     def index(self, view: ClusterView) -> ShapeIndex:
+        """The free GPUs of `available`, indexed (ShapeIndex); kept across reads and dropped
+        reservations of the same layout, moved onto the new free set by what changed."""
         if self._index is None:
             self._index = ShapeIndex(self.available(view))
+        elif self._index_behind:
+            self._index.follow(self.available(view).free)
+        self._index_behind = False
         return self._index
 
     def promised(self) -> dict[str, tuple[int, int]]:
@@ -110,22 +116,29 @@ class Reservations:
         promised = {n: (job.cpus_per_node, job.memory_per_node_mb) for n in nodes} if job else {}
         self.by_key[key] = Reservation(key, frozenset(gpu_ids), now, promised, slurm_picks, request, user)
         self._available = None  # rebuilt when asked; the index stays in step
-        if self._index is not None:
+        if self._index is not None and not self._index_behind:  # (behind: it follows when asked)
             self._index.take(gpu_ids)
 
     def drop(self, key: str) -> None:
         """A decision that could not be carried out: its GPUs are free again."""
         if self.by_key.pop(key, None) is not None:
-            self.changed()
+            self._free_changed()
 
     def clear(self) -> None:
         self.by_key.clear()
         self.changed()
 
     def changed(self) -> None:
-        """The view (or the reservations, wholesale) changed: the free GPUs are rebuilt when asked."""
+        """The layout or the ranking changed (or the reservations, wholesale): the free GPUs
+        and their index are made again when asked."""
         self._available = None
         self._index = None
+
+    def _free_changed(self) -> None:
+        """The free GPUs changed on the same layout and ranking (a read, a dropped
+        reservation): made again when asked, the index moved onto them (`index`)."""
+        self._available = None
+        self._index_behind = self._index is not None
 
     # ---- what a Slurm read shows ---------------------------------------------------------
     def observe(self, view: ClusterView, now: float, started: Collection[str], in_queue: Collection[str] | None,
@@ -142,7 +155,7 @@ class Reservations:
             elif in_queue is not None and key in in_queue and not r.seen:
                 self.by_key[key] = replace(r, seen=True)
         self.follow_slurm_picks(view)
-        self.changed()
+        self._free_changed()
 
     def follow_slurm_picks(self, view: ClusterView) -> None:
         """Move each not yet started job whose slots Slurm picks onto the lowest slots free on

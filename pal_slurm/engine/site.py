@@ -33,15 +33,23 @@ from pal_slurm.slurm.gres import tres_per_node
 
 class Facts(NamedTuple):
     """What the service knows when a job is asked about: its last Slurm read less its
-    reservations, and the jobs it plans around."""
+    reservations, and the jobs it plans around. Read before the decision is booked (every
+    caller books after deciding): `available` and `shape_index` are the book's own."""
 
     view: ClusterView
     site: SiteView | None
-    available: ClusterView  # the view with reserved GPUs taken out
-    shape_index: ShapeIndex  # the same free GPUs, indexed
+    book: Reservations  # the reservations (the free GPUs they leave: `available`)
+    shape_index: ShapeIndex  # the free GPUs the reservations leave, indexed
     ranking: Ranking
     promised: Promised
     running: Sequence[JobRequest]  # the running jobs a placement that plans around them sees
+
+    @property
+    def available(self) -> ClusterView:
+        """The view with reserved GPUs taken out, made when first asked after a booking: a
+        burst of `now` requests answered from the index never needs it, and each copy is a
+        pass over every free GPU (tens of thousands at a large site)."""
+        return self.book.available(self.view)
 
 
 class Seen(NamedTuple):
@@ -60,7 +68,7 @@ def facts_of(engine: Engine, book: Reservations, seen: Seen, running: bool = Tru
     promised ones, when the placement plans around them; False: none, for an answer that
     cannot use them)."""
     view = seen.view
-    return Facts(view, seen.site, book.available(view), book.index(view), seen.ranking, book.promised(),
+    return Facts(view, seen.site, book, book.index(view), seen.ranking, book.promised(),
                  planning_running(engine, book, seen) if running else ())
 
 
@@ -183,7 +191,7 @@ def decide(engine: Engine, where: Where, facts: Facts, got: Intake, mode: str, n
     bound, why = vetted(facts.site, choice)
     if bound is None:  # Slurm may not have what the view says: the job runs as submitted
         return Submitted(DecisionKind.PASS, f"doubt:{why}")
-    gpus, choice = as_slurm_takes(view, facts.available.free, job, gpus, choice, bound)
+    gpus, choice = as_slurm_takes(view, facts.shape_index.free, job, gpus, choice, bound)
     gres = None
     if bound is Binding.SLOTS and shape.is_per_node and choice.same_slots_everywhere():
         gres = tres_per_node(next(iter(choice.nodes.values())))

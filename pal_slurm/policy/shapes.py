@@ -337,6 +337,22 @@ class FreeIndex:
             for g, key in self._keys(node).items():
                 bisect.insort(self.orders[g], key)
 
+    def give(self, gpu_ids: Iterable[int]) -> None:
+        """`gpu_ids` (taken ones) are free again: `take` undone, node by node."""
+        touched: dict[int, set[int]] = {}
+        for gid in gpu_ids:
+            touched.setdefault(self.node_of[gid], set()).add(gid)
+        sf = self.sf
+        for node, back in touched.items():
+            for g, key in self._keys(node).items():
+                lst = self.orders[g]
+                i = bisect.bisect_left(lst, key)
+                if i < len(lst) and lst[i] == key:
+                    del lst[i]
+            self.free[node] = sorted(back.union(self.free.get(node, [])), key=lambda x: (sf[x], x))
+            for g, key in self._keys(node).items():
+                bisect.insort(self.orders[g], key)
+
     def choose(self, k: int, g: int, rack_of_node: Sequence[str] | None = None, allowed: frozenset[int] | None = None,
                one_rack: bool = False) -> tuple[int, ...] | None:
         """The best `k` nodes for `g` GPUs each (with `rack_of_node`: under as few leaves as
@@ -367,10 +383,14 @@ class FreeIndex:
 
 class ShapeIndex:
     """A free set (`free`, the truth) and per-class FreeIndexes over it, built on first use and
-    kept in step by `take`. Whoever owns the free set owns its ShapeIndex (pald's
+    kept in step by `take` and `give` (`follow`: onto a new free set of the same layout). Whoever owns the free set owns its ShapeIndex (pald's
     PlacementService) and passes it in the context (PlacementContext.shape_index).
     `narrowed(allowed)` is the same index seen by a job that may use only some nodes: it
     shares the indexes and the free set (a take through either is seen by both)."""
+
+    # `follow` moves the index node by node while at most 1/REBUILD_SHARE of the nodes changed
+    # (a node costs about what building the whole index costs per 600 nodes)
+    REBUILD_SHARE = 16
 
     def __init__(self, cluster: ClusterView, allowed: frozenset[int] | None = None,
                  _shared: _Shared | None = None):
@@ -380,19 +400,26 @@ class ShapeIndex:
 
     @property
     def free(self) -> set[int]:
-        """The free GPUs (on the allowed nodes)."""
+        """The free GPUs (on the allowed nodes). Read it, never change it: narrowed, the set
+        is made once per set of allowed nodes and kept in step by `take` (_Shared.on_nodes),
+        as each request of a burst reads it (its plan's free set, Slurm's start rule) and
+        each making is a pass over every free GPU (tens of thousands at a large site)."""
         if self.allowed is None:
             return self._shared.free
+        kept = self._shared.on_nodes.get(self.allowed)
+        if kept is not None:
+            return kept
         allowed, nodes = self.allowed, self.cluster.nodes
         if 2 * len(allowed) < len(nodes):
             node_of = self.cluster.node_of
-            return {g for g in self._shared.free if node_of[g] in allowed}
-        # most nodes allowed (a few drained or reserved): take the others' GPUs out, in C,
-        # rather than test every free GPU (tens of thousands at a large site) one by one
-        out = set(self._shared.free)
-        for n in set(range(len(nodes))).difference(allowed):
-            out.difference_update(nodes[n].gpu_ids)
-        return out
+            out = {g for g in self._shared.free if node_of[g] in allowed}
+        else:
+            # most nodes allowed (a few drained or reserved): take the others' GPUs out, in C,
+            # rather than test every free GPU one by one
+            out = set(self._shared.free)
+            for n in set(range(len(nodes))).difference(allowed):
+                out.difference_update(nodes[n].gpu_ids)
+        return self._shared.keep(allowed, out)
 
     def narrowed(self, allowed: frozenset[int] | None) -> "ShapeIndex":
         return self if allowed is None else ShapeIndex(self.cluster, allowed, self._shared)
@@ -406,15 +433,59 @@ class ShapeIndex:
                              self.cluster.rack_of_node, self.allowed, one_rack)
 
     def take(self, gpu_ids: Iterable[int]) -> None:
+        gpu_ids = tuple(gpu_ids)
         self._shared.free.difference_update(gpu_ids)
+        for kept in self._shared.on_nodes.values():
+            kept.difference_update(gpu_ids)
         for _sf, idx in self._shared.by_sf.values():
             idx.take(gpu_ids)
 
+    def give(self, gpu_ids: Iterable[int]) -> None:
+        """`gpu_ids` (taken ones) are free again."""
+        gpu_ids = tuple(gpu_ids)
+        self._shared.free.update(gpu_ids)
+        self._shared.on_nodes.clear()  # made again when next asked
+        for _sf, idx in self._shared.by_sf.values():
+            idx.give(gpu_ids)
+
+    def follow(self, free: Collection[int]) -> None:
+        """The free set is now `free` (same layout): the GPUs no longer free taken, those free
+        again given back. Why: building a class's index is a sort of every free GPU (tens of
+        milliseconds at 65,536 GPUs), which the first request after each Slurm read paid;
+        a read changes a few nodes, and following it costs what changed."""
+        shared = self._shared.free
+        gone, back = shared.difference(free), frozenset(free).difference(shared)
+        node_of = self.cluster.node_of
+        if len({node_of[g] for g in itertools.chain(gone, back)}) * self.REBUILD_SHARE > len(self.cluster.nodes):
+            # many nodes changed (a cycle's releases): each class's index is built again when
+            # next asked, cheaper than moving it node by node
+            shared.difference_update(gone)
+            shared.update(back)
+            self._shared.by_sf.clear()
+            self._shared.on_nodes.clear()
+            return
+        if gone:
+            self.take(gone)
+        if back:
+            self.give(back)
+
 
 class _Shared:
+    """What every view of one ShapeIndex shares: the free set, the per-class indexes, and the
+    free set on each set of allowed nodes asked about (a read's node groups: a few)."""
+
+    MAX_KEPT = 16  # sets of allowed nodes kept (each is taken from at every take)
+
     def __init__(self, free: set[int]):
         self.free = free
         self.by_sf: dict[int, tuple[object, FreeIndex]] = {}
+        self.on_nodes: dict[frozenset[int], set[int]] = {}
+
+    def keep(self, allowed: frozenset[int], free: set[int]) -> set[int]:
+        if len(self.on_nodes) >= self.MAX_KEPT:
+            self.on_nodes.clear()
+        self.on_nodes[allowed] = free
+        return free
 
 
 def place_one_per_node(job: JobRequest, ctx: PlacementContext, variability: bool = True) -> tuple[int, ...] | None:

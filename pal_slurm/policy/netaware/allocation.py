@@ -120,14 +120,21 @@ def _per_node_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementCon
     cluster = ctx.cluster
     shape = shape_of(job)
     sf = ctx.ranking.sf(job.perf_class) if variability else uniform_sf(cluster)
+    index = ctx.shape_index  # given, `free` is its free set: the same pick, read from the index
+
+    def pick(one_rack: bool = False) -> tuple[int, ...] | None:
+        if index is not None:
+            return index.pick(shape, sf, one_rack)
+        return per_node_pick(shape, free, sf, cluster, one_rack=one_rack, cache=ctx.cache)
+
     if (shape.nodes or 1) == 1:
-        picks = [per_node_pick(shape, free, sf, cluster, cache=ctx.cache)]
+        picks = [pick()]
     elif max_tier < RACK:
         return None
     else:
-        picks = [per_node_pick(shape, free, sf, cluster, one_rack=True, cache=ctx.cache)]
+        picks = [pick(one_rack=True)]
         if max_tier >= SPINE:
-            picks.append(per_node_pick(shape, free, sf, cluster, cache=ctx.cache))
+            picks.append(pick())
     best = None
     for gpus in picks:
         if gpus is None:

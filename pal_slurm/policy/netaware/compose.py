@@ -115,21 +115,26 @@ class NetAwarePlacement:
         return self.accept.next_wakeup(order, ctx)
 
     def place_one(self, job: JobRequest, ctx: PlacementContext) -> tuple[int, ...] | None:
-        """Allocation for one new job against ctx.cluster.free (pald's submit-time path): what
-        a plan of that job alone gives (delay, finish-aware choice), or None (defer)."""
-        if ctx.shape_index is not None:  # its free set is the truth; plan() reads cluster.free
-            ctx = dataclasses.replace(ctx, cluster=ctx.cluster.with_free(ctx.shape_index.free), shape_index=None)
+        """Allocation for one new job against ctx.cluster.free, or the shape index's free set
+        when the context has one (pald's submit-time path): what a plan of that job alone
+        gives (delay, finish-aware choice), or None (defer)."""
         got = self.plan([job], ctx).launch.get(job.job_id)
         return None if got is None else tuple(got)
 
     # ---- the plan ---------------------------------------------------------------------------
     def plan(self, order: Sequence[JobRequest], ctx: PlacementContext) -> RoundPlan:
-        ctx = self.locality.view(ctx)
+        # with a shape index (pald's place_one), the allocations over the free set as the plan
+        # begins read their per-node picks from it (_Allocations); the stages see the plain
+        # context
+        index_ctx = self.locality.view(ctx)
+        ctx = index_ctx if ctx.shape_index is None else dataclasses.replace(index_ctx, shape_index=None)
         cluster = ctx.cluster
         now = ctx.now
         table = _slowdown_table(ctx)
         rack_idx = self.locality.rack_index(cluster)
-        free = set(cluster.free)
+        # the free GPUs: the index's where one is given (the truth: cluster.free may lag
+        # behind it, PlacementContext.shape_index); nothing in a plan reads cluster.free
+        free = set(cluster.free if index_ctx.shape_index is None else index_ctx.shape_index.free)
         running = {j.job_id: j for j in order if j.running_on}
         estimate, score, accept = self.estimate, self.score, self.accept
 
@@ -139,6 +144,9 @@ class NetAwarePlacement:
         def allocate(job: JobRequest, free_ids: Sequence[int], max_tier: int) -> tuple[tuple[int, ...], int, float] | None:
             return score.allocate(job, free_ids, ctx, max_tier, rack_idx)
 
+        def allocate_indexed(job: JobRequest, free_ids: Sequence[int], max_tier: int) -> tuple[tuple[int, ...], int, float] | None:
+            return score.allocate(job, free_ids, index_ctx, max_tier, rack_idx)
+
         deadlines = accept.deadline_table(ctx)
 
         def allowed(job: JobRequest) -> int:
@@ -147,7 +155,7 @@ class NetAwarePlacement:
         ends = _LazyEnds(lambda jid: now + runtime(running[jid], running[jid].running_on))
         releases = _Releases({jid: tuple(j.running_on) for jid, j in running.items()}, ends, cluster,
                              ctx.cache.get("group-counts", topo(cluster), dict))
-        allocations = _Allocations(free, allocate)
+        allocations = _Allocations(free, allocate, allocate_indexed if index_ctx.shape_index is not None else None)
         rnd = Round(ctx, rack_idx, free, releases, allocations, allocate, runtime, allowed, score.variability)
         launch, res = rnd.launch, rnd.res
         preempt, tier_wait, backfill, bin_wait, bound = self.preempt, self.tier_wait, self.reserve, self.bin_wait, self.bound

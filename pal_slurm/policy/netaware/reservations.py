@@ -8,7 +8,9 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence, overload
+
+import numpy as np
 
 from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.decision import JobId
@@ -16,6 +18,44 @@ from pal_slurm.model.network import NODE, RACK, SPINE
 from pal_slurm.model.shape import JobShape
 from pal_slurm.policy.netaware.estimates import _TABLE_LIMIT, _Table, topo
 from pal_slurm.policy.shapes import fewest_leaves_among_ties, slurm_pick
+
+class SortedIds(Sequence[int]):
+    """A free set as the ascending id list an allocator reads, sorted when first read past its
+    length: an allocation answered from a shape index reads only how many are free, and
+    sorting tens of thousands of ids per request was most of pald's submit-path cost."""
+
+    __slots__ = ("_free", "_ids")
+
+    def __init__(self, free: Collection[int]):
+        self._free = free
+        self._ids: list[int] | None = None
+
+    def _list(self) -> list[int]:
+        if self._ids is None:
+            self._ids = sorted(self._free)
+        return self._ids
+
+    def __len__(self) -> int:
+        return len(self._free)
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        return self._list()[i]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._list())
+
+    def __contains__(self, g: object) -> bool:
+        return g in self._free
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self._list(), dtype=dtype)
+
 
 class _LazyEnds(dict[JobId, float]):
     """{job id: estimated end}, computed on first use (most plans never need them)."""
@@ -35,15 +75,22 @@ class _Allocations:
     change (`changed`): the jobs of a deep queue ask the same questions (same size, class,
     model, shape and accepted tier) many times in one plan."""
 
-    def __init__(self, free: set[int], allocate: Callable[[JobRequest, Sequence[int], int], Any]):
+    def __init__(self, free: set[int], allocate: Callable[[JobRequest, Sequence[int], int], Any],
+                 indexed: Callable[[JobRequest, Sequence[int], int], Any] | None = None):
         self.free, self.allocate = free, allocate
+        # the same allocation read from the caller's shape index (PlacementContext.shape_index)
+        # while `free` is the set it indexes: until the first `changed`; None: no index
+        self.indexed = indexed
         self.memo: dict[tuple[Any, ...], Any] = {}
         self.reservations: dict[tuple[Any, ...], _Reservation] = {}
 
     def best(self, job: JobRequest, max_tier: int) -> Any:
         key = (job.num_gpus, job.perf_class, job.shape, job.app, job.net_sensitivity, max_tier)
         if key not in self.memo:
-            self.memo[key] = self.allocate(job, sorted(self.free), max_tier)
+            if self.indexed is not None:  # an answer from the index need not sort every free GPU
+                self.memo[key] = self.indexed(job, SortedIds(self.free), max_tier)
+            else:
+                self.memo[key] = self.allocate(job, sorted(self.free), max_tier)
         return self.memo[key]
 
     def reservation(self, key: tuple[Any, ...], make: Callable[[], "_Reservation"]) -> "_Reservation":
@@ -57,6 +104,7 @@ class _Allocations:
     def changed(self) -> None:
         self.memo.clear()
         self.reservations.clear()
+        self.indexed = None  # `free` is no longer the set the index holds
 
 
 

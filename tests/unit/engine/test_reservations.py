@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pal_slurm.engine.reservations import Reservations
 from pal_slurm.intake.restrictions import JobRestrictions
-from pal_slurm.model import ClusterView
+from pal_slurm.model import ClusterView, JobShape
+from pal_slurm.policy.shapes import ShapeIndex
 
 VIEW = ClusterView.from_layout([("gpu01", 4), ("gpu02", 4)])
 
@@ -38,3 +39,23 @@ def test_a_read_ends_a_booking_it_confirms_or_that_outlived_its_ttl():
     assert set(book.by_key) == {"job:2"}  # its GPU looks busy: Slurm started it
     book.observe(VIEW, 40.0, (), None, None, grace_s=2.0, ttl_s=30.0)
     assert not book.by_key
+
+
+def test_the_index_follows_reads_and_dropped_bookings_as_one_built_afresh():
+    """The index is kept across a read and a dropped booking of the same layout (rebuilding
+    it cost the first request after each read a sort of every free GPU): it is moved onto
+    the new free set, and picks as an index built on it does."""
+    book = Reservations()
+    book.reserve("a", [0, 1], now=0.0)
+    book.reserve("b", [4], now=0.0)
+    index = book.index(VIEW)
+    sf = (1.0,) * VIEW.size
+    assert index.pick(JobShape.on_nodes(1, 2), sf) == (2, 3)  # the class's index exists
+    book.drop("a")
+    assert book.index(VIEW) is index and index.free == VIEW.free - {4}
+    read = VIEW.with_free(VIEW.free - {2, 3, 5})  # a job started on gpu01's 2-3 and gpu02's 5
+    book.observe(read, now=1.0, started=(), in_queue=None, queue_read_at=None, grace_s=2.0, ttl_s=30.0)
+    assert book.index(read) is index and index.free == read.free - {4}
+    fresh = ShapeIndex(read.with_free(read.free - {4}))
+    for g in (1, 2, 3):
+        assert index.pick(JobShape.on_nodes(1, g), sf) == fresh.pick(JobShape.on_nodes(1, g), sf)

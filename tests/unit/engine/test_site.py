@@ -6,6 +6,7 @@ from __future__ import annotations
 from pal_slurm.daemon.protocol import JobFields
 from pal_slurm.engine import Engine, EngineSettings
 from pal_slurm.engine.site import Facts, decide
+from pal_slurm.engine.reservations import Reservations
 from pal_slurm.engine.where import Released, Where, release_on
 from pal_slurm.intake.job import Intake, from_hook
 from pal_slurm.model import ClusterView, DecisionKind
@@ -18,7 +19,7 @@ VIEW = ClusterView.from_layout([("gpu01", 4), ("gpu02", 4)])
 
 
 def facts(view: ClusterView = VIEW) -> Facts:
-    return Facts(view, None, view, ShapeIndex(view), Ranking.uniform(view.size, version=0), {}, ())
+    return Facts(view, None, Reservations(), ShapeIndex(view), Ranking.uniform(view.size, version=0), {}, ())
 
 
 def job(gpn: int, mode: str | None = None) -> Intake:

@@ -183,4 +183,73 @@ def test_a_narrowed_index_frees_exactly_the_free_gpus_of_its_nodes(state, allowe
     index.take(sorted(c.free)[:takes])
     allowed = frozenset(n for n in allowed if n < len(c.nodes))
     want = {g for g in index.free if c.node_of[g] in allowed}
-    assert index.narrowed(allowed).free == want
+    narrowed = index.narrowed(allowed)
+    assert narrowed.free == want
+    # the narrowed set is kept between reads: a take through either view is seen by both
+    for gone in ([g for g in sorted(want)[:1]], sorted(index.free)[-2:]):
+        (narrowed if len(gone) == 1 else index).take(gone)
+        assert narrowed.free == {g for g in index.free if c.node_of[g] in allowed}
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=20, deadline=None)
+@given(state=states(), classes=st.lists(st.sampled_from("ABCD"), min_size=1, max_size=6),
+       seed=st.integers(0, 1000))
+def test_a_burst_answered_from_the_index_is_the_burst_answered_on_exact_views(name, state, classes, seed):
+    """pald's burst: each answer is taken out of the index (its per-node picks read from it
+    inside the plan) and never out of the view; every answer is the one on the exact view."""
+    from dataclasses import replace
+
+    c, scores, shape = state
+    index, free = ShapeIndex(c), set(c.free)
+    for i, cls in enumerate(classes):
+        j = job(f"n{i}", shape.total, cls, shape=shape, remaining_time=600.0)
+        exact = placement(name).place_one(j, ctx(c.with_free(free), scores, seed))
+        kept = placement(name).place_one(j, replace(ctx(c, scores, seed), shape_index=index))
+        assert exact == kept
+        if kept is not None:
+            index.take(kept)
+            free -= set(kept)
+
+
+@settings(max_examples=80, deadline=None)
+@given(state=states(), cls=st.sampled_from("ABCD"),
+       steps=st.lists(st.tuples(st.sampled_from(["take", "give", "follow"]), st.integers(0, 2**16)), max_size=8),
+       rebuild=st.booleans())
+def test_an_index_kept_through_takes_gives_and_reads_is_the_index_built_afresh(state, cls, steps, rebuild):
+    """pald keeps the index across reads and dropped reservations (give, follow): after any
+    sequence its per-node lists and preference orders are those of an index built on the
+    free set it ends with, and so are its picks; whether a read moves it node by node or
+    has it built again (`rebuild`: every read changes too many nodes)."""
+    c, scores, _shape = state
+    sf = Ranking.from_scores(scores).sf(cls)
+    index = ShapeIndex(c)
+    index.REBUILD_SHARE = 10**6 if rebuild else 0
+    narrowed = index.narrowed(frozenset(range(0, len(c.nodes), 2)))
+    index.pick(JobShape.on_nodes(1, 1), sf)  # the class's index exists before the changes
+    free = set(c.free)
+    for what, seed in steps:
+        rng = random.Random(seed)
+        if what == "take":
+            gone = set(rng.sample(sorted(free), min(len(free), rng.randint(0, 4))))
+            index.take(gone)
+            free -= gone
+        elif what == "give":
+            busy = sorted(set(range(c.size)) - free)
+            back = set(rng.sample(busy, min(len(busy), rng.randint(0, 4))))
+            index.give(back)
+            free |= back
+        else:  # a read: any free set of the same layout
+            free = {g for g in range(c.size) if rng.random() < 0.5}
+            index.follow(frozenset(free))
+        assert narrowed.free == {g for g in free if c.node_of[g] % 2 == 0}
+    fresh = ShapeIndex(c.with_free(free))
+    assert index.free == free
+    for k in (1, 2):
+        for g in range(1, c.gpus_per_node + 1):
+            for one_rack in (False, True):
+                shape = JobShape.on_nodes(k, g)
+                assert index.pick(shape, sf, one_rack) == fresh.pick(shape, sf, one_rack)
+    kept, built = index._shared.by_sf[id(sf)][1], fresh._shared.by_sf[id(sf)][1]
+    assert {n: v for n, v in kept.free.items() if v} == {n: v for n, v in built.free.items() if v}
+    assert kept.orders == built.orders

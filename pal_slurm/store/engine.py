@@ -61,12 +61,16 @@ def safe_url(url: str | URL) -> str:
 WRITE_OPTION = "pal_write"
 
 
-def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
+def _sqlite_on_connect(dbapi_conn: Any, _record: Any, *, read_only: bool = False) -> None:
     # We emit BEGIN ourselves (see _sqlite_on_begin); pysqlite's implicit BEGIN is off.
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     try:
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        if read_only:
+            # No switch to WAL (that writes the file's header): a reader takes the file as it is.
+            cur.execute("PRAGMA query_only = ON")
+            return
         cur.execute("PRAGMA foreign_keys = ON")
         _ensure_wal(cur)
         cur.execute("PRAGMA synchronous = NORMAL")
@@ -91,15 +95,8 @@ def _ensure_wal(cur: Any) -> None:
             time.sleep(0.01)
 
 
-def _sqlite_read_only_on_connect(dbapi_conn: Any, _record: Any) -> None:
-    # No switch to WAL (that writes the file's header): a reader takes the file as it is.
-    dbapi_conn.isolation_level = None
-    cur = dbapi_conn.cursor()
-    try:
-        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cur.execute("PRAGMA query_only = ON")
-    finally:
-        cur.close()
+def _sqlite_read_only_on_connect(dbapi_conn: Any, record: Any) -> None:
+    _sqlite_on_connect(dbapi_conn, record, read_only=True)
 
 
 def _pg_read_only_on_connect(dbapi_conn: Any, _record: Any) -> None:

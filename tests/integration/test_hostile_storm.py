@@ -67,7 +67,13 @@ def test_lists_longer_than_the_hook_reads_pass_unread(storm):
     for kind in ("exclude-60KiB-ranges", "exclude-64KiB-names"):
         rows = result.per_kind[kind]
         assert rows and all(d == "pass" and r == "input-too-large:exclude" for d, r, _ in rows), rows
-        assert pct(result.run_ms(kind), 99) < 5.0  # a length check, not a read
+        # A length check, not a read: tens of microseconds per run, where reading 64 KiB of
+        # names costs milliseconds every time. The median tells the two apart; the storm's
+        # ~10 runs of a kind have no p99 but their maximum, which one preemption of slurmctld
+        # on a 2-core host puts past 5 ms, so the maximum gets only a loose bound.
+        run_ms = result.run_ms(kind)
+        assert pct(run_ms, 50) < 1.0, run_ms
+        assert max(run_ms) < 25.0, run_ms
 
 
 def test_pald_stays_alive_and_small(storm):

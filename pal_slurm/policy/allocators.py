@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from typing import Iterable, Sequence, cast
+from typing import Callable, Hashable, Iterable, Protocol, Sequence, TypeVar, cast
 
 import numpy as np
 
@@ -200,20 +200,37 @@ def _pm_first_keys(job: JobRequest, free: FreeGpus, ctx: PlacementContext, codes
     single = job.num_gpus == 1
     if not single and job.num_gpus < node_gpus.shape[1]:
         return None
-    kind = ("pm-first", single, id(codes))
+    return _round_view(free, ctx, ("pm-first", single), codes, lambda origin: PmFirstKeys(
+        origin, codes, _node_array(ctx.cluster.node_of, ctx.cache), node_gpus, single))
+
+
+class _RoundView(Protocol):
+    codes: np.ndarray
+
+    def copy(self: _View) -> _View: ...
+
+    def update(self: _View, free: FreeGpus) -> _View: ...
+
+
+_View = TypeVar("_View", bound=_RoundView)
+
+
+def _round_view(free: FreeGpus, ctx: PlacementContext, name: Hashable, codes: np.ndarray,
+                make: Callable[[np.ndarray], _View]) -> _View:
+    """The round's view `name` of its free GPUs for one class's bins (`codes`), up to date.
+    Every round of a run starts from the same free set, mostly: the view made from it
+    (`make(origin mask)`) is kept for the run (the last set only), and each round updates a
+    copy of it, kept in the round's FreeGpus."""
+    kind = (name, id(codes))
     view = free.views.get(kind)
-    if isinstance(view, PmFirstKeys) and view.codes is codes:
-        return view.update(free)
-    # every round of a run starts from the same free set, mostly: its keys are kept for the
-    # run (the last set only), and each round updates a copy
-    start = cast("tuple[bytes, PmFirstKeys] | None", ctx.cache.lookup(("pm-first-start", single), codes))
+    if view is not None and cast("_View", view).codes is codes:
+        return cast("_View", view).update(free)
+    start = cast("tuple[bytes, _View] | None", ctx.cache.lookup((name, "start"), codes))
     if start is None or start[0] != free.origin:
-        origin = np.frombuffer(free.origin, dtype=bool)
-        start = ctx.cache.put(("pm-first-start", single), codes, (free.origin, PmFirstKeys(
-            origin, codes, _node_array(ctx.cluster.node_of, ctx.cache), node_gpus, single)))
-    view = start[1].copy()
-    free.views[kind] = view
-    return view.update(free)
+        start = ctx.cache.put((name, "start"), codes, (free.origin, make(np.frombuffer(free.origin, dtype=bool))))
+    fresh = start[1].copy()
+    free.views[kind] = fresh
+    return fresh.update(free)
 
 
 def pm_first(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[int, ...] | None:
@@ -225,8 +242,7 @@ def pm_first(job: JobRequest, free: FreeGpus, ctx: PlacementContext) -> tuple[in
         return view.pick(job.num_gpus)
     c = free.array()
     nodes = _node_array(ctx.cluster.node_of, ctx.cache)
-    return _pm_first_arrays(c, _bin_codes(ctx.ranking.sf(job.perf_class), ctx.cache)[c], nodes[c], job.num_gpus,
-                            len(nodes))
+    return _pm_first_arrays(c, codes[c], nodes[c], job.num_gpus, len(nodes))
 
 
 def lxv_order(sf: Sequence[float], locality_penalty: float, cache: RunCache | None = None) -> list[tuple[float, bool, float]]:
@@ -301,20 +317,9 @@ class PalNodes:
 
 
 def _pal_nodes(free: FreeGpus, ctx: PlacementContext, codes: np.ndarray) -> PalNodes:
-    """The round's PalNodes for this class's bins (its first read copies the run's, made for
-    the same starting free set: see _pm_first_keys)."""
-    kind = ("pal-nodes", id(codes))
-    view = free.views.get(kind)
-    if isinstance(view, PalNodes) and view.codes is codes:
-        return view.update(free)
-    start = cast("tuple[bytes, PalNodes] | None", ctx.cache.lookup("pal-nodes-start", codes))
-    if start is None or start[0] != free.origin:
-        start = ctx.cache.put("pal-nodes-start", codes, (free.origin, PalNodes(
-            np.frombuffer(free.origin, dtype=bool), codes, _node_array(ctx.cluster.node_of, ctx.cache),
-            len(ctx.cluster.nodes))))
-    view = start[1].copy()
-    free.views[kind] = view
-    return view.update(free)
+    """The round's PalNodes for this class's bins (_round_view)."""
+    return _round_view(free, ctx, "pal-nodes", codes, lambda origin: PalNodes(
+        origin, codes, _node_array(ctx.cluster.node_of, ctx.cache), len(ctx.cluster.nodes)))
 
 
 def _code_of(sf: tuple[float, ...], cache: RunCache) -> dict[float, int]:

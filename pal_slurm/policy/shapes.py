@@ -323,35 +323,32 @@ class FreeIndex:
         fl = self.free.get(node, [])
         return {g: (self.sf[fl[g - 1]], len(fl), node) for g in range(1, len(fl) + 1)}
 
-    def take(self, gpu_ids: Iterable[int]) -> None:
+    def _by_node(self, gpu_ids: Iterable[int]) -> dict[int, set[int]]:
         touched: dict[int, set[int]] = {}
         for gid in gpu_ids:
             touched.setdefault(self.node_of[gid], set()).add(gid)
-        for node, gone in touched.items():
-            for g, key in self._keys(node).items():
-                lst = self.orders[g]
-                i = bisect.bisect_left(lst, key)
-                if i < len(lst) and lst[i] == key:
-                    del lst[i]
-            self.free[node] = [x for x in self.free.get(node, []) if x not in gone]
-            for g, key in self._keys(node).items():
-                bisect.insort(self.orders[g], key)
+        return touched
+
+    def _restate(self, node: int, free: list[int]) -> None:
+        """`node`'s free GPUs are now `free` (sorted by (sf, id)): its keys moved in the orders."""
+        for g, key in self._keys(node).items():
+            lst = self.orders[g]
+            i = bisect.bisect_left(lst, key)
+            if i < len(lst) and lst[i] == key:
+                del lst[i]
+        self.free[node] = free
+        for g, key in self._keys(node).items():
+            bisect.insort(self.orders[g], key)
+
+    def take(self, gpu_ids: Iterable[int]) -> None:
+        for node, gone in self._by_node(gpu_ids).items():
+            self._restate(node, [x for x in self.free.get(node, []) if x not in gone])
 
     def give(self, gpu_ids: Iterable[int]) -> None:
         """`gpu_ids` (taken ones) are free again: `take` undone, node by node."""
-        touched: dict[int, set[int]] = {}
-        for gid in gpu_ids:
-            touched.setdefault(self.node_of[gid], set()).add(gid)
         sf = self.sf
-        for node, back in touched.items():
-            for g, key in self._keys(node).items():
-                lst = self.orders[g]
-                i = bisect.bisect_left(lst, key)
-                if i < len(lst) and lst[i] == key:
-                    del lst[i]
-            self.free[node] = sorted(back.union(self.free.get(node, [])), key=lambda x: (sf[x], x))
-            for g, key in self._keys(node).items():
-                bisect.insort(self.orders[g], key)
+        for node, back in self._by_node(gpu_ids).items():
+            self._restate(node, sorted(back.union(self.free.get(node, [])), key=lambda x: (sf[x], x)))
 
     def choose(self, k: int, g: int, rack_of_node: Sequence[str] | None = None, allowed: frozenset[int] | None = None,
                one_rack: bool = False) -> tuple[int, ...] | None:

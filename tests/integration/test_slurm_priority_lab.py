@@ -17,7 +17,9 @@ on the accounting lab: of two held PAL jobs wanting the same GPUs, the light acc
 submitted later, starts first. The fourth runs a mixed workload of both accounts there, as
 ordinary jobs under stock Slurm and as PAL jobs under pald: every held PAL job that went ahead
 of a higher-priority one did so as Slurm's backfill allows, and the two accounts' waits compare
-as under stock Slurm.
+as under stock Slurm. The fifth runs it mixed, some jobs PAL and the others ordinary: every job
+that went ahead of a higher-priority ordinary one did so as Slurm's backfill allows, by Slurm's
+own plan for the ordinary job, and no ordinary job waits much longer than under stock Slurm.
 """
 
 from __future__ import annotations
@@ -35,7 +37,15 @@ from pal_slurm.config import PolicyConfig
 from pal_slurm.model.priority import factors, priority
 from pal_slurm.slurm.priority import priority_job, read_site_priority
 from tests.support.accounting_pald import hooked_accounting_lab
-from tests.support.site_order_workload import WORKLOAD, run_workload, site_order_lines
+from tests.support.site_order_workload import (
+    MIXED_PAL,
+    NOT_BACKFILL,
+    WORKLOAD,
+    WorkloadRun,
+    ordinary_passes,
+    run_workload,
+    site_order_lines,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -290,3 +300,61 @@ def test_held_pal_jobs_start_in_slurms_order_or_as_its_backfill_allows(fair_shar
           f"ratios pald {ratio_pal:.3f} stock {ratio_stock:.3f}, off by {ratio_pal / ratio_stock - 1:+.3f}")
     assert len(pal.jobs) == len(stock.jobs) == len(WORKLOAD)
     assert abs(ratio_pal / ratio_stock - 1) <= WAIT_RATIO_BOUND, (ratio_pal, ratio_stock)
+
+
+def started_priorities(run: WorkloadRun, pald_computed: dict[int, int]) -> dict[int, int]:
+    """job -> its priority when it started: Slurm's last read before (an ordinary job), else
+    the one pald computed (a PAL job Slurm started at its release, never shown unheld)."""
+    out = {}
+    for job in run.jobs:
+        seen = run.last_priority(job)
+        out[job] = seen if seen is not None else pald_computed[job]
+    return out
+
+
+def test_ordinary_jobs_beside_pal_jobs_wait_only_as_slurms_backfill_allows(fair_share_lab) -> None:
+    """The workload (tests/support/site_order_workload.py) as ordinary jobs under stock Slurm,
+    then mixed: MIXED_PAL's jobs as PAL jobs (held by the hook, released by pald with
+    `queue = "slurm"`), the others ordinary. For each ordinary job O and each job X that
+    started before it while O waited with a higher priority, the pass is one Slurm's backfill
+    allows, by Slurm's own plan for O read before X started (ordinary_passes): X's time limit
+    ends by O's planned start, or X is off O's planned nodes. The same check on the stock run
+    holds Slurm's own passes to the rule (the check reads Slurm's plan as its backfill does).
+    The mix must make a PAL job go ahead of a waiting ordinary one (heavy's small PAL jobs
+    before its 2-node ordinary job), else the check saw nothing. Each ordinary job's wait, mixed
+    against stock: none longer by more than the longest time limit in the workload (a passer
+    Slurm's backfill admits may hold GPUs an ordinary job would have taken when earlier jobs
+    end before their limits, for at most its own limit)."""
+    rig, blocker, pending = fair_share_lab
+    lab = rig.lab
+    env = lab.client_env()
+    subprocess.run(["scancel", str(blocker), *map(str, pending)], env=env, check=False)
+    lab.wait_idle(60)
+    rig.start_pald(policy=f'queue = "{QUEUE}"', placement=PolicyConfig().placement)
+    stock = run_workload(lab, pal=False)
+    log = rig.root / "pald.log"
+    offset = log.stat().st_size
+    mixed = run_workload(lab, pal=MIXED_PAL)
+    computed = {r.job_id: r.priority for line in site_order_lines(log, offset) for r in line if r.released}
+    assert {j for j, r in mixed.jobs.items() if r.pal} <= set(computed), "every PAL job released by pald"
+    priorities = started_priorities(mixed, computed)
+    passes = {"stock": ordinary_passes(stock, started_priorities(stock, {}), START_SLACK_S),
+              "mixed": ordinary_passes(mixed, priorities, START_SLACK_S)}
+    stock_by, mixed_by = stock.by_index(), mixed.by_index()
+    extra = {i: mixed.wait(mixed_by[i].job_id) - stock.wait(stock_by[i].job_id)
+             for i in range(len(WORKLOAD)) if i not in MIXED_PAL}
+    print("passes (ahead, behind ordinary, why):",
+          {arm: [(p.ahead, p.behind, p.why) for p in ps] for arm, ps in passes.items()},
+          "\nordinary waits stock", {i: round(stock.wait(stock_by[i].job_id), 1) for i in extra},
+          "mixed", {i: round(mixed.wait(mixed_by[i].job_id), 1) for i in extra},
+          f"\nmixed - stock: mean {sum(extra.values()) / len(extra):+.1f} s, worst {max(extra.values()):+.1f} s",
+          "\nmixed: job -> (index, PAL, priority, start, nodes, Slurm's planned starts)",
+          {j: (r.index, r.pal, priorities[j], round(r.start - mixed.t0), sorted(r.nodes),
+               sorted({round(p.start - mixed.t0) for p in mixed.plans.get(j, []) if p.start is not None}))
+           for j, r in sorted(mixed.jobs.items(), key=lambda jr: jr[1].start)})
+    assert len(mixed.jobs) == len(stock.jobs) == len(WORKLOAD)
+    for arm, ps in passes.items():
+        assert not [p for p in ps if p.why == NOT_BACKFILL], (arm, ps)
+    assert any(mixed.jobs[p.ahead].pal for p in passes["mixed"]), "no PAL job went ahead of a waiting ordinary one"
+    longest_limit = max(limit_min for _, _, limit_min, _ in WORKLOAD) * 60
+    assert max(extra.values()) <= longest_limit + START_SLACK_S, extra

@@ -8,7 +8,11 @@ partition glob -> class, `[simulate] class_rules` in pal.toml), else the job is 
 simulated with no variability (every GPU 1.0 for it) but still occupying its GPUs.
 
 Skipped with a count in the warnings, never silently: jobs that never started, jobs without
-GPUs, jobs still running (job steps, `123.batch` / `123.0`, are part of their job's row).
+GPUs, jobs still running (job steps, `123.batch` / `123.0`, are part of their job's row). The
+trace is built as the file is read, and a skipped job leaves only its count: memory follows the
+jobs kept, not the file (a site's month is gigabytes, most of it CPU jobs and pending rows). So
+a job id seen twice is an error among the jobs kept (two dumps run together would count its
+work twice); a skipped job seen twice is counted twice.
 
 `sacct -P` needs these fields (any order, header line included):
 

@@ -248,3 +248,18 @@ def test_accounting_is_read_past_the_caps_of_other_inputs(tmp_path, monkeypatch)
     for path in (pipe, js):
         assert path.stat().st_size > 2000
         assert len(load_accounting_trace(path).jobs) == 50
+
+
+def test_a_bad_cell_anywhere_is_the_error_before_a_job_twice_or_out_of_order(tmp_path):
+    """The trace is built as rows are read, but its errors come as when the file was read whole."""
+    p = tmp_path / "acct.txt"
+    p.write_text(PIPE_HEADER + _pipe_row(1) + _pipe_row(1) + _pipe_row(2, start="2024-03-01T12:00:00")
+                 + _pipe_row(3, tres="gres/gpu=x"))
+    with pytest.raises(TraceError, match=r"acct.txt:5:9: AllocTRES"):
+        load_accounting_trace(p)
+    p.write_text(PIPE_HEADER + _pipe_row(2, start="2024-03-01T12:00:00") + _pipe_row(1) + _pipe_row(1))
+    with pytest.raises(TraceError, match=r"acct.txt:2: job 2: times out of order"):
+        load_accounting_trace(p)
+    p.write_text(PIPE_HEADER + _pipe_row(1) + _pipe_row(1) + _pipe_row(2, start="2024-03-01T12:00:00"))
+    with pytest.raises(TraceError, match=rf"acct.txt:3: job 1 appears twice \(first at {p}:2\)"):
+        load_accounting_trace(p)

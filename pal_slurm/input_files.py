@@ -5,8 +5,8 @@ answer: an `InputError` whose message starts `FILE:LINE:COLUMN:` (compiler style
 1-based, column = CSV field position or character position) and says what was wrong and what was
 expected. Nothing here raises anything else for bad content: a non-UTF-8 byte, a NUL, a ragged
 row, a NaN, an infinity, a negative or absurdly large number, a file too big to be a trace
-(accounting dumps excepted: `read_lines` and `stream_csv`, and `json_stream` for JSON, read a
-file of any size a row or an element at a time).
+(accounting dumps excepted: `read_lines`/`read_blocks` with `split_rows`, and `json_stream` for
+JSON, read a file of any size a block of rows or an element at a time).
 A UTF-8 byte-order mark is accepted and stripped (spreadsheets write one).
 
 Why one module: the simulator loops on the numbers it is given. A NaN duration never reaches
@@ -77,11 +77,25 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int | None = M
 
 def read_lines(path: str | Path, *, what: str = "file",
                error: type[InputError] = InputError) -> Generator[str, None, None]:
-    """The file's lines (ends kept), read as they are needed: memory holds one block of
-    `_BLOCK` bytes (or one line, when a line is longer) whatever the file's size. The same checks
-    as `read_text` (UTF-8, BOM stripped, no NUL), with the line; the lines before a bad one are
-    given first. Blocks, not lines, are decoded and checked: a large accounting dump is millions
-    of lines, and a decode and a NUL search per line were most of the time spent reading it."""
+    """The file's lines (ends kept), read as they are needed (`read_blocks`): memory holds one
+    block whatever the file's size. The lines before a bad one are given first."""
+    for text in read_blocks(path, what=what, error=error):
+        lines = text.split("\n")
+        last = lines.pop()  # "" when the block ends with a line end (all blocks but the file's last)
+        for line in lines:
+            yield line + "\n"
+        if last:
+            yield last
+
+
+def read_blocks(path: str | Path, *, what: str = "file",
+                error: type[InputError] = InputError) -> Generator[str, None, None]:
+    """The file's text in blocks of whole lines (about `_BLOCK` bytes, or one line when a line
+    is longer), read as they are needed: memory holds one block whatever the file's size. The
+    same checks as `read_text` (UTF-8, BOM stripped, no NUL) naming the line; the text before
+    the bad line is given first. Blocks, not lines, are decoded and checked: a large accounting
+    dump is millions of lines, and a decode and a NUL search per line were most of the time
+    spent reading it."""
     path = Path(path)
     try:
         f = path.open("rb")
@@ -90,7 +104,7 @@ def read_lines(path: str | Path, *, what: str = "file",
     except OSError as exc:
         raise error(f"cannot open {what}: {exc.strerror or exc}", path) from None
     with f:
-        number = 0  # lines given so far
+        number = 0  # line ends given so far
         head = f.read(3)
         pending = [] if head == b"\xef\xbb\xbf" else [head]
         while True:
@@ -104,37 +118,34 @@ def read_lines(path: str | Path, *, what: str = "file",
             if not block:  # the end: what is left is the last line, which has no end
                 data, pending = data + b"".join(pending), []
             if data:
-                number = yield from _block_lines(data, number, path, what, error)
+                number = yield from _checked_text(data, number, path, what, error)
             if not block:
                 return
 
 
-_BLOCK = 1 << 16  # a few hundred lines of accounting: per-block costs vanish, memory stays small
+_BLOCK = 1 << 15  # a few hundred lines of accounting: per-block costs vanish, memory stays small
 
 
-def _block_lines(data: bytes, number: int, path: Path, what: str,
-                 error: type[InputError]) -> Generator[str, None, int]:
-    """The lines of whole lines `data` (after `number` lines); the number of lines after them."""
+def _checked_text(data: bytes, number: int, path: Path, what: str,
+                  error: type[InputError]) -> Generator[str, None, int]:
+    """The text of whole lines `data` (after `number` lines), or the text before its first bad
+    line and then the error; the number of lines after it."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad = exc.start
         start = data.rfind(b"\n", 0, bad) + 1  # the lines before the bad byte's are UTF-8 (and may hold a NUL)
-        number = yield from _block_lines(data[:start], number, path, what, error)
+        number = yield from _checked_text(data[:start], number, path, what, error)
         raise error(f"not UTF-8 text (byte 0x{data[bad]:02x}); save the {what} as UTF-8", path, number + 1,
                     len(data[start:bad].decode("latin-1")) + 1) from None
     nul = text.find("\0")
     if nul >= 0:
         start = text.rfind("\n", 0, nul) + 1
-        number = yield from _block_lines(text[:start].encode(), number, path, what, error)
+        number = yield from _checked_text(text[:start].encode(), number, path, what, error)
         raise error(f"NUL character: not a text {what}", path, number + 1, nul - start + 1)
-    lines = text.split("\n")
-    last = lines.pop()  # "" when the block ends with a line end
-    for line in lines:
-        yield line + "\n"
-    if last:
-        yield last
-    return number + len(lines) + (1 if last else 0)
+    if text:
+        yield text
+    return number + text.count("\n")
 
 
 def _line_col(buf: str | bytes, index: int) -> tuple[int, int]:

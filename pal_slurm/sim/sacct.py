@@ -11,8 +11,9 @@ Skipped with a count in the warnings, never silently: jobs that never started, j
 GPUs, jobs still running (job steps, `123.batch` / `123.0`, are part of their job's row). The
 trace is built as the file is read, and a skipped job leaves only its count: memory follows the
 jobs kept, not the file (a site's month is gigabytes, most of it CPU jobs and pending rows). So
-a job id seen twice is an error among the jobs kept (two dumps run together would count its
-work twice); a skipped job seen twice is counted twice.
+a job id seen twice is an error among the jobs that used GPUs and finished (two dumps run
+together would count their work twice); a skipped job seen twice is counted twice, and so is a
+job seen again after the window of a later submission has dropped it (with `--window`).
 
 `sacct -P` needs these fields (any order, header line included):
 
@@ -260,13 +261,12 @@ def _read_pipe(lines: Iterator[str], path: str | Path, every: bool) -> Iterator[
             end = _time(fields[end_at], "End")
             gpus = _alloc_gpus(fields[alloc_at].strip())
             raw = fields[nodes_at].strip()
-            nodes = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 10 else None if raw else 0
+            nodes = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 10 else \
+                csv_row(name, line, header, fields[:-1], TraceError).integer("NNodes", minimum=0) if raw else 0
             limit = _limit(fields[limit_at])
         except _Cell as exc:
             column, message = exc.args
             raise csv_row(name, line, header, fields[:-1], TraceError).fail(message, column) from None
-        if nodes is None:
-            nodes = csv_row(name, line, header, fields[:-1], TraceError).integer("NNodes", minimum=0)
         reason = skip_reason(start, gpus, end)
         if reason is not None and not every:
             yield reason, submit
@@ -395,9 +395,12 @@ _BAD_COMMENTS_SHOWN = 5
 class _TraceBuilder:
     """A trace made from accounting records as they arrive.
 
-    Held per kept job: one tuple of what its TraceJob needs (about `bytes per kept job` in
-    docs/whatif.md). A skipped record is a count, plus its submit time (8 bytes) with a window:
-    which records the window drops is known only at the end, from the latest submission."""
+    Held per kept job: one tuple of what its TraceJob needs (its size: docs/whatif.md). A
+    skipped record is a count, plus its submit time (8 bytes) with a window. Which records the
+    window drops is known only at the end, from the latest submission; those submitted before
+    the window of the latest seen so far are dropped as they come (a record before them as the
+    list doubles), so a window holds about its own jobs when the file is in submission order,
+    as sacct writes it."""
 
     def __init__(self, rules: Sequence[ClassRule], name: str, days: float | None):
         self.rules, self.name, self.days = tuple(rules), name, days
@@ -412,6 +415,7 @@ class _TraceBuilder:
         self.twice: tuple[int, TraceError] | None = None
         self.disorder: list[tuple[int, AccountingJob]] = []  # times out of order: an error unless older than the window
         self.count = 0  # jobs (not skipped) so far
+        self.held = 1024  # the kept list's length when it was last pruned to the window (doubled)
 
     def add(self, record: AccountingJob | Skip) -> None:
         if not isinstance(record, AccountingJob):
@@ -448,13 +452,34 @@ class _TraceBuilder:
                     break
         self.kept.append((j.submit, j.job_id, j.gpus, j.name or f"job{j.job_id}", cls, how, bad, j.end - j.start,
                           j.gpu_model, j.time_limit_s, j.where))
+        if self.days is not None and len(self.kept) >= 2 * self.held:
+            self._prune()
 
     def skip(self, reason: str, submit: float) -> None:
         if submit > self.latest:
             self.latest = submit
-        self.skipped[reason] += 1
-        if self.days is not None:
+        if self.days is None:
+            self.skipped[reason] += 1
+        elif submit < self.latest - self.days * 86400.0:
+            self.skipped[OLDER] += 1
+        else:
+            self.skipped[reason] += 1
             self.skipped_at[reason].append(submit)
+
+    def _prune(self) -> None:
+        """Drop the kept jobs submitted before the window of the latest submission so far (the
+        final window starts no earlier), counting them as older."""
+        assert self.days is not None
+        cutoff = self.latest - self.days * 86400.0
+        inside = []
+        for k in self.kept:
+            if k[0] >= cutoff:
+                inside.append(k)
+            else:
+                self.ids.discard(k[1])  # a job older than the window is in no trace: seen twice, no double count
+        self.skipped[OLDER] += len(self.kept) - len(inside)
+        self.kept[:] = inside
+        self.held = max(1024, len(inside))
 
     def trace(self) -> Trace:
         kept, skipped = self.kept, self.skipped

@@ -263,3 +263,22 @@ def test_a_bad_cell_anywhere_is_the_error_before_a_job_twice_or_out_of_order(tmp
     p.write_text(PIPE_HEADER + _pipe_row(1) + _pipe_row(1) + _pipe_row(2, start="2024-03-01T12:00:00"))
     with pytest.raises(TraceError, match=rf"acct.txt:3: job 1 appears twice \(first at {p}:2\)"):
         load_accounting_trace(p)
+
+
+def test_a_window_holds_about_its_own_jobs_while_reading(tmp_path):
+    """Jobs submitted before the window of the latest submission so far are dropped as they
+    come: 20,000 GPU jobs a minute apart (two weeks), a one-day window."""
+    from datetime import datetime, timedelta
+
+    t0 = datetime(2024, 3, 1)
+    p = tmp_path / "month.txt"
+    with p.open("w") as f:
+        f.write(PIPE_HEADER)
+        for i in range(20_000):
+            at = (t0 + timedelta(minutes=i)).isoformat()
+            f.write(_pipe_row(i + 1, submit=at, start=at, end=(t0 + timedelta(minutes=i + 30)).isoformat()))
+    t, peak = _peak_while(lambda: load_accounting_trace(p, days=1))
+    assert len(t.jobs) == 1441 and "month: skipped 18559 job(s): older than the window" in t.warnings
+    assert t.jobs[0].submit_time == 0 and t.jobs[-1].submit_time == 86400
+    everything, peak_everything = _peak_while(lambda: load_accounting_trace(p))
+    assert len(everything.jobs) == 20_000 and peak < peak_everything / 4, (peak, peak_everything)

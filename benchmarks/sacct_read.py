@@ -7,13 +7,13 @@ Writes a dump of `--size-gib` GiB in the shape the docs ask sites for,
 
 (or `sacct --json`'s, `--format json`: Slurm 22.05's, indented, each job with two steps), then
 times `pal_slurm.sim.sacct.load_accounting_trace` on it in a fresh process and prints the rows,
-the jobs kept, the wall seconds, rows per second, the peak resident memory and what it grew by
-per kept job. The jobs are a site's mix: GPU and CPU-only jobs, pending and cancelled rows
+the jobs kept, the wall seconds, rows per second, the CPU seconds (the wall's share of a
+shared host's cores aside), the peak resident memory and what it grew by per kept job. The jobs are a site's mix: GPU and CPU-only jobs, pending and cancelled rows
 that never started, running ones, array tasks (`123_4`, pending `123_[5-9]`), comments with a
 `pal:class=`, free text or a malformed spec, typed and untyped GPU requests. Only the GPU jobs
 that finished are kept, so memory should follow them, not the file.
 
-Usage: python3 benchmarks/sacct_read.py [--size-gib 1] [--format -P|json] [--dir /tmp] [--profile]
+Usage: python3 benchmarks/sacct_read.py [--size-gib 1] [--format -P|json] [--window-days N] [--dir /tmp] [--profile]
 """
 
 from __future__ import annotations
@@ -41,17 +41,17 @@ def rss():  # peak resident MiB: VmHWM is this program's own (ru_maxrss keeps th
         return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) / 1024
     except (OSError, StopIteration):
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-rows, base = int(sys.argv[2]), rss()
-t = time.perf_counter()
+rows, base, days = int(sys.argv[2]), rss(), float(sys.argv[4]) if sys.argv[4] else None
+t, cpu = time.perf_counter(), time.process_time()
 if sys.argv[3] == "profile":
     import cProfile, pstats
     with cProfile.Profile() as p:
-        trace = load_accounting_trace(sys.argv[1])
+        trace = load_accounting_trace(sys.argv[1], days=days)
     pstats.Stats(p).sort_stats("tottime").print_stats(14)
 else:
-    trace = load_accounting_trace(sys.argv[1])
-dt, peak, kept = time.perf_counter() - t, rss(), len(trace.jobs)
-print(f"{rows} rows read in {dt:.1f} s ({rows / dt:,.0f} rows/s); {kept} jobs kept; peak RSS {peak:.0f} MiB "
+    trace = load_accounting_trace(sys.argv[1], days=days)
+dt, cpu, peak, kept = time.perf_counter() - t, time.process_time() - cpu, rss(), len(trace.jobs)
+print(f"{rows} rows read in {dt:.1f} s ({rows / dt:,.0f} rows/s; CPU {cpu:.1f} s); {kept} jobs kept; peak RSS {peak:.0f} MiB "
       f"({base:.0f} MiB before the read: {(peak - base) * 1048576 / kept:.0f} bytes per kept job)")
 print(*trace.warnings[:6], sep="\\n")
 """
@@ -174,13 +174,16 @@ def main() -> int:
     ap.add_argument("--format", choices=("-P", "json"), default="-P", help="sacct -P or sacct --json")
     ap.add_argument("--dir", default=None, help="where to write it (deleted afterwards)")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions too (slower)")
+    ap.add_argument("--window-days", type=float, default=None,
+                    help="keep the jobs of this many days before the last submission (--window)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = Path(tmp) / ("sacct.json" if args.format == "json" else "sacct.txt")
         t = time.perf_counter()
         rows = write_dump(path, int(args.size_gib * (1 << 30)), args.format)
         print(f"{args.format} dump: {path.stat().st_size} bytes, {rows} rows (written in {time.perf_counter() - t:.0f} s)")
-        r = subprocess.run([sys.executable, "-c", MEASURE, str(path), str(rows), "profile" if args.profile else ""],
+        r = subprocess.run([sys.executable, "-c", MEASURE, str(path), str(rows), "profile" if args.profile else "",
+                            "" if args.window_days is None else str(args.window_days)],
                            cwd=REPO, text=True, capture_output=True)
         print(r.stdout.strip(), r.stderr.strip(), sep="\n" if r.stderr else "")
         return r.returncode

@@ -3,8 +3,9 @@
 `sacct --json` writes one object whose `jobs` array holds every job: a large site's dump is
 gigabytes, and `json.loads` holds the whole text plus every parsed job at once. `array_items`
 walks the object's members, decodes the members it does not want and drops them, and yields the
-wanted array's elements one at a time, keeping only the text not yet decoded (read a line at a
-time through `input_files.read_lines`, so UTF-8 and NUL are checked as everywhere else).
+wanted array's elements one at a time, keeping only the text not yet decoded (read a block of
+lines at a time through `input_files.read_blocks`, so UTF-8 and NUL are checked as everywhere
+else; a line at a time, an indented dump's hundred lines per job were most of the time).
 Errors are `InputError`s with the line and column, as `json.loads` would give them.
 """
 
@@ -14,17 +15,17 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from pal_slurm.input_files import InputError, read_lines
+from pal_slurm.input_files import InputError, read_blocks
 
 _WS = " \t\n\r"
 _KEEP = 1 << 16  # decoded text dropped from the buffer once this much has piled up
 
 
 class _Buffer:
-    """Text not yet decoded, refilled from the file's lines, with the line/column of its start."""
+    """Text not yet decoded, refilled from the file's blocks of lines, with the line/column of its start."""
 
-    def __init__(self, lines: Iterator[str], path: str | Path, error: type[InputError]):
-        self.lines, self.path, self.error = lines, path, error
+    def __init__(self, blocks: Iterator[str], path: str | Path, error: type[InputError]):
+        self.blocks, self.path, self.error = blocks, path, error
         self.text, self.pos = "", 0
         self.line, self.col = 1, 1  # of text[0] in the file
         self.eof = False
@@ -35,9 +36,9 @@ class _Buffer:
             return False
         added: list[str] = []
         size = 0
-        for line in self.lines:
-            added.append(line)
-            size += len(line)
+        for block in self.blocks:
+            added.append(block)
+            size += len(block)
             if size >= at_least:
                 break
         else:
@@ -102,7 +103,7 @@ def array_items(path: str | Path, member: str, *, what: str = "file", error: typ
     is not valid JSON, is not an object, or has no such array (after reading all of it; the
     message `no 'MEMBER' list` and then `missing`). A ValueError from `parse_constant` passes."""
     decoder = json.JSONDecoder(parse_constant=parse_constant)
-    buf = _Buffer(read_lines(path, what=what, error=error), path, error)
+    buf = _Buffer(read_blocks(path, what=what, error=error), path, error)
     found = False
     buf.expect("{", "'{'")
     if buf.peek() == "}":

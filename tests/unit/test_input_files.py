@@ -71,3 +71,36 @@ def test_stream_csv_checks_the_header_at_once_and_rows_when_reached(tmp_path):
     assert next(rows).values == {"x": "1", "y": "2"}
     with pytest.raises(InputError, match=r"^f.csv:4:2: 1 field\(s\), the header has 2"):
         next(rows)
+
+
+def test_read_lines_gives_the_same_lines_and_errors_whatever_the_block_size(tmp_path, monkeypatch):
+    """Blocks, not lines, are decoded: a line across blocks, longer than one, or last without its
+    end reads as it is, and a bad byte still names its line after the good lines before it."""
+    from pal_slurm import input_files
+
+    monkeypatch.setattr(input_files, "_BLOCK", 4)
+    p = tmp_path / "s.txt"
+    p.write_bytes(b"\xef\xbb\xbfa|b\nlonger than a block \xc3\xa9|x\r\n\n3|4")
+    assert list(read_lines(p)) == ["a|b\n", "longer than a block \u00e9|x\r\n", "\n", "3|4"]
+    p.write_bytes(b"a\nok\nb\xffc\nd\n")
+    lines = read_lines(p)
+    assert next(lines) == "a\n" and next(lines) == "ok\n"
+    with pytest.raises(InputError, match=r"s.txt:3:2: not UTF-8 text \(byte 0xff\)"):
+        next(lines)
+    p.write_bytes(b"a\nb\x00\n\xff\n")  # the NUL's line comes first, as when read a line at a time
+    with pytest.raises(InputError, match=r"s.txt:2:2: NUL"):
+        list(read_lines(p))
+
+
+def test_split_rows_reads_unquoted_rows_as_stream_csv_does():
+    from pal_slurm.input_files import csv_row, split_rows
+
+    with pytest.raises(InputError, match=r"^f.txt:1: missing column\(s\) z"):
+        split_rows(iter(["x|y\n"]), "f.txt", required=("z",))
+    header, rows = split_rows(iter(["x|y\n", ' "1"|2\r\n', "\n", "  \n", "3\n"]), "f.txt")
+    assert header == ("x", "y")
+    line, fields = next(rows)
+    assert (line, fields) == (2, [' "1"', "2"])  # never quoted, not stripped
+    assert csv_row("f.txt", line, header, fields).integer("y") == 2
+    with pytest.raises(InputError, match=r"^f.txt:5:2: 1 field\(s\), the header has 2"):
+        next(rows)

@@ -156,7 +156,25 @@ def inputs_digest(*parts: object) -> str:
     """A digest of what a sweep's runs read (the traces' jobs, the variability's source, ...):
     an element or merge that reads other inputs than the submission did (a trace file edited, a
     newer ranking in the store) refuses to run rather than mix two sweeps in one report."""
-    return hashlib.sha256(repr(parts).encode()).hexdigest()
+    digest = hashlib.sha256()
+    _feed(digest, parts)
+    return digest.hexdigest()
+
+
+def _feed(digest: Any, value: object) -> None:
+    """`digest.update(repr(value).encode())` a list or tuple item at a time: a site's month of
+    accounting is millions of jobs, and their repr at once a string of gigabytes."""
+    kind = type(value)
+    if kind is not list and kind is not tuple:
+        digest.update(repr(value).encode())
+        return
+    items: Sequence[object] = value  # type: ignore[assignment]
+    digest.update(b"[" if kind is list else b"(")
+    for i, item in enumerate(items):
+        if i:
+            digest.update(b", ")
+        _feed(digest, item)
+    digest.update(b"]" if kind is list else b",)" if len(items) == 1 else b")")
 
 
 def submit(ctx: click.Context, req: SweepRequest, command: str, cells: Sequence[Cell], digest: str,

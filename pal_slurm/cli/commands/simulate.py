@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable, TypeVar
 
@@ -162,15 +163,16 @@ def simulate(ctx: click.Context, trace_specs: tuple[str, ...], window_s: float |
                    starvation_bound_s=starvation_bound_s,
                    cluster=cluster if measured and cluster_text is None and not racks else None)
     cells = grid_cells([t.name for t in traces], seeds, names)
-    digest = inputs_digest([t.jobs for t in traces], measured.source if measured else None)
+    # made only for a sweep (a digest of every job: seconds for a site's month of accounting)
+    digest = functools.partial(inputs_digest, [t.jobs for t in traces], measured.source if measured else None)
     if sweep.array:
-        submit(ctx, sweep, "simulate", cells, digest, as_json)
+        submit(ctx, sweep, "simulate", cells, digest(), as_json)
         return
     if sweep.element is not None:
-        run_element(sweep, cells, digest, lambda c: run_simulation(lambda: run_one(traces[c.trace], c.policy, spec, c.seed)))
+        run_element(sweep, cells, digest(), lambda c: run_simulation(lambda: run_one(traces[c.trace], c.policy, spec, c.seed)))
         return
     if sweep.merge:
-        results, elapsed = merged_results(sweep, cells, digest)
+        results, elapsed = merged_results(sweep, cells, digest())
     else:
         start = time.monotonic()
         with DelayedProgress(f"simulating {len(traces)} trace(s) x {len(names)} policies x {seeds} seed(s)") as bar:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -158,16 +159,17 @@ def whatif(ctx: click.Context, accounting_path: str, window_s: float, variabilit
     start = time.monotonic()
     # the independent runs: each workload sample (its own trace) under each policy
     cells = grid_cells([trace.name] * samples, 1, names)
-    digest = inputs_digest(trace.jobs, measured.source if measured else None)
+    # made only for a sweep (a digest of every job: seconds for a site's month of accounting)
+    digest = functools.partial(inputs_digest, trace.jobs, measured.source if measured else None)
     if sweep.array:
-        submit(ctx, sweep, "whatif", cells, digest, as_json)
+        submit(ctx, sweep, "whatif", cells, digest(), as_json)
         return
     if sweep.element is not None:
-        run_element(sweep, cells, digest, lambda c: run_simulation(lambda: run_one(resample(trace, c.trace), c.policy, spec, c.seed)))
+        run_element(sweep, cells, digest(), lambda c: run_simulation(lambda: run_one(resample(trace, c.trace), c.policy, spec, c.seed)))
         return
     runs: list[list[RunResult]] = []
     if sweep.merge:
-        results, seconds = merged_results(sweep, cells, digest)
+        results, seconds = merged_results(sweep, cells, digest())
         runs = [results[s * len(names):(s + 1) * len(names)] for s in range(samples)]
         start -= seconds  # the page says how long the runs took, not how long the merge did
     else:

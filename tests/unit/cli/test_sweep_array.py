@@ -187,3 +187,15 @@ def test_an_element_refuses_inputs_that_changed_since_the_submission(slurm, tmp_
     assert r.exit_code == 1 and "the inputs differ from the submission's" in r.output
     assert not (tmp_path / "sw" / "elements" / "0.json").exists()
     assert "inputs differ" in (tmp_path / "sw" / "elements" / "0.error").read_text()
+
+
+def test_the_inputs_digest_is_fed_a_job_at_a_time_and_equals_the_whole_reprs():
+    """A sweep submitted before the digest was streamed still matches its elements' digests."""
+    import hashlib
+
+    from pal_slurm.sim.trace import TraceJob
+
+    job = TraceJob(job_id=1, num_gpus=2, submit_time=0.0, iterations=5.0, model="BERT")
+    for parts in (([(job, job), (job,)], None), ((job,), "store:x"), ([], ()), ([[1, (2,)], "a"], 3.5)):
+        assert _sweep.inputs_digest(*parts) == hashlib.sha256(repr(parts).encode()).hexdigest(), parts
+    assert _sweep.inputs_digest([(job,)], None) != _sweep.inputs_digest([(job, job)], None)

@@ -125,8 +125,16 @@ class Reservations:
             self._free_changed()
 
     def clear(self) -> None:
+        """Every reservation dropped, on the same layout and ranking (`changed` when those
+        change): the index is moved onto the free GPUs they leave, not built again."""
         self.by_key.clear()
-        self.changed()
+        self._free_changed()
+
+    def settle(self, view: ClusterView) -> None:
+        """Move a kept index onto the free GPUs of `view` now (the owner calls it after a
+        read), so that the first request after a read does not pay for following it."""
+        if self._index is not None and self._index_behind:
+            self.index(view)
 
     def changed(self) -> None:
         """The layout or the ranking changed (or the reservations, wholesale): the free GPUs

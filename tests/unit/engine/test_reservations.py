@@ -59,3 +59,29 @@ def test_the_index_follows_reads_and_dropped_bookings_as_one_built_afresh():
     fresh = ShapeIndex(read.with_free(read.free - {4}))
     for g in (1, 2, 3):
         assert index.pick(JobShape.on_nodes(1, g), sf) == fresh.pick(JobShape.on_nodes(1, g), sf)
+
+
+def test_clearing_the_book_keeps_the_index_and_settling_moves_it_onto_the_read():
+    """Every booking dropped at once (same layout) leaves the index kept, moved onto the free
+    GPUs when the owner settles it after a read; it then picks as one built afresh."""
+    book = Reservations()
+    index = book.index(VIEW)
+    sf = (1.0,) * VIEW.size
+    index.pick(JobShape.on_nodes(1, 2), sf)  # the class's index exists
+    book.reserve("a", [0, 1], now=0.0)
+    book.reserve("b", [4, 5, 6], now=0.0)
+    book.clear()
+    read = VIEW.with_free(VIEW.free - {2})
+    book.settle(read)
+    assert book._index is index and not book._index_behind  # moved now, not at the next request
+    assert index.free == read.free == book.available(read).free
+    fresh = ShapeIndex(read)
+    for g in (1, 2, 3, 4):
+        assert index.pick(JobShape.on_nodes(1, g), sf) == fresh.pick(JobShape.on_nodes(1, g), sf)
+
+
+def test_a_new_layout_or_ranking_drops_the_index():
+    book = Reservations()
+    index = book.index(VIEW)
+    book.changed()
+    assert book.index(VIEW) is not index

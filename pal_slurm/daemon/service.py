@@ -299,8 +299,8 @@ class PlacementService:
         assert self.view is not None and self.ranking is not None
         return Seen(self.view, self.site, self.ranking, self.running)
 
-    def promised(self) -> dict[str, tuple[int, int]]:
-        """CPUs and memory per node promised to jobs Slurm does not show running yet."""
+    def promised(self) -> Mapping[str, tuple[int, int]]:
+        """CPUs and memory per node promised to jobs Slurm does not show running yet (the book's: read only)."""
         return self.book.promised()
 
     # ---- reservations --------------------------------------------------------------------

@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from pal_slurm.daemon.held_jobs import HeldJobs
 from pal_slurm.daemon.launcher import JobControl, JobRef, apply_releases
-from pal_slurm.intake.held import HeldRead, read_held
+from pal_slurm.intake.held import HeldRead, HeldReader
 from pal_slurm.engine.held import CycleResult, Release
 from pal_slurm.model.classes import CLASS_ORDER
 from pal_slurm.model.modes import ON
@@ -107,6 +107,7 @@ class HeldJobCycle:
         self.launcher = launcher
         self.actuator = actuator
         self.held_jobs = held_jobs
+        self.reader = HeldReader()  # the held records' readings, kept from one cycle to the next
 
     def run(self, held: Sequence[JobInfo]) -> list[Release]:
         """Plan the held jobs through the engine and release those that fit; the releases done."""
@@ -116,7 +117,7 @@ class HeldJobCycle:
             paused = state.switches.paused
             classes, rules = state.service.class_map, state.service.settings.site_rules
         # paused, every held job goes back as submitted: nothing to read but its comment
-        reads = None if paused else read_held(held, now, classes, rules)
+        reads = None if paused else self.reader.read(held, now, classes, rules)
         comments = admin_comments(held) if reads is None else reads.comments  # what mark_released extends
         with state.lock:  # plan, and reserve every release's GPUs, before acting on Slurm
             if reads is None or state.switches.paused:  # `palctl pause`: every held job back to Slurm, as submitted

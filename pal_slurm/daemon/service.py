@@ -156,7 +156,8 @@ class PlacementService:
             (g.node, g.slot) for g in view.gpus
         ]
         if layout_changed and self.view is not None:
-            self.book.clear()  # gpu ids changed meaning
+            self.book.clear()
+            self.book.changed()  # gpu ids changed meaning
         self.view = view
         self.view_time = now
         self.where.view_changed()
@@ -164,6 +165,7 @@ class PlacementService:
             self.ranking = ranking_of(view, self.snapshot)
         self.book.observe(view, now, started, in_queue, queue_read_at, self.settings.submit_grace_s,
                           self.settings.reservation_ttl_s)
+        self.book.settle(view)
         if held_jobs is not None:
             self.queue.observe_read(held_jobs, now)
 
@@ -297,8 +299,8 @@ class PlacementService:
         assert self.view is not None and self.ranking is not None
         return Seen(self.view, self.site, self.ranking, self.running)
 
-    def promised(self) -> dict[str, tuple[int, int]]:
-        """CPUs and memory per node promised to jobs Slurm does not show running yet."""
+    def promised(self) -> Mapping[str, tuple[int, int]]:
+        """CPUs and memory per node promised to jobs Slurm does not show running yet (the book's: read only)."""
         return self.book.promised()
 
     # ---- reservations --------------------------------------------------------------------
@@ -315,6 +317,8 @@ class PlacementService:
 
     def clear_reservations(self) -> None:
         self.book.clear()
+        if self.view is not None:
+            self.book.settle(self.view)
 
     def unreserve(self, key: str) -> None:
         """A decision that could not be carried out: its GPUs are free again."""

@@ -59,6 +59,14 @@ class Reservations:
     _available: ClusterView | None = None  # the view minus the reservations
     _index: ShapeIndex | None = None  # the same free GPUs, indexed
     _index_behind: bool = False  # the index is of an earlier free set (same layout): follow it when asked
+    # the CPUs and memory promised per node (`promised`), and how many reservations promise
+    # on it, kept as reservations come and go
+    _promised: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _promising: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for r in self.by_key.values():
+            self._count(r, 1)
 
     # ---- what the engine decides on ------------------------------------------------------
     def available(self, view: ClusterView) -> ClusterView:
@@ -78,14 +86,22 @@ class Reservations:
         self._index_behind = False
         return self._index
 
-    def promised(self) -> dict[str, tuple[int, int]]:
-        """CPUs and memory per node promised to jobs Slurm does not show running yet."""
-        out: dict[str, tuple[int, int]] = {}
-        for r in self.by_key.values():
-            for node, (cpus, memory) in r.promised.items():
-                had = out.get(node, (0, 0))
-                out[node] = (had[0] + cpus, had[1] + memory)
-        return out
+    def promised(self) -> Mapping[str, tuple[int, int]]:
+        """CPUs and memory per node promised to jobs Slurm does not show running yet (read
+        it, never change it). Kept as reservations are made and dropped: every request and
+        every held job's check read it, and summing it afresh cost O(reservations) each."""
+        return self._promised
+
+    def _count(self, r: Reservation, sign: int) -> None:
+        """`r`'s CPUs and memory added to (`sign` 1) or taken from (-1) `_promised`."""
+        for node, (cpus, memory) in r.promised.items():
+            left = self._promising.get(node, 0) + sign
+            if left:
+                had = self._promised.get(node, (0, 0))
+                self._promised[node] = (had[0] + sign * cpus, had[1] + sign * memory)
+                self._promising[node] = left
+            else:
+                del self._promised[node], self._promising[node]
 
     def with_running(self, running: list[JobRequest]) -> list[JobRequest]:
         """Slurm's `running` jobs and the jobs promised GPUs that Slurm has not started yet,
@@ -114,19 +130,35 @@ class Reservations:
         `request`: the job as the engine planned it (Reservation.as_running); `user`: the
         submitting uid of a placement at submit (in_flight)."""
         promised = {n: (job.cpus_per_node, job.memory_per_node_mb) for n in nodes} if job else {}
-        self.by_key[key] = Reservation(key, frozenset(gpu_ids), now, promised, slurm_picks, request, user)
+        had = self.by_key.get(key)
+        if had is not None:
+            self._count(had, -1)
+        self.by_key[key] = made = Reservation(key, frozenset(gpu_ids), now, promised, slurm_picks, request, user)
+        self._count(made, 1)
         self._available = None  # rebuilt when asked; the index stays in step
         if self._index is not None and not self._index_behind:  # (behind: it follows when asked)
             self._index.take(gpu_ids)
 
     def drop(self, key: str) -> None:
         """A decision that could not be carried out: its GPUs are free again."""
-        if self.by_key.pop(key, None) is not None:
+        r = self.by_key.pop(key, None)
+        if r is not None:
+            self._count(r, -1)
             self._free_changed()
 
     def clear(self) -> None:
+        """Every reservation dropped, on the same layout and ranking (`changed` when those
+        change): the index is moved onto the free GPUs they leave, not built again."""
         self.by_key.clear()
-        self.changed()
+        self._promised.clear()
+        self._promising.clear()
+        self._free_changed()
+
+    def settle(self, view: ClusterView) -> None:
+        """Move a kept index onto the free GPUs of `view` now (the owner calls it after a
+        read), so that the first request after a read does not pay for following it."""
+        if self._index is not None and self._index_behind:
+            self.index(view)
 
     def changed(self) -> None:
         """The layout or the ranking changed (or the reservations, wholesale): the free GPUs
@@ -152,6 +184,7 @@ class Reservations:
                           and r.made_at + grace_s <= queue_read_at)
             if confirmed or never_came or now - r.made_at > ttl_s:
                 del self.by_key[key]
+                self._count(r, -1)
             elif in_queue is not None and key in in_queue and not r.seen:
                 self.by_key[key] = replace(r, seen=True)
         self.follow_slurm_picks(view)

@@ -398,7 +398,7 @@ class ShapeIndex:
     @property
     def free(self) -> set[int]:
         """The free GPUs (on the allowed nodes). Read it, never change it: narrowed, the set
-        is made once per set of allowed nodes and kept in step by `take` (_Shared.on_nodes),
+        is made once per set of allowed nodes and kept in step by `take` and `give` (_Shared.on_nodes),
         as each request of a burst reads it (its plan's free set, Slurm's start rule) and
         each making is a pass over every free GPU (tens of thousands at a large site)."""
         if self.allowed is None:
@@ -441,7 +441,9 @@ class ShapeIndex:
         """`gpu_ids` (taken ones) are free again."""
         gpu_ids = tuple(gpu_ids)
         self._shared.free.update(gpu_ids)
-        self._shared.on_nodes.clear()  # made again when next asked
+        node_of = self.cluster.node_of
+        for allowed, kept in self._shared.on_nodes.items():  # each kept set gets its nodes' back
+            kept.update(g for g in gpu_ids if node_of[g] in allowed)
         for _sf, idx in self._shared.by_sf.values():
             idx.give(gpu_ids)
 

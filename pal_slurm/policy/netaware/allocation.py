@@ -10,17 +10,37 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from pal_slurm.model import ClusterView, JobRequest
 from pal_slurm.model.network import NODE, RACK, SPINE, span
 from pal_slurm.policy.base import PlacementContext
 from pal_slurm.policy.netaware.estimates import Allocation, Packing, _rack_index, net_factor, topo
 from pal_slurm.policy.shapes import is_per_node, per_node_pick, shape_of, uniform_sf
 
-def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx: Sequence[int], max_tier: int,
+# from this many eligible GPUs on, a packing counts them per node in arrays (_pack_arrays):
+# grouping tens of thousands of GPUs one by one was most of a `--gpus=N` plan at a large site,
+# while on a small cluster the arrays' set-up costs more than the loop
+ARRAYS_FROM = 1024
+
+
+def _pack(eligible: Sequence[int], n: int, cluster: ClusterView, rack_idx: Sequence[int], max_tier: int,
           key: Callable[[int], Any]) -> Packing | None:
     """Tightest packing of n GPUs from `eligible`: (gpus, tier, nodes, racks) or None.
 
-    `key(g)` orders GPUs inside a node (best first)."""
+    `key(g)` orders GPUs inside a node (best first). One node: the one with the fewest
+    eligible GPUs that suffice (then the lowest index); else one rack: the rack whose fullest
+    nodes first hold n on the fewest nodes (then the fewest eligible GPUs, then the lowest
+    rack); else, from the spine tier, the fullest racks first. Two implementations of that
+    order, tested to agree: by arrays for a long `eligible`, else by dicts."""
+    if len(eligible) >= ARRAYS_FROM:
+        return _pack_arrays(eligible, n, cluster, rack_idx, max_tier, key)
+    return _pack_lists(list(eligible), n, cluster, rack_idx, max_tier, key)
+
+
+def _pack_lists(eligible: list[int], n: int, cluster: ClusterView, rack_idx: Sequence[int], max_tier: int,
+                key: Callable[[int], Any]) -> Packing | None:
+    """_pack by grouping the GPUs in dicts, one by one."""
     node_of = topo(cluster).node_of
     by_node: dict[int, list[int]] = {}
     for g in eligible:
@@ -73,6 +93,79 @@ def _pack(eligible: list[int], n: int, cluster: ClusterView, rack_idx: Sequence[
         if len(out) == n:
             break
     return tuple(out), SPINE, len({node_of[g] for g in out}), racks_used
+
+
+def _pack_arrays(eligible: Sequence[int], n: int, cluster: ClusterView, rack_idx: Sequence[int], max_tier: int,
+                 key: Callable[[int], Any]) -> Packing | None:
+    """_pack with the eligible GPUs counted per node and per rack in arrays: Python touches
+    only the nodes it takes."""
+    e = np.asarray(eligible, dtype=np.int64)
+    node_e = _kept_array(topo(cluster).node_of)[e]
+    counts = np.bincount(node_e, minlength=len(cluster.nodes))
+    by_node = np.argsort(node_e, kind="stable")  # the eligible GPUs grouped by node
+    ends = np.cumsum(counts)
+
+    def on(nd: int, take: int) -> list[int]:
+        """The best `take` eligible GPUs of node `nd`."""
+        return sorted(e[by_node[ends[nd] - counts[nd]: ends[nd]]].tolist(), key=key)[:take]
+
+    fits = np.flatnonzero((counts >= n) & (counts > 0))
+    if fits.size:  # best fit: fewest eligible GPUs that suffice, then the lowest node index
+        best = int(fits[np.argmin(counts[fits])])
+        return tuple(on(best, n)), NODE, 1, 1
+    if max_tier < RACK:
+        return None
+    present = np.flatnonzero(counts)
+    racks = _kept_array(rack_idx)[present]
+    cnt = counts[present]
+    order = np.lexsort((present, -cnt, racks))  # by rack, then fullest node, then node index
+    nodes, racks, cnt = present[order], racks[order], cnt[order]
+    rack_ids, starts = np.unique(racks, return_index=True)
+    totals = np.add.reduceat(cnt, starts) if starts.size else cnt[:0]
+    cum = np.cumsum(cnt)
+    # nodes each rack's fullest-first fill takes for n: the first where its running sum reaches n
+    used = np.searchsorted(cum, cum[starts] - cnt[starts] + n) - starts + 1
+    full = np.flatnonzero(totals >= n)
+
+    def fill(rack_order: Sequence[int]) -> tuple[list[int], int, int]:
+        """(GPUs, nodes, racks) of filling the racks in `rack_order`, each fullest node first."""
+        out: list[int] = []
+        taken_nodes = taken_racks = 0
+        for r in rack_order:
+            taken_racks += 1
+            stop = starts[r + 1] if r + 1 < len(starts) else len(nodes)
+            for nd in nodes[starts[r]: stop].tolist():
+                out.extend(on(nd, n - len(out)))
+                taken_nodes += 1
+                if len(out) == n:
+                    return out, taken_nodes, taken_racks
+        return out, taken_nodes, taken_racks
+
+    if full.size:  # the fewest nodes, then the fewest eligible GPUs, then the lowest rack
+        r = int(full[np.lexsort((rack_ids[full], totals[full], used[full]))[0]])
+        picked, k, _ = fill([r])
+        return tuple(picked), RACK, k, 1
+    if max_tier < SPINE or len(e) < n:
+        return None
+    out, k, racks_used = fill(np.lexsort((rack_ids, -totals)).tolist())  # the fullest racks first
+    return tuple(out), SPINE, k, racks_used
+
+
+_KEPT: dict[int, tuple[Sequence[int], np.ndarray]] = {}
+
+
+def _kept_array(values: Sequence[int]) -> np.ndarray:
+    """`values` (a layout's node_of or rack_idx: a tuple kept with its view) as an array, kept
+    while the tuple lives: converting it per packing would cost a pass over every GPU."""
+    hit = _KEPT.get(id(values))
+    if hit is not None and hit[0] is values:
+        return hit[1]
+    if len(_KEPT) >= 16:
+        _KEPT.clear()
+    arr = np.asarray(values, dtype=np.int64)
+    if isinstance(values, tuple):
+        _KEPT[id(values)] = (values, arr)
+    return arr
 
 
 def best_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool = True,

@@ -133,8 +133,9 @@ class NetAwarePlacement:
         table = _slowdown_table(ctx)
         rack_idx = self.locality.rack_index(cluster)
         # the free GPUs: the index's where one is given (the truth: cluster.free may lag
-        # behind it, PlacementContext.shape_index); nothing in a plan reads cluster.free
-        free = set(cluster.free if index_ctx.shape_index is None else index_ctx.shape_index.free)
+        # behind it, PlacementContext.shape_index); nothing in a plan reads cluster.free. The
+        # round copies them when it first changes them (Round.take)
+        free = cluster.free if index_ctx.shape_index is None else index_ctx.shape_index.free
         running = {j.job_id: j for j in order if j.running_on}
         estimate, score, accept = self.estimate, self.score, self.accept
 
@@ -161,13 +162,17 @@ class NetAwarePlacement:
         preempt, tier_wait, backfill, bin_wait, bound = self.preempt, self.tier_wait, self.reserve, self.bin_wait, self.bound
         preemptible = preempt.candidates(running, now) if preempt is not None else None
         pending_before = 0  # jobs of `order` this plan looked at before this one and did not start
+        left = sum(1 for j in order if not j.running_on)  # waiting jobs not looked at yet
         for job in order:
-            if job.running_on or job.job_id in launch:
+            if job.running_on:
+                continue
+            left -= 1
+            if job.job_id in launch:
                 continue
             # a job ahead of this one still waits: it comes first for whatever frees
             waiting_ahead = pending_before > len(launch)
             pending_before += 1
-            if not free and not backfill.reserves:
+            if not rnd.free and not backfill.reserves:
                 break  # nothing free and nothing to reserve: no later job can start
             n = job.num_gpus
             got = None
@@ -179,7 +184,7 @@ class NetAwarePlacement:
             # the tier the filter allows, worked out only for a job that may start or reserve
             # (most of a long queue does neither while the cluster is full)
             tier = -1
-            if len(free) >= n:
+            if len(rnd.free) >= n:
                 tier = allowed(job)
                 got = allocations.best(job, tier)
             if preempt is not None and preemptible is not None and (got is None or got[1] > wanted_tier(job, cluster)):
@@ -215,7 +220,8 @@ class NetAwarePlacement:
                     continue
             gpus = got[0]
             launch[job.job_id] = tuple(gpus)
-            free.difference_update(gpus)
+            if left:  # (after the last waiting job nothing reads the free GPUs)
+                rnd.take(gpus)
             allocations.changed()
             ends[job.job_id] = now + runtime(job, gpus)
             releases.hold(job.job_id, tuple(gpus), ends[job.job_id])

@@ -75,7 +75,7 @@ class _Allocations:
     change (`changed`): the jobs of a deep queue ask the same questions (same size, class,
     model, shape and accepted tier) many times in one plan."""
 
-    def __init__(self, free: set[int], allocate: Callable[[JobRequest, Sequence[int], int], Any],
+    def __init__(self, free: set[int] | frozenset[int], allocate: Callable[[JobRequest, Sequence[int], int], Any],
                  indexed: Callable[[JobRequest, Sequence[int], int], Any] | None = None):
         self.free, self.allocate = free, allocate
         # the same allocation read from the caller's shape index (PlacementContext.shape_index)

@@ -4,7 +4,7 @@ stage keeps anything between plans (what lasts a run lives in the context's RunC
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from pal_slurm.model import ClusterView, JobRequest, PlannedStart
 from pal_slurm.model.decision import JobId
@@ -20,14 +20,17 @@ class Round:
     """What a plan's stages read and change: the free GPUs, the running jobs' releases, the
     reservations held so far and the jobs started or stopped."""
 
-    def __init__(self, ctx: PlacementContext, rack_idx: Sequence[int], free: set[int], releases: _Releases,
+    def __init__(self, ctx: PlacementContext, rack_idx: Sequence[int], free: set[int] | frozenset[int], releases: _Releases,
                  allocations: _Allocations, allocate: Allocate, runtime: Runtime,
                  allowed: Callable[[JobRequest], int], variability: bool) -> None:
         self.ctx = ctx  # as the placement sees it (its locality stage's view)
         self.cluster: ClusterView = ctx.cluster
         self.now = ctx.now
         self.rack_idx = rack_idx  # node -> rack index as the placement sees racks
-        self.free = free  # free GPUs, updated as the plan starts and stops jobs
+        # free GPUs, changed only through `take` and `give` as the plan starts and stops jobs;
+        # the caller's set (read only) until the plan first changes it
+        self.free: set[int] | frozenset[int] = free
+        self._owns_free = False
         self.releases = releases  # when the running jobs free their GPUs
         self.allocations = allocations  # allocations and reservations memoised until `free` changes
         self.allocate = allocate  # the score stage's choice over any free list
@@ -40,6 +43,24 @@ class Round:
         self.planned: dict[JobId, PlannedStart] = {}  # their planned starts, as the plan reports them
         self.reserved_nodes: dict[int, float] = {}  # node -> until when the per-node reservations hold it
         self.starved_held = 0  # reservations held by jobs past their starvation bound (stages.bound)
+
+    def take(self, gpus: Iterable[int]) -> None:
+        """`gpus` are no longer free (a job the plan starts)."""
+        self._own_free().difference_update(gpus)
+
+    def give(self, gpus: Iterable[int]) -> None:
+        """`gpus` are free (a job the plan stops)."""
+        self._own_free().update(gpus)
+
+    def _own_free(self) -> set[int]:
+        """The plan's own free set, copied from the caller's when first changed. Why: the
+        caller's is a shape index's at submit (pald's burst of one-job plans), tens of
+        thousands of GPUs at a large site; copying it for every request was most of a
+        request's cost, and a one-job plan that starts its job changes nothing after that."""
+        if not self._owns_free:
+            self.free = self.allocations.free = set(self.free)
+            self._owns_free = True
+        return self.free  # type: ignore[return-value]
 
     def hold(self, job: JobRequest, r: _Reservation) -> None:
         """Keep `r` for `job`, and report its planned start when it has one."""

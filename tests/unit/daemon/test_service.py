@@ -415,3 +415,17 @@ def test_gpus_promised_to_jobs_slurm_has_not_started_free_at_their_limit_not_nev
     p.observe_cluster(view(nodes=2), now=0.0)
     place(p, limited(request("vgg19", gpn=3), 2), now=1.0, key="a")
     assert p.planning_running() == []
+
+
+def test_a_read_of_another_layout_places_on_it_not_on_the_index_kept_for_the_last():
+    """The index is kept across reads and cleared reservations of one layout, and dropped with
+    the reservations when the layout changes (gpu ids change meaning)."""
+    s = service()
+    assert place(s, request("resnet", gpn=4), now=0.1, key="r1").decision is DecisionKind.PLACE
+    kept = s.book.index(s.view)
+    s.clear_reservations()
+    assert s.book.index(s.view) is kept and kept.free == s.view.free  # moved onto what the clear freed
+    s.observe_cluster(view(nodes=2, gpus=8, busy=range(4)), now=1.0)  # two nodes of 8, gpu01 half busy
+    assert not s.reservations and s.book.index(s.view) is not kept
+    r = place(s, request("resnet", gpn=6), now=1.1, key="r2")  # more than a node of the old layout
+    assert r.decision is DecisionKind.PLACE and r.nodes == {"gpu02": (0, 1, 2, 3, 4, 5)}

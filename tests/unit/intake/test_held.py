@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pal_slurm.intake.held import bound_slots, placement_record, read_held
+from pal_slurm.intake.held import HeldReader, bound_slots, placement_record, read_held
 from pal_slurm.intake.job import Intake, Pass, from_queue
 from pal_slurm.model.classes import AppClassMap
+from pal_slurm.model.class_rules import parse_class_rules
+from pal_slurm.model.site_rules import SiteRules
 from pal_slurm.slurm.readers import JobInfo
 
 PLACED = "pal:placed=gpu02;rank=v1;req=ab"
@@ -56,3 +58,34 @@ def test_read_held_gives_the_cycle_each_job_read_once() -> None:
     assert reads.comments["3_2"] == "pal:defer;req=x" and reads.comments[4] == "pal:defer;req=y"
     unreadable = read_held([queued(5, unreadable="x", eligible_time=100)], 50.0, AppClassMap()).jobs[0]
     assert isinstance(unreadable.read, Pass) and unreadable.read.reason == "unreadable_record"
+
+
+def test_a_kept_reading_is_what_reading_the_record_again_gives() -> None:
+    """HeldReader keeps each record's reading for the next read: over reads where records
+    stay, change, become eligible, leave and come back, and the class map or the site's rules
+    change, every reading is what read_held gives, and an unchanged record is not read again."""
+    reader = HeldReader()
+    classes, rules = AppClassMap(), SiteRules()
+    jobs = [queued(1), queued(2, eligible_time=100), queued(3, comment="pal:class=bert,net=high"),
+            queued(4, unreadable="x")]
+    reads = []
+    for now, change in ((50.0, None), (60.0, None), (150.0, "eligible"), (160.0, "comment"), (170.0, "gone"),
+                        (180.0, "back"), (190.0, "classes"), (200.0, "rules")):
+        if change == "comment":
+            jobs[0] = replace(jobs[0], comment="pal:class=vgg19", tres_per_node="gres:gpu:4")
+        elif change == "gone":
+            gone = jobs.pop(2)
+        elif change == "back":
+            jobs.append(gone)
+        elif change == "classes":
+            classes = AppClassMap({"resnet": "D"})
+        elif change == "rules":
+            rules = SiteRules(nets=parse_class_rules("name:j=low"), override=True)
+        copies = [replace(j) for j in jobs]  # each read's records are new objects, as squeue's are
+        got = reader.read(copies, now, classes, rules)
+        assert got == read_held(copies, now, classes, rules), change
+        assert all(h.job is j for h, j in zip(got.jobs, copies))
+        reads.append(got)
+    assert reads[1].jobs[0].read is reads[0].jobs[0].read  # kept, not read again
+    assert reads[2].jobs[1].read is not None  # its requeue delay passed: read now
+    assert reads[-1].jobs[0].read.request.net_sensitivity == "low"

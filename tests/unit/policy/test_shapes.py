@@ -207,6 +207,7 @@ def test_a_burst_answered_from_the_index_is_the_burst_answered_on_exact_views(na
         exact = placement(name).place_one(j, ctx(c.with_free(free), scores, seed))
         kept = placement(name).place_one(j, replace(ctx(c, scores, seed), shape_index=index))
         assert exact == kept
+        assert index.free == free  # the plan read the index's free set and left it as it was
         if kept is not None:
             index.take(kept)
             free -= set(kept)
@@ -253,3 +254,22 @@ def test_an_index_kept_through_takes_gives_and_reads_is_the_index_built_afresh(s
     kept, built = index._shared.by_sf[id(sf)][1], fresh._shared.by_sf[id(sf)][1]
     assert {n: v for n, v in kept.free.items() if v} == {n: v for n, v in built.free.items() if v}
     assert kept.orders == built.orders
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=20, deadline=None)
+@given(state=states(), classes=st.lists(st.sampled_from("ABCD"), min_size=2, max_size=4),
+       seed=st.integers(0, 1000))
+def test_a_plan_of_several_jobs_on_an_index_leaves_its_free_set_and_answers_as_on_the_view(name, state, classes, seed):
+    """A plan copies the free set it is given only when it first changes it (Round.take):
+    a plan that starts one job and then asks about more, read from a shape index, answers
+    as the plan on the exact view and leaves the index's free set untouched."""
+    from dataclasses import replace
+
+    c, scores, shape = state
+    index = ShapeIndex(c)
+    jobs = [job(f"n{i}", shape.total, cls, shape=shape, remaining_time=600.0) for i, cls in enumerate(classes)]
+    exact = placement(name).plan(jobs, ctx(c, scores, seed))
+    kept = placement(name).plan(jobs, replace(ctx(c, scores, seed), shape_index=index))
+    assert exact.launch == kept.launch and exact.suspend == kept.suspend
+    assert index.free == set(c.free)

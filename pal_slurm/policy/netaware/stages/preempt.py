@@ -52,7 +52,7 @@ class Preemption:
     def stop_for(self, job: JobRequest, preemptible: Preemptible, rnd: Round) -> list[JobId]:
         """Stop victims so that `job` gets its preferred tier (their GPUs join `rnd.free`, their
         ids `rnd.suspend`); returns the victims' ids."""
-        cluster, free, suspend, rack_idx = rnd.cluster, rnd.free, rnd.suspend, rnd.rack_idx
+        cluster, suspend, rack_idx = rnd.cluster, rnd.suspend, rnd.rack_idx
         want = wanted_tier(job, cluster)
         if want == SPINE:
             return []
@@ -64,7 +64,7 @@ class Preemption:
         node_of = topo(cluster).node_of
         group_of: Callable[[int], int] = (lambda g: node_of[g]) if want == NODE else (lambda g: rack_idx[node_of[g]])
         free_in: dict[int, int] = {}
-        for g in free:
+        for g in rnd.free:
             free_in[group_of(g)] = free_in.get(group_of(g), 0) + 1
         by_group: dict[int, list[JobRequest]] = {}
         for v in victims:
@@ -89,5 +89,5 @@ class Preemption:
             return []
         for v in best[1]:
             suspend.add(v.job_id)
-            free.update(v.running_on)
+            rnd.give(v.running_on)
         return [v.job_id for v in best[1]]

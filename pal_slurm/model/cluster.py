@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Iterable, Mapping
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Gpu:
@@ -34,6 +36,12 @@ class Node:
     gpu_model: str | None = None  # its GPUs' model (a100, v100) on a mixed cluster; None: not named
 
 
+def _frozen_array(values: tuple[int, ...]) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.int64)
+    arr.flags.writeable = False
+    return arr
+
+
 @dataclass(frozen=True)
 class Topology:
     """What the network-aware placements derive from the node list (once per layout)."""
@@ -43,6 +51,17 @@ class Topology:
     gpus_per_node: int
     rack_cap: int  # GPUs under the largest leaf
     rack_nodes: int  # nodes under the largest leaf
+
+    @cached_property
+    def node_of_array(self) -> np.ndarray:
+        """node_of as a read-only array, made once per layout (a packing over thousands of
+        eligible GPUs indexes it; converting the tuple per packing is a pass over every GPU)."""
+        return _frozen_array(self.node_of)
+
+    @cached_property
+    def rack_idx_array(self) -> np.ndarray:
+        """rack_idx as a read-only array, made once per layout (as node_of_array)."""
+        return _frozen_array(self.rack_idx)
 
     @cached_property
     def rack_of_gpu(self) -> tuple[int, ...]:

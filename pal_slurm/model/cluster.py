@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,9 @@ class Node:
     gpu_model: str | None = None  # its GPUs' model (a100, v100) on a mixed cluster; None: not named
 
 
-def _frozen_array(values: tuple[int, ...]) -> np.ndarray:
+def _frozen_array(values: tuple[int, ...]) -> "np.ndarray":
+    import numpy as np  # here, not at the top: the prolog's not-due path imports the model without numpy
+
     arr = np.asarray(values, dtype=np.int64)
     arr.flags.writeable = False
     return arr
@@ -53,13 +56,13 @@ class Topology:
     rack_nodes: int  # nodes under the largest leaf
 
     @cached_property
-    def node_of_array(self) -> np.ndarray:
+    def node_of_array(self) -> "np.ndarray":
         """node_of as a read-only array, made once per layout (a packing over thousands of
         eligible GPUs indexes it; converting the tuple per packing is a pass over every GPU)."""
         return _frozen_array(self.node_of)
 
     @cached_property
-    def rack_idx_array(self) -> np.ndarray:
+    def rack_idx_array(self) -> "np.ndarray":
         """rack_idx as a read-only array, made once per layout (as node_of_array)."""
         return _frozen_array(self.rack_idx)
 

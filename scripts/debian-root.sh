@@ -39,10 +39,14 @@ cmd_build() {
   [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
   [ -n "$security" ] || security=${mirror%/debian}/debian-security
   command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap; }
-  echo "debian-root: debootstrap --variant=minbase $suite $dir $mirror"
+  # A suite newer than the host's debootstrap (Debian testing, say) has no script of its own
+  # yet; every Debian suite since squeeze uses sid's, which debootstrap takes as its 4th argument.
+  local script=()
+  [ -e "/usr/share/debootstrap/scripts/$suite" ] || script=(/usr/share/debootstrap/scripts/sid)
+  echo "debian-root: debootstrap --variant=minbase $suite $dir $mirror ${script[*]}"
   mkdir -p "$(dirname "$dir")"
   rm -rf --one-file-system "$dir.part"                 # what an interrupted build left
-  debootstrap --variant=minbase "$suite" "$dir.part" "$mirror" >"$dir.debootstrap.log" 2>&1 \
+  debootstrap --variant=minbase "$suite" "$dir.part" "$mirror" "${script[@]}" >"$dir.debootstrap.log" 2>&1 \
     || { tail -n 20 "$dir.debootstrap.log" >&2; die "debootstrap failed (log: $dir.debootstrap.log)"; }
   # The suite's updates and security fixes, as a Debian install has them.
   cat >"$dir.part/etc/apt/sources.list" <<EOF
@@ -62,8 +66,11 @@ EOF
 copy_host_config() {   # what the root needs to reach the network the way the host does
   local dir=$1 f
   cp -L /etc/resolv.conf "$dir/etc/resolv.conf"       # name resolution for apt and pip
-  for f in /etc/apt/apt.conf.d/*; do                   # an apt proxy, if the host uses one
-    [ -f "$f" ] && grep -qi 'proxy' "$f" && cp "$f" "$dir/etc/apt/apt.conf.d/"
+  # An apt proxy, if the host uses one, and the host's view of release dates: a host whose
+  # mirror is a dated snapshot tells apt not to check Valid-Until/Date, and a root of a suite
+  # whose Release files expire (testing's, the security suites') needs the same.
+  for f in /etc/apt/apt.conf.d/*; do
+    [ -f "$f" ] && grep -qiE 'proxy|Check-Valid-Until|Check-Date' "$f" && cp "$f" "$dir/etc/apt/apt.conf.d/"
   done
   [ -f /etc/pip.conf ] && cp /etc/pip.conf "$dir/etc/pip.conf"   # system pip config (index, cert)
   [ -d /etc/xdg/pip ] && { mkdir -p "$dir/etc/xdg"; cp -r /etc/xdg/pip "$dir/etc/xdg/"; }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the tests against another Debian release's Slurm, PostgreSQL, Python and LuaSocket, in a
 # cached Debian root on this host (scripts/debian-root.sh): Debian 13 (trixie) gives Slurm 24.11,
-# PostgreSQL 17, Python 3.13 and LuaSocket 3.1, next to the host's Debian 12 (Slurm 22.05,
-# PostgreSQL 15, Python 3.11). `make test` calls it for trixie.
+# PostgreSQL 17, Python 3.13 and LuaSocket 3.1, Debian testing (forky) Slurm 26.05, PostgreSQL 18
+# and Python 3.14, next to the host's Debian 12 (Slurm 22.05, PostgreSQL 15, Python 3.11).
+# `make test` calls it for each of the Makefile's ROOT_SUITES.
 #
 #   scripts/test-in-debian-root.sh SUITE [PYTEST ARGS...]     (default args: the whole suite)
 #   scripts/test-in-debian-root.sh SUITE ARGS... --beside ARGS...
@@ -89,7 +90,10 @@ else
   step "3. dependency wheels for Python $PYVER: cached"
 fi
 rm -f "$WHEELS"/pal_slurm-*.whl
-"$HOST_PY" -m pip wheel -q --disable-pip-version-check --no-deps -w "$WHEELS" "$REPO" >/dev/null
+# One build of this tree at a time: `make test` prepares and runs several roots at once, and
+# pip builds in the tree (its build/ and egg-info are shared).
+flock "$ROOTS/.pal-wheel.lock" \
+  "$HOST_PY" -m pip wheel -q --disable-pip-version-check --no-deps -w "$WHEELS" "$REPO" >/dev/null
 venv_mark=$ROOT/root/pal-venv/.deps-${wheels_mark##*/.deps-}
 if [ ! -f "$venv_mark" ]; then   # the dependencies: once per wheelhouse
   step "   the root's venv from the wheels"

@@ -2,8 +2,8 @@
 
 The deferred-placement path of pald (and the demo) is: the hook holds a PAL job (priority 0),
 pald chooses nodes and slots, then `place_held_job` rewrites the job's request and releases it.
-Slurm facts this relies on (tested on lab clusters of 22.05 and, in a Debian 13 root, 24.11:
-tests/integration/test_slurm_adapter.py; `scontrol show job` text of both in
+Slurm facts this relies on (tested on lab clusters of 22.05 and, in Debian roots, 24.11 and
+26.05: tests/integration/test_slurm_adapter.py; `scontrol show job` text of each in
 tests/unit/slurm/data/<release>/):
 
 - `scontrol update jobid=X Gres=gpu:s2:1,gpu:s3:1` sets TresPerNode (per-slot types bind exact

@@ -5,7 +5,7 @@ pal-slurm reads Slurm through `sinfo/squeue/scontrol --json`, whose shape change
 - 22.05 prints the fixed openapi v0.0.38 shape: `sinfo --json` has one record per node
   (``state: "mixed"`` + ``state_flags: ["DRAIN"]``), numbers are plain integers, TRES are
   written ``gres:gpu:2``.
-- 23.02 and later print through a *data_parser* plugin (v0.0.39 in 23.02 ... v0.0.44 in 25.11;
+- 23.02 and later print through a *data_parser* plugin (v0.0.39 in 23.02 ... v0.0.45 in 26.05;
   each release carries the last three, e.g. 24.11: v0.0.40-v0.0.42, `--json=list`). `sinfo
   --json` then groups nodes by partition, so nodes come from `scontrol show nodes --json`
   (23.02+); states are lists (``["MIXED", "DRAIN"]``), most numbers are
@@ -13,13 +13,18 @@ pal-slurm reads Slurm through `sinfo/squeue/scontrol --json`, whose shape change
   job_resources changed twice (v0.0.41 moved the allocation under ``nodes.allocation``), and
   `squeue --json` applies squeue's filters (22.05 printed every job): finished jobs need
   ``--states=all``.
+- v0.0.45 (26.05) no longer prints a job's sharing mode: its ``shared`` is always ``[]`` (the
+  field is marked removed; the ``exclusive``/``oversubscribe`` that replace it are in sacct's
+  records only), so an ``--exclusive`` job would read as one that shares its nodes.
 
 `detect` asks `sinfo --version` once, and for 23.02+ `scontrol --json=list`, and pins the newest
 data_parser version pal-slurm knows that the clients offer: a site that upgrades Slurm keeps the
-shape pal-slurm reads for as long as Slurm still offers it. The dialect's `node_record` /
+shape pal-slurm reads for as long as Slurm still offers it. Jobs are read in the newest of those
+that still prints the sharing mode (26.05: nodes v0.0.45, jobs v0.0.44), as long as one is
+offered. The dialect's `node_record` /
 `job_record` turn one raw record into the 22.05 field names and plain values, so the readers map
 every release to the same view. Facts from tests/unit/slurm/data/<release>/ (captured from real
-22.05 and 24.11 daemons) and Slurm's src/plugins/data_parser/v0.0.3x-4x/parsers.c.
+22.05, 24.11 and 26.05 daemons) and Slurm's src/plugins/data_parser/v0.0.3x-4x/parsers.c.
 """
 
 from __future__ import annotations
@@ -35,10 +40,12 @@ from pal_slurm.slurm.runner import Runner
 OLDEST = (22, 5)  # the first release whose --json pal-slurm reads (openapi v0.0.38)
 DATA_PARSER_SINCE = (23, 2)
 # data_parser versions whose shape the record functions below handle (source: Slurm's parsers.c)
-KNOWN_DATA_PARSERS = ("v0.0.39", "v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
-NEWEST_KNOWN_RELEASE = (25, 11)
+KNOWN_DATA_PARSERS = ("v0.0.39", "v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
+# the last data_parser version whose job records give the sharing mode (--exclusive)
+JOB_SHARING_UNTIL = "v0.0.44"
+NEWEST_KNOWN_RELEASE = (26, 5)
 # releases whose real daemons ran the readers' fixture tests and the integration suite
-TESTED_RELEASES = ((22, 5), (24, 11))
+TESTED_RELEASES = ((22, 5), (24, 11), (26, 5))
 
 
 @dataclass(frozen=True, order=True)
@@ -151,6 +158,7 @@ class Dialect:
     node_record: Callable[[Mapping[str, Any]], Mapping[str, Any]] = _same
     job_record: Callable[[Mapping[str, Any]], Mapping[str, Any]] = _same
     note: str = ""  # why this release is outside what was tested ("" when it is tested)
+    jobs_data_parser: str | None = None  # jobs read in another version than nodes (None: the same)
 
     @property
     def uses_data_parser(self) -> bool:
@@ -160,19 +168,20 @@ class Dialect:
     def tested(self) -> bool:
         return not self.note
 
-    def _json_flag(self) -> str:
-        return f"--json={self.data_parser}" if self.data_parser else "--json"
+    @staticmethod
+    def _json_flag(parser: str | None) -> str:
+        return f"--json={parser}" if parser else "--json"
 
     @property
     def nodes_argv(self) -> list[str]:
         if self.uses_data_parser:  # sinfo --json groups nodes by partition since 23.02
-            return ["scontrol", "show", "nodes", self._json_flag()]
+            return ["scontrol", "show", "nodes", self._json_flag(self.data_parser)]
         return ["sinfo", "--json"]
 
     @property
     def jobs_argv(self) -> list[str]:
         if self.uses_data_parser:  # 23.02+ applies squeue's default filter (no finished jobs)
-            return ["squeue", self._json_flag(), "--states=all"]
+            return ["squeue", self._json_flag(self.jobs_data_parser or self.data_parser), "--states=all"]
         return ["squeue", "--json"]  # 22.05 prints every job whatever the filters
 
     def job_argv(self, job_id: int | str) -> list[str]:
@@ -183,6 +192,8 @@ class Dialect:
     def describe(self) -> str:
         shape = (f"data_parser {self.data_parser or 'default'}" if self.uses_data_parser
                  else "openapi v0.0.38")
+        if self.jobs_data_parser and self.jobs_data_parser != self.data_parser:
+            shape += f", jobs {self.jobs_data_parser}"
         return f"Slurm {self.version} ({shape})"
 
 
@@ -205,6 +216,8 @@ def dialect_for(version: SlurmVersion, offered: list[str] | None = None) -> Dial
                        note="" if release in TESTED_RELEASES else f"untested release; {SUPPORTED_TEXT}")
     known = [p for p in offered or () if p in KNOWN_DATA_PARSERS]
     pinned = max(known, key=_version_key) if known else None
+    with_sharing = [p for p in known if _version_key(p) <= _version_key(JOB_SHARING_UNTIL)]
+    jobs_pinned = max(with_sharing, key=_version_key) if with_sharing else None
     notes = []
     if release > NEWEST_KNOWN_RELEASE:
         notes.append(f"Slurm {version} is newer than pal-slurm knows")
@@ -214,7 +227,8 @@ def dialect_for(version: SlurmVersion, offered: list[str] | None = None) -> Dial
         notes.append(f"its clients offer no data_parser version pal-slurm reads "
                      f"({', '.join(offered or ()) or 'none listed'}; known: {', '.join(KNOWN_DATA_PARSERS)})")
     note = "; ".join(notes) + (f". {SUPPORTED_TEXT}" if notes else "")
-    return Dialect(version, pinned, data_parser_node, data_parser_job, note)
+    return Dialect(version, pinned, data_parser_node, data_parser_job, note,
+                   jobs_pinned if jobs_pinned != pinned else None)
 
 
 def detect(runner: Runner) -> Dialect:

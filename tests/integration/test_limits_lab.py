@@ -8,7 +8,7 @@ One node of 4 GPUs, root's association allows one running job, job A (root, 1 GP
 - Limits seen before a release (slurm.job_limits, intake.job_limits, engine.held): job B
   (root, 1 GPU) is held by pald; while A runs the cycle keeps it held (recorded
   `limit:AssocMaxJobsLimit`), never released onto a pin.
-In both, another user's job C asks for 3 GPUs: with B's promise kept it could never fit
+In both, another user's job C (user `daemon`) asks for 3 GPUs: with B's promise kept it could never fit
 beside A; with B holding no pin it runs while A still does. B runs once A has ended.
 """
 
@@ -40,15 +40,20 @@ def wait_for(what, timeout_s: float, why: str) -> None:
         time.sleep(0.5)
 
 
+# Another user with an association: not `nobody`, whose name Slurm 26.05 takes for its own
+# uid 99 (SLURM_AUTH_NOBODY), so the association sacctmgr makes never matches uid 65534.
+OTHER_USER = "daemon"
+
+
 def root_at_max_jobs(env: dict[str, str]) -> None:
-    """Account `team` with root (MaxJobs=1) and nobody (no limit)."""
-    for argv in (["add", "account", "team"], ["add", "user", "root,nobody", "account=team"],
+    """Account `team` with root (MaxJobs=1) and OTHER_USER (no limit)."""
+    for argv in (["add", "account", "team"], ["add", "user", f"root,{OTHER_USER}", "account=team"],
                  ["modify", "user", "root", "set", "maxjobs=1"]):
         subprocess.run(["sacctmgr", "-i", *argv], env=env, check=True, capture_output=True)
 
 
-def sbatch_as_nobody(env: dict[str, str], *args: str) -> int:
-    p = subprocess.run(["runuser", "-u", "nobody", "--", "sbatch", "--parsable", "--output=/dev/null",
+def sbatch_as_other_user(env: dict[str, str], *args: str) -> int:
+    p = subprocess.run(["runuser", "-u", OTHER_USER, "--", "sbatch", "--parsable", "--output=/dev/null",
                         "--account=team", *args, "--wrap", "true"], env=env, capture_output=True, text=True, cwd="/tmp")
     assert p.returncode == 0, p.stderr
     return int(p.stdout.strip().split(";")[0])
@@ -82,7 +87,7 @@ def test_a_job_waiting_for_a_limit_keeps_no_pin_and_the_job_behind_it_runs() -> 
                  f"job B is not waiting for the limit: {job_field(env, b, 'Reason')}")
         assert job_field(env, b, "AdminComment").startswith("pal:placed="), "the hook did not pin B"
         wait_for(lambda: job_field(env, b, "ReqNodeList") in ("", "(null)"), 15, "pald kept B's pin")
-        c = sbatch_as_nobody(env, "--gres=gpu:3", "--comment=pal:class=resnet")
+        c = sbatch_as_other_user(env, "--gres=gpu:3", "--comment=pal:class=resnet")
         assert lab.wait_job(c, timeout=60) == "COMPLETED", c
         assert job_field(env, a, "JobState") == "RUNNING"  # C ran beside A: B's promise was gone
         subprocess.run(["scancel", str(a)], env=env, check=True)
@@ -96,7 +101,7 @@ def test_a_held_job_at_its_limit_is_not_released_and_the_job_behind_it_runs() ->
     with hooked_accounting_lab("pal-limits-held-", nodes=1, gpus=4, extra_conf=ENFORCE) as rig:
         lab, env, a = root_running_at_its_limit(rig)
         b = lab.sbatch("--account=team", "--gres=gpu:1", "--comment=pal:class=resnet,mode=defer", wrap="true")
-        c = sbatch_as_nobody(env, "--gres=gpu:3", "--comment=pal:class=resnet,mode=defer")  # behind B in pald's queue
+        c = sbatch_as_other_user(env, "--gres=gpu:3", "--comment=pal:class=resnet,mode=defer")  # behind B in pald's queue
         b_pins: set[str] = set()
 
         def c_done() -> bool:

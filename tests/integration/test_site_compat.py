@@ -202,7 +202,9 @@ def test_array_elements_run_side_by_side(site):
     outs = [lab.lab_dir / "out" / f"arr-{array_id}_{i}.out" for i in range(1, 9)]
     deadline = time.monotonic() + 90
     while not all(o.exists() and "END=" in o.read_text() for o in outs):
-        assert time.monotonic() < deadline, "array elements did not finish"
+        assert time.monotonic() < deadline, ("array elements did not finish", [
+            (j.ref, j.state, j.reason, j.admin_comment, j.required_nodes, j.tres_per_node)
+            for j in lab.reader.jobs() if j.array_job_id == array_id])
         time.sleep(0.3)
     wall = time.monotonic() - t0
     runs = [dict(kv.split("=", 1) for kv in o.read_text().split()) for o in outs]

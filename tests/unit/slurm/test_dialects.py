@@ -70,21 +70,34 @@ def test_22_05_reads_sinfo_in_its_fixed_shape() -> None:
 ])
 def test_data_parser_releases_pin_the_newest_known_parser(version, offered, pinned) -> None:
     d = dialect_for(version, offered)
-    assert d.data_parser == pinned
+    assert d.data_parser == pinned and d.jobs_data_parser is None
     assert d.nodes_argv == ["scontrol", "show", "nodes", f"--json={pinned}"]
     assert d.jobs_argv == ["squeue", f"--json={pinned}", "--states=all"]
     assert d.tested == (version.release == (24, 11))
 
 
+def test_26_05_reads_jobs_in_the_newest_parser_that_gives_their_sharing_mode() -> None:
+    """v0.0.45 prints every job's `shared` as [] (removed in 26.05): nodes are read in v0.0.45,
+    jobs in v0.0.44 while the clients offer it, and in v0.0.45 once they no longer do."""
+    d = dialect_for(parse_version(load("26.05/version.txt")), offered_parsers(load("26.05/json_list.txt")))
+    assert d.tested and d.data_parser == "v0.0.45" and d.jobs_data_parser == "v0.0.44"
+    assert d.nodes_argv == ["scontrol", "show", "nodes", "--json=v0.0.45"]
+    assert d.jobs_argv == ["squeue", "--json=v0.0.44", "--states=all"]
+    assert d.job_argv(7) == ["squeue", "--json=v0.0.44", "--states=all", "--jobs=7"]
+    assert d.describe() == f"Slurm {d.version} (data_parser v0.0.45, jobs v0.0.44)"
+    later = dialect_for(SlurmVersion(27, 5, 0), ["v0.0.45", "v0.0.46", "v0.0.47"])
+    assert later.data_parser == "v0.0.45" and later.jobs_argv == ["squeue", "--json=v0.0.45", "--states=all"]
+
+
 def test_too_old_release_is_refused_with_the_supported_range() -> None:
-    with pytest.raises(SlurmUnsupported, match=r"Slurm 21.08.8 is too old: pal-slurm reads Slurm 22.05 to 25.11"):
+    with pytest.raises(SlurmUnsupported, match=r"Slurm 21.08.8 is too old: pal-slurm reads Slurm 22.05 to 26.05"):
         dialect_for(SlurmVersion(21, 8, 8))
 
 
 def test_future_release_keeps_a_known_parser_and_says_it_is_untested() -> None:
-    d = dialect_for(SlurmVersion(26, 5, 0), ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"])
-    assert d.data_parser == "v0.0.44" and not d.tested
-    assert "Slurm 26.05.0 is newer than pal-slurm knows" in d.note
+    d = dialect_for(SlurmVersion(26, 11, 0), ["v0.0.44", "v0.0.45", "v0.0.46"])
+    assert d.data_parser == "v0.0.45" and d.jobs_data_parser == "v0.0.44" and not d.tested
+    assert "Slurm 26.11.0 is newer than pal-slurm knows" in d.note
     bare = dialect_for(SlurmVersion(27, 5, 0), ["v0.0.46"])
     assert bare.data_parser is None and bare.jobs_argv == ["squeue", "--json", "--states=all"]
     assert "offer no data_parser version pal-slurm reads (v0.0.46" in bare.note

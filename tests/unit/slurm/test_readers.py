@@ -1,7 +1,7 @@
 """Parsers of Slurm's node and job JSON, on JSON captured from real lab clusters of every
-tested release: 22.05 (openapi v0.0.38; Debian 12) and 24.11 (data_parser v0.0.40, v0.0.41 and
-v0.0.42; Debian 13). tests/unit/slurm/data/capture.sh re-creates the files. Every release must
-give the same view of the same scene."""
+tested release: 22.05 (openapi v0.0.38; Debian 12), 24.11 (data_parser v0.0.40, v0.0.41 and
+v0.0.42; Debian 13) and 26.05 (v0.0.42 to v0.0.45; Debian testing). tests/unit/slurm/data/capture.sh
+re-creates the files. Every release must give the same view of the same scene."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from pal_slurm.slurm.readers import (
 
 DATA = Path(__file__).parent / "data"
 D24_11 = dialect_for(SlurmVersion(24, 11, 5), ["v0.0.40", "v0.0.41", "v0.0.42"])
+P26_05 = ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
+D26_05 = dialect_for(SlurmVersion(26, 5, 5), list(P26_05))
 
 
 def load(name: str) -> str:
@@ -51,9 +53,10 @@ class Shape:
         return f"{self.release}{self.suffix}"
 
 
-# default shapes: every scene; the pinned data_parser versions of 24.11: the busy scene
-RELEASES = [Shape("22.05", LEGACY_22_05, "sinfo"), Shape("24.11", D24_11, "nodes")]
-PINNED = [Shape("24.11", D24_11, "nodes", f".{v}") for v in ("v0.0.40", "v0.0.41", "v0.0.42")]
+# default shapes: every scene; the pinned data_parser versions of 24.11 and 26.05: the busy scene
+RELEASES = [Shape("22.05", LEGACY_22_05, "sinfo"), Shape("24.11", D24_11, "nodes"), Shape("26.05", D26_05, "nodes")]
+PINNED = [Shape("24.11", D24_11, "nodes", f".{v}") for v in ("v0.0.40", "v0.0.41", "v0.0.42")] + [
+    Shape("26.05", D26_05, "nodes", f".{v}") for v in P26_05]
 by_release = pytest.mark.parametrize("shape", RELEASES, ids=repr)
 by_shape = pytest.mark.parametrize("shape", RELEASES + PINNED, ids=repr)
 
@@ -288,6 +291,31 @@ def test_reader_detects_24_11_and_pins_its_newest_known_parser() -> None:
     assert reader.cluster_view().free == {3, 4, 5, 6, 7, 11, 15}
     assert reader.dialect.describe() == "Slurm 24.11.5 (data_parser v0.0.42)"
     assert reader.dialect.tested
+
+
+def test_reader_detects_26_05_and_reads_jobs_where_they_keep_their_sharing_mode() -> None:
+    listing = load("26.05/json_list.txt").split("== scontrol --json=list")[1]
+    runner = CannedRunner({
+        "sinfo --version": load("26.05/version.txt"),
+        "scontrol --json=list": listing,
+        "scontrol show nodes --json=v0.0.45": load("26.05/nodes_plain_busy.json"),
+        "squeue --json=v0.0.44 --states=all": load("26.05/squeue_plain_busy.json"),
+    })
+    reader = SlurmReader(runner)
+    assert reader.cluster_view().free == {3, 4, 5, 6, 7, 11, 15}
+    assert reader.dialect.describe() == "Slurm 26.05.5 (data_parser v0.0.45, jobs v0.0.44)"
+    assert reader.dialect.tested
+
+
+@pytest.mark.parametrize("parser", P26_05)
+def test_an_exclusive_job_reads_so_up_to_v0_0_44(parser) -> None:
+    """A held `--exclusive` job on real 26.05 daemons, in each data_parser version: v0.0.45
+    prints its `shared` as [] (the field is marked removed), as for a job that shares nodes;
+    hence D26_05 reads jobs in v0.0.44."""
+    (job,) = parse_squeue(load(f"26.05/squeue_exclusive_held.{parser}.json"), D26_05)
+    assert job.held and job.name == "exclusive" and job.placement_request is not None
+    assert job.placement_request.exclusive is (parser != "v0.0.45")
+    assert D26_05.jobs_argv[1] == "--json=v0.0.44"
 
 
 @by_release

@@ -86,6 +86,7 @@ def test_gpu_models_of_a_heterogeneous_site() -> None:
 @pytest.mark.parametrize("doc, dialect", [
     ("22.05/sinfo_typed_busy.json", LEGACY_22_05),
     ("24.11/nodes_typed_busy.json", dialect_for(SlurmVersion(24, 11, 5), ["v0.0.42"])),
+    ("26.05/nodes_typed_busy.json", dialect_for(SlurmVersion(26, 5, 5), ["v0.0.44", "v0.0.45"])),
 ])
 def test_node_cpus_and_memory_in_use(doc, dialect) -> None:
     (node, *_rest) = parse_sinfo(load(doc), dialect)

@@ -5,12 +5,13 @@
 #
 #   tests/unit/slurm/data/capture.sh         Slurm of this host (Debian 12: 22.05), with the
 #                                            project's venv first on PATH (the lab runs palctl)
-# Slurm 24.11, in the Debian 13 root of `make test-debian13` (built and filled by its first run):
-#   R=${PAL_ROOTS:-/var/tmp/pal-roots}/trixie
-#   scripts/test-in-debian-root.sh trixie tests/unit/slurm      (copies this tree to $R/root/pal-slurm)
+# Slurm 24.11 (SUITE=trixie, Debian 13) or 26.05 (SUITE=forky, Debian testing), in the cached
+# Debian root `make test` prepares (scripts/test-in-debian-root.sh --prepare SUITE):
+#   R=${PAL_ROOTS:-/var/tmp/pal-roots}/$SUITE
+#   scripts/test-in-debian-root.sh $SUITE tests/unit/slurm      (copies this tree to $R/root/pal-slurm)
 #   scripts/debian-root.sh run $R bash -c \
 #     'cd /root/pal-slurm && PATH=/root/pal-venv/bin:$PATH tests/unit/slurm/data/capture.sh'
-#   cp -r $R/root/pal-slurm/tests/unit/slurm/data/24.11 tests/unit/slurm/data/
+#   cp -r $R/root/pal-slurm/tests/unit/slurm/data/<X.Y> tests/unit/slurm/data/
 # Uses ports 27817/27901+ and LAB=/tmp/pal-capture-lab.
 #
 # Per version: version.txt (`sinfo --version`), json_list.txt (the data_parser versions each
@@ -20,7 +21,9 @@
 #                drained, a held PAL job and a pending (Resources) one
 #   plain busy   Gres=gpu:4 with 3 running jobs
 # 23.02+ also gets the busy scenes in every data_parser version the clients accept
-# (nodes_typed_busy.v0.0.40.json ...), and both get `scontrol show job -d` / `show node` text.
+# (nodes_typed_busy.v0.0.40.json ...) and a held --exclusive job in each of them
+# (squeue_exclusive_held.v0.0.4x.json: v0.0.45 no longer prints a job's sharing mode), and
+# every release gets `scontrol show job -d` / `show node` text.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../../../.." && pwd)
@@ -84,6 +87,8 @@ sb --gres=gpu:4 -N1 -J waiting --wrap 'sleep 1' >/dev/null   # no node has 4 fre
 sleep 1.2
 scene typed_busy 1
 squeue --json | save squeue_typed_busy.json
+x=$(sb --hold --exclusive --gres=gpu:1 -J exclusive --wrap 'sleep 1')   # held: it takes nothing
+for p in $PARSERS; do squeue --json="$p" --jobs="$x" | save "squeue_exclusive_held.$p.json"; done
 scontrol -o show job "$h" | text scontrol_show_job_held.txt
 scontrol show job -d "$t" | text scontrol_show_job_typed.txt
 scontrol show node gpu01 | text scontrol_show_node_gpu01.txt

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pal_slurm.config import Config, DaemonConfig  # noqa: E402
 from pal_slurm.daemon.app import Pald  # noqa: E402
+from pal_slurm.daemon.main import memory_policy  # noqa: E402
 from pal_slurm.model.comment_grammar import CommentSpec  # noqa: E402
 from pal_slurm.daemon.service import PlacementService, ServiceSettings  # noqa: E402
 from pal_slurm.daemon.protocol import HealthReply, JobFields, PlaceRequest, encode_request  # noqa: E402
@@ -139,7 +140,7 @@ def build_pald(num_nodes: int, gpus: int, pending: int, rng: random.Random, runn
     tmp = tempfile.mkdtemp()
     cfg = Config(daemon=DaemonConfig(socket=f"{tmp}/pald.sock", heartbeat_file=f"{tmp}/hb"))
     jobs = held + running_jobs(nodes, running, rng) if running else held
-    pald = Pald(cfg, store, Reader(nodes, jobs), NoActuator())
+    pald = Pald(cfg, store, Reader(nodes, jobs), NoActuator(), memory=memory_policy(cfg))  # as pald runs
     pald.refresh_store()
     return pald, nodes, held
 

@@ -83,6 +83,10 @@ class DaemonConfig:
     net_rules: str = ""
     rules_override: bool = False
     now_allowed: str = "*"  # who may use mode=now: "*" everyone, "" no one, "account:a, qos:b"
+    # each Slurm read's state is frozen out of Python's collector (daemon.memory: its pauses set
+    # place's p99 at a large site); a full collection every this many seconds reclaims cycles;
+    # 0: Python's own collection
+    gc_full_every_s: float = 600.0
 
     def modes(self) -> PartitionModes:
         """The file's modes (checked at load: a bad item never gets this far)."""

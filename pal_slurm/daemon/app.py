@@ -37,6 +37,7 @@ from pal_slurm.config import Config
 from pal_slurm.daemon.cycle import HeldJobCycle, until_next_tick
 from pal_slurm.daemon.held_jobs import HeldJobs
 from pal_slurm.daemon.launcher import JobControl, SlurmLauncher
+from pal_slurm.daemon.memory import FrozenAfterRead
 from pal_slurm.daemon.leadership import LeaderWatch
 from pal_slurm.daemon.protocol import HealthReply, Reply, Request
 from pal_slurm.daemon.requests import RELOAD_WAIT_S, Requests
@@ -111,8 +112,10 @@ class Pald:
 
     def __init__(self, config: Config, store: Repository | None, reader: SlurmRead, actuator: JobControl,
                  clock: Clock | None = None, leader: Leadership | None = None,
-                 priority: PriorityRead | None = None, limits: LimitsRead | None = None) -> None:
+                 priority: PriorityRead | None = None, limits: LimitsRead | None = None,
+                 memory: FrozenAfterRead | None = None) -> None:
         self.config = config
+        self.memory = memory  # freezes each read's state out of the collector (daemon.memory); None: Python's own
         self.leadership = LeaderWatch(leader or AlwaysLeader(), grace_s=config.daemon.leader_grace_s,
                                       every_s=config.daemon.cycle_s)
         pruner = Pruner(RetentionPolicy.from_config(config), self.leadership.leading)
@@ -167,6 +170,13 @@ class Pald:
         """Read Slurm and refresh the view, then the held jobs' upkeep; the PAL-held jobs to
         plan (None: nothing to act on: the read failed, read no jobs, or this pald is a
         standby). `planned`: read as the read plan says (`turn`), else read everything now."""
+        try:
+            return self._sync(planned)
+        finally:
+            if self.memory is not None:
+                self.memory.after_read()
+
+    def _sync(self, planned: bool) -> list[JobInfo] | None:
         self.check_leadership()
         read = self.slurm_sync.read_when_due() if planned else self.slurm_sync.read()
         if isinstance(read, NoJobRead):

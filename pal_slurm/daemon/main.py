@@ -22,6 +22,7 @@ from http.server import ThreadingHTTPServer
 from pal_slurm import __version__
 from pal_slurm.config import Config, ConfigError, load_config
 from pal_slurm.daemon.app import Pald
+from pal_slurm.daemon.memory import FrozenAfterRead
 from pal_slurm.daemon.requests import RELOAD_WAIT_S
 from pal_slurm.daemon.lazy_store import LazyStore
 from pal_slurm.daemon.server import Handler, SamplesServer, Settle, SocketInUse, SocketServer, claim_path
@@ -64,7 +65,14 @@ def build(config: Config) -> Pald:
     # (it answers `place` with pass), never a second leader beside the real one.
     leader = RetryingLeader(lambda: make_leader(config.store.url))
     return Pald(config, store, SlurmReader(runner), SlurmActuator(runner), leader=leader,
-                priority=partial(read_site_priority, runner), limits=partial(read_job_limits, runner))
+                priority=partial(read_site_priority, runner), limits=partial(read_job_limits, runner),
+                memory=memory_policy(config))
+
+
+def memory_policy(config: Config) -> FrozenAfterRead | None:
+    """How pald's collector treats each read's state (daemon.memory; `[daemon] gc_full_every_s`)."""
+    every = config.daemon.gc_full_every_s
+    return FrozenAfterRead(every) if every > 0 else None
 
 
 def with_metrics(config: Config, pald: Pald) -> tuple[Handler, Settle, ThreadingHTTPServer | None]:

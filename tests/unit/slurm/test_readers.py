@@ -279,31 +279,22 @@ def test_reader_detects_22_05_and_reads_sinfo() -> None:
     assert runner.calls == [["sinfo", "--version"]] + [["sinfo", "--json"], ["squeue", "--json"]] * 2
 
 
-def test_reader_detects_24_11_and_pins_its_newest_known_parser() -> None:
-    listing = load("24.11/json_list.txt").split("== scontrol --json=list")[1]
+@pytest.mark.parametrize("release, nodes_in, jobs_in, described", [
+    ("24.11", "v0.0.42", "v0.0.42", "Slurm 24.11.5 (data_parser v0.0.42)"),
+    # 26.05's v0.0.45 prints every job's sharing mode as []: its jobs are read in v0.0.44
+    ("26.05", "v0.0.45", "v0.0.44", "Slurm 26.05.5 (data_parser v0.0.45, jobs v0.0.44)"),
+])
+def test_reader_detects_the_release_and_pins_the_parsers_it_reads(release, nodes_in, jobs_in, described) -> None:
+    listing = load(f"{release}/json_list.txt").split("== scontrol --json=list")[1]
     runner = CannedRunner({
-        "sinfo --version": load("24.11/version.txt"),
+        "sinfo --version": load(f"{release}/version.txt"),
         "scontrol --json=list": listing,
-        "scontrol show nodes --json=v0.0.42": load("24.11/nodes_plain_busy.json"),
-        "squeue --json=v0.0.42 --states=all": load("24.11/squeue_plain_busy.json"),
+        f"scontrol show nodes --json={nodes_in}": load(f"{release}/nodes_plain_busy.json"),
+        f"squeue --json={jobs_in} --states=all": load(f"{release}/squeue_plain_busy.json"),
     })
     reader = SlurmReader(runner)
     assert reader.cluster_view().free == {3, 4, 5, 6, 7, 11, 15}
-    assert reader.dialect.describe() == "Slurm 24.11.5 (data_parser v0.0.42)"
-    assert reader.dialect.tested
-
-
-def test_reader_detects_26_05_and_reads_jobs_where_they_keep_their_sharing_mode() -> None:
-    listing = load("26.05/json_list.txt").split("== scontrol --json=list")[1]
-    runner = CannedRunner({
-        "sinfo --version": load("26.05/version.txt"),
-        "scontrol --json=list": listing,
-        "scontrol show nodes --json=v0.0.45": load("26.05/nodes_plain_busy.json"),
-        "squeue --json=v0.0.44 --states=all": load("26.05/squeue_plain_busy.json"),
-    })
-    reader = SlurmReader(runner)
-    assert reader.cluster_view().free == {3, 4, 5, 6, 7, 11, 15}
-    assert reader.dialect.describe() == "Slurm 26.05.5 (data_parser v0.0.45, jobs v0.0.44)"
+    assert reader.dialect.describe() == described
     assert reader.dialect.tested
 
 

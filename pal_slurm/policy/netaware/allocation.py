@@ -100,7 +100,7 @@ def _pack_arrays(eligible: Sequence[int], n: int, cluster: ClusterView, rack_idx
     """_pack with the eligible GPUs counted per node and per rack in arrays: Python touches
     only the nodes it takes."""
     e = np.asarray(eligible, dtype=np.int64)
-    node_e = _layout_array(topo(cluster).node_of, cluster)[e]
+    node_e = topo(cluster).node_of_array[e]
     counts = np.bincount(node_e, minlength=len(cluster.nodes))
     by_node = np.argsort(node_e, kind="stable")  # the eligible GPUs grouped by node
     ends = np.cumsum(counts)
@@ -116,7 +116,7 @@ def _pack_arrays(eligible: Sequence[int], n: int, cluster: ClusterView, rack_idx
     if max_tier < RACK:
         return None
     present = np.flatnonzero(counts)
-    racks = _layout_array(rack_idx, cluster)[present]
+    racks = _rack_array(rack_idx, cluster)[present]
     cnt = counts[present]
     order = np.lexsort((present, -cnt, racks))  # by rack, then fullest node, then node index
     nodes, racks, cnt = present[order], racks[order], cnt[order]
@@ -151,16 +151,12 @@ def _pack_arrays(eligible: Sequence[int], n: int, cluster: ClusterView, rack_idx
     return tuple(out), SPINE, k, racks_used
 
 
-def _layout_array(values: Sequence[int], cluster: ClusterView) -> np.ndarray:
-    """`values` (the layout's node_of or a rack index) as an array: the topology's own, made
-    once per layout, where it is one of its tuples (per packing, converting would cost a pass
-    over every GPU); else converted here (an ablation's one-rack index: one entry per node)."""
+def _rack_array(rack_idx: Sequence[int], cluster: ClusterView) -> np.ndarray:
+    """`rack_idx` as an array: the topology's own, made once per layout, where it is the
+    layout's (per packing, converting it would cost a pass over every node); else converted
+    here (an ablation's one-rack index)."""
     t = topo(cluster)
-    if values is t.node_of:
-        return t.node_of_array
-    if values is t.rack_idx:
-        return t.rack_idx_array
-    return np.asarray(values, dtype=np.int64)
+    return t.rack_idx_array if rack_idx is t.rack_idx else np.asarray(rack_idx, dtype=np.int64)
 
 
 def best_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool = True,

@@ -92,7 +92,9 @@ def pass_clock(starts: dict[int, tuple[float, str]], t0: float, interval_s: floa
     first submission, epoch seconds); `interval_s` is the configured bf_interval, the period's
     first guess. The period is fitted to the passes (least squares through the first pass, in
     time order: bf_interval plus each pass's own milliseconds); None when fewer than two passes
-    started jobs (then nothing says the period). Its `jitter_s` is each pass's offset from the
+    started jobs (then nothing says the period). A group of starts nearer the tick already counted
+    than the next one is that pass running long (its starts spread past SAME_PASS_S on a loaded
+    host, seen on CI): it is not a tick of its own, or it would pull the period below bf_interval. Its `jitter_s` is each pass's offset from the
     fitted clock: with few jobs pending (a pald arm: pald holds the rest) a pass takes
     milliseconds and the passes stay within ~0.03 s of the clock through a 20-minute replay;
     with a long queue (stock Slurm) a pass's own time pushes the next one and the offsets
@@ -103,9 +105,14 @@ def pass_clock(starts: dict[int, tuple[float, str]], t0: float, interval_s: floa
     period, k, cd, cc = float(interval_s), 0, 0.0, 0.0
     for p in passes[1:]:  # in order: a pass's interval count is read with the period fitted so far
         d = p - passes[0]
-        k = max(k + 1, round(d / period))
+        n = round(d / period)
+        if n <= k:
+            continue  # nearer the tick already counted than the next: that pass ran long (a loaded host)
+        k = n
         cd, cc = cd + k * d, cc + k * k
         period = cd / cc
+    if cc == 0.0:
+        return None
     clock = PassClock(phase_s=(passes[0] - t0) % period, period_s=period)
     return replace(clock, jitter_s=tuple(sorted(offset for _, offset in pass_offsets(starts, t0, clock))))
 

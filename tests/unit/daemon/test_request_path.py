@@ -90,8 +90,13 @@ def follow(call: Callable[..., Any], *args: Any, until: CodeType | None = None) 
             return
         if event != "call":
             return
-        module = _module(frame) if state["first"] else _counted(frame)
-        state["first"] = False
+        if state["first"]:
+            module = _module(frame)
+            if not module.startswith("pal_slurm."):
+                return  # not the call itself: a collector callback (hypothesis keeps one) ran first
+            state["first"] = False
+        else:
+            module = _counted(frame)
         if module is not None:
             events.append(module)
 

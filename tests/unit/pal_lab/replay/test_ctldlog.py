@@ -84,3 +84,15 @@ def test_each_pass_keeps_when_it_fell_and_how_far_from_the_clock():
     early, rest = [o for _, o in got[1:5]], [o for _, o in got[5:]]
     assert min(early) - max(rest) > 0.015  # the late stretch stands out, in its place
     assert sorted(o for _, o in got) == list(clock.jitter_s)
+
+
+def test_a_pass_whose_starts_spread_on_a_loaded_host_is_not_a_tick_of_its_own():
+    """A pass that starts its jobs over a third of a second (a loaded host) reads as several
+    groups of starts; they fall on one tick, and the period stays the passes' own."""
+    t0 = 100.0
+    ticks = [t0 + 0.4 + 1.05 * k for k in range(20)]
+    spread = [t + d for t in ticks for d in ((0.0, 0.12, 0.3) if int(t) % 3 == 0 else (0.0,))]
+    clock = pass_clock(_backfill_starts(spread), t0, 1.0)
+    assert clock is not None
+    assert clock.period_s == pytest.approx(1.05, abs=0.01)
+    assert pass_clock(_backfill_starts([t0 + 1.0, t0 + 1.1, t0 + 1.2]), t0, 1.0) is None  # one pass, spread

@@ -17,9 +17,10 @@ PAL_ROOTS ?= /var/tmp/pal-roots
 export PAL_ROOTS
 # The Debian suites whose Slurm is tested in a cached root beside the host's (scripts/
 # test-in-debian-root.sh): trixie (Debian 13: Slurm 24.11, PostgreSQL 17, Python 3.13) and
-# forky (Debian testing: Slurm 26.05, PostgreSQL 18, Python 3.14). The suite the host itself
-# runs is left out: the host's own tests cover it.
-ROOT_SUITES ?= trixie forky
+# forky (Debian testing: Slurm 26.05, PostgreSQL 18, Python 3.14), and slurm-25.11 (Debian 13
+# with SchedMD's Slurm 25.11 built from third_party/ over Debian's: scripts/build-slurm.sh). The
+# suite the host itself runs is left out: the host's own tests cover it.
+ROOT_SUITES ?= trixie forky slurm-25.11
 HOST_SUITE := $(shell sed -n 's/^VERSION_CODENAME=//p' /etc/os-release 2>/dev/null)
 ROOTS := $(filter-out $(HOST_SUITE),$(ROOT_SUITES))
 
@@ -94,13 +95,16 @@ lint: venv
 
 # The roots' part of `make test` (step 2 above): in every root at once, its lab tests beside its
 # unit tests (each root's Python and PostgreSQL are its own); each root's output after the run,
-# in ROOTS' order. RELEASE_SELECT: which lab tests (default: every `each_release` one).
+# in ROOTS' order. RELEASE_SELECT: which lab tests (default: every `each_release` one). A
+# slurm-X.Y root runs its lab tests only: its Python and PostgreSQL are trixie's, whose unit
+# tests run in the trixie root.
 RELEASE_SELECT ?= $(RELEASE)
 test-roots-release: venv
 	@dir=$$(mktemp -d); \
 	for s in $(ROOTS); do \
+	  case $$s in slurm-*) set -- ;; *) set -- --beside -m '$(UNIT)' ;; esac; \
 	  ( rc=0; PAL_HOST_PYTHON=$(PYTHON) bash scripts/test-in-debian-root.sh $$s -m '$(RELEASE_SELECT)' \
-	      --durations=15 --beside -m '$(UNIT)' >"$$dir/$$s.log" 2>&1 || rc=$$?; echo $$rc >"$$dir/$$s.rc" ) & \
+	      --durations=15 "$$@" >"$$dir/$$s.log" 2>&1 || rc=$$?; echo $$rc >"$$dir/$$s.rc" ) & \
 	done; wait; \
 	rc=0; for s in $(ROOTS); do cat "$$dir/$$s.log"; r=$$(cat "$$dir/$$s.rc"); \
 	  echo "test-roots-release: $$s exit $$r"; [ "$$r" = 0 ] || rc=1; done; \
@@ -114,7 +118,7 @@ test-roots-prepare: venv
 
 # The whole suite again inside one root on this host (scripts/test-in-debian-root.sh: built
 # once with debootstrap, minutes; later runs reuse it). Needs root. SUITE: a Debian suite
-# (trixie: Slurm 24.11, forky: Slurm 26.05); skipped where the host runs that suite itself
+# (trixie: Slurm 24.11, forky: Slurm 26.05) or slurm-25.11 (built from source); skipped where the host runs that suite itself
 # (test-host covers it), e.g. when `make test` runs inside such a root. ROOT_ARGS: pytest
 # arguments for a part of it (default: everything). `make test-debian13`: SUITE=trixie, with
 # DEBIAN13_ARGS.

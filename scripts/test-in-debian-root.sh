@@ -32,6 +32,17 @@ if [ "${1:-}" = --prepare ]; then PREPARE=1; shift; fi
 SUITE=${1:?usage: $0 [--prepare] SUITE [PYTEST ARGS...]}; shift
 ROOTS=${PAL_ROOTS:-/var/tmp/pal-roots}
 ROOT=$ROOTS/$SUITE
+# SUITE is a Debian suite, or slurm-X.Y: Debian 13 with SchedMD's Slurm X.Y built from the one
+# third_party/slurm-X.Y.*.tar.xz over Debian's packages (scripts/build-slurm.sh, step 2b)
+BASE=$SUITE; SLURM_TARBALL=
+case "$SUITE" in
+  slurm-*)
+    BASE=trixie
+    tarballs=("$REPO/third_party/$SUITE".*.tar.xz)
+    [ ${#tarballs[@]} = 1 ] && [ -f "${tarballs[0]}" ] \
+      || { echo "test-in-debian-root: no single third_party/$SUITE.*.tar.xz" >&2; exit 2; }
+    SLURM_TARBALL=${tarballs[0]} ;;
+esac
 DR="$HERE/debian-root.sh"
 HOST_PY=${PAL_HOST_PYTHON:-$REPO/.venv/bin/python}
 [ -x "$HOST_PY" ] || HOST_PY=python3
@@ -43,7 +54,7 @@ inside() { "$DR" run "$ROOT" "$@"; }
 fingerprint() { cat "$@" | sha256sum | cut -c1-16; }
 
 step "1. root $ROOT"
-timed "$DR" build "$SUITE" "$ROOT"
+timed "$DR" build "$BASE" "$ROOT"
 
 deps_mark=$ROOT/root/.pal-deps-$(fingerprint "$REPO/scripts/install-deps.sh")
 if [ ! -f "$deps_mark" ]; then
@@ -54,6 +65,19 @@ if [ ! -f "$deps_mark" ]; then
   touch "$deps_mark"
 else
   step "2. Debian packages: cached"
+fi
+if [ -n "$SLURM_TARBALL" ]; then
+  slurm_mark=$ROOT/root/.pal-slurm-$(fingerprint "$SLURM_TARBALL" "$HERE/build-slurm.sh")
+  if [ ! -f "$slurm_mark" ]; then
+    step "2b. Slurm from ${SLURM_TARBALL##*/} (scripts/build-slurm.sh inside the root)"
+    mkdir -p "$ROOT/root/pal-deps"
+    cp "$SLURM_TARBALL" "$HERE/build-slurm.sh" "$ROOT/root/pal-deps/"
+    timed inside bash /root/pal-deps/build-slurm.sh "/root/pal-deps/${SLURM_TARBALL##*/}"
+    rm -f "$ROOT/root/pal-deps/${SLURM_TARBALL##*/}" "$ROOT"/root/.pal-slurm-*
+    touch "$slurm_mark"
+  else
+    step "2b. Slurm from ${SLURM_TARBALL##*/}: cached"
+  fi
 fi
 
 # The lab's node names resolve, as a site's do: Slurm 24.11's slurmctld looks up the batch
@@ -119,7 +143,7 @@ inside sh -c '/root/pal-venv/bin/pip install -q --disable-pip-version-check --no
   --force-reinstall /root/pal-wheels/pal_slurm-*.whl'
 run_pytest() {
   inside bash -c 'cd /root/pal-slurm && export PATH=/root/pal-venv/bin:$PATH &&
-    echo "inside: $(. /etc/os-release; echo "$PRETTY_NAME"), $(dpkg-query -W -f "slurm-client \${Version}" slurm-client),
+    echo "inside: $(. /etc/os-release; echo "$PRETTY_NAME"), $(/usr/sbin/slurmctld -V),
     $(python3 --version), PostgreSQL $(ls /usr/lib/postgresql), $(dpkg-query -W -f "lua-socket \${Version}" lua-socket)" &&
     exec python -m pytest -q -p no:cacheprovider "$@"' bash "$@"
 }

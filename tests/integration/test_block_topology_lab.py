@@ -167,7 +167,7 @@ def test_a_job_larger_than_a_block_is_left_to_slurm(env):
     assert job_fields(lab, job)["AdminComment"].startswith("pal:pass=block_span"), job_fields(lab, job)["AdminComment"]
 
 
-SEGMENT_PIN_TAKEN = (26, 5)  # the first tested release that runs a --segment job pinned later
+SEGMENT_PIN_TAKEN = (25, 11)  # the first tested release that runs a --segment job pinned later
 
 
 def test_a_users_own_segment_runs_as_asked(env):
@@ -176,7 +176,7 @@ def test_a_users_own_segment_runs_as_asked(env):
     topology/block (pald holds it, reason `block`), and the cycle places it in one block like
     any other. 24.11 keeps a pinned --segment job BadConstraints, and pald drops the pin at
     its next read (`refused:BadConstraints`): the job runs where Slurm's block placement puts
-    it. 26.05 runs the cycle's pin (inside one block, so the segments are too). Either way
+    it. 25.11 and 26.05 run the cycle's pin (inside one block, so the segments are too). Either way
     the job keeps its segment, runs, and is never rejected."""
     lab, pald, db = env
     wait_quiet(lab, pald)

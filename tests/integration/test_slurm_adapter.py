@@ -1,5 +1,6 @@
 """The Slurm adapter against a real Slurm lab cluster (4 nodes x 4 emulated GPUs): 22.05 on the
-host, 24.11 and 26.05 in the Debian 13 and testing roots (`make test-root SUITE=trixie|forky`)."""
+host, 24.11, 25.11 and 26.05 in the Debian 13, Slurm-from-source and testing roots (`make
+test-root SUITE=trixie|slurm-25.11|forky`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The adapter on whatever Slurm this machine runs (22.05 on Debian 12; 24.11 or 26.05 when the
-suite runs in the Debian 13 or testing root, scripts/test-in-debian-root.sh): the release is detected from the
+"""The adapter on whatever Slurm this machine runs (22.05 on Debian 12; 24.11, 25.11 or 26.05 when
+the suite runs in the Debian 13, Slurm-from-source or testing root, scripts/test-in-debian-root.sh): the release is detected from the
 real daemons, every JSON shape they print gives the same view, and a Slurm that pal-slurm
 cannot read is reported by pald and `palctl status` while PAL jobs pass to Slurm untouched."""
 

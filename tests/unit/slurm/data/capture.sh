@@ -5,7 +5,8 @@
 #
 #   tests/unit/slurm/data/capture.sh         Slurm of this host (Debian 12: 22.05), with the
 #                                            project's venv first on PATH (the lab runs palctl)
-# Slurm 24.11 (SUITE=trixie, Debian 13) or 26.05 (SUITE=forky, Debian testing), in the cached
+# Slurm 24.11 (SUITE=trixie, Debian 13), 25.11 (SUITE=slurm-25.11, built from source) or 26.05
+# (SUITE=forky, Debian testing), in the cached
 # Debian root `make test` prepares (scripts/test-in-debian-root.sh --prepare SUITE):
 #   R=${PAL_ROOTS:-/var/tmp/pal-roots}/$SUITE
 #   scripts/test-in-debian-root.sh $SUITE tests/unit/slurm      (copies this tree to $R/root/pal-slurm)
@@ -32,7 +33,7 @@ export SLURM_CONF=$LAB/etc/slurm.conf
 lab() { "$REPO/scripts/slurm-lab.sh" "$@"; }
 trap 'lab stop' EXIT
 LAB_GRES=typed lab start
-VERSION=$(sinfo --version | awk '{print $2}')          # "slurm-wlm 24.11.5" -> 24.11.5
+VERSION=$(sinfo --version | awk '{print $2}')          # "slurm-wlm 24.11.5", "slurm 25.11.7" -> X.Y.Z
 OUT=$HERE/${VERSION%.*}
 mkdir -p "$OUT"
 echo "$(sinfo --version)" > "$OUT/version.txt"

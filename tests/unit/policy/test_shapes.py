@@ -191,6 +191,25 @@ def test_a_narrowed_index_frees_exactly_the_free_gpus_of_its_nodes(state, allowe
         assert narrowed.free == {g for g in index.free if c.node_of[g] in allowed}
 
 
+def test_a_new_reads_equal_node_set_finds_the_kept_free_set_and_keeps_it_in_step():
+    """Each read makes its node groups' allowed sets anew; the free set kept for the same
+    nodes under the earlier object is found (not made again) and kept under the new one, and
+    takes and gives through either view still reach it."""
+    c = cluster(8, 4, racks=4)
+    index = ShapeIndex(c)
+    first = frozenset(range(1, 8))
+    kept = index.narrowed(first).free
+    again = frozenset(list(range(1, 8)))  # equal, another object
+    assert again == first and again is not first
+    narrowed = index.narrowed(again)
+    assert narrowed.free is kept
+    index.take([4, 5, 0])
+    assert narrowed.free == {g for g in range(32) if g not in (0, 4, 5) and c.node_of[g] != 0}
+    index.give([4])
+    assert 4 in narrowed.free and 0 not in narrowed.free
+    assert index.narrowed(frozenset(range(2, 8))).free == {g for g in index.free if c.node_of[g] >= 2}
+
+
 @pytest.mark.parametrize("name", ALL)
 @settings(max_examples=20, deadline=None)
 @given(state=states(), classes=st.lists(st.sampled_from("ABCD"), min_size=1, max_size=6),

@@ -18,8 +18,9 @@ export PAL_ROOTS
 # The Debian suites whose Slurm is tested in a cached root beside the host's (scripts/
 # test-in-debian-root.sh): trixie (Debian 13: Slurm 24.11, PostgreSQL 17, Python 3.13) and
 # forky (Debian testing: Slurm 26.05, PostgreSQL 18, Python 3.14), and slurm-25.11 (Debian 13
-# with SchedMD's Slurm 25.11 built from third_party/ over Debian's: scripts/build-slurm.sh). The
-# suite the host itself runs is left out: the host's own tests cover it.
+# with SchedMD's Slurm 25.11 built from third_party/ over Debian's: scripts/build-slurm.sh;
+# slurm-25.05 is built the same way, by `make test-root SUITE=slurm-25.05` only). The suite the
+# host itself runs is left out: the host's own tests cover it.
 ROOT_SUITES ?= trixie forky slurm-25.11
 HOST_SUITE := $(shell sed -n 's/^VERSION_CODENAME=//p' /etc/os-release 2>/dev/null)
 ROOTS := $(filter-out $(HOST_SUITE),$(ROOT_SUITES))
@@ -118,7 +119,7 @@ test-roots-prepare: venv
 
 # The whole suite again inside one root on this host (scripts/test-in-debian-root.sh: built
 # once with debootstrap, minutes; later runs reuse it). Needs root. SUITE: a Debian suite
-# (trixie: Slurm 24.11, forky: Slurm 26.05) or slurm-25.11 (built from source); skipped where the host runs that suite itself
+# (trixie: Slurm 24.11, forky: Slurm 26.05) or slurm-25.05/slurm-25.11 (built from source); skipped where the host runs that suite itself
 # (test-host covers it), e.g. when `make test` runs inside such a root. ROOT_ARGS: pytest
 # arguments for a part of it (default: everything). `make test-debian13`: SUITE=trixie, with
 # DEBIAN13_ARGS.

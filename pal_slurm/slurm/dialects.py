@@ -24,7 +24,7 @@ that still prints the sharing mode (26.05: nodes v0.0.45, jobs v0.0.44), as long
 offered. The dialect's `node_record` /
 `job_record` turn one raw record into the 22.05 field names and plain values, so the readers map
 every release to the same view. Facts from tests/unit/slurm/data/<release>/ (captured from real
-22.05, 24.11, 25.11 and 26.05 daemons) and Slurm's src/plugins/data_parser/v0.0.3x-4x/parsers.c.
+22.05, 24.11, 25.05, 25.11 and 26.05 daemons) and Slurm's src/plugins/data_parser/v0.0.3x-4x/parsers.c.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ KNOWN_DATA_PARSERS = ("v0.0.39", "v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0
 JOB_SHARING_UNTIL = "v0.0.44"
 NEWEST_KNOWN_RELEASE = (26, 5)
 # releases whose real daemons ran the readers' fixture tests and the integration suite
-TESTED_RELEASES = ((22, 5), (24, 11), (25, 11), (26, 5))
+TESTED_RELEASES = ((22, 5), (24, 11), (25, 5), (25, 11), (26, 5))
 
 
 @dataclass(frozen=True, order=True)

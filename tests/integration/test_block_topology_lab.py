@@ -167,14 +167,14 @@ def test_a_job_larger_than_a_block_is_left_to_slurm(env):
     assert job_fields(lab, job)["AdminComment"].startswith("pal:pass=block_span"), job_fields(lab, job)["AdminComment"]
 
 
-SEGMENT_PIN_TAKEN = (25, 11)  # the first tested release that runs a --segment job pinned later
+SEGMENT_PIN_TAKEN = (25, 11)  # the first tested release that runs a --segment job pinned later (25.05 does not)
 
 
 def test_a_users_own_segment_runs_as_asked(env):
     """--segment: Slurm 24.11 shows it neither to the hook nor in squeue, and refuses a
     submission that carries a pin beside it; so the hook pins no multi-node job under
     topology/block (pald holds it, reason `block`), and the cycle places it in one block like
-    any other. 24.11 keeps a pinned --segment job BadConstraints, and pald drops the pin at
+    any other. 24.11 and 25.05 keep a pinned --segment job BadConstraints, and pald drops the pin at
     its next read (`refused:BadConstraints`): the job runs where Slurm's block placement puts
     it. 25.11 and 26.05 run the cycle's pin (inside one block, so the segments are too). Either way
     the job keeps its segment, runs, and is never rejected."""

@@ -54,7 +54,7 @@ def test_parse_show_job() -> None:
         parse_show_job("slurm_load_jobs error")
 
 
-@pytest.mark.parametrize("release, num_nodes", [("22.05", "1"), ("24.11", "1-1"), ("25.11", "1-1"), ("26.05", "1-1")])
+@pytest.mark.parametrize("release, num_nodes", [("22.05", "1"), ("24.11", "1-1"), ("25.05", "1-1"), ("25.11", "1-1"), ("26.05", "1-1")])
 def test_parse_show_job_captured(release: str, num_nodes: str) -> None:
     """`scontrol -o show job` of a held `--gres=gpu:1` job as each release prints it (24.11 and
     later write TresPerNode=gres/gpu:1; the snapshot has one spelling)."""
@@ -89,7 +89,7 @@ def test_refused_clear_goes_straight_to_the_typed_request() -> None:
     ]
 
 
-@pytest.mark.parametrize("release", ["22.05", "24.11", "25.11", "26.05"])
+@pytest.mark.parametrize("release", ["22.05", "24.11", "25.05", "25.11", "26.05"])
 def test_captured_show_job_tells_the_tres_spelling(release: str) -> None:
     snap = parse_show_job((DATA / release / "scontrol_show_job_held.txt").read_text())
     assert snap.slash_tres is (release != "22.05") and snap.cpus_per_tres == ""

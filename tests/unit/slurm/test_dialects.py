@@ -66,7 +66,7 @@ def test_22_05_reads_sinfo_in_its_fixed_shape() -> None:
     (SlurmVersion(23, 2, 7), ["v0.0.39"], "v0.0.39"),
     (SlurmVersion(23, 11, 10), ["v0.0.39", "v0.0.40"], "v0.0.40"),
     (SlurmVersion(24, 11, 5), ["v0.0.42", "v0.0.40", "v0.0.41"], "v0.0.42"),
-    (SlurmVersion(25, 5, 3), ["v0.0.41", "v0.0.42", "v0.0.43"], "v0.0.43"),
+    (parse_version(load("25.05/version.txt")), offered_parsers(load("25.05/json_list.txt")), "v0.0.43"),
     (parse_version(load("25.11/version.txt")), offered_parsers(load("25.11/json_list.txt")), "v0.0.44"),
 ])
 def test_data_parser_releases_pin_the_newest_known_parser(version, offered, pinned) -> None:
@@ -74,7 +74,7 @@ def test_data_parser_releases_pin_the_newest_known_parser(version, offered, pinn
     assert d.data_parser == pinned and d.jobs_data_parser is None
     assert d.nodes_argv == ["scontrol", "show", "nodes", f"--json={pinned}"]
     assert d.jobs_argv == ["squeue", f"--json={pinned}", "--states=all"]
-    assert d.tested == (version.release in ((24, 11), (25, 11)))
+    assert d.tested == (version.release in ((24, 11), (25, 5), (25, 11)))
 
 
 def test_26_05_reads_jobs_in_the_newest_parser_that_gives_their_sharing_mode() -> None:

@@ -23,6 +23,8 @@ from pal_slurm.slurm.readers import (
 
 DATA = Path(__file__).parent / "data"
 D24_11 = dialect_for(SlurmVersion(24, 11, 5), ["v0.0.40", "v0.0.41", "v0.0.42"])
+P25_05 = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43")
+D25_05 = dialect_for(SlurmVersion(25, 5, 8), list(P25_05))
 P25_11 = ("v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
 D25_11 = dialect_for(SlurmVersion(25, 11, 7), list(P25_11))
 P26_05 = ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
@@ -55,11 +57,12 @@ class Shape:
         return f"{self.release}{self.suffix}"
 
 
-# default shapes: every scene; the pinned data_parser versions of 24.11, 25.11 and 26.05: the
-# busy scene
-RELEASES = [Shape("22.05", LEGACY_22_05, "sinfo"), Shape("24.11", D24_11, "nodes"), Shape("25.11", D25_11, "nodes"),
-            Shape("26.05", D26_05, "nodes")]
+# default shapes: every scene; the pinned data_parser versions of 24.11, 25.05, 25.11 and 26.05:
+# the busy scene
+RELEASES = [Shape("22.05", LEGACY_22_05, "sinfo"), Shape("24.11", D24_11, "nodes"), Shape("25.05", D25_05, "nodes"),
+            Shape("25.11", D25_11, "nodes"), Shape("26.05", D26_05, "nodes")]
 PINNED = [Shape("24.11", D24_11, "nodes", f".{v}") for v in ("v0.0.40", "v0.0.41", "v0.0.42")] + [
+    Shape("25.05", D25_05, "nodes", f".{v}") for v in P25_05] + [
     Shape("25.11", D25_11, "nodes", f".{v}") for v in P25_11] + [
     Shape("26.05", D26_05, "nodes", f".{v}") for v in P26_05]
 by_release = pytest.mark.parametrize("shape", RELEASES, ids=repr)
@@ -286,6 +289,7 @@ def test_reader_detects_22_05_and_reads_sinfo() -> None:
 
 @pytest.mark.parametrize("release, nodes_in, jobs_in, described", [
     ("24.11", "v0.0.42", "v0.0.42", "Slurm 24.11.5 (data_parser v0.0.42)"),
+    ("25.05", "v0.0.43", "v0.0.43", "Slurm 25.05.8 (data_parser v0.0.43)"),
     ("25.11", "v0.0.44", "v0.0.44", "Slurm 25.11.7 (data_parser v0.0.44)"),
     # 26.05's v0.0.45 prints every job's sharing mode as []: its jobs are read in v0.0.44
     ("26.05", "v0.0.45", "v0.0.44", "Slurm 26.05.5 (data_parser v0.0.45, jobs v0.0.44)"),

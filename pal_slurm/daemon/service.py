@@ -160,7 +160,7 @@ class PlacementService:
             self.book.changed()  # gpu ids changed meaning
         self.view = view
         self.view_time = now
-        self.where.view_changed()
+        self.where.view_changed(layout_changed)
         if layout_changed or self.ranking is None:
             self.ranking = ranking_of(view, self.snapshot)
         self.book.observe(view, now, started, in_queue, queue_read_at, self.settings.submit_grace_s,

@@ -22,6 +22,15 @@ here to about 10 s; `tcp_user_timeout` bounds how long the leader itself can sta
 contender also holds a shared "contender" lock on its connection, so a leader can count the
 other pald connected (`LockCheck.peers`).
 
+A session we dropped (a check interrupted on a frozen server, a connection cut) can outlive our
+side of it: the server holds its lock until it reads the hang-up, which a frozen or cut-off
+server does late. Our next session would then see the lock "taken" by our own past self, and the
+lease would treat that as another leader (standby, then a takeover wait of `grace_s`: the only
+pald passing every job for a minute after every database hiccup). So the sessions we dropped are
+remembered by (server pid, start time), a holder that is one of them is reported UNREACHABLE
+("cannot tell yet", which the lease leads on through), and that session is terminated (the same
+role may signal its own backends) so the lock comes back at once.
+
 `check()` tells "another holds the lock" from "the lock cannot be checked" (LockState); what a
 daemon does with an unreachable lock is the lease's business (lease.py), not the lock's.
 With SQLite the lock file lives beside the database; when it cannot be created (read-only
@@ -47,6 +56,7 @@ from pal_slurm.store.interrupt import OpenConnections
 from pal_slurm.store.lease import LockCheck, LockState
 
 DEFAULT_NAME = "pald"
+PAST_SESSIONS_KEPT = 8  # our dropped lock sessions that may still hold the lock server-side
 
 log = logging.getLogger("pald.leader")
 
@@ -239,6 +249,8 @@ class PgAdvisoryLeader:
         self._conn: Any = None  # sqlalchemy Connection (contender; leader when _holding)
         self._holding = False
         self._pid: int | None = None
+        self._session: tuple[int, str] | None = None  # (server pid, backend start) of _conn
+        self._past_sessions: list[tuple[int, str]] = []  # sessions we dropped, newest last
         self.last_error: str | None = None
 
     @property
@@ -247,7 +259,9 @@ class PgAdvisoryLeader:
         return self._pid if self._holding else None
 
     def _drop(self) -> None:
-        conn, self._conn, self._holding = self._conn, None, False
+        if self._session is not None:
+            self._past_sessions = [*self._past_sessions, self._session][-PAST_SESSIONS_KEPT:]
+        conn, self._conn, self._holding, self._session = self._conn, None, False, None
         if conn is not None:
             try:
                 conn.invalidate()
@@ -263,7 +277,9 @@ class PgAdvisoryLeader:
                 if is_tcp or "tcp_" not in stmt:
                     conn.exec_driver_sql(stmt)
             conn.execute(text("SELECT pg_advisory_lock_shared(:k)"), {"k": self.contender_key})
-            self._pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+            self._pid, started = conn.exec_driver_sql(
+                "SELECT pid, backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()").one()
+            self._session = (int(self._pid), str(started))
             conn.commit()  # leave no transaction open; session locks outlive it
         except BaseException:
             conn.close()
@@ -279,14 +295,40 @@ class PgAdvisoryLeader:
         ).scalar()
         return max(0, int(n or 0) - 1)
 
+    def _holder_is_past_self(self) -> int | None:
+        """The server pid holding the leader lock when it is one of our own dropped sessions
+        (same pid and start time: a reused pid is someone else), after asking the server to end
+        it; None when the holder is anyone else or cannot be seen."""
+        if not self._past_sessions:
+            return None
+        classid, objid = _advisory_ids(self.key)
+        rows = self._conn.execute(
+            text("SELECT l.pid, a.backend_start::text FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                 "WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock' "
+                 "AND l.classid = :c AND l.objid = :o AND l.objsubid = 1"),
+            {"c": classid, "o": objid},
+        ).all()
+        past = set(self._past_sessions)
+        for pid, started in rows:
+            if (int(pid), str(started)) in past:
+                try:
+                    self._conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": int(pid)})
+                except sa_exc.DBAPIError as err:  # not allowed here: the server drops it in time
+                    log.info("cannot end our previous lock session %s: %s", pid, str(err).splitlines()[0])
+                    self._conn.rollback()
+                return int(pid)
+        return None
+
     def check(self) -> LockCheck:
         try:
             with self._connections.in_call():
                 if self._conn is None:
                     self._conn = self._connect()
+                past_self = None
                 if not self._holding:
                     got = self._conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self.key}).scalar()
                     self._holding = bool(got)
+                    past_self = None if self._holding else self._holder_is_past_self()
                 peers = self._peers()
                 self._conn.commit()
         except (sa_exc.SQLAlchemyError, OSError) as err:
@@ -296,6 +338,10 @@ class PgAdvisoryLeader:
             return LockCheck(LockState.UNREACHABLE, error=self.last_error)
         if self._holding:
             self.last_error = None
+        elif past_self is not None:
+            self.last_error = (f"{self._where}: the lock is still held by this pald's previous session "
+                               f"(server pid {past_self}), ended now")
+            return LockCheck(LockState.UNREACHABLE, error=self.last_error)
         return LockCheck(LockState.HELD if self._holding else LockState.TAKEN, peers=peers)
 
     def interrupt(self) -> int:

@@ -59,12 +59,12 @@ class Lease:
                 wait = self.grace_s if self.saw_other_leader and not self.exact else 0.0
                 if now - self.acquired_at >= wait:
                     self.leading, self.acquired_at = True, None
-                    self.reason = "holds the lock"
                 else:
                     self.reason = f"took the lock; acting in {wait - (now - self.acquired_at):.0f} s (grace)"
             if self.leading:
                 self.confirmed_at = now
                 self.sole = check.peers == 0
+                self.reason = "holds the lock"  # also after leading on through an outage
         else:
             self.acquired_at = None  # a takeover in progress starts over once the lock is back
             self.leading = self.leading_at(now)

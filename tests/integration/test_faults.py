@@ -464,14 +464,15 @@ def failsafe_cron(rig: Rig, period_s: float = FAILSAFE_PERIOD_S):
 
 def quiet(rig: Rig, timeout: float = 30.0) -> None:
     """Between faults: no job left, every node idle, and pald's view says so (every GPU free,
-    none promised): a test that starts before pald's next read would meet the last one's jobs."""
+    none promised) and it leads: a test that starts before pald's next read would meet the last
+    one's jobs, one that starts while pald is a standby would see every job pass."""
     rig.slurm("scancel", "--partition=gpu")
     rig.lab.wait_idle(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         d = rig.pald.health().details
-        if (d["slurm"] == "ok" and d["held_jobs"] == 0 and d["gpus"] > 0 and d["free_gpus"] == d["gpus"]
-                and d["reserved_gpus"] == 0):
+        if (d["slurm"] == "ok" and d["leader"] is True and d["held_jobs"] == 0 and d["gpus"] > 0
+                and d["free_gpus"] == d["gpus"] and d["reserved_gpus"] == 0):
             return
         time.sleep(0.2)
     raise AssertionError(f"pald never quiet: {rig.pald.health().details}")

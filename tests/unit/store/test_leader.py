@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from pal_slurm.store.lease import LockCheck, LockState
@@ -355,3 +356,56 @@ def test_pald_whose_leader_set_up_fails_is_a_standby(tmp_path):
     pald = build(load_config(str(cfg)))
     assert pald.check_leadership() is False
     assert "no leadership mechanism" in (pald.leadership.leader.last_error or "")
+
+
+@pytest.mark.postgres
+def test_pg_own_dropped_session_still_holding_the_lock_is_not_another_leader(postgres_factory):
+    """A check interrupted on a frozen backend drops our session, but the server keeps its lock
+    until that backend reads the hang-up. Our next session used to see the lock TAKEN, and the
+    lease made the only pald a standby, then made it wait out the takeover grace (every job
+    passed unplaced for a minute after a database freeze). Now: UNREACHABLE while our old
+    session holds it (the lease leads on), that session is ended, and the lock is ours again."""
+    from pal_slurm.store.lease import Lease
+
+    server = postgres_factory()
+    leader = PgAdvisoryLeader(server.url("postgres"))
+    lease = Lease(grace_s=60)
+    try:
+        assert lease.observe(leader.check(), now=0.0)
+        old_backend = leader.backend_pid
+        assert old_backend is not None
+        os.kill(old_backend, signal.SIGSTOP)  # only our lock session's backend: the server answers others
+        try:
+            out: list = []
+            t = threading.Thread(target=lambda: out.append(leader.check()), daemon=True)
+            t.start()
+            t.join(0.5)
+            assert t.is_alive() and leader.interrupt() >= 1
+            t.join(2)
+            assert out and out[0].state is LockState.UNREACHABLE
+            assert lease.observe(out[0], now=1.0)
+            again = leader.check()  # a new session; the frozen one still holds the lock
+            assert again.state is LockState.UNREACHABLE, again
+            assert f"server pid {old_backend}" in again.error
+            assert lease.observe(again, now=2.0) and not lease.saw_other_leader
+        finally:
+            os.kill(old_backend, signal.SIGCONT)  # it ends on the termination it was sent
+        assert wait_until(lambda: leader.check().state is LockState.HELD, timeout=10)
+        assert lease.observe(leader.check(), now=3.0) and lease.reason == "holds the lock"
+        assert wait_until(lambda: not psutil.pid_exists(old_backend), timeout=5)  # ended, not just unlocked
+    finally:
+        leader.close()
+
+
+@pytest.mark.postgres
+def test_pg_another_contender_holding_the_lock_is_still_taken_after_we_dropped_a_session(postgres_url):
+    """Remembering our own past sessions never makes another pald's lock ours."""
+    a, b = PgAdvisoryLeader(postgres_url), PgAdvisoryLeader(postgres_url)
+    try:
+        assert a.check().state is LockState.HELD
+        a.close()  # a's session is now a past one; b takes the lock
+        assert wait_until(lambda: b.check().state is LockState.HELD, timeout=5)
+        assert a.check().state is LockState.TAKEN
+    finally:
+        a.close()
+        b.close()

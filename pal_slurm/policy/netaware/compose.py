@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from dataclasses import InitVar, dataclass, field
+from itertools import accumulate
 from typing import Sequence
 
 from pal_slurm.model import JobRequest, RoundPlan
@@ -162,10 +164,13 @@ class NetAwarePlacement:
         preempt, tier_wait, backfill, bin_wait, bound = self.preempt, self.tier_wait, self.reserve, self.bin_wait, self.bound
         preemptible = preempt.candidates(running, now) if preempt is not None else None
         pending_before = 0  # jobs of `order` this plan looked at before this one and did not start
-        left = sum(1 for j in order if not j.running_on)  # waiting jobs not looked at yet
-        for job in order:
-            if job.running_on:
-                continue
+        waiting = [j for j in order if not j.running_on]
+        fewest = _fewest_gpus_from(waiting)
+        # [i]: a job of waiting[i:] is past its starvation bound (it may reserve beyond the others)
+        starved_from = (_any_from([now > bound.latest_start(j, ctx) for j in waiting]) if bound is not None
+                        else [False] * len(waiting))
+        left = len(waiting)  # waiting jobs not looked at yet
+        for at, job in enumerate(waiting):
             left -= 1
             if job.job_id in launch:
                 continue
@@ -174,6 +179,12 @@ class NetAwarePlacement:
             pending_before += 1
             if not rnd.free and not backfill.reserves:
                 break  # nothing free and nothing to reserve: no later job can start
+            if preempt is None and len(rnd.free) < job.num_gpus and not backfill.holds_more(rnd, starved_from[at]):
+                # it cannot start (only preemption frees GPUs in a plan) and may not reserve:
+                # what `blocked` would say, without its work; the plan ends once no later job fits
+                if len(rnd.free) < fewest[at] or not backfill.backfills:
+                    break
+                continue
             n = job.num_gpus
             got = None
             # past its starvation bound a job waits only for what stock Slurm's backfill would
@@ -226,3 +237,14 @@ class NetAwarePlacement:
             ends[job.job_id] = now + runtime(job, gpus)
             releases.hold(job.job_id, tuple(gpus), ends[job.job_id])
         return RoundPlan(frozenset(rnd.suspend), launch, rnd.planned)
+
+
+def _fewest_gpus_from(jobs: Sequence[JobRequest]) -> list[int]:
+    """[i]: the fewest GPUs any of jobs[i:] asks for (a plan's free GPUs only shrink as it goes,
+    unless it preempts, so once that exceeds them no later job can start)."""
+    return list(accumulate(reversed([j.num_gpus for j in jobs]), min))[::-1]
+
+
+def _any_from(flags: Sequence[bool]) -> list[bool]:
+    """[i]: any of flags[i:]."""
+    return list(accumulate(reversed(flags), operator.or_))[::-1]

@@ -105,6 +105,35 @@ def test_plans_are_consistent_exact_and_deterministic(name, sc, seed):
     assert again == plan
 
 
+@pytest.mark.parametrize("name", [*NET_POLICIES, "pal-net:backfill=none", "pal-net:backfill=greedy"])
+@settings(max_examples=80, deadline=None)
+@given(sc=scenarios(), seed=st.integers(0, 2**16), bound=st.sampled_from([None, 0.0, 3600.0]),
+       reserve_after=st.sampled_from([None, 0.0]), keep_order=st.booleans())
+def test_a_plan_that_stops_once_no_later_job_fits_plans_what_the_whole_queue_plans(
+        name, sc, seed, bound, reserve_after, keep_order):
+    """A job too large for the GPUs left is passed over without the backfill stage's work when
+    no job may reserve any more (Backfill.holds_more), and the plan ends once no later job fits
+    (compose._fewest_gpus_from): the same plan as looking at every job in full, starved,
+    reserving or site-ordered ones included."""
+    from unittest import mock
+
+    from pal_slurm.policy.netaware import compose
+
+    c, scores, jobs, now, network = sc
+
+    def ctx():
+        return replace(make_ctx(c, scores, now, network, seed=seed), starvation_bound_s=bound,
+                       reserve_after_s=reserve_after, keep_order=keep_order)
+
+    base, _, backfill = name.partition(":backfill=")
+    pol = placement(base) if not backfill else replace(placement(base), backfill=backfill)
+    short = pol.plan(jobs, ctx())
+    with mock.patch.object(compose, "_fewest_gpus_from", lambda waiting: [0] * len(waiting)), \
+            mock.patch.object(type(pol.reserve), "holds_more", lambda self, rnd, starved: True):
+        whole = pol.plan(jobs, ctx())
+    assert short == whole
+
+
 @pytest.mark.parametrize("name", NET_POLICIES)
 def test_an_empty_queue_plans_nothing(name):
     c = ClusterView.uniform(2, 4)

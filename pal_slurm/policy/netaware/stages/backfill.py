@@ -47,6 +47,12 @@ class Backfill(Protocol):
         """Whether a job that waits may hold a reservation when `held` are held already."""
         ...
 
+    def holds_more(self, rnd: Round, starved: bool) -> bool:
+        """Whether a job that cannot start may still take a reservation in `rnd`, `starved`:
+        some job yet to be looked at is past its starvation bound (False: for every later job
+        `blocked` changes nothing, so a plan whose free GPUs no later job fits in ends)."""
+        ...
+
     def blocked(self, job: JobRequest, allowed: int, rnd: Round, starved: bool = False) -> bool:
         """A job that cannot start: True to go on with the next job, False to end the plan.
         `allowed`: the tier it accepts now (-1: not worked out yet); `starved`: past its
@@ -70,6 +76,9 @@ class StopAtFirst:
     def can_hold(self, held: int, ctx: PlacementContext) -> bool:
         return False
 
+    def holds_more(self, rnd: Round, starved: bool) -> bool:
+        return False
+
     def blocked(self, job: JobRequest, allowed: int, rnd: Round, starved: bool = False) -> bool:
         return len(rnd.free) >= job.num_gpus  # delayed by its own timer: others may go (delay scheduling)
 
@@ -86,6 +95,9 @@ class SkipBlocked:
     reserves = False
 
     def can_hold(self, held: int, ctx: PlacementContext) -> bool:
+        return False
+
+    def holds_more(self, rnd: Round, starved: bool) -> bool:
         return False
 
     def blocked(self, job: JobRequest, allowed: int, rnd: Round, starved: bool = False) -> bool:
@@ -134,6 +146,10 @@ class Easy:
 
     def _reserve_after(self, ctx: PlacementContext) -> float:
         return self.reserve_after_s if ctx.reserve_after_s is None else ctx.reserve_after_s
+
+    def holds_more(self, rnd: Round, starved: bool) -> bool:
+        return (rnd.ctx.keep_order or len(rnd.res) < self.reservations
+                or (starved and rnd.starved_held < self.reservations))
 
     def blocked(self, job: JobRequest, allowed: int, rnd: Round, starved: bool = False) -> bool:
         # a starved job reserves at once, whatever the others hold, among the first

@@ -32,7 +32,7 @@ from pal_slurm.daemon.state import DaemonState
 from pal_slurm.intake.tags import DEFER_TAG, pal_tags, with_tag
 from pal_slurm.model import DecisionKind
 from pal_slurm.model.shape import ShapeError
-from pal_slurm.slurm.errors import SlurmError
+from pal_slurm.slurm.errors import SlurmError, SlurmParseError
 from pal_slurm.slurm.readers import JobInfo
 from pal_slurm.store.records import HeldJob
 
@@ -143,7 +143,7 @@ class HeldJobs:
         held_now: set[JobRef] = {j.job_id for j in held}
         jobs = list(jobs)
         for j in jobs:
-            if (j.job_id in held_now or j.job_id in self.released_by_pald or j.ref in self.released_by_pald
+            if (j.job_id in held_now or self._released_by_pald(j)
                     or j.job_id in self.noticed
                     or j.state == "CANCELLED" or DEFER_TAG not in pal_tags(j.admin_comment)
                     or (j.job_id not in self.deferred and j.submit_time < self.state.started)):
@@ -158,12 +158,23 @@ class HeldJobs:
             self.state.record(str(j.job_id), DecisionKind.PASS, "released_outside_pal", {}, None)
             self.state.mark_released(j.job_id)
         present: set[JobRef] = {j.job_id for j in jobs}
-        present |= {j.ref for j in jobs}
+        present |= {ref for j in jobs for ref in _element_refs(j)}
         self.deferred = held_now
         self.released_by_pald &= present
         self.noticed &= present
         self.admin_held &= present
         self.reheld &= present
+
+    def _released_by_pald(self, j: JobInfo) -> bool:
+        """pald released what this record stands for: the job, the element, or every element
+        of an array's record of pending ones. The array's last pending element, once pald has
+        released it, can still show as that record (under the array's id, its task string
+        naming the one element, not yet split off): Slurm 26.05 does, until its scheduler next
+        looks at it, and pald held the whole array again for it."""
+        if j.job_id in self.released_by_pald or j.ref in self.released_by_pald:
+            return True
+        refs = _element_refs(j)
+        return bool(refs) and all(ref in self.released_by_pald for ref in refs)
 
     def _hold_again(self, job_id: int, ref: JobRef) -> None:
         """Put a deferred job its user released back under pald's (admin) hold (by `ref`, its
@@ -322,3 +333,12 @@ class HeldJobs:
             self.state.note_error("hold", exc)
             return
         self.admin_held.update(user_held)
+
+
+def _element_refs(j: JobInfo) -> list[JobRef]:
+    """The scontrol names of the elements a record stands for ([its ref] for a job or an
+    element; none when its task string is not one pald reads)."""
+    try:
+        return list(j.element_refs())
+    except SlurmParseError:
+        return []

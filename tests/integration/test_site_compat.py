@@ -187,6 +187,21 @@ def test_user_hold_and_dependency_stay_the_users(site):
     assert done[after].start_time >= done[first].start_time
 
 
+def unfinished_elements(lab, array_id: int, outs: list) -> str:
+    """Each element whose output has no END line yet, with what Slurm says of it (in full: a
+    tuple's repr is cut short in pytest's report)."""
+    jobs = {str(ref): j for j in lab.reader.jobs() if j.array_job_id == array_id for ref in j.element_refs()}
+    lines = []
+    for i, out in enumerate(outs, start=1):
+        if out.exists() and "END=" in out.read_text():
+            continue
+        j = jobs.get(f"{array_id}_{i}")
+        said = "no such job in squeue" if j is None else (
+            f"{j.state} ({j.reason}) nodes {j.required_nodes} tres {j.tres_per_node} comment {j.admin_comment!r}")
+        lines.append(f"element {i}: output {'has no END' if out.exists() else 'missing'}; {said}")
+    return "array elements did not finish:\n" + "\n".join(lines)
+
+
 def test_array_elements_run_side_by_side(site):
     """8 elements of 4 s on an idle lab with 12 usable GPUs: they run at once, as without PAL,
     each on the GPU pald chose for it (the hook holds the array, pald's cycle places and
@@ -202,9 +217,7 @@ def test_array_elements_run_side_by_side(site):
     outs = [lab.lab_dir / "out" / f"arr-{array_id}_{i}.out" for i in range(1, 9)]
     deadline = time.monotonic() + 90
     while not all(o.exists() and "END=" in o.read_text() for o in outs):
-        assert time.monotonic() < deadline, ("array elements did not finish", [
-            (j.ref, j.state, j.reason, j.admin_comment, j.required_nodes, j.tres_per_node)
-            for j in lab.reader.jobs() if j.array_job_id == array_id])
+        assert time.monotonic() < deadline, unfinished_elements(lab, array_id, outs)
         time.sleep(0.3)
     wall = time.monotonic() - t0
     runs = [dict(kv.split("=", 1) for kv in o.read_text().split()) for o in outs]

@@ -116,3 +116,24 @@ def test_pald_releases_elements_and_does_not_count_them_as_released_outside(tmp_
     pald.sync_and_cycle()
     assert pald.counts["released"] == 2 and pald.counts["released_outside"] == 0
     assert {"job:10_1", "job:10_2"} <= started_keys(reader._jobs)
+
+
+def test_the_last_element_pald_released_still_shown_as_the_array_s_record_is_not_held_again(tmp_path):
+    """pald releases every element; at its next read Slurm (26.05, before its scheduler looks
+    again) shows one element split off, pending, and the last one still as the array's record
+    (the array's id, task string "2"), no longer held. pald released both: neither counts as
+    released by the user, and the array is not held again (its id would hold every element)."""
+    cfg = Config(daemon=DaemonConfig(socket=str(tmp_path / "s"), heartbeat_file=str(tmp_path / "hb")))
+    reader = FakeReader([node_info("gpu01"), node_info("gpu02")], [array_record(tasks="1-2")])
+    act = FakeActuator()
+    pald = Pald(cfg, None, reader, act, clock=ManualClock(100.0))
+    pald.sync_and_cycle()
+    assert [c[1] for c in act.calls if c[0] == "place"] == ["10_1", "10_2"]
+    released_record = replace(array_record(tasks="2"), reason="None", priority=1000)
+    reader._jobs, act.calls = [element(11, task=1, state="PENDING"), released_record], []
+    pald.sync_and_cycle()
+    assert [c for c in act.calls if c[0] == "hold"] == []
+    assert pald.counts["reheld"] == 0 and pald.counts["released_outside"] == 0
+    reader._jobs = [element(11, task=1), element(12, task=2)]  # then they run
+    pald.sync_and_cycle()
+    assert [c for c in act.calls if c[0] == "hold"] == [] and pald.counts["released_outside"] == 0

@@ -117,7 +117,9 @@ def test_a_stuck_call_is_interrupted_at_its_deadline_and_producers_never_wait():
         t = time.perf_counter()
         for i in range(2, 1002):
             link.record_decision(decision(str(i)))
-        assert time.perf_counter() - t < 0.5  # 1,000 decisions queued while the store hangs
+        # 1,000 decisions queued while the store hangs: a producer that waited on the store would
+        # wait out the 0.3 s deadline each time (300 s); a loaded host took 2.9 s, so the bound is loose
+        assert time.perf_counter() - t < 30.0
         while store.interrupts == 0 and time.monotonic() < deadline:
             assert link.status().state in ("ok", "stalled")
             time.sleep(0.01)

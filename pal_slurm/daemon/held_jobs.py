@@ -158,9 +158,12 @@ class HeldJobs:
             self.state.record(str(j.job_id), DecisionKind.PASS, "released_outside_pal", {}, None)
             self.state.mark_released(j.job_id)
         present: set[JobRef] = {j.job_id for j in jobs}
-        present |= {ref for j in jobs for ref in _element_refs(j)}
+        present |= {j.ref for j in jobs}
+        arrays = {j.array_job_id for j in jobs if j.array_job_id}
         self.deferred = held_now
-        self.released_by_pald &= present
+        # an element pald released is kept while its array shows (it may still be inside the
+        # array's record): no array's elements are spelled out here
+        self.released_by_pald = {r for r in self.released_by_pald if r in present or _array_of(r) in arrays}
         self.noticed &= present
         self.admin_held &= present
         self.reheld &= present
@@ -173,8 +176,13 @@ class HeldJobs:
         looks at it, and pald held the whole array again for it."""
         if j.job_id in self.released_by_pald or j.ref in self.released_by_pald:
             return True
-        refs = _element_refs(j)
-        return bool(refs) and all(ref in self.released_by_pald for ref in refs)
+        if not j.is_array_record or j.array_job_id not in {_array_of(r) for r in self.released_by_pald}:
+            return False  # (an array's elements are spelled out only where pald released some)
+        try:
+            refs = j.element_refs()
+        except SlurmParseError:
+            return False
+        return all(ref in self.released_by_pald for ref in refs)
 
     def _hold_again(self, job_id: int, ref: JobRef) -> None:
         """Put a deferred job its user released back under pald's (admin) hold (by `ref`, its
@@ -335,10 +343,10 @@ class HeldJobs:
         self.admin_held.update(user_held)
 
 
-def _element_refs(j: JobInfo) -> list[JobRef]:
-    """The scontrol names of the elements a record stands for ([its ref] for a job or an
-    element; none when its task string is not one pald reads)."""
-    try:
-        return list(j.element_refs())
-    except SlurmParseError:
-        return []
+
+def _array_of(ref: JobRef) -> int | None:
+    """The array job id an element's scontrol name (``A_I``) names; None for a plain job id."""
+    if isinstance(ref, str) and "_" in ref:
+        head = ref.split("_", 1)[0]
+        return int(head) if head.isdigit() else None
+    return None

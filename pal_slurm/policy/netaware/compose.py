@@ -166,9 +166,10 @@ class NetAwarePlacement:
         pending_before = 0  # jobs of `order` this plan looked at before this one and did not start
         waiting = [j for j in order if not j.running_on]
         fewest = _fewest_gpus_from(waiting)
-        # [i]: a job of waiting[i:] is past its starvation bound (it may reserve beyond the others)
-        starved_from = (_any_from([now > bound.latest_start(j, ctx) for j in waiting]) if bound is not None
-                        else [False] * len(waiting))
+        # each waiting job's latest start under its starvation bound, and [i]: a job of
+        # waiting[i:] is past it (it may reserve beyond the others)
+        latest = [math.inf if bound is None else bound.latest_start(j, ctx) for j in waiting]
+        starved_from = _any_from([now > t for t in latest])
         left = len(waiting)  # waiting jobs not looked at yet
         for at, job in enumerate(waiting):
             left -= 1
@@ -190,7 +191,7 @@ class NetAwarePlacement:
             # past its starvation bound a job waits only for what stock Slurm's backfill would
             # (and its consolidated placement, with a reservation); before it, no wait for
             # faster GPUs may plan its start past the bound
-            until = math.inf if bound is None else bound.latest_start(job, ctx)
+            until = latest[at]
             starved = now > until
             # the tier the filter allows, worked out only for a job that may start or reserve
             # (most of a long queue does neither while the cluster is full)

@@ -12,7 +12,13 @@ and the instant it ended (its GPUs free for the next pass) from slurmctld's comp
 
     [2026-11-24T05:47:11.500] _job_complete: JobId=1 done
 
-(the same on Slurm 22.05 and 24.11). Times are the host's local time, like jobcomp's.
+(the same on Slurm 22.05 to 25.11). Slurm 26.05 logs a backfill start only under
+`DebugFlags=HetJob`, at the verbose level, with the flag's name before it:
+
+    [2026-11-24T05:47:11.022] sched/backfill: _start_job: HETJOB: Started JobId=1 in gpu on gpu01
+
+so a replay's lab sets both (`replay.harness`), on every release. Times are the host's local
+time, like jobcomp's.
 
 The backfill pass runs every `bf_interval` seconds from slurmctld's start, plus the pass's own
 time, so its phase against a replay's first submission is a draw of the lab, not of the trace:
@@ -32,7 +38,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 _START = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] "
-                    r"(?:sched/backfill: _start_job: Started JobId=(\d+)|sched: Allocate JobId=(\d+))")
+                    r"(?:sched/backfill: _start_job: (?:HETJOB: )?Started JobId=(\d+)|sched: Allocate JobId=(\d+))")
 _DONE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] _job_complete: JobId=(\d+) done")
 
 

@@ -213,6 +213,10 @@ def _start_arm_lab(work: Path, shape: LabShape, hook: bool) -> LabCluster:
         f"SchedulerParameters={SCHEDULER_PARAMETERS}",
         "OverTimeLimit=UNLIMITED",
         "MinJobAge=3600",
+        # each backfill start in slurmctld's log (ctldlog.slurm_starts): Slurm 26.05 logs it only
+        # under this flag, at the verbose level; before, at info, whatever the flags
+        "DebugFlags=HetJob",
+        "SlurmctldDebug=verbose",
     ])
     return start_lab(lab_dir, nodes=shape.num_nodes, gpus=shape.gpus_per_node, extra_conf=extra, timeout=120.0,
                      hook=str(REPO / "job_submit_lua" / "job_submit.lua") if hook else None,

@@ -17,7 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pal_lab.replay.harness import run_arm
+from pal_lab.replay.ctldlog import slurm_starts
+from pal_lab.replay.harness import arm_ctld_log, run_arm
+from pal_lab.replay.jobcomp import parse_jobcomp
 from pal_lab.replay.plan import plan_replay
 from pal_slurm.sim.trace import resolve_trace
 from pal_lab.lab import stop_lab_dir
@@ -71,6 +73,17 @@ def test_no_gpu_held_by_two_jobs_at_once(arm):
         runs.sort()
         for (s1, e1, n1), (s2, e2, n2) in zip(runs, runs[1:]):
             assert s2 >= e1 - SCALE, f"{gpu}: {n1} [{s1}, {e1}] overlaps {n2} [{s2}, {e2}]"
+
+
+def test_slurmctlds_log_names_every_jobs_start(arm):
+    """The prediction's pass clock and launch cost come from these lines: on Slurm 26.05 a
+    backfill start is logged only under the flag the replay's lab sets (ctldlog)."""
+    comp = parse_jobcomp((arm.lab_dir / "jobcomp.txt").read_text())
+    started = slurm_starts(arm_ctld_log(arm.lab_dir.parent))
+    ran = {r.job_id for r in comp if r.name.startswith("replay-")}
+    assert len(ran) == JOBS
+    assert sorted(ran - set(started)) == []
+    assert any(how == "backfill" for _, how in started.values())
 
 
 def test_metrics_are_consistent(arm):

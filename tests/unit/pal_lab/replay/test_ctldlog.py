@@ -10,13 +10,15 @@ LOG = """\
 [2026-11-24T05:47:11.500] _job_complete: JobId=1 done
 [2026-11-24T05:50:52.004] sched: Allocate JobId=8 NodeList=gpu[13-16] #CPUs=4 Partition=gpu
 [2026-11-24T05:50:59.004] sched: Allocate JobId=8 NodeList=gpu[01-04] #CPUs=4 Partition=gpu
+[2026-11-24T05:51:00.250] sched/backfill: _start_job: HETJOB: Started JobId=9 in gpu on gpu02
 garbage line
 """
 
 
 def test_starts_come_from_both_schedulers_with_milliseconds_and_the_first_one_counts():
     starts = slurm_starts(LOG)
-    assert set(starts) == {1, 8}
+    assert set(starts) == {1, 8, 9}
+    assert starts[9] == (datetime.fromisoformat("2026-11-24T05:51:00.250").timestamp(), "backfill")  # Slurm 26.05
     assert starts[1] == (datetime.fromisoformat("2026-11-24T05:47:11.022").timestamp(), "backfill")
     assert starts[8] == (datetime.fromisoformat("2026-11-24T05:50:52.004").timestamp(), "main")
     assert slurm_starts("") == {}

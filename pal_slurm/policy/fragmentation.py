@@ -78,13 +78,25 @@ def opened(gpus: Sequence[int], free: frozenset[int] | set[int], cluster: Cluste
         if cnt < len(ids) and all(g in free for g in ids):
             nodes += 1
     racks = 0
-    if len(rack_taken) == 1 and len(set(rack_idx)) == 1:
+    members = _rack_members(cluster, rack_idx)
+    if len(rack_taken) == 1 and len(members) == 1:
         return nodes, racks  # one rack: the spine tier does not exist
     for r, cnt in rack_taken.items():
-        members = [g for nd, rk in enumerate(rack_idx) if rk == r for g in cluster.nodes[nd].gpu_ids]
-        if cnt < len(members) and all(g in free for g in members):
+        if cnt < len(members[r]) and members[r].issubset(free):
             racks += 1
     return nodes, racks
+
+
+def _rack_members(cluster: ClusterView, rack_idx: Sequence[int]) -> dict[int, frozenset[int]]:
+    """{rack: its GPUs}: the layout's own table (made once per layout) when `rack_idx` is the
+    layout's racks, as it is for every placement; another grouping is counted here."""
+    topology = cluster.topology
+    if rack_idx is topology.rack_idx or tuple(rack_idx) == topology.rack_idx:
+        return topology.members(1)
+    out: dict[int, set[int]] = {}
+    for nd, rk in enumerate(rack_idx):
+        out.setdefault(rk, set()).update(cluster.nodes[nd].gpu_ids)
+    return {rk: frozenset(gs) for rk, gs in out.items()}
 
 
 def packed_first_allocation(job: JobRequest, free: Sequence[int], ctx: PlacementContext, variability: bool,

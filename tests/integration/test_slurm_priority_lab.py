@@ -209,6 +209,7 @@ def start_time(env: dict[str, str], job_id: int) -> str:
 
 
 QUEUE = os.environ.get("PAL_TEST_PRIORITY_QUEUE", "slurm")  # "fifo": the control the test must fail on
+MIXED_TRIES = 3  # mixed runs of the workload until one makes a PAL job go ahead of an ordinary one
 
 
 @pytest.mark.each_release
@@ -321,10 +322,13 @@ def test_ordinary_jobs_beside_pal_jobs_wait_only_as_slurms_backfill_allows(fair_
     ends by O's planned start, or X is off O's planned nodes. The same check on the stock run
     holds Slurm's own passes to the rule (the check reads Slurm's plan as its backfill does).
     The mix must make a PAL job go ahead of a waiting ordinary one (heavy's small PAL jobs
-    before its 2-node ordinary job), else the check saw nothing. Each ordinary job's wait, mixed
-    against stock: none longer by more than the longest time limit in the workload (a passer
-    Slurm's backfill admits may hold GPUs an ordinary job would have taken when earlier jobs
-    end before their limits, for at most its own limit)."""
+    before its 2-node ordinary job), else the check saw nothing: whether it does depends on
+    which of Slurm's start and pald's first release comes first once the blocker ends (light's
+    small ordinary jobs can take the node heavy's 2-node job would reserve), so the mixed run is
+    repeated, up to MIXED_TRIES times, until it does; every run is held to the rule. Each
+    ordinary job's wait, mixed against stock: none longer by more than the longest time limit
+    in the workload (a passer Slurm's backfill admits may hold GPUs an ordinary job would have
+    taken when earlier jobs end before their limits, for at most its own limit)."""
     rig, blocker, pending = fair_share_lab
     lab = rig.lab
     env = lab.client_env()
@@ -332,29 +336,35 @@ def test_ordinary_jobs_beside_pal_jobs_wait_only_as_slurms_backfill_allows(fair_
     lab.wait_idle(60)
     rig.start_pald(policy=f'queue = "{QUEUE}"', placement=PolicyConfig().placement)
     stock = run_workload(lab, pal=False)
-    log = rig.root / "pald.log"
-    offset = log.stat().st_size
-    mixed = run_workload(lab, pal=MIXED_PAL)
-    computed = {r.job_id: r.priority for line in site_order_lines(log, offset) for r in line if r.released}
-    assert {j for j, r in mixed.jobs.items() if r.pal} <= set(computed), "every PAL job released by pald"
-    priorities = started_priorities(mixed, computed)
-    passes = {"stock": ordinary_passes(stock, started_priorities(stock, {}), START_SLACK_S),
-              "mixed": ordinary_passes(mixed, priorities, START_SLACK_S)}
-    stock_by, mixed_by = stock.by_index(), mixed.by_index()
-    extra = {i: mixed.wait(mixed_by[i].job_id) - stock.wait(stock_by[i].job_id)
-             for i in range(len(WORKLOAD)) if i not in MIXED_PAL}
-    print("passes (ahead, behind ordinary, why):",
-          {arm: [(p.ahead, p.behind, p.why) for p in ps] for arm, ps in passes.items()},
-          "\nordinary waits stock", {i: round(stock.wait(stock_by[i].job_id), 1) for i in extra},
-          "mixed", {i: round(mixed.wait(mixed_by[i].job_id), 1) for i in extra},
-          f"\nmixed - stock: mean {sum(extra.values()) / len(extra):+.1f} s, worst {max(extra.values()):+.1f} s",
-          "\nmixed: job -> (index, PAL, priority, start, nodes, Slurm's planned starts)",
-          {j: (r.index, r.pal, priorities[j], round(r.start - mixed.t0), sorted(r.nodes),
-               sorted({round(p.start - mixed.t0) for p in mixed.plans.get(j, []) if p.start is not None}))
-           for j, r in sorted(mixed.jobs.items(), key=lambda jr: jr[1].start)})
-    assert len(mixed.jobs) == len(stock.jobs) == len(WORKLOAD)
-    for arm, ps in passes.items():
-        assert not [p for p in ps if p.why == NOT_BACKFILL], (arm, ps)
-    assert any(mixed.jobs[p.ahead].pal for p in passes["mixed"]), "no PAL job went ahead of a waiting ordinary one"
+    stock_passes = ordinary_passes(stock, started_priorities(stock, {}), START_SLACK_S)
+    assert not [p for p in stock_passes if p.why == NOT_BACKFILL], stock_passes
     longest_limit = max(limit_min for _, _, limit_min, _ in WORKLOAD) * 60
-    assert max(extra.values()) <= longest_limit + START_SLACK_S, extra
+    log = rig.root / "pald.log"
+    pal_went_ahead = []
+    for attempt in range(1, MIXED_TRIES + 1):
+        offset = log.stat().st_size
+        mixed = run_workload(lab, pal=MIXED_PAL)
+        computed = {r.job_id: r.priority for line in site_order_lines(log, offset) for r in line if r.released}
+        assert {j for j, r in mixed.jobs.items() if r.pal} <= set(computed), "every PAL job released by pald"
+        priorities = started_priorities(mixed, computed)
+        passes = ordinary_passes(mixed, priorities, START_SLACK_S)
+        stock_by, mixed_by = stock.by_index(), mixed.by_index()
+        extra = {i: mixed.wait(mixed_by[i].job_id) - stock.wait(stock_by[i].job_id)
+                 for i in range(len(WORKLOAD)) if i not in MIXED_PAL}
+        print(f"mixed run {attempt}: passes (ahead, behind ordinary, why):",
+              {arm: [(p.ahead, p.behind, p.why) for p in ps] for arm, ps in
+               (("stock", stock_passes), ("mixed", passes))},
+              "\nordinary waits stock", {i: round(stock.wait(stock_by[i].job_id), 1) for i in extra},
+              "mixed", {i: round(mixed.wait(mixed_by[i].job_id), 1) for i in extra},
+              f"\nmixed - stock: mean {sum(extra.values()) / len(extra):+.1f} s, worst {max(extra.values()):+.1f} s",
+              "\nmixed: job -> (index, PAL, priority, start, nodes, Slurm's planned starts)",
+              {j: (r.index, r.pal, priorities[j], round(r.start - mixed.t0), sorted(r.nodes),
+                   sorted({round(p.start - mixed.t0) for p in mixed.plans.get(j, []) if p.start is not None}))
+               for j, r in sorted(mixed.jobs.items(), key=lambda jr: jr[1].start)})
+        assert len(mixed.jobs) == len(stock.jobs) == len(WORKLOAD)
+        assert not [p for p in passes if p.why == NOT_BACKFILL], passes
+        assert max(extra.values()) <= longest_limit + START_SLACK_S, extra
+        pal_went_ahead = [p for p in passes if mixed.jobs[p.ahead].pal]
+        if pal_went_ahead:
+            break
+    assert pal_went_ahead, f"no PAL job went ahead of a waiting ordinary one in {MIXED_TRIES} mixed runs"

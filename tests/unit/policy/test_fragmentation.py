@@ -123,6 +123,15 @@ def test_opened_counts_whole_free_nodes_and_racks_only_partly_taken():
     assert opened(tuple(range(8, 16)), c.free, c, rack_idx) == (0, 0)  # all of rack 1
 
 
+def test_opened_with_a_grouping_of_its_own_counts_its_groups_not_the_layouts_racks():
+    c = cluster()
+    one_rack = (0,) * len(c.nodes)  # one group: no rack tier
+    assert opened((8,), c.free, c, one_rack) == (1, 0)
+    per_node = tuple(range(len(c.nodes)))  # each node its own "rack"
+    assert opened((8,), c.free, c, per_node) == (1, 1)
+    assert opened((8, 9, 10, 11), c.free, c, per_node) == (0, 0)
+
+
 def test_negative_costs_are_refused():
     with pytest.raises(ValueError, match="must be >= 0"):
         FragmentationCost(node=-0.1)

@@ -76,3 +76,39 @@ def test_the_stages_declare_the_traits():
     assert netaware.DALLY.traits == Traits(sticky=True, tuned=True, backfills=True, variability=False)
     assert replace(netaware.PAL_NET, backfill="none").traits.backfills is False
     assert replace(netaware.PAL_NET, preempt=PreemptConfig()).traits.plans_around_running is False
+
+
+def _round_for_around(res, free=frozenset(range(8))):  # type: ignore[no-untyped-def]
+    """The parts of a plan's Round that Easy.around reads: a job runs its remaining time, and
+    every allocation it asks for is recorded."""
+    from types import SimpleNamespace
+
+    asked = []
+
+    def allocate(job, free_ids, tier):  # type: ignore[no-untyped-def]
+        asked.append(tuple(free_ids))
+        return (tuple(free_ids[:job.num_gpus]), 0, 1.0) if len(free_ids) >= job.num_gpus else None
+
+    rnd = SimpleNamespace(res=res, now=0.0, runtime=lambda job, gpus: job.remaining_time, free=set(free),
+                          allocate=allocate, cluster=None)
+    return rnd, asked
+
+
+def test_a_count_reservation_with_nothing_to_spare_refuses_a_job_ending_after_it_without_a_detour():
+    from pal_slurm.model import JobRequest
+    from pal_slurm.policy.netaware.reservations import _Reservation
+
+    job = JobRequest(job_id="j", num_gpus=2, remaining_time=100.0)
+    got = ((0, 1), 0, 1.0)
+    refusing = _Reservation(50.0, None, 0)  # the whole cluster at 50, no GPU to spare
+    rnd, asked = _round_for_around([refusing])
+    assert Easy().around(job, got, 2, rnd) is None
+    assert asked == [] and refusing.spare == 0  # no detour asked for, nothing taken
+    # ending by the shadow it passes, and takes nothing from the reservation
+    rnd, asked = _round_for_around([_Reservation(100.0, None, 0)])
+    assert Easy().around(job, got, 2, rnd) == got
+    # a group reservation is gone around: the detour from the GPUs outside its group
+    group = _Reservation(50.0, frozenset({0, 1, 2, 3}), 0)
+    rnd, asked = _round_for_around([group])
+    assert Easy().around(job, got, 2, rnd) == ((4, 5), 0, 1.0)
+    assert asked == [(4, 5, 6, 7)]

@@ -198,6 +198,12 @@ class Easy:
         res, now = rnd.res, rnd.now
         end = now + rnd.runtime(job, got[0])
         left = job.remaining_time
+        if job.num_gpus > 0 and any(r.group is None and end > r.shadow and left > r.passes_up_to and r.spare < 1
+                                    for r in res):
+            # a reservation on a GPU count that this job would overrun with none to spare
+            # refuses every free GPU: no detour (what the lines below conclude, from no GPUs;
+            # most of a deep queue, in a plan that holds such a reservation, ends here)
+            return None
         if not all(r.admits(end, got[0], left) for r in res):
             # the free GPUs no reservation refuses to a job ending at `end`: a reservation
             # refuses its group's GPUs when the job ends after its shadow and it has none to spare

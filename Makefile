@@ -64,12 +64,17 @@ test: deps venv
 	$(MAKE) --no-print-directory test-labs-together && $(MAKE) --no-print-directory test-alone
 
 # Step 2 of `make test`: the host's lab tests (all but `alone`) beside the roots' release step.
+# The host's failed tests are named again at the very end (after every root's log, which
+# names its own at its end), so the tail of the output tells every failure.
 test-labs-together: deps venv
-	@root_log=$$(mktemp); \
+	@root_log=$$(mktemp); host_log=$$(mktemp); host_rc=$$(mktemp); \
 	$(MAKE) --no-print-directory test-roots-release RELEASE_SELECT='($(RELEASE)) and not alone' \
 	  >"$$root_log" 2>&1 & root=$$!; \
-	rc=0; $(PYTHON) -m pytest -q -p no:cacheprovider -m '($(LAB)) and not alone' --durations=15 || rc=$$?; \
-	root_rc=0; wait $$root || root_rc=$$?; cat "$$root_log"; rm -f "$$root_log"; \
+	{ rc=0; $(PYTHON) -m pytest -q -p no:cacheprovider -m '($(LAB)) and not alone' --durations=15 || rc=$$?; \
+	  echo $$rc >"$$host_rc"; } 2>&1 | tee "$$host_log"; rc=$$(cat "$$host_rc"); \
+	root_rc=0; wait $$root || root_rc=$$?; cat "$$root_log"; \
+	grep -E '^(FAILED|ERROR) ' "$$host_log" | sed 's/^/test-labs-together: host: /' || true; \
+	rm -f "$$root_log" "$$host_log" "$$host_rc"; \
 	echo "test-labs-together: host exit $$rc, Debian roots ($(ROOTS)) exit $$root_rc"; \
 	[ $$rc = 0 ] && [ $$root_rc = 0 ]
 
@@ -109,6 +114,7 @@ test-roots-release: venv
 	done; wait; \
 	rc=0; for s in $(ROOTS); do cat "$$dir/$$s.log"; r=$$(cat "$$dir/$$s.rc"); \
 	  echo "test-roots-release: $$s exit $$r"; [ "$$r" = 0 ] || rc=1; done; \
+	for s in $(ROOTS); do grep -E '^(FAILED|ERROR) ' "$$dir/$$s.log" | sed "s|^|test-roots-release: $$s: |" || true; done; \
 	rm -rf "$$dir"; exit $$rc
 
 # Only the roots' builds (steps 1-3 of scripts/test-in-debian-root.sh and their venvs), one

@@ -268,15 +268,24 @@ class HeldJobs:
                 continue
             again = self.replaced.get(job_id, 0) < MAX_REPLACES
             try:
-                self.actuator.unpin(job_id)
                 if again:
+                    # held before its pin is dropped: an unheld job without its pin is
+                    # Slurm's to start at once (the update runs its scheduler), and pald's
+                    # next read would find it running, released behind its back
                     times = self.replaced.get(job_id, 0) + 1
                     self.actuator.set_admin_comment(job_id, with_tag(found.admin_comment,
                                                                      f"{DEFER_TAG};unstuck={times}"))
                     self.actuator.hold(job_id)
+                else:
+                    self.actuator.unpin(job_id)
             except Exception as exc:  # noqa: BLE001 - it started meanwhile, or Slurm refused: next sync
                 self.state.note_error("unstick", RuntimeError(f"job {job_id}: {exc}"))
                 continue
+            if again:
+                try:
+                    self.actuator.unpin(job_id)
+                except Exception as exc:  # noqa: BLE001 - held on its pin: the next placement replaces it
+                    self.state.note_error("unstick", RuntimeError(f"job {job_id}: {exc}"))
             del self.released_at[job_id]
             if again:
                 self.replaced[job_id] = self.replaced.get(job_id, 0) + 1

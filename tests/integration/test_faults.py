@@ -890,8 +890,9 @@ def test_a_released_job_whose_node_drains_is_placed_anew(rig):
               f"{ran.start_time - ran.submit_time} s after submission (release_start_s {RELEASE_START_S}, "
               f"cycle {cycle_s} s)")
         # pald acts on its cycle's reads (squeue's, seconds on a loaded host): release_start_s
-        # after the release, and the cycle after that
-        assert RELEASE_START_S <= unstuck - released <= RELEASE_START_S + CYCLE_LATE_S, timeline
+        # after the release, and the cycle after that. Its clock for the release is the read's,
+        # before the decision's stamp (seen 7.9 s for 8): a second's slack below
+        assert RELEASE_START_S - 1.0 <= unstuck - released <= RELEASE_START_S + CYCLE_LATE_S, timeline
         assert placed_anew - unstuck <= CYCLE_LATE_S, timeline
     finally:
         rig.drain_flag.unlink(missing_ok=True)

@@ -463,8 +463,9 @@ def test_a_released_job_that_does_not_start_is_placed_anew_then_unpinned(tmp_pat
     assert len(acts(pald.actuator.calls)) == 1
     t[0] += 2
     pald.sync_and_cycle()
-    assert acts(pald.actuator.calls)[1:] == [("unpin", 7), ("hold", 7)] and pald.counts["unstuck"] == 1
-    assert pald.actuator.calls[-2] == ("admin_comment", 7, "pal:defer;req=x pal:defer;unstuck=1")  # pald's hold
+    # tagged and held before its pin is dropped: unheld and unpinned, Slurm would start it at once
+    assert acts(pald.actuator.calls)[1:] == [("hold", 7), ("unpin", 7)] and pald.counts["unstuck"] == 1
+    assert pald.actuator.calls[-3] == ("admin_comment", 7, "pal:defer;req=x pal:defer;unstuck=1")  # pald's hold
     pald.reader._jobs = [replace(held_job(7, gpn=2, submit=1), reason="JobHeldAdmin")]
     pald.reader._nodes = [node_info(n.name, used=range(4) if n.name in first else ()) for n in pald.reader._nodes]
     t[0] += 1
@@ -567,3 +568,32 @@ def test_palds_loop_runs_its_cycles_at_the_multiples_of_cycle_s_on_the_epoch_clo
     # most cycles start on a multiple (a loaded host may wake one late); a loop that kept the
     # start's phase would have every one 0.1 s or more past
     assert late[len(late) // 2] < 0.05 and late[len(late) * 2 // 3] < 0.07, late
+
+
+def test_a_stuck_release_held_again_whose_unpin_slurm_refuses_still_waits_for_its_new_placement(tmp_path):
+    """The hold comes first; an unpin Slurm then refuses leaves the job held on its old pin,
+    which the next placement replaces: it is counted and recorded as held again, the refusal
+    as an error."""
+    from dataclasses import replace
+
+    from pal_slurm.slurm.errors import SlurmError
+
+    store = MemoryRepository()
+    pald = make_pald(tmp_path, store=store, jobs=[held_job(7, gpn=2, submit=1)])
+    t = [1000.0]
+    pald.clock = lambda: t[0]
+    pald.sync_and_cycle()
+    first = acts(pald.actuator.calls)[0][2]
+    pald.reader._jobs = [replace(held_job(7, gpn=2, submit=1), priority=1, reason="ReqNodeNotAvail",
+                                 required_nodes=first)]
+
+    def refuse(job_id):  # type: ignore[no-untyped-def]
+        raise SlurmError(f"scontrol refused job {job_id}")
+
+    pald.actuator.unpin = refuse
+    t[0] += pald.config.daemon.release_start_s + 1
+    pald.sync_and_cycle()
+    assert acts(pald.actuator.calls)[1:] == [("hold", 7)] and pald.counts["unstuck"] == 1
+    pald.flush_decisions()
+    assert [d.reason for d in reversed(store.decisions("7"))] == ["released:pal-fit", "unstuck:replace"]
+    assert pald.counts["errors"] == 1

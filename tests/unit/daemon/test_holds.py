@@ -66,4 +66,4 @@ def test_pald_never_replaces_or_releases_a_job_its_user_held_and_resumes_after_t
     assert len(pald.actuator.calls) == 2
     t[0] += bound + 1
     pald.sync_and_cycle()
-    assert acts(pald.actuator.calls)[1:] == [("unpin", 7), ("hold", 7)]  # stuck: placed anew as before
+    assert acts(pald.actuator.calls)[1:] == [("hold", 7), ("unpin", 7)]  # stuck: placed anew as before

@@ -59,7 +59,7 @@ def test_a_restarted_pald_still_unsticks_a_release_its_predecessor_made(tmp_path
     assert acts(pald.actuator.calls) == []
     t[0] += pald.config.daemon.release_start_s + 1
     pald.sync_and_cycle()
-    assert acts(pald.actuator.calls) == [("unpin", 5), ("hold", 5)]
+    assert acts(pald.actuator.calls) == [("hold", 5), ("unpin", 5)]
     # held again once already (its tag says so): stuck again, it is only unpinned
     pald = make_pald(tmp_path, jobs=[pinned(6, tag="pal:defer;req=x pal:released pal:defer;unstuck=1 pal:released")])
     pald.clock = lambda: t[0]

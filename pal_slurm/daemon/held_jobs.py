@@ -238,9 +238,9 @@ class HeldJobs:
     def unstick(self, jobs: Iterable[JobInfo], now: float) -> None:
         """A job pald pinned and released that has not started `release_start_s` later waits on
         PAL's pins, maybe for ever (its node drained after the release, its GPUs went to a job
-        Slurm preferred). pald drops the node pin and holds it again (tagged
-        ``pal:defer;unstuck=<n>`` first: the hold is pald's, tags.py): the next cycle places it
-        anew on what is free then. Stuck a second time (MAX_REPLACES), it keeps no node pin
+        Slurm preferred). pald holds it again (tagged ``pal:defer;unstuck=<n>`` first: the
+        hold is pald's, tags.py), then drops its node pin: the next cycle places it anew on
+        what is free then. Stuck a second time (MAX_REPLACES), it keeps no node pin
         and is left to Slurm. Each step is counted (`unstuck`) and recorded. A job its user
         (or an operator) held meanwhile is theirs: pald waits, and its clock starts again when
         it is released.

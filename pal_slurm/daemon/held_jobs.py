@@ -142,8 +142,9 @@ class HeldJobs:
           never placed a second time (`released_outside`)."""
         held_now: set[JobRef] = {j.job_id for j in held}
         jobs = list(jobs)
+        released_arrays = {_array_of(r) for r in self.released_by_pald} - {None}
         for j in jobs:
-            if (j.job_id in held_now or self._released_by_pald(j)
+            if (j.job_id in held_now or self._released_by_pald(j, released_arrays)
                     or j.job_id in self.noticed
                     or j.state == "CANCELLED" or DEFER_TAG not in pal_tags(j.admin_comment)
                     or (j.job_id not in self.deferred and j.submit_time < self.state.started)):
@@ -168,15 +169,16 @@ class HeldJobs:
         self.admin_held &= present
         self.reheld &= present
 
-    def _released_by_pald(self, j: JobInfo) -> bool:
+    def _released_by_pald(self, j: JobInfo, released_arrays: set[int | None]) -> bool:
         """pald released what this record stands for: the job, the element, or every element
         of an array's record of pending ones. The array's last pending element, once pald has
         released it, can still show as that record (under the array's id, its task string
         naming the one element, not yet split off): Slurm 26.05 does, until its scheduler next
-        looks at it, and pald held the whole array again for it."""
+        looks at it, and pald held the whole array again for it. `released_arrays`: the
+        arrays of the elements pald released (made once per read)."""
         if j.job_id in self.released_by_pald or j.ref in self.released_by_pald:
             return True
-        if not j.is_array_record or j.array_job_id not in {_array_of(r) for r in self.released_by_pald}:
+        if not j.is_array_record or j.array_job_id not in released_arrays:
             return False  # (an array's elements are spelled out only where pald released some)
         try:
             refs = j.element_refs()
@@ -281,13 +283,12 @@ class HeldJobs:
             except Exception as exc:  # noqa: BLE001 - it started meanwhile, or Slurm refused: next sync
                 self.state.note_error("unstick", RuntimeError(f"job {job_id}: {exc}"))
                 continue
+            del self.released_at[job_id]
             if again:
                 try:
                     self.actuator.unpin(job_id)
                 except Exception as exc:  # noqa: BLE001 - held on its pin: the next placement replaces it
                     self.state.note_error("unstick", RuntimeError(f"job {job_id}: {exc}"))
-            del self.released_at[job_id]
-            if again:
                 self.replaced[job_id] = self.replaced.get(job_id, 0) + 1
                 self.admin_held.add(job_id)
                 self.released_by_pald.discard(job_id)
@@ -350,7 +351,6 @@ class HeldJobs:
             self.state.note_error("hold", exc)
             return
         self.admin_held.update(user_held)
-
 
 
 def _array_of(ref: JobRef) -> int | None:

@@ -6,6 +6,8 @@
     python3 benchmarks/robustness.py --quick --bound-h inf   # pal-fit without its starvation bound
     python3 benchmarks/robustness.py --quick --queues fifo,slurm   # pald's queue and Slurm's order
     python3 benchmarks/robustness.py --traces workload-3 --jobs 40 --seeds 0 --queues fifo,slurm
+    python3 benchmarks/robustness.py --quick --control-jitter 0.01   # stock against itself, lengths +-1%
+    python3 benchmarks/robustness.py --quick --control-jitter 0.01 --stock-draws 5   # against 5 stock draws
 
 Each workload is a synthetic trace of the simulator's generator (`sim.trace.synthetic_trace`:
 Poisson arrivals, the Philly GPU-count and model mix unless --mixes says otherwise, Gavel-like
@@ -36,15 +38,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
+import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pal_lab.replay.plan import plan_replay  # noqa: E402
+from pal_lab.replay.plan import ReplayPlan, plan_replay  # noqa: E402
 from pal_lab.replay.predict import predicted_run  # noqa: E402
 from pal_slurm.config import PolicyConfig  # noqa: E402
 from pal_slurm.sim.metrics import JobOutcome, RunResult, geomean  # noqa: E402
@@ -100,9 +104,52 @@ def mean_waits(result: RunResult, account: dict[int, str]) -> dict[str, float]:
     return {a: sum(w) / len(w) if w else 0.0 for a, w in waits.items()}
 
 
+CONTROL = "ctrl"  # the control row's name (--control-jitter)
+
+
+DRAW_JITTER = 0.01  # the share by which --stock-draws jitter lengths when --control-jitter does not say
+
+
+def baseline_draws(seed: int, draws: int) -> list[int]:
+    """The jitter seeds of stock's runs beyond the plan's own (`draws` - 1 of them), none the
+    control's (which draws with the workload's seed)."""
+    return [seed + 1_000_003 * i for i in range(1, draws)]
+
+
+def jittered(plan: ReplayPlan, jitter: float, seed: int) -> ReplayPlan:
+    """`plan` with each job's length (its iterations) multiplied by a uniform draw from
+    [1 - jitter, 1 + jitter], its time limit and everything else kept (the control's plan)."""
+    rng = random.Random(seed)
+    jobs = tuple(replace(j, trace_job=replace(j.trace_job, iterations=j.trace_job.iterations
+                                              * (1.0 + rng.uniform(-jitter, jitter))))
+                 for j in plan.jobs)
+    return replace(plan, jobs=jobs)
+
+
+def against(arm: RunResult, baseline: Sequence[RunResult], bound_s: float | None,
+            account: dict[int, str]) -> Outcome:
+    """`arm`'s figures against stock's runs of the same workload: the ratios to their mean avg
+    JCT and makespan, each job's delay against its median start over them."""
+    a = arm.summary()
+    jct = statistics.fmean(r.summary()["avg_jct_s"] for r in baseline)
+    span = statistics.fmean(r.summary()["makespan_s"] for r in baseline)
+    starts: dict[int, list[float]] = {}
+    for r in baseline:
+        for j in r.jobs:
+            starts.setdefault(j.job_id, []).append(j.first_start)
+    start = {jid: statistics.median(s) for jid, s in starts.items()}
+    delays = sorted(((j.first_start - start[j.job_id], j.num_gpus) for j in arm.jobs), reverse=True)
+    return Outcome(a["avg_jct_s"] / jct, a["makespan_s"] / span, delays[0][0],
+                   delays[0][1], sum(1 for d, _ in delays if d > over_s(bound_s)), mean_waits(arm, account))
+
+
 def run(w: Workload, jobs: int, launch_wall_s: float, bound_s: float | None,
-        queues: Sequence[str] = ("fifo",)) -> tuple[dict[str, float], dict[str, Outcome]]:
-    """Stock's mean wait per account, and pal-fit's outcome against stock with each of `queues`."""
+        queues: Sequence[str] = ("fifo",), control_jitter: float = 0.0, stock_draws: int = 1
+        ) -> tuple[dict[str, float], dict[str, Outcome]]:
+    """Stock's mean wait per account, and pal-fit's outcome against stock with each of `queues`
+    (and, with `control_jitter`, stock's own on lengths that jitter: `CONTROL`). With
+    `stock_draws` > 1, "stock" is that many runs: the plan's and the rest on lengths jittered by
+    `control_jitter` (or DRAW_JITTER), each a draw of its own (`baseline_draws`)."""
     gpus = NODES * GPUS_PER_NODE
     if w.mix in MIXES:
         trace = synthetic_trace(jobs, seed=w.seed, jobs_per_hour=rate_for_load(w.load, gpus, MIXES[w.mix]),
@@ -113,17 +160,18 @@ def run(w: Workload, jobs: int, launch_wall_s: float, bound_s: float | None,
     stock = predicted_run(plan, "stock", w.seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF,
                           launch_s=launch_wall_s * w.scale)
     account = accounts(stock.jobs)
-    s = stock.summary()
-    start = {j.job_id: j.first_start for j in stock.jobs}
+    baseline = [stock] + [predicted_run(jittered(plan, control_jitter or DRAW_JITTER, draw), "stock", w.seed, NODES,
+                                        GPUS_PER_NODE, NODES_PER_LEAF, launch_s=launch_wall_s * w.scale)
+                          for draw in baseline_draws(w.seed, stock_draws)]
     out = {}
     for queue in queues:
         arm = predicted_run(plan, "pal-fit", w.seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF,
                             launch_s=launch_wall_s * w.scale, starvation_bound_s=bound_s, queue=queue)
-        a = arm.summary()
-        delays = sorted(((j.first_start - start[j.job_id], j.num_gpus) for j in arm.jobs), reverse=True)
-        out[queue] = Outcome(a["avg_jct_s"] / s["avg_jct_s"], a["makespan_s"] / s["makespan_s"], delays[0][0],
-                             delays[0][1], sum(1 for d, _ in delays if d > over_s(bound_s)),
-                             mean_waits(arm, account))
+        out[queue] = against(arm, baseline, bound_s, account)
+    if control_jitter > 0:
+        control = predicted_run(jittered(plan, control_jitter, w.seed), "stock", w.seed, NODES, GPUS_PER_NODE,
+                                NODES_PER_LEAF, launch_s=launch_wall_s * w.scale)
+        out[CONTROL] = against(control, baseline, bound_s, account)
     return mean_waits(stock, account), out
 
 
@@ -133,7 +181,7 @@ def over_s(bound_s: float | None) -> float:
     return PolicyConfig().starvation_bound_s if bound_s is None or bound_s == float("inf") else bound_s
 
 
-def _run(args: tuple[Workload, int, float, float | None, tuple[str, ...]]
+def _run(args: tuple[Workload, int, float, float | None, tuple[str, ...], float, int]
          ) -> tuple[Workload, tuple[dict[str, float], dict[str, Outcome]]]:
     return args[0], run(*args)
 
@@ -161,6 +209,11 @@ def main() -> None:
     ap.add_argument("--traces", default="",
                     help="bundled traces (e.g. workload-3) run instead of the synthetic workloads, their first --jobs")
     ap.add_argument("--queues", default="fifo", help="pald's queue orders to run, e.g. fifo,slurm")
+    ap.add_argument("--control-jitter", type=float, default=0.0,
+                    help="also run stock with each job's length jittered by up to this share (e.g. 0.01), against stock")
+    ap.add_argument("--stock-draws", type=int, default=1,
+                    help="stock as this many runs (the rest on jittered lengths): ratios to their mean, "
+                         "delays against each job's median start")
     args = ap.parse_args()
     if args.quick:
         args.loads, args.mixes, args.seeds = "0.5,0.8,0.95", "philly,large", "0-2"
@@ -168,6 +221,7 @@ def main() -> None:
     limit_h = over_s(bound_s) / 3600.0
     scales = [float(s) for s in args.scale.split(",")]
     queues = tuple(q for q in args.queues.split(",") if q)
+    rows_of = queues + ((CONTROL,) if args.control_jitter > 0 else ())
     work = [Workload(float(load), mix, seed, scale) for scale in scales for load in args.loads.split(",")
             for mix in args.mixes.split(",") for seed in seeds_of(args.seeds)]
     if args.traces:
@@ -177,11 +231,12 @@ def main() -> None:
     print(f"pal-fit / stock Slurm (the replay's model: {args.jobs} jobs, {NODES}x{GPUS_PER_NODE}, {NODES_PER_LEAF} "
           f"nodes per leaf, launch {args.launch_wall_s:g} wall s); pald's starvation bound "
           f"{limit_h if bound_s != float('inf') else float('inf'):g} h, jobs counted over {limit_h:g} h; "
-          f"pald's queue: {', '.join(queues)}")
+          f"pald's queue: {', '.join(queues)}; stock: {args.stock_draws} run(s)"
+          + (f", control: stock on lengths +-{args.control_jitter:g}" if args.control_jitter > 0 else ""))
     print(f"{'scale':>5s} {'load':>5s} {'mix':10s} {'seed':>4s} {'queue':6s} {'JCT ratio':>9s} {'makespan':>8s} "
           f"{'max extra h':>11s} {'its GPUs':>8s} {'> bound':>7s}")
     results: list[tuple[Workload, dict[str, float], dict[str, Outcome]]] = []
-    jobs = [(w, args.jobs, args.launch_wall_s, bound_s, queues) for w in work]
+    jobs = [(w, args.jobs, args.launch_wall_s, bound_s, queues, args.control_jitter, args.stock_draws) for w in work]
     with ProcessPoolExecutor(max_workers=max(1, args.procs)) as pool:
         for w, (stock_waits, by_queue) in pool.map(_run, jobs):
             results.append((w, stock_waits, by_queue))
@@ -192,7 +247,7 @@ def main() -> None:
     for scale in scales:
         rows = [(stock_waits, by_queue) for w, stock_waits, by_queue in results if w.scale == scale]
         print(f"\nscale {scale:g}: {len(rows)} workloads")
-        for queue in queues:
+        for queue in rows_of:
             got = [by_queue[queue] for _, by_queue in rows]
             jct, span = [o.jct for o in got], [o.span for o in got]
             worst_extra = max(got, key=lambda o: o.extra_s)
@@ -208,7 +263,7 @@ def main() -> None:
             print("         " + "; ".join(f"{name}: {'met' if ok else 'NOT met'}" for name, ok in checks))
         print(f"  mean wait per account, trace h (mean over the workloads; {HEAVY}: {HEAVY_SHARE:.2f} of the "
               f"jobs, `accounts`):")
-        arms = [("stock", [sw for sw, _ in rows])] + [(q, [bq[q].waits for _, bq in rows]) for q in queues]
+        arms = [("stock", [sw for sw, _ in rows])] + [(q, [bq[q].waits for _, bq in rows]) for q in rows_of]
         for name, waits in arms:
             heavy = sum(x[HEAVY] for x in waits) / len(waits)
             light = sum(x[LIGHT] for x in waits) / len(waits)

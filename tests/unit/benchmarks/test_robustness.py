@@ -40,3 +40,39 @@ def test_the_mean_wait_per_account_is_first_start_less_submit():
     result = RunResult("t", "p", 0, "event", 4, jobs, 0.0)
     waits = r.mean_waits(result, {0: r.HEAVY, 1: r.HEAVY, 2: r.LIGHT})
     assert waits == {r.HEAVY: 20.0, r.LIGHT: 100.0}
+
+
+def test_a_jittered_plan_moves_each_length_within_the_share_and_keeps_the_time_limits():
+    from pal_lab.replay.plan import plan_replay
+    from pal_slurm.sim.trace import synthetic_trace
+
+    r = _script()
+    plan = plan_replay(synthetic_trace(30, seed=3), 5.0, 4, 64)
+    moved = r.jittered(plan, 0.01, seed=7)
+    assert moved == r.jittered(plan, 0.01, seed=7)  # a draw of its seed
+    assert moved != r.jittered(plan, 0.01, seed=8)
+    ratios = [m.trace_job.iterations / j.trace_job.iterations for m, j in zip(moved.jobs, plan.jobs)]
+    assert all(0.99 <= x <= 1.01 for x in ratios) and len(set(ratios)) == len(ratios)
+    assert [m.limit_minutes for m in moved.jobs] == [j.limit_minutes for j in plan.jobs]
+    assert [m.submit_s for m in moved.jobs] == [j.submit_s for j in plan.jobs]
+
+
+def test_the_stock_draws_never_use_the_controls_seed():
+    r = _script()
+    assert r.baseline_draws(4, 1) == []
+    draws = r.baseline_draws(4, 5)
+    assert len(set(draws)) == 4 and 4 not in draws
+
+
+def test_against_several_stock_runs_takes_the_mean_ratios_and_each_jobs_median_start():
+    r = _script()
+    runs = [RunResult("t", "stock", 0, "event", 4, [_job(0, 0.0, s0), _job(1, 0.0, s1)], 0.0)
+            for s0, s1 in ((0.0, 10.0), (0.0, 20.0), (30_000.0, 40.0))]
+    arm = RunResult("t", "pal-fit", 0, "event", 4, [_job(0, 0.0, 20_000.0), _job(1, 0.0, 0.0)], 0.0)
+    o = r.against(arm, runs, 14_400.0, {0: r.HEAVY, 1: r.LIGHT})
+    jct = sum(x.summary()["avg_jct_s"] for x in runs) / 3
+    span = sum(x.summary()["makespan_s"] for x in runs) / 3
+    assert o.jct == arm.summary()["avg_jct_s"] / jct and o.span == arm.summary()["makespan_s"] / span
+    # job 0's median start is 0: 20,000 s later, over the 4 h bound; job 1 starts earlier
+    assert (o.extra_s, o.over_bound) == (20_000.0, 1)
+    assert r.against(arm, runs[2:], 14_400.0, {0: r.HEAVY, 1: r.LIGHT}).over_bound == 0

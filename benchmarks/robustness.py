@@ -105,8 +105,6 @@ def mean_waits(result: RunResult, account: dict[int, str]) -> dict[str, float]:
 
 
 CONTROL = "ctrl"  # the control row's name (--control-jitter)
-
-
 DRAW_JITTER = 0.01  # the share by which --stock-draws jitter lengths when --control-jitter does not say
 
 
@@ -157,11 +155,13 @@ def run(w: Workload, jobs: int, launch_wall_s: float, bound_s: float | None,
     else:  # a bundled trace (--traces), its first `jobs` jobs as the replay takes them
         trace = bundled_trace(w.mix)
     plan = plan_replay(trace, w.scale, GPUS_PER_NODE, gpus, jobs=jobs if w.mix not in MIXES else None)
-    stock = predicted_run(plan, "stock", w.seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF,
-                          launch_s=launch_wall_s * w.scale)
+
+    def stock_on(p: ReplayPlan) -> RunResult:
+        return predicted_run(p, "stock", w.seed, NODES, GPUS_PER_NODE, NODES_PER_LEAF, launch_s=launch_wall_s * w.scale)
+
+    stock = stock_on(plan)
     account = accounts(stock.jobs)
-    baseline = [stock] + [predicted_run(jittered(plan, control_jitter or DRAW_JITTER, draw), "stock", w.seed, NODES,
-                                        GPUS_PER_NODE, NODES_PER_LEAF, launch_s=launch_wall_s * w.scale)
+    baseline = [stock] + [stock_on(jittered(plan, control_jitter or DRAW_JITTER, draw))
                           for draw in baseline_draws(w.seed, stock_draws)]
     out = {}
     for queue in queues:
@@ -169,9 +169,7 @@ def run(w: Workload, jobs: int, launch_wall_s: float, bound_s: float | None,
                             launch_s=launch_wall_s * w.scale, starvation_bound_s=bound_s, queue=queue)
         out[queue] = against(arm, baseline, bound_s, account)
     if control_jitter > 0:
-        control = predicted_run(jittered(plan, control_jitter, w.seed), "stock", w.seed, NODES, GPUS_PER_NODE,
-                                NODES_PER_LEAF, launch_s=launch_wall_s * w.scale)
-        out[CONTROL] = against(control, baseline, bound_s, account)
+        out[CONTROL] = against(stock_on(jittered(plan, control_jitter, w.seed)), baseline, bound_s, account)
     return mean_waits(stock, account), out
 
 

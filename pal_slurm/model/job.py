@@ -42,16 +42,18 @@ class JobRequest:
         a launch planned earlier in the same cycle), so those GPUs free at its end, not never."""
         return replace(self, num_gpus=len(gpus), running_on=tuple(gpus), waiting_since=since)
 
-    def evolved(self, **changes: object) -> "JobRequest":
-        """`dataclasses.replace(self, **changes)` for the fields that change as a job runs,
-        built without the dataclass __init__ (which sets 13 frozen fields one by one, several
-        microseconds): the event simulator renews every running job's request at every
-        decision, millions of times in a large run."""
-        if not changes.keys() <= _STATE_FIELDS:
-            raise TypeError(f"evolved() changes only {sorted(_STATE_FIELDS)}, not {sorted(changes.keys() - _STATE_FIELDS)}")
+    def evolved(self, *, running_on: tuple[int, ...], attained_service: float, remaining_time: float,
+                waiting_since: float, preemptions: int) -> "JobRequest":
+        """`dataclasses.replace(self, ...)` for the fields that change as a job runs (all of
+        them, by keyword), built without the dataclass __init__ (which sets 13 frozen fields
+        one by one, several microseconds) and without a dict of changes: the event simulator
+        renews every running job's request at every decision, millions of times in a large run."""
+        state = self.__dict__.copy()
+        state["running_on"] = running_on
+        state["attained_service"] = attained_service
+        state["remaining_time"] = remaining_time
+        state["waiting_since"] = waiting_since
+        state["preemptions"] = preemptions
         out = object.__new__(JobRequest)
-        object.__setattr__(out, "__dict__", {**self.__dict__, **changes})
+        object.__setattr__(out, "__dict__", state)
         return out
-
-
-_STATE_FIELDS = frozenset({"running_on", "attained_service", "remaining_time", "waiting_since", "preemptions"})

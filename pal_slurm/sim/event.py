@@ -293,11 +293,14 @@ class _EventRun:
     # ---- one decision --------------------------------------------------------------------
     def schedule(self, t: float) -> None:
         running = self.state.running
-        for job in running.values():
-            job.advance(t)
         if self.renew_running:  # else nobody reads it: a running job's request stays as first built
+            touch = self.state.touch
             for job in running.values():
-                self.state.touch(job)
+                job.advance(t)
+                touch(job)
+        else:
+            for job in running.values():
+                job.advance(t)
         cyc = self.decide(t)
         self.plans += 1
         self.actuator.carry_out(cyc.plan)

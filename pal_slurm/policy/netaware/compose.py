@@ -165,11 +165,14 @@ class NetAwarePlacement:
         preemptible = preempt.candidates(running, now) if preempt is not None else None
         pending_before = 0  # jobs of `order` this plan looked at before this one and did not start
         waiting = [j for j in order if not j.running_on]
-        fewest = _fewest_gpus_from(waiting)
+        fewest: list[int] | None = None  # _fewest_gpus_from(waiting), once a plan needs it (most end before)
         # each waiting job's latest start under its starvation bound, and [i]: a job of
         # waiting[i:] is past it (it may reserve beyond the others)
-        latest = [math.inf if bound is None else bound.latest_start(j, ctx) for j in waiting]
-        starved_from = _any_from([now > t for t in latest])
+        if bound is None:
+            latest, starved_from = [math.inf] * len(waiting), [False] * len(waiting)
+        else:
+            latest = [bound.latest_start(j, ctx) for j in waiting]
+            starved_from = _any_from([now > t for t in latest])
         left = len(waiting)  # waiting jobs not looked at yet
         for at, job in enumerate(waiting):
             left -= 1
@@ -183,7 +186,11 @@ class NetAwarePlacement:
             if preempt is None and len(rnd.free) < job.num_gpus and not backfill.holds_more(rnd, starved_from[at]):
                 # it cannot start (only preemption frees GPUs in a plan) and may not reserve:
                 # what `blocked` would say, without its work; the plan ends once no later job fits
-                if len(rnd.free) < fewest[at] or not backfill.backfills:
+                if not backfill.backfills:
+                    break
+                if fewest is None:
+                    fewest = _fewest_gpus_from(waiting)
+                if len(rnd.free) < fewest[at]:
                     break
                 continue
             n = job.num_gpus

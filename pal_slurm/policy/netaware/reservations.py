@@ -137,10 +137,21 @@ class _Releases:
         out = self.levels.get(level)
         if out is None:
             out = self.levels[level] = {}
-            for jid, gpus in self.holding.items():
-                end = self.ends[jid]
-                for grp, cnt in self._spread(level, gpus):
-                    out.setdefault(grp, []).append((end, cnt))
+            ends, holding = self.ends, self.holding
+            if level >= SPINE:  # one group (topology.group_of): each job frees all its GPUs there
+                spine = [(ends[jid], len(gpus)) for jid, gpus in holding.items() if gpus]
+                if spine:
+                    out[0] = spine
+            else:  # (a plan reads every running job at the node or rack level: no call per job)
+                known, spread = self.counts.get, self._spread
+                for jid, gpus in holding.items():
+                    end = ends[jid]
+                    for grp, cnt in known((level, gpus)) or spread(level, gpus):
+                        lst = out.get(grp)
+                        if lst is None:
+                            out[grp] = [(end, cnt)]
+                        else:
+                            lst.append((end, cnt))
             for lst in out.values():
                 lst.sort()
         return out

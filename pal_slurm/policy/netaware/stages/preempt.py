@@ -5,6 +5,7 @@ victims lose plus their restart cost. Victims keep their queue position."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
@@ -63,14 +64,14 @@ class Preemption:
             return []
         node_of = topo(cluster).node_of
         group_of: Callable[[int], int] = (lambda g: node_of[g]) if want == NODE else (lambda g: rack_idx[node_of[g]])
-        free_in: dict[int, int] = {}
-        for g in rnd.free:
-            free_in[group_of(g)] = free_in.get(group_of(g), 0) + 1
         by_group: dict[int, list[JobRequest]] = {}
         for v in victims:
             grp = preemptible.group(want, v, group_of)
             if grp is not None:  # only victims wholly inside one group free it for us
                 by_group.setdefault(grp, []).append(v)
+        if not by_group:
+            return []
+        free_in = Counter(map(group_of, rnd.free))
         saving = job.remaining_time * max(0.0, tier_factor(job, want + 1, cluster, rnd.ctx) - 1.0)
         best = None
         for grp, vs in by_group.items():

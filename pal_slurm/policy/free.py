@@ -20,6 +20,11 @@ from typing import Hashable, Iterable
 import numpy as np
 
 
+# up to this many GPUs, a take clears them in the mask one by one: numpy's indexing by a list
+# costs more than a few scalar writes (a non-sticky round takes millions of small sets)
+_FEW = 8
+
+
 class FreeGpus:
     __slots__ = ("mask", "origin", "_count", "_ids", "_array", "taken", "views")
 
@@ -52,7 +57,12 @@ class FreeGpus:
     def take(self, gpus: Iterable[int]) -> None:
         """`gpus` (free ones) are no longer free."""
         gone = sorted(gpus, reverse=True)
-        self.mask[gone] = False
+        if len(gone) <= _FEW:
+            mask = self.mask
+            for g in gone:
+                mask[g] = False
+        else:
+            self.mask[gone] = False
         self._count -= len(gone)
         self._array = None
         self.taken.extend(gone)

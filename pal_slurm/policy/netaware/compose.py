@@ -20,6 +20,7 @@ from itertools import accumulate
 from typing import Sequence
 
 from pal_slurm.model import JobRequest, RoundPlan
+from pal_slurm.model.decision import JobId
 from pal_slurm.model.network import DelayTimers
 from pal_slurm.policy.base import PlacementContext, Traits
 from pal_slurm.policy.fragmentation import FragmentationCost
@@ -155,7 +156,11 @@ class NetAwarePlacement:
         def allowed(job: JobRequest) -> int:
             return accept.allowed_tier(job, ctx, deadlines)
 
-        ends = _LazyEnds(lambda jid: now + runtime(running[jid], running[jid].running_on))
+        def end_of(jid: JobId) -> float:  # (a plan asks it of every running job: no call through `runtime`)
+            job = running[jid]
+            return now + estimate.runtime(job, job.running_on, ctx, table)
+
+        ends = _LazyEnds(end_of)
         releases = _Releases({jid: tuple(j.running_on) for jid, j in running.items()}, ends, cluster,
                              ctx.cache.get("group-counts", topo(cluster), dict))
         allocations = _Allocations(free, allocate, allocate_indexed if index_ctx.shape_index is not None else None)

@@ -94,21 +94,27 @@ def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: A
 
 
 def sticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator, preempt: bool = True) -> RoundPlan:
+    """Running jobs keep their GPUs; the others, in `order`, take what fits until one does not
+    (with `preempt`, that one first stops running jobs from the tail of `order`, which then wait
+    behind it). A job counts as running by its request, not through a table of every running
+    job: a large site's queue holds thousands of jobs, and a round usually stops long before
+    its end."""
     order = list(order)
-    running = {j.job_id: tuple(j.running_on) for j in order if j.running_on}
     free = FreeGpus(ctx.cluster.size, ctx.cluster.free)
     launch: dict[JobId, tuple[int, ...]] = {}
     suspend: list[JobId] = []
+    stopped: set[JobId] = set()  # running jobs this round stopped (they wait again)
     for idx, job in enumerate(order):
-        if job.job_id in running:
+        if job.running_on and job.job_id not in stopped:
             continue
         gpus = alloc(job, free, ctx)
         if gpus is None and preempt:
             for victim in reversed(order[idx + 1:]):
-                if victim.job_id not in running:
+                if not victim.running_on or victim.job_id in stopped:
                     continue
                 suspend.append(victim.job_id)
-                free.give(running.pop(victim.job_id))
+                stopped.add(victim.job_id)
+                free.give(tuple(victim.running_on))
                 gpus = alloc(job, free, ctx)
                 if gpus is not None:
                     break

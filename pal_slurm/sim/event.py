@@ -30,6 +30,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, TypeGuard
 
+import numpy as np
+
 from pal_slurm.model import ClusterView, JobRequest, RoundPlan
 from pal_slurm.model.classes import ARTIFACT_CLASSES, AppClassMap
 from pal_slurm.engine import AS_PLANNED, Cycle, Engine, EngineSettings
@@ -51,6 +53,9 @@ from pal_slurm.sim.variability import MeasuredGpus
 
 ARRIVAL, FINISH, WAKE = 0, 1, 2
 SWEEP_MIN = 100_000  # queued events before stale finishes are swept out (see drop_stale_finishes)
+# from this many instants on, a job catches up on its progress with numpy's running folds
+# (EventJob.advance_over); below it, one advance per instant costs less than the arrays
+FOLD_FROM = 48
 
 
 def _is_current(job: "EventJob | None", version: int) -> TypeGuard["EventJob"]:
@@ -118,6 +123,7 @@ class EventJob(SimJob):
     last: float = 0.0  # time of the last progress update
     resume_at: float = 0.0  # no progress before this (restart cost)
     restarts: int = 0
+    synced: int = 0  # the run's decision instants it has advanced through (_EventRun.catch_up)
 
     def remaining_time(self) -> float:
         return self.work_left
@@ -132,6 +138,25 @@ class EventJob(SimJob):
                 self.comm_s += dt * (1.0 - 1.0 / self.net)
             self.attained += t - self.last
         self.last = t
+
+    def advance_over(self, times: Sequence[float]) -> None:
+        """`advance(t)` for each of `times` (ascending, each after `last`) in turn, with the same
+        arithmetic in the same order, so the same bits: a long run of instants as numpy's
+        running folds (`accumulate` folds left to right, one rounding per step, as the loop
+        does; `reduce` would sum pairwise and round differently)."""
+        if len(times) < FOLD_FROM or not self.gpus:
+            for t in times:
+                self.advance(t)
+            return
+        ts = np.asarray(times, dtype=np.float64)
+        lasts = np.empty_like(ts)
+        lasts[0], lasts[1:] = self.last, ts[:-1]
+        run_from = np.maximum(lasts, self.resume_at)
+        dt = np.where(ts > run_from, ts - run_from, 0.0)  # (0.0 where advance adds nothing: x - 0.0 is x)
+        self.work_left = float(np.subtract.accumulate(np.concatenate(([self.work_left], dt * self.rate)))[-1])
+        self.comm_s = float(np.add.accumulate(np.concatenate(([self.comm_s], dt * (1.0 - 1.0 / self.net))))[-1])
+        self.attained = float(np.add.accumulate(np.concatenate(([self.attained], ts - lasts)))[-1])
+        self.last = float(ts[-1])
 
 
 class EventSimulator:
@@ -205,6 +230,11 @@ class _EventRun:
         self.tuning = pol.traits.tuned
         # a decider (pald's or Slurm's model) may read anything; a placement says what it reads
         self.renew_running = decider is not None or self.engine.reads_progress
+        # the decision instants, where running jobs are not advanced at each (not renew_running):
+        # a job catches up on them when it is next read (its stop or its finish). Advancing
+        # every running job at every decision was a third of a sticky placement's run on
+        # 8,192 GPUs (thousands running, hundreds of thousands of decisions)
+        self.decided: list[float] = []
         if decider is not None:
             decider.start(self.cluster, self.ranking)
         self.sens_cache: dict[str, str] = {}
@@ -281,6 +311,7 @@ class _EventRun:
         job = self.active.get(key)
         if not _is_current(job, version):
             return False  # stale: the job was moved or stopped since
+        self.catch_up(job)
         job.advance(t)
         self.state.finish(job, t, self.sim._best_net(job.src.model, job.src.num_gpus), job_id=job.src.job_id)
         return True
@@ -290,19 +321,29 @@ class _EventRun:
             self.pending_wake = math.inf
         return True
 
+    def catch_up(self, job: EventJob) -> None:
+        """Advance a running job through the decision instants since it last advanced, as
+        `schedule` would have at each (its progress is exact, bit for bit)."""
+        if job.synced < len(self.decided):
+            if job.gpus:
+                job.advance_over(self.decided[job.synced:])
+            job.synced = len(self.decided)
+
     # ---- one decision --------------------------------------------------------------------
     def schedule(self, t: float) -> None:
         running = self.state.running
-        if self.renew_running:  # else nobody reads it: a running job's request stays as first built
+        if self.renew_running:
             touch = self.state.touch
             for job in running.values():
                 job.advance(t)
                 touch(job)
-        else:
-            for job in running.values():
-                job.advance(t)
+        else:  # nobody reads it: a running job's request stays as first built, and the job
+            # advances through this instant when next read (catch_up)
+            self.decided.append(t)
         cyc = self.decide(t)
         self.plans += 1
+        for jid in cyc.plan.suspend:
+            self.catch_up(self.active[jid])
         self.actuator.carry_out(cyc.plan)
         busy_now = self.cluster.size - len(self.free)
         if self.util[-1][1] != busy_now:
@@ -342,6 +383,7 @@ class _EventRun:
             job.restarts += 1
         job.resume_at = t + cost
         job.last = t
+        job.synced = len(self.decided)
         if as_seen is not None:
             self.engine.observe_start(as_seen, gpus, self.cluster, t, factor=job.net,
                                       best_factor=self.sim._best_net(job.src.model, job.src.num_gpus),

@@ -1,10 +1,11 @@
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from pal_slurm.model import ClusterView
 from pal_slurm.policy import PLACEMENTS
 from pal_slurm.policy.netaware import NetAwarePlacement, PreemptConfig
 from pal_slurm.ranking.profiles import gpu_profiles
-from pal_slurm.sim.event import EventConfig, EventSimulator, simulator_for
+from pal_slurm.sim.event import FOLD_FROM, EventConfig, EventJob, EventSimulator, simulator_for
 from pal_slurm.sim.network import Congestion, NetworkModel
 from pal_slurm.sim.spec import RunSpec
 from pal_slurm.sim.trace import ITER_TIME_S, Trace, TraceJob, synthetic_trace
@@ -361,3 +362,42 @@ def test_the_slurm_queue_order_without_slurm_is_submit_order():
             trace, PLACEMENTS["pal"])
         runs[queue] = [(o.job_id, repr(o.first_start), repr(o.finish)) for o in r.jobs]
     assert runs["slurm"] == runs["fifo"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.floats(0.001, 5000.0), min_size=0, max_size=3 * FOLD_FROM), st.floats(0.0, 3000.0),
+       st.floats(1.0, 3.0), st.floats(1.0, 2.5))
+def test_a_job_advanced_over_many_instants_at_once_equals_one_advance_per_instant(gaps, restart, pm, net):
+    """A running job catches up on the decision instants it skipped (a placement that reads no
+    progress) with numpy's running folds from FOLD_FROM instants on: the same work left,
+    network seconds and service as an advance per instant, bit for bit, in its restart's
+    window or after it."""
+    _advanced_both_ways(gaps, restart, pm, net)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_long_run_of_instants_folds_to_the_same_bits(seed):
+    """Thousands of instants (a long job on a large site): where a pairwise sum would round
+    differently from the loop."""
+    import random
+    rnd = random.Random(seed)
+    _advanced_both_ways([rnd.uniform(0.001, 900.0) for _ in range(5000)], rnd.uniform(0, 3000),
+                        rnd.uniform(1, 3), rnd.uniform(1, 2.5))
+
+
+def _advanced_both_ways(gaps: list[float], restart: float, pm: float, net: float) -> None:
+    from itertools import accumulate
+
+    from pal_slurm.sim.trace import TraceJob
+    src = TraceJob(job_id=1, num_gpus=2, submit_time=0.0, iterations=1e6, model="ResNet-50")
+
+    def job() -> EventJob:
+        return EventJob(key=1, src=src, perf_class="A", submit=0.0, gpus=(0, 1), work_left=1e6 * 0.1,
+                        rate=1.0 / (pm * net), net=net, last=10.0, resume_at=10.0 + restart)
+
+    times = [10.0 + t for t in accumulate(gaps)]
+    one, many = job(), job()
+    for t in times:
+        one.advance(t)
+    many.advance_over(times)
+    assert (many.work_left, many.comm_s, many.attained, many.last) == (one.work_left, one.comm_s, one.attained, one.last)

@@ -15,6 +15,7 @@ the round takes GPUs); it must return exactly `job.num_gpus` distinct ids from `
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Callable, Sequence
 
 from pal_slurm.model import JobRequest, RoundPlan
@@ -93,6 +94,9 @@ def nonsticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: A
     return RoundPlan(frozenset(suspend), launch)
 
 
+_holds_gpus = attrgetter("running_on")  # a request's GPUs held now (empty: it waits)
+
+
 def sticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allocator, preempt: bool = True) -> RoundPlan:
     """Running jobs keep their GPUs; the others, in `order`, take what fits until one does not
     (with `preempt`, that one first stops running jobs from the tail of `order`, which then wait
@@ -109,8 +113,9 @@ def sticky_round(order: Sequence[JobRequest], ctx: PlacementContext, alloc: Allo
             continue
         gpus = alloc(job, free, ctx)
         if gpus is None and preempt:
-            for victim in reversed(order[idx + 1:]):
-                if not victim.running_on or victim.job_id in stopped:
+            # (the running ones of a long tail picked out in C: most of it waits)
+            for victim in filter(_holds_gpus, reversed(order[idx + 1:])):
+                if victim.job_id in stopped:
                     continue
                 suspend.append(victim.job_id)
                 stopped.add(victim.job_id)

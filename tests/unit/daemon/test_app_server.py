@@ -565,9 +565,10 @@ def test_palds_loop_runs_its_cycles_at_the_multiples_of_cycle_s_on_the_epoch_clo
     assert 0.05 < starts[0] % 0.2 < 0.15  # the first cycle at once, half a cycle off
     assert len(starts) >= 6
     late = sorted(t % 0.2 for t in starts[1:])
-    # most cycles start on a multiple (a loaded host may wake one late); a loop that kept the
-    # start's phase would have every one 0.1 s or more past
-    assert late[len(late) // 2] < 0.05 and late[len(late) * 2 // 3] < 0.07, late
+    # most cycles start on a multiple (a loaded host wakes some late: 3 of 8 by 0.07 s or more
+    # on a 2-core host running three lab suites beside it); a loop that kept the start's phase
+    # would have every one 0.1 s or more past, so the median tells them apart
+    assert late[len(late) // 2] < 0.05, late
 
 
 def test_a_stuck_release_held_again_whose_unpin_slurm_refuses_still_waits_for_its_new_placement(tmp_path):

@@ -1,3 +1,6 @@
+import random
+from itertools import accumulate
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -379,16 +382,12 @@ def test_a_job_advanced_over_many_instants_at_once_equals_one_advance_per_instan
 def test_a_long_run_of_instants_folds_to_the_same_bits(seed):
     """Thousands of instants (a long job on a large site): where a pairwise sum would round
     differently from the loop."""
-    import random
     rnd = random.Random(seed)
     _advanced_both_ways([rnd.uniform(0.001, 900.0) for _ in range(5000)], rnd.uniform(0, 3000),
                         rnd.uniform(1, 3), rnd.uniform(1, 2.5))
 
 
 def _advanced_both_ways(gaps: list[float], restart: float, pm: float, net: float) -> None:
-    from itertools import accumulate
-
-    from pal_slurm.sim.trace import TraceJob
     src = TraceJob(job_id=1, num_gpus=2, submit_time=0.0, iterations=1e6, model="ResNet-50")
 
     def job() -> EventJob:
